@@ -1,0 +1,133 @@
+"""The environment record every result carries, a short machine label, and the rows of `mpsstudio doctor`."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+import torch
+
+import mpsstudio
+from mpsstudio.engine import devices
+
+# Environment variables that change what a run measures; recorded only when set.
+RESULT_ENV_VARS = (
+    "PYTORCH_ENABLE_MPS_FALLBACK",
+    "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+)
+
+
+def os_label() -> str:
+    """The OS and its version: "macOS 14.5", "Linux 6.1.0-18-amd64", "Windows 11"."""
+    if sys.platform == "darwin":
+        return f"macOS {devices.macos_version() or platform.release()}"
+    return f"{platform.system() or sys.platform} {platform.release()}".strip()
+
+
+def torchvision_version() -> str | None:
+    """The installed torchvision version, without importing it when package metadata is there."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torchvision")
+    except metadata.PackageNotFoundError:
+        pass
+    try:  # a frozen app may lack the metadata
+        import torchvision
+    except Exception:  # a broken torchvision raises all sorts (e.g. missing compiled ops)
+        return None
+    return str(torchvision.__version__)
+
+
+def cuda_gpu_names() -> list[str]:
+    """Names of the visible CUDA GPUs ([] when none)."""
+    return [d.name for d in devices.cuda_devices() if d.available]
+
+
+def _cudnn_version() -> int | None:
+    try:
+        return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except RuntimeError:
+        return None
+
+
+def environment() -> dict:
+    """Everything a result needs to be trusted and compared elsewhere; plain JSON types only."""
+    return {
+        "os": os_label(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "hostname": platform.node(),
+        "cpu": devices.cpu_name(),
+        "chip": devices.apple_chip_name(),
+        "gpus": cuda_gpu_names(),
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "torchvision": torchvision_version(),
+        "cuda": torch.version.cuda,
+        "cudnn": _cudnn_version(),
+        "mps_built": bool(torch.backends.mps.is_built()),
+        "mps_available": bool(torch.backends.mps.is_available()),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "env": {name: os.environ[name] for name in RESULT_ENV_VARS if name in os.environ},
+        "mpsstudio": mpsstudio.__version__,
+    }
+
+
+def machine_label(env: dict) -> str:
+    """A short name for the machine a result came from, e.g. "Apple M1 Pro, macOS 14.5"."""
+    if env.get("chip"):
+        return f"{env['chip']}, {env.get('os', '')}".rstrip(", ")
+    gpus = env.get("gpus") or []
+    host = env.get("hostname") or "unknown host"
+    if gpus:
+        count = f"{len(gpus)}x " if len(gpus) > 1 else ""
+        return f"{count}{gpus[0]} on {host}"
+    system = (env.get("os") or "").split(" ")[0] or "unknown OS"
+    return f"{env.get('cpu') or 'unknown CPU'} ({system})"
+
+
+def doctor() -> list[tuple[str, str]]:
+    """Plain-words rows for `mpsstudio doctor`: what is installed and what can run, with reasons."""
+    mps_reason = devices.mps_unavailable_reason()
+    rows = [
+        ("MPS Studio", mpsstudio.__version__),
+        ("Python", platform.python_version()),
+        ("PyTorch", str(torch.__version__)),
+        ("torchvision", torchvision_version() or "not installed"),
+        ("System", os_label()),
+        ("macOS", devices.macos_version() or "not macOS"),
+        ("CPU", devices.cpu_name()),
+        ("CPU threads", str(torch.get_num_threads())),
+        ("MPS built", "yes" if torch.backends.mps.is_built() else "no: this PyTorch has no MPS support"),
+        ("MPS available", "yes" if not mps_reason else f"no: {mps_reason}"),
+        ("CUDA", _cuda_row()),
+        ("CPU fallback for MPS", _fallback_row()),
+    ]
+    if devices.apple_chip_name():
+        rows.insert(6, ("Apple chip", devices.apple_chip_name()))
+    rows += [(f"Set: {name}", os.environ[name]) for name in RESULT_ENV_VARS if name in os.environ]
+    return rows
+
+
+def _cuda_row() -> str:
+    reason = devices.cuda_unavailable_reason()
+    if reason:
+        return f"no: {reason}"
+    names = cuda_gpu_names()
+    plural = "GPU" if len(names) == 1 else "GPUs"
+    return f"{len(names)} {plural}: {', '.join(names)} (CUDA {torch.version.cuda})"
+
+
+def _fallback_row() -> str:
+    if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1":
+        return "on (PYTORCH_ENABLE_MPS_FALLBACK=1): unsupported ops run on the CPU, slowly"
+    return "off: an op MPS lacks stops the run; set PYTORCH_ENABLE_MPS_FALLBACK=1 before starting to run it on the CPU"

@@ -1,0 +1,353 @@
+"""Device discovery, reasons, sync/memory readings, precision support and the environment record.
+
+There is no MPS or CUDA here: those paths are faked with monkeypatch.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from mpsstudio.engine import devices, environment
+from mpsstudio.engine.devices import Device
+from mpsstudio.engine.errors import UserError
+
+ON_LINUX = sys.platform.startswith("linux")
+
+
+def fake_mac(monkeypatch, version="14.5", machine="arm64", built=True, available=False, sysctls=None):
+    """Pretend to be a Mac: platform facts, sysctl answers and what torch says about MPS."""
+    answers = {"machdep.cpu.brand_string": "Apple M1 Pro", "hw.memsize": str(32 * 2**30)}
+    answers.update(sysctls or {})
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(platform, "mac_ver", lambda *a: (version, ("", "", ""), machine))
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(devices, "sysctl", lambda name: answers.get(name, ""))
+    monkeypatch.setattr(torch.backends.mps, "is_built", lambda: built)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: available)
+
+
+def fake_cuda(monkeypatch, names=("NVIDIA H100 80GB HBM3",)):
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(names))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: names[i])
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=0: SimpleNamespace(total_memory=80 * 2**30))
+
+
+def no_cuda_gpu(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+# ---------------------------------------------------------------- this machine
+
+
+@pytest.mark.skipif(not ON_LINUX, reason="checks this Linux build box")
+def test_real_discovery_on_this_linux_box():
+    found = {d.id: d for d in devices.discover_devices()}
+    assert list(found)[:2] == ["cpu", "mps"]
+
+    cpu = found["cpu"]
+    assert cpu.available and cpu.reason == ""
+    assert cpu.name and cpu.name != "unknown CPU"
+    assert cpu.threads == torch.get_num_threads() >= 1
+    assert cpu.memory_total > 2**28
+    assert cpu.torch_device == "cpu"
+
+    # The CUDA wheel reports is_built() False on Linux; the platform is the reason a user can act on.
+    assert torch.backends.mps.is_built() is False
+    assert found["mps"].available is False
+    assert found["mps"].reason == "not an Apple Silicon Mac"
+
+    if not torch.cuda.is_available():
+        assert found["cuda"].available is False
+        expected = "this PyTorch was built without CUDA" if torch.version.cuda is None else "no NVIDIA GPU"
+        assert found["cuda"].reason.startswith(expected)
+
+
+def test_cpu_memory_reading_is_rss():
+    cpu = devices.resolve_device("cpu")
+    reading = cpu.memory()
+    assert list(reading) == ["rss"]
+    assert reading["rss"] > 10 * 2**20
+    assert cpu.in_use(reading) == reading["rss"]
+    cpu.synchronize()
+    cpu.reset_peak()
+
+
+def test_to_dict_is_plain():
+    d = Device(id="cuda:1", kind="cuda", available=True, name="GPU", memory_total=5)
+    assert d.to_dict() == {
+        "id": "cuda:1", "kind": "cuda", "available": True, "reason": "", "name": "GPU",
+        "memory_total": 5, "threads": None, "torch_device": "cuda:1",
+    }
+    assert d.index == 1
+
+
+# ---------------------------------------------------------------- MPS reasons
+
+
+def test_mps_reason_linux(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert devices.mps_unavailable_reason() == "not an Apple Silicon Mac"
+
+
+def test_mps_reason_built_without(monkeypatch):
+    fake_mac(monkeypatch, built=False)
+    assert devices.mps_unavailable_reason() == "this PyTorch was built without MPS"
+
+
+def test_mps_reason_intel_mac(monkeypatch):
+    fake_mac(monkeypatch, machine="x86_64", sysctls={"machdep.cpu.brand_string": "Intel(R) Core(TM) i9"})
+    assert devices.mps_unavailable_reason() == "not an Apple Silicon Mac"
+    assert devices.apple_chip_name() == ""
+
+
+def test_mps_reason_rosetta(monkeypatch):
+    fake_mac(monkeypatch, machine="x86_64", sysctls={"sysctl.proc_translated": "1"})
+    assert "Rosetta" in devices.mps_unavailable_reason()
+    assert devices.apple_chip_name() == "Apple M1 Pro"
+
+
+def test_mps_reason_old_macos(monkeypatch):
+    fake_mac(monkeypatch, version="12.1")
+    assert devices.mps_unavailable_reason() == "macOS 12.3 or newer is needed (this Mac runs 12.1)"
+
+
+def test_mps_reason_unexplained(monkeypatch):
+    fake_mac(monkeypatch, version="14.5")
+    reason = devices.mps_unavailable_reason()
+    assert reason.startswith("PyTorch reports MPS unavailable even though")
+    assert "14.5" in reason
+
+
+def test_mps_available_on_faked_mac(monkeypatch):
+    fake_mac(monkeypatch, version="14.5", available=True)
+    mps = devices.resolve_device("mps")
+    assert (mps.id, mps.available, mps.reason) == ("mps", True, "")
+    assert mps.name == "Apple M1 Pro"
+    assert mps.memory_total == 32 * 2**30
+
+
+# ---------------------------------------------------------------- MPS sync and memory
+
+
+def test_mps_synchronize_and_memory(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("sync"))
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 100)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 300)
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 1000)
+    mps = Device(id="mps", kind="mps", available=True, torch_device="cpu")
+
+    mps.synchronize()
+    mps.synchronize()
+    assert calls == ["sync", "sync"]
+    reading = mps.memory()
+    assert reading == {"current_allocated": 100, "driver_allocated": 300, "recommended_max": 1000}
+    assert mps.in_use(reading) == 100
+    assert calls == ["sync", "sync"]  # a memory reading never syncs
+    assert torch.zeros(2, device=mps.torch_device).sum().item() == 0
+
+
+# ---------------------------------------------------------------- CUDA
+
+
+def test_cuda_reasons(monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    assert devices.cuda_unavailable_reason() == "this PyTorch was built without CUDA"
+    no_cuda_gpu(monkeypatch)
+    assert devices.cuda_unavailable_reason() == "no NVIDIA GPU or driver found"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert devices.cuda_unavailable_reason() == "no NVIDIA GPU or driver found (CUDA_VISIBLE_DEVICES='')"
+
+
+def test_faked_cuda_discovery_and_resolve(monkeypatch):
+    fake_cuda(monkeypatch, names=("NVIDIA A", "NVIDIA B"))
+    found = [d for d in devices.discover_devices() if d.kind == "cuda"]
+    assert [(d.id, d.name, d.available) for d in found] == [
+        ("cuda:0", "NVIDIA A", True),
+        ("cuda:1", "NVIDIA B", True),
+    ]
+    assert found[0].memory_total == 80 * 2**30
+
+    assert devices.resolve_device("cuda").id == "cuda:0"
+    assert devices.resolve_device(" CUDA:1 ").name == "NVIDIA B"
+    with pytest.raises(UserError) as err:
+        devices.resolve_device("cuda:2")
+    assert str(err.value) == "cuda:2 is not available: this machine has 2 CUDA GPUs (cuda:0 to cuda:1)."
+
+
+def test_cuda_memory_reading(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda i: 10 + i)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i: 20 + i)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda i: 30 + i)
+    reset = []
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset.append)
+    gpu = Device(id="cuda:1", kind="cuda", available=True)
+    reading = gpu.memory()
+    assert reading == {"allocated": 11, "reserved": 21, "peak_allocated": 31}
+    assert gpu.in_use(reading) == 11
+    gpu.reset_peak()
+    assert reset == [1]
+
+
+# ---------------------------------------------------------------- resolve errors
+
+
+@pytest.mark.parametrize("spec", ["tpu", "gpu", "cuda:x", ""])
+def test_resolve_unknown(spec):
+    with pytest.raises(UserError) as err:
+        devices.resolve_device(spec)
+    message = str(err.value)
+    assert message == f"Unknown device {spec!r}; use cpu, mps or cuda (cuda:N for a specific GPU)."
+    assert "\n" not in message
+
+
+def test_resolve_unavailable(monkeypatch):
+    fake_mac(monkeypatch, version="12.1")
+    with pytest.raises(UserError) as err:
+        devices.resolve_device("mps")
+    assert str(err.value) == "mps is not available: macOS 12.3 or newer is needed (this Mac runs 12.1)."
+
+    no_cuda_gpu(monkeypatch)
+    with pytest.raises(UserError) as err:
+        devices.resolve_device("cuda")
+    assert str(err.value) == "cuda is not available: no NVIDIA GPU or driver found."
+    with pytest.raises(UserError) as err:
+        devices.resolve_device("cuda:1")
+    assert str(err.value) == "cuda:1 is not available: no NVIDIA GPU or driver found."
+
+
+# ---------------------------------------------------------------- precision and GradScaler
+
+MPS = Device(id="mps", kind="mps", available=True, torch_device="cpu")
+CPU = Device(id="cpu", kind="cpu", available=True)
+
+
+def test_mps_bf16_needs_macos_14(monkeypatch):
+    fake_mac(monkeypatch, version="13.6", available=True)
+    monkeypatch.setattr(torch, "__version__", "2.6.0")
+    reason = devices.precision_unsupported_reason(MPS, "bf16")
+    assert reason == "bf16 autocast on MPS needs macOS 14 or newer (this Mac runs 13.6)"
+    fake_mac(monkeypatch, version="14.0", available=True)
+    assert devices.precision_unsupported_reason(MPS, "bf16") == ""
+    monkeypatch.setattr(torch, "__version__", "2.5.1")
+    assert "PyTorch 2.6 or newer (this is 2.5.1)" in devices.precision_unsupported_reason(MPS, "bf16")
+
+
+def test_mps_fp16_needs_torch_2_5(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.4.0")
+    reason = devices.precision_unsupported_reason(MPS, "fp16")
+    assert reason == "fp16 autocast on MPS needs PyTorch 2.5 or newer (this is 2.4.0)"
+    monkeypatch.setattr(torch, "__version__", "2.5.0+cpu")
+    assert devices.precision_unsupported_reason(MPS, "fp16") == ""
+    assert devices.precision_unsupported_reason(MPS, "fp32") == ""
+
+
+def test_unknown_precision():
+    reason = devices.precision_unsupported_reason(CPU, "int8")
+    assert reason == "unknown precision 'int8'; choose fp32, fp16 or bf16"
+
+
+def test_cpu_precisions_on_this_torch():
+    # Probed, not assumed: this torch runs both autocast dtypes on the CPU.
+    assert devices.precision_unsupported_reason(CPU, "fp32") == ""
+    assert devices.precision_unsupported_reason(CPU, "bf16") == ""
+    assert devices.precision_unsupported_reason(CPU, "fp16") == ""
+
+
+def test_grad_scaler(monkeypatch):
+    assert devices.grad_scaler_supported(Device(id="cuda:0", kind="cuda", available=True)) is True
+    assert devices.grad_scaler_supported(CPU) is True
+    monkeypatch.setattr(torch, "__version__", "2.7.1")
+    assert devices.grad_scaler_supported(MPS) is False
+    monkeypatch.setattr(torch, "__version__", "2.8.0")
+    assert devices.grad_scaler_supported(MPS) is True
+
+
+def test_version_parsing():
+    assert devices._version_tuple("2.6.0+cu124") == (2, 6, 0)
+    assert devices._version_tuple("2.10.0a0") == (2, 10, 0)
+    assert devices._version_tuple("14.5") == (14, 5)
+    assert devices._version_tuple("") == ()
+
+
+# ---------------------------------------------------------------- environment
+
+
+def test_environment_record(monkeypatch):
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    env = environment.environment()
+    expected = {
+        "os", "platform", "machine", "hostname", "cpu", "chip", "gpus", "python", "torch", "torchvision",
+        "cuda", "cudnn", "mps_built", "mps_available", "threads", "interop_threads", "tf32_matmul",
+        "tf32_cudnn", "env", "mpsstudio",
+    }
+    assert set(env) == expected
+    assert json.loads(json.dumps(env)) == env
+    assert env["torch"] == str(torch.__version__)
+    assert env["threads"] == torch.get_num_threads()
+    assert env["env"]["PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
+    assert "MKL_NUM_THREADS" not in env["env"]
+    assert env["mpsstudio"] == "0.1.0"
+    if ON_LINUX:
+        assert env["os"].startswith("Linux ") and env["chip"] == ""
+
+
+def test_environment_on_faked_mac(monkeypatch):
+    fake_mac(monkeypatch, version="14.5", available=True)
+    env = environment.environment()
+    assert env["os"] == "macOS 14.5"
+    assert env["chip"] == "Apple M1 Pro"
+    assert environment.machine_label(env) == "Apple M1 Pro, macOS 14.5"
+
+
+def test_machine_labels():
+    gpu_env = {"gpus": ["NVIDIA H100 80GB HBM3"], "hostname": "box", "chip": "", "os": "Linux 6.1"}
+    assert environment.machine_label(gpu_env) == "NVIDIA H100 80GB HBM3 on box"
+    two = dict(gpu_env, gpus=["NVIDIA H100 80GB HBM3"] * 2)
+    assert environment.machine_label(two) == "2x NVIDIA H100 80GB HBM3 on box"
+    cpu_env = {"cpu": "Intel(R) Xeon(R) Processor", "os": "Linux 6.1", "gpus": [], "chip": ""}
+    assert environment.machine_label(cpu_env) == "Intel(R) Xeon(R) Processor (Linux)"
+    assert environment.machine_label({}) == "unknown CPU (unknown OS)"
+
+
+def test_doctor_rows(monkeypatch):
+    monkeypatch.delenv("PYTORCH_ENABLE_MPS_FALLBACK", raising=False)
+    no_cuda_gpu(monkeypatch)
+    rows = environment.doctor()
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in rows)
+    table = dict(rows)
+    assert table["PyTorch"] == str(torch.__version__)
+    assert table["CUDA"] == "no: no NVIDIA GPU or driver found"
+    assert table["CPU fallback for MPS"].startswith("off: ")
+    assert table["CPU threads"] == str(torch.get_num_threads())
+    if ON_LINUX:
+        assert table["macOS"] == "not macOS"
+        assert table["MPS available"] == "no: not an Apple Silicon Mac"
+        assert table["MPS built"] == "no: this PyTorch has no MPS support"
+
+
+def test_doctor_on_faked_mac_with_gpu_fallback(monkeypatch):
+    fake_mac(monkeypatch, version="14.5", available=True)
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
+    fake_cuda(monkeypatch)
+    table = dict(environment.doctor())
+    assert table["MPS available"] == "yes"
+    assert table["MPS built"] == "yes"
+    assert table["macOS"] == "14.5"
+    assert table["Apple chip"] == "Apple M1 Pro"
+    assert table["CPU fallback for MPS"].startswith("on (PYTORCH_ENABLE_MPS_FALLBACK=1)")
+    assert table["Set: PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
+    assert table["CUDA"] == "1 GPU: NVIDIA H100 80GB HBM3 (CUDA 12.4)"
