@@ -1,0 +1,129 @@
+"""Run history (SQLite), JSON export/import and comparisons."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from mpsstudio.engine.compare import compare
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.results import RunResult, export_json, import_json
+from mpsstudio.engine.store import SCHEMA_VERSION, RunStore
+
+
+def make_run(device="cpu", sps=100.0, created="2026-01-01T00:00:00+00:00", status="finished", machine="Mac", **cfg):
+    config = RunConfig(device=device, steps=10, epochs=None, **cfg)
+    return RunResult(config=config, status=status, env={"machine_label": machine},
+                     summary={"samples_per_s": sps, "samples_per_s_iqr": 1.0, "final_loss": 0.5},
+                     losses=[2.0, 1.5, 1.0], windows=[{"samples_per_s": sps}], created_at=created)
+
+
+def test_store_round_trip_and_survives_reopen(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path)
+    run = make_run()
+    store.save(run)
+    store.close()
+    again = RunStore(path)
+    [back] = again.all()
+    assert back.id == run.id and back.config == run.config
+    assert back.losses == pytest.approx([2.0, 1.5, 1.0])
+    assert back.summary == run.summary and back.env == run.env
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    again.delete([run.id])
+    assert len(again) == 0
+
+
+def test_store_from_a_newer_version_is_refused(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(UserError, match="newer MPS Studio"):
+        RunStore(path)
+
+
+def test_corrupt_store_is_one_sentence(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(UserError, match="cannot be opened"):
+        RunStore(path)
+
+
+def test_an_unfinished_write_leaves_earlier_runs_intact(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path)
+    first = make_run()
+    store.save(first)
+    # a crash mid-transaction: the connection dies before commit
+    store._db.execute("BEGIN")
+    store._db.execute("DELETE FROM runs")
+    store._db.close()
+    assert [r.id for r in RunStore(path).all()] == [first.id]
+
+
+def test_json_export_import_round_trip(tmp_path):
+    runs = [make_run("cpu", 100.0), make_run("mps", 450.0, created="2026-01-01T00:01:00+00:00")]
+    path = tmp_path / "runs.json"
+    export_json(runs, path, [c.to_dict() for c in compare(runs)])
+    doc = json.loads(path.read_text())
+    assert doc["runs"][0]["steps"] == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}, {"step": 3, "loss": 1.0}]
+    assert doc["comparisons"][0]["devices"][1]["speedup_vs_cpu"] == pytest.approx(4.5)
+    back = import_json(path)
+    assert [r.id for r in back] == [r.id for r in runs]
+    assert all(r.origin == "imported" for r in back)
+    assert back[1].summary["samples_per_s"] == 450.0
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "is not valid JSON"),
+    ('{"something": 1}', "has no list of runs"),
+    ('{"runs": [1]}', "is not a JSON object"),
+    ('{"runs": [{"status": "finished", "config": {}, "summary": {}}]}', "no model, dataset, device and batch size"),
+    ('{"runs": [{"status": "exploded", "config": {}, "summary": {}}]}', "has status 'exploded'"),
+    ('{"runs": [{"status": "finished", "summary": {}}]}', "has no 'config'"),
+    ('{"runs": [{"status": "finished", "config": {"model": "m", "dataset": "d", "device": "cpu", "batch_size": -1},'
+     ' "summary": {}}]}', "invalid batch size"),
+    ('{"runs": [{"status": "finished", "config": {"model": "m", "dataset": "d", "device": "cpu", "batch_size": 8},'
+     ' "summary": {"samples_per_s": "fast"}}]}', "invalid samples_per_s"),
+])
+def test_bad_imports_are_one_sentence(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message) as err:
+        import_json(path)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_import_file(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        import_json(tmp_path / "nope.json")
+
+
+def test_comparisons_group_by_config_without_device():
+    runs = [
+        make_run("cpu", 100.0),
+        make_run("mps", 700.0),
+        make_run("cuda:0", 2000.0, machine="H100 server"),
+        make_run("mps", 300.0, batch_size=128),  # other config: its own group, alone, so no comparison
+        make_run("cpu", 50.0, status="failed"),  # failed runs are never compared
+    ]
+    [group] = compare(runs)
+    assert [r.config.device for r in group.runs] == ["cpu", "cuda:0", "mps"]
+    assert group.baseline is runs[0]
+    assert group.speedups[runs[1].id] == pytest.approx(7.0)
+    assert group.speedups[runs[2].id] == pytest.approx(20.0)
+    assert group.speedups[runs[0].id] == pytest.approx(1.0)
+
+
+def test_newest_run_stands_for_its_device_and_no_cpu_means_no_speedup():
+    old = make_run("mps", 100.0, created="2026-01-01T00:00:00+00:00")
+    new = make_run("mps", 200.0, created="2026-01-02T00:00:00+00:00")
+    cuda = make_run("cuda:0", 800.0, created="2026-01-02T00:00:00+00:00")
+    [group] = compare([new, old, cuda])
+    assert new in group.runs and old not in group.runs
+    assert group.baseline is None and group.speedups[new.id] is None
