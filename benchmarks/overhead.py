@@ -1,0 +1,121 @@
+"""Engine overhead: the engine's run loop vs a bare PyTorch loop, side by side on one device.
+
+Both train the same model (same seed) on the same batches kept on the device, with SGD (momentum 0.9),
+after the same warm-up. The bare loop is the seed loop: forward, loss, backward, step, no per-step .item().
+Repetitions alternate the order (engine first, then bare first). The ratio uses the engine's *wall-clock*
+throughput over its measured phase (every window, sync, loss fetch and event included), so any overhead
+the engine adds shows up; the engine's reported median throughput is printed beside it.
+
+    python benchmarks/overhead.py [--device cpu|cuda|mps] [--reps 5] [--seconds 2]
+
+Last line: min_ratio=<x> (target >= 0.98).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from mpsstudio.engine import datasets, devices, models, trainer  # noqa: E402
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.spec import DataSpec  # noqa: E402
+
+SPEC = DataSpec(kind="image", num_classes=10, channels=3, height=32, width=32)
+MODELS = ("mlp", "mnist_cnn", "resnet18")
+
+
+def bare_loop(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int,
+              seed: int = 0) -> float:
+    """samples/s of the plain loop, timed with a sync before each clock read."""
+    tdev = torch.device(dev.torch_device or dev.id)
+    torch.manual_seed(seed)
+    model = models.build_model(model_name, models.input_spec_for(model_name, SPEC)).to(tdev)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    mean = torch.tensor(data.mean).reshape(1, -1, 1, 1).to(tdev)
+    std = torch.tensor(data.std).reshape(1, -1, 1, 1).to(tdev)
+    x_all, y_all = data.train.x, data.train.y
+    batches = []
+    for i in range(4):  # the same 4 ready batches the engine cycles through for synthetic data
+        idx = torch.arange(i * batch_size, (i + 1) * batch_size) % x_all.shape[0]
+        x = (x_all[idx].to(tdev).float() / 255 - mean) / std
+        batches.append((x, y_all[idx].to(tdev)))
+
+    def step(i):
+        x, y = batches[i % 4]
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(i)
+    dev.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(warmup + i)
+    dev.synchronize()
+    return steps * batch_size / (time.perf_counter() - t0)
+
+
+def engine_run(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int):
+    cfg = RunConfig(model=model_name, dataset="synthetic", device=dev.id, batch_size=batch_size, steps=steps,
+                    epochs=None, warmup_steps=warmup)
+    result = trainer.run(cfg, device=dev, data=data)
+    if result.status != "finished":
+        raise SystemExit(f"engine run failed: {result.error}")
+    return result.summary["wall_samples_per_s"], result.summary["samples_per_s"]
+
+
+def calibrate(model_name, dev, data, batch_size, seconds) -> int:
+    """Steps that take about `seconds` on this device (from a short bare run)."""
+    rate = bare_loop(model_name, dev, data, batch_size, warmup=3, steps=5)
+    return int(min(20000, max(10, seconds * rate / batch_size)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=2.0, help="target length of one measured phase")
+    args = ap.parse_args()
+    dev = devices.resolve_device(args.device)
+    print(f"device {dev.id} ({dev.name}); torch {torch.__version__}; threads {torch.get_num_threads()}; "
+          f"batch {args.batch_size}; {args.reps} alternating repetitions")
+    print(f"{'model':<10} {'steps':>6} {'bare samples/s':>15} {'engine wall':>12} {'engine median':>14} "
+          f"{'wall/bare':>10} {'median/bare':>12}")
+    ratios = []
+    for name in args.models.split(","):
+        data = datasets.load_dataset("synthetic", model_spec=SPEC, synthetic_size=4 * args.batch_size)
+        steps = calibrate(name, dev, data, args.batch_size, args.seconds)
+        bare, wall, med = [], [], []
+        for rep in range(args.reps):
+            order = ("engine", "bare") if rep % 2 == 0 else ("bare", "engine")
+            for which in order:
+                if which == "bare":
+                    bare.append(bare_loop(name, dev, data, args.batch_size, args.warmup, steps))
+                else:
+                    w, m = engine_run(name, dev, data, args.batch_size, args.warmup, steps)
+                    wall.append(w)
+                    med.append(m)
+        b, w, m = statistics.median(bare), statistics.median(wall), statistics.median(med)
+        ratios.append(w / b)
+        print(f"{name:<10} {steps:>6} {b:>15,.0f} {w:>12,.0f} {m:>14,.0f} {w / b:>10.3f} {m / b:>12.3f}",
+              flush=True)
+    print(f"min_ratio={min(ratios):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

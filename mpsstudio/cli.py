@@ -1,0 +1,360 @@
+"""`mpsstudio`: the headless front end over the same engine the window uses.
+
+Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import Sequence
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments in one line (exit 2) instead of usage plus error."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"mpsstudio: {message} (see '{self.prog} --help').\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="mpsstudio", description="Measure PyTorch training speed on CPU, Apple GPU (MPS) and CUDA.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")
+    b.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file")
+    b.add_argument("--dataset", default=None, help="dataset name (see `mpsstudio datasets`) or an image folder")
+    b.add_argument("--devices", default="cpu", help="comma-separated devices, e.g. cpu,mps,cuda (default: cpu)")
+    b.add_argument("--batch-size", type=int, default=None)
+    group = b.add_mutually_exclusive_group()
+    group.add_argument("--steps", type=int, default=None, help="measured steps after warm-up")
+    group.add_argument("--epochs", type=int, default=None)
+    b.add_argument("--warmup", type=int, default=None, help="warm-up steps, timed apart (default 10)")
+    b.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=None)
+    b.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None)
+    b.add_argument("--lr", type=float, default=None, help="learning rate")
+    b.add_argument("--mode", choices=["train", "inference"], default=None)
+    b.add_argument("--workers", type=int, default=None, help="data loader worker processes")
+    b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
+    b.add_argument("--channels-last", action="store_true")
+    b.add_argument("--compile", action="store_true", help="torch.compile the model")
+    b.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    b.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
+    b.add_argument("--seed", type=int, default=None)
+    b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
+    b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+
+    sub.add_parser("devices", help="list devices and why any is unavailable")
+    sub.add_parser("models", help="list models")
+    sub.add_parser("datasets", help="list datasets")
+    sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
+    sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
+    h = sub.add_parser("history", help="list stored runs and comparisons")
+    h.add_argument("--import", dest="import_file", metavar="FILE", help="import runs from a JSON export first")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .engine.errors import UserError
+
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad argument already reported in one line
+        return int(exc.code or 0)
+    command = args.command or "demo"
+    try:
+        return _COMMANDS[command](args)
+    except UserError as exc:
+        print(f"mpsstudio: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("mpsstudio: interrupted.", file=sys.stderr)
+        return 130
+
+
+# -- bench ------------------------------------------------------------------------------------------------
+
+def _config_from_args(args):
+    from .engine.config import RunConfig
+
+    cfg = RunConfig()
+    mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
+               "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
+               "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed"}
+    for arg, field in mapping.items():
+        value = getattr(args, arg, None)
+        if value is not None:
+            setattr(cfg, field, value)
+    if getattr(args, "steps", None) is not None:
+        cfg.steps, cfg.epochs = args.steps, None
+    elif getattr(args, "epochs", None) is not None:
+        cfg.epochs, cfg.steps = args.epochs, None
+    for flag, field in (("resident", "resident"), ("channels_last", "channels_last"), ("compile", "compile"),
+                        ("tf32", "tf32")):
+        if getattr(args, flag, False):
+            setattr(cfg, field, True)
+    return cfg.validate()
+
+
+def _cmd_bench(args) -> int:
+    from .engine.errors import UserError
+
+    cfg = _config_from_args(args)
+    names = [d.strip() for d in args.devices.split(",") if d.strip()]
+    if not names:
+        raise UserError("No devices given; use --devices cpu,mps,cuda (any of them).")
+    return bench(cfg, names, json_path=args.json, save=not args.no_save)
+
+
+def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True) -> int:
+    """Run `cfg` on each available device in turn, print the comparison, keep and export the runs."""
+    from .engine import devices, models, trainer
+    from .engine.errors import UserError
+
+    info = models.get_model_info(cfg.model)  # unknown model: UserError before anything runs
+    if cfg.model.endswith(".py"):
+        print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
+    runnable = []
+    for name in dict.fromkeys(device_names):
+        try:
+            dev = devices.resolve_device(name)
+        except UserError as exc:
+            print(f"skipping {name}: {exc}", file=sys.stderr)
+            continue
+        reason = devices.precision_unsupported_reason(dev, cfg.precision)
+        if reason:
+            print(f"skipping {dev.id}: {cfg.precision} is not available there: {reason}.", file=sys.stderr)
+            continue
+        runnable.append(dev)
+    if not runnable:
+        raise UserError(f"None of the devices ({', '.join(device_names)}) can run this; "
+                        f"see `mpsstudio devices` for what is available.")
+    del info
+    data = trainer.load_data(cfg, progress=_download_progress)
+    print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
+    results = []
+    for dev in runnable:
+        progress = _Progress(dev.id)
+        result = trainer.run(cfg.with_device(dev.id), device=dev, data=data, on_event=progress)
+        results.append(result)
+    _keep(results, json_path, save)
+    print(format_table(results))
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
+    return EXIT_RUN_FAILED if failed else EXIT_OK
+
+
+def _keep(results, json_path, save) -> None:
+    from .engine.compare import compare
+    from .engine.errors import UserError
+    from .engine.results import export_json
+
+    if save:
+        try:
+            from .engine.store import RunStore
+
+            store = RunStore()
+            for r in results:
+                store.save(r)
+            store.close()
+        except UserError as exc:
+            print(f"mpsstudio: the runs were not added to the history: {exc}", file=sys.stderr)
+    if json_path:
+        try:
+            export_json(results, json_path, [c.to_dict() for c in compare(results)])
+        except OSError as exc:
+            raise UserError(f"Cannot write {json_path} ({exc.strerror}); choose another path for --json.") from None
+
+
+def _download_progress(message: str, fraction: float) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{message} {fraction:5.0%}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """Prints one progress line per device: a live line on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, event) -> None:
+        from .engine.events import Ended, Started, Warmup, Window
+
+        if isinstance(event, Started):
+            self.start = time.perf_counter()
+            self._line(f"{self.device}: warming up ({event.warmup_steps} steps)...", force=True)
+        elif isinstance(event, Warmup):
+            self._line(f"{self.device}: warm-up {event.seconds:.2f} s", force=True)
+        elif isinstance(event, Window):
+            done = event.steps_done / event.total_steps
+            left = (event.total_steps - event.steps_done) * event.seconds / max(1, len(event.losses))
+            bar = "#" * int(done * 20)
+            self._line(f"{self.device}: [{bar:<20}] {done:4.0%} {event.samples_per_s:,.0f} samples/s, "
+                       f"loss {event.losses[-1]:.4f}, about {_duration(left)} left")
+        elif isinstance(event, Ended):
+            r = event.result
+            if self.tty:
+                print("\r\033[K", end="", file=sys.stderr)
+            print(f"{self.device}: {r.status}" + (f" ({r.error})" if r.error else ""), file=sys.stderr, flush=True)
+
+    def _line(self, text: str, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.tty:
+            print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
+        elif force or now - self.last >= 5:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            return
+        self.last = now
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+# -- tables ---------------------------------------------------------------------------------------------
+
+def fmt_rate(v) -> str:
+    return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def fmt_bytes(v) -> str:
+    if not v:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if v < 1024 or unit == "GiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return "-"
+
+
+def fmt_num(v, spec: str = ".3f", suffix: str = "") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:{spec}}{suffix}"
+
+
+def format_table(results) -> str:
+    """The comparison table: one row per run, speedup against the CPU run of the same comparison."""
+    from .engine.compare import compare
+
+    speedups = {}
+    for c in compare(results):
+        speedups.update(c.speedups)
+    headers = ["device", "samples/s", "IQR", "vs CPU", "warm-up", "s/epoch", "peak memory", "final loss",
+               "val acc", "status"]
+    rows = []
+    for r in results:
+        s = r.summary
+        sp = speedups.get(r.id)
+        rows.append([
+            r.config.device, fmt_rate(s.get("samples_per_s")), fmt_rate(s.get("samples_per_s_iqr")),
+            fmt_num(sp, ".2f", "x"), fmt_num(s.get("warmup_s"), ".2f", " s"), fmt_num(s.get("s_per_epoch"), ".2f"),
+            fmt_bytes(s.get("peak_memory")), fmt_num(s.get("final_loss"), ".4f"),
+            fmt_num(None if s.get("val_accuracy") is None else 100 * s["val_accuracy"], ".1f", "%"), r.status,
+        ])
+    return _grid(headers, rows)
+
+
+def _grid(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))
+    out = [line, "-" * len(line)]
+    for row in rows:
+        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    return "\n".join(out)
+
+
+# -- listings ---------------------------------------------------------------------------------------------
+
+def _cmd_devices(args) -> int:
+    from .engine import devices
+
+    rows = []
+    for d in devices.discover_devices():
+        rows.append([d.id, "yes" if d.available else "no", d.name or "-", fmt_bytes(d.memory_total),
+                     str(d.threads) if d.threads else "-", d.reason or ""])
+    print(_grid(["device", "available", "name", "memory", "threads", "why not"], rows))
+    return EXIT_OK
+
+
+def _cmd_models(args) -> int:
+    from .engine import models
+
+    rows = []
+    for m in models.list_models():
+        params = models.parameter_count(m.name, m.default_spec)
+        rows.append([m.name, m.input_kind, f"{params / 1e6:,.2f} M", m.default_spec.describe(), m.description])
+    print(_grid(["model", "input", "parameters", "default input", "description"], rows))
+    print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
+    return EXIT_OK
+
+
+def _cmd_datasets(args) -> int:
+    from .engine import datasets
+
+    rows = [[d.name, d.source, d.description] for d in datasets.list_datasets()]
+    print(_grid(["dataset", "source", "description"], rows))
+    print("\nA folder path works too: one subfolder of images per class.")
+    return EXIT_OK
+
+
+def _cmd_doctor(args) -> int:
+    from .engine import environment
+
+    rows = environment.doctor()
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    return EXIT_OK
+
+
+def _cmd_demo(args) -> int:
+    """The default comparison: the built-in dataset and default model on every available device."""
+    from .engine import devices
+    from .engine.config import RunConfig
+
+    names = [d.id for d in devices.discover_devices() if d.available]
+    return bench(RunConfig(), names)
+
+
+def _cmd_history(args) -> int:
+    from .engine.compare import compare
+    from .engine.results import import_json
+    from .engine.store import RunStore
+
+    store = RunStore()
+    if args.import_file:
+        imported = import_json(args.import_file)
+        for r in imported:
+            store.save(r)
+        print(f"imported {len(imported)} runs from {args.import_file}", file=sys.stderr)
+    results = store.all()
+    rows = [[r.created_at.replace("T", " ")[:16], r.machine, r.config.model, r.config.dataset, r.config.device,
+             str(r.config.batch_size), r.config.precision, fmt_rate(r.summary.get("samples_per_s")), r.status]
+            for r in results]
+    print(_grid(["time", "machine", "model", "dataset", "device", "batch", "precision", "samples/s", "status"], rows))
+    for c in compare(results):
+        print(f"\n{c.title()}")
+        print(format_table(c.runs))
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "bench": _cmd_bench, "devices": _cmd_devices, "models": _cmd_models, "datasets": _cmd_datasets,
+    "doctor": _cmd_doctor, "demo": _cmd_demo, "history": _cmd_history,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,453 @@
+"""Datasets as uint8 samples: generated (synthetic, shapes), downloaded (MNIST, Fashion-MNIST, CIFAR-10) and
+image folders.
+
+Every dataset that fits in memory comes back as TensorSamples, so the trainer can batch by indexing (or keep
+the data resident on the device); image folders are decoded lazily. Normalisation happens on the device.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+import torch
+import torchvision.datasets as tvd
+
+from . import downloads
+from .errors import UserError
+from .folder import FolderReport, ImageFiles, plural, estimate_mean_std, inspect_folder, split_indices
+from .spec import DataSpec
+
+__all__ = [
+    "DEFAULT_DATASET", "DatasetInfo", "FolderReport", "LoadedDataset", "TensorSamples", "default_cache_dir",
+    "inspect_folder", "list_datasets", "load_dataset",
+]
+
+Progress = Callable[[str, float], None]
+DEFAULT_DATASET = "shapes"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A dataset that can be chosen by name."""
+
+    name: str
+    description: str
+    source: str  # "generated", "download" or "folder"
+
+
+_DATASETS = (
+    DatasetInfo("synthetic", "random images or tokens shaped for the model: pure compute, no learning", "generated"),
+    DatasetInfo("shapes", "10 kinds of drawn shapes, 1x28x28 grayscale, 6,000 + 1,000 images; offline, "
+                          "learns in seconds (the default)", "generated"),
+    DatasetInfo("mnist", "handwritten digits, 1x28x28 grayscale, 60,000 + 10,000 images (11 MB download)",
+                "download"),
+    DatasetInfo("fashion_mnist", "clothing photos, 1x28x28 grayscale, 60,000 + 10,000 images (30 MB download)",
+                "download"),
+    DatasetInfo("cifar10", "small colour photos, 3x32x32, 10 classes, 50,000 + 10,000 images (163 MB download)",
+                "download"),
+)
+_ALIASES = {"fashionmnist": "fashion_mnist", "fmnist": "fashion_mnist", "cifar_10": "cifar10"}
+
+
+def list_datasets() -> list[DatasetInfo]:
+    """The named datasets (a folder path is the other choice)."""
+    return list(_DATASETS)
+
+
+class TensorSamples(torch.utils.data.Dataset):
+    """In-memory samples: x uint8 (N,C,H,W) for images or int64 (N,L) for tokens; y int64 (N,)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        if x.shape[0] != y.shape[0]:
+            raise ValueError(f"{x.shape[0]} samples but {y.shape[0]} labels")
+        if x.dtype not in (torch.uint8, torch.int64) or y.dtype != torch.int64:
+            raise ValueError(f"expected uint8/int64 samples and int64 labels, got {x.dtype} and {y.dtype}")
+        self.x = x
+        self.y = y
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.x[index], int(self.y[index])
+
+
+@dataclass
+class LoadedDataset:
+    """A dataset ready for the trainer: splits, class names and normalisation."""
+
+    name: str
+    spec: DataSpec
+    train: torch.utils.data.Dataset
+    val: torch.utils.data.Dataset | None
+    classes: list[str]
+    mean: tuple[float, ...]  # per channel, 0..1 units (images); () for tokens
+    std: tuple[float, ...]
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line: "shapes: 6,000 training + 1,000 validation 1x28x28 images, 10 classes"."""
+        counts = f"{len(self.train):,} training"
+        if self.val is not None:
+            counts += f" + {len(self.val):,} validation"
+        s = self.spec
+        if s.kind == "image":
+            what = f"{s.channels}x{s.height}x{s.width} images"
+        else:
+            what = f"sequences of {s.seq_len} tokens (vocabulary {s.vocab_size:,})"
+        return f"{self.name}: {counts} {what}, {s.num_classes:,} classes"
+
+
+def default_cache_dir() -> Path:
+    """Where downloaded datasets live: the user cache folder of MPS Studio."""
+    return Path(platformdirs.user_cache_dir("MPS Studio", appauthor=False)) / "datasets"
+
+
+# ---------------------------------------------------------------------------------------------- synthetic
+
+
+def _load_synthetic(model_spec: DataSpec | None, size: int, seed: int) -> LoadedDataset:
+    """Random samples shaped like the model's input, random labels: measures compute only."""
+    if model_spec is None:
+        raise UserError("The synthetic dataset takes its shape from the model; choose a model first.")
+    if size < 1:
+        raise UserError(f"The synthetic dataset needs at least one sample, not {size}.")
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, max(1, model_spec.num_classes), (size,), generator=g)
+    if model_spec.kind == "image":
+        x = torch.randint(0, 256, (size, *model_spec.sample_shape), generator=g, dtype=torch.uint8)
+        mean, std = (0.5,) * model_spec.channels, (0.2887,) * model_spec.channels  # uniform 0..1
+    else:
+        x = torch.randint(0, max(1, model_spec.vocab_size), (size, model_spec.seq_len), generator=g)
+        mean, std = (), ()
+    classes = [str(i) for i in range(model_spec.num_classes)]
+    return LoadedDataset("synthetic", model_spec, TensorSamples(x, y), None, classes, mean, std,
+                         ["random data: throughput only, accuracy means nothing"])
+
+
+# ---------------------------------------------------------------------------------------------- shapes
+
+SHAPE_CLASSES = ["circle", "ring", "square", "hollow square", "triangle", "plus", "cross",
+                 "horizontal bars", "vertical bars", "diagonal line"]
+_SHAPES_SEED = 20240607  # fixed: the shapes data never changes with the run seed
+_SHAPES_TRAIN, _SHAPES_VAL, _SIDE = 6000, 1000, 28
+
+
+def _box(u: np.ndarray, v: np.ndarray, half_u, half_v) -> np.ndarray:
+    """Signed distance (in pixels, negative inside) to an axis-aligned box."""
+    return np.maximum(np.abs(u) - half_u, np.abs(v) - half_v)
+
+
+def _plus(u, v, size, thick):
+    return np.minimum(_box(u, v, size, thick / 2), _box(u, v, thick / 2, size))
+
+
+def _bars(u, v, size, thick):
+    gap = np.maximum(size * 0.75, thick + 1.5)
+    bars = [_box(u, v + k * gap, size, thick / 2) for k in (-1, 0, 1)]
+    return np.minimum(np.minimum(bars[0], bars[1]), bars[2])
+
+
+def _rotate(u, v, angle):
+    c, s = np.cos(angle), np.sin(angle)
+    return c * u + s * v, -s * u + c * v
+
+
+def _shape_distance(label: int, u, v, size, thick, tilt) -> np.ndarray:
+    """Signed distance to shape `label` in its own frame (u right, v down), per sample."""
+    if label == 0:
+        return np.sqrt(u * u + v * v) - size
+    if label == 1:
+        return np.abs(np.sqrt(u * u + v * v) - 0.85 * size) - thick / 2
+    if label == 2:
+        return _box(u, v, 0.8 * size, 0.8 * size)
+    if label == 3:
+        return np.abs(_box(u, v, 0.8 * size, 0.8 * size)) - thick / 2
+    if label == 4:  # upward triangle as three half-planes
+        r = 0.55 * size
+        return np.maximum(np.maximum(v - r, 0.866 * u - 0.5 * v - r), -0.866 * u - 0.5 * v - r)
+    if label == 5:
+        return _plus(u, v, size, thick)
+    if label == 6:
+        return _plus(*_rotate(u, v, np.float32(math.pi / 4)), size, thick)
+    if label == 7:
+        return _bars(u, v, size, thick)
+    if label == 8:
+        return _bars(v, u, size, thick)
+    return _box(*_rotate(u, v, tilt), 1.1 * size, thick / 2)  # one diagonal line, either way
+
+
+def generate_shapes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """n random shape images (uint8 (n,1,28,28)) and balanced labels, drawn with vectorised numpy ops.
+
+    Position, size, thickness, rotation, brightness, background and noise vary, so a linear model
+    does not solve it but a small MLP learns it in a couple of epochs. (numpy, single-threaded, is
+    faster than torch here on a busy machine.)
+    """
+    rng = np.random.default_rng(seed)
+
+    def uniform(lo: float, hi: float) -> np.ndarray:
+        return rng.uniform(lo, hi, (n, 1, 1)).astype(np.float32)
+
+    y = rng.permutation(n) % len(SHAPE_CLASSES)
+    size, thick = uniform(6.0, 10.0), uniform(1.5, 3.5)
+    centre = (_SIDE - 1) / 2
+    wander = 0.35 * (centre - size - 1.5)
+    cx, cy = centre + uniform(-1, 1) * wander, centre + uniform(-1, 1) * wander
+    angle = uniform(-0.25, 0.25)
+    tilt = np.where(uniform(0, 1) < 0.5, np.float32(math.pi / 4), np.float32(-math.pi / 4)) + angle
+    fg, bg, noise = uniform(0.55, 1.0), uniform(0.0, 0.2), uniform(0.02, 0.12)
+    grid = np.arange(_SIDE, dtype=np.float32)
+    u, v = _rotate(grid.reshape(1, 1, -1) - cx, grid.reshape(1, -1, 1) - cy, angle)
+    ink = np.empty((n, _SIDE, _SIDE), dtype=np.float32)
+    for label in range(len(SHAPE_CLASSES)):
+        idx = np.flatnonzero(y == label)
+        d = _shape_distance(label, u[idx], v[idx], size[idx], thick[idx], tilt[idx])
+        ink[idx] = np.clip(0.5 - d, 0, 1)  # one pixel of anti-aliased edge
+    img = bg + (fg - bg) * ink + noise * rng.standard_normal((n, _SIDE, _SIDE), dtype=np.float32)
+    x = np.rint(np.clip(img, 0, 1) * 255).astype(np.uint8)
+    return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y.astype(np.int64))
+
+
+def _load_shapes() -> LoadedDataset:
+    train = TensorSamples(*generate_shapes(_SHAPES_TRAIN, _SHAPES_SEED))
+    val = TensorSamples(*generate_shapes(_SHAPES_VAL, _SHAPES_SEED + 1))
+    pixels = train.x.float().div_(255)
+    mean, std = round(pixels.mean().item(), 4), round(pixels.std().item(), 4)
+    spec = DataSpec("image", len(SHAPE_CLASSES), channels=1, height=_SIDE, width=_SIDE)
+    return LoadedDataset("shapes", spec, train, val, list(SHAPE_CLASSES), (mean,), (std,), [])
+
+
+# ---------------------------------------------------------------------------------------------- MNIST family
+
+
+@dataclass(frozen=True)
+class _Mnist:
+    name: str          # our name
+    title: str         # for messages
+    tv_class: str      # torchvision class (also its folder name under the cache dir)
+    mean: float
+    std: float
+
+
+_MNISTS = {
+    "mnist": _Mnist("mnist", "MNIST", "MNIST", 0.1307, 0.3081),
+    "fashion_mnist": _Mnist("fashion_mnist", "Fashion-MNIST", "FashionMNIST", 0.2860, 0.3530),
+}
+
+
+def _ensure_mnist_files(info: _Mnist, root: Path, download: bool, progress: Progress | None) -> list[str]:
+    """Make sure the four idx-ubyte files are in root/<Class>/raw (extracting or downloading .gz as needed)."""
+    tv = getattr(tvd, info.tv_class)
+    raw = root / info.tv_class / "raw"
+    resources = [(name, md5) for name, md5 in tv.resources]
+    missing = [(name, md5) for name, md5 in resources if not (raw / name.removesuffix(".gz")).is_file()]
+    if not missing:
+        return []
+    if not download and not all((raw / name).is_file() for name, _ in missing):
+        files = ", ".join(name.removesuffix(".gz") for name, _ in missing)
+        raise UserError(f"{info.title} is not downloaded: {files} (or the .gz files) are expected in {raw}; "
+                        "allow downloads or put the files there.")
+    notes = []
+    for i, (name, md5) in enumerate(missing):
+        archive = raw / name
+        if not archive.is_file():
+            urls = [mirror + name for mirror in tv.mirrors]
+            span = (i / len(missing), (i + 1) / len(missing))
+            downloads.download(urls, archive, md5=md5, label=info.title, where=raw, progress=progress, span=span)
+            notes.append(f"downloaded {info.title} to {raw}")
+        downloads.extract_gzip(archive, raw / name.removesuffix(".gz"), info.title)
+        archive.unlink()
+    return notes[:1]
+
+
+def _load_mnist_like(info: _Mnist, root: Path, download: bool, progress: Progress | None) -> LoadedDataset:
+    notes = _ensure_mnist_files(info, root, download, progress)
+    tv = getattr(tvd, info.tv_class)
+    try:
+        train_set, test_set = tv(str(root), train=True, download=False), tv(str(root), train=False, download=False)
+    except (AssertionError, RuntimeError, TypeError, ValueError, OSError) as err:
+        raw = root / info.tv_class / "raw"
+        raise UserError(f"The {info.title} files in {raw} are damaged ({str(err) or 'bad format'}); "
+                        "delete them and try again.") from err
+    splits = []
+    for part in (train_set, test_set):
+        x = part.data.to(torch.uint8).unsqueeze(1).contiguous()
+        splits.append(TensorSamples(x, part.targets.to(torch.int64)))
+    _, _, height, width = splits[0].x.shape
+    spec = DataSpec("image", len(tv.classes), channels=1, height=height, width=width)
+    return LoadedDataset(info.name, spec, splits[0], splits[1], list(tv.classes), (info.mean,), (info.std,), notes)
+
+
+# ---------------------------------------------------------------------------------------------- CIFAR-10
+
+_CIFAR_DIR = "cifar-10-batches-py"
+_CIFAR_TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
+_CIFAR_FILES = [*_CIFAR_TRAIN, "test_batch", "batches.meta"]
+_CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+_NUMPY_RECONSTRUCT = np.zeros(0).__reduce__()[0]  # numpy.(_)core.multiarray._reconstruct, whichever numpy has
+
+
+def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
+    """What pickles written by Python 3 at protocol 2 call to rebuild bytes (_codecs.encode), latin-1 only."""
+    if encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"encoding {encoding!r} is not allowed")
+    return text.encode("latin1")
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """Unpickles only plain containers and numpy arrays: nothing in the file can run code."""
+
+    def find_class(self, module: str, name: str):
+        if name == "_reconstruct" and module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+            return _NUMPY_RECONSTRUCT
+        if (module, name) == ("numpy", "ndarray"):
+            return np.ndarray
+        if (module, name) == ("numpy", "dtype"):
+            return np.dtype
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_encode
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a CIFAR-10 batch file")
+
+
+def _read_cifar_pickle(path: Path) -> dict:
+    with open(path, "rb") as f:
+        data = _CifarUnpickler(f, encoding="latin1").load()
+    if not isinstance(data, dict):
+        raise pickle.UnpicklingError("not a dictionary")
+    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in data.items()}
+
+
+def _read_cifar_batch(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    batch = _read_cifar_pickle(path)
+    data = np.asarray(batch["data"], dtype=np.uint8)
+    labels = np.asarray(batch["labels"], dtype=np.int64)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.shape[0]:
+        raise ValueError(f"unexpected shapes {data.shape} and {labels.shape}")
+    return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels.copy())
+
+
+def _ensure_cifar_files(root: Path, download: bool, progress: Progress | None) -> list[str]:
+    """Make sure root/cifar-10-batches-py holds the batches (extracting or downloading the archive as needed)."""
+    folder = root / _CIFAR_DIR
+    if all((folder / f).is_file() for f in _CIFAR_FILES):
+        return []
+    archive = next((p for p in (root / tvd.CIFAR10.filename, folder / tvd.CIFAR10.filename) if p.is_file()), None)
+    notes = []
+    if archive is None:
+        if not download:
+            raise UserError(f"CIFAR-10 is not downloaded: {', '.join(_CIFAR_FILES)} (or {tvd.CIFAR10.filename}) "
+                            f"are expected in {folder}; allow downloads or put the files there.")
+        archive = downloads.download([tvd.CIFAR10.url], root / tvd.CIFAR10.filename, md5=tvd.CIFAR10.tgz_md5,
+                                     label="CIFAR-10", where=folder, progress=progress)
+        notes.append(f"downloaded CIFAR-10 to {folder}")
+    if progress is not None:
+        progress("Extracting CIFAR-10", 1.0)
+    extracted = downloads.extract_tar(archive, _CIFAR_DIR, root, "CIFAR-10")
+    archive.unlink(missing_ok=True)  # the archive may have been inside the folder just replaced
+    missing = [f for f in _CIFAR_FILES if not (extracted / f).is_file()]
+    if missing:
+        raise UserError(f"The CIFAR-10 archive lacks {', '.join(missing)}; delete {extracted} and try again.")
+    return notes
+
+
+def _load_cifar10(root: Path, download: bool, progress: Progress | None) -> LoadedDataset:
+    notes = _ensure_cifar_files(root, download, progress)
+    folder = root / _CIFAR_DIR
+    current = folder
+    try:
+        parts = []
+        for names in (_CIFAR_TRAIN, ["test_batch"]):
+            xs, ys = [], []
+            for name in names:
+                current = folder / name
+                x, y = _read_cifar_batch(current)
+                xs.append(x)
+                ys.append(y)
+            parts.append(TensorSamples(torch.cat(xs), torch.cat(ys)))
+        current = folder / "batches.meta"
+        classes = [str(c) for c in _read_cifar_pickle(current)["label_names"]]
+    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError, OSError) as err:
+        raise UserError(f"The CIFAR-10 file {current} is damaged or not a CIFAR-10 batch ({err}); "
+                        f"delete {folder} and try again.") from err
+    spec = DataSpec("image", len(classes), channels=3, height=32, width=32)
+    return LoadedDataset("cifar10", spec, parts[0], parts[1], classes, _CIFAR_MEAN, _CIFAR_STD, notes)
+
+
+# ---------------------------------------------------------------------------------------------- folders
+
+
+def _load_folder(path: str, image_size: int | None, seed: int, val_fraction: float,
+                 progress: Progress | None) -> LoadedDataset:
+    report = inspect_folder(path, image_size=image_size, progress=progress)
+    files, labels = zip(*report.files)
+    train_idx, val_idx = split_indices(labels, val_fraction, seed)
+    w, h = report.target_size
+
+    def subset(indices: list[int]) -> ImageFiles:
+        return ImageFiles([files[i] for i in indices], [labels[i] for i in indices], (w, h), report.channels)
+
+    train = subset(train_idx)
+    val = subset(val_idx) if val_idx else None
+    mean, std = estimate_mean_std(train, range(len(train)))
+    notes = [report.summary()]
+    if report.skipped_note:
+        notes.append(report.skipped_note)
+    if report.loose_images:
+        loose = plural(report.loose_images, "image")
+        notes.append(f"ignored {loose} directly in {report.root} (not in a class folder)")
+    if val is None:
+        notes.append("no validation split (too few images or val_fraction 0)")
+    spec = DataSpec("image", len(report.classes), channels=report.channels, height=h, width=w)
+    name = report.root.resolve().name or str(report.root)
+    return LoadedDataset(name, spec, train, val, list(report.classes), mean, std, notes)
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+
+
+def _canonical(name: str) -> str:
+    key = name.strip().lower().replace("-", "_")
+    return _ALIASES.get(key, key)
+
+
+def _looks_like_path(name: str) -> bool:
+    return any(sep in name for sep in ("/", "\\")) or name.startswith(("~", "."))
+
+
+def _unknown(name: str) -> UserError:
+    names = ", ".join(d.name for d in _DATASETS)
+    return UserError(f"Unknown dataset '{name}'; choose one of: {names} "
+                     "or give the path to a folder with one subfolder of images per class.")
+
+
+def load_dataset(name_or_path: str, *, model_spec: DataSpec | None = None, image_size: int | None = None,
+                 cache_dir: Path | None = None, download: bool = True, progress: Progress | None = None,
+                 seed: int = 0, val_fraction: float = 0.1, synthetic_size: int = 1024) -> LoadedDataset:
+    """Load a named dataset or a class-per-subfolder image folder; raises UserError for bad input.
+
+    model_spec shapes 'synthetic'; image_size sets the decode size of folders; cache_dir holds downloads;
+    progress(message, fraction) reports downloads and folder checks; seed and val_fraction split folders.
+    """
+    text = str(name_or_path)
+    key = _canonical(text)
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if key == "synthetic":
+        return _load_synthetic(model_spec, synthetic_size, seed)
+    if key == "shapes":
+        return _load_shapes()
+    if key in _MNISTS:
+        return _load_mnist_like(_MNISTS[key], root, download, progress)
+    if key == "cifar10":
+        return _load_cifar10(root, download, progress)
+    if not text.strip():
+        raise _unknown(text)
+    if Path(text).expanduser().exists() or _looks_like_path(text):
+        return _load_folder(text, image_size, seed, val_fraction, progress)
+    raise _unknown(text)

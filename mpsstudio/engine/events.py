@@ -1,0 +1,68 @@
+"""Events a run emits, in order: Started, Warmup, Window... (EpochEnd...), Ended.
+
+They are plain dataclasses so the GUI worker can forward them as signals and the CLI can print them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .results import RunResult
+
+
+@dataclass
+class Started:
+    run_id: str
+    config: dict
+    env: dict
+    device: dict
+    dataset: str  # one-line summary of the data
+    parameters: int
+    total_steps: int  # warm-up steps included
+    warmup_steps: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Warmup:
+    """Warm-up finished: its steps are timed apart and never counted in throughput."""
+
+    steps: int
+    seconds: float
+    losses: list[float]
+
+
+@dataclass
+class Window:
+    """One measurement window: per-step losses (fetched in bulk) and the window's synchronized throughput."""
+
+    index: int
+    first_step: int  # 1-based step number of losses[0], warm-up steps included
+    losses: list[float]
+    seconds: float  # synchronized wall time of the window
+    samples: int
+    samples_per_s: float
+    data_wait_s: float  # host time spent waiting for batches within the window
+    memory: int  # bytes in use on the device (see Device.in_use)
+    memory_detail: dict
+    steps_done: int
+    total_steps: int
+    elapsed_s: float  # since the run started (setup excluded)
+
+
+@dataclass
+class EpochEnd:
+    epoch: int
+    seconds: float  # training time of the epoch, validation excluded
+    val_loss: float | None
+    val_accuracy: float | None
+
+
+@dataclass
+class Ended:
+    """The run is over: result.status is finished, failed or cancelled."""
+
+    result: RunResult
+
+
+Event = Started | Warmup | Window | EpochEnd | Ended

@@ -1,0 +1,408 @@
+"""The run loop: one path for the GUI and the CLI, measured by the rules in DESIGN.md.
+
+- warm-up steps are timed apart and never counted in throughput;
+- the device is synchronized before every clock read;
+- losses stay on the device and are fetched once per window (~0.1 s of work), never per step;
+- throughput = samples in a window / synchronized window time; summary = median and IQR over windows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
+
+import torch
+import torch.nn.functional as F
+
+from . import datasets, devices, environment, models
+from .batches import InputConverter, make_batches
+from .config import RunConfig
+from .errors import UserError
+from .events import Ended, EpochEnd, Event, Started, Warmup, Window
+from .results import RunResult
+
+# Largest image folder the 'resident' option will decode into device memory.
+RESIDENT_LIMIT_BYTES = 4 * 1024**3
+FINAL_LOSS_STEPS = 10
+
+
+class Cancelled(Exception):
+    """The user asked the run to stop."""
+
+
+class _NonFinite(Exception):
+    def __init__(self, step: int, value: float):
+        self.step, self.value = step, value
+
+
+class _DataError(Exception):
+    """Loading a batch failed (a corrupt file, a worker crash)."""
+
+
+_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
+        should_stop: Callable[[], bool] | None = None, device: devices.Device | None = None,
+        data: datasets.LoadedDataset | None = None,
+        progress: Callable[[str, float], None] | None = None) -> RunResult:
+    """Run one config to its end and return the result; every outcome (also failure) ends with an Ended event.
+
+    `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons).
+    `should_stop` is polled once per measurement window.
+    """
+    result = RunResult(config=config)
+    emit = on_event or (lambda event: None)
+    stop = should_stop or (lambda: False)
+    loop = None
+    try:
+        loop = _RunLoop(config, result, emit, stop, device, data, progress)
+        with _global_settings(config):
+            loop.execute()
+        result.status = "finished"
+    except Cancelled:
+        result.status = "cancelled"
+    except UserError as exc:
+        result.status, result.error = "failed", str(exc)
+    except _NonFinite as exc:
+        kind = "NaN" if math.isnan(exc.value) else "infinite"
+        result.status = "failed"
+        result.error = (f"The loss became {kind} at step {exc.step}; lower the learning rate "
+                        f"(now {config.lr:g}) or use fp32 precision.")
+    except _DataError as exc:
+        result.status = "failed"
+        result.error = f"Reading the training data failed ({_first_line(exc.__cause__ or exc)}); check the dataset's files."
+    except Exception as exc:  # every other failure still ends as a recorded run with one sentence
+        result.status, result.error = "failed", explain_failure(exc, config)
+    finally:
+        if loop is not None:
+            loop.summarise()
+        emit(Ended(result))
+    return result
+
+
+def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
+    """Load the config's dataset shaped for its model (synthetic data takes the model's input shape)."""
+    info = models.get_model_info(config.model)
+    return datasets.load_dataset(config.dataset, model_spec=info.default_spec,
+                                 image_size=config.image_size or info.preferred_image_size,
+                                 seed=config.seed, progress=progress)
+
+
+def explain_failure(exc: BaseException, config: RunConfig) -> str:
+    """One sentence for an exception raised by PyTorch during a run."""
+    msg = _first_line(exc)
+    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in msg.lower():
+        smaller = max(1, config.batch_size // 2)
+        return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
+                f"try a batch size of {smaller} or less.")
+    if isinstance(exc, NotImplementedError) and "MPS" in str(exc):
+        op = re.search(r"operator '([^']+)'", str(exc))
+        name = op.group(1) if op else "an operation"
+        return (f"{name} is not supported on MPS by this PyTorch; set PYTORCH_ENABLE_MPS_FALLBACK=1 before "
+                f"starting MPS Studio to run it on the CPU (slower), or pick another model.")
+    return f"The run stopped with an error: {type(exc).__name__}: {msg}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+@contextmanager
+def _global_settings(config: RunConfig):
+    """Thread count and TF32 are process-wide: set them for the run, then put them back."""
+    threads = torch.get_num_threads()
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        torch.backends.cudnn.allow_tf32 = config.tf32
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+class _RunLoop:
+    def __init__(self, config, result, emit, stop, device, data, progress):
+        self.config, self.result, self.emit, self.stop = config, result, emit, stop
+        self.device, self.data, self.progress = device, data, progress
+        self.losses: list[float] = result.losses
+        self.windows: list[dict] = result.windows
+        self.warmup_s: float | None = None
+        self.warm = 0
+        self.measured_s = 0.0  # synchronized time of measured windows
+        self.measured_wall_s = 0.0  # warm-up end to run end, validation excluded: includes all engine overhead
+        self.parameters = 0
+        self.peak_memory = 0
+        self.val: tuple[float, float] | None = None
+        self.train_size = 0
+        self.dataset_summary = ""
+
+    # -- setup -------------------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        cfg = self.config.validate()
+        dev = self.device or devices.resolve_device(cfg.device)
+        self.device = dev
+        reason = devices.precision_unsupported_reason(dev, cfg.precision)
+        if reason:
+            raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
+        info = models.get_model_info(cfg.model)
+        if self.data is None:
+            self.data = load_data(cfg, self.progress)
+        data = self.data
+        if data.spec.kind not in info.input_kind:
+            raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
+                            f"pick another model or dataset.")
+        model_spec = models.input_spec_for(cfg.model, data.spec)
+        torch.manual_seed(cfg.seed)
+        model = models.build_model(cfg.model, model_spec)
+        self.parameters = models.count_parameters(model)
+        tdev = torch.device(dev.torch_device or dev.id)
+        self.tdev = tdev
+        model = model.to(tdev)
+        if cfg.channels_last and data.spec.kind == "image":
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.optimizer = self._optimizer(model) if cfg.mode == "train" else None
+        self.forward = torch.compile(model) if cfg.compile else model
+        self.scaler = None
+        if cfg.precision == "fp16" and cfg.mode == "train" and devices.grad_scaler_supported(dev):
+            self.scaler = torch.amp.GradScaler(tdev.type)
+        self.autocast = (lambda: torch.autocast(tdev.type, dtype=_DTYPES[cfg.precision])) \
+            if cfg.precision in _DTYPES else nullcontext
+
+        convert = InputConverter(data.spec, model_spec, data.mean, data.std, tdev, cfg.channels_last)
+        if cfg.resident and not hasattr(data.train, "x"):
+            need = len(data.train) * math.prod(data.spec.sample_shape)
+            if need > RESIDENT_LIMIT_BYTES:
+                raise UserError(f"{data.name} needs {need / 1024**3:.1f} GiB to keep on the device, more than the "
+                                f"{RESIDENT_LIMIT_BYTES / 1024**3:.0f} GiB limit; turn off 'resident'.")
+        synthetic = data.name == "synthetic"
+        self.train = make_batches(data.train, batch_size=cfg.batch_size, device=tdev, convert=convert,
+                                  resident=cfg.resident, workers=cfg.workers, synthetic=synthetic, seed=cfg.seed)
+        self.val_batches = None
+        if data.val is not None and len(data.val) > 0:
+            self.val_batches = make_batches(data.val, batch_size=cfg.batch_size, device=tdev, convert=convert,
+                                            resident=cfg.resident, workers=cfg.workers, train=False)
+        self.train_size = len(data.train)
+        self.dataset_summary = data.summary()
+        if self.train.steps_per_epoch < 1:
+            raise UserError(f"{data.name} has {self.train_size} training samples, fewer than one batch of "
+                            f"{cfg.batch_size}; use a batch size of at most {self.train_size}.")
+
+        env = environment.environment()
+        env["threads"] = torch.get_num_threads()
+        env["tf32"] = cfg.tf32
+        env["device_name"] = dev.name
+        env["machine_label"] = environment.machine_label(env)
+        self.result.env = env
+        self.spe = self.train.steps_per_epoch
+        if cfg.steps is not None:
+            self.warm, self.total = cfg.warmup_steps, cfg.warmup_steps + cfg.steps
+        else:
+            self.total = cfg.epochs * self.spe
+            self.warm = min(cfg.warmup_steps, self.total - 1)
+        self.emit(Started(run_id=self.result.id, config=cfg.to_dict(), env=env, device=dev.to_dict(),
+                          dataset=self.dataset_summary, parameters=self.parameters, total_steps=self.total,
+                          warmup_steps=self.warm, notes=list(data.notes)))
+
+    def _optimizer(self, model):
+        cfg = self.config
+        if cfg.optimizer == "sgd":
+            return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
+        if cfg.optimizer == "adam":
+            return torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+
+    # -- one step --------------------------------------------------------------------------------------
+    def _train_step(self, x, y) -> torch.Tensor:
+        with self.autocast():
+            loss = F.cross_entropy(self.forward(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def _infer_step(self, x, y) -> torch.Tensor:
+        with torch.inference_mode(), self.autocast():
+            return F.cross_entropy(self.forward(x), y)
+
+    def _batches(self):
+        """Endless stream of training batches, epoch after epoch."""
+        while True:
+            yield from self.train.epoch()
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def execute(self) -> None:
+        self._setup()
+        cfg, dev = self.config, self.device
+        step_fn = self._train_step if cfg.mode == "train" else self._infer_step
+        if cfg.mode == "train":
+            self.model.train()
+        else:
+            self.model.eval()
+        dev.reset_peak()
+        stream = self._batches()
+        by_epoch = cfg.steps is None
+        target = 1  # steps per window; adapted after each window to ~window_s of work
+        cap = max(1, math.ceil((self.total - self.warm) / 8))  # at least ~8 windows for a median and IQR
+        win_losses: list[torch.Tensor] = []
+        win_wait = 0.0
+        epoch = 0
+        validation_s = 0.0
+        dev.synchronize()
+        run_start = epoch_start = clock = time.perf_counter()
+        warm_end = run_start
+        for step in range(1, self.total + 1):
+            t = time.perf_counter()
+            try:
+                x, y = next(stream)
+            except Exception as exc:
+                raise _DataError() from exc
+            win_wait += time.perf_counter() - t
+            win_losses.append(step_fn(x, y))
+            # epochs matter only in epoch mode: a steps run closes windows by time alone
+            epoch_end = by_epoch and step % self.spe == 0
+            in_warm = step <= self.warm
+            if not (step == self.warm or step == self.total or epoch_end
+                    or (not in_warm and len(win_losses) >= target)):
+                continue
+            dev.synchronize()
+            now = time.perf_counter()
+            seconds = now - clock
+            first = step - len(win_losses) + 1
+            values = self._fetch(win_losses, first)
+            if in_warm:
+                if step == self.warm:
+                    self.warmup_s = now - run_start
+                    warm_end = now
+                    self.emit(Warmup(steps=self.warm, seconds=self.warmup_s, losses=self.losses[:self.warm]))
+            else:
+                n = len(win_losses)
+                target = max(1, min(cap, round(cfg.window_s * n / seconds) if seconds > 0 else cap))
+                self._record_window(first, values, seconds, win_wait, step, now - run_start)
+            win_losses, win_wait = [], 0.0
+            if epoch_end:
+                epoch += 1
+                train_s = now - epoch_start
+                t_val = time.perf_counter()
+                self.val = self._validate()
+                validation_s += time.perf_counter() - t_val
+                self.result.epochs.append({"epoch": epoch, "seconds": train_s,
+                                           "val_loss": self.val[0] if self.val else None,
+                                           "val_accuracy": self.val[1] if self.val else None})
+                self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None))))
+            if self.stop():
+                self._close_wall(warm_end, validation_s)
+                raise Cancelled()
+            dev.synchronize()
+            clock = time.perf_counter()
+            if epoch_end:
+                epoch_start = clock
+        if not by_epoch:
+            t_val = time.perf_counter()
+            self.val = self._validate()
+            validation_s += time.perf_counter() - t_val
+        self._close_wall(warm_end, validation_s)
+
+    def _close_wall(self, warm_end: float, validation_s: float) -> None:
+        self.device.synchronize()
+        self.measured_wall_s = time.perf_counter() - warm_end - validation_s
+
+    def _fetch(self, win_losses: list[torch.Tensor], first: int) -> list[float]:
+        """One device-to-host transfer for the whole window; checks for NaN/inf."""
+        values = torch.stack(win_losses).float().cpu().tolist()
+        self.losses.extend(values)
+        for i, v in enumerate(values):
+            if not math.isfinite(v):
+                raise _NonFinite(first + i, v)
+        return values
+
+    def _record_window(self, first, values, seconds, wait, step, elapsed) -> None:
+        reading = self.device.memory()
+        in_use = self.device.in_use(reading)
+        self.peak_memory = max(self.peak_memory, in_use, reading.get("peak_allocated", 0))
+        samples = len(values) * self.config.batch_size
+        sps = samples / seconds if seconds > 0 else float("inf")
+        self.measured_s += seconds
+        self.windows.append({"first_step": first, "steps": len(values), "seconds": seconds, "samples": samples,
+                             "samples_per_s": sps, "data_wait_s": wait, "memory": in_use})
+        self.emit(Window(index=len(self.windows) - 1, first_step=first, losses=values, seconds=seconds,
+                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
+                         memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed))
+
+    def _validate(self) -> tuple[float, float] | None:
+        """Validation loss and accuracy, summed on the device and fetched once."""
+        if self.val_batches is None:
+            return None
+        was_training = self.model.training
+        self.model.eval()
+        loss_sum = torch.zeros((), device=self.tdev)
+        correct = torch.zeros((), device=self.tdev)
+        n = 0
+        with torch.inference_mode(), self.autocast():
+            for x, y in self.val_batches.epoch():
+                out = self.forward(x)
+                loss_sum += F.cross_entropy(out.float(), y, reduction="sum")
+                correct += (out.argmax(1) == y).sum()
+                n += int(y.shape[0])
+        self.model.train(was_training)
+        if n == 0:
+            return None
+        loss, right = torch.stack([loss_sum, correct.float()]).cpu().tolist()
+        return loss / n, right / n
+
+    # -- summary ---------------------------------------------------------------------------------------
+    def summarise(self) -> None:
+        """Fill result.summary from what was measured so far (also for failed and cancelled runs)."""
+        cfg = self.config
+        rates = [w["samples_per_s"] for w in self.windows]
+        s = self.result.summary
+        s["parameters"] = self.parameters
+        s["dataset"] = self.dataset_summary
+        s["warmup_steps"] = self.warm if self.warmup_s is not None else 0
+        s["warmup_s"] = self.warmup_s
+        s["measured_steps"] = sum(w["steps"] for w in self.windows)
+        s["measured_s"] = self.measured_s
+        s["windows"] = len(rates)
+        if rates:
+            q1, med, q3 = _quartiles(rates)
+            s["samples_per_s"] = med
+            s["samples_per_s_q1"], s["samples_per_s_q3"] = q1, q3
+            s["samples_per_s_iqr"] = q3 - q1
+            s["step_ms"] = 1000 * cfg.batch_size / med
+            s["s_per_epoch"] = self.train_size / med if self.train_size else None
+            wait = sum(w["data_wait_s"] for w in self.windows)
+            s["data_wait_s"] = wait
+            s["data_wait_fraction"] = wait / self.measured_s if self.measured_s > 0 else None
+            if self.measured_wall_s > 0:
+                s["wall_samples_per_s"] = s["measured_steps"] * cfg.batch_size / self.measured_wall_s
+        else:
+            s["samples_per_s"] = None
+            s["samples_per_s_iqr"] = None
+        if self.result.epochs:
+            s["epoch_s"] = [e["seconds"] for e in self.result.epochs]
+        s["peak_memory"] = self.peak_memory or None
+        tail = [v for v in self.losses[-FINAL_LOSS_STEPS:]]
+        s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
+        s["val_loss"], s["val_accuracy"] = self.val if self.val else (None, None)
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, med, q3

@@ -1,0 +1,126 @@
+"""The headless CLI: exit codes, one-line errors, the JSON keys promised in the README."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mpsstudio import cli
+
+
+def run_cli(*args, env_extra=None, timeout=300):
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "mpsstudio", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_bench_writes_the_promised_json(tmp_path):
+    out = tmp_path / "out.json"
+    done = run_cli("bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-size", "64",
+                   "--steps", "30", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "samples/s" in done.stdout and "cpu" in done.stdout
+    doc = json.loads(out.read_text())
+    [run] = doc["runs"]
+    assert run["status"] == "finished"
+    assert {"model", "dataset", "device", "batch_size"} <= run["config"].keys()
+    assert run["config"]["model"] == "mlp" and run["config"]["batch_size"] == 64
+    assert {"samples_per_s", "samples_per_s_iqr", "warmup_s", "final_loss"} <= run["summary"].keys()
+    assert run["summary"]["samples_per_s"] > 0
+    assert run["env"]["torch"] and run["env"]["python"]
+    assert len(run["steps"]) == 30 + 10 and set(run["steps"][0]) == {"step", "loss"}
+    assert doc["comparisons"] == []
+
+
+def test_unknown_model_exits_2_with_one_line():
+    done = run_cli("bench", "--model", "no_such_model")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Unknown model 'no_such_model'" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--batch-size", "0"], "Batch size must be"),
+    (["bench", "--batch-size", "ten"], "invalid int value"),
+    (["bench", "--dataset", "/no/such/folder"], "does not exist"),
+    (["bench", "--devices", "tpu"], "None of the devices"),
+    (["bench", "--precision", "fp8"], "invalid choice"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    code = cli.main(args)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 or "skipping" in err
+
+
+def test_unavailable_devices_are_skipped_with_the_reason(capsys):
+    code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu,mps",
+                     "--batch-size", "32", "--steps", "5", "--no-save"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "skipping mps: mps is not available: not an Apple Silicon Mac." in err
+    assert "cpu" in out
+
+
+def test_a_failed_run_exits_1(tmp_path, capsys):
+    path = tmp_path / "nan.py"
+    path.write_text("import torch\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    class M(torch.nn.Module):\n"
+                    "        def __init__(self):\n"
+                    "            super().__init__(); self.w = torch.nn.Parameter(torch.zeros(1))\n"
+                    "        def forward(self, x):\n"
+                    "            return self.w * torch.full((x.shape[0], num_classes), float('nan'))\n"
+                    "    return M()\n")
+    code = cli.main(["bench", "--model", str(path), "--dataset", "synthetic", "--steps", "5", "--no-save"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "runs the Python code in it" in err
+    assert "The loss became NaN" in err
+
+
+def test_listings_and_doctor(capsys):
+    for cmd in ("devices", "models", "datasets", "doctor"):
+        assert cli.main([cmd]) == 0
+    out = capsys.readouterr().out
+    assert "not an Apple Silicon Mac" in out
+    for name in ("mlp", "mnist_cnn", "resnet50", "vit_tiny", "lstm", "transformer"):
+        assert name in out
+    assert "shapes" in out and "cifar10" in out
+    assert "PyTorch" in out
+
+
+def test_history_keeps_runs_and_imports_json(tmp_path, capsys):
+    out = tmp_path / "runs.json"
+    assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--batch-size", "16", "--steps", "5",
+                     "--json", str(out)]) == 0
+    assert cli.main(["history"]) == 0
+    text = capsys.readouterr().out
+    assert "mlp" in text and "synthetic" in text
+    doc = json.loads(out.read_text())
+    doc["runs"][0]["id"] = "imported-1"
+    doc["runs"][0]["config"]["device"] = "cuda:0"
+    doc["runs"][0]["env"]["machine_label"] = "NVIDIA H100 on server"
+    doc["runs"][0]["summary"]["samples_per_s"] *= 10
+    out.write_text(json.dumps(doc))
+    assert cli.main(["history", "--import", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "NVIDIA H100 on server" in text
+    assert "10.00x" in text  # the imported CUDA run compared against the local CPU run
+
+
+def test_format_table_shows_speedup():
+    from mpsstudio.engine.config import RunConfig
+    from mpsstudio.engine.results import RunResult
+
+    cpu = RunResult(RunConfig(device="cpu"), summary={"samples_per_s": 1000.0, "samples_per_s_iqr": 10.0})
+    mps = RunResult(RunConfig(device="mps"), summary={"samples_per_s": 3500.0, "samples_per_s_iqr": 20.0})
+    table = cli.format_table([cpu, mps])
+    assert "3.50x" in table and "1.00x" in table and "3,500" in table

@@ -1,0 +1,264 @@
+"""The run loop: event order, the measurement rules, cancellation and failures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mpsstudio.engine import trainer
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.datasets import LoadedDataset, TensorSamples
+from mpsstudio.engine.devices import Device, resolve_device
+from mpsstudio.engine.events import Ended, EpochEnd, Started, Warmup, Window
+from mpsstudio.engine.spec import DataSpec
+
+
+def tiny_data(n: int = 256, classes: int = 4, val: int = 64) -> LoadedDataset:
+    """Separable 1x8x8 images: class k lights up row k, so a real model learns it in a few steps."""
+    g = torch.Generator().manual_seed(0)
+
+    def make(count):
+        y = torch.randint(0, classes, (count,), generator=g)
+        x = torch.randint(0, 40, (count, 1, 8, 8), generator=g, dtype=torch.uint8)
+        x[torch.arange(count), 0, y] = 255
+        return TensorSamples(x, y)
+
+    spec = DataSpec(kind="image", num_classes=classes, channels=1, height=8, width=8)
+    return LoadedDataset(name="tiny", spec=spec, train=make(n), val=make(val), classes=[str(i) for i in range(classes)],
+                         mean=(0.2,), std=(0.3,), notes=[])
+
+
+def collect(config, **kw):
+    events = []
+    result = trainer.run(config, on_event=events.append, **kw)
+    return result, events
+
+
+class FakeClockDevice(Device):
+    """A CPU device whose clock only moves when it is synchronized: like a GPU whose work finishes at sync.
+
+    A loop that read the clock without synchronizing first would see windows of 0 s (or of two syncs).
+    """
+
+    def __init__(self, clock, step=0.5):
+        super().__init__(id="cpu", kind="cpu", available=True, name="fake", torch_device="cpu")
+        object.__setattr__(self, "_clock", clock)
+        object.__setattr__(self, "_step", step)
+        object.__setattr__(self, "syncs", 0)
+
+    def synchronize(self):
+        self.syncs += 1
+        self._clock[0] += self._step
+
+
+def test_events_come_in_order_and_cover_every_step():
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=40, epochs=None, warmup_steps=5)
+    result, events = collect(cfg, data=tiny_data())
+    assert result.status == "finished", result.error
+    assert isinstance(events[0], Started) and isinstance(events[1], Warmup) and isinstance(events[-1], Ended)
+    windows = [e for e in events if isinstance(e, Window)]
+    assert windows and all(isinstance(e, Window) for e in events[2:-1])
+    # every step's loss is reported, warm-up first, measured windows after it with no gap
+    assert len(result.losses) == 45
+    assert events[1].steps == 5 and len(events[1].losses) == 5
+    assert windows[0].first_step == 6
+    assert sum(len(w.losses) for w in windows) == 40
+    assert [w.first_step for w in windows[1:]] == [w.first_step + len(w.losses) for w in windows[:-1]]
+    assert result.summary["measured_steps"] == 40
+    assert result.summary["warmup_steps"] == 5
+    assert all(math.isfinite(v) for v in result.losses)
+
+
+def test_throughput_is_samples_over_synchronized_window_time(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(trainer.time, "perf_counter", lambda: clock[0])
+    dev = FakeClockDevice(clock, step=0.5)
+    # each window end "takes" 0.5 s; a 2 s window target lets windows grow to the cap of 32/8 = 4 steps
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=32, epochs=None, warmup_steps=3, window_s=2.0)
+    result, events = collect(cfg, data=tiny_data(), device=dev)
+    assert result.status == "finished", result.error
+    windows = [e for e in events if isinstance(e, Window)]
+    assert len(windows) >= 2
+    for w in windows:
+        assert w.seconds == pytest.approx(0.5)
+        assert w.samples == 16 * len(w.losses)
+        assert w.samples_per_s == pytest.approx(w.samples / 0.5)
+    # the warm-up is timed apart: one synchronized interval, not mixed into any window
+    assert result.summary["warmup_s"] == pytest.approx(0.5)
+    rates = sorted(w.samples_per_s for w in windows)
+    assert result.summary["samples_per_s"] == pytest.approx(_median(rates))
+    # windows grow from 1 step to the cap; no per-step sync: a couple per window, far fewer than steps
+    assert [len(w.losses) for w in windows[:3]] == [1, 4, 4]
+    assert dev.syncs <= 2 * len(windows) + 4 < 35
+
+
+def _median(xs):
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def test_fake_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(monkeypatch):
+    calls = {"sync": 0, "current": 0, "driver": 0, "max": 0}
+
+    def counter(key, value=0):
+        def f(*a, **k):
+            calls[key] += 1
+            return value
+        return f
+
+    monkeypatch.setattr(torch.mps, "synchronize", counter("sync"))
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", counter("current", 123_000_000))
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", counter("driver", 456_000_000))
+    monkeypatch.setattr(torch.mps, "recommended_max_memory", counter("max", 16_000_000_000))
+    dev = Device(id="mps", kind="mps", available=True, name="Apple M1 (faked)", torch_device="cpu")
+    cfg = RunConfig(model="mlp", dataset="tiny", device="mps", batch_size=16, steps=48, epochs=None,
+                    warmup_steps=4)
+    result, events = collect(cfg, data=tiny_data(), device=dev)
+    assert result.status == "finished", result.error
+    windows = [e for e in events if isinstance(e, Window)]
+    # synchronized at the start, at warm-up end, and at each window's end and restart: never per step
+    assert len(windows) + 2 <= calls["sync"] <= 2 * len(windows) + 6
+    assert calls["sync"] < 48
+    assert calls["current"] >= len(windows)
+    assert all(w.memory == 123_000_000 for w in windows)
+    assert all(w.memory_detail["driver_allocated"] == 456_000_000 for w in windows)
+    assert result.summary["peak_memory"] == 123_000_000
+
+
+def test_cancel_within_one_window_keeps_what_ran():
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=1000, epochs=None, warmup_steps=2)
+    seen = []
+
+    def on_event(e):
+        seen.append(e)
+
+    result = trainer.run(cfg, data=tiny_data(), on_event=on_event,
+                         should_stop=lambda: any(isinstance(e, Window) for e in seen))
+    assert result.status == "cancelled"
+    windows = [e for e in seen if isinstance(e, Window)]
+    assert len(windows) == 1
+    assert len(result.losses) == 2 + len(windows[0].losses) < 1002
+    assert isinstance(seen[-1], Ended) and seen[-1].result is result
+    assert result.summary["samples_per_s"] == pytest.approx(windows[0].samples_per_s)
+
+
+def test_nan_loss_fails_with_the_step(tmp_path):
+    path = tmp_path / "nan_model.py"
+    path.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self, n, shape):\n"
+        "        super().__init__(); self.lin = torch.nn.Linear(int(torch.tensor(shape).prod()), n)\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x.flatten(1)) * float('nan')\n"
+        "def build_model(num_classes, input_shape):\n"
+        "    return M(num_classes, input_shape)\n"
+    )
+    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=20, epochs=None, warmup_steps=0)
+    result, events = collect(cfg, data=tiny_data())
+    assert result.status == "failed"
+    assert result.error.startswith("The loss became NaN at step 1;")
+    assert "\n" not in result.error
+    assert isinstance(events[-1], Ended)
+
+
+def test_out_of_memory_suggests_a_smaller_batch(monkeypatch):
+    def boom(self, x, y):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(trainer._RunLoop, "_train_step", boom)
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=64, steps=5, epochs=None)
+    result, _ = collect(cfg, data=tiny_data())
+    assert result.status == "failed"
+    assert result.error == "Batch size 64 ran out of memory on cpu; try a batch size of 32 or less."
+
+
+def test_mps_missing_operator_is_explained():
+    exc = NotImplementedError("The operator 'aten::_linalg_eigh' is not currently implemented for the MPS device. "
+                              "If you want this op to be added...")
+    msg = trainer.explain_failure(exc, RunConfig(device="mps"))
+    assert msg.startswith("aten::_linalg_eigh is not supported on MPS")
+    assert "PYTORCH_ENABLE_MPS_FALLBACK=1" in msg
+
+
+def test_data_errors_end_the_run_as_failed():
+    class Broken(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            if i % 7 == 3:
+                raise OSError("image file is truncated")
+            return torch.zeros(1, 8, 8, dtype=torch.uint8), 0
+
+    data = tiny_data()
+    data.train = Broken()
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=8, steps=20, epochs=None)
+    result, _ = collect(cfg, data=data)
+    assert result.status == "failed"
+    assert result.error.startswith("Reading the training data failed (image file is truncated)")
+
+
+def test_bad_input_fails_with_one_sentence():
+    result, events = collect(RunConfig(model="no_such_model", steps=5, epochs=None))
+    assert result.status == "failed"
+    assert "Unknown model 'no_such_model'" in result.error
+    assert isinstance(events[-1], Ended)
+    result, _ = collect(RunConfig(device="tpu", steps=5, epochs=None))
+    assert result.status == "failed" and "Unknown device 'tpu'" in result.error
+    result, _ = collect(RunConfig(batch_size=0))
+    assert result.status == "failed" and result.error.startswith("Batch size must be")
+
+
+def test_batch_larger_than_dataset_is_bad_input():
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=1024, steps=5, epochs=None)
+    result, _ = collect(cfg, data=tiny_data(n=100))
+    assert result.status == "failed"
+    assert "use a batch size of at most 100" in result.error
+
+
+def test_epochs_validate_and_time_each_epoch():
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=32, epochs=3, steps=None, warmup_steps=2, lr=0.05)
+    result, events = collect(cfg, data=tiny_data())
+    assert result.status == "finished", result.error
+    ends = [e for e in events if isinstance(e, EpochEnd)]
+    assert [e.epoch for e in ends] == [1, 2, 3]
+    assert len(result.losses) == 3 * (256 // 32)
+    assert all(e.val_accuracy is not None and e.seconds > 0 for e in ends)
+    assert result.summary["val_accuracy"] == ends[-1].val_accuracy
+    assert result.summary["val_accuracy"] > 0.9  # the rows are trivially separable
+    assert result.summary["epoch_s"] == [e.seconds for e in ends]
+
+
+def test_inference_mode_does_not_train():
+    data = tiny_data()
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=32, steps=16, epochs=None, mode="inference",
+                    warmup_steps=2)
+    result, _ = collect(cfg, data=data)
+    assert result.status == "finished", result.error
+    # a model that is not trained keeps its loss level: compare first and last quarter
+    first, last = sum(result.losses[:4]) / 4, sum(result.losses[-4:]) / 4
+    assert abs(first - last) < 0.5
+    assert result.summary["samples_per_s"] > 0
+
+
+def test_bf16_autocast_on_cpu_and_thread_count_restored():
+    before = torch.get_num_threads()
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=8, epochs=None, precision="bf16", threads=1)
+    result, events = collect(cfg, data=tiny_data())
+    assert result.status == "finished", result.error
+    assert result.env["threads"] == 1
+    assert torch.get_num_threads() == before
+
+
+def test_resident_data_gives_the_same_losses_as_host_data():
+    base = dict(model="mlp", dataset="tiny", batch_size=16, steps=12, epochs=None, warmup_steps=2)
+    a, _ = collect(RunConfig(**base), data=tiny_data())
+    b, _ = collect(RunConfig(**base, resident=True), data=tiny_data())
+    assert a.losses == pytest.approx(b.losses, rel=1e-5)
+
+
+def test_cpu_device_resolves_here():
+    assert resolve_device("cpu").available
