@@ -12,7 +12,7 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 MODES = ("train", "inference")
 
 DEFAULT_MODEL = "mlp"
-DEFAULT_DATASET = "shapes"
+DEFAULT_DATASET = "shapes"  # generated, offline, learns: see datasets.py
 
 
 @dataclass

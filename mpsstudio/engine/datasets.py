@@ -19,6 +19,7 @@ import torch
 import torchvision.datasets as tvd
 
 from . import downloads
+from .config import DEFAULT_DATASET
 from .errors import UserError
 from .folder import FolderReport, ImageFiles, plural, estimate_mean_std, inspect_folder, split_indices
 from .spec import DataSpec
@@ -29,7 +30,6 @@ __all__ = [
 ]
 
 Progress = Callable[[str, float], None]
-DEFAULT_DATASET = "shapes"
 
 
 @dataclass(frozen=True)
