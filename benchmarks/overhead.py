@@ -7,7 +7,7 @@ paired ratios (each engine run over the bare run next to it). The ratio uses the
 throughput over its measured phase (every window, sync, loss fetch and event included), so any overhead
 the engine adds shows up; the engine's reported median throughput is printed beside it.
 
-    python benchmarks/overhead.py [--device cpu|cuda|mps] [--reps 7] [--seconds 2]
+    python benchmarks/overhead.py [--device cpu|cuda|mps] [--reps 9] [--seconds 2]
 
 Last line: min_ratio=<x> (target >= 0.98).
 """
@@ -35,7 +35,22 @@ MODELS = ("mlp", "mnist_cnn", "resnet18")
 
 def bare_loop(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int,
               seed: int = 0) -> float:
-    """samples/s of the plain loop, timed with a sync before each clock read."""
+    """samples/s of the plain loop, timed with a sync before each clock read.
+
+    TF32 is off and CPU denormals are flushed, as in the engine's runs (PyTorch's own defaults leave TF32
+    on for cuDNN convolutions and keep denormals), so both sides do the same arithmetic.
+    """
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.set_flush_denormal(True)
+    try:
+        return _bare_loop(model_name, dev, data, batch_size, warmup, steps, seed)
+    finally:
+        torch.set_flush_denormal(False)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def _bare_loop(model_name, dev, data, batch_size, warmup, steps, seed) -> float:
     tdev = torch.device(dev.torch_device or dev.id)
     torch.manual_seed(seed)
     model = models.build_model(model_name, models.input_spec_for(model_name, SPEC)).to(tdev)
@@ -87,7 +102,7 @@ def main() -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=2.0, help="target length of one measured phase")
     args = ap.parse_args()

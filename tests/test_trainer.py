@@ -169,6 +169,7 @@ def test_out_of_memory_suggests_a_smaller_batch(monkeypatch):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(trainer._RunLoop, "_train_step", boom)
+    monkeypatch.setattr(trainer._RunLoop, "_train_step_amp", boom)
     cfg = RunConfig(model="mlp", dataset="tiny", batch_size=64, steps=5, epochs=None)
     result, _ = collect(cfg, data=tiny_data())
     assert result.status == "failed"
@@ -262,3 +263,23 @@ def test_resident_data_gives_the_same_losses_as_host_data():
 
 def test_cpu_device_resolves_here():
     assert resolve_device("cpu").available
+
+
+def test_cpu_denormals_are_flushed_during_a_run_and_restored_after():
+    seen = []
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=4, epochs=None, warmup_steps=0)
+    result = trainer.run(cfg, data=tiny_data(),
+                         on_event=lambda e: seen.append(torch.tensor(1e-40).item()) if isinstance(e, Window) else None)
+    assert result.status == "finished", result.error
+    assert seen and all(v == 0.0 for v in seen)  # flushed while running
+    assert result.env["flush_denormal"] is True
+    assert torch.tensor(1e-40).item() != 0.0  # the process is left as it was
+
+
+def test_default_run_learns_the_built_in_dataset():
+    """The default config (mlp on the generated shapes, 2 epochs) must really learn: > 90 % validation accuracy."""
+    result, events = collect(RunConfig())
+    assert result.status == "finished", result.error
+    assert result.config.dataset == "shapes" and result.config.model == "mlp"
+    assert result.summary["val_accuracy"] > 0.9
+    assert len([e for e in events if isinstance(e, EpochEnd)]) == 2

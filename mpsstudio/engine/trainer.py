@@ -61,7 +61,8 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     loop = None
     try:
         loop = _RunLoop(config, result, emit, stop, device, data, progress)
-        with _global_settings(config):
+        with _global_settings(config) as flushing:
+            loop.flush_denormal = flushing
             loop.execute()
         result.status = "finished"
     except Cancelled:
@@ -116,7 +117,12 @@ def _first_line(exc: BaseException) -> str:
 
 @contextmanager
 def _global_settings(config: RunConfig):
-    """Thread count and TF32 are process-wide: set them for the run, then put them back."""
+    """Thread count, TF32 and denormal flushing are process-wide: set them for the run, then put them back.
+
+    Denormals are flushed to zero on the CPU because a model that fits its data drives gradients into
+    denormal floats, which the CPU computes several times slower (measured: 150 -> 430 us per step of a
+    tiny model after ~750 steps); GPUs flush them anyway, so not flushing would inflate GPU speedups.
+    """
     threads = torch.get_num_threads()
     tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:
@@ -124,8 +130,10 @@ def _global_settings(config: RunConfig):
             torch.set_num_threads(config.threads)
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
         torch.backends.cudnn.allow_tf32 = config.tf32
-        yield
+        flushing = torch.set_flush_denormal(True)
+        yield flushing
     finally:
+        torch.set_flush_denormal(False)
         torch.set_num_threads(threads)
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
@@ -145,6 +153,7 @@ class _RunLoop:
         self.val: tuple[float, float] | None = None
         self.train_size = 0
         self.dataset_summary = ""
+        self.flush_denormal = False
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -201,6 +210,7 @@ class _RunLoop:
         env = environment.environment()
         env["threads"] = torch.get_num_threads()
         env["tf32"] = cfg.tf32
+        env["flush_denormal"] = self.flush_denormal
         env["device_name"] = dev.name
         env["machine_label"] = environment.machine_label(env)
         self.result.env = env
@@ -224,9 +234,18 @@ class _RunLoop:
 
     # -- one step --------------------------------------------------------------------------------------
     def _train_step(self, x, y) -> torch.Tensor:
+        """fp32 training step: the hot path, kept as lean as the bare loop it is benchmarked against."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def _train_step_amp(self, x, y) -> torch.Tensor:
+        """Mixed-precision training step (autocast; a GradScaler for fp16 where the device has one)."""
+        self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
             loss = F.cross_entropy(self.forward(x), y)
-        self.optimizer.zero_grad(set_to_none=True)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -249,7 +268,10 @@ class _RunLoop:
     def execute(self) -> None:
         self._setup()
         cfg, dev = self.config, self.device
-        step_fn = self._train_step if cfg.mode == "train" else self._infer_step
+        if cfg.mode == "inference":
+            step_fn = self._infer_step
+        else:
+            step_fn = self._train_step if cfg.precision == "fp32" else self._train_step_amp
         if cfg.mode == "train":
             self.model.train()
         else:
