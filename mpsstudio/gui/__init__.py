@@ -1,0 +1,1 @@
+"""The desktop app: Qt views over the engine."""

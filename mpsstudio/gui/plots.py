@@ -1,0 +1,531 @@
+"""Live loss, throughput and memory plots of runs as they stream in from the engine.
+
+Data is appended into growing numpy buffers and drawn only from a ~20 Hz timer, and only when something
+changed (DESIGN.md, "Live plotting rules"): a long run costs memory in proportion to its steps, never a
+redraw per step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QKeySequence, QPalette
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+__all__ = ["GrowingSeries", "LivePlots"]
+
+REDRAW_INTERVAL_MS = 50  # ~20 Hz
+REDRAW_SHARE = 0.33  # long runs redraw less often so that drawing takes at most this share of the GUI thread
+EMA_ALPHA = 0.05  # weight of the newest loss in the smoothed line
+SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this many windows
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies. Black and the darkest blue are
+# dropped or moved back on dark backgrounds, where they would vanish.
+_OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
+_OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
+_ENDED_BADLY = ("failed", "cancelled")
+
+
+class GrowingSeries:
+    """An (x, y) series in preallocated float64 buffers that double when full (amortised O(1) appends)."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._x = np.empty(max(1, capacity), dtype=np.float64)
+        self._y = np.empty(max(1, capacity), dtype=np.float64)
+        self._n = 0
+
+    def append(self, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> None:
+        """Append matching x and y values (arrays, lists or scalars)."""
+        xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
+        ys = np.atleast_1d(np.asarray(y, dtype=np.float64))
+        if xs.shape != ys.shape or xs.ndim != 1:
+            raise ValueError(f"x and y must be 1-D and of equal length, got {xs.shape} and {ys.shape}")
+        end = self._n + len(xs)
+        if end > len(self._x):
+            capacity = len(self._x)
+            while capacity < end:
+                capacity *= 2
+            self._x = _resized(self._x, self._n, capacity)
+            self._y = _resized(self._y, self._n, capacity)
+        self._x[self._n:end] = xs
+        self._y[self._n:end] = ys
+        self._n = end
+
+    @property
+    def x(self) -> np.ndarray:
+        """The filled part of the x buffer (a view, not a copy)."""
+        return self._x[: self._n]
+
+    @property
+    def y(self) -> np.ndarray:
+        """The filled part of the y buffer (a view, not a copy)."""
+        return self._y[: self._n]
+
+    @property
+    def capacity(self) -> int:
+        return len(self._x)
+
+    def last_y(self) -> float | None:
+        return float(self._y[self._n - 1]) if self._n else None
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def _resized(buffer: np.ndarray, filled: int, capacity: int) -> np.ndarray:
+    grown = np.empty(capacity, dtype=buffer.dtype)
+    grown[:filled] = buffer[:filled]
+    return grown
+
+
+def _ema(values: np.ndarray, previous: float | None, alpha: float) -> np.ndarray:
+    """Exponential moving average continuing from `previous`; non-finite losses (NaN) are skipped."""
+    out = np.empty(len(values), dtype=np.float64)
+    ema = previous
+    for i, v in enumerate(values.tolist()):
+        if math.isfinite(v):
+            ema = v if ema is None else ema + alpha * (v - ema)
+        out[i] = math.nan if ema is None else ema
+    return out
+
+
+class _StepAxis(pg.AxisItem):
+    """Tick labels with thousands separators (12,000 rather than 12000 or 1.2e+04)."""
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
+        places = max(0, math.ceil(-math.log10(spacing * scale))) if spacing > 0 else 0
+        return [f"{v * scale:,.{places}f}" for v in values]
+
+
+class _BytesAxis(pg.AxisItem):
+    """Tick labels in decimal bytes with one unit for the visible range (0.4 GB, 0.8 GB, 1.2 GB)."""
+
+    _UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        top = max((abs(v) for v in values), default=0.0)
+        factor, unit = next(((f, u) for f, u in self._UNITS if top >= f), (1.0, "B"))
+        step = spacing / factor
+        places = max(0, math.ceil(-math.log10(step))) if step > 0 else 0
+        return [("0" if v == 0 else f"{v / factor:,.{places}f} {unit}") for v in values]
+
+
+class _TimedView(pg.GraphicsLayoutWidget):
+    """The plot canvas, remembering how long its last paint took (drawing cost grows with the run)."""
+
+    last_paint_s = 0.0
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        start = time.perf_counter()
+        super().paintEvent(event)
+        self.last_paint_s = time.perf_counter() - start
+
+
+@dataclass
+class _Run:
+    """Everything drawn for one run: its buffers, curves and what changed since the last redraw."""
+
+    run_id: str
+    label: str
+    colour: QColor
+    warmup_steps: int
+    series: dict[str, GrowingSeries]
+    val: GrowingSeries
+    curves: dict[str, pg.PlotDataItem] = field(default_factory=dict)
+    status: str = "running"
+    dirty: set[str] = field(default_factory=set)
+
+    @property
+    def legend_text(self) -> str:
+        return self.label if self.status in ("running", "finished") else f"{self.label} — {self.status}"
+
+
+class LivePlots(QWidget):
+    """Three stacked plots sharing the step axis (loss, throughput, memory), one coloured series set per run."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._runs: dict[str, _Run] = {}
+        self._warmup_regions: dict[int, pg.LinearRegionItem] = {}
+        self._colour_count = 0
+        self._val_legend_proxy: pg.PlotDataItem | None = None
+
+        self._next_redraw_at = 0.0
+        self._view = _TimedView(self)
+        self._view.ci.layout.setContentsMargins(8, 8, 12, 6)
+        self._view.ci.layout.setVerticalSpacing(4)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self._view)
+
+        self._loss = self._add_plot(0, "Loss", pg.AxisItem("left"))
+        self._throughput = self._add_plot(1, "Throughput (samples/s)", _StepAxis("left"))
+        self._memory = self._add_plot(2, "Memory in use", _BytesAxis("left"))
+        self._loss.titleLabel.setToolTip(
+            "Training loss of every step (faint) and its exponential moving average (solid). "
+            "Diamonds: validation loss at the end of each epoch. The shaded band is the warm-up."
+        )
+        self._throughput.titleLabel.setToolTip(
+            "Samples per second of each measurement window, timed with the device synchronized. "
+            "Warm-up steps are never counted."
+        )
+        self._memory.titleLabel.setToolTip("Device memory in use at the end of each measurement window.")
+        for plot in (self._throughput, self._memory):
+            plot.setXLink(self._loss)
+            plot.enableAutoRange(x=False)  # the loss plot, which has every step, drives the shared x range
+        self._memory.setLabel("bottom", "Step")
+        for plot in (self._loss, self._throughput):
+            plot.getAxis("bottom").setStyle(showValues=False)
+
+        self._legend = self._loss.addLegend(offset=(-8, 8), verSpacing=-4, labelTextSize=self._small_pt())
+        self._legend.sigSampleClicked.connect(self._legend_clicked)
+        self._legend.setToolTip("Click a run to hide or show it.")
+
+        shortcut = QKeySequence("Ctrl+R").toString(QKeySequence.SequenceFormat.NativeText)
+        self._hint = pg.TextItem(
+            f"Press Run ({shortcut}) to start — loss, throughput and memory appear here live", anchor=(0.5, 0.5)
+        )
+        self._hint.setParentItem(self._loss.getViewBox())
+        self._loss.getViewBox().sigResized.connect(self._place_hint)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(REDRAW_INTERVAL_MS)
+        self._timer.timeout.connect(self._tick)
+        self._apply_theme()
+        self._show_empty(True)
+
+    # ---- public API ---------------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, label: str, warmup_steps: int) -> None:
+        """Begin a new series set in the next palette colour; the legend names it `label`."""
+        if run_id in self._runs:
+            self._remove_run(self._runs.pop(run_id))
+        colour = QColor(self._palette_colours()[self._colour_count % len(_OKABE_ITO_LIGHT)])
+        self._colour_count += 1
+        run = _Run(
+            run_id=run_id,
+            label=label,
+            colour=colour,
+            warmup_steps=int(warmup_steps),
+            series={key: GrowingSeries() for key in ("loss", "loss_smooth", "throughput", "memory")},
+            val=GrowingSeries(capacity=16),
+        )
+        run.curves = self._make_curves(run)
+        self._runs[run_id] = run
+        self._show_empty(False)
+        self._rebuild_legend()
+
+    def add_warmup(self, run_id: str, losses: Sequence[float]) -> None:
+        """Losses of warm-up steps 1..len(losses); the warm-up span is shaded on the loss plot."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        self._append_losses(run, 1, losses)
+        if len(losses):
+            self._shade_warmup(len(losses))
+
+    def add_window(
+        self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int
+    ) -> None:
+        """Per-step losses from `first_step`; throughput and memory (bytes) land on the window's last step."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        self._append_losses(run, first_step, losses)
+        last_step = first_step + max(len(losses), 1) - 1
+        run.series["throughput"].append(last_step, samples_per_s)
+        run.series["memory"].append(last_step, memory)
+        run.dirty.update(("throughput", "memory"))
+
+    def add_epoch(self, run_id: str, step: int, val_loss: float | None) -> None:
+        """Validation loss at `step`, drawn as a diamond on the loss plot (nothing when there is none)."""
+        run = self._runs.get(run_id)
+        if run is None or val_loss is None:
+            return
+        run.val.append(step, val_loss)
+        run.dirty.add("val")
+        if self._val_legend_proxy is None:
+            self._val_legend_proxy = pg.PlotDataItem(
+                symbol="d", symbolSize=8, symbolBrush=self._secondary_text(), symbolPen=None, pen=None
+            )
+            self._rebuild_legend()
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        """Mark the run over; a failed or cancelled run is drawn dashed and faded and says so in the legend."""
+        run = self._runs.get(run_id)
+        if run is None:
+            return
+        run.status = status
+        if status in _ENDED_BADLY:
+            self._style_curves(run)
+            self._rebuild_legend()
+
+    def clear(self) -> None:
+        """Remove every run, warm-up band and legend entry; the start hint shows again."""
+        for run in self._runs.values():
+            self._remove_run(run)
+        self._runs.clear()
+        for region in self._warmup_regions.values():
+            self._loss.removeItem(region)
+        self._warmup_regions.clear()
+        self._val_legend_proxy = None
+        self._colour_count = 0
+        self._legend.clear()
+        self._legend.setVisible(False)
+        for plot in (self._loss, self._throughput, self._memory):
+            plot.enableAutoRange(y=True)
+        self._loss.enableAutoRange(x=True)
+        self._show_empty(True)
+
+    def redraw(self) -> None:
+        """Push new data to the curves that changed since the last redraw (the timer calls this)."""
+        for run in self._runs.values():
+            if not run.dirty:
+                continue
+            for key in run.dirty:
+                source = run.val if key == "val" else run.series[key]
+                curve = run.curves[key]
+                if key in ("throughput", "memory"):
+                    wants_dots = len(source) <= SYMBOLS_UP_TO
+                    if wants_dots != (curve.opts["symbol"] is not None):
+                        curve.setSymbol("o" if wants_dots else None)
+                curve.setData(source.x, source.y)
+            run.dirty.clear()
+
+    def series(self, run_id: str) -> dict[str, GrowingSeries]:
+        """The run's buffers: "loss", "loss_smooth", "throughput", "memory" (x is the step)."""
+        return dict(self._runs[run_id].series)
+
+    def curves(self, run_id: str) -> dict[str, pg.PlotDataItem]:
+        """The run's plot items: the series keys plus "val" (for tests and image export)."""
+        return dict(self._runs[run_id].curves)
+
+    def run_ids(self) -> list[str]:
+        return list(self._runs)
+
+    def hint_visible(self) -> bool:
+        return self._hint.isVisible()
+
+    def timer_active(self) -> bool:
+        return self._timer.isActive()
+
+    def _tick(self) -> None:
+        """Timer slot: redraw, but back off while a redraw (update plus last paint) costs much of a frame."""
+        start = time.perf_counter()
+        if start < self._next_redraw_at or not any(run.dirty for run in self._runs.values()):
+            return
+        self.redraw()
+        cost = time.perf_counter() - start + self._view.last_paint_s
+        self._next_redraw_at = start + cost / REDRAW_SHARE
+
+    # ---- Qt events ----------------------------------------------------------------------------------
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        self.redraw()
+        self._timer.start()
+
+    def hideEvent(self, event) -> None:  # noqa: N802
+        self._timer.stop()
+        super().hideEvent(event)
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self._timer.stop()
+        super().closeEvent(event)
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._apply_theme()
+        super().changeEvent(event)
+
+    # ---- building blocks ----------------------------------------------------------------------------
+
+    def _add_plot(self, row: int, title: str, left: pg.AxisItem) -> pg.PlotItem:
+        plot = self._view.addPlot(row=row, col=0, axisItems={"left": left, "bottom": _StepAxis("bottom")})
+        plot.titleLabel.setAttr("justify", "left")
+        plot.setTitle(title)
+        plot.hideButtons()
+        plot.showGrid(x=True, y=True, alpha=0.1)
+        plot.getAxis("left").setWidth(64)
+        plot.setMenuEnabled(True)
+        return plot
+
+    def _make_curves(self, run: _Run) -> dict[str, pg.PlotDataItem]:
+        curves = {
+            "loss": self._loss.plot(),
+            "loss_smooth": self._loss.plot(),
+            "throughput": self._throughput.plot(),
+            "memory": self._memory.plot(),
+            "val": self._loss.plot(),
+        }
+        for key, curve in curves.items():
+            if key != "val":
+                curve.setDownsampling(auto=True, method="peak")
+                curve.setClipToView(True)
+        curves["loss"].setZValue(1)
+        curves["loss_smooth"].setZValue(2)
+        curves["val"].setZValue(3)
+        self._style_curves_of(run, curves)
+        return curves
+
+    def _style_curves(self, run: _Run) -> None:
+        self._style_curves_of(run, run.curves)
+
+    def _style_curves_of(self, run: _Run, curves: dict[str, pg.PlotDataItem]) -> None:
+        """Pens and fills from the run's colour; dashed and faded once the run failed or was cancelled."""
+        ended_badly = run.status in _ENDED_BADLY
+        style = Qt.PenStyle.DashLine if ended_badly else Qt.PenStyle.SolidLine
+        fade = 0.55 if ended_badly else 1.0
+
+        def colour(alpha: float) -> QColor:
+            c = QColor(run.colour)
+            c.setAlphaF(alpha * fade)
+            return c
+
+        curves["loss"].setPen(pg.mkPen(colour(0.2), width=1))
+        curves["loss_smooth"].setPen(pg.mkPen(colour(1.0), width=1, style=style))
+        for key in ("throughput", "memory"):
+            curve = curves[key]
+            curve.setPen(pg.mkPen(colour(1.0), width=1, style=style))
+            curve.setFillLevel(0)
+            curve.setFillBrush(pg.mkBrush(colour(0.08)))
+            curve.setSymbol("o")
+            curve.setSymbolSize(4)
+            curve.setSymbolPen(None)
+            curve.setSymbolBrush(pg.mkBrush(colour(1.0)))
+        val = curves["val"]
+        val.setPen(None)
+        val.setSymbol("d")
+        val.setSymbolSize(10)
+        val.setSymbolBrush(pg.mkBrush(colour(1.0)))
+        val.setSymbolPen(pg.mkPen(self.palette().color(QPalette.ColorRole.Base), width=1))
+
+    def _append_losses(self, run: _Run, first_step: int, losses: Sequence[float]) -> None:
+        if not len(losses):
+            return
+        values = np.asarray(losses, dtype=np.float64)
+        steps = np.arange(first_step, first_step + len(values), dtype=np.float64)
+        run.series["loss"].append(steps, values)
+        run.series["loss_smooth"].append(steps, _ema(values, run.series["loss_smooth"].last_y(), EMA_ALPHA))
+        run.dirty.update(("loss", "loss_smooth"))
+
+    def _shade_warmup(self, steps: int) -> None:
+        """One light, fixed band per distinct warm-up length, labelled "warm-up"."""
+        if steps in self._warmup_regions:
+            return
+        region = pg.LinearRegionItem(values=(0.5, steps + 0.5), movable=False)
+        region.setZValue(-10)
+        region.setToolTip(
+            f"Warm-up: steps 1–{steps:,} are timed apart and never counted in throughput "
+            "(graph compilation, autotuning, caches)."
+        )
+        pg.InfLineLabel(region.lines[1], "warm-up", position=0.05, anchors=[(0, 1), (0, 1)])
+        self._loss.addItem(region, ignoreBounds=True)
+        self._warmup_regions[steps] = region
+        self._style_region(region)
+
+    def _style_region(self, region: pg.LinearRegionItem) -> None:
+        shade = self._text()
+        shade.setAlphaF(0.07)
+        region.setBrush(pg.mkBrush(shade))
+        region.setHoverBrush(pg.mkBrush(shade))
+        edge = self._text()
+        edge.setAlphaF(0.25)
+        for line in region.lines:
+            line.setPen(pg.mkPen(edge, width=1, style=Qt.PenStyle.DotLine))
+            line.setHoverPen(pg.mkPen(edge, width=1, style=Qt.PenStyle.DotLine))
+            for child in line.childItems():
+                if isinstance(child, pg.InfLineLabel):
+                    child.setColor(self._secondary_text())
+
+    def _remove_run(self, run: _Run) -> None:
+        for key, curve in run.curves.items():
+            plot = self._loss if key in ("loss", "loss_smooth", "val") else (
+                self._throughput if key == "throughput" else self._memory
+            )
+            plot.removeItem(curve)
+        run.curves.clear()
+
+    def _rebuild_legend(self) -> None:
+        """Runs in start order, then the validation marker; rebuilt whole because it changes rarely."""
+        self._legend.clear()
+        for run in self._runs.values():
+            self._legend.addItem(run.curves["loss_smooth"], run.legend_text)
+        if self._val_legend_proxy is not None:
+            self._legend.addItem(self._val_legend_proxy, "validation loss")
+        self._legend.setVisible(bool(self._legend.items))
+
+    def _legend_clicked(self, item: pg.PlotDataItem) -> None:
+        """Clicking a run in the legend hides or shows all of its curves, not only the smoothed loss."""
+        for run in self._runs.values():
+            if run.curves.get("loss_smooth") is item:
+                for curve in run.curves.values():
+                    curve.setVisible(item.isVisible())
+
+    def _show_empty(self, empty: bool) -> None:
+        """With no runs, show the start hint and no tick values (an empty 0..1 scale means nothing)."""
+        self._hint.setVisible(empty)
+        self._legend.setVisible(not empty and bool(self._legend.items))
+        for plot in (self._loss, self._throughput, self._memory):
+            plot.getAxis("left").setStyle(showValues=not empty)
+        self._memory.getAxis("bottom").setStyle(showValues=not empty)
+
+    def _place_hint(self) -> None:
+        self._hint.setPos(self._loss.getViewBox().rect().center())
+
+    # ---- theme --------------------------------------------------------------------------------------
+
+    def _text(self) -> QColor:
+        return QColor(self.palette().color(QPalette.ColorRole.Text))
+
+    def _secondary_text(self) -> QColor:
+        c = self._text()
+        c.setAlphaF(0.6)
+        return c
+
+    def _is_dark(self) -> bool:
+        return self.palette().color(QPalette.ColorRole.Base).lightnessF() < 0.5
+
+    def _palette_colours(self) -> tuple[str, ...]:
+        return _OKABE_ITO_DARK if self._is_dark() else _OKABE_ITO_LIGHT
+
+    def _small_pt(self) -> str:
+        return f"{max(9.0, self.font().pointSizeF() - 1):g}pt"
+
+    def _apply_theme(self) -> None:
+        """Background from the palette's Base, axes and labels from its Text, so dark mode just works."""
+        base = self.palette().color(QPalette.ColorRole.Base)
+        self._view.setBackground(base)
+        axis_pen = self._text()
+        axis_pen.setAlphaF(0.35)
+        tick_font = QFont(self.font())
+        tick_font.setPointSizeF(max(8.0, self.font().pointSizeF() - 2))
+        title_pt = f"{max(9.0, self.font().pointSizeF()):g}pt"
+        for plot in (self._loss, self._throughput, self._memory):
+            for name in ("left", "bottom"):
+                axis = plot.getAxis(name)
+                axis.setPen(axis_pen)
+                axis.setTextPen(self._secondary_text())
+                axis.setStyle(tickFont=tick_font, tickLength=-4)
+                axis.label.setDefaultTextColor(self._secondary_text())
+            plot.titleLabel.setText(plot.titleLabel.text, color=self._text(), size=title_pt, bold=True)
+        legend_bg = QColor(base)
+        legend_bg.setAlphaF(0.85)
+        legend_edge = self._text()
+        legend_edge.setAlphaF(0.15)
+        self._legend.setBrush(pg.mkBrush(legend_bg))
+        self._legend.setPen(pg.mkPen(legend_edge))
+        self._legend.setLabelTextColor(self._text())
+        self._hint.setColor(self._secondary_text())
+        for region in self._warmup_regions.values():
+            self._style_region(region)
+        if self._val_legend_proxy is not None:
+            self._val_legend_proxy.setSymbolBrush(pg.mkBrush(self._secondary_text()))
+        for run in self._runs.values():
+            self._style_curves(run)
