@@ -1,0 +1,272 @@
+"""The setup panel: defaults, devices, precision, advanced options and folders become the right RunConfigs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from mpsstudio.engine import datasets, devices, models  # noqa: E402
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.devices import Device  # noqa: E402
+from mpsstudio.gui.setup_panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel, human_count  # noqa: E402
+
+FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
+FAKE_CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="no NVIDIA GPU or driver found")
+BF16_REASON = "bf16 autocast on MPS needs macOS 14 or newer (this Mac runs 13.6)"
+
+
+@pytest.fixture
+def fake_precisions(monkeypatch):
+    """CPU runs everything; the fake MPS lacks bf16 (no real MPS here to ask)."""
+    def reason(device, precision):
+        return BF16_REASON if device.kind == "mps" and precision == "bf16" else ""
+    monkeypatch.setattr(devices, "precision_unsupported_reason", reason)
+
+
+@pytest.fixture
+def make_panel(qtbot):
+    def make(device_list=None) -> SetupPanel:
+        panel = SetupPanel()
+        qtbot.addWidget(panel)
+        panel.set_catalog(models.list_models(), datasets.list_datasets(),
+                          devices.discover_devices() if device_list is None else device_list)
+        return panel
+    return make
+
+
+@pytest.fixture
+def fake_panel(make_panel, fake_precisions):
+    """CPU + a fake available MPS + an unavailable CUDA; only the CPU left checked."""
+    panel = make_panel([devices.cpu_device(), FAKE_MPS, FAKE_CUDA_OFF])
+    _check(panel, {"cpu"})
+    return panel
+
+
+def _check(panel: SetupPanel, ids: set[str]) -> None:
+    for row in panel._device_rows:
+        if row.device.available:
+            row.checkbox.setChecked(row.device.id in ids)
+
+
+def _row(panel: SetupPanel, device_id: str):
+    return next(row for row in panel._device_rows if row.device.id == device_id)
+
+
+def _precision_item(panel: SetupPanel, precision: str):
+    return panel.precision_combo.model().item(panel.precision_combo.findData(precision))
+
+
+def test_disabled_until_catalog_then_defaults(qtbot):
+    panel = SetupPanel()
+    qtbot.addWidget(panel)
+    assert not panel._form.isEnabled() and not panel.run_button.isEnabled()
+    assert panel.summary_text() == LOADING_TEXT and panel.configs() == []
+
+    panel.set_catalog(models.list_models(), datasets.list_datasets(), devices.discover_devices())
+    assert panel._form.isEnabled() and panel.run_button.isEnabled()
+    assert panel.model_combo.currentData() == "mlp" and panel.dataset_combo.currentData() == "shapes"
+    assert panel.checked_devices() == ["cpu"]  # mps and cuda are unavailable on this Linux machine
+    assert panel.configs() == [RunConfig(device="cpu")]
+    assert panel.run_button.text() == "Run on CPU"
+
+
+def test_apply_config_before_catalog_waits_for_it(qtbot):
+    panel = SetupPanel()
+    qtbot.addWidget(panel)
+    panel.apply_config(RunConfig(model="mnist_cnn", batch_size=32))
+    panel.set_catalog(models.list_models(), datasets.list_datasets(), devices.discover_devices())
+    assert panel.configs() == [RunConfig(model="mnist_cnn", batch_size=32, device="cpu")]
+
+
+def test_restored_device_that_is_gone_falls_back_to_cpu(qtbot):
+    panel = SetupPanel()
+    qtbot.addWidget(panel)
+    panel.apply_config(RunConfig(device="mps", batch_size=16))  # saved on a Mac, restored on this Linux box
+    panel.set_catalog(models.list_models(), datasets.list_datasets(), devices.discover_devices())
+    assert panel.configs() == [RunConfig(device="cpu", batch_size=16)]
+
+
+def test_refreshed_catalog_keeps_choices(fake_panel):
+    fake_panel.batch_spin.setValue(512)
+    fake_panel.model_combo.setCurrentIndex(fake_panel.model_combo.findData("resnet18"))
+    _check(fake_panel, {"mps"})
+    fake_panel.set_catalog(models.list_models(), datasets.list_datasets(), [devices.cpu_device(), FAKE_MPS])
+    assert fake_panel.configs() == [RunConfig(model="resnet18", batch_size=512, device="mps")]
+
+
+def test_every_available_device_checked_and_compared(make_panel, fake_precisions, qtbot):
+    panel = make_panel([devices.cpu_device(), FAKE_MPS, FAKE_CUDA_OFF])
+    assert panel.checked_devices() == ["cpu", "mps"]
+    cpu, mps = panel.configs()
+    assert (cpu.device, mps.device) == ("cpu", "mps")
+    assert cpu.comparison_key() == mps.comparison_key()
+    assert replace(mps, device="cpu") == cpu
+    assert panel.run_button.text() == "Compare 2 devices"
+
+    with qtbot.waitSignal(panel.changed):
+        _check(panel, {"mps"})
+    assert panel.run_button.text() == "Run on Apple GPU"
+    assert [c.device for c in panel.configs()] == ["mps"]
+
+
+def test_no_device_checked_disables_run_with_reason(fake_panel):
+    _check(fake_panel, set())
+    assert fake_panel.configs() == [] and fake_panel.checked_devices() == []
+    assert not fake_panel.run_button.isEnabled()
+    assert fake_panel.run_button.toolTip() == NO_DEVICE_TIP
+
+
+def test_unavailable_device_is_disabled_with_reason(make_panel):
+    panel = make_panel()
+    mps, cuda = _row(panel, "mps"), _row(panel, "cuda")
+    real = {d.id: d for d in devices.discover_devices()}
+    assert not mps.checkbox.isEnabled() and mps.checkbox.toolTip() == real["mps"].reason != ""
+    assert not cuda.checkbox.isEnabled() and cuda.checkbox.toolTip() == real["cuda"].reason != ""
+    assert _row(panel, "cpu").checkbox.text().startswith("CPU — ")
+    fake = make_panel([devices.cpu_device(), FAKE_MPS])
+    assert _row(fake, "mps").checkbox.text() == "Apple GPU (MPS) — Apple M2 (fake)"
+
+
+def test_precision_limited_to_what_every_checked_device_runs(fake_panel):
+    bf16 = fake_panel.precision_combo.findData("bf16")
+    assert _precision_item(fake_panel, "bf16").isEnabled()  # the CPU alone runs bf16
+    fake_panel.precision_combo.setCurrentIndex(bf16)
+    assert fake_panel.configs()[0].precision == "bf16"
+
+    _check(fake_panel, {"cpu", "mps"})
+    assert not _precision_item(fake_panel, "bf16").isEnabled()
+    assert fake_panel.precision_combo.itemData(bf16, 3) == BF16_REASON  # 3 = ToolTipRole
+    assert _precision_item(fake_panel, "fp16").isEnabled()
+    assert [c.precision for c in fake_panel.configs()] == ["fp32", "fp32"]  # fell back
+
+    _check(fake_panel, {"cpu"})
+    assert _precision_item(fake_panel, "bf16").isEnabled()
+
+
+def test_advanced_fields_map_into_the_config(fake_panel):
+    assert not fake_panel.advanced.isVisibleTo(fake_panel)  # collapsed by default
+    fake_panel.set_advanced_open(True)
+    assert fake_panel.advanced.isVisibleTo(fake_panel)
+    fake_panel.lr_box.setValue(0.0003)
+    fake_panel.optimizer_combo.setCurrentIndex(fake_panel.optimizer_combo.findData("adamw"))
+    fake_panel.warmup_spin.setValue(25)
+    fake_panel.workers_spin.setValue(3)
+    fake_panel.mode_combo.setCurrentIndex(fake_panel.mode_combo.findData("inference"))
+    fake_panel.resident_check.setChecked(True)
+    fake_panel.channels_last_check.setChecked(True)
+    fake_panel.compile_check.setChecked(True)
+    fake_panel.batch_spin.setValue(256)
+    (config,) = fake_panel.configs()
+    assert config == RunConfig(lr=0.0003, optimizer="adamw", warmup_steps=25, workers=3, mode="inference",
+                               resident=True, channels_last=True, compile=True, batch_size=256)
+
+
+def test_steps_and_epochs(fake_panel):
+    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("steps"))
+    assert (fake_panel.configs()[0].steps, fake_panel.configs()[0].epochs) == (200, None)
+    fake_panel.length_spin.setValue(500)
+    assert fake_panel.configs()[0].steps == 500
+    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("epochs"))
+    assert (fake_panel.configs()[0].steps, fake_panel.configs()[0].epochs) == (None, 2)
+    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("steps"))
+    assert fake_panel.length_spin.value() == 500  # each unit keeps its own number
+
+
+def test_learning_rate_box_steps_and_shows_plain_numbers(fake_panel):
+    box = fake_panel.lr_box
+    assert box.text() == "0.01"
+    box.stepBy(1)
+    assert box.value() == pytest.approx(0.02)
+    box.stepBy(2)
+    assert box.value() == pytest.approx(0.1)
+    box.stepBy(-4)
+    assert box.value() == pytest.approx(0.005)
+    assert box.text() == "0.005"
+
+
+def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
+    folder = tmp_path / "flowers"
+    summary = "5 classes, 3,670 images, all 64x64, RGB"
+    count = fake_panel.dataset_combo.count()
+    with qtbot.waitSignal(fake_panel.changed):
+        fake_panel.add_folder_dataset(str(folder), summary)
+    assert fake_panel.dataset_combo.currentText() == "📁 flowers"
+    assert fake_panel.configs()[0].dataset == str(folder)
+    tip = fake_panel.dataset_combo.itemData(fake_panel.dataset_combo.currentIndex(), 3)
+    assert str(folder) in tip and summary in tip
+    # mlp decodes folders at its preferred 32x32: 3*32*32 inputs -> 1024 -> 512 -> 256 -> 5 classes
+    expected = 3 * 32 * 32 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 * 5 + 5
+    assert human_count(expected) == "3.8 M"
+    assert "mlp · 3.8 M parameters" in fake_panel.summary_text()
+    assert "flowers · 5 classes, 3,670 images, all 64×64, RGB" in fake_panel.summary_text()
+
+    after_first = fake_panel.dataset_combo.count()
+    fake_panel.dataset_combo.setCurrentIndex(fake_panel.dataset_combo.findData("mnist"))
+    fake_panel.add_folder_dataset(str(folder) + "/", summary)
+    assert fake_panel.dataset_combo.count() == after_first > count
+    assert fake_panel.configs()[0].dataset == str(folder)
+
+
+def test_apply_config_round_trips(fake_panel, tmp_path):
+    config = RunConfig(model="resnet18", dataset="cifar10", device="mps", batch_size=128, steps=300, epochs=None,
+                       warmup_steps=5, optimizer="adam", lr=0.0005, precision="fp16", channels_last=True,
+                       compile=True, workers=2, resident=True, mode="inference", seed=7, tf32=True, threads=4,
+                       options={"note": "kept"})
+    fake_panel.apply_config(config)
+    assert fake_panel.configs() == [config]
+
+    folder = RunConfig(dataset=str(tmp_path / "cats"), device="cpu")
+    fake_panel.apply_config(folder)
+    assert fake_panel.configs() == [folder]
+    assert fake_panel.dataset_combo.currentText() == "📁 cats"
+
+
+def test_model_file_entry(fake_panel, tmp_path):
+    path = tmp_path / "tiny_net.py"
+    path.write_text("import torch.nn as nn\n\ndef build_model(num_classes, input_shape):\n"
+                    "    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0] * input_shape[1] * "
+                    "input_shape[2], num_classes))\n")
+    combo = fake_panel.model_combo
+    fake_panel._ask_model_file = lambda: ""  # cancelled: the previous model stays
+    combo.setCurrentIndex(combo.count() - 1)
+    assert combo.currentData() == "mlp"
+    fake_panel._ask_model_file = lambda: str(path)
+    combo.setCurrentIndex(combo.count() - 1)
+    assert fake_panel.configs()[0].model == str(path)
+    text = fake_panel.summary_text()
+    assert "tiny_net.py · 7,850 parameters" in text  # 28*28*10 + 10 on shapes
+    assert "runs its code" in text
+
+
+def test_summary_mentions_mlp_parameters_on_shapes(fake_panel):
+    text = fake_panel.summary_text()
+    assert text.startswith("shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes — mlp")
+    # 784 -> 1024 -> 512 -> 256 -> 10 = 1,462,538 parameters
+    assert models.parameter_count("mlp", models.input_spec_for("mlp", datasets.load_dataset("shapes").spec)) \
+        == 1_462_538
+    assert "1.5 M parameters" in text
+    assert fake_panel.summary.text() == text
+
+
+def test_summary_shows_the_error_sentence(fake_panel, monkeypatch):
+    from mpsstudio.engine.errors import UserError
+
+    def refuse(name, spec):
+        raise UserError("Model 'vgg16' needs more memory than this test allows.")
+    monkeypatch.setattr(models, "parameter_count", refuse)
+    fake_panel.model_combo.setCurrentIndex(fake_panel.model_combo.findData("vgg16"))
+    assert fake_panel.summary_text().endswith("vgg16: Model 'vgg16' needs more memory than this test allows.")
+
+
+def test_set_running_blocks_editing(fake_panel, qtbot):
+    fake_panel.set_running(True)
+    assert not fake_panel._form.isEnabled() and not fake_panel.run_button.isEnabled()
+    fake_panel.set_running(False)
+    assert fake_panel._form.isEnabled() and fake_panel.run_button.isEnabled()
+    with qtbot.waitSignal(fake_panel.run_requested):
+        fake_panel.run_button.click()
+    with qtbot.waitSignal(fake_panel.open_folder_requested):
+        fake_panel.open_folder_button.click()
