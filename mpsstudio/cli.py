@@ -59,14 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+GUI_FLAGS = ("--demo", "--screenshot", "--startup-timing")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """`mpsstudio` alone (or with --demo/--screenshot) opens the window; a subcommand runs headless."""
     from .engine.errors import UserError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].split("=")[0] in GUI_FLAGS:
+        return _open_window(argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad argument already reported in one line
         return int(exc.code or 0)
-    command = args.command or "demo"
+    command = args.command
     try:
         return _COMMANDS[command](args)
     except UserError as exc:
@@ -75,6 +82,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mpsstudio: interrupted.", file=sys.stderr)
         return 130
+
+
+def _open_window(argv: list[str]) -> int:
+    try:
+        from .gui.app import main as gui_main
+    except ImportError as exc:
+        print(f"mpsstudio: the window needs PySide6 and pyqtgraph ({exc}); install them, or use a subcommand "
+              f"such as `mpsstudio demo`.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return gui_main(argv)
 
 
 # -- bench ------------------------------------------------------------------------------------------------

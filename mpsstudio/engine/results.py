@@ -145,3 +145,53 @@ def import_json(path: str | Path) -> list[RunResult]:
         r.origin = "imported"
         results.append(r)
     return results
+
+
+CSV_COLUMNS = (
+    "time", "machine", "origin", "device", "model", "dataset", "batch", "precision", "samples_per_s",
+    "samples_per_s_iqr", "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
+    "peak_memory_bytes", "status", "error", "id",
+)
+
+
+def export_csv(results: list[RunResult], path: str | Path, speedups: dict[str, float | None] | None = None) -> None:
+    """Write one row per run, the results table's columns as plain numbers, for spreadsheets.
+
+    `speedups` (run id -> speedup vs CPU) defaults to the comparisons found among `results` themselves.
+    """
+    import contextlib
+    import csv
+    import io
+
+    if speedups is None:
+        from .compare import compare
+
+        speedups = {k: v for c in compare(results) for k, v in c.speedups.items()}
+
+    def cell(v):
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            return ""
+        return v
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in results:
+        s, c = r.summary, r.config
+        acc = s.get("val_accuracy")
+        writer.writerow([cell(v) for v in (
+            r.created_at, r.machine, r.origin, c.device, c.model, c.dataset, c.batch_size, c.precision,
+            s.get("samples_per_s"), s.get("samples_per_s_iqr"), speedups.get(r.id), s.get("warmup_s"),
+            s.get("s_per_epoch"), s.get("final_loss"), None if acc is None else 100 * acc, s.get("peak_memory"),
+            r.status, r.error, r.id,
+        )])
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(buf.getvalue(), encoding="utf-8", newline="")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise UserError(f"{path.name} cannot be written ({exc.strerror or exc.__class__.__name__}); "
+                        "choose another folder.") from None

@@ -94,6 +94,11 @@ def load_data(config: RunConfig, progress: Callable[[str, float], None] | None =
                                  seed=config.seed, progress=progress)
 
 
+def failed_result(config: RunConfig, error: str) -> RunResult:
+    """A run that could not start (its data failed to load, say), recorded like any other failure."""
+    return RunResult(config=config, status="failed", error=error)
+
+
 def explain_failure(exc: BaseException, config: RunConfig) -> str:
     """One sentence for an exception raised by PyTorch during a run."""
     msg = _first_line(exc)

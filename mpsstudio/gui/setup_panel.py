@@ -259,8 +259,8 @@ class SetupPanel(QWidget):
         self._length_mode = "epochs"
         self._model_index = 0
         self._labels: list[QLabel] = []
-        self.setMinimumWidth(280)
-        self.setMaximumWidth(340)
+        self.setMinimumWidth(300)
+        self.setMaximumWidth(360)
         self._build()
         self._update_enabled()
         self._refresh()

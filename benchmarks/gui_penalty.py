@@ -1,0 +1,82 @@
+"""Does watching a run slow it down? The same config run with live plots on screen and without, side by side.
+
+Both go through the GUI's RunWorker (the QThread the window uses); one feeds a visible LivePlots widget,
+the other ignores the events. Repetitions alternate. Prints the median samples/s of each and the ratio.
+
+    QT_QPA_PLATFORM=offscreen python benchmarks/gui_penalty.py [--reps 3] [--model mlp] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from PySide6.QtCore import QEventLoop  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.events import Ended, Started, Warmup, Window  # noqa: E402
+from mpsstudio.gui.plots import LivePlots  # noqa: E402
+from mpsstudio.gui.worker import RunWorker  # noqa: E402
+
+
+def one_run(config: RunConfig, plots: LivePlots | None) -> float:
+    results = []
+
+    def on_event(e):
+        if isinstance(e, Ended):
+            results.append(e.result)
+        elif plots is None:
+            return
+        elif isinstance(e, Started):
+            plots.start_run(e.run_id, e.config["device"], e.warmup_steps)
+        elif isinstance(e, Warmup):
+            plots.add_warmup(plots.run_ids()[-1], e.losses)
+        elif isinstance(e, Window):
+            plots.add_window(plots.run_ids()[-1], e.first_step, e.losses, e.samples_per_s, e.memory)
+
+    worker = RunWorker([config])
+    worker.event.connect(on_event)
+    loop = QEventLoop()
+    worker.all_done.connect(loop.quit)
+    worker.start()
+    loop.exec()
+    worker.wait()
+    [result] = results
+    if result.status != "finished":
+        raise SystemExit(f"run failed: {result.error}")
+    return result.summary["samples_per_s"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--epochs", type=int, default=2)
+    args = ap.parse_args()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    config = RunConfig(model=args.model, epochs=args.epochs)
+    plain, watched = [], []
+    for rep in range(args.reps):
+        for with_plots in ((False, True) if rep % 2 == 0 else (True, False)):
+            if with_plots:
+                plots = LivePlots()
+                plots.resize(1100, 520)
+                plots.show()
+                watched.append(one_run(config, plots))
+                plots.close()
+            else:
+                plain.append(one_run(config, None))
+    a, b = statistics.median(plain), statistics.median(watched)
+    print(f"{args.model}, {args.epochs} epochs on {config.dataset}: without plots {a:,.0f} samples/s, "
+          f"with live plots {b:,.0f} samples/s, ratio {b / a:.3f}")
+    del app
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

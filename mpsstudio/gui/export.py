@@ -1,0 +1,79 @@
+"""Pictures of widgets for sharing: a sharp (Retina-scale) PNG with a title header in the palette's colours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QPoint, QRect, Qt
+from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication, QPainter, QPalette, QPixmap
+from PySide6.QtWidgets import QWidget
+
+from ..engine.errors import UserError
+
+MARGIN = 20  # logical pixels around the header and the widget
+
+
+def export_scale(widget: QWidget | None = None) -> float:
+    """At least 2x, more on a screen that is denser still, so the picture is sharp on a Retina display."""
+    screen = widget.screen() if widget is not None else None
+    screen = screen or QGuiApplication.primaryScreen()
+    ratio = screen.devicePixelRatio() if screen is not None else 1.0
+    return max(2.0, float(ratio))
+
+
+def _header_fonts(widget: QWidget) -> tuple[QFont, QFont]:
+    title = QFont(widget.font())
+    title.setBold(True)
+    title.setPointSizeF(max(title.pointSizeF(), 10.0) * 1.45)
+    subtitle = QFont(widget.font())
+    subtitle.setPointSizeF(max(subtitle.pointSizeF(), 10.0) * 1.05)
+    return title, subtitle
+
+
+def render_png(widget: QWidget, path: str, title: str, subtitle: str = "", scale: float | None = None) -> str:
+    """Render `widget` below a title header into a PNG at `path`; raise UserError if it cannot be written."""
+    scale = float(scale) if scale else export_scale(widget)
+    palette = widget.palette()
+    title_font, sub_font = _header_fonts(widget)
+    title_fm, sub_fm = QFontMetrics(title_font), QFontMetrics(sub_font)
+    size = widget.size()
+    width = size.width() + 2 * MARGIN
+    header = MARGIN + title_fm.height() + (6 + sub_fm.height() if subtitle else 0) + 14
+    height = header + size.height() + MARGIN
+
+    pixmap = QPixmap(round(width * scale), round(height * scale))
+    pixmap.setDevicePixelRatio(scale)
+    pixmap.fill(palette.color(QPalette.ColorRole.Window))
+    painter = QPainter(pixmap)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        text_width = width - 2 * MARGIN
+        painter.setPen(palette.color(QPalette.ColorRole.WindowText))
+        painter.setFont(title_font)
+        painter.drawText(QRect(MARGIN, MARGIN, text_width, title_fm.height()),
+                         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         title_fm.elidedText(title, Qt.TextElideMode.ElideRight, text_width))
+        if subtitle:
+            painter.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
+            painter.setFont(sub_font)
+            painter.drawText(QRect(MARGIN, MARGIN + title_fm.height() + 6, text_width, sub_fm.height()),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                             sub_fm.elidedText(subtitle, Qt.TextElideMode.ElideRight, text_width))
+        widget.render(painter, QPoint(MARGIN, header))
+    finally:
+        painter.end()
+
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise UserError(f"The folder {target.parent} does not exist; choose another place for {target.name}.")
+    tmp = target.with_name(target.name + ".tmp.png")
+    if not pixmap.save(str(tmp), "PNG"):
+        raise UserError(f"{target.name} cannot be written in {target.parent}; choose a folder you can write to.")
+    try:
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{target.name} cannot be written ({exc.strerror or exc.__class__.__name__}); "
+                        "choose another folder.") from None
+    return str(target)

@@ -1,0 +1,502 @@
+"""The main window: setup sidebar, live plots, results; menus, shortcuts, drag and drop, run lifecycle.
+
+It is a thin view over the engine: runs go through RunWorker -> engine.trainer.run; nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog, QFrame, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter,
+    QToolButton, QVBoxLayout, QWidget,
+)
+
+from ..engine.config import RunConfig
+from ..engine.errors import UserError
+from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
+from ..engine.store import RunStore
+from .plots import LivePlots
+from .results_panel import ResultsPanel
+from .setup_panel import SetupPanel
+from .worker import CatalogLoader, FolderChecker, RunWorker
+
+STOP_WAIT_MS = 2000
+
+
+class Banner(QFrame):
+    """One sentence shown inline above the plots (drop results, load errors); never a modal dialog."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setFrameShape(QFrame.StyledPanel)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str, warning: bool = False) -> None:
+        self.label.setText(text)
+        pal = self.palette()
+        accent = "#c0392b" if warning else pal.highlight().color().name()
+        self.setStyleSheet(f"#banner {{ border: 1px solid {accent}; border-radius: 6px; }}")
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+
+class MainWindow(QMainWindow):
+    """MPS Studio's window. `demo=True` runs the default comparison once the catalogue is loaded."""
+
+    def __init__(self, *, demo: bool = False, demo_screenshot: str | None = None, store: RunStore | None = None):
+        super().__init__()
+        self.setWindowTitle("MPS Studio")
+        self.setAcceptDrops(True)
+        self.demo, self.demo_screenshot = demo, demo_screenshot
+        self.exit_code = 0
+        self.catalog: dict | None = None
+        self.worker: RunWorker | None = None
+        self.loader: CatalogLoader | None = None
+        self.checkers: list[FolderChecker] = []
+        self.run_ended: list = []
+        self._run_started_at = 0.0
+        self._run_index = 0
+        self._run_count = 0
+        self._epochs: dict[str, tuple[int, int]] = {}
+
+        self.store = store
+        store_error = None
+        if self.store is None:
+            try:
+                self.store = RunStore()
+            except UserError as exc:  # the app still runs; runs are kept in memory only
+                store_error = str(exc)
+                self.store = RunStore(":memory:")
+
+        self.setup = SetupPanel()
+        self.plots = LivePlots()
+        self.results = ResultsPanel(self.store)
+        self.banner = Banner()
+        self._build_layout()
+        self._build_status_bar()
+        self._build_menus()
+        self._connect()
+        self._restore_settings()
+        if store_error:
+            self.banner.show_message(store_error, warning=True)
+
+    # -- construction ------------------------------------------------------------------------------------
+    def _build_layout(self) -> None:
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.banner)
+        self.right_split = QSplitter(Qt.Vertical)
+        self.right_split.addWidget(self.plots)
+        self.right_split.addWidget(self.results)
+        self.right_split.setStretchFactor(0, 3)
+        self.right_split.setStretchFactor(1, 2)
+        self.right_split.setSizes([540, 380])
+        self.right_split.setChildrenCollapsible(False)
+        rl.addWidget(self.right_split, 1)
+        self.main_split = QSplitter(Qt.Horizontal)
+        self.main_split.addWidget(self.setup)
+        self.main_split.addWidget(right)
+        self.main_split.setStretchFactor(0, 0)
+        self.main_split.setStretchFactor(1, 1)
+        self.main_split.setSizes([330, 1110])
+        self.main_split.setChildrenCollapsible(False)
+        self.setCentralWidget(self.main_split)
+        self.resize(1440, 900)
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.run_label = QLabel("")
+        self.rate_label = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(220)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the run at the end of its current measurement window (⌘.)")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop_run)
+        bar.addPermanentWidget(self.run_label)
+        bar.addPermanentWidget(self.rate_label)
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.stop_button)
+        bar.showMessage("Loading PyTorch…")
+
+    def _action(self, text: str, slot, shortcut=None, role=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if role is not None:
+            action.setMenuRole(role)
+        action.triggered.connect(slot)
+        return action
+
+    def _build_menus(self) -> None:
+        menu = self.menuBar()
+        app_menu = menu.addMenu("MPS Studio")
+        self.about_action = self._action("About MPS Studio", self.show_about, role=QAction.AboutRole)
+        self.prefs_action = self._action("Preferences…", self.show_preferences, QKeySequence.Preferences,
+                                         QAction.PreferencesRole)
+        if self.prefs_action.shortcut().isEmpty():
+            self.prefs_action.setShortcut(QKeySequence("Ctrl+,"))
+        self.quit_action = self._action("Quit MPS Studio", self.close, QKeySequence.Quit, QAction.QuitRole)
+        if self.quit_action.shortcut().isEmpty():
+            self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        for a in (self.about_action, self.prefs_action, self.quit_action):
+            app_menu.addAction(a)
+
+        file_menu = menu.addMenu("File")
+        file_menu.addAction(self._action("Open Folder…", self.open_folder, QKeySequence.Open))
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("Import Runs…", self.results.import_dialog, "Ctrl+I"))
+        file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
+        file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
+        file_menu.addAction(self._action("Export Comparison…", self.export_comparison_dialog, "Ctrl+E"))
+
+        run_menu = menu.addMenu("Run")
+        self.run_action = self._action("Run", self.start_run, "Ctrl+R")
+        self.stop_action = self._action("Stop", self.stop_run, "Ctrl+.")
+        self.run_action.setEnabled(False)
+        self.stop_action.setEnabled(False)
+        run_menu.addAction(self.run_action)
+        run_menu.addAction(self.stop_action)
+
+        help_menu = menu.addMenu("Help")
+        help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
+
+    def _connect(self) -> None:
+        self.setup.run_requested.connect(self.start_run)
+        self.setup.open_folder_requested.connect(self.open_folder)
+        self.results.message.connect(self.say)
+
+    # -- loading ----------------------------------------------------------------------------------------
+    @Slot()
+    def start_loading(self) -> None:
+        """Import torch and list models, datasets and devices off the GUI thread."""
+        self.loader = CatalogLoader(self)
+        self.loader.loaded.connect(self._on_catalog)
+        self.loader.failed.connect(self._on_catalog_failed)
+        self.loader.start()
+
+    def _on_catalog(self, catalog: dict) -> None:
+        self.catalog = catalog
+        self.setup.set_catalog(catalog["models"], catalog["datasets"], catalog["devices"])
+        last = QSettings().value("run/last_config")
+        if last and not self.demo:
+            try:
+                self.setup.apply_config(RunConfig.from_dict(json.loads(last)))
+            except (ValueError, TypeError):
+                pass
+        self.run_action.setEnabled(True)
+        available = [d.id for d in catalog["devices"] if d.available]
+        self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
+        if self.demo:
+            QTimer.singleShot(0, self.start_run)
+
+    def _on_catalog_failed(self, message: str) -> None:
+        self.banner.show_message(message, warning=True)
+        self.say(message)
+        if self.demo:
+            self._finish_demo(1, message)
+
+    # -- running ----------------------------------------------------------------------------------------
+    @Slot()
+    def start_run(self) -> None:
+        if self.worker is not None or self.catalog is None:
+            return
+        configs = self.setup.configs()
+        if not configs:
+            self.say("Check at least one available device, then press Run.")
+            return
+        from .preferences import Preferences
+
+        prefs = Preferences.load()
+        for cfg in configs:
+            prefs.apply(cfg)
+        QSettings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
+        self.plots.clear()
+        self.run_ended = []
+        self._run_index, self._run_count = 0, len(configs)
+        self.worker = RunWorker(configs, self)
+        self.worker.event.connect(self._on_event)
+        self.worker.progress.connect(self._on_download)
+        self.worker.all_done.connect(self._on_all_done)
+        self._set_running(True)
+        self.say("Loading the dataset…")
+        self.worker.start()
+
+    @Slot()
+    def stop_run(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.stop_button.setEnabled(False)
+            self.say("Stopping at the end of the current measurement window…")
+
+    def _set_running(self, running: bool) -> None:
+        self.setup.set_running(running)
+        self.run_action.setEnabled(not running and self.catalog is not None)
+        self.stop_action.setEnabled(running)
+        self.stop_button.setEnabled(running)
+        self.progress.setVisible(running)
+        if not running:
+            self.run_label.setText("")
+            self.rate_label.setText("")
+
+    def _on_download(self, message: str, fraction: float) -> None:
+        self.say(f"{message} {fraction:.0%}")
+
+    def _on_event(self, event) -> None:
+        if isinstance(event, Started):
+            self._run_index += 1
+            self._run_started_at = time.perf_counter()
+            device = event.config["device"]
+            epochs = event.config.get("epochs") if event.config.get("steps") is None else None
+            if epochs:
+                self._epochs[event.run_id] = (epochs, event.total_steps)
+            self.plots.start_run(event.run_id, device, event.warmup_steps)
+            self.progress.setRange(0, max(1, event.total_steps))
+            self.progress.setValue(0)
+            where = f"run {self._run_index} of {self._run_count}: " if self._run_count > 1 else ""
+            self.run_label.setText(f"{where}{device}")
+            self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
+            for note in event.notes:
+                self.banner.show_message(note)
+        elif isinstance(event, Warmup):
+            self.plots.add_warmup(self._current_id(), event.losses)
+            self.progress.setValue(event.steps)
+            self.say(f"Warm-up took {event.seconds:.2f} s; measuring…")
+        elif isinstance(event, Window):
+            self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
+                                  event.memory)
+            self.progress.setValue(event.steps_done)
+            left = (event.total_steps - event.steps_done) * event.seconds / max(1, len(event.losses))
+            self.rate_label.setText(f"{event.samples_per_s:,.0f} samples/s · {_eta(left)} left")
+        elif isinstance(event, EpochEnd):
+            run_id = self._current_id()
+            epochs, total = self._epochs.get(run_id, (0, 0))
+            if epochs:
+                self.plots.add_epoch(run_id, event.epoch * total // epochs, event.val_loss)
+            if event.val_accuracy is not None:
+                self.say(f"Epoch {event.epoch}: validation accuracy {event.val_accuracy:.1%}")
+        elif isinstance(event, Ended):
+            self._on_run_ended(event.result)
+
+    def _current_id(self) -> str:
+        ids = self.plots.run_ids()
+        return ids[-1] if ids else ""
+
+    def _on_run_ended(self, result) -> None:
+        self.run_ended.append(result)
+        try:
+            self.store.save(result)
+        except Exception as exc:  # a full disk must not lose the run from the table
+            self.banner.show_message(f"The run could not be saved to the history ({exc}).", warning=True)
+        self.results.add_result(result)
+        if result.id in self.plots.run_ids():
+            self.plots.finish_run(result.id, result.status)
+        device = result.config.device
+        if result.status == "finished":
+            sps = result.summary.get("samples_per_s")
+            self.say(f"{device}: finished, {sps:,.0f} samples/s (median of {result.summary.get('windows')} "
+                     f"windows)." if sps else f"{device}: finished.")
+        elif result.status == "cancelled":
+            self.say(f"{device}: stopped; the run is kept as cancelled.")
+        else:
+            self.say(f"{device}: {result.error}")
+            self.banner.show_message(f"{device}: {result.error}", warning=True)
+
+    def _on_all_done(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.wait()
+            worker.deleteLater()
+        self._set_running(False)
+        self.plots.redraw()
+        if self.demo:
+            failed = [r for r in self.run_ended if r.status != "finished"]
+            self._finish_demo(1 if failed else 0, "; ".join(f"{r.config.device}: {r.error}" for r in failed))
+
+    def _finish_demo(self, code: int, message: str = "") -> None:
+        self.exit_code = code
+        if message:
+            print(f"mpsstudio: {message}", file=sys.stderr)
+        QTimer.singleShot(300, self._demo_screenshot_and_quit)
+
+    def _demo_screenshot_and_quit(self) -> None:
+        if self.demo_screenshot:
+            self.plots.redraw()
+            if not self.grab().save(self.demo_screenshot):
+                print(f"mpsstudio: could not write the screenshot to {self.demo_screenshot}.", file=sys.stderr)
+                self.exit_code = self.exit_code or 1
+            else:
+                print(f"screenshot saved to {self.demo_screenshot}")
+        self.close()
+
+    # -- folders: drop and open ---------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        urls = event.mimeData().urls()
+        event.acceptProposedAction()
+        self.handle_drop([u.toLocalFile() for u in urls])
+
+    def handle_drop(self, paths: list[str]) -> None:
+        """A drop: exactly one folder is checked with the engine; anything else is explained inline."""
+        paths = [p for p in paths if p]
+        if len(paths) != 1:
+            self.banner.show_message(
+                f"Drop one folder at a time (that was {len(paths)} items); it should hold one subfolder of "
+                f"images per class.", warning=True)
+            return
+        path = Path(paths[0])
+        if path.is_file():
+            self.banner.show_message(
+                f"{path.name} is a file; drop a folder that holds one subfolder of images per class.", warning=True)
+            return
+        self.check_folder(str(path))
+
+    def check_folder(self, path: str) -> None:
+        if self.catalog is None:
+            self.banner.show_message("PyTorch is still loading; drop the folder again in a moment.")
+            return
+        self.banner.show_message(f"Checking {Path(path).name}…")
+        checker = FolderChecker(path, self)
+        checker.checked.connect(self._on_folder_ok)
+        checker.rejected.connect(self._on_folder_rejected)
+        checker.finished.connect(lambda: self._forget_checker(checker))
+        self.checkers.append(checker)
+        checker.start()
+
+    def _forget_checker(self, checker) -> None:
+        if checker in self.checkers:
+            self.checkers.remove(checker)
+            checker.deleteLater()
+
+    def _on_folder_ok(self, path: str, report) -> None:
+        summary = report.summary()
+        self.setup.add_folder_dataset(path, summary)
+        self.banner.show_message(f"{Path(path).name}: {summary}. Selected as the dataset.")
+
+    def _on_folder_rejected(self, path: str, message: str) -> None:
+        self.banner.show_message(message, warning=True)
+
+    @Slot()
+    def open_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open an image folder (one subfolder per class)")
+        if path:
+            self.check_folder(path)
+
+    # -- export, dialogs ------------------------------------------------------------------------------------
+    @Slot()
+    def export_comparison_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export comparison", "comparison.png", "PNG image (*.png)")
+        if path:
+            self.export_comparison(path)
+
+    def export_comparison(self, path: str) -> tuple[str, str] | None:
+        """The results panel with its chart, and the plots beside it (PATH-plots.png); titles make each readable."""
+        from .export import render_png
+
+        try:
+            results_png = self.results.export_comparison_png(path)
+            stem = Path(results_png)
+            plots_png = str(stem.with_name(stem.stem + "-plots.png"))
+            title, subtitle = self.results.comparison_title()
+            render_png(self.plots, plots_png, f"Live plots · {title}", subtitle)
+        except UserError as exc:
+            self.say(str(exc))
+            return None
+        self.say(f"Saved {Path(results_png).name} and {Path(plots_png).name}.")
+        return results_png, plots_png
+
+    @Slot()
+    def show_about(self) -> None:
+        from .. import __version__
+        from .preferences import log_dir
+
+        torch_version = sys.modules["torch"].__version__ if "torch" in sys.modules else "loading…"
+        QMessageBox.about(
+            self, "About MPS Studio",
+            f"<h3>MPS Studio {__version__}</h3>"
+            f"<p>How fast does PyTorch train on your Mac's GPU (MPS) compared with its CPU? "
+            f"Warm-up timed apart, the device synchronized before every clock read, medians over windows.</p>"
+            f"<p>PyTorch {torch_version}<br>History: {self.store.path}<br>Logs: {log_dir()}</p>")
+
+    @Slot()
+    def show_preferences(self) -> None:
+        from .preferences import PreferencesDialog
+
+        PreferencesDialog(self.store.path, self).exec()
+
+    @Slot()
+    def show_doctor(self) -> None:
+        rows = (self.catalog or {}).get("doctor") or [("PyTorch", "still loading…")]
+        text = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in rows)
+        QMessageBox.information(self, "PyTorch setup", f"<table>{text}</table>")
+
+    def say(self, text: str) -> None:
+        self.statusBar().showMessage(text)
+
+    # -- settings and closing ---------------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        s = QSettings()
+        geometry = s.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        for key, splitter in (("window/main_split", self.main_split), ("window/right_split", self.right_split)):
+            state = s.value(key)
+            if state is not None:
+                splitter.restoreState(state)
+
+    def _save_settings(self) -> None:
+        s = QSettings()
+        s.setValue("window/geometry", self.saveGeometry())
+        s.setValue("window/main_split", self.main_split.saveState())
+        s.setValue("window/right_split", self.right_split.saveState())
+
+    def closeEvent(self, event) -> None:
+        """Stop a running worker (it ends within one window), keep finished runs, leave no thread behind."""
+        self._save_settings()
+        if self.worker is not None:
+            self.worker.stop()
+            if not self.worker.wait(STOP_WAIT_MS):
+                self.worker.wait()  # a single step longer than 2 s cannot be interrupted mid-operation
+            # deliver the worker's last queued events now, so the cancelled run is saved before we go
+            QCoreApplication.sendPostedEvents(self, QEvent.MetaCall)
+        for thread in [self.loader, *self.checkers]:
+            if thread is not None and thread.isRunning():
+                thread.wait()
+        self.plots.close()
+        self.results.close()
+        super().closeEvent(event)
+
+
+def _eta(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,119 @@
+"""Preferences (a small JSON file in the user config folder) and the Preferences window (⌘,)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
+    QVBoxLayout, QWidget,
+)
+
+APP = "MPS Studio"
+
+
+def config_dir() -> Path:
+    override = os.environ.get("MPSSTUDIO_CONFIG_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP, appauthor=False))
+
+
+def log_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_log_dir(APP, appauthor=False))
+
+
+@dataclass
+class Preferences:
+    """Settings that change measurements; they are copied into every run's config, so results record them."""
+
+    cpu_threads: int = 0  # 0: PyTorch's default
+    window_s: float = 0.1  # length of one measurement window
+
+    @classmethod
+    def load(cls) -> "Preferences":
+        try:
+            data = json.loads((config_dir() / "preferences.json").read_text())
+            prefs = cls(cpu_threads=int(data.get("cpu_threads", 0)), window_s=float(data.get("window_s", 0.1)))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return cls()
+        prefs.cpu_threads = max(0, prefs.cpu_threads)
+        prefs.window_s = min(2.0, max(0.02, prefs.window_s))
+        return prefs
+
+    def save(self) -> None:
+        folder = config_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "preferences.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(folder / "preferences.json")
+
+    def apply(self, config) -> None:
+        config.threads = self.cpu_threads or None
+        config.window_s = self.window_s
+
+
+class PreferencesDialog(QDialog):
+    def __init__(self, store_path: Path, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Preferences")
+        self.prefs = Preferences.load()
+        form = QFormLayout()
+        self.threads = QSpinBox()
+        self.threads.setRange(0, os.cpu_count() or 64)
+        self.threads.setSpecialValueText("Automatic")
+        self.threads.setValue(self.prefs.cpu_threads)
+        self.threads.setToolTip("Threads PyTorch uses on the CPU; recorded with every run.")
+        form.addRow("CPU threads:", self.threads)
+        self.window = QDoubleSpinBox()
+        self.window.setRange(0.02, 2.0)
+        self.window.setSingleStep(0.05)
+        self.window.setDecimals(2)
+        self.window.setSuffix(" s")
+        self.window.setValue(self.prefs.window_s)
+        self.window.setToolTip("How much work one measurement window holds: the device is synchronized and "
+                               "losses fetched once per window.")
+        form.addRow("Measurement window:", self.window)
+        from ..engine.datasets import default_cache_dir
+
+        for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", default_cache_dir()),
+                              ("Logs:", log_dir())):
+            form.addRow(label, _folder_row(folder))
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(buttons)
+
+    def accept(self) -> None:
+        self.prefs.cpu_threads = self.threads.value()
+        self.prefs.window_s = self.window.value()
+        try:
+            self.prefs.save()
+        except OSError:
+            pass
+        super().accept()
+
+
+def _folder_row(folder: Path) -> QWidget:
+    row = QWidget()
+    layout = QHBoxLayout(row)
+    layout.setContentsMargins(0, 0, 0, 0)
+    label = QLabel(str(folder))
+    label.setToolTip(str(folder))
+    button = QPushButton("Show")
+    button.setToolTip("Open this folder in the file manager")
+    button.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))))
+    layout.addWidget(label, 1)
+    layout.addWidget(button)
+    return row

@@ -1,0 +1,1 @@
+"""Icons and other files the app loads at run time through importlib.resources."""

@@ -1,0 +1,186 @@
+"""The window end to end (offscreen): loading, runs, stop, close, drops, exports, history, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PIL import Image  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
+
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.gui.main_window import MainWindow  # noqa: E402
+from mpsstudio.gui.worker import running_threads  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_leftovers")
+
+SHORT = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, steps=40, epochs=None, warmup_steps=5)
+LONG = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, steps=10**6, epochs=None, warmup_steps=2)
+
+
+@pytest.fixture
+def window(qtbot):
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    w.start_loading()
+    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    yield w
+    w.close()
+
+
+def run_and_wait(qtbot, w, config, timeout=120_000):
+    w.setup.apply_config(config)
+    w.start_run()
+    assert w.worker is not None
+    qtbot.waitUntil(lambda: w.worker is None, timeout=timeout)
+
+
+def test_window_is_disabled_until_pytorch_is_loaded(qtbot):
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    assert not w.run_action.isEnabled()
+    w.start_loading()
+    qtbot.waitUntil(lambda: w.run_action.isEnabled(), timeout=120_000)
+    assert "cpu" in w.statusBar().currentMessage()
+    w.close()
+
+
+def test_a_short_cpu_run_fills_the_plots_and_adds_a_row(qtbot, window):
+    run_and_wait(qtbot, window, SHORT)
+    [result] = window.run_ended
+    assert result.status == "finished", result.error
+    assert [r.id for r in window.results.results()] == [result.id]
+    window.plots.redraw()
+    loss = window.plots.series(result.id)["loss"]
+    assert len(loss.y) == 45  # every step: 5 warm-up + 40 measured
+    assert list(loss.y) == pytest.approx(result.losses)
+    assert len(window.plots.series(result.id)["throughput"].y) == result.summary["windows"]
+    assert "samples/s" in window.statusBar().currentMessage()
+
+
+def test_stop_mid_run_keeps_a_cancelled_row(qtbot, window):
+    window.setup.apply_config(LONG)
+    window.start_run()
+    qtbot.waitUntil(lambda: window.progress.value() > 10, timeout=60_000)
+    window.stop_run()
+    qtbot.waitUntil(lambda: window.worker is None, timeout=10_000)
+    [result] = window.run_ended
+    assert result.status == "cancelled"
+    assert window.results.results()[-1].status == "cancelled"
+    assert 0 < len(result.losses) < 10**6
+
+
+def test_closing_mid_run_stops_the_worker_and_keeps_the_run(qtbot, window, tmp_path):
+    window.setup.apply_config(LONG)
+    window.start_run()
+    qtbot.waitUntil(lambda: window.progress.value() > 10, timeout=60_000)
+    store_path = window.store.path
+    window.close()
+    assert running_threads() == []
+    [kept] = RunStore(store_path).all()
+    assert kept.status == "cancelled"
+
+
+def make_folder(root, classes=("cats", "dogs"), per_class=4):
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("RGB", (20 + i, 16), (40 * i, 100, 200)).save(root / c / f"{i}.png")
+    return root
+
+
+def test_dropping_a_class_folder_selects_it(qtbot, window, tmp_path):
+    folder = make_folder(tmp_path / "pets")
+    window.handle_drop([str(folder)])
+    qtbot.waitUntil(lambda: window.setup.configs()[0].dataset == str(folder), timeout=30_000)
+    assert "2 classes" in window.banner.text()
+    assert "8 images" in window.banner.text()
+
+
+@pytest.mark.parametrize("kind", ["file", "two", "flat", "missing"])
+def test_a_bad_drop_is_explained_inline(qtbot, window, tmp_path, kind):
+    before = window.setup.configs()[0].dataset
+    if kind == "file":
+        f = tmp_path / "notes.txt"
+        f.write_text("hello")
+        paths, expect = [str(f)], "is a file"
+    elif kind == "two":
+        paths, expect = [str(make_folder(tmp_path / "a")), str(make_folder(tmp_path / "b"))], "one folder at a time"
+    elif kind == "flat":
+        flat = tmp_path / "flat"
+        flat.mkdir()
+        Image.new("RGB", (8, 8)).save(flat / "x.png")
+        paths, expect = [str(flat)], "subfolder"
+    else:
+        paths, expect = [str(tmp_path / "nowhere")], "does not exist"
+    window.handle_drop(paths)
+    qtbot.waitUntil(lambda: expect in window.banner.text(), timeout=30_000)
+    assert "\n" not in window.banner.text()
+    assert window.setup.configs()[0].dataset == before
+
+
+def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp_path):
+    run_and_wait(qtbot, window, SHORT)
+    local = window.run_ended[0]
+    # a CUDA server's run of the same setup, imported from JSON, makes the comparison
+    exported = tmp_path / "server.json"
+    assert window.results.export_json(str(exported), [local.id]) == 1
+    doc = json.loads(exported.read_text())
+    doc["runs"][0].update(id="server-run", origin="local")
+    doc["runs"][0]["config"]["device"] = "cuda:0"
+    doc["runs"][0]["env"]["machine_label"] = "NVIDIA H100 80GB HBM3 on gpu-server"
+    doc["runs"][0]["summary"]["samples_per_s"] *= 12
+    exported.write_text(json.dumps(doc))
+    assert window.results.import_json(str(exported)) == 1
+    window.results.select_ids([local.id, "server-run"])
+    assert window.results.comparison_title()[0]
+    assert window.export_comparison(str(tmp_path / "none-yet.png")) is not None
+    out = window.export_comparison(str(tmp_path / "comparison.png"))
+    assert out is not None
+    for path in out:
+        image = QImage(path)
+        assert not image.isNull()
+        colours = {image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)}
+        assert len(colours) > 20, f"{path} looks blank"
+    assert QImage(out[0]).width() >= 2 * window.results.width()
+
+
+def test_runs_survive_into_a_fresh_window(qtbot, window):
+    run_and_wait(qtbot, window, SHORT)
+    run_id = window.run_ended[0].id
+    window.close()
+    again = MainWindow()
+    qtbot.addWidget(again)
+    assert run_id in [r.id for r in again.results.results()]
+    again.close()
+
+
+def _env():
+    return {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+
+
+def test_the_window_paints_before_torch_is_imported():
+    done = subprocess.run([sys.executable, "-m", "mpsstudio", "--startup-timing"], capture_output=True, text=True,
+                          timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr
+    assert "torch imported before paint: False" in done.stdout
+
+
+def test_demo_writes_a_screenshot(tmp_path):
+    shot = tmp_path / "demo.png"
+    done = subprocess.run([sys.executable, "-m", "mpsstudio", "--demo", "--screenshot", str(shot)],
+                          capture_output=True, text=True, timeout=300, env=_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    image = QImage(str(shot))
+    assert image.width() > 800 and image.height() > 500
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)}
+    assert len(colours) > 50

@@ -1,0 +1,262 @@
+"""The results panel: runs from the history, speedups, sorting, deletion, exports, imports, the chart and the PNG."""
+
+import csv
+import json
+from datetime import datetime
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QImage  # noqa: E402
+from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
+
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.errors import UserError  # noqa: E402
+from mpsstudio.engine.results import RunResult  # noqa: E402
+from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.gui.export import render_png  # noqa: E402
+from mpsstudio.gui.results_panel import COL, ResultsPanel, warning_color  # noqa: E402
+
+MAC = {"machine_label": "Apple M2 Pro, macOS 14.5", "os": "macOS 14.5", "torch": "2.8.0"}
+H100 = {"machine_label": "NVIDIA H100 80GB HBM3 on gpu-node-07", "os": "Linux 5.15", "torch": "2.8.0"}
+
+
+def make_run(device="cpu", sps=100.0, created="2026-11-21T08:00:00+00:00", status="finished", env=MAC,
+             error="", **cfg):
+    cfg.setdefault("model", "resnet18")
+    cfg.setdefault("dataset", "cifar10")
+    cfg.setdefault("batch_size", 128)
+    config = RunConfig(device=device, steps=200, epochs=None, **cfg)
+    summary = {"samples_per_s": sps, "samples_per_s_iqr": None if sps is None else 0.02 * sps,
+               "warmup_s": 0.84, "warmup_steps": 10, "s_per_epoch": None if not sps else 50_000 / sps,
+               "final_loss": 1.1034, "val_accuracy": 0.978, "peak_memory": 1_288_490_188, "windows": 40}
+    return RunResult(config=config, status=status, env=dict(env), summary=summary, error=error,
+                     losses=[2.3, 1.9, 1.4], windows=[{"samples_per_s": sps}], created_at=created)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RunStore(tmp_path / "runs.sqlite3")
+    yield s
+    s.close()
+
+
+def open_panel(qtbot, store, runs=()):
+    for r in runs:
+        store.save(r)
+    panel = ResultsPanel(store)
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    return panel
+
+
+def text(panel, run_id, column, role=Qt.ItemDataRole.DisplayRole):
+    return panel.model.index(panel.model.row_of(run_id), COL[column]).data(role)
+
+
+def visible_order(panel):
+    return [panel.proxy.index(row, 0).data(Qt.ItemDataRole.UserRole + 2) for row in range(panel.proxy.rowCount())]
+
+
+def test_rows_come_from_the_store_and_survive_a_restart(qtbot, tmp_path, no_leftovers):
+    path = tmp_path / "history.sqlite3"
+    runs = [make_run("cpu", 412.3), make_run("mps", 1941.7, created="2026-11-21T08:05:00+00:00")]
+    first = RunStore(path)
+    panel = open_panel(qtbot, first, runs)
+    assert panel.model.rowCount() == 2
+    assert {r.id for r in panel.results()} == {r.id for r in runs}
+    assert text(panel, runs[1].id, "Samples/s") == "1,942 \u00b1 39"
+    local = datetime.fromisoformat(runs[1].created_at).astimezone()
+    shown = text(panel, runs[1].id, "Time")  # "21 Nov 08:05" in local time (the year only when not this year)
+    assert shown.startswith(f"{local.day} {local:%b}") and shown.endswith(f"{local:%H:%M}")
+    panel.close()
+    first.close()
+
+    again = RunStore(path)
+    reopened = open_panel(qtbot, again)
+    assert sorted(r.id for r in reopened.results()) == sorted(r.id for r in runs)
+    assert text(reopened, runs[0].id, "Device") == "cpu"
+    again.close()
+
+
+def test_speedups_against_the_cpu_run_of_the_same_setup(qtbot, store):
+    cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0)
+    lone = make_run("mps", 300.0, batch_size=256)
+    panel = open_panel(qtbot, store, [cpu, mps, lone])
+    assert text(panel, mps.id, "Speedup vs CPU") == "4.50\u00d7"
+    assert text(panel, cpu.id, "Speedup vs CPU") == "1.00\u00d7"
+    assert text(panel, lone.id, "Speedup vs CPU") == "\u2014"
+    assert text(panel, cpu.id, "Comparison") == text(panel, mps.id, "Comparison") == "A"
+    assert text(panel, lone.id, "Comparison") == ""
+    assert text(panel, mps.id, "Val. acc.") == "97.8 %"
+    assert text(panel, mps.id, "Peak memory") == "1.2 GiB"
+    assert text(panel, mps.id, "Warm-up") == "0.84 s"
+    right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+    assert text(panel, mps.id, "Samples/s", Qt.ItemDataRole.TextAlignmentRole) == int(right)
+
+
+def test_numeric_columns_sort_by_value_not_by_text(qtbot, store):
+    runs = [make_run("cpu", 9_000.0, batch_size=1), make_run("cpu", 10_000.0, batch_size=2),
+            make_run("cpu", 950.0, batch_size=3), make_run("cpu", None, status="failed", batch_size=4)]
+    panel = open_panel(qtbot, store, runs)
+    panel.table.sortByColumn(COL["Samples/s"], Qt.SortOrder.AscendingOrder)
+    assert visible_order(panel) == [runs[3].id, runs[2].id, runs[0].id, runs[1].id]
+    panel.table.sortByColumn(COL["Samples/s"], Qt.SortOrder.DescendingOrder)
+    assert visible_order(panel)[:3] == [runs[1].id, runs[0].id, runs[2].id]
+
+
+def test_a_failed_run_shows_its_reason_on_every_cell(qtbot, store):
+    reason = "The Apple GPU ran out of memory at batch size 256; try batch size 128."
+    failed = make_run("mps", None, status="failed", error=reason)
+    panel = open_panel(qtbot, store, [failed])
+    assert text(panel, failed.id, "Status") == "failed"
+    assert text(panel, failed.id, "Samples/s") == "\u2014"
+    for column in ("Time", "Machine", "Samples/s", "Status"):
+        assert text(panel, failed.id, column, Qt.ItemDataRole.ToolTipRole) == reason
+    colour = text(panel, failed.id, "Status", Qt.ItemDataRole.ForegroundRole)
+    assert colour == warning_color(QApplication.palette())
+    panel.select_ids([failed.id])
+    assert panel.chart.is_showing_hint() and "failed" in panel.chart.hint.text()
+
+
+def test_delete_selected_removes_from_table_and_store(qtbot, store):
+    keep, gone = make_run("cpu", 100.0), make_run("mps", 450.0)
+    panel = open_panel(qtbot, store, [keep, gone])
+    panel.select_ids([gone.id])
+    assert panel.selected_ids() == [gone.id]
+    with qtbot.waitSignal(panel.message) as said:
+        panel.delete_selected()
+    assert said.args == ["Deleted 1 run."]
+    assert [r.id for r in panel.results()] == [keep.id]
+    assert store.get(gone.id) is None and store.get(keep.id) is not None
+    assert text(panel, keep.id, "Speedup vs CPU") == "\u2014"  # its comparison is gone too
+
+
+def test_exports_write_the_right_rows(qtbot, store, tmp_path):
+    cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0, created="2026-11-21T08:01:00+00:00")
+    other = make_run("cpu", 50.0, model="mlp", dataset="shapes")
+    panel = open_panel(qtbot, store, [cpu, mps, other])
+
+    assert panel.export_csv(str(tmp_path / "all.csv")) == 3  # nothing selected: every run
+    with open(tmp_path / "all.csv", newline="") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {cpu.id, mps.id, other.id}
+    assert float(rows[mps.id]["speedup_vs_cpu"]) == pytest.approx(4.5)
+    assert rows[other.id]["speedup_vs_cpu"] == ""
+
+    panel.select_ids([mps.id])
+    with qtbot.waitSignal(panel.message) as said:
+        assert panel.export_csv(str(tmp_path / "one.csv")) == 1
+    assert said.args == ["Exported 1 run to one.csv."]
+    with open(tmp_path / "one.csv", newline="") as f:
+        [row] = list(csv.DictReader(f))
+    assert row["id"] == mps.id and float(row["speedup_vs_cpu"]) == pytest.approx(4.5)  # the table's speedup
+
+    assert panel.export_json(str(tmp_path / "pair.json"), ids=[cpu.id, mps.id]) == 2
+    doc = json.loads((tmp_path / "pair.json").read_text())
+    assert [r["id"] for r in doc["runs"]] == [cpu.id, mps.id]
+    assert doc["comparisons"][0]["devices"][1]["speedup_vs_cpu"] == pytest.approx(4.5)
+
+
+def test_import_marks_runs_and_a_bad_file_loses_nothing(qtbot, store, tmp_path):
+    cuda = make_run("cuda:0", 9412.4, env=H100)
+    source = RunStore(tmp_path / "server.sqlite3")
+    server = open_panel(qtbot, source, [cuda])
+    server.export_json(str(tmp_path / "server.json"))
+    source.close()
+
+    mac = make_run("cpu", 412.3)
+    panel = open_panel(qtbot, store, [mac])
+    assert panel.import_json(str(tmp_path / "server.json")) == 1
+    assert text(panel, cuda.id, "Machine") == "NVIDIA H100 80GB HBM3 on gpu-node-07 (imported)"
+    assert store.get(cuda.id).origin == "imported"
+    assert text(panel, cuda.id, "Speedup vs CPU") == f"{9412.4 / 412.3:.2f}\u00d7"
+    assert panel.selected_ids() == [cuda.id]
+    assert panel.import_json(str(tmp_path / "server.json")) == 0  # already there: kept as it is
+
+    bad = tmp_path / "notes.json"
+    bad.write_text("{ this is not json")
+    with qtbot.waitSignal(panel.message) as said:
+        assert panel.import_json(str(bad)) == 0
+    [sentence] = said.args
+    assert "not valid JSON" in sentence and "\n" not in sentence and sentence.endswith(".")
+    assert panel.model.rowCount() == 2 and len(store) == 2
+
+
+def test_chart_has_one_bar_per_run_of_the_selected_comparison(qtbot, store):
+    cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0)
+    cuda = make_run("cuda:0", 2000.0, env=H100)
+    lone = make_run("mps", 300.0, batch_size=256)
+    panel = open_panel(qtbot, store, [cpu, mps, cuda, lone])
+    panel.select_ids([mps.id])
+    assert not panel.chart.is_showing_hint()
+    assert panel.chart.heights() == pytest.approx([1.0, 20.0, 4.5])  # cpu, cuda:0, mps
+    ticks = panel.chart.plot.getAxis("bottom")._tickLevels[0]
+    assert [label for _, label in ticks] == ["cpu", "cuda:0 \u2014 H100 80GB HBM3 on gpu-node-07", "mps"]
+    assert [t.toPlainText() for t in panel.chart._labels] == ["1.0\u00d7", "20.0\u00d7", "4.5\u00d7"]
+    panel.select_ids([lone.id])
+    assert panel.chart.is_showing_hint() and panel.chart.heights() == []
+
+
+def test_add_result_adds_the_row_refreshes_speedups_and_selects_it(qtbot, store):
+    cpu = make_run("cpu", 100.0)
+    panel = open_panel(qtbot, store, [cpu])
+    mps = make_run("mps", 250.0)
+    store.save(mps)
+    with qtbot.waitSignal(panel.selection_changed) as changed:
+        panel.add_result(mps)
+    assert changed.args == [[mps.id]]
+    assert panel.selected_ids() == [mps.id]
+    assert text(panel, mps.id, "Speedup vs CPU") == "2.50\u00d7"
+    assert panel.chart.heights() == pytest.approx([1.0, 2.5])
+    panel.add_result(mps)  # the same run again replaces its row
+    assert panel.model.rowCount() == 2
+
+
+def test_render_png_is_sharp_and_has_a_title(qtbot, tmp_path):
+    label = QLabel("9,412 samples/s")
+    qtbot.addWidget(label)
+    label.resize(300, 120)
+    out = render_png(label, str(tmp_path / "label.png"), "A title", "a subtitle")
+    image = QImage(out)
+    assert image.width() >= 2 * 300 and image.height() >= 2 * 120
+    with pytest.raises(UserError, match="does not exist"):
+        render_png(label, str(tmp_path / "nowhere" / "x.png"), "A title")
+
+
+def test_export_comparison_png_is_large_and_not_blank(qtbot, store, tmp_path):
+    cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0)
+    cuda = make_run("cuda:0", 2000.0, env=H100)
+    panel = open_panel(qtbot, store, [cpu, mps, cuda])
+    panel.select_ids([mps.id])
+    title, subtitle = panel.comparison_title()
+    assert title == "resnet18 on cifar10 \u00b7 batch 128 \u00b7 fp32"
+    assert "Apple M2 Pro, macOS 14.5" in subtitle and "H100" in subtitle and "2026" in subtitle
+    out = panel.export_comparison_png(str(tmp_path / "comparison.png"))
+    image = QImage(out)
+    assert not image.isNull()
+    assert image.width() >= 2 * 720  # the picture is at least 720 logical pixels wide, at 2x
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 23) for y in range(0, image.height(), 23)}
+    assert len(colours) >= 6  # text, bars, background: not a blank image
+
+    panel.select_ids([])
+    empty = open_panel(qtbot, RunStore(tmp_path / "empty.sqlite3"))
+    with pytest.raises(UserError, match="comparison"):
+        empty.export_comparison_png(str(tmp_path / "none.png"))
+
+
+def test_delete_key_asks_first(qtbot, store, monkeypatch):
+    a, b = make_run("cpu", 100.0), make_run("mps", 450.0)
+    panel = open_panel(qtbot, store, [a, b])
+    panel.show()
+    panel.table.setFocus()
+    panel.select_ids([a.id])
+    asked = []
+    monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or False)
+    qtbot.keyClick(panel.table, Qt.Key.Key_Delete)
+    assert asked == [1] and panel.model.rowCount() == 2  # declined: nothing deleted
+    monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or True)
+    qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
+    assert asked == [1, 1] and [r.id for r in panel.results()] == [b.id]
