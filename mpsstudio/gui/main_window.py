@@ -462,6 +462,8 @@ class MainWindow(QMainWindow):
 
     # -- settings and closing ---------------------------------------------------------------------------
     def _restore_settings(self) -> None:
+        if self.demo:  # a demo looks the same every time
+            return
         s = QSettings()
         geometry = s.value("window/geometry")
         if geometry is not None:
@@ -472,6 +474,8 @@ class MainWindow(QMainWindow):
                 splitter.restoreState(state)
 
     def _save_settings(self) -> None:
+        if self.demo:
+            return
         s = QSettings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/main_split", self.main_split.saveState())
