@@ -184,3 +184,18 @@ def test_demo_writes_a_screenshot(tmp_path):
     assert image.width() > 800 and image.height() > 500
     colours = {image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)}
     assert len(colours) > 50
+
+
+@pytest.mark.parametrize("env, expect", [
+    ({"MPSSTUDIO_SET_MPS_FALLBACK": "1", "PYTORCH_ENABLE_MPS_FALLBACK": "1"}, "MPS Studio set"),
+    ({"PYTORCH_ENABLE_MPS_FALLBACK": "1"}, "was set before launch"),
+    ({}, "off"),
+])
+def test_the_mps_fallback_state_is_shown(monkeypatch, env, expect):
+    from mpsstudio.gui.main_window import mps_fallback_note
+
+    monkeypatch.delenv("MPSSTUDIO_SET_MPS_FALLBACK", raising=False)
+    monkeypatch.delenv("PYTORCH_ENABLE_MPS_FALLBACK", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert expect in mps_fallback_note()

@@ -127,3 +127,14 @@ def test_newest_run_stands_for_its_device_and_no_cpu_means_no_speedup():
     [group] = compare([new, old, cuda])
     assert new in group.runs and old not in group.runs
     assert group.baseline is None and group.speedups[new.id] is None
+
+
+def test_every_folder_honours_its_override(monkeypatch, tmp_path):
+    from mpsstudio.engine import paths
+
+    for var, fn in (("MPSSTUDIO_DATA_DIR", paths.data_dir), ("MPSSTUDIO_CONFIG_DIR", paths.config_dir),
+                    ("MPSSTUDIO_CACHE_DIR", paths.cache_dir), ("MPSSTUDIO_LOG_DIR", paths.log_dir)):
+        monkeypatch.setenv(var, str(tmp_path / var))
+        assert fn() == tmp_path / var
+        monkeypatch.delenv(var)
+        assert "MPS Studio" in str(fn())

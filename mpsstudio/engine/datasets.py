@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import platformdirs
 import torch
 import torchvision.datasets as tvd
 
-from . import downloads
+from . import downloads, paths
 from .config import DEFAULT_DATASET
 from .errors import UserError
 from .folder import FolderReport, ImageFiles, plural, estimate_mean_std, inspect_folder, split_indices
@@ -106,7 +105,7 @@ class LoadedDataset:
 
 def default_cache_dir() -> Path:
     """Where downloaded datasets live: the user cache folder of MPS Studio."""
-    return Path(platformdirs.user_cache_dir("MPS Studio", appauthor=False)) / "datasets"
+    return paths.cache_dir() / "datasets"
 
 
 # ---------------------------------------------------------------------------------------------- synthetic

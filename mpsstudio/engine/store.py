@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from array import array
 from pathlib import Path
 
+from . import paths
 from .config import RunConfig
 from .errors import UserError
 from .results import RunResult
 
 SCHEMA_VERSION = 1
-APP_NAME = "MPS Studio"
 
 
 def default_data_dir() -> Path:
-    """Where the history lives; MPSSTUDIO_DATA_DIR overrides it (tests, portable use)."""
-    override = os.environ.get("MPSSTUDIO_DATA_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    """Where the history lives (MPSSTUDIO_DATA_DIR overrides it: tests, portable use)."""
+    return paths.data_dir()
 
 
 _SCHEMA = """

@@ -11,7 +11,7 @@ import sys
 import time
 from importlib import resources
 
-APP_NAME = "MPS Studio"
+from ..engine.paths import APP_NAME
 
 
 def app_icon():

@@ -6,6 +6,7 @@ It is a thin view over the engine: runs go through RunWorker -> engine.trainer.r
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -211,6 +212,8 @@ class MainWindow(QMainWindow):
         self.run_action.setEnabled(True)
         available = [d.id for d in catalog["devices"] if d.available]
         self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
+        if "mps" in available and os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1":
+            self.banner.show_message(mps_fallback_note() + ".")
         if self.demo:
             QTimer.singleShot(0, self.start_run)
 
@@ -434,16 +437,28 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def show_about(self) -> None:
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+
         from .. import __version__
-        from .preferences import log_dir
+        from ..engine.paths import log_dir
 
         torch_version = sys.modules["torch"].__version__ if "torch" in sys.modules else "loading…"
-        QMessageBox.about(
-            self, "About MPS Studio",
-            f"<h3>MPS Studio {__version__}</h3>"
+        box = QMessageBox(self)
+        box.setWindowTitle("About MPS Studio")
+        box.setIconPixmap(self.windowIcon().pixmap(64, 64))
+        box.setText(f"<h3>MPS Studio {__version__}</h3>")
+        box.setInformativeText(
             f"<p>How fast does PyTorch train on your Mac's GPU (MPS) compared with its CPU? "
             f"Warm-up timed apart, the device synchronized before every clock read, medians over windows.</p>"
-            f"<p>PyTorch {torch_version}<br>History: {self.store.path}<br>Logs: {log_dir()}</p>")
+            f"<p>PyTorch {torch_version}<br>{mps_fallback_note()}<br>History: {self.store.path}<br>"
+            f"Logs and crash reports: {log_dir()}</p>")
+        logs = box.addButton("Show Logs", QMessageBox.ActionRole)
+        box.addButton(QMessageBox.Close)
+        box.exec()
+        if box.clickedButton() is logs:
+            log_dir().mkdir(parents=True, exist_ok=True)
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir())))
 
     @Slot()
     def show_preferences(self) -> None:
@@ -496,6 +511,19 @@ class MainWindow(QMainWindow):
         self.plots.close()
         self.results.close()
         super().closeEvent(event)
+
+
+def mps_fallback_note() -> str:
+    """Whether ops MPS lacks fall back to the CPU, and who decided (the app sets it in the frozen .app)."""
+    import os
+
+    value = os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK")
+    if os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1":
+        return ("CPU fallback for MPS: on (MPS Studio set PYTORCH_ENABLE_MPS_FALLBACK=1; operations MPS lacks "
+                "run on the CPU, slowly)")
+    if value == "1":
+        return "CPU fallback for MPS: on (PYTORCH_ENABLE_MPS_FALLBACK=1 was set before launch)"
+    return "CPU fallback for MPS: off (an operation MPS lacks stops the run)"
 
 
 def _eta(seconds: float) -> str:

@@ -14,22 +14,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-APP = "MPS Studio"
-
-
-def config_dir() -> Path:
-    override = os.environ.get("MPSSTUDIO_CONFIG_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir(APP, appauthor=False))
-
-
-def log_dir() -> Path:
-    import platformdirs
-
-    return Path(platformdirs.user_log_dir(APP, appauthor=False))
+from ..engine.paths import config_dir, log_dir
 
 
 @dataclass
@@ -83,9 +68,9 @@ class PreferencesDialog(QDialog):
         self.window.setToolTip("How much work one measurement window holds: the device is synchronized and "
                                "losses fetched once per window.")
         form.addRow("Measurement window:", self.window)
-        from ..engine.datasets import default_cache_dir
+        from ..engine.paths import cache_dir
 
-        for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", default_cache_dir()),
+        for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
                               ("Logs:", log_dir())):
             form.addRow(label, _folder_row(folder))
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
