@@ -23,3 +23,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# The desktop app bundle (PyInstaller): macOS dist/MPS Studio.app + .dmg, Linux dist/MPS Studio/.
+.PHONY: app smoke
+app: $(STAMP)
+	PYTHON=$(BIN)/python bash packaging/build.sh
+
+# Runs the frozen app offscreen (window screenshot, DataLoader workers); builds first if needed.
+smoke: $(STAMP)
+	PYTHON=$(BIN)/python bash packaging/smoke.sh

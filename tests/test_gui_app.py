@@ -199,3 +199,15 @@ def test_the_mps_fallback_state_is_shown(monkeypatch, env, expect):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert expect in mps_fallback_note()
+
+
+def test_a_folder_opened_before_pytorch_loads_is_checked_once_it_has(qtbot, tmp_path):
+    folder = make_folder(tmp_path / "early")
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    w.handle_drop([str(folder)])  # e.g. dropped on the Dock icon while the app starts
+    assert "as soon as PyTorch has loaded" in w.banner.text()
+    w.start_loading()
+    qtbot.waitUntil(lambda: w.catalog is not None and w.setup.configs()[0].dataset == str(folder), timeout=120_000)
+    w.close()

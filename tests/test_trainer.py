@@ -283,3 +283,12 @@ def test_default_run_learns_the_built_in_dataset():
     assert result.config.dataset == "shapes" and result.config.model == "mlp"
     assert result.summary["val_accuracy"] > 0.9
     assert len([e for e in events if isinstance(e, EpochEnd)]) == 2
+
+
+def test_compile_in_the_frozen_app_is_refused_with_a_reason(monkeypatch):
+    import sys as _sys
+
+    monkeypatch.setattr(_sys, "frozen", True, raising=False)
+    result, _ = collect(RunConfig(model="mlp", dataset="tiny", steps=2, epochs=None, compile=True), data=tiny_data())
+    assert result.status == "failed"
+    assert result.error.startswith("torch.compile needs a C++ compiler")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import UserError
@@ -65,6 +66,9 @@ class RunConfig:
             raise UserError(f"Data workers must be 0 or more, not {self.workers!r}.")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise UserError(f"CPU threads must be at least 1, not {self.threads!r}.")
+        if self.compile and getattr(sys, "frozen", False):
+            raise UserError("torch.compile needs a C++ compiler, which the MPS Studio app does not carry; "
+                            "install MPS Studio with pip (README, Install) to use it.")
         if not (self.window_s > 0):
             raise UserError("The measurement window must be longer than 0 seconds.")
         return self

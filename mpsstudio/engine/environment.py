@@ -129,5 +129,7 @@ def _cuda_row() -> str:
 
 def _fallback_row() -> str:
     if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1":
-        return "on (PYTORCH_ENABLE_MPS_FALLBACK=1): unsupported ops run on the CPU, slowly"
+        who = ("set by MPS Studio" if os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1"
+               else "PYTORCH_ENABLE_MPS_FALLBACK=1")
+        return f"on ({who}): unsupported ops run on the CPU, slowly"
     return "off: an op MPS lacks stops the run; set PYTORCH_ENABLE_MPS_FALLBACK=1 before starting to run it on the CPU"

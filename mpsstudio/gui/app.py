@@ -18,9 +18,28 @@ def app_icon():
     from PySide6.QtGui import QIcon
 
     icon = QIcon()
-    with resources.as_file(resources.files("mpsstudio.resources") / "icon.svg") as path:
+    root = resources.files("mpsstudio.resources")
+    for size in (16, 32, 64, 128, 256, 512, 1024):
+        with resources.as_file(root / "icons" / f"icon-{size}.png") as path:
+            icon.addFile(str(path))
+    with resources.as_file(root / "icon.svg") as path:
         icon.addFile(str(path))
     return icon
+
+
+def _forward_file_open(app, window) -> None:
+    """A folder dropped on the Dock icon arrives as a FileOpen event, not as an argument."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class FileOpen(QObject):
+        def eventFilter(self, obj, event):  # noqa: N802
+            if event.type() == QEvent.Type.FileOpen:
+                window.handle_drop([event.file()])
+                return True
+            return False
+
+    app._file_open_filter = FileOpen(app)
+    app.installEventFilter(app._file_open_filter)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -50,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     from .main_window import MainWindow
 
     window = MainWindow(demo_screenshot=args.screenshot if args.demo else None, demo=args.demo)
+    _forward_file_open(app, window)
     window.show()
     if args.demo:
         window.resize(1440, 900)  # a screenshot-sized window, also on small (offscreen) screens

@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.worker: RunWorker | None = None
         self.loader: CatalogLoader | None = None
         self.checkers: list[FolderChecker] = []
+        self._pending_folder: str | None = None
         self.run_ended: list = []
         self._run_started_at = 0.0
         self._run_index = 0
@@ -210,6 +211,9 @@ class MainWindow(QMainWindow):
             except (ValueError, TypeError):
                 pass
         self.run_action.setEnabled(True)
+        if self._pending_folder:
+            self.check_folder(self._pending_folder)
+            self._pending_folder = None
         available = [d.id for d in catalog["devices"] if d.available]
         self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
         if "mps" in available and os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1":
@@ -382,8 +386,9 @@ class MainWindow(QMainWindow):
         self.check_folder(str(path))
 
     def check_folder(self, path: str) -> None:
-        if self.catalog is None:
-            self.banner.show_message("PyTorch is still loading; drop the folder again in a moment.")
+        if self.catalog is None:  # e.g. a folder dropped on the Dock icon at launch: check it once loaded
+            self._pending_folder = path
+            self.banner.show_message(f"{Path(path).name} will be checked as soon as PyTorch has loaded…")
             return
         self.banner.show_message(f"Checking {Path(path).name}…")
         checker = FolderChecker(path, self)

@@ -478,6 +478,10 @@ class SetupPanel(QWidget):
         self.channels_last_check.setToolTip("Store images as NHWC; often faster for convolutions on GPUs.")
         self.compile_check = QCheckBox("torch.compile")
         self.compile_check.setToolTip("Compile the model first; the compile time shows up in the warm-up.")
+        if getattr(sys, "frozen", False):
+            self.compile_check.setEnabled(False)
+            self.compile_check.setToolTip("torch.compile needs a C++ compiler, which the app does not carry; "
+                                          "install MPS Studio with pip (README, Install) to use it.")
         for check in (self.resident_check, self.channels_last_check, self.compile_check):
             check.toggled.connect(self._emit_changed)
             box.addWidget(check)

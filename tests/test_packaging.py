@@ -1,0 +1,179 @@
+"""The .app packaging, checked without building: spec and Info.plist values, icons, resources, frozen startup."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import struct
+import sys
+from importlib import resources
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+import mpsstudio
+from mpsstudio import frozen
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGING = ROOT / "packaging"
+ICON_SIZES = (16, 32, 64, 128, 256, 512, 1024)
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def info_plist():
+    return _load("mpsstudio_info_plist", PACKAGING / "info_plist.py")
+
+
+def test_plist_values(info_plist):
+    plist = info_plist.info_plist()
+    assert info_plist.package_version() == mpsstudio.__version__
+    assert plist["CFBundleShortVersionString"] == plist["CFBundleVersion"] == mpsstudio.__version__
+    assert plist["LSMinimumSystemVersion"] == "12.3"
+    assert plist["NSHighResolutionCapable"] is True
+    assert plist["NSRequiresAquaSystemAppearance"] is False
+    assert plist["CFBundleIdentifier"] == info_plist.BUNDLE_IDENTIFIER == "org.mpsstudio.MPSStudio"
+    assert plist["CFBundleDisplayName"] == "MPS Studio"
+    assert plist["LSApplicationCategoryType"] == "public.app-category.developer-tools"
+    (folder,) = plist["CFBundleDocumentTypes"]
+    assert folder["LSItemContentTypes"] == ["public.folder"] and folder["CFBundleTypeRole"] == "Viewer"
+    import plistlib
+
+    plistlib.loads(plistlib.dumps(plist))  # every value is plist-serialisable
+
+
+def test_spec_uses_the_plist_module_and_the_required_pieces():
+    spec = (PACKAGING / "mpsstudio.spec").read_text()
+    assert "import info_plist" in spec
+    assert "info_plist=info_plist.info_plist()" in spec
+    assert "version=info_plist.package_version()" in spec
+    assert "bundle_identifier=info_plist.BUNDLE_IDENTIFIER" in spec
+    assert "name=info_plist.BUNDLE_NAME" in spec
+    assert re.search(r"console=False", spec)
+    assert "exclude_binaries=True" in spec  # onedir
+    assert 'RES / "icon.icns"' in spec
+    assert '"torchvision")' in spec  # torchvision's compiled ops listed as binaries (FACTS.md)
+    for name in ("tkinter", "matplotlib", "tests", "PySide6.QtWebEngineCore", "PySide6.QtQml"):
+        assert f'"{name}"' in spec
+    launcher = (PACKAGING / "launcher.py").read_text()
+    assert "from mpsstudio.frozen import main" in launcher
+
+
+def test_packaging_requirements_pin_pyinstaller():
+    lines = (PACKAGING / "requirements.txt").read_text().splitlines()
+    assert any(re.fullmatch(r"pyinstaller==[\d.]+", line.strip()) for line in lines)
+
+
+def test_png_icons_have_their_sizes():
+    from PIL import Image
+
+    folder = resources.files("mpsstudio.resources") / "icons"
+    for size in ICON_SIZES:
+        data = (folder / f"icon-{size}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        image = Image.open(io.BytesIO(data))
+        assert image.size == (size, size) and image.mode == "RGBA"
+        assert image.getextrema()[3][1] == 255  # not fully transparent
+
+
+def test_icns_container_parses():
+    data = (resources.files("mpsstudio.resources") / "icon.icns").read_bytes()
+    assert data[:4] == b"icns"
+    assert struct.unpack(">I", data[4:8])[0] == len(data)
+    entries, offset = {}, 8
+    while offset < len(data):
+        kind, length = data[offset:offset + 4], struct.unpack(">I", data[offset + 4:offset + 8])[0]
+        assert length >= 8 and offset + length <= len(data)
+        entries[kind] = data[offset + 8:offset + length]
+        offset += length
+    assert offset == len(data)
+    from PIL import Image
+
+    expected = {b"ic11": 32, b"ic12": 64, b"ic07": 128, b"ic13": 256, b"ic08": 256, b"ic14": 512, b"ic09": 512,
+                b"ic10": 1024}
+    for kind, size in expected.items():
+        assert entries[kind][:8] == b"\x89PNG\r\n\x1a\n", kind
+        assert Image.open(io.BytesIO(entries[kind])).size == (size, size), kind
+    assert Image.open(io.BytesIO(data)).format == "ICNS"  # Pillow reads it too
+
+
+def test_resources_load_through_importlib_resources():
+    root = resources.files("mpsstudio.resources")
+    assert (root / "icon.svg").read_text().lstrip().startswith("<svg")
+    with resources.as_file(root / "icons" / "icon-64.png") as path:
+        assert Path(path).stat().st_size > 0
+
+
+def test_package_data_ships_the_resources():
+    text = (ROOT / "pyproject.toml").read_text()
+    for pattern in ("resources/*.svg", "resources/*.icns", "resources/icons/*.png"):
+        assert f'"{pattern}"' in text
+
+
+def test_make_icons_writes_a_valid_icns():
+    make_icons = _load("mpsstudio_make_icons", PACKAGING / "make_icons.py")
+    pngs = {size: b"\x89PNG\r\n\x1a\n" + bytes([size % 251]) * 10 for size in ICON_SIZES}
+    data = make_icons.icns_bytes(pngs)
+    assert data[:4] == b"icns" and struct.unpack(">I", data[4:8])[0] == len(data)
+    assert data[8:12] == b"TOC "
+
+
+def test_fallback_is_set_only_when_unset():
+    env = {}
+    assert frozen.ensure_mps_fallback(env) is True
+    assert env == {"PYTORCH_ENABLE_MPS_FALLBACK": "1", "MPSSTUDIO_SET_MPS_FALLBACK": "1"}
+    env = {"PYTORCH_ENABLE_MPS_FALLBACK": "0"}
+    assert frozen.ensure_mps_fallback(env) is False
+    assert env == {"PYTORCH_ENABLE_MPS_FALLBACK": "0"}  # the user's choice, and no claim that the app set it
+    env = {"PYTORCH_ENABLE_MPS_FALLBACK": "1"}
+    assert frozen.ensure_mps_fallback(env) is False and "MPSSTUDIO_SET_MPS_FALLBACK" not in env
+
+
+def test_log_path_is_under_the_platformdirs_log_dir():
+    path = frozen.log_file_path()
+    assert path.name == "mpsstudio.log"
+    assert path.parent == Path(platformdirs.user_log_dir("MPS Studio", appauthor=False))
+
+
+def test_crash_log_records_uncaught_exceptions(tmp_path, monkeypatch):
+    import faulthandler
+    import threading
+
+    enabled = {}
+    monkeypatch.setattr(faulthandler, "enable", lambda file, all_threads: enabled.update(file=file))  # keep pytest's
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    monkeypatch.setattr(frozen, "_log_stream", None)
+    log = tmp_path / "logs" / "mpsstudio.log"
+    try:
+        assert frozen.setup_crash_log(log) == log
+        assert enabled["file"] is frozen._log_stream
+        try:
+            raise ValueError("boom for the log")
+        except ValueError:
+            sys.excepthook(*sys.exc_info())
+        text = log.read_text()
+        assert "MPS Studio" in text and "started" in text
+        assert "ValueError: boom for the log" in text
+    finally:
+        if frozen._log_stream is not None:
+            frozen._log_stream.close()
+
+
+def test_crash_log_is_rotated_when_large(tmp_path):
+    log = tmp_path / "mpsstudio.log"
+    log.write_bytes(b"x" * (frozen.LOG_MAX_BYTES + 1))
+    frozen._rotate(log)
+    assert not log.exists() and (tmp_path / "mpsstudio.log.1").stat().st_size == frozen.LOG_MAX_BYTES + 1
+
+
+def test_psn_argument_is_dropped():
+    assert frozen._clean_argv(["MPS Studio", "-psn_0_12345", "--demo"]) == ["MPS Studio", "--demo"]
