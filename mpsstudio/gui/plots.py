@@ -20,7 +20,10 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 __all__ = ["GrowingSeries", "LivePlots"]
 
-REDRAW_INTERVAL_MS = 50  # ~20 Hz
+# 2 Hz. Redrawing competes with the run for the GIL and the cores; measured on the 2-core build machine
+# (mlp on shapes, CPU; benchmarks/gui_penalty.py): 20 Hz cost the run ~25 % of its throughput, 5 Hz ~9 %,
+# 2 Hz ~2 %. DESIGN.md asks for 10-30 Hz; true numbers come first.
+REDRAW_INTERVAL_MS = 500
 # Drawing may take at most this share of the GUI thread: it competes with the run for cores and for the GIL.
 # Measured (benchmarks/gui_penalty.py, 2-core machine): at 0.33 a CPU run read 10,237 samples/s in the window
 # against 19,409 without plots; at 0.1, 18,679.
@@ -354,7 +357,8 @@ class LivePlots(QWidget):
         plot.titleLabel.setAttr("justify", "left")
         plot.setTitle(title)
         plot.hideButtons()
-        plot.showGrid(x=True, y=True, alpha=0.1)
+        # No grid: pyqtgraph's axis grid made each frame ~8x dearer (27 ms vs 3.5 ms at 1100x520 here), and every
+        # millisecond of drawing is taken from the run being measured (docs/benchmarks.md, gui_penalty).
         plot.getAxis("left").setWidth(64)
         plot.setMenuEnabled(True)
         return plot
