@@ -535,12 +535,17 @@ class SetupPanel(QWidget):
         self._refresh()
         self.changed.emit()
 
-    def _fill_models(self, models: list) -> None:
-        combo = self.model_combo
+    @staticmethod
+    def _fill_named(combo, infos: list) -> None:
+        """Items named by `info.name`, each with its description as tooltip."""
         combo.clear()
-        for info in models:
+        for info in infos:
             combo.addItem(info.name, info.name)
             combo.setItemData(combo.count() - 1, info.description, Qt.ItemDataRole.ToolTipRole)
+
+    def _fill_models(self, models: list) -> None:
+        combo = self.model_combo
+        self._fill_named(combo, models)
         combo.insertSeparator(combo.count())
         combo.addItem("Choose .py File…", _CHOOSE_FILE)
         combo.setItemData(combo.count() - 1, "Use your own model: a .py file that defines "
@@ -548,11 +553,7 @@ class SetupPanel(QWidget):
                           "Loading a model file runs its code.", Qt.ItemDataRole.ToolTipRole)
 
     def _fill_datasets(self, datasets: list) -> None:
-        combo = self.dataset_combo
-        combo.clear()
-        for info in datasets:
-            combo.addItem(info.name, info.name)
-            combo.setItemData(combo.count() - 1, info.description, Qt.ItemDataRole.ToolTipRole)
+        self._fill_named(self.dataset_combo, datasets)
         for path, summary in self._folder_summaries.items():
             self._insert_folder(path, summary)
 
