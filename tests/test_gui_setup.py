@@ -270,3 +270,11 @@ def test_set_running_blocks_editing(fake_panel, qtbot):
         fake_panel.run_button.click()
     with qtbot.waitSignal(fake_panel.open_folder_requested):
         fake_panel.open_folder_button.click()
+
+
+def test_a_restored_comparison_checks_all_its_devices(fake_panel):
+    fake_panel.apply_config(RunConfig(batch_size=32, device="cpu"), ["cpu", "mps", "cuda:0"])
+    assert fake_panel.checked_devices() == ["cpu", "mps"]  # cuda:0 is not available here
+    assert [c.device for c in fake_panel.configs()] == ["cpu", "mps"]
+    fake_panel.apply_config(RunConfig(device="mps"))
+    assert fake_panel.checked_devices() == ["mps"]

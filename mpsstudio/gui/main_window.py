@@ -207,7 +207,8 @@ class MainWindow(QMainWindow):
         last = QSettings().value("run/last_config")
         if last and not self.demo:
             try:
-                self.setup.apply_config(RunConfig.from_dict(json.loads(last)))
+                devices = json.loads(QSettings().value("run/last_devices") or "null")
+                self.setup.apply_config(RunConfig.from_dict(json.loads(last)), devices)
             except (ValueError, TypeError):
                 pass
         self.run_action.setEnabled(True)
@@ -242,6 +243,7 @@ class MainWindow(QMainWindow):
         for cfg in configs:
             prefs.apply(cfg)
         QSettings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
+        QSettings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
         self.plots.clear()
         self.run_ended = []
         self._run_index, self._run_count = 0, len(configs)

@@ -529,6 +529,7 @@ class SetupPanel(QWidget):
                     row.checkbox.setChecked(row.device.available and row.device.id in checked)
                 self._update_precisions()
             self._pending = None
+            self._pending_devices = None
         finally:
             self._quiet -= 1
         self._update_enabled()
@@ -749,8 +750,11 @@ class SetupPanel(QWidget):
             options=dict(self._base.options),
         )
 
-    def apply_config(self, config: RunConfig) -> None:
-        """Set the form from a config (restoring the last setup); before set_catalog it waits for the catalog."""
+    def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
+        """Set the form from a config (restoring the last setup); `devices`: every device to check (a comparison).
+
+        Before set_catalog it waits for the catalog."""
+        self._pending_devices = devices
         if not self._loaded:
             self._pending = config
             return
@@ -779,11 +783,12 @@ class SetupPanel(QWidget):
             self.dataset_combo.setCurrentIndex(index)
 
         known = {row.device.id for row in self._device_rows if row.device.available}
+        wanted = set(getattr(self, "_pending_devices", None) or [config.device]) & known
         for row in self._device_rows:
             if check_all_available:
                 row.checkbox.setChecked(row.device.available)
-            elif config.device in known:
-                row.checkbox.setChecked(row.device.id == config.device)
+            elif wanted:
+                row.checkbox.setChecked(row.device.id in wanted)
         if not self.checked_devices():  # the config's device is gone (a restored MPS setup on another machine)
             first_available = next((row for row in self._device_rows if row.device.available), None)
             if first_available is not None:
