@@ -22,7 +22,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="mpsstudio", description="Measure PyTorch training speed on CPU, Apple GPU (MPS) and CUDA.")
+    p = _Parser(prog="mpsstudio", description="Measure PyTorch training speed on CPU, Apple GPU (MPS) and CUDA. "
+                "Without a subcommand, `mpsstudio` opens the window (`mpsstudio --demo --screenshot PATH`: "
+                "run the default comparison there, save a screenshot, exit).")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")
