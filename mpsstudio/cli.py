@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Sequence
 
+from . import formatting
+
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -244,17 +246,11 @@ def _duration(seconds: float) -> str:
 # -- tables ---------------------------------------------------------------------------------------------
 
 def fmt_rate(v) -> str:
-    return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+    return formatting.fmt_rate(v, dash="-")
 
 
 def fmt_bytes(v) -> str:
-    if not v:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if v < 1024 or unit == "GiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return "-"
+    return formatting.fmt_bytes(v, dash="-")
 
 
 def fmt_num(v, spec: str = ".3f", suffix: str = "") -> str:

@@ -20,7 +20,8 @@ import torchvision.datasets as tvd
 from . import downloads, paths
 from .config import DEFAULT_DATASET
 from .errors import UserError
-from .folder import FolderReport, ImageFiles, plural, estimate_mean_std, inspect_folder, split_indices
+from ..formatting import plural
+from .folder import FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
 from .spec import DataSpec
 
 __all__ = [

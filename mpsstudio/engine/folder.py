@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from ..formatting import plural
 from .errors import UserError
 
 MAX_DEFAULT_SIDE = 224
@@ -69,11 +70,6 @@ class FolderReport:
         names = [p.name for p in self.skipped[:_SHOWN_NAMES]]
         more = ", ..." if len(self.skipped) > _SHOWN_NAMES else ""
         return f"skipped {plural(len(self.skipped), 'unreadable file')} ({', '.join(names)}{more})"
-
-
-def plural(n: int, noun: str) -> str:
-    """E.g. "1 image" or "3 images"."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _is_image_name(name: str) -> bool:

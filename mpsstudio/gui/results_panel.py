@@ -21,11 +21,11 @@ from ..engine.compare import Comparison, compare
 from ..engine.errors import UserError
 from ..engine.results import RunResult
 from ..engine.store import RunStore
+from ..formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
 from .export import render_png
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 2
-DASH = "\u2014"
 TIMES = "\u00d7"
 NO_COMPARISON_HINT = "Run the same setup on two devices to compare them"
 
@@ -35,30 +35,9 @@ GROUP_COLORS = ("#0a84ff", "#ff9f0a", "#30d158", "#bf5af2", "#ff375f", "#40c8e0"
 
 # -- formatting: numbers for humans ----------------------------------------------------------------------
 
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def fmt_rate(v) -> str:
-    """Samples per second: thousands separators, one decimal below 100."""
-    if not _finite(v):
-        return DASH
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}"
-
-
-def fmt_bytes(v) -> str:
-    if not _finite(v) or v <= 0:
-        return DASH
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if v < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" or v >= 100 else f"{v:.1f} {unit}"
-        v /= 1024
-    return DASH
-
-
 def fmt_seconds(v) -> str:
     """0.84 s, 12.3 s, 8 min 20 s, 1 h 05 min."""
-    if not _finite(v):
+    if not is_finite(v):
         return DASH
     if v < 10:
         return f"{v:.2f} s"
@@ -72,7 +51,7 @@ def fmt_seconds(v) -> str:
 
 
 def fmt_speedup(v) -> str:
-    return f"{v:.2f}{TIMES}" if _finite(v) else DASH
+    return f"{v:.2f}{TIMES}" if is_finite(v) else DASH
 
 
 def bar_label(v: float) -> str:
@@ -83,13 +62,13 @@ def bar_label(v: float) -> str:
 
 
 def fmt_loss(v) -> str:
-    if not _finite(v):
+    if not is_finite(v):
         return DASH
     return f"{v:.4f}" if abs(v) < 100 else f"{v:,.1f}"
 
 
 def fmt_percent(fraction) -> str:
-    return f"{100 * fraction:.1f} %" if _finite(fraction) else DASH
+    return f"{100 * fraction:.1f} %" if is_finite(fraction) else DASH
 
 
 def local_time(iso: str) -> datetime | None:
@@ -121,10 +100,6 @@ def group_letter(i: int) -> str:
         i, r = divmod(i - 1, 26)
         out = letters[r] + out
     return out
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 def comparison_title(c: Comparison, sep: str = ", ") -> str:
@@ -350,7 +325,7 @@ class RunTableModel(QAbstractTableModel):
         dt = local_time(r.created_at)
         sps, iqr = s.get("samples_per_s"), s.get("samples_per_s_iqr")
         rate = fmt_rate(sps)
-        if _finite(sps) and _finite(iqr):
+        if is_finite(sps) and is_finite(iqr):
             rate += f" \u00b1 {iqr:,.0f}" if abs(sps) >= 100 else f" \u00b1 {iqr:,.1f}"
         machine = r.machine + (" (imported)" if r.origin == "imported" else "")
         return [
@@ -404,7 +379,7 @@ class RunTableModel(QAbstractTableModel):
     @staticmethod
     def _model_tooltip(r: RunResult) -> str:
         params = r.summary.get("parameters")
-        return f"{params / 1e6:,.2f} M parameters" if _finite(params) else ""
+        return f"{params / 1e6:,.2f} M parameters" if is_finite(params) else ""
 
     @staticmethod
     def _settings_tooltip(r: RunResult) -> str:
@@ -418,20 +393,20 @@ class RunTableModel(QAbstractTableModel):
     @staticmethod
     def _rate_tooltip(r: RunResult) -> str:
         s = r.summary
-        if not _finite(s.get("samples_per_s")):
+        if not is_finite(s.get("samples_per_s")):
             return "No measurement window finished."
         q1, q3 = s.get("samples_per_s_q1"), s.get("samples_per_s_q3")
         windows = s.get("windows")
         text = "Median"
-        if _finite(windows):
+        if is_finite(windows):
             text += f" of {plural(int(windows), 'window')}"
-        if _finite(q1) and _finite(q3):
+        if is_finite(q1) and is_finite(q3):
             text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s"
         return text + "."
 
     @staticmethod
     def _epoch_tooltip(r: RunResult) -> str:
-        measured = [e for e in (r.summary.get("epoch_s") or []) if _finite(e)]
+        measured = [e for e in (r.summary.get("epoch_s") or []) if is_finite(e)]
         if not measured:
             return ""
         return "Measured epochs: " + ", ".join(fmt_seconds(e) for e in measured)
@@ -453,7 +428,7 @@ def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: 
 
 def _sort_number(v) -> float:
     """Missing values sort below every number."""
-    return float(v) if _finite(v) else -math.inf
+    return float(v) if is_finite(v) else -math.inf
 
 
 class RunSortProxy(QSortFilterProxyModel):
