@@ -2,7 +2,7 @@
 
 import sys
 
-from mpsstudio.cli import main
+from mpsstudio.launcher import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,17 +1,19 @@
-"""`mpsstudio`: the headless front end over the same engine the window uses.
+"""`mpsstudio <subcommand>`: the headless front end over the same engine the window uses.
 
 Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback).
+(`mpsstudio` with no subcommand opens the window: see launcher.py.)
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from typing import Sequence
 
-from . import formatting
+from .engine.config import MODES, OPTIMIZERS, PRECISIONS
+from .engine.errors import UserError
+from .engine.formatting import fmt_bytes, fmt_count, fmt_duration
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -38,10 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--steps", type=int, default=None, help="measured steps after warm-up")
     group.add_argument("--epochs", type=int, default=None)
     b.add_argument("--warmup", type=int, default=None, help="warm-up steps, timed apart (default 10)")
-    b.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=None)
-    b.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None)
+    b.add_argument("--precision", choices=PRECISIONS, default=None)
+    b.add_argument("--optimizer", choices=OPTIMIZERS, default=None)
     b.add_argument("--lr", type=float, default=None, help="learning rate")
-    b.add_argument("--mode", choices=["train", "inference"], default=None)
+    b.add_argument("--mode", choices=MODES, default=None)
     b.add_argument("--workers", type=int, default=None, help="data loader worker processes")
     b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
     b.add_argument("--channels-last", action="store_true")
@@ -63,39 +65,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-GUI_FLAGS = ("--demo", "--screenshot", "--startup-timing")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """`mpsstudio` alone (or with --demo/--screenshot) opens the window; a subcommand runs headless."""
-    from .engine.errors import UserError
-
+    """Run one subcommand; bad input is one line on stderr and exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].split("=")[0] in GUI_FLAGS:
-        return _open_window(argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad argument already reported in one line
         return int(exc.code or 0)
-    command = args.command
+    if args.command is None:
+        print("mpsstudio: name a subcommand (see 'mpsstudio --help'), or run `mpsstudio` alone to open the window.",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
-        return _COMMANDS[command](args)
+        return _COMMANDS[args.command](args)
     except UserError as exc:
         print(f"mpsstudio: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mpsstudio: interrupted.", file=sys.stderr)
         return 130
-
-
-def _open_window(argv: list[str]) -> int:
-    try:
-        from .gui.app import main as gui_main
-    except ImportError as exc:
-        print(f"mpsstudio: the window needs PySide6 and pyqtgraph ({exc}); install them, or use a subcommand "
-              f"such as `mpsstudio demo`.", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return gui_main(argv)
 
 
 # -- bench ------------------------------------------------------------------------------------------------
@@ -123,46 +111,22 @@ def _config_from_args(args):
 
 
 def _cmd_bench(args) -> int:
-    from .engine.errors import UserError
-
     cfg = _config_from_args(args)
-    names = [d.strip() for d in args.devices.split(",") if d.strip()]
-    if not names:
-        raise UserError("No devices given; use --devices cpu,mps,cuda (any of them).")
-    return bench(cfg, names, json_path=args.json, save=not args.no_save)
+    return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save)
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True) -> int:
     """Run `cfg` on each available device in turn, print the comparison, keep and export the runs."""
-    from .engine import devices, models, trainer
-    from .engine.errors import UserError
+    from .engine import models, session
 
-    info = models.get_model_info(cfg.model)  # unknown model: UserError before anything runs
+    plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
+    for line in plan.skipped:
+        print(line, file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
-    runnable = []
-    for name in dict.fromkeys(device_names):
-        try:
-            dev = devices.resolve_device(name)
-        except UserError as exc:
-            print(f"skipping {name}: {exc}", file=sys.stderr)
-            continue
-        reason = devices.precision_unsupported_reason(dev, cfg.precision)
-        if reason:
-            print(f"skipping {dev.id}: {cfg.precision} is not available there: {reason}.", file=sys.stderr)
-            continue
-        runnable.append(dev)
-    if not runnable:
-        raise UserError(f"None of the devices ({', '.join(device_names)}) can run this; "
-                        f"see `mpsstudio devices` for what is available.")
-    del info
-    data = trainer.load_data(cfg, progress=_download_progress)
+    data = session.prepare_data(plan.configs, progress=_download_progress)
     print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
-    results = []
-    for dev in runnable:
-        progress = _Progress(dev.id)
-        result = trainer.run(cfg.with_device(dev.id), device=dev, data=data, on_event=progress)
-        results.append(result)
+    results = session.run_configs(plan.configs, data=data, on_event=_Progress())
     _keep(results, json_path, save)
     print(format_table(results))
     failed = [r for r in results if r.status == "failed"]
@@ -172,9 +136,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
 
 
 def _keep(results, json_path, save) -> None:
-    from .engine.compare import compare
-    from .engine.errors import UserError
-    from .engine.results import export_json
+    from .engine.runfiles import export_json
 
     if save:
         try:
@@ -187,10 +149,7 @@ def _keep(results, json_path, save) -> None:
         except UserError as exc:
             print(f"mpsstudio: the runs were not added to the history: {exc}", file=sys.stderr)
     if json_path:
-        try:
-            export_json(results, json_path, [c.to_dict() for c in compare(results)])
-        except OSError as exc:
-            raise UserError(f"Cannot write {json_path} ({exc.strerror}); choose another path for --json.") from None
+        export_json(results, json_path)
 
 
 def _download_progress(message: str, fraction: float) -> None:
@@ -199,32 +158,34 @@ def _download_progress(message: str, fraction: float) -> None:
 
 
 class _Progress:
-    """Prints one progress line per device: a live line on a terminal, a line every few seconds otherwise."""
+    """Prints one progress line per run: a live line on a terminal, a line every few seconds otherwise."""
 
-    def __init__(self, device: str):
-        self.device = device
+    def __init__(self):
         self.tty = sys.stderr.isatty()
         self.last = 0.0
+        self.device = ""
 
     def __call__(self, event) -> None:
         from .engine.events import Ended, Started, Warmup, Window
 
         if isinstance(event, Started):
-            self.start = time.perf_counter()
-            self._line(f"{self.device}: warming up ({event.warmup_steps} steps)...", force=True)
+            self.device = event.config["device"]
+            where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
+            self._line(f"{self.device}{where}: warming up ({event.warmup_steps} steps)...", force=True)
         elif isinstance(event, Warmup):
-            self._line(f"{self.device}: warm-up {event.seconds:.2f} s", force=True)
+            self._line(f"{self.device}: warm-up {fmt_duration(event.seconds)}", force=True)
         elif isinstance(event, Window):
             done = event.steps_done / event.total_steps
-            left = (event.total_steps - event.steps_done) * event.seconds / max(1, len(event.losses))
+            left = f", about {fmt_duration(event.eta_s)} left" if event.eta_s is not None else ""
             bar = "#" * int(done * 20)
             self._line(f"{self.device}: [{bar:<20}] {done:4.0%} {event.samples_per_s:,.0f} samples/s, "
-                       f"loss {event.losses[-1]:.4f}, about {_duration(left)} left")
+                       f"loss {event.losses[-1]:.4f}{left}")
         elif isinstance(event, Ended):
             r = event.result
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
-            print(f"{self.device}: {r.status}" + (f" ({r.error})" if r.error else ""), file=sys.stderr, flush=True)
+            print(f"{r.config.device}: {r.status}" + (f" ({r.error})" if r.error else ""), file=sys.stderr,
+                  flush=True)
 
     def _line(self, text: str, force: bool = False) -> None:
         now = time.perf_counter()
@@ -237,48 +198,17 @@ class _Progress:
         self.last = now
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min"
-
-
 # -- tables ---------------------------------------------------------------------------------------------
 
-def fmt_rate(v) -> str:
-    return formatting.fmt_rate(v, dash="-")
+def format_table(results, keys: Sequence[str] | None = None) -> str:
+    """Runs as a table (the CLI's bench columns by default), speedup against the CPU run of the same comparison."""
+    from .engine.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
+    from .engine.compare import compare, speedup_map
 
-
-def fmt_bytes(v) -> str:
-    return formatting.fmt_bytes(v, dash="-")
-
-
-def fmt_num(v, spec: str = ".3f", suffix: str = "") -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:{spec}}{suffix}"
-
-
-def format_table(results) -> str:
-    """The comparison table: one row per run, speedup against the CPU run of the same comparison."""
-    from .engine.compare import compare
-
-    speedups = {}
-    for c in compare(results):
-        speedups.update(c.speedups)
-    headers = ["device", "samples/s", "IQR", "vs CPU", "warm-up", "s/epoch", "peak memory", "final loss",
-               "val acc", "status"]
-    rows = []
-    for r in results:
-        s = r.summary
-        sp = speedups.get(r.id)
-        rows.append([
-            r.config.device, fmt_rate(s.get("samples_per_s")), fmt_rate(s.get("samples_per_s_iqr")),
-            fmt_num(sp, ".2f", "x"), fmt_num(s.get("warmup_s"), ".2f", " s"), fmt_num(s.get("s_per_epoch"), ".2f"),
-            fmt_bytes(s.get("peak_memory")), fmt_num(s.get("final_loss"), ".4f"),
-            fmt_num(None if s.get("val_accuracy") is None else 100 * s["val_accuracy"], ".1f", "%"), r.status,
-        ])
-    return _grid(headers, rows)
+    keys = keys or CLI_BENCH_COLUMNS
+    speedups = speedup_map(compare(results))
+    rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
+    return _grid([BY_KEY[k].title for k in keys], rows)
 
 
 def _grid(headers: list[str], rows: list[list[str]]) -> str:
@@ -297,7 +227,7 @@ def _cmd_devices(args) -> int:
 
     rows = []
     for d in devices.discover_devices():
-        rows.append([d.id, "yes" if d.available else "no", d.name or "-", fmt_bytes(d.memory_total),
+        rows.append([d.id, "yes" if d.available else "no", d.name or "-", fmt_bytes(d.memory_total, dash="-"),
                      str(d.threads) if d.threads else "-", d.reason or ""])
     print(_grid(["device", "available", "name", "memory", "threads", "why not"], rows))
     return EXIT_OK
@@ -309,8 +239,8 @@ def _cmd_models(args) -> int:
     rows = []
     for m in models.list_models():
         params = models.parameter_count(m.name, m.default_spec)
-        rows.append([m.name, m.input_kind, f"{params / 1e6:,.2f} M", m.default_spec.describe(), m.description])
-    print(_grid(["model", "input", "parameters", "default input", "description"], rows))
+        rows.append([m.name, m.input_kind, fmt_count(params), m.default_spec.describe(), m.description])
+    print(_grid(["model", "input", "parameters (default input)", "default input", "description"], rows))
     print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
     return EXIT_OK
 
@@ -344,8 +274,9 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_history(args) -> int:
+    from .engine.columns import CLI_HISTORY_COLUMNS
     from .engine.compare import compare
-    from .engine.results import import_json
+    from .engine.runfiles import import_json
     from .engine.store import RunStore
 
     store = RunStore()
@@ -355,10 +286,7 @@ def _cmd_history(args) -> int:
             store.save(r)
         print(f"imported {len(imported)} runs from {args.import_file}", file=sys.stderr)
     results = store.all()
-    rows = [[r.created_at.replace("T", " ")[:16], r.machine, r.config.model, r.config.dataset, r.config.device,
-             str(r.config.batch_size), r.config.precision, fmt_rate(r.summary.get("samples_per_s")), r.status]
-            for r in results]
-    print(_grid(["time", "machine", "model", "dataset", "device", "batch", "precision", "samples/s", "status"], rows))
+    print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
         print(f"\n{c.title()}")
         print(format_table(c.runs))

@@ -8,7 +8,7 @@ What it does, in this order, before anything imports torch:
 3. Crash logging to `log_file_path()` (under platformdirs' user log dir, the folder the About box and
    Preferences show): faulthandler for hard crashes, sys.excepthook / threading.excepthook for uncaught
    Python exceptions. The file is kept small (rotated once past LOG_MAX_BYTES).
-4. Hands over to `mpsstudio.cli.main` (no arguments: the window; a subcommand: the headless CLI).
+4. Hands over to `mpsstudio.launcher.main` (no arguments: the window; a subcommand: the headless CLI).
 """
 
 from __future__ import annotations
@@ -141,6 +141,6 @@ def main() -> None:
     _ensure_std_streams()
     setup_crash_log()
     sys.argv = _clean_argv(sys.argv)
-    from mpsstudio.cli import main as cli_main
+    from mpsstudio.launcher import main as launch
 
-    sys.exit(cli_main())
+    sys.exit(launch())

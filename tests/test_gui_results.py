@@ -17,7 +17,8 @@ from mpsstudio.engine.errors import UserError  # noqa: E402
 from mpsstudio.engine.results import RunResult  # noqa: E402
 from mpsstudio.engine.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import render_png  # noqa: E402
-from mpsstudio.gui.results_panel import COL, ResultsPanel, warning_color  # noqa: E402
+from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
+from mpsstudio.gui.style import warning_color  # noqa: E402
 
 MAC = {"machine_label": "Apple M2 Pro, macOS 14.5", "os": "macOS 14.5", "torch": "2.8.0"}
 H100 = {"machine_label": "NVIDIA H100 80GB HBM3 on gpu-node-07", "os": "Linux 5.15", "torch": "2.8.0"}

@@ -11,7 +11,8 @@ pytest.importorskip("pytestqt")
 from mpsstudio.engine import datasets, devices, models  # noqa: E402
 from mpsstudio.engine.config import RunConfig  # noqa: E402
 from mpsstudio.engine.devices import Device  # noqa: E402
-from mpsstudio.gui.setup_panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel, human_count  # noqa: E402
+from mpsstudio.engine.formatting import fmt_count  # noqa: E402
+from mpsstudio.gui.setup_panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
 
 FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
 FAKE_CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="no NVIDIA GPU or driver found")
@@ -188,24 +189,30 @@ def test_learning_rate_box_steps_and_shows_plain_numbers(fake_panel):
 
 
 def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
+    from pathlib import Path
+
+    from mpsstudio.engine.folder import FolderReport
+
     folder = tmp_path / "flowers"
-    summary = "5 classes, 3,670 images, all 64x64, RGB"
+    report = FolderReport(root=Path(folder), classes=list("abcde"), counts={}, total=3670, skipped=[], modes=["RGB"],
+                          sizes=[(64, 64)], channels=3, target_size=(64, 64))
+    summary = report.summary()
     count = fake_panel.dataset_combo.count()
     with qtbot.waitSignal(fake_panel.changed):
-        fake_panel.add_folder_dataset(str(folder), summary)
+        fake_panel.add_folder_dataset(str(folder), report)
     assert fake_panel.dataset_combo.currentText() == "📁 flowers"
     assert fake_panel.configs()[0].dataset == str(folder)
     tip = fake_panel.dataset_combo.itemData(fake_panel.dataset_combo.currentIndex(), 3)
     assert str(folder) in tip and summary in tip
     # mlp decodes folders at its preferred 32x32: 3*32*32 inputs -> 1024 -> 512 -> 256 -> 5 classes
     expected = 3 * 32 * 32 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 * 5 + 5
-    assert human_count(expected) == "3.8 M"
-    assert "mlp · 3.8 M parameters" in fake_panel.summary_text()
-    assert "flowers · 5 classes, 3,670 images, all 64×64, RGB" in fake_panel.summary_text()
+    assert fmt_count(expected) == "3.80 M"
+    assert "mlp · 3.80 M parameters" in fake_panel.summary_text()
+    assert "flowers · 5 classes · 3,670 images · 64×64 RGB" in fake_panel.summary_text()
 
     after_first = fake_panel.dataset_combo.count()
     fake_panel.dataset_combo.setCurrentIndex(fake_panel.dataset_combo.findData("mnist"))
-    fake_panel.add_folder_dataset(str(folder) + "/", summary)
+    fake_panel.add_folder_dataset(str(folder) + "/", report)
     assert fake_panel.dataset_combo.count() == after_first > count
     assert fake_panel.configs()[0].dataset == str(folder)
 
@@ -247,7 +254,7 @@ def test_summary_mentions_mlp_parameters_on_shapes(fake_panel):
     # 784 -> 1024 -> 512 -> 256 -> 10 = 1,462,538 parameters
     assert models.parameter_count("mlp", models.input_spec_for("mlp", datasets.load_dataset("shapes").spec)) \
         == 1_462_538
-    assert "1.5 M parameters" in text
+    assert "1.46 M parameters" in text
     assert fake_panel.summary.text() == text
 
 

@@ -60,7 +60,7 @@ def test_spec_uses_the_plist_module_and_the_required_pieces():
     assert re.search(r"console=False", spec)
     assert "exclude_binaries=True" in spec  # onedir
     assert 'RES / "icon.icns"' in spec
-    assert '"torchvision")' in spec  # torchvision's compiled ops listed as binaries (FACTS.md)
+    assert '"torchvision")' in spec  # torchvision's compiled ops listed as binaries
     for name in ("tkinter", "matplotlib", "tests", "PySide6.QtWebEngineCore", "PySide6.QtQml"):
         assert f'"{name}"' in spec
     launcher = (PACKAGING / "launcher.py").read_text()

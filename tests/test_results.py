@@ -10,7 +10,8 @@ import pytest
 from mpsstudio.engine.compare import compare
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import RunResult, export_json, import_json
+from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.runfiles import export_json, import_json
 from mpsstudio.engine.store import SCHEMA_VERSION, RunStore
 
 
@@ -69,7 +70,7 @@ def test_an_unfinished_write_leaves_earlier_runs_intact(tmp_path):
 def test_json_export_import_round_trip(tmp_path):
     runs = [make_run("cpu", 100.0), make_run("mps", 450.0, created="2026-01-01T00:01:00+00:00")]
     path = tmp_path / "runs.json"
-    export_json(runs, path, [c.to_dict() for c in compare(runs)])
+    export_json(runs, path)
     doc = json.loads(path.read_text())
     assert doc["runs"][0]["steps"] == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}, {"step": 3, "loss": 1.0}]
     assert doc["comparisons"][0]["devices"][1]["speedup_vs_cpu"] == pytest.approx(4.5)

@@ -6,7 +6,9 @@ import pytest
 
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import CSV_COLUMNS, RunResult, export_csv
+from mpsstudio.engine.columns import CSV_COLUMNS
+from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.runfiles import export_csv
 
 
 def make_run(device="cpu", sps=100.0, status="finished", created="2026-01-01T00:00:00+00:00", error=""):
@@ -39,7 +41,7 @@ def test_one_row_per_run_with_speedups(tmp_path):
     assert float(rows[1]["val_accuracy_percent"]) == pytest.approx(97.8)
     assert int(rows[1]["peak_memory_bytes"]) == 1288490188
     assert rows[1]["machine"] == "Apple M2 Pro, macOS 14.5" and rows[1]["id"] == mps.id
-    assert not (tmp_path / "runs.csv.tmp").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.csv"]  # no temporary file left beside it
 
 
 def test_given_speedups_win(tmp_path):

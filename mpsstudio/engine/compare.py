@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .results import RunResult
@@ -19,9 +20,13 @@ class Comparison:
     def config(self):
         return self.runs[0].config
 
-    def title(self) -> str:
+    def title(self, sep: str = ", ") -> str:
+        """"resnet18 on cifar10, batch 128, fp32" (", inference" for inference runs)."""
         c = self.config
-        return f"{c.model} on {c.dataset}, batch {c.batch_size}, {c.precision}, {c.mode}"
+        parts = [f"{c.model} on {c.dataset}", f"batch {c.batch_size}", c.precision]
+        if c.mode != "train":
+            parts.append(c.mode)
+        return sep.join(parts)
 
     def to_dict(self) -> dict:
         c = self.config
@@ -68,3 +73,8 @@ def compare(results: list[RunResult]) -> list[Comparison]:
         runs.sort(key=lambda r: (r.config.device != "cpu", r.config.device, r.machine))
         out.append(Comparison(runs, baseline, {r.id: speedup(r, baseline) for r in runs}))
     return out
+
+
+def speedup_map(comparisons: Iterable[Comparison]) -> dict[str, float | None]:
+    """Run id -> speedup vs CPU, over all the given comparisons."""
+    return {run_id: value for c in comparisons for run_id, value in c.speedups.items()}

@@ -7,7 +7,6 @@ the data resident on the device); image folders are decoded lazily. Normalisatio
 
 from __future__ import annotations
 
-import math
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,8 +19,9 @@ import torchvision.datasets as tvd
 from . import downloads, paths
 from .config import DEFAULT_DATASET
 from .errors import UserError
-from ..formatting import plural
+from .formatting import fmt_bytes, plural
 from .folder import FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
+from .shapes import SHAPE_CLASSES, SHAPES_SEED, SHAPES_SIDE, SHAPES_TRAIN, SHAPES_VAL, generate_shapes
 from .spec import DataSpec
 
 __all__ = [
@@ -34,23 +34,46 @@ Progress = Callable[[str, float], None]
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """A dataset that can be chosen by name."""
+    """A dataset that can be chosen by name, with what it holds as plain fields (front ends show these)."""
 
     name: str
-    description: str
+    what: str  # a few words: "handwritten digits"
     source: str  # "generated", "download" or "folder"
+    spec: DataSpec | None = None  # None: shaped like the model's input (synthetic)
+    train_size: int | None = None  # samples; None when it depends on the run
+    val_size: int | None = None
+    download_bytes: int | None = None  # the download on first use; None when nothing is downloaded
+    note: str = ""
+
+    @property
+    def description(self) -> str:
+        """One line, e.g. "handwritten digits, 1x28x28, 10 classes, 60,000 + 10,000 images (11.1 MiB download)"."""
+        parts = [self.what]
+        if self.spec is not None:
+            parts.append(f"{self.spec.channels}x{self.spec.height}x{self.spec.width}, {self.spec.num_classes} classes")
+        if self.train_size is not None:
+            parts.append(f"{self.train_size:,} + {self.val_size or 0:,} images")
+        text = ", ".join(parts)
+        if self.download_bytes:
+            text += f" ({fmt_bytes(self.download_bytes)} download)"
+        return text + (f"; {self.note}" if self.note else "")
 
 
+def _image_spec(channels: int, side: int, classes: int = 10) -> DataSpec:
+    return DataSpec("image", classes, channels=channels, height=side, width=side)
+
+
+_SPECS = {"shapes": _image_spec(1, SHAPES_SIDE, len(SHAPE_CLASSES)), "mnist": _image_spec(1, 28),
+          "fashion_mnist": _image_spec(1, 28), "cifar10": _image_spec(3, 32)}
 _DATASETS = (
-    DatasetInfo("synthetic", "random images or tokens shaped for the model: pure compute, no learning", "generated"),
-    DatasetInfo("shapes", "10 kinds of drawn shapes, 1x28x28 grayscale, 6,000 + 1,000 images; offline, "
-                          "learns in seconds (the default)", "generated"),
-    DatasetInfo("mnist", "handwritten digits, 1x28x28 grayscale, 60,000 + 10,000 images (11 MB download)",
-                "download"),
-    DatasetInfo("fashion_mnist", "clothing photos, 1x28x28 grayscale, 60,000 + 10,000 images (30 MB download)",
-                "download"),
-    DatasetInfo("cifar10", "small colour photos, 3x32x32, 10 classes, 50,000 + 10,000 images (163 MB download)",
-                "download"),
+    DatasetInfo("synthetic", "random images or tokens shaped for the model", "generated",
+                note="pure compute, no learning"),
+    DatasetInfo("shapes", "10 kinds of drawn shapes", "generated", _SPECS["shapes"], SHAPES_TRAIN, SHAPES_VAL,
+                note="offline, learns in seconds (the default)"),
+    # download sizes: the published sizes of the .gz / .tar.gz archives torchvision fetches, added up
+    DatasetInfo("mnist", "handwritten digits", "download", _SPECS["mnist"], 60_000, 10_000, 11_594_722),
+    DatasetInfo("fashion_mnist", "clothing photos", "download", _SPECS["fashion_mnist"], 60_000, 10_000, 30_878_645),
+    DatasetInfo("cifar10", "small colour photos", "download", _SPECS["cifar10"], 50_000, 10_000, 170_498_071),
 )
 _ALIASES = {"fashionmnist": "fashion_mnist", "fmnist": "fashion_mnist", "cifar_10": "cifar10"}
 
@@ -133,95 +156,12 @@ def _load_synthetic(model_spec: DataSpec | None, size: int, seed: int) -> Loaded
 
 # ---------------------------------------------------------------------------------------------- shapes
 
-SHAPE_CLASSES = ["circle", "ring", "square", "hollow square", "triangle", "plus", "cross",
-                 "horizontal bars", "vertical bars", "diagonal line"]
-_SHAPES_SEED = 20240607  # fixed: the shapes data never changes with the run seed
-_SHAPES_TRAIN, _SHAPES_VAL, _SIDE = 6000, 1000, 28
-
-
-def _box(u: np.ndarray, v: np.ndarray, half_u, half_v) -> np.ndarray:
-    """Signed distance (in pixels, negative inside) to an axis-aligned box."""
-    return np.maximum(np.abs(u) - half_u, np.abs(v) - half_v)
-
-
-def _plus(u, v, size, thick):
-    return np.minimum(_box(u, v, size, thick / 2), _box(u, v, thick / 2, size))
-
-
-def _bars(u, v, size, thick):
-    gap = np.maximum(size * 0.75, thick + 1.5)
-    bars = [_box(u, v + k * gap, size, thick / 2) for k in (-1, 0, 1)]
-    return np.minimum(np.minimum(bars[0], bars[1]), bars[2])
-
-
-def _rotate(u, v, angle):
-    c, s = np.cos(angle), np.sin(angle)
-    return c * u + s * v, -s * u + c * v
-
-
-def _shape_distance(label: int, u, v, size, thick, tilt) -> np.ndarray:
-    """Signed distance to shape `label` in its own frame (u right, v down), per sample."""
-    if label == 0:
-        return np.sqrt(u * u + v * v) - size
-    if label == 1:
-        return np.abs(np.sqrt(u * u + v * v) - 0.85 * size) - thick / 2
-    if label == 2:
-        return _box(u, v, 0.8 * size, 0.8 * size)
-    if label == 3:
-        return np.abs(_box(u, v, 0.8 * size, 0.8 * size)) - thick / 2
-    if label == 4:  # upward triangle as three half-planes
-        r = 0.55 * size
-        return np.maximum(np.maximum(v - r, 0.866 * u - 0.5 * v - r), -0.866 * u - 0.5 * v - r)
-    if label == 5:
-        return _plus(u, v, size, thick)
-    if label == 6:
-        return _plus(*_rotate(u, v, np.float32(math.pi / 4)), size, thick)
-    if label == 7:
-        return _bars(u, v, size, thick)
-    if label == 8:
-        return _bars(v, u, size, thick)
-    return _box(*_rotate(u, v, tilt), 1.1 * size, thick / 2)  # one diagonal line, either way
-
-
-def generate_shapes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """n random shape images (uint8 (n,1,28,28)) and balanced labels, drawn with vectorised numpy ops.
-
-    Position, size, thickness, rotation, brightness, background and noise vary, so a linear model
-    does not solve it but a small MLP learns it in a couple of epochs. (numpy, single-threaded, is
-    faster than torch here on a busy machine.)
-    """
-    rng = np.random.default_rng(seed)
-
-    def uniform(lo: float, hi: float) -> np.ndarray:
-        return rng.uniform(lo, hi, (n, 1, 1)).astype(np.float32)
-
-    y = rng.permutation(n) % len(SHAPE_CLASSES)
-    size, thick = uniform(6.0, 10.0), uniform(1.5, 3.5)
-    centre = (_SIDE - 1) / 2
-    wander = 0.35 * (centre - size - 1.5)
-    cx, cy = centre + uniform(-1, 1) * wander, centre + uniform(-1, 1) * wander
-    angle = uniform(-0.25, 0.25)
-    tilt = np.where(uniform(0, 1) < 0.5, np.float32(math.pi / 4), np.float32(-math.pi / 4)) + angle
-    fg, bg, noise = uniform(0.55, 1.0), uniform(0.0, 0.2), uniform(0.02, 0.12)
-    grid = np.arange(_SIDE, dtype=np.float32)
-    u, v = _rotate(grid.reshape(1, 1, -1) - cx, grid.reshape(1, -1, 1) - cy, angle)
-    ink = np.empty((n, _SIDE, _SIDE), dtype=np.float32)
-    for label in range(len(SHAPE_CLASSES)):
-        idx = np.flatnonzero(y == label)
-        d = _shape_distance(label, u[idx], v[idx], size[idx], thick[idx], tilt[idx])
-        ink[idx] = np.clip(0.5 - d, 0, 1)  # one pixel of anti-aliased edge
-    img = bg + (fg - bg) * ink + noise * rng.standard_normal((n, _SIDE, _SIDE), dtype=np.float32)
-    x = np.rint(np.clip(img, 0, 1) * 255).astype(np.uint8)
-    return torch.from_numpy(x).unsqueeze(1), torch.from_numpy(y.astype(np.int64))
-
-
 def _load_shapes() -> LoadedDataset:
-    train = TensorSamples(*generate_shapes(_SHAPES_TRAIN, _SHAPES_SEED))
-    val = TensorSamples(*generate_shapes(_SHAPES_VAL, _SHAPES_SEED + 1))
+    train = TensorSamples(*generate_shapes(SHAPES_TRAIN, SHAPES_SEED))
+    val = TensorSamples(*generate_shapes(SHAPES_VAL, SHAPES_SEED + 1))
     pixels = train.x.float().div_(255)
     mean, std = round(pixels.mean().item(), 4), round(pixels.std().item(), 4)
-    spec = DataSpec("image", len(SHAPE_CLASSES), channels=1, height=_SIDE, width=_SIDE)
-    return LoadedDataset("shapes", spec, train, val, list(SHAPE_CLASSES), (mean,), (std,), [])
+    return LoadedDataset("shapes", _SPECS["shapes"], train, val, list(SHAPE_CLASSES), (mean,), (std,), [])
 
 
 # ---------------------------------------------------------------------------------------------- MNIST family
@@ -376,8 +316,7 @@ def _load_cifar10(root: Path, download: bool, progress: Progress | None) -> Load
     except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError, OSError) as err:
         raise UserError(f"The CIFAR-10 file {current} is damaged or not a CIFAR-10 batch ({err}); "
                         f"delete {folder} and try again.") from err
-    spec = DataSpec("image", len(classes), channels=3, height=32, width=32)
-    return LoadedDataset("cifar10", spec, parts[0], parts[1], classes, _CIFAR_MEAN, _CIFAR_STD, notes)
+    return LoadedDataset("cifar10", _SPECS["cifar10"], parts[0], parts[1], classes, _CIFAR_MEAN, _CIFAR_STD, notes)
 
 
 # ---------------------------------------------------------------------------------------------- folders

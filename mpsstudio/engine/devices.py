@@ -16,9 +16,9 @@ from functools import lru_cache
 import psutil
 import torch
 
-from mpsstudio.engine.errors import UserError
+from .config import PRECISIONS
+from .errors import UserError
 
-PRECISIONS = ("fp32", "fp16", "bf16")
 MPS_MIN_MACOS = (12, 3)
 
 

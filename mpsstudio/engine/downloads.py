@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .errors import UserError
+from .files import atomic_path
 
 Progress = Callable[[str, float], None]
 
@@ -32,22 +33,6 @@ _NETWORK_ERRORS = (urllib.error.URLError, socket.timeout, ConnectionError, http.
 
 class _ChecksumMismatch(Exception):
     pass
-
-
-def md5sum(path: Path) -> str:
-    """The md5 hex digest of a file, read in chunks."""
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _temp_path(dest: Path) -> Path:
-    """A fresh temporary file next to dest (same file system, so os.replace is atomic)."""
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    os.close(fd)
-    return Path(name)
 
 
 def _report(progress: Progress | None, message: str, fraction: float, span: tuple[float, float]) -> None:
@@ -90,10 +75,9 @@ def download(urls: Sequence[str], dest: Path, *, md5: str | None, label: str, wh
     dest.parent.mkdir(parents=True, exist_ok=True)
     failure: str | None = None
     for url in urls:
-        part = _temp_path(dest)
         try:
-            _fetch(url, part, md5, label, progress, span)
-            os.replace(part, dest)
+            with atomic_path(dest) as part:
+                _fetch(url, part, md5, label, progress, span)
             _report(progress, f"Downloaded {label}: {dest.name}", 1.0, span)
             return dest
         except _ChecksumMismatch:
@@ -111,8 +95,6 @@ def download(urls: Sequence[str], dest: Path, *, md5: str | None, label: str, wh
         except OSError as err:
             raise UserError(f"Could not save {label} to {dest.parent} ({err.strerror or err}); "
                             "free some disk space or check the folder's permissions.") from err
-        finally:
-            part.unlink(missing_ok=True)
     if failure == "checksum":
         raise UserError(f"The downloaded {label} file {dest.name} was damaged (checksum mismatch); "
                         f"try again, or put the files in {where}.")
@@ -124,15 +106,11 @@ def download(urls: Sequence[str], dest: Path, *, md5: str | None, label: str, wh
 
 def extract_gzip(src: Path, dest: Path, label: str) -> Path:
     """Decompress src (.gz) to dest via a temporary file."""
-    part = _temp_path(dest)
     try:
-        with gzip.open(src, "rb") as f_in, open(part, "wb") as f_out:
+        with atomic_path(dest) as part, gzip.open(src, "rb") as f_in, open(part, "wb") as f_out:
             shutil.copyfileobj(f_in, f_out, CHUNK)
-        os.replace(part, dest)
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise UserError(f"The {label} file {src} is damaged ({err}); delete it and try again.") from err
-    finally:
-        part.unlink(missing_ok=True)
     return dest
 
 

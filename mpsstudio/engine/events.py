@@ -21,6 +21,8 @@ class Started:
     total_steps: int  # warm-up steps included
     warmup_steps: int
     notes: list[str] = field(default_factory=list)
+    run_index: int = 1  # this run's place among the configs run together (a comparison), from 1
+    run_count: int = 1
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Window:
     steps_done: int
     total_steps: int
     elapsed_s: float  # since the run started (setup excluded)
+    eta_s: float | None  # estimated time left: the steps left at the pace of every step since warm-up, validation included
 
 
 @dataclass

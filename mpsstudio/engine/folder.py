@@ -17,8 +17,9 @@ import torch
 from PIL import Image
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from ..formatting import plural
 from .errors import UserError
+from .formatting import plural
+from .spec import DataSpec
 
 MAX_DEFAULT_SIDE = 224
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"})
@@ -61,6 +62,11 @@ class FolderReport:
         if others:
             colour += f" (converted from {', '.join(others)})"
         return f"{len(self.classes)} classes, {images}, {size}, {colour}"
+
+    def spec(self, image_size: int | None = None) -> DataSpec:
+        """The samples this folder gives when decoded at image_size x image_size (None: its own target size)."""
+        w, h = (image_size, image_size) if image_size else self.target_size
+        return DataSpec("image", len(self.classes), channels=self.channels, height=h, width=w)
 
     @property
     def skipped_note(self) -> str | None:

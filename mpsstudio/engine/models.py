@@ -17,21 +17,19 @@ show ``user_model_warning(path)`` once before using one.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import math
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.spec import DataSpec
+from .errors import UserError
+from .spec import DataSpec
+from .user_models import USER_MODEL_WARNING, build_user_model, user_model_path, user_model_warning
 
-USER_MODEL_WARNING = "Loading {path} runs the Python code in it; only use files you trust."
+__all__ = ["USER_MODEL_WARNING", "ModelInfo", "build_model", "count_parameters", "get_model_info", "input_spec_for",
+           "list_models", "parameter_count", "user_model_warning"]
 
 _IMAGE = "image"
 _TOKENS = "tokens"
@@ -322,17 +320,9 @@ _REGISTRY: dict[str, _Entry] = {
     ]
 }
 
-_module_counter = itertools.count()
-
-
 def list_models() -> list[ModelInfo]:
     """All built-in models, in a stable order from small to large families."""
     return [entry.info for entry in _REGISTRY.values()]
-
-
-def user_model_warning(path: str) -> str:
-    """The warning a front end prints once before loading the user's model file at ``path``."""
-    return USER_MODEL_WARNING.format(path=path)
 
 
 def get_model_info(name: str) -> ModelInfo:
@@ -340,7 +330,7 @@ def get_model_info(name: str) -> ModelInfo:
     entry = _REGISTRY.get(name.strip().lower())
     if entry is not None:
         return entry.info
-    path = _user_model_path(name)
+    path = user_model_path(name, _unknown_model)
     return ModelInfo(
         name=name,
         description=f"Your model from {path.name} (its build_model(num_classes, input_shape)).",
@@ -372,7 +362,7 @@ def build_model(name: str, data_spec: DataSpec) -> nn.Module:
     spec = input_spec_for(name, data_spec)  # a no-op for a spec that already came from it
     entry = _REGISTRY.get(name.strip().lower())
     if entry is None:
-        return _build_user_model(_user_model_path(name), spec)
+        return build_user_model(user_model_path(name, _unknown_model), spec)
     return entry.build(spec)
 
 
@@ -418,58 +408,3 @@ def _unknown_model(name: str) -> UserError:
         f"Unknown model '{name}'; choose one of: {choices} or give the path to a .py file "
         "that defines build_model(num_classes, input_shape)."
     )
-
-
-def _user_model_path(name: str) -> Path:
-    """The user's model file named by ``name``, or a UserError saying why it cannot be one."""
-    path = Path(name).expanduser()
-    if path.suffix.lower() != ".py":
-        if path.is_file():
-            raise UserError(f"Model file '{name}' is not a .py file; give a Python file that defines build_model.")
-        raise _unknown_model(name)
-    if not path.exists():
-        raise UserError(f"Model file '{name}' was not found; check the path.")
-    if not path.is_file():
-        raise UserError(f"Model file '{name}' is not a file; give the path to a .py file.")
-    return path
-
-
-def _one_line(error: BaseException) -> str:
-    """An exception as 'Type: message' on one line, cut short if long."""
-    text = " ".join(str(error).split())
-    text = text if len(text) <= 200 else text[:197] + "..."
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
-def _load_user_module(path: Path) -> object:
-    """Import the user's file under a fresh, unique module name (so edits are picked up each time)."""
-    module_name = f"mpsstudio_user_model_{next(_module_counter)}"
-    try:
-        module_spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module  # dataclasses and pickling look the module up here
-        module_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as error:
-        sys.modules.pop(module_name, None)
-        raise UserError(f"Model file '{path}' failed to load ({_one_line(error)}); fix the file and try again.") from error
-    return module
-
-
-def _build_user_model(path: Path, spec: DataSpec) -> nn.Module:
-    """Run the user's build_model(num_classes, input_shape) and check it returned a module."""
-    module = _load_user_module(path)
-    build = getattr(module, "build_model", None)
-    if not callable(build):
-        raise UserError(
-            f"Model file '{path}' has no build_model(num_classes, input_shape) function; "
-            "define one that returns a torch.nn.Module."
-        )
-    try:
-        model = build(spec.num_classes, spec.sample_shape)
-    except (Exception, SystemExit) as error:
-        raise UserError(f"build_model in '{path}' raised {_one_line(error)}; fix the function and try again.") from error
-    if not isinstance(model, nn.Module):
-        raise UserError(
-            f"build_model in '{path}' returned {type(model).__name__}, not a torch.nn.Module; return the model."
-        )
-    return model

@@ -1,20 +1,18 @@
-"""RunResult: what one run measured, plus its config and environment; JSON export and validated import."""
+"""RunResult: what one run measured, plus its config and environment, and its validation when read back.
+
+Writing and reading run files (JSON, CSV) lives in runfiles.py."""
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from .config import RunConfig
 from .errors import UserError
 
 STATUSES = ("finished", "failed", "cancelled")
-JSON_FORMAT = "mpsstudio.runs"
-JSON_VERSION = 1
 
 
 def new_run_id() -> str:
@@ -108,90 +106,3 @@ class RunResult:
 
 def _json_float(v: float):
     return v if math.isfinite(v) else None
-
-
-def export_json(results: list[RunResult], path: str | Path, comparisons: list[dict] | None = None) -> None:
-    """Write runs (and their comparisons) to a JSON file: never pickle, readable anywhere."""
-    doc = {
-        "format": JSON_FORMAT,
-        "version": JSON_VERSION,
-        "runs": [r.to_dict() for r in results],
-        "comparisons": comparisons if comparisons is not None else [],
-    }
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
-    tmp.replace(path)
-
-
-def import_json(path: str | Path) -> list[RunResult]:
-    """Read runs exported by MPS Studio (the CLI's --json or the app's export); imported runs are marked as such."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path} does not exist; choose a JSON file exported by MPS Studio.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}); choose a JSON file exported by MPS Studio.") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path.name} is not valid JSON (line {exc.lineno}); choose a file exported by MPS Studio.") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
-        raise UserError(f"{path.name} has no list of runs; choose a file exported by MPS Studio.")
-    results = []
-    for i, item in enumerate(doc["runs"]):
-        r = RunResult.from_dict(item, where=f"{path.name} (run {i + 1})")
-        r.origin = "imported"
-        results.append(r)
-    return results
-
-
-CSV_COLUMNS = (
-    "time", "machine", "origin", "device", "model", "dataset", "batch", "precision", "samples_per_s",
-    "samples_per_s_iqr", "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
-    "peak_memory_bytes", "status", "error", "id",
-)
-
-
-def export_csv(results: list[RunResult], path: str | Path, speedups: dict[str, float | None] | None = None) -> None:
-    """Write one row per run, the results table's columns as plain numbers, for spreadsheets.
-
-    `speedups` (run id -> speedup vs CPU) defaults to the comparisons found among `results` themselves.
-    """
-    import contextlib
-    import csv
-    import io
-
-    if speedups is None:
-        from .compare import compare
-
-        speedups = {k: v for c in compare(results) for k, v in c.speedups.items()}
-
-    def cell(v):
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            return ""
-        return v
-
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for r in results:
-        s, c = r.summary, r.config
-        acc = s.get("val_accuracy")
-        writer.writerow([cell(v) for v in (
-            r.created_at, r.machine, r.origin, c.device, c.model, c.dataset, c.batch_size, c.precision,
-            s.get("samples_per_s"), s.get("samples_per_s_iqr"), speedups.get(r.id), s.get("warmup_s"),
-            s.get("s_per_epoch"), s.get("final_loss"), None if acc is None else 100 * acc, s.get("peak_memory"),
-            r.status, r.error, r.id,
-        )])
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(buf.getvalue(), encoding="utf-8", newline="")
-        tmp.replace(path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise UserError(f"{path.name} cannot be written ({exc.strerror or exc.__class__.__name__}); "
-                        "choose another folder.") from None

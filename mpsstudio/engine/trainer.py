@@ -1,9 +1,12 @@
-"""The run loop: one path for the GUI and the CLI, measured by the rules in DESIGN.md.
+"""The run loop: one path for the GUI and the CLI, measured by the rules in docs/architecture.md.
 
 - warm-up steps are timed apart and never counted in throughput;
 - the device is synchronized before every clock read;
 - losses stay on the device and are fetched once per window (~0.1 s of work), never per step;
 - throughput = samples in a window / synchronized window time; summary = median and IQR over windows.
+
+About 430 lines, on purpose: every clock read, sync and fetch of a run is in this one file, so a reader can
+check the measurement rules (docs/architecture.md) in one place.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
 from .events import Ended, EpochEnd, Event, Started, Warmup, Window
+from .formatting import error_line
 from .results import RunResult
 
 # Largest image folder the 'resident' option will decode into device memory.
@@ -49,10 +53,11 @@ _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         should_stop: Callable[[], bool] | None = None, device: devices.Device | None = None,
         data: datasets.LoadedDataset | None = None,
-        progress: Callable[[str, float], None] | None = None) -> RunResult:
+        progress: Callable[[str, float], None] | None = None, position: tuple[int, int] = (1, 1)) -> RunResult:
     """Run one config to its end and return the result; every outcome (also failure) ends with an Ended event.
 
-    `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons).
+    `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons);
+    `position` is (this run, of how many) when several configs run together (session.run_configs).
     `should_stop` is polled once per measurement window.
     """
     result = RunResult(config=config)
@@ -61,6 +66,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     loop = None
     try:
         loop = _RunLoop(config, result, emit, stop, device, data, progress)
+        loop.position = position
         with _global_settings(config) as flushing:
             loop.flush_denormal = flushing
             loop.execute()
@@ -76,7 +82,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
                         f"(now {config.lr:g}) or use fp32 precision.")
     except _DataError as exc:
         result.status = "failed"
-        result.error = f"Reading the training data failed ({_first_line(exc.__cause__ or exc)}); check the dataset's files."
+        result.error = f"Reading the training data failed ({error_line(exc.__cause__ or exc, with_type=False)}); check the dataset's files."
     except Exception as exc:  # every other failure still ends as a recorded run with one sentence
         result.status, result.error = "failed", explain_failure(exc, config)
     finally:
@@ -94,14 +100,9 @@ def load_data(config: RunConfig, progress: Callable[[str, float], None] | None =
                                  seed=config.seed, progress=progress)
 
 
-def failed_result(config: RunConfig, error: str) -> RunResult:
-    """A run that could not start (its data failed to load, say), recorded like any other failure."""
-    return RunResult(config=config, status="failed", error=error)
-
-
 def explain_failure(exc: BaseException, config: RunConfig) -> str:
     """One sentence for an exception raised by PyTorch during a run."""
-    msg = _first_line(exc)
+    msg = error_line(exc, with_type=False)
     if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in msg.lower():
         smaller = max(1, config.batch_size // 2)
         return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
@@ -112,12 +113,6 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
         return (f"{name} is not supported on MPS by this PyTorch; set PYTORCH_ENABLE_MPS_FALLBACK=1 before "
                 f"starting MPS Studio to run it on the CPU (slower), or pick another model.")
     return f"The run stopped with an error: {type(exc).__name__}: {msg}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= 300 else line[:297] + "..."
 
 
 @contextmanager
@@ -159,6 +154,7 @@ class _RunLoop:
         self.train_size = 0
         self.dataset_summary = ""
         self.flush_denormal = False
+        self.position = (1, 1)
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -227,7 +223,8 @@ class _RunLoop:
             self.warm = min(cfg.warmup_steps, self.total - 1)
         self.emit(Started(run_id=self.result.id, config=cfg.to_dict(), env=env, device=dev.to_dict(),
                           dataset=self.dataset_summary, parameters=self.parameters, total_steps=self.total,
-                          warmup_steps=self.warm, notes=list(data.notes)))
+                          warmup_steps=self.warm, notes=list(data.notes), run_index=self.position[0],
+                          run_count=self.position[1]))
 
     def _optimizer(self, model):
         cfg = self.config
@@ -320,7 +317,10 @@ class _RunLoop:
             else:
                 n = len(win_losses)
                 target = max(1, min(cap, round(cfg.window_s * n / seconds) if seconds > 0 else cap))
-                self._record_window(first, values, seconds, win_wait, step, now - run_start)
+                spent = now - warm_end  # validation included, so the estimate covers it too
+                done = step - self.warm
+                eta = spent / done * (self.total - step) if done > 0 else None
+                self._record_window(first, values, seconds, win_wait, step, now - run_start, eta)
             win_losses, win_wait = [], 0.0
             if epoch_end:
                 epoch += 1
@@ -358,7 +358,7 @@ class _RunLoop:
                 raise _NonFinite(first + i, v)
         return values
 
-    def _record_window(self, first, values, seconds, wait, step, elapsed) -> None:
+    def _record_window(self, first, values, seconds, wait, step, elapsed, eta) -> None:
         reading = self.device.memory()
         in_use = self.device.in_use(reading)
         self.peak_memory = max(self.peak_memory, in_use, reading.get("peak_allocated", 0))
@@ -369,7 +369,8 @@ class _RunLoop:
                              "samples_per_s": sps, "data_wait_s": wait, "memory": in_use})
         self.emit(Window(index=len(self.windows) - 1, first_step=first, losses=values, seconds=seconds,
                          samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
-                         memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed))
+                         memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
+                         eta_s=eta))
 
     def _validate(self) -> tuple[float, float] | None:
         """Validation loss and accuracy, summed on the device and fetched once."""

@@ -1,6 +1,9 @@
 """The main window: setup sidebar, live plots, results; menus, shortcuts, drag and drop, run lifecycle.
 
-It is a thin view over the engine: runs go through RunWorker -> engine.trainer.run; nothing is measured here.
+It is a thin view over the engine: runs go through RunWorker -> engine.session.run_configs; nothing is measured
+or estimated here (progress and time left come with the engine's events).
+About 500 lines, on purpose: the window's wiring (menus, run lifecycle, drops, exports, settings, closing)
+in one place; every panel it wires lives in its own module.
 """
 
 from __future__ import annotations
@@ -8,58 +11,28 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog, QFrame, QHBoxLayout, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter,
-    QToolButton, QVBoxLayout, QWidget,
+    QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter,
+    QVBoxLayout, QWidget,
 )
 
 from ..engine.config import RunConfig
 from ..engine.errors import UserError
 from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
+from ..engine.formatting import fmt_duration, fmt_rate
 from ..engine.store import RunStore
+from .banner import Banner
 from .plots import LivePlots
+from .settings import settings
 from .results_panel import ResultsPanel
 from .setup_panel import SetupPanel
 from .worker import CatalogLoader, FolderChecker, RunWorker
 
 STOP_WAIT_MS = 2000
-
-
-class Banner(QFrame):
-    """One sentence shown inline above the plots (drop results, load errors); never a modal dialog."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setObjectName("banner")
-        self.setFrameShape(QFrame.StyledPanel)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        close = QToolButton()
-        close.setText("✕")
-        close.setAutoRaise(True)
-        close.setToolTip("Dismiss")
-        close.clicked.connect(self.hide)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(close)
-        self.hide()
-
-    def show_message(self, text: str, warning: bool = False) -> None:
-        self.label.setText(text)
-        pal = self.palette()
-        accent = "#c0392b" if warning else pal.highlight().color().name()
-        self.setStyleSheet(f"#banner {{ border: 1px solid {accent}; border-radius: 6px; }}")
-        self.show()
-
-    def text(self) -> str:
-        return self.label.text() if self.isVisible() else ""
 
 
 class MainWindow(QMainWindow):
@@ -77,9 +50,7 @@ class MainWindow(QMainWindow):
         self.checkers: list[FolderChecker] = []
         self._pending_folder: str | None = None
         self.run_ended: list = []
-        self._run_started_at = 0.0
-        self._run_index = 0
-        self._run_count = 0
+        self.rejected = ""  # the sentence when the last setup could not run at all
         self._epochs: dict[str, tuple[int, int]] = {}
 
         self.store = store
@@ -204,10 +175,10 @@ class MainWindow(QMainWindow):
     def _on_catalog(self, catalog: dict) -> None:
         self.catalog = catalog
         self.setup.set_catalog(catalog["models"], catalog["datasets"], catalog["devices"])
-        last = QSettings().value("run/last_config")
+        last = settings().value("run/last_config")
         if last and not self.demo:
             try:
-                devices = json.loads(QSettings().value("run/last_devices") or "null")
+                devices = json.loads(settings().value("run/last_devices") or "null")
                 self.setup.apply_config(RunConfig.from_dict(json.loads(last)), devices)
             except (ValueError, TypeError):
                 pass
@@ -242,14 +213,15 @@ class MainWindow(QMainWindow):
         prefs = Preferences.load()
         for cfg in configs:
             prefs.apply(cfg)
-        QSettings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
-        QSettings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
+        settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
+        settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
         self.plots.clear()
         self.run_ended = []
-        self._run_index, self._run_count = 0, len(configs)
+        self.rejected = ""
         self.worker = RunWorker(configs, self)
         self.worker.event.connect(self._on_event)
         self.worker.progress.connect(self._on_download)
+        self.worker.rejected.connect(self._on_rejected)
         self.worker.all_done.connect(self._on_all_done)
         self._set_running(True)
         self.say("Loading the dataset…")
@@ -277,8 +249,6 @@ class MainWindow(QMainWindow):
 
     def _on_event(self, event) -> None:
         if isinstance(event, Started):
-            self._run_index += 1
-            self._run_started_at = time.perf_counter()
             device = event.config["device"]
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:
@@ -286,7 +256,7 @@ class MainWindow(QMainWindow):
             self.plots.start_run(event.run_id, device, event.warmup_steps)
             self.progress.setRange(0, max(1, event.total_steps))
             self.progress.setValue(0)
-            where = f"run {self._run_index} of {self._run_count}: " if self._run_count > 1 else ""
+            where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
             self.run_label.setText(f"{where}{device}")
             self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
             for note in event.notes:
@@ -294,13 +264,13 @@ class MainWindow(QMainWindow):
         elif isinstance(event, Warmup):
             self.plots.add_warmup(self._current_id(), event.losses)
             self.progress.setValue(event.steps)
-            self.say(f"Warm-up took {event.seconds:.2f} s; measuring…")
+            self.say(f"Warm-up took {fmt_duration(event.seconds)}; measuring…")
         elif isinstance(event, Window):
             self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
                                   event.memory)
             self.progress.setValue(event.steps_done)
-            left = (event.total_steps - event.steps_done) * event.seconds / max(1, len(event.losses))
-            self.rate_label.setText(f"{event.samples_per_s:,.0f} samples/s · {_eta(left)} left")
+            left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
+            self.rate_label.setText(f"{fmt_rate(event.samples_per_s)} samples/s{left}")
         elif isinstance(event, EpochEnd):
             run_id = self._current_id()
             epochs, total = self._epochs.get(run_id, (0, 0))
@@ -327,13 +297,19 @@ class MainWindow(QMainWindow):
         device = result.config.device
         if result.status == "finished":
             sps = result.summary.get("samples_per_s")
-            self.say(f"{device}: finished, {sps:,.0f} samples/s (median of {result.summary.get('windows')} "
+            self.say(f"{device}: finished, {fmt_rate(sps)} samples/s (median of {result.summary.get('windows')} "
                      f"windows)." if sps else f"{device}: finished.")
         elif result.status == "cancelled":
             self.say(f"{device}: stopped; the run is kept as cancelled.")
         else:
             self.say(f"{device}: {result.error}")
             self.banner.show_message(f"{device}: {result.error}", warning=True)
+
+    def _on_rejected(self, message: str) -> None:
+        """The setup cannot run at all (a dataset that does not load, say): one sentence, nothing recorded."""
+        self.rejected = message
+        self.say(message)
+        self.banner.show_message(message, warning=True)
 
     def _on_all_done(self) -> None:
         worker, self.worker = self.worker, None
@@ -343,8 +319,9 @@ class MainWindow(QMainWindow):
         self._set_running(False)
         self.plots.redraw()
         if self.demo:
-            failed = [r for r in self.run_ended if r.status != "finished"]
-            self._finish_demo(1 if failed else 0, "; ".join(f"{r.config.device}: {r.error}" for r in failed))
+            failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
+            failed += [self.rejected] if self.rejected else []
+            self._finish_demo(1 if failed else 0, "; ".join(failed))
 
     def _finish_demo(self, code: int, message: str = "") -> None:
         self.exit_code = code
@@ -406,9 +383,8 @@ class MainWindow(QMainWindow):
             checker.deleteLater()
 
     def _on_folder_ok(self, path: str, report) -> None:
-        summary = report.summary()
-        self.setup.add_folder_dataset(path, summary)
-        self.banner.show_message(f"{Path(path).name}: {summary}. Selected as the dataset.")
+        self.setup.add_folder_dataset(path, report)
+        self.banner.show_message(f"{Path(path).name}: {report.summary()}. Selected as the dataset.")
 
     def _on_folder_rejected(self, path: str, message: str) -> None:
         self.banner.show_message(message, warning=True)
@@ -486,7 +462,7 @@ class MainWindow(QMainWindow):
     def _restore_settings(self) -> None:
         if self.demo:  # a demo looks the same every time
             return
-        s = QSettings()
+        s = settings()
         geometry = s.value("window/geometry")
         if geometry is not None:
             self.restoreGeometry(geometry)
@@ -498,7 +474,7 @@ class MainWindow(QMainWindow):
     def _save_settings(self) -> None:
         if self.demo:
             return
-        s = QSettings()
+        s = settings()
         s.setValue("window/geometry", self.saveGeometry())
         s.setValue("window/main_split", self.main_split.saveState())
         s.setValue("window/right_split", self.right_split.saveState())
@@ -531,11 +507,3 @@ def mps_fallback_note() -> str:
     if value == "1":
         return "CPU fallback for MPS: on (PYTORCH_ENABLE_MPS_FALLBACK=1 was set before launch)"
     return "CPU fallback for MPS: off (an operation MPS lacks stops the run)"
-
-
-def _eta(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

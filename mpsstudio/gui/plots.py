@@ -1,8 +1,10 @@
 """Live loss, throughput and memory plots of runs as they stream in from the engine.
 
-Data is appended into growing numpy buffers and drawn only from a ~20 Hz timer, and only when something
-changed (DESIGN.md, "Live plotting rules"): a long run costs memory in proportion to its steps, never a
-redraw per step.
+Data is appended into growing numpy buffers (series.py) and drawn only from a timer (REDRAW_INTERVAL_MS,
+2 Hz today), and only when something changed (docs/architecture.md, "Live plots"): a long run costs memory in
+proportion to its steps, never a redraw per step.
+About 480 lines, on purpose: one widget whose three linked plots share their runs, colours and redraw
+budget; its buffers live in series.py.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QKeySequence, QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from .series import GrowingSeries, ema as _ema
+
 __all__ = ["GrowingSeries", "LivePlots"]
+
 
 # 2 Hz. Redrawing competes with the run for the GIL and the cores; measured on the 2-core build machine
 # (mlp on shapes, CPU; benchmarks/gui_penalty.py): 20 Hz cost the run ~25 % of its throughput, 5 Hz ~9 %,
-# 2 Hz ~2 %. DESIGN.md asks for 10-30 Hz; true numbers come first.
+# 2 Hz ~2 %. 10 Hz or more waits for runs in their own process; true numbers come first.
 REDRAW_INTERVAL_MS = 500
 # Drawing may take at most this share of the GUI thread: it competes with the run for cores and for the GIL.
 # Measured (benchmarks/gui_penalty.py, 2-core machine): at 0.33 a CPU run read 10,237 samples/s in the window
@@ -36,69 +41,6 @@ SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this m
 _OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 _OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
 _ENDED_BADLY = ("failed", "cancelled")
-
-
-class GrowingSeries:
-    """An (x, y) series in preallocated float64 buffers that double when full (amortised O(1) appends)."""
-
-    def __init__(self, capacity: int = 1024) -> None:
-        self._x = np.empty(max(1, capacity), dtype=np.float64)
-        self._y = np.empty(max(1, capacity), dtype=np.float64)
-        self._n = 0
-
-    def append(self, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> None:
-        """Append matching x and y values (arrays, lists or scalars)."""
-        xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
-        ys = np.atleast_1d(np.asarray(y, dtype=np.float64))
-        if xs.shape != ys.shape or xs.ndim != 1:
-            raise ValueError(f"x and y must be 1-D and of equal length, got {xs.shape} and {ys.shape}")
-        end = self._n + len(xs)
-        if end > len(self._x):
-            capacity = len(self._x)
-            while capacity < end:
-                capacity *= 2
-            self._x = _resized(self._x, self._n, capacity)
-            self._y = _resized(self._y, self._n, capacity)
-        self._x[self._n:end] = xs
-        self._y[self._n:end] = ys
-        self._n = end
-
-    @property
-    def x(self) -> np.ndarray:
-        """The filled part of the x buffer (a view, not a copy)."""
-        return self._x[: self._n]
-
-    @property
-    def y(self) -> np.ndarray:
-        """The filled part of the y buffer (a view, not a copy)."""
-        return self._y[: self._n]
-
-    @property
-    def capacity(self) -> int:
-        return len(self._x)
-
-    def last_y(self) -> float | None:
-        return float(self._y[self._n - 1]) if self._n else None
-
-    def __len__(self) -> int:
-        return self._n
-
-
-def _resized(buffer: np.ndarray, filled: int, capacity: int) -> np.ndarray:
-    grown = np.empty(capacity, dtype=buffer.dtype)
-    grown[:filled] = buffer[:filled]
-    return grown
-
-
-def _ema(values: np.ndarray, previous: float | None, alpha: float) -> np.ndarray:
-    """Exponential moving average continuing from `previous`; non-finite losses (NaN) are skipped."""
-    out = np.empty(len(values), dtype=np.float64)
-    ema = previous
-    for i, v in enumerate(values.tolist()):
-        if math.isfinite(v):
-            ema = v if ema is None else ema + alpha * (v - ema)
-        out[i] = math.nan if ema is None else ema
-    return out
 
 
 class _StepAxis(pg.AxisItem):

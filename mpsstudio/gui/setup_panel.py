@@ -1,240 +1,64 @@
 """The run setup sidebar: model, dataset, devices and training options, turned into RunConfig objects.
 
+The widgets are built in setup_form.py; this module gives them meaning (catalog, configs, summary).
+
 It is built before torch is imported (disabled, "Loading PyTorch…") and comes alive in set_catalog().
 Torch-side engine modules (models, devices) are imported only inside the methods that need them.
+About 500 lines, on purpose: one widget's behaviour (catalog, folders, model files, configs, summary), whose
+parts share its state; its widgets and small parts are already apart, in setup_form.py and setup_widgets.py.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFont, QPalette, QStandardItemModel, QValidator
-from PySide6.QtWidgets import (
-    QAbstractSpinBox, QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel,
-    QPushButton, QScrollArea, QSizePolicy, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget,
-)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QStyle, QWidget
 
-from ..engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
+from ..engine.config import RunConfig
+from ..engine.formatting import error_line, fmt_bytes, fmt_count, plural
 from ..engine.spec import DataSpec
+from .setup_form import LOADING_TEXT, NO_DEVICE_TIP, PRECISION_TIPS, RUN_TIP, SetupForm
+from .setup_widgets import DeviceRow, run_target
 
-LOADING_TEXT = "Loading PyTorch…"
 MODEL_FILE_WARNING = "⚠︎ Loading a model file runs its code; only choose files you trust."
-NO_DEVICE_TIP = "Check at least one device to run on."
-RUN_TIP = "Run the setup on the checked devices, one after another (⌘R)."
 DEFAULT_STEPS = 200
 
 _CHOOSE_FILE = "\x00choose-model-file"  # item data of the "Choose .py file…" entry
 _FOLDER_ICON = "📁"
 
-# What a named dataset gives, without loading it (the loaders in engine/datasets.py produce these shapes).
-_NAMED_SPECS = {
-    "shapes": DataSpec("image", 10, channels=1, height=28, width=28),
-    "mnist": DataSpec("image", 10, channels=1, height=28, width=28),
-    "fashion_mnist": DataSpec("image", 10, channels=1, height=28, width=28),
-    "cifar10": DataSpec("image", 10, channels=3, height=32, width=32),
-}
-_PRECISION_TITLES = {"fp32": "fp32", "fp16": "fp16 (autocast)", "bf16": "bf16 (autocast)"}
-_PRECISION_TIPS = {
-    "fp32": "Full 32-bit floating point: the reference every device supports.",
-    "fp16": "Mixed precision: matrix work in 16-bit floats (torch.autocast), weights kept in fp32.",
-    "bf16": "Mixed precision with bfloat16 (torch.autocast): fp32's range with half the bits.",
-}
-_OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
-_MODE_TITLES = {"train": "Train", "inference": "Inference"}
-_MODE_TIPS = {"train": "Forward pass, backward pass and optimizer step.",
-              "inference": "Forward passes only, under torch.inference_mode()."}
-
-
-# ----------------------------------------------------------------------------------------------- formatting
-
-
-def human_count(n: int) -> str:
-    """A parameter count as people say it: 831,626 / 1.5 M / 134.3 M / 1.2 B."""
-    if n >= 1_000_000_000:
-        return f"{n / 1e9:,.1f} B"
-    if n >= 1_000_000:
-        return f"{n / 1e6:,.1f} M"
-    return f"{n:,}"
-
-
-def _short(text: str, limit: int = 120) -> str:
-    """One line, cut at `limit` characters: an error message must not flood the sidebar."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _times(text: str) -> str:
-    """Sizes written with a multiplication sign: 1x28x28 -> 1×28×28."""
-    return re.sub(r"(?<=\d)x(?=\d)", "×", text)
-
-
-def _clean_chip_name(name: str) -> str:
-    """'Intel(R) Xeon(R) Processor' -> 'Intel Xeon Processor'."""
-    return " ".join(re.sub(r"\((R|TM|C)\)", "", name, flags=re.I).split())
-
-
-def device_title(device) -> str:
-    """Short name of a device: 'CPU', 'Apple GPU (MPS)', 'CUDA 0'."""
-    if device.kind == "mps":
-        return "Apple GPU (MPS)"
-    if device.kind == "cuda":
-        _, _, index = device.id.partition(":")
-        return f"CUDA {index}" if index else "CUDA"
-    return device.id.upper()
-
-
-def device_label(device, limit: int = 38) -> str:
-    """The checkbox text: 'CPU — Intel Xeon', 'CUDA 0 — NVIDIA H100' (cut short in the narrow sidebar)."""
-    name = _clean_chip_name(device.name or "")
-    text = f"{device_title(device)} — {name}" if name else device_title(device)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _run_target(device) -> str:
-    return "Apple GPU" if device.kind == "mps" else device_title(device)
-
-
 def dataset_facts(info, spec: DataSpec | None) -> str:
-    """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo description and its spec."""
-    text = info.description
-    if info.name == "synthetic":
-        return "synthetic · random data shaped for the model · throughput only, no learning"
+    """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo's fields."""
+    if info.spec is None:
+        return f"{info.name} · random data shaped for the model · throughput only, no learning"
     facts = [info.name]
-    counts = re.search(r"[\d,]+ \+ [\d,]+ images", text)
-    if counts:
-        facts.append(counts.group(0))
-    shape = re.search(r"\b\d+x\d+x\d+\b", text)
-    if shape:
-        facts.append(_times(shape.group(0)))
+    if info.train_size is not None:
+        facts.append(f"{info.train_size:,} + {info.val_size or 0:,} images")
     if spec is not None:
-        facts.append(f"{spec.num_classes} classes")
-    download = re.search(r"\(([\d.]+ [KMG]B) download\)", text)
-    if download:
-        facts.append(f"{download.group(1)} download")
-    if len(facts) == 1:
-        facts.append(text.split(";")[0])
+        facts += [f"{spec.channels}×{spec.height}×{spec.width}", plural(spec.num_classes, "class", "classes")]
+    if info.download_bytes:
+        facts.append(f"{fmt_bytes(info.download_bytes)} download")
     return " · ".join(facts)
 
 
-def folder_spec(summary: str, preferred_side: int | None, image_size: int | None) -> DataSpec | None:
-    """The spec a validated folder will give, read from its one-line summary; None when it cannot be told."""
-    classes = re.search(r"(\d[\d,]*) classes", summary)
-    if not classes:
-        return None
-    channels = 1 if "grayscale" in summary else 3
-    side = image_size or preferred_side
-    if side:
-        width = height = side
-    else:
-        sizes = re.findall(r"(\d+)x(\d+)", summary)
-        if not sizes:
-            return None
-        width, height = (int(v) for v in sizes[-1])
-    return DataSpec("image", int(classes.group(1).replace(",", "")), channels=channels, height=height, width=width)
-
-
-# ----------------------------------------------------------------------------------------------- small widgets
-
-
-class LearningRateBox(QDoubleSpinBox):
-    """A learning-rate field that shows 0.01 rather than 0.01000 and steps 0.01 → 0.02 → 0.05 → 0.1."""
-
-    _MANTISSAS = (1.0, 2.0, 5.0)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setDecimals(5)
-        self.setRange(0.00001, 10.0)
-        self.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
-
-    def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
-        return f"{value:.5f}".rstrip("0").rstrip(".")
-
-    def valueFromText(self, text: str) -> float:  # noqa: N802
-        try:
-            return float(text.replace(",", "."))
-        except ValueError:
-            return self.value()
-
-    def validate(self, text: str, pos: int):  # noqa: D102
-        try:
-            value = float(text.replace(",", "."))
-        except ValueError:
-            ok = re.fullmatch(r"[0-9.,eE+-]*", text) is not None
-            return (QValidator.State.Intermediate if ok else QValidator.State.Invalid), text, pos
-        inside = self.minimum() <= value <= self.maximum()
-        return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate), text, pos
-
-    def stepBy(self, steps: int) -> None:  # noqa: N802
-        ladder = sorted({m * 10.0 ** e for e in range(-5, 2) for m in self._MANTISSAS})
-        ladder = [v for v in ladder if self.minimum() <= v <= self.maximum()]
-        value = self.value()
-        if steps > 0:
-            above = [v for v in ladder if v > value * (1 + 1e-9)]
-            index = ladder.index(above[0]) + steps - 1 if above else len(ladder) - 1
-        else:
-            below = [v for v in ladder if v < value * (1 - 1e-9)]
-            index = ladder.index(below[-1]) + steps + 1 if below else 0
-        self.setValue(ladder[max(0, min(len(ladder) - 1, index))])
-
-
-class SectionHeading(QLabel):
-    """A small bold heading in the secondary text colour, like a Mac sidebar's group titles."""
-
-    def __init__(self, text: str, parent: QWidget | None = None) -> None:
-        super().__init__(text, parent)
-        font = QFont(self.font())
-        font.setBold(True)
-        font.setPointSizeF(max(8.0, font.pointSizeF() - 1))
-        self.setFont(font)
-        self.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-
-
-class DeviceRow(QWidget):
-    """One device's checkbox; an unavailable device is disabled, says why in its tooltip, and is marked."""
-
-    toggled = Signal(bool)
-
-    def __init__(self, device, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.device = device
-        self.checkbox = QCheckBox(device_label(device))
-        self.checkbox.toggled.connect(self.toggled)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(6)
-        layout.addWidget(self.checkbox)
-        full = device_label(device, limit=10_000)
-        if device.available:
-            tip = full
-            if device.kind == "cpu" and device.threads:
-                tip += f"\n{device.threads} threads"
-            if device.memory_total:
-                tip += f"\n{device.memory_total / 2**30:,.0f} GB memory"
-            self.checkbox.setToolTip(tip)
-        else:
-            self.checkbox.setEnabled(False)
-            self.checkbox.setToolTip(device.reason)
-            note = QLabel("(not available)")
-            note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-            note.setToolTip(device.reason)
-            layout.addWidget(note)
-        layout.addStretch(1)
-
-    @property
-    def checked(self) -> bool:
-        return self.device.available and self.checkbox.isChecked()
+def folder_facts(name: str, report) -> str:
+    """'pets · 2 classes · 8 images · 64×64 RGB' from the engine's FolderReport (None: not checked yet)."""
+    if report is None:
+        return name
+    w, h = report.target_size
+    colour = "grayscale" if report.channels == 1 else "RGB"
+    facts = [name, plural(len(report.classes), "class", "classes"), plural(report.total, "image"), f"{w}×{h} {colour}"]
+    if report.skipped:
+        facts.append(f"{plural(len(report.skipped), 'unreadable file')} skipped")
+    return " · ".join(facts)
 
 
 # ----------------------------------------------------------------------------------------------- the panel
 
 
-class SetupPanel(QWidget):
+class SetupPanel(SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -243,11 +67,10 @@ class SetupPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._devices: list = []
         self._device_rows: list[DeviceRow] = []
         self._dataset_infos: dict = {}
         self._model_infos: dict = {}
-        self._folder_summaries: dict[str, str] = {}
+        self._folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
         self._param_cache: dict[tuple, int | str] = {}
         self._base = RunConfig()  # carries fields the form does not show (seed, threads, tf32, ...)
         self._pending: RunConfig | None = None
@@ -264,249 +87,6 @@ class SetupPanel(QWidget):
         self._build()
         self._update_enabled()
         self._refresh()
-
-    # ------------------------------------------------------------------------------------------- building
-
-    def _build(self) -> None:
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        outer.setSpacing(0)
-
-        self._scroll = QScrollArea()
-        self._scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self._scroll.setWidgetResizable(True)
-        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._form = QWidget()
-        self._scroll.setWidget(self._form)
-        outer.addWidget(self._scroll, 1)
-
-        form = QVBoxLayout(self._form)
-        form.setContentsMargins(16, 14, 16, 8)
-        form.setSpacing(6)
-        self._add_model_section(form)
-        self._add_dataset_section(form)
-        self._add_devices_section(form)
-        self._add_training_section(form)
-        self._add_advanced_section(form)
-        form.addStretch(1)
-        self._align_labels()
-
-        footer = QVBoxLayout()
-        footer.setContentsMargins(16, 8, 16, 16)
-        footer.setSpacing(10)
-        self.summary = QLabel(LOADING_TEXT)
-        self.summary.setWordWrap(True)
-        self.summary.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        footer.addWidget(self.summary)
-        self.run_button = QPushButton("Run on CPU")
-        self.run_button.setDefault(True)
-        self.run_button.setToolTip(RUN_TIP)
-        self.run_button.clicked.connect(self.run_requested)
-        self._style_primary(self.run_button)
-        footer.addWidget(self.run_button)
-        outer.addLayout(footer)
-
-    def _section(self, layout: QVBoxLayout, title: str, first: bool = False) -> None:
-        if not first:
-            layout.addSpacing(10)
-        layout.addWidget(SectionHeading(title))
-
-    @staticmethod
-    def _narrow(combo: QComboBox) -> QComboBox:
-        """Long entries (folder names, chip names) must not widen the sidebar."""
-        combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        combo.setMinimumContentsLength(8)
-        combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        return combo
-
-    def _add_model_section(self, layout: QVBoxLayout) -> None:
-        self._section(layout, "Model", first=True)
-        self.model_combo = self._narrow(QComboBox())
-        self.model_combo.currentIndexChanged.connect(self._on_model_index)
-        layout.addWidget(self.model_combo)
-
-    def _add_dataset_section(self, layout: QVBoxLayout) -> None:
-        self._section(layout, "Dataset")
-        row = QHBoxLayout()
-        row.setSpacing(6)
-        self.dataset_combo = self._narrow(QComboBox())
-        self.dataset_combo.currentIndexChanged.connect(self._on_dataset_index)
-        self.open_folder_button = QPushButton("Open Folder…")
-        self.open_folder_button.setToolTip(
-            "Use your own images: a folder with one subfolder of images per class (you can also drop it here).")
-        self.open_folder_button.clicked.connect(self.open_folder_requested)
-        row.addWidget(self.dataset_combo, 1)
-        row.addWidget(self.open_folder_button)
-        layout.addLayout(row)
-
-    def _add_devices_section(self, layout: QVBoxLayout) -> None:
-        self._section(layout, "Devices")
-        self._devices_box = QVBoxLayout()
-        self._devices_box.setSpacing(4)
-        layout.addLayout(self._devices_box)
-
-    def _new_form(self) -> QFormLayout:
-        form = QFormLayout()
-        form.setContentsMargins(0, 2, 0, 0)
-        form.setHorizontalSpacing(10)
-        form.setVerticalSpacing(6)
-        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
-        return form
-
-    def _row(self, form: QFormLayout, text: str, field) -> None:
-        """A form row whose label shares one width with every other form's labels (so fields line up)."""
-        label = QLabel(text)
-        self._labels.append(label)
-        form.addRow(label, field)
-
-    def _align_labels(self) -> None:
-        width = max(label.sizeHint().width() for label in self._labels)
-        for label in self._labels:
-            label.setMinimumWidth(width)
-            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-
-    @staticmethod
-    def _spin(low: int, high: int, value: int, tip: str) -> QSpinBox:
-        spin = QSpinBox()
-        spin.setRange(low, high)
-        spin.setValue(value)
-        spin.setGroupSeparatorShown(True)
-        spin.setAccelerated(True)
-        spin.setToolTip(tip)
-        spin.setAlignment(Qt.AlignmentFlag.AlignRight)
-        return spin
-
-    def _add_training_section(self, layout: QVBoxLayout) -> None:
-        self._section(layout, "Training")
-        form = self._new_form()
-        defaults = RunConfig()
-        self.batch_spin = self._spin(1, 65536, defaults.batch_size,
-                                     "Samples per step. Larger batches keep a GPU busier; too large runs out of memory.")
-        self.batch_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Batch size", self.batch_spin)
-
-        length = QHBoxLayout()
-        length.setSpacing(6)
-        self.length_spin = self._spin(1, 10_000_000, self._epochs_value, "How long to measure, after the warm-up.")
-        self.length_spin.valueChanged.connect(self._on_length_value)
-        self.length_unit = QComboBox()
-        self.length_unit.addItem("epochs", "epochs")
-        self.length_unit.addItem("steps", "steps")
-        self.length_unit.setItemData(0, "Whole passes over the training set (with validation).", Qt.ItemDataRole.ToolTipRole)
-        self.length_unit.setItemData(1, "A fixed number of measured steps: quicker for big datasets.",
-                                     Qt.ItemDataRole.ToolTipRole)
-        self.length_unit.currentIndexChanged.connect(self._on_length_unit)
-        length.addWidget(self.length_spin, 1)
-        length.addWidget(self.length_unit)
-        self._row(form, "Length", length)
-
-        self.precision_combo = QComboBox()
-        model: QStandardItemModel = QStandardItemModel(self.precision_combo)
-        self.precision_combo.setModel(model)
-        for p in PRECISIONS:
-            self.precision_combo.addItem(_PRECISION_TITLES.get(p, p), p)
-            self.precision_combo.setItemData(self.precision_combo.count() - 1, _PRECISION_TIPS.get(p, ""),
-                                             Qt.ItemDataRole.ToolTipRole)
-        self.precision_combo.currentIndexChanged.connect(self._on_precision_index)
-        self._row(form, "Precision", self.precision_combo)
-        layout.addLayout(form)
-
-    def _add_advanced_section(self, layout: QVBoxLayout) -> None:
-        layout.addSpacing(8)
-        self.advanced_toggle = QToolButton()
-        self.advanced_toggle.setText("Advanced")
-        self.advanced_toggle.setAutoRaise(True)
-        self.advanced_toggle.setArrowType(Qt.ArrowType.RightArrow)
-        self.advanced_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.advanced_toggle.setToolTip("Optimizer, warm-up, data loading and compilation options")
-        font = QFont(self.advanced_toggle.font())
-        font.setBold(True)
-        font.setPointSizeF(max(8.0, font.pointSizeF() - 1))
-        self.advanced_toggle.setFont(font)
-        self.advanced_toggle.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.advanced_toggle.clicked.connect(lambda: self.set_advanced_open(not self.advanced.isVisible()))
-        layout.addWidget(self.advanced_toggle)
-
-        self.advanced = QWidget()
-        self.advanced.setVisible(False)
-        box = QVBoxLayout(self.advanced)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.setSpacing(6)
-        form = self._new_form()
-        defaults = RunConfig()
-
-        self.lr_box = LearningRateBox()
-        self.lr_box.setValue(defaults.lr)
-        self.lr_box.setAlignment(Qt.AlignmentFlag.AlignRight)
-        self.lr_box.setToolTip("Optimizer learning rate. The arrows step 0.01 → 0.02 → 0.05 → 0.1.")
-        self.lr_box.valueChanged.connect(self._emit_changed)
-        self._row(form, "Learning rate", self.lr_box)
-
-        self.optimizer_combo = QComboBox()
-        for o in OPTIMIZERS:
-            self.optimizer_combo.addItem(_OPTIMIZER_TITLES.get(o, o), o)
-        self.optimizer_combo.setCurrentIndex(OPTIMIZERS.index(defaults.optimizer))
-        self.optimizer_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Optimizer", self.optimizer_combo)
-
-        self.warmup_spin = self._spin(0, 100_000, defaults.warmup_steps,
-                                      "Steps run first and timed apart (Metal graph compilation, cuDNN autotuning, "
-                                      "torch.compile); never mixed into throughput.")
-        self.warmup_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Warm-up steps", self.warmup_spin)
-
-        self.workers_spin = self._spin(0, 64, defaults.workers,
-                                       "DataLoader worker processes; 0 loads batches in the main process.")
-        self.workers_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Data workers", self.workers_spin)
-
-        self.mode_combo = QComboBox()
-        for i, m in enumerate(MODES):
-            self.mode_combo.addItem(_MODE_TITLES.get(m, m), m)
-            self.mode_combo.setItemData(i, _MODE_TIPS.get(m, ""), Qt.ItemDataRole.ToolTipRole)
-        self.mode_combo.setCurrentIndex(MODES.index(defaults.mode))
-        self.mode_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Mode", self.mode_combo)
-        box.addLayout(form)
-
-        self.resident_check = QCheckBox("Keep data on the device (resident)")
-        self.resident_check.setToolTip("Copy the whole dataset to the device once, so no step waits for data.")
-        self.channels_last_check = QCheckBox("channels_last")
-        self.channels_last_check.setToolTip("Store images as NHWC; often faster for convolutions on GPUs.")
-        self.compile_check = QCheckBox("torch.compile")
-        self.compile_check.setToolTip("Compile the model first; the compile time shows up in the warm-up.")
-        if getattr(sys, "frozen", False):
-            self.compile_check.setEnabled(False)
-            self.compile_check.setToolTip("torch.compile needs a C++ compiler, which the app does not carry; "
-                                          "install MPS Studio with pip (README, Install) to use it.")
-        for check in (self.resident_check, self.channels_last_check, self.compile_check):
-            check.toggled.connect(self._emit_changed)
-            box.addWidget(check)
-        layout.addWidget(self.advanced)
-
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
-        """Follow a light/dark switch: the primary button's colours come from the palette."""
-        super().changeEvent(event)
-        if hasattr(self, "run_button") and event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
-            self._style_primary(self.run_button)
-
-    def _style_primary(self, button: QPushButton) -> None:
-        """The accent-coloured main button; macOS draws a default button in the accent colour by itself."""
-        if sys.platform == "darwin":
-            return  # a taller or recoloured push button turns into a bevel button in the macOS style
-        button.setMinimumHeight(34)
-        font = QFont(button.font())
-        font.setBold(True)
-        button.setFont(font)
-        palette = QPalette(self.palette())
-        for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
-            palette.setColor(group, QPalette.ColorRole.Button, palette.color(group, QPalette.ColorRole.Highlight))
-            palette.setColor(group, QPalette.ColorRole.ButtonText,
-                             palette.color(group, QPalette.ColorRole.HighlightedText))
-        button.setPalette(palette)
 
     # ------------------------------------------------------------------------------------------- catalog
 
@@ -555,14 +135,13 @@ class SetupPanel(QWidget):
 
     def _fill_datasets(self, datasets: list) -> None:
         self._fill_named(self.dataset_combo, datasets)
-        for path, summary in self._folder_summaries.items():
-            self._insert_folder(path, summary)
+        for path, report in self._folder_reports.items():
+            self._insert_folder(path, report)
 
     def _fill_devices(self, devices: list) -> None:
         for row in self._device_rows:
             self._devices_box.removeWidget(row)
             row.deleteLater()
-        self._devices = list(devices)
         self._device_rows = []
         for device in devices:
             row = DeviceRow(device)
@@ -572,16 +151,17 @@ class SetupPanel(QWidget):
 
     # ------------------------------------------------------------------------------------------- datasets
 
-    def add_folder_dataset(self, path: str, summary: str) -> None:
-        """Add a validated image folder ("📁 name") to the dataset list and select it; a known path is reselected."""
+    def add_folder_dataset(self, path: str, report) -> None:
+        """Add a folder the engine checked (its FolderReport) to the dataset list as "📁 name" and select it;
+        a known path is reselected."""
         index = self._folder_index(path)
         if index < 0:
-            self._folder_summaries[path] = summary
-            index = self._insert_folder(path, summary)
+            self._folder_reports[path] = report
+            index = self._insert_folder(path, report)
         else:
             path = self.dataset_combo.itemData(index)
-            self._folder_summaries[path] = summary
-            self.dataset_combo.setItemData(index, self._folder_tip(path, summary), Qt.ItemDataRole.ToolTipRole)
+            self._folder_reports[path] = report
+            self.dataset_combo.setItemData(index, self._folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         self.dataset_combo.setCurrentIndex(index)
         self._refresh()
 
@@ -594,16 +174,16 @@ class SetupPanel(QWidget):
         return -1
 
     @staticmethod
-    def _folder_tip(path: str, summary: str) -> str:
-        return f"{path}\n{summary}" if summary else path
+    def _folder_tip(path: str, report) -> str:
+        return f"{path}\n{report.summary()}" if report is not None else path
 
-    def _insert_folder(self, path: str, summary: str) -> int:
+    def _insert_folder(self, path: str, report) -> int:
         combo = self.dataset_combo
         if combo.count() == len(self._dataset_infos) and self._dataset_infos:
             combo.insertSeparator(combo.count())
         name = Path(path).expanduser().name or path
         combo.addItem(f"{_FOLDER_ICON} {name}", path)
-        combo.setItemData(combo.count() - 1, self._folder_tip(path, summary), Qt.ItemDataRole.ToolTipRole)
+        combo.setItemData(combo.count() - 1, self._folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         return combo.count() - 1
 
     # ------------------------------------------------------------------------------------------- models
@@ -674,7 +254,7 @@ class SetupPanel(QWidget):
                 if reason and reason not in reasons:
                     reasons.append(reason)
             model.item(i).setEnabled(not reasons)
-            tip = "\n".join(reasons) if reasons else _PRECISION_TIPS.get(precision, "")
+            tip = "\n".join(reasons) if reasons else PRECISION_TIPS.get(precision, "")
             self.precision_combo.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
         if not self._precision_enabled(self.precision_combo.currentIndex()):
             self.precision_combo.setCurrentIndex(self.precision_combo.findData("fp32"))
@@ -777,8 +357,8 @@ class SetupPanel(QWidget):
         if index < 0 and config.dataset not in self._dataset_infos:
             index = self._folder_index(config.dataset)
             if index < 0:
-                self._folder_summaries[config.dataset] = ""
-                index = self._insert_folder(config.dataset, "")
+                self._folder_reports[config.dataset] = None
+                index = self._insert_folder(config.dataset, None)
         if index >= 0:
             self.dataset_combo.setCurrentIndex(index)
 
@@ -844,7 +424,7 @@ class SetupPanel(QWidget):
         elif len(checked) > 1:
             button.setText(f"Compare {len(checked)} devices")
         elif checked:
-            button.setText(f"Run on {_run_target(checked[0])}")
+            button.setText(f"Run on {run_target(checked[0])}")
         else:
             button.setText("Run")
         button.setEnabled(self._loaded and not self._running and bool(checked))
@@ -878,7 +458,7 @@ class SetupPanel(QWidget):
         model_name = self._model_title(model)
         params = self._parameters(model, spec)
         if isinstance(params, int):
-            text = f"{facts} — {model_name} · {human_count(params)} parameters"
+            text = f"{facts} — {model_name} · {fmt_count(params)} parameters"
         elif params:
             text = f"{facts} — {model_name}: {params}"
         else:
@@ -893,15 +473,15 @@ class SetupPanel(QWidget):
     def _dataset_spec_and_facts(self, model: str, dataset: str) -> tuple[DataSpec | None, str]:
         info = self._dataset_infos.get(dataset)
         if info is not None:
-            if dataset == "synthetic":
+            if info.spec is None:  # synthetic: shaped like the model's input
                 return self._model_default_spec(model), dataset_facts(info, None)
-            spec = _NAMED_SPECS.get(dataset)
-            return spec, dataset_facts(info, spec)
-        summary = self._folder_summaries.get(dataset, "")
+            return info.spec, dataset_facts(info, info.spec)
+        report = self._folder_reports.get(dataset)
         name = Path(dataset).expanduser().name or dataset
-        facts = f"{name} · {_times(summary)}" if summary else name
+        if report is None:
+            return None, name
         preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
-        return folder_spec(summary, preferred, self._base.image_size), facts
+        return report.spec(self._base.image_size or preferred), folder_facts(name, report)
 
     def _model_default_spec(self, model: str) -> DataSpec | None:
         info = self._model_infos.get(model)
@@ -928,5 +508,5 @@ class SetupPanel(QWidget):
             except UserError as exc:
                 self._param_cache[key] = str(exc)
             except Exception as exc:  # a user's file can raise anything; the sentence still belongs here
-                self._param_cache[key] = f"the model could not be built ({_short(f'{type(exc).__name__}: {exc}')})"
+                self._param_cache[key] = f"the model could not be built ({error_line(exc, 120)})"
         return self._param_cache[key]

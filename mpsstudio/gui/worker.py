@@ -70,14 +70,17 @@ class FolderChecker(QThread):
 
 
 class RunWorker(QThread):
-    """Runs configs one after another (never two devices at once) and forwards every engine event.
+    """Runs configs one after another through the engine's one run path (engine.session.run_configs) and
+    forwards every engine event unchanged.
 
-    `event` carries the engine's event objects (Started, Warmup, Window, EpochEnd, Ended) unchanged;
-    `progress` carries dataset download progress. Stop is cooperative: the engine checks it once a window.
+    `event` carries the engine's events (Started, Warmup, Window, EpochEnd, Ended); `progress` dataset download
+    progress; `rejected` the one sentence when the setup cannot run at all (nothing is recorded then).
+    Stop is cooperative: the engine checks it once a measurement window.
     """
 
     event = Signal(object)
     progress = Signal(str, float)
+    rejected = Signal(str)
     all_done = Signal()
 
     def __init__(self, configs: list, parent=None):
@@ -89,30 +92,18 @@ class RunWorker(QThread):
     def stop(self) -> None:
         self._stop.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def run(self) -> None:
-        from ..engine import trainer
+        from ..engine import session
         from ..engine.errors import UserError
-        from ..engine.events import Ended
 
-        data = None
         try:
-            data = trainer.load_data(self.configs[0], progress=self.progress.emit)
+            session.run_configs(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
+                                progress=self.progress.emit)
         except UserError as exc:
-            for cfg in self.configs:
-                self.event.emit(Ended(trainer.failed_result(cfg, str(exc))))
+            self.rejected.emit(str(exc))
+        except Exception as exc:  # a bug must still end in a sentence, never a silent thread death
+            from ..engine.formatting import error_line
+
+            self.rejected.emit(f"The run could not start ({error_line(exc)}).")
+        finally:
             self.all_done.emit()
-            return
-        except Exception as exc:
-            for cfg in self.configs:
-                self.event.emit(Ended(trainer.failed_result(cfg, trainer.explain_failure(exc, cfg))))
-            self.all_done.emit()
-            return
-        for cfg in self.configs:
-            if self._stop.is_set():
-                break
-            trainer.run(cfg, data=data, on_event=self.event.emit, should_stop=self._stop.is_set)
-        self.all_done.emit()

@@ -1,0 +1,116 @@
+"""The columns of a results table, defined once: the window's table, the CLI's tables and the CSV export
+all take their keys, titles, explanations and raw values from here, so they cannot disagree.
+
+A column's `value` is the raw number or text (None when missing); `format_value` turns it into what a person
+reads. Speedups come from `compare.speedup_map`, passed in, because they depend on the other runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite
+from .results import RunResult
+
+Speedups = dict[str, "float | None"]
+
+
+@dataclass(frozen=True)
+class ResultColumn:
+    key: str  # stable id; the CSV header
+    title: str  # the header a person reads
+    tooltip: str  # what the number is, in a sentence
+    kind: str  # how it is formatted: text, count, rate, speedup, duration, loss, percent, bytes
+    value: Callable[[RunResult, Speedups], object]
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind not in ("text", "time")
+
+
+def _summary(key: str, scale: float = 1.0) -> Callable[[RunResult, Speedups], object]:
+    def get(r: RunResult, _speedups: Speedups):
+        v = r.summary.get(key)
+        if not is_finite(v):
+            return None
+        return v * scale if scale != 1.0 else v
+    return get
+
+
+COLUMNS: tuple[ResultColumn, ...] = (
+    ResultColumn("time", "Time", "When the run started (stored in UTC, shown in local time).", "time",
+                 lambda r, s: r.created_at),
+    ResultColumn("machine", "Machine", "The computer the run came from.", "text", lambda r, s: r.machine),
+    ResultColumn("origin", "Origin", "local: run on this computer; imported: read from a file.", "text",
+                 lambda r, s: r.origin),
+    ResultColumn("device", "Device", "Where the model ran: cpu, mps (the Apple GPU) or cuda.", "text",
+                 lambda r, s: r.config.device),
+    ResultColumn("model", "Model", "The network that was trained.", "text", lambda r, s: r.config.model),
+    ResultColumn("dataset", "Dataset", "The data it was trained on.", "text", lambda r, s: r.config.dataset),
+    ResultColumn("batch", "Batch", "Samples per training step.", "count", lambda r, s: r.config.batch_size),
+    ResultColumn("precision", "Precision", "Number format of the computation: fp32, or fp16/bf16 autocast.", "text",
+                 lambda r, s: r.config.precision),
+    ResultColumn("samples_per_s", "Samples/s", "Measured: median throughput over the measurement windows "
+                 "(samples per second); warm-up steps excluded.", "rate", _summary("samples_per_s")),
+    ResultColumn("samples_per_s_iqr", "IQR", "Measured: interquartile range of the window throughputs "
+                 "(samples per second): the spread of the middle half.", "rate", _summary("samples_per_s_iqr")),
+    ResultColumn("speedup_vs_cpu", "Speedup vs CPU", "Median throughput divided by that of the CPU run of the "
+                 "same comparison.", "speedup", lambda r, s: s.get(r.id)),
+    ResultColumn("warmup_s", "Warm-up", "Measured: time of the warm-up steps (graph compilation, autotuning), "
+                 "never counted in throughput.", "duration", _summary("warmup_s")),
+    ResultColumn("s_per_epoch", "s/epoch", "Estimated: training-set size divided by the median throughput "
+                 "(seconds per epoch).", "duration", _summary("s_per_epoch")),
+    ResultColumn("final_loss", "Final loss", "Mean training loss of the last steps.", "loss",
+                 _summary("final_loss")),
+    ResultColumn("val_accuracy_percent", "Val. acc.", "Accuracy on the validation split after the last epoch.",
+                 "percent", _summary("val_accuracy", 100.0)),
+    ResultColumn("peak_memory_bytes", "Peak memory", "Most device memory in use during the run.", "bytes",
+                 _summary("peak_memory")),
+    ResultColumn("status", "Status", "finished, failed or cancelled.", "text", lambda r, s: r.status),
+    ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
+    ResultColumn("id", "Run id", "The run's unique id.", "text", lambda r, s: r.id),
+)
+BY_KEY = {c.key: c for c in COLUMNS}
+
+# Which columns each view shows, in order.
+CSV_COLUMNS = tuple(c.key for c in COLUMNS)
+CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "speedup_vs_cpu", "warmup_s", "s_per_epoch",
+                     "peak_memory_bytes", "final_loss", "val_accuracy_percent", "status")
+CLI_HISTORY_COLUMNS = ("time", "machine", "model", "dataset", "device", "batch", "precision", "samples_per_s",
+                       "status")
+TABLE_COLUMNS = ("time", "machine", "device", "model", "dataset", "batch", "precision", "samples_per_s",
+                 "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
+                 "peak_memory_bytes", "status")
+
+
+def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> str:
+    """What a person reads for a raw column value."""
+    if value is None or value == "":
+        return dash if kind not in ("text", "time") else ""
+    if kind == "text":
+        return str(value)
+    if kind == "time":
+        return fmt_timestamp(value)
+    if not is_finite(value):
+        return dash
+    if kind == "count":
+        return fmt_count(value, dash)
+    if kind == "rate":
+        return fmt_rate(value, dash)
+    if kind == "speedup":
+        return f"{value:.2f}{times}"
+    if kind == "duration":
+        return fmt_duration(value, dash)
+    if kind == "loss":
+        return f"{value:.4f}" if abs(value) < 100 else f"{value:,.1f}"
+    if kind == "percent":
+        return f"{value:.1f} %"
+    if kind == "bytes":
+        return fmt_bytes(value, dash)
+    raise ValueError(f"unknown column kind {kind!r}")
+
+
+def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, times: str = "\u00d7") -> str:
+    column = BY_KEY[key]
+    return format_value(column.kind, column.value(run, speedups), dash, times)

@@ -1,0 +1,96 @@
+"""Numbers and messages for humans, one implementation each, shared by the engine, the CLI and the window.
+
+No Qt and no torch here: rates, bytes (IEC units), durations, counts, plurals and one-line error text.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+DASH = "\u2014"
+ELLIPSIS = "\u2026"
+
+
+def is_finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def fmt_rate(v, dash: str = DASH) -> str:
+    """Samples per second: thousands separators, one decimal below 100."""
+    if not is_finite(v):
+        return dash
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}"
+
+
+def fmt_bytes(v, dash: str = DASH) -> str:
+    """1.2 GiB, 312 MiB, 40.5 KiB (IEC units: powers of 1024)."""
+    if not is_finite(v) or v <= 0:
+        return dash
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if v < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" or v >= 100 else f"{v:.1f} {unit}"
+        v /= 1024
+    return dash
+
+
+def fmt_duration(v, dash: str = DASH) -> str:
+    """0.84 s, 12.3 s, 8 min 20 s, 1 h 05 min."""
+    if not is_finite(v) or v < 0:
+        return dash
+    if v < 10:
+        return f"{v:.2f} s"
+    if v < 100:
+        return f"{v:.1f} s"
+    minutes, seconds = divmod(round(v), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def fmt_count(n, dash: str = DASH) -> str:
+    """A count as people say it, three significant digits above a million: 831,626 / 1.71 M / 134 M / 1.20 B."""
+    if not is_finite(n):
+        return dash
+    for scale, unit in ((1e9, "B"), (1e6, "M")):
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:,.2f} {unit}" if abs(v) < 10 else f"{v:,.1f} {unit}" if abs(v) < 100 else f"{v:,.0f} {unit}"
+    return f"{int(n):,}"
+
+
+def local_time(iso: str) -> datetime | None:
+    """An ISO timestamp (UTC when it names no zone) in the local time zone; None when it is not one."""
+    try:
+        dt = datetime.fromisoformat(str(iso))
+    except (TypeError, ValueError):
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone()
+
+
+def fmt_timestamp(iso: str) -> str:
+    """"2026-11-21 14:03" in local time (the text as it was when it is not a timestamp)."""
+    dt = local_time(iso)
+    return f"{dt:%Y-%m-%d %H:%M}" if dt else str(iso)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """E.g. "1 image" or "3 images"; `nouns` for an irregular plural ("classes")."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text` on one line (all whitespace, newlines included, collapsed), cut to `limit` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + ELLIPSIS
+
+
+def error_line(exc: BaseException, limit: int = 300, with_type: bool = True) -> str:
+    """An exception as one line: 'ValueError: what it said' (or only what it said), cut to `limit`."""
+    message = one_line(str(exc), limit)
+    if not with_type:
+        return message or type(exc).__name__
+    return one_line(f"{type(exc).__name__}: {message}", limit) if message else type(exc).__name__

@@ -1,0 +1,101 @@
+"""The one run path of both front ends: a list of configs (one per device) over one loaded dataset.
+
+Rules, the same for the CLI and the window:
+- Everything that can be checked before a run starts is checked first (configs, model, devices, the dataset
+  and whether one batch fits in it); a problem there raises UserError: one sentence, nothing recorded.
+- Then each config runs in turn, never two devices at once. A run that fails or is stopped ends as a failed or
+  cancelled RunResult (an Ended event) and the next device still runs, unless the user asked to stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from . import datasets, devices, models, trainer
+from .config import RunConfig
+from .errors import UserError
+from .events import Event
+from .formatting import error_line
+from .results import RunResult
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class Plan:
+    """Configs that can run here (one per device, in order) and the devices left out, each with its reason."""
+
+    configs: list[RunConfig]
+    skipped: list[str] = field(default_factory=list)  # one sentence per device that cannot run this
+
+
+def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
+    """One config per named device that exists here and supports the config's precision.
+
+    Raises UserError when the config is invalid, the model unknown, or no named device can run it.
+    """
+    config.validate()
+    models.get_model_info(config.model)  # an unknown model is bad input before anything runs
+    names = [n.strip() for n in device_names if n and n.strip()]
+    if not names:
+        raise UserError("No devices given; name at least one of cpu, mps, cuda.")
+    out = Plan(configs=[])
+    for name in dict.fromkeys(names):
+        try:
+            dev = devices.resolve_device(name)
+        except UserError as exc:
+            out.skipped.append(f"skipping {name}: {exc}")
+            continue
+        reason = devices.precision_unsupported_reason(dev, config.precision)
+        if reason:
+            out.skipped.append(f"skipping {dev.id}: {config.precision} is not available there: {reason}.")
+            continue
+        if dev.id not in (c.device for c in out.configs):
+            out.configs.append(config.with_device(dev.id))
+    if not out.configs:
+        raise UserError(f"None of the devices ({', '.join(names)}) can run this; "
+                        f"see `mpsstudio devices` for what is available.")
+    return out
+
+
+def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None) -> datasets.LoadedDataset:
+    """Check the configs and load their (shared) dataset once; UserError for anything that stops every run."""
+    if not configs:
+        raise UserError("Nothing to run: check at least one available device.")
+    first = configs[0]
+    if any(c.comparison_key() != first.comparison_key() for c in configs):
+        raise ValueError("configs run together must differ only by device")
+    for c in configs:
+        c.validate()
+    models.get_model_info(first.model)
+    try:
+        data = trainer.load_data(first, progress=progress)
+    except UserError:
+        raise
+    except Exception as exc:  # an unreadable file deep in a dataset: still one sentence, nothing recorded
+        raise UserError(f"The dataset {first.dataset} could not be loaded ({error_line(exc)}); "
+                        "check its files.") from exc
+    if len(data.train) < first.batch_size:
+        raise UserError(f"{data.name} has {len(data.train):,} training samples, fewer than one batch of "
+                        f"{first.batch_size:,}; use a batch size of at most {len(data.train):,}.")
+    return data
+
+
+def run_configs(configs: Sequence[RunConfig], *, on_event: Callable[[Event], None] | None = None,
+                should_stop: Callable[[], bool] | None = None, progress: Progress | None = None,
+                data: datasets.LoadedDataset | None = None) -> list[RunResult]:
+    """Run each config in turn over one dataset; returns the results of the runs that started.
+
+    Raises UserError (before any run starts) for bad input: see the module docstring.
+    """
+    stop = should_stop or (lambda: False)
+    if data is None:
+        data = prepare_data(configs, progress)
+    results = []
+    for i, cfg in enumerate(configs, start=1):
+        if stop():
+            break
+        results.append(trainer.run(cfg, data=data, on_event=on_event, should_stop=stop, progress=progress,
+                                   position=(i, len(configs))))
+    return results

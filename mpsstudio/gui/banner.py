@@ -1,0 +1,38 @@
+"""The one-sentence banner above the plots: drop results, load errors, warnings. Never a modal dialog."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton
+
+
+class Banner(QFrame):
+    """One sentence shown inline above the plots (drop results, load errors); never a modal dialog."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.setFrameShape(QFrame.StyledPanel)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close)
+        self.hide()
+
+    def show_message(self, text: str, warning: bool = False) -> None:
+        self.label.setText(text)
+        pal = self.palette()
+        accent = "#c0392b" if warning else pal.highlight().color().name()
+        self.setStyleSheet(f"#banner {{ border: 1px solid {accent}; border-radius: 6px; }}")
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""

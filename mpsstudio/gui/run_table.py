@@ -1,0 +1,318 @@
+"""The results table: runs as rows, the engine's result columns (engine/columns.py) as columns, a sort proxy.
+
+Cells are formatted once per change, so sorting and painting stay cheap; numbers come from the engine's
+summaries and speedups and are only formatted here, never computed.
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from dataclasses import dataclass
+from datetime import datetime
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
+from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
+
+from ..engine.columns import BY_KEY, TABLE_COLUMNS, format_value
+from ..engine.compare import Comparison, compare, speedup_map
+from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, is_finite, local_time, plural
+from ..engine.results import RunResult
+from .style import group_color, warning_color
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+RUN_ID_ROLE = Qt.ItemDataRole.UserRole + 2
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    tooltip: str
+    numeric: bool = False
+
+
+COLUMNS = (
+    Column("comparison", "", "Comparison: runs with the same letter share every setting but the device."),
+    *(Column(k, BY_KEY[k].title, BY_KEY[k].tooltip, BY_KEY[k].numeric) for k in TABLE_COLUMNS),
+)
+COL = {c.header or "Comparison": i for i, c in enumerate(COLUMNS)}
+
+
+def fmt_time(iso: str) -> str:
+    """"21 Nov 14:03" in local time; the year appears when it is not this year."""
+    dt = local_time(iso)
+    if dt is None:
+        return iso
+    if dt.year != datetime.now().astimezone().year:
+        return f"{dt.day} {dt:%b %Y %H:%M}"
+    return f"{dt.day} {dt:%b %H:%M}"
+
+
+def group_letter(i: int) -> str:
+    """A, B, ..., Z, AA, AB, ...: a short name for the i-th comparison."""
+    letters = string.ascii_uppercase
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = letters[r] + out
+    return out
+
+
+class GroupBadgeDelegate(QStyledItemDelegate):
+    """Paints a comparison's letter as a small coloured badge, so runs of one comparison stand out together."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        letter = index.data(Qt.ItemDataRole.DisplayRole) or ""
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = opt.widget.style() if opt.widget else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        if not letter:
+            return
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        font = QFont(opt.font)
+        font.setBold(True)
+        font.setPointSizeF(max(font.pointSizeF() * 0.85, 7.0))
+        fm = QFontMetrics(font)
+        h = min(opt.rect.height() - 6, fm.height() + 2)
+        w = max(h, fm.horizontalAdvance(letter) + 10)
+        badge = QRectF(opt.rect.center().x() - w / 2 + 0.5, opt.rect.center().y() - h / 2 + 0.5, w, h)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(group_color(letter))
+        painter.drawRoundedRect(badge, h / 2, h / 2)
+        painter.setPen(QColor("white"))
+        painter.setFont(font)
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, letter)
+        painter.restore()
+
+
+@dataclass
+class Cell:
+    text: str
+    sort: object
+    tooltip: str = ""
+
+
+class RunTableModel(QAbstractTableModel):
+    """Runs as rows; cells are formatted once per change so sorting and painting stay cheap."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._runs: list[RunResult] = []
+        self._cells: list[list[Cell]] = []
+        self._row_of: dict[str, int] = {}
+        self.comparisons: list[Comparison] = []
+        self.letters: dict[int, str] = {}  # id(comparison) -> letter
+        self.comparison_of: dict[str, Comparison] = {}
+        self.speedups: dict[str, float | None] = {}
+
+    # data in
+    def set_runs(self, runs: list[RunResult]) -> None:
+        self.beginResetModel()
+        self._runs = list(runs)
+        self._row_of = {r.id: i for i, r in enumerate(self._runs)}
+        self.comparisons = sorted(compare(self._runs), key=lambda c: min(r.created_at for r in c.runs))
+        self.letters = {id(c): group_letter(i) for i, c in enumerate(self.comparisons)}
+        self.comparison_of = {r.id: c for c in self.comparisons for r in c.runs}
+        self.speedups = speedup_map(self.comparisons)
+        self._cells = [self._format(r) for r in self._runs]
+        self.endResetModel()
+
+    def runs(self) -> list[RunResult]:
+        return list(self._runs)
+
+    def run_at(self, row: int) -> RunResult:
+        return self._runs[row]
+
+    def row_of(self, run_id: str) -> int | None:
+        return self._row_of.get(run_id)
+
+    def letter_of(self, c: Comparison | None) -> str:
+        return self.letters.get(id(c), "") if c is not None else ""
+
+    # Qt model interface
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._runs)
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if orientation != Qt.Orientation.Horizontal:
+            return None
+        col = COLUMNS[section]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return col.header
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return col.tooltip
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return int((Qt.AlignmentFlag.AlignRight if col.numeric else Qt.AlignmentFlag.AlignLeft)
+                       | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        row, col = index.row(), index.column()
+        cell = self._cells[row][col]
+        run = self._runs[row]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cell.text
+        if role == SORT_ROLE:
+            return cell.sort
+        if role == RUN_ID_ROLE:
+            return run.id
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if run.status == "failed" and run.error:
+                return run.error
+            return cell.tooltip or None
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            if col == COL["Comparison"]:
+                return int(Qt.AlignmentFlag.AlignCenter)
+            return int((Qt.AlignmentFlag.AlignRight if COLUMNS[col].numeric else Qt.AlignmentFlag.AlignLeft)
+                       | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ForegroundRole and col == COL["Status"] and run.status != "finished":
+            palette = QApplication.palette()
+            if run.status == "failed":
+                return warning_color(palette)
+            return palette.color(QPalette.ColorRole.PlaceholderText)
+        return None
+
+    # formatting one run into cells
+    def _format(self, r: RunResult) -> list[Cell]:
+        s = r.summary
+        comparison = self.comparison_of.get(r.id)
+        letter = self.letter_of(comparison)
+        cells = {}
+        for key in TABLE_COLUMNS:  # the engine's value, formatted the engine's way, sorted by the raw number
+            column = BY_KEY[key]
+            value = column.value(r, self.speedups)
+            sort = _sort_number(value) if column.numeric else str(value).lower()
+            cells[key] = Cell(format_value(column.kind, value), sort)
+        dt = local_time(r.created_at)
+        cells["time"] = Cell(fmt_time(r.created_at), dt.timestamp() if dt else 0.0,
+                             f"{dt:%A %d %B %Y, %H:%M:%S}" if dt else r.created_at)
+        machine = r.machine + (" (imported)" if r.origin == "imported" else "")
+        cells["machine"] = Cell(machine, machine.lower(), self._machine_tooltip(r))
+        cells["device"].tooltip = str(r.env.get("device_name") or "")
+        cells["model"].tooltip = self._model_tooltip(r)
+        cells["dataset"].tooltip = str(s.get("dataset") or "")
+        cells["precision"].tooltip = self._settings_tooltip(r)
+        sps, iqr = s.get("samples_per_s"), s.get("samples_per_s_iqr")
+        if is_finite(sps) and is_finite(iqr):
+            cells["samples_per_s"].text += f" \u00b1 {iqr:,.0f}" if abs(sps) >= 100 else f" \u00b1 {iqr:,.1f}"
+        cells["samples_per_s"].tooltip = self._rate_tooltip(r)
+        cells["speedup_vs_cpu"].tooltip = self._speedup_tooltip(r, comparison, letter)
+        if s.get("warmup_steps"):
+            cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
+        cells["s_per_epoch"].tooltip = self._epoch_tooltip(r)
+        if r.status == "cancelled":
+            cells["status"].tooltip = "Stopped before the end; its numbers cover the steps done."
+        badge = Cell(letter, letter or "~",
+                     f"Comparison {letter}: {comparison.title()} on {plural(len(comparison.runs), 'device')}."
+                     if comparison else "Not compared: no finished run of the same setup on another device.")
+        return [badge, *(cells[k] for k in TABLE_COLUMNS)]
+
+    def _speedup_tooltip(self, r: RunResult, comparison: Comparison | None, letter: str) -> str:
+        if comparison is None:
+            return "Run the same setup on the CPU and another device to get a speedup."
+        if comparison.baseline is r:
+            return f"The CPU baseline of comparison {letter}."
+        if comparison.baseline is None:
+            return f"Comparison {letter} has no CPU run to divide by."
+        return (f"{fmt_rate(r.summary.get('samples_per_s'))} / "
+                f"{fmt_rate(comparison.baseline.summary.get('samples_per_s'))} samples/s on the CPU.")
+
+    @staticmethod
+    def _machine_tooltip(r: RunResult) -> str:
+        env = r.env
+        parts = [r.machine]
+        for key, label in (("os", "OS"), ("python", "Python"), ("torch", "PyTorch"), ("threads", "CPU threads")):
+            if env.get(key) not in (None, ""):
+                parts.append(f"{label} {env[key]}")
+        if r.origin == "imported":
+            parts.append("imported from a file")
+        return " \u00b7 ".join(str(p) for p in parts)
+
+    @staticmethod
+    def _model_tooltip(r: RunResult) -> str:
+        params = r.summary.get("parameters")
+        return f"{fmt_count(params)} parameters" if is_finite(params) else ""
+
+    @staticmethod
+    def _settings_tooltip(r: RunResult) -> str:
+        cfg = r.config
+        length = f"{plural(cfg.steps, 'step')}" if cfg.steps else f"{plural(cfg.epochs or 0, 'epoch')}"
+        flags = [name for name, on in (("channels-last", cfg.channels_last), ("torch.compile", cfg.compile),
+                                       ("TF32", cfg.tf32), ("data on the device", cfg.resident)) if on]
+        text = f"{cfg.precision}, {cfg.optimizer} lr {cfg.lr:g}, {length}, {cfg.mode}"
+        return text + (f"; {', '.join(flags)}" if flags else "")
+
+    @staticmethod
+    def _rate_tooltip(r: RunResult) -> str:
+        s = r.summary
+        if not is_finite(s.get("samples_per_s")):
+            return "No measurement window finished."
+        q1, q3 = s.get("samples_per_s_q1"), s.get("samples_per_s_q3")
+        windows = s.get("windows")
+        text = "Median"
+        if is_finite(windows):
+            text += f" of {plural(int(windows), 'window')}"
+        if is_finite(q1) and is_finite(q3):
+            text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s"
+        return text + "."
+
+    @staticmethod
+    def _epoch_tooltip(r: RunResult) -> str:
+        text = BY_KEY["s_per_epoch"].tooltip
+        measured = [e for e in (r.summary.get("epoch_s") or []) if is_finite(e)]
+        if measured:
+            text += " Measured epochs: " + ", ".join(fmt_duration(e) for e in measured) + "."
+        return text
+
+
+def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: int = 10) -> None:
+    """Columns as wide as their cells or header text plus some air (not the header's sort-arrow allowance,
+    which would push the last columns off screen); long text columns are capped and elide."""
+    header = table.horizontalHeader()
+    fm = header.fontMetrics()
+    for col in range(len(COLUMNS)):
+        if table.isColumnHidden(col):
+            continue
+        title = COLUMNS[col].header
+        width = max(table.sizeHintForColumn(col), fm.horizontalAdvance(title) + 12 if title else 20) + padding
+        cap = (caps or {}).get(title)
+        header.resizeSection(col, min(width, cap) if cap else width)
+
+
+def _sort_number(v) -> float:
+    """Missing values sort below every number."""
+    return float(v) if is_finite(v) else -math.inf
+
+
+class RunSortProxy(QSortFilterProxyModel):
+    """Sorts by raw values (SORT_ROLE); optionally keeps only some runs, in a given order."""
+
+    def __init__(self, parent=None, only: list[str] | None = None):
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self._order = {run_id: i for i, run_id in enumerate(only)} if only is not None else None
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+        if self._order is None:
+            return True
+        run_id = self.sourceModel().index(source_row, 0, source_parent).data(RUN_ID_ROLE)
+        return run_id in self._order
+
+    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
+        if self._order is not None:
+            return self._order[left.data(RUN_ID_ROLE)] < self._order[right.data(RUN_ID_ROLE)]
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        if isinstance(a, float) and isinstance(b, float):
+            return a < b
+        return str(a) < str(b)

@@ -1,0 +1,49 @@
+"""Shared look of the window: system colours that read on light and dark backgrounds, placeholders."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QFrame, QLabel
+
+TIMES = "\u00d7"
+
+# Apple's system colours, readable on light and dark backgrounds alike: one per comparison group.
+GROUP_COLORS = ("#0a84ff", "#ff9f0a", "#30d158", "#bf5af2", "#ff375f", "#40c8e0", "#5e5ce6", "#ac8e68")
+
+
+def warning_color(palette: QPalette) -> QColor:
+    """A calm red that reads on the palette's base colour (Apple's system red, light or dark variant)."""
+    dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
+    return QColor("#ff6961") if dark else QColor("#c4302b")
+
+
+def device_color(device: str, palette: QPalette) -> QColor:
+    """Bars: the accent colour for the Apple GPU, green for CUDA, the palette's grey for the CPU."""
+    if device.startswith("mps"):
+        return palette.color(QPalette.ColorRole.Highlight)
+    if device.startswith("cuda"):
+        return QColor("#34a853") if palette.color(QPalette.ColorRole.Base).lightness() >= 128 else QColor("#2e9e4c")
+    grey = QColor(palette.color(QPalette.ColorRole.Text))
+    grey.setAlphaF(0.45)
+    return grey
+
+
+def group_color(letter: str) -> QColor:
+    """The colour of a comparison's badge, from its letter."""
+    index = 0
+    for ch in letter:
+        index = index * 26 + (ord(ch) - 64)
+    return QColor(GROUP_COLORS[(index - 1) % len(GROUP_COLORS)])
+
+
+def placeholder_label(text: str) -> QLabel:
+    """Grey centred text on the base colour, framed like the view it stands in for."""
+    label = QLabel(text)
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    label.setWordWrap(True)
+    label.setFrameShape(QFrame.Shape.StyledPanel)
+    label.setBackgroundRole(QPalette.ColorRole.Base)
+    label.setAutoFillBackground(True)
+    label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+    return label
