@@ -16,6 +16,7 @@ run: $(STAMP)
 	$(BIN)/mpsstudio
 
 test: $(STAMP)
+	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,25 +1,13 @@
-"""Shared fixtures: every test gets its own history folder, so nothing touches the user's real data."""
+"""Shared fixtures: every test gets its own folders (history, settings, cache, logs), so nothing touches the
+user's real files; `tests/test_user_folders.py` checks the same for the suite's subprocesses."""
 
 import pytest
 
 
 @pytest.fixture(autouse=True)
-def _private_data_dir(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path_factory.mktemp("data")))
-
-
-@pytest.fixture(autouse=True)
-def _private_settings(tmp_path_factory, monkeypatch):
-    """QSettings and preferences go to a temporary folder, never to the user's real ones."""
-    monkeypatch.setenv("MPSSTUDIO_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
-    try:
-        from PySide6.QtCore import QSettings
-    except ImportError:
-        yield
-        return
-    QSettings.setDefaultFormat(QSettings.IniFormat)
-    QSettings.setPath(QSettings.IniFormat, QSettings.UserScope, str(tmp_path_factory.mktemp("qsettings")))
-    yield
+def _private_folders(tmp_path_factory, monkeypatch):
+    for name in ("DATA", "CONFIG", "CACHE", "LOG"):
+        monkeypatch.setenv(f"MPSSTUDIO_{name}_DIR", str(tmp_path_factory.mktemp(name.lower())))
 
 
 @pytest.fixture

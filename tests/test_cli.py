@@ -3,45 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from mpsstudio import cli
 
 
-def run_cli(*args, env_extra=None, timeout=300):
-    env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "mpsstudio", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-
-
-def test_bench_writes_the_promised_json(tmp_path):
-    out = tmp_path / "out.json"
-    done = run_cli("bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-size", "64",
-                   "--steps", "30", "--json", str(out))
-    assert done.returncode == 0, done.stderr
-    assert "Samples/s" in done.stdout and "cpu" in done.stdout
-    doc = json.loads(out.read_text())
-    [run] = doc["runs"]
-    assert run["status"] == "finished"
-    assert {"model", "dataset", "device", "batch_size"} <= run["config"].keys()
-    assert run["config"]["model"] == "mlp" and run["config"]["batch_size"] == 64
-    assert {"samples_per_s", "samples_per_s_iqr", "warmup_s", "final_loss"} <= run["summary"].keys()
-    assert run["summary"]["samples_per_s"] > 0
-    assert run["env"]["torch"] and run["env"]["python"]
-    assert len(run["steps"]) == 30 + 10 and set(run["steps"][0]) == {"step", "loss"}
-    assert doc["comparisons"] == []
-
-
-def test_unknown_model_exits_2_with_one_line():
-    done = run_cli("bench", "--model", "no_such_model")
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
+def test_unknown_model_exits_2_with_one_line(capsys):
+    code = cli.main(["bench", "--model", "no_such_model"])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "Unknown model 'no_such_model'" in lines[0]
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("args, message", [

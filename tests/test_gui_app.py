@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,6 +13,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 
 from mpsstudio.engine.config import RunConfig  # noqa: E402
 from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.gui.export import MARGIN, export_scale, png_scale  # noqa: E402
 from mpsstudio.gui.main_window import MainWindow  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
 
@@ -146,12 +144,16 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
     assert window.export_comparison(str(tmp_path / "none-yet.png")) is not None
     out = window.export_comparison(str(tmp_path / "comparison.png"))
     assert out is not None
+    scale = export_scale(window)
     for path in out:
         image = QImage(path)
         assert not image.isNull()
+        assert png_scale(path) == scale >= 2  # what the export promises: a Retina-scale picture that says so
         colours = {image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)}
         assert len(colours) > 20, f"{path} looks blank"
-    assert QImage(out[0]).width() >= 2 * window.results.width()
+    results_png, plots_png = (QImage(p) for p in out)
+    assert plots_png.width() == round(scale * (window.plots.width() + 2 * MARGIN))  # the plots as on screen
+    assert results_png.width() >= scale * (720 + 2 * MARGIN)  # the comparison sheet is at least 720 px wide
 
 
 def test_runs_survive_into_a_fresh_window(qtbot, window):
@@ -162,28 +164,6 @@ def test_runs_survive_into_a_fresh_window(qtbot, window):
     qtbot.addWidget(again)
     assert run_id in [r.id for r in again.results.results()]
     again.close()
-
-
-def _env():
-    return {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
-
-
-def test_the_window_paints_before_torch_is_imported():
-    done = subprocess.run([sys.executable, "-m", "mpsstudio", "--startup-timing"], capture_output=True, text=True,
-                          timeout=120, env=_env())
-    assert done.returncode == 0, done.stderr
-    assert "torch imported before paint: False" in done.stdout
-
-
-def test_demo_writes_a_screenshot(tmp_path):
-    shot = tmp_path / "demo.png"
-    done = subprocess.run([sys.executable, "-m", "mpsstudio", "--demo", "--screenshot", str(shot)],
-                          capture_output=True, text=True, timeout=300, env=_env())
-    assert done.returncode == 0, done.stderr[-2000:]
-    image = QImage(str(shot))
-    assert image.width() > 800 and image.height() > 500
-    colours = {image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)}
-    assert len(colours) > 50
 
 
 @pytest.mark.parametrize("env, expect", [

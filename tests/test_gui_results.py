@@ -16,7 +16,7 @@ from mpsstudio.engine.config import RunConfig  # noqa: E402
 from mpsstudio.engine.errors import UserError  # noqa: E402
 from mpsstudio.engine.results import RunResult  # noqa: E402
 from mpsstudio.engine.store import RunStore  # noqa: E402
-from mpsstudio.gui.export import render_png  # noqa: E402
+from mpsstudio.gui.export import MARGIN, export_scale, png_scale, render_png  # noqa: E402
 from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
 from mpsstudio.gui.style import warning_color  # noqa: E402
 
@@ -221,8 +221,12 @@ def test_render_png_is_sharp_and_has_a_title(qtbot, tmp_path):
     qtbot.addWidget(label)
     label.resize(300, 120)
     out = render_png(label, str(tmp_path / "label.png"), "A title", "a subtitle")
-    image = QImage(out)
-    assert image.width() >= 2 * 300 and image.height() >= 2 * 120
+    assert png_scale(out) == export_scale(label) >= 2  # the file says its scale, at least 2x (Retina)
+    for scale in (2, 3):  # exactly the widget plus its margins, times the scale
+        image = QImage(render_png(label, str(tmp_path / f"label@{scale}x.png"), "A title", scale=scale))
+        assert image.width() == scale * (300 + 2 * MARGIN)
+        assert image.height() > scale * (120 + 2 * MARGIN)
+        assert image.text("Title") == "A title"
     with pytest.raises(UserError, match="does not exist"):
         render_png(label, str(tmp_path / "nowhere" / "x.png"), "A title")
 
@@ -238,7 +242,8 @@ def test_export_comparison_png_is_large_and_not_blank(qtbot, store, tmp_path):
     out = panel.export_comparison_png(str(tmp_path / "comparison.png"))
     image = QImage(out)
     assert not image.isNull()
-    assert image.width() >= 2 * 720  # the picture is at least 720 logical pixels wide, at 2x
+    assert png_scale(out) >= 2
+    assert image.width() >= png_scale(out) * (720 + 2 * MARGIN)  # the sheet is at least 720 logical pixels wide
     colours = {image.pixel(x, y) for x in range(0, image.width(), 23) for y in range(0, image.height(), 23)}
     assert len(colours) >= 6  # text, bars, background: not a blank image
 

@@ -137,7 +137,8 @@ def test_fallback_is_set_only_when_unset():
     assert frozen.ensure_mps_fallback(env) is False and "MPSSTUDIO_SET_MPS_FALLBACK" not in env
 
 
-def test_log_path_is_under_the_platformdirs_log_dir():
+def test_log_path_is_under_the_platformdirs_log_dir(monkeypatch):
+    monkeypatch.delenv("MPSSTUDIO_LOG_DIR")
     path = frozen.log_file_path()
     assert path.name == "mpsstudio.log"
     assert path.parent == Path(platformdirs.user_log_dir("MPS Studio", appauthor=False))

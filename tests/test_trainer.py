@@ -292,3 +292,17 @@ def test_compile_in_the_frozen_app_is_refused_with_a_reason(monkeypatch):
     result, _ = collect(RunConfig(model="mlp", dataset="tiny", steps=2, epochs=None, compile=True), data=tiny_data())
     assert result.status == "failed"
     assert result.error.startswith("torch.compile needs a C++ compiler")
+
+
+def test_time_left_is_estimated_by_the_engine_from_every_step_since_warm_up(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(trainer.time, "perf_counter", lambda: clock[0])
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=32, epochs=None, warmup_steps=3, window_s=2.0)
+    result, events = collect(cfg, data=tiny_data(), device=FakeClockDevice(clock, step=0.5))
+    assert result.status == "finished", result.error
+    windows = [e for e in events if isinstance(e, Window)]
+    warmup_s = result.summary["warmup_s"]
+    for w in windows:  # the pace of all measured steps so far, times the steps left
+        done, left = w.steps_done - 3, w.total_steps - w.steps_done
+        assert w.eta_s == pytest.approx((w.elapsed_s - warmup_s) / done * left)
+    assert windows[-1].eta_s == 0.0

@@ -9,6 +9,7 @@ from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication, QPainter, QPalet
 from PySide6.QtWidgets import QWidget
 
 from ..engine.errors import UserError
+from ..engine.files import atomic_path
 
 MARGIN = 20  # logical pixels around the header and the widget
 
@@ -64,16 +65,31 @@ def render_png(widget: QWidget, path: str, title: str, subtitle: str = "", scale
     finally:
         painter.end()
 
+    image = pixmap.toImage()
+    # 72 dpi per logical pixel, as macOS writes Retina screenshots: viewers show the picture at its logical
+    # size, and the file itself says its scale.
+    dots_per_metre = round(72 * scale / 0.0254)
+    image.setDotsPerMeterX(dots_per_metre)
+    image.setDotsPerMeterY(dots_per_metre)
+    image.setText("Title", title)
+    image.setText("Software", "MPS Studio")
     target = Path(path)
     if not target.parent.is_dir():
         raise UserError(f"The folder {target.parent} does not exist; choose another place for {target.name}.")
-    tmp = target.with_name(target.name + ".tmp.png")
-    if not pixmap.save(str(tmp), "PNG"):
-        raise UserError(f"{target.name} cannot be written in {target.parent}; choose a folder you can write to.")
     try:
-        tmp.replace(target)
+        with atomic_path(target) as part:
+            if not image.save(str(part), "PNG"):
+                raise UserError(f"{target.name} cannot be written in {target.parent}; "
+                                "choose a folder you can write to.")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"{target.name} cannot be written ({exc.strerror or exc.__class__.__name__}); "
                         "choose another folder.") from None
     return str(target)
+
+
+def png_scale(path: str) -> float:
+    """The scale a PNG written by render_png records (its dpi / 72); 1.0 for a picture without one."""
+    from PySide6.QtGui import QImage
+
+    dpm = QImage(path).dotsPerMeterX()
+    return round(dpm * 0.0254 / 72, 2) if dpm > 0 else 1.0

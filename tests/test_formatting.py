@@ -1,0 +1,69 @@
+"""One implementation of each way to say a number, a column or a file write (shared by CLI, window, CSV)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpsstudio.engine import columns
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.files import atomic_path, write_atomic
+from mpsstudio.engine.formatting import error_line, fmt_bytes, fmt_count, fmt_duration, one_line, plural
+from mpsstudio.engine.results import RunResult
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (0.844, "0.84 s"), (12.34, "12.3 s"), (500, "8 min 20 s"), (3900, "1 h 05 min"), (None, "\u2014"), (-1, "\u2014"),
+])
+def test_durations(seconds, text):
+    assert fmt_duration(seconds) == text
+
+
+@pytest.mark.parametrize("n, text", [
+    (831_626, "831,626"), (1_462_538, "1.46 M"), (11_689_512, "11.7 M"), (134_268_738, "134 M"),
+    (1_200_000_000, "1.20 B"),
+])
+def test_counts(n, text):
+    assert fmt_count(n) == text
+
+
+def test_bytes_are_iec_and_plurals_can_be_irregular():
+    assert fmt_bytes(83 * 1024**2) == "83.0 MiB" and fmt_bytes(1.5 * 1024**3) == "1.5 GiB"
+    assert plural(1, "class", "classes") == "1 class" and plural(3, "class", "classes") == "3 classes"
+
+
+def test_an_error_is_one_line_cut_short():
+    assert one_line("a\n  b\tc") == "a b c"
+    assert len(one_line("x" * 1000, 50)) == 50 and one_line("x" * 1000, 50).endswith("\u2026")
+    assert error_line(ValueError("bad\nshape")) == "ValueError: bad shape"
+    assert error_line(KeyError()) == "KeyError"
+
+
+def test_every_view_takes_its_columns_from_one_list():
+    from mpsstudio import cli
+
+    run = RunResult(RunConfig(), summary={"samples_per_s": 1234.5, "samples_per_s_iqr": 10.0, "peak_memory": 2**20})
+    header = cli.format_table([run]).splitlines()[0].split("  ")
+    titles = [columns.BY_KEY[k].title for k in columns.CLI_BENCH_COLUMNS]
+    assert [h.strip() for h in header if h.strip()] == titles
+    assert columns.cell_text("peak_memory_bytes", run, {}) == "1.0 MiB"
+    assert columns.cell_text("samples_per_s", run, {}) == "1,234"
+    assert set(columns.CLI_BENCH_COLUMNS) | set(columns.TABLE_COLUMNS) <= set(columns.CSV_COLUMNS)
+
+
+def test_the_window_table_uses_the_engine_columns():
+    pytest.importorskip("PySide6")
+    from mpsstudio.gui.run_table import COLUMNS
+
+    assert [c.key for c in COLUMNS[1:]] == list(columns.TABLE_COLUMNS)
+    assert [c.header for c in COLUMNS[1:]] == [columns.BY_KEY[k].title for k in columns.TABLE_COLUMNS]
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "runs.json"
+    write_atomic(target, "old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as part:
+            part.write_text("half")
+            raise RuntimeError("disk full")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.json"]

@@ -1,0 +1,97 @@
+"""The one run path of the CLI and the window (engine.session): checks before any run, runs in turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpsstudio.engine import session, trainer
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.events import Ended, Started
+
+from .test_trainer import tiny_data
+
+CFG = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=4, epochs=None, warmup_steps=1)
+
+
+def test_plan_keeps_runnable_devices_and_says_why_others_are_left_out():
+    plan = session.plan(CFG, ["cpu", "mps", "cpu", "tpu"])
+    assert [c.device for c in plan.configs] == ["cpu"]
+    assert any(line.startswith("skipping mps: mps is not available") for line in plan.skipped)
+    assert any(line.startswith("skipping tpu:") for line in plan.skipped)
+
+
+@pytest.mark.parametrize("config, devices, message", [
+    (RunConfig(model="no_such_model"), ["cpu"], "Unknown model 'no_such_model'"),
+    (RunConfig(batch_size=0), ["cpu"], "Batch size must be"),
+    (CFG, [" ", ""], "No devices given"),
+    (CFG, ["mps"], "None of the devices (mps) can run this"),
+])
+def test_plan_refuses_bad_input_before_anything_runs(config, devices, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        session.plan(config, devices)
+
+
+def test_runs_go_in_turn_with_their_position_and_a_failure_does_not_stop_the_next(monkeypatch):
+    events = []
+    configs = [CFG.with_device("cpu"), CFG.with_device("cpu")]
+    configs[0].options["note"] = "first"
+    configs[1].options["note"] = "first"
+    real_run = trainer.run
+    calls = []
+
+    def run(cfg, **kw):
+        calls.append(kw["position"])
+        if len(calls) == 1:  # the first run fails inside the engine
+            return real_run(RunConfig(**{**cfg.to_dict(), "lr": float("nan")}), **kw)
+        return real_run(cfg, **kw)
+    monkeypatch.setattr(trainer, "run", run)
+    results = session.run_configs(configs, on_event=events.append, data=tiny_data())
+    assert calls == [(1, 2), (2, 2)]
+    assert [r.status for r in results] == ["failed", "finished"]
+    started = [e for e in events if isinstance(e, Started)]
+    assert [(e.run_index, e.run_count) for e in started] == [(2, 2)]  # the failed one never started
+    assert len([e for e in events if isinstance(e, Ended)]) == 2
+
+
+def test_stop_between_devices_runs_no_more():
+    stop = []
+    results = session.run_configs([CFG, CFG], data=tiny_data(), should_stop=lambda: bool(stop),
+                                  on_event=lambda e: stop.append(1) if isinstance(e, Ended) else None)
+    assert len(results) == 1
+
+
+def test_a_batch_larger_than_the_dataset_is_bad_input_before_any_run(monkeypatch):
+    monkeypatch.setattr(trainer, "load_data", lambda cfg, progress=None: tiny_data(n=8))
+    with pytest.raises(UserError, match="fewer than one batch of 16; use a batch size of at most 8"):
+        session.prepare_data([CFG])
+
+
+def test_a_dataset_that_breaks_while_loading_is_one_sentence(monkeypatch):
+    def explode(cfg, progress=None):
+        raise OSError("Input/output error\nat sector 7")
+    monkeypatch.setattr(trainer, "load_data", explode)
+    with pytest.raises(UserError) as err:
+        session.run_configs([CFG])
+    assert str(err.value) == ("The dataset tiny could not be loaded (OSError: Input/output error at sector 7); "
+                              "check its files.")
+
+
+def test_the_cli_and_the_window_both_run_through_run_configs(monkeypatch, qtbot):
+    """One run path: bench and the window's worker call session.run_configs, nothing else."""
+    from mpsstudio import cli
+    from mpsstudio.gui.worker import RunWorker
+
+    seen = []
+
+    def fake(configs, **kw):
+        seen.append([c.device for c in configs])
+        return []
+    monkeypatch.setattr(session, "run_configs", fake)
+    monkeypatch.setattr(session, "prepare_data", lambda configs, progress=None: tiny_data())
+    assert cli.main(["bench", "--model", "mlp", "--devices", "cpu", "--no-save"]) == 0
+    worker = RunWorker([CFG])
+    with qtbot.waitSignal(worker.all_done, timeout=10_000):
+        worker.start()
+    worker.wait()
+    assert seen == [["cpu"], ["cpu"]]
