@@ -6,10 +6,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench clean
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every version (refresh: bash packaging/make_constraints.sh); pyproject.toml keeps ranges.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e '.[test]'
+	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,34 +1,20 @@
-"""Render the app icon (mpsstudio/resources/icon.svg, the source) to PNGs and a macOS .icns.
+"""Render the app icon (resources/icon.svg, the source) to PNGs and a macOS .icns.
 
-    python packaging/make_icons.py          # writes mpsstudio/resources/icons/icon-<n>.png and icon.icns
+    python packaging/make_icons.py          # writes resources/icons/icon-<n>.png and resources/icon.icns
 
-Runs headless (QT_QPA_PLATFORM=offscreen is set if no platform is given); needs only PySide6 (QtSvg).
-The .icns container is written here, not by iconutil, so the icons can be made on Linux: an 'icns'
-header, a table of contents, then one entry per (size, scale) holding a PNG payload.
+Runs headless (QT_QPA_PLATFORM=offscreen is set if no platform is given); needs PySide6 (QtSvg) to draw
+the SVG and Pillow, whose ICNS writer makes the .icns on any OS (no iconutil, so Linux can make it too).
 """
 
 from __future__ import annotations
 
+import io
 import os
-import struct
 import sys
 from pathlib import Path
 
-RESOURCES = Path(__file__).resolve().parent.parent / "mpsstudio" / "resources"
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
-
-# ICNS element types with PNG payloads (macOS 10.7+), and the pixel size each holds.
-ICNS_TYPES = (
-    (b"ic11", 32),    # 16x16@2x
-    (b"ic12", 64),    # 32x32@2x
-    (b"ic07", 128),   # 128x128
-    (b"ic13", 256),   # 128x128@2x
-    (b"ic08", 256),   # 256x256
-    (b"ic14", 512),   # 256x256@2x
-    (b"ic09", 512),   # 512x512
-    (b"ic10", 1024),  # 512x512@2x
-)
-
 
 def render_png(svg: Path, size: int) -> bytes:
     """The SVG drawn at size x size pixels (transparent background), as PNG bytes."""
@@ -55,13 +41,14 @@ def render_png(svg: Path, size: int) -> bytes:
     return bytes(data.data())
 
 
-def icns_bytes(pngs: dict[int, bytes]) -> bytes:
-    """An ICNS container: 'icns' + total length, a 'TOC ' entry, then the PNG entries (big-endian lengths)."""
-    entries = [(kind, pngs[size]) for kind, size in ICNS_TYPES]
-    toc = b"TOC " + struct.pack(">I", 8 + 8 * len(entries))
-    toc += b"".join(kind + struct.pack(">I", 8 + len(png)) for kind, png in entries)
-    body = toc + b"".join(kind + struct.pack(">I", 8 + len(png)) + png for kind, png in entries)
-    return b"icns" + struct.pack(">I", 8 + len(body)) + body
+def write_icns(pngs: dict[int, bytes], path: Path) -> None:
+    """The .icns from the rendered PNGs (Pillow picks each entry's size from them), written atomically."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(pngs[size])) for size in sorted(pngs)]
+    part = path.with_name(path.name + ".part")
+    images[-1].save(part, format="ICNS", append_images=images[:-1])
+    part.replace(path)
 
 
 def main() -> int:
@@ -72,7 +59,7 @@ def main() -> int:
     pngs = {size: render_png(svg, size) for size in SIZES}
     for size, png in pngs.items():
         (out / f"icon-{size}.png").write_bytes(png)
-    (RESOURCES / "icon.icns").write_bytes(icns_bytes(pngs))
+    write_icns(pngs, RESOURCES / "icon.icns")
     total = sum(len(p) for p in pngs.values())
     print(f"make_icons: {len(pngs)} PNGs ({total / 1024:.0f} KiB) in {out}, icon.icns "
           f"({(RESOURCES / 'icon.icns').stat().st_size / 1024:.0f} KiB)")

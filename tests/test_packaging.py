@@ -59,7 +59,7 @@ def test_spec_uses_the_plist_module_and_the_required_pieces():
     assert "name=info_plist.BUNDLE_NAME" in spec
     assert re.search(r"console=False", spec)
     assert "exclude_binaries=True" in spec  # onedir
-    assert 'RES / "icon.icns"' in spec
+    assert 'RES / "icon.icns"' in spec and 'ROOT / "resources"' in spec
     assert '"torchvision")' in spec  # torchvision's compiled ops listed as binaries
     for name in ("tkinter", "matplotlib", "tests", "PySide6.QtWebEngineCore", "PySide6.QtQml"):
         assert f'"{name}"' in spec
@@ -112,18 +112,47 @@ def test_resources_load_through_importlib_resources():
         assert Path(path).stat().st_size > 0
 
 
-def test_package_data_ships_the_resources():
-    text = (ROOT / "pyproject.toml").read_text()
-    for pattern in ("resources/*.svg", "resources/*.icns", "resources/icons/*.png"):
-        assert f'"{pattern}"' in text
+def test_a_built_wheel_carries_the_resources(tmp_path):
+    """Build the wheel from a copy of the sources and list what it holds under mpsstudio/resources."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("mpsstudio", "resources"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [wheel] = (tmp_path / "dist").glob("mpsstudio-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {"mpsstudio/resources/__init__.py", "mpsstudio/resources/icon.svg", "mpsstudio/resources/icon.icns"}
+    expected |= {f"mpsstudio/resources/icons/icon-{size}.png" for size in ICON_SIZES}
+    assert expected <= names
+    assert not any(n.startswith("resources/") for n in names)  # installed as a package, not a stray folder
 
 
-def test_make_icons_writes_a_valid_icns():
+def test_make_icons_writes_an_icns_that_pillow_reads_back(tmp_path):
+    from PIL import Image
+
     make_icons = _load("mpsstudio_make_icons", PACKAGING / "make_icons.py")
-    pngs = {size: b"\x89PNG\r\n\x1a\n" + bytes([size % 251]) * 10 for size in ICON_SIZES}
-    data = make_icons.icns_bytes(pngs)
-    assert data[:4] == b"icns" and struct.unpack(">I", data[4:8])[0] == len(data)
-    assert data[8:12] == b"TOC "
+    pngs = {}
+    for size in ICON_SIZES:
+        buf = io.BytesIO()
+        Image.new("RGBA", (size, size), (10, 132, 255, 255)).save(buf, "PNG")
+        pngs[size] = buf.getvalue()
+    make_icons.write_icns(pngs, tmp_path / "icon.icns")
+    icns = Image.open(tmp_path / "icon.icns")
+    assert icns.format == "ICNS"
+    assert {(512, 512, 2), (512, 512, 1), (256, 256, 1), (128, 128, 1), (16, 16, 2)} <= set(icns.info["sizes"])
+    icns.size = (128, 128)
+    icns.load()
+    assert icns.getpixel((64, 64)) == (10, 132, 255, 255)
+    assert [p.name for p in tmp_path.iterdir()] == ["icon.icns"]
 
 
 def test_fallback_is_set_only_when_unset():
