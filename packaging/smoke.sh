@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke-test the frozen app: `make smoke` or `bash packaging/smoke.sh` (builds first if there is no bundle).
 #  1. the window: `MPS Studio --demo --screenshot smoke.png` offscreen must exit 0 and save a non-blank PNG;
+#     and the window icon loads from the bundled resources (all 7 PNG sizes);
 #  2. the startup code ran: the crash log exists under the (temporary) platformdirs log dir and records that
 #     the app set PYTORCH_ENABLE_MPS_FALLBACK=1;
 #  3. DataLoader workers work frozen: `bench` on a generated image folder with --workers 2, once with the
@@ -44,6 +45,11 @@ print(f"smoke: screenshot {im.width}x{im.height}, {distinct} colours, stddev {sp
 sys.exit(0 if im.width >= 400 and im.height >= 300 and distinct > 50 and spread > 5 else 1)
 PY
 echo "smoke: window demo ok in $(( $(date +%s) - t0 )) s"
+
+# the icon comes from the bundled mpsstudio.resources (importlib.resources in the frozen app)
+"$BIN" --startup-timing > "$tmp/startup.log" 2>&1 || { cat "$tmp/startup.log"; fail "--startup-timing failed"; }
+grep -q "window icon: 7 sizes, 16-1024 px" "$tmp/startup.log" || { cat "$tmp/startup.log"; fail "the window has no icon"; }
+echo "smoke: $(grep 'window icon' "$tmp/startup.log")"
 
 # 2. the frozen startup code: crash log in the platformdirs log dir, fallback recorded
 log=$(find "$tmp" -name mpsstudio.log | head -n 1)

@@ -191,3 +191,15 @@ def test_a_folder_opened_before_pytorch_loads_is_checked_once_it_has(qtbot, tmp_
     w.start_loading()
     qtbot.waitUntil(lambda: w.catalog is not None and w.setup.configs()[0].dataset == str(folder), timeout=120_000)
     w.close()
+
+
+def test_a_setup_that_cannot_run_gets_one_sentence_and_no_row(qtbot, window, tmp_path):
+    """Bad input found before any run (here a batch larger than the dataset) is a banner, not a failed run."""
+    window.setup.apply_config(RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=60_000, steps=5,
+                                        epochs=None, warmup_steps=1))
+    window.start_run()
+    qtbot.waitUntil(lambda: window.worker is None, timeout=60_000)
+    assert "fewer than one batch of 60,000" in window.banner.text()
+    assert "\n" not in window.banner.text()
+    assert window.run_ended == [] and window.results.results() == []
+    assert window.run_action.isEnabled()  # ready for the next try

@@ -40,6 +40,7 @@ def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_th
     done = run("--startup-timing", timeout=120)
     assert done.returncode == 0, done.stderr
     assert "torch imported before paint: False" in done.stdout
+    assert "window icon: 7 sizes, 16-1024 px" in done.stdout  # loaded from mpsstudio.resources (resources/)
     assert (folders["config"] / "window.ini").is_file()  # the override reaches a child process
 
 

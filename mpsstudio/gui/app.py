@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         window.repaint()
         painted = time.perf_counter()
         torch_loaded = "torch" in sys.modules
+        sizes = sorted({s.width() for s in app.windowIcon().availableSizes()})
         print(f"window painted {painted - t_qt:.3f} s after PySide6 and pyqtgraph were imported "
               f"(their import took {t_qt - t_import:.3f} s); torch imported before paint: {torch_loaded}")
+        print(f"window icon: {len(sizes)} sizes" + (f", {sizes[0]}-{sizes[-1]} px" if sizes else ""))
         window.close()
         return 0
     QTimer.singleShot(0, window.start_loading)

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
+from ..engine.files import write_atomic
 from ..engine.paths import config_dir, log_dir
 
 
@@ -38,9 +39,7 @@ class Preferences:
     def save(self) -> None:
         folder = config_dir()
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "preferences.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(folder / "preferences.json")
+        write_atomic(folder / "preferences.json", json.dumps(asdict(self), indent=1))
 
     def apply(self, config) -> None:
         config.threads = self.cpu_threads or None
