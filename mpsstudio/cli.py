@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Sequence
 
-from .engine.config import MODES, OPTIMIZERS, PRECISIONS
+from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
-from .engine.formatting import fmt_bytes, fmt_count, fmt_duration
+from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, plural
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULTS = RunConfig()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,26 +34,32 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")
-    b.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file")
-    b.add_argument("--dataset", default=None, help="dataset name (see `mpsstudio datasets`) or an image folder")
+    b.add_argument("--model", default=None,
+                   help=f"model name (see `mpsstudio models`) or a .py file (default: {DEFAULTS.model})")
+    b.add_argument("--dataset", default=None,
+                   help=f"dataset name (see `mpsstudio datasets`) or an image folder (default: {DEFAULTS.dataset})")
     b.add_argument("--devices", default="cpu", help="comma-separated devices, e.g. cpu,mps,cuda (default: cpu)")
-    b.add_argument("--batch-size", type=int, default=None)
+    b.add_argument("--batch-size", type=int, default=None,
+                   help=f"samples per step (default: {DEFAULTS.batch_size})")
     group = b.add_mutually_exclusive_group()
     group.add_argument("--steps", type=int, default=None, help="measured steps after warm-up")
-    group.add_argument("--epochs", type=int, default=None)
-    b.add_argument("--warmup", type=int, default=None, help="warm-up steps, timed apart (default 10)")
-    b.add_argument("--precision", choices=PRECISIONS, default=None)
-    b.add_argument("--optimizer", choices=OPTIMIZERS, default=None)
-    b.add_argument("--lr", type=float, default=None, help="learning rate")
-    b.add_argument("--mode", choices=MODES, default=None)
+    group.add_argument("--epochs", type=int, default=None,
+                       help=f"whole passes over the training set (default: {DEFAULTS.epochs})")
+    b.add_argument("--warmup", type=int, default=None,
+                   help=f"warm-up steps, timed apart (default: {DEFAULTS.warmup_steps})")
+    b.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help=f"fp16/bf16: autocast where the device supports it (default: {DEFAULTS.precision})")
+    b.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=f"(default: {DEFAULTS.optimizer})")
+    b.add_argument("--lr", type=float, default=None, help=f"learning rate (default: {DEFAULTS.lr})")
+    b.add_argument("--mode", choices=MODES, default=None, help=f"(default: {DEFAULTS.mode})")
     b.add_argument("--workers", type=int, default=None, help="data loader worker processes")
     b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
-    b.add_argument("--channels-last", action="store_true")
+    b.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
     b.add_argument("--compile", action="store_true", help="torch.compile the model")
     b.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
     b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     b.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
-    b.add_argument("--seed", type=int, default=None)
+    b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
@@ -112,6 +120,10 @@ def _config_from_args(args):
 
 def _cmd_bench(args) -> int:
     cfg = _config_from_args(args)
+    if args.json:  # a --json that cannot be written is bad input: say so before the runs, not after
+        folder = Path(args.json).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
     return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save)
 
 
@@ -184,8 +196,7 @@ class _Progress:
             r = event.result
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
-            print(f"{r.config.device}: {r.status}" + (f" ({r.error})" if r.error else ""), file=sys.stderr,
-                  flush=True)
+            print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
 
     def _line(self, text: str, force: bool = False) -> None:
         now = time.perf_counter()
@@ -284,8 +295,11 @@ def _cmd_history(args) -> int:
         imported = import_json(args.import_file)
         for r in imported:
             store.save(r)
-        print(f"imported {len(imported)} runs from {args.import_file}", file=sys.stderr)
+        print(f"imported {plural(len(imported), 'run')} from {args.import_file}", file=sys.stderr)
     results = store.all()
+    if not results:
+        print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
+        return EXIT_OK
     print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
         print(f"\n{c.title()}")

@@ -98,3 +98,18 @@ def test_format_table_shows_speedup():
     mps = RunResult(RunConfig(device="mps"), summary={"samples_per_s": 3500.0, "samples_per_s_iqr": 20.0})
     table = cli.format_table([cpu, mps])
     assert "3.50x" in table and "1.00x" in table and "3,500" in table
+
+
+def test_a_json_path_in_a_missing_folder_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine import session
+
+    monkeypatch.setattr(session, "run_configs", lambda *a, **k: pytest.fail("a run started"))
+    code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--json", str(tmp_path / "no" / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"The folder {tmp_path / 'no'} does not exist" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_empty_history_says_how_to_start(capsys):
+    assert cli.main(["history"]) == 0
+    assert "No runs in the history yet" in capsys.readouterr().out

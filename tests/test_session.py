@@ -25,7 +25,7 @@ def test_plan_keeps_runnable_devices_and_says_why_others_are_left_out():
     (RunConfig(model="no_such_model"), ["cpu"], "Unknown model 'no_such_model'"),
     (RunConfig(batch_size=0), ["cpu"], "Batch size must be"),
     (CFG, [" ", ""], "No devices given"),
-    (CFG, ["mps"], "None of the devices (mps) can run this"),
+    (CFG, ["mps"], "None of the devices can run this (mps: mps is not available: not an Apple Silicon Mac)"),
 ])
 def test_plan_refuses_bad_input_before_anything_runs(config, devices, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):

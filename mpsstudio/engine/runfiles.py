@@ -19,7 +19,7 @@ JSON_VERSION = 1
 
 
 def _cannot_write(path: Path, exc: OSError) -> UserError:
-    return UserError(f"{path.name} cannot be written ({exc.strerror or exc.__class__.__name__}); "
+    return UserError(f"{path} cannot be written ({exc.strerror or exc.__class__.__name__}); "
                      "choose another folder.")
 
 

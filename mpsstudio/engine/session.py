@@ -54,7 +54,8 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
         if dev.id not in (c.device for c in out.configs):
             out.configs.append(config.with_device(dev.id))
     if not out.configs:
-        raise UserError(f"None of the devices ({', '.join(names)}) can run this; "
+        why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
+        raise UserError(f"None of the devices can run this ({why}); "
                         f"see `mpsstudio devices` for what is available.")
     return out
 
