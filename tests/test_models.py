@@ -88,9 +88,21 @@ def test_model_runs_on_small_default_variant(name: str) -> None:
     assert torch.isfinite(out).all()
 
 
+# The largest models (vgg16's 134 M, vit_b_16's 86 M parameters) take seconds just to initialise; their
+# adaptation to one-channel 28 px images is a matter of shapes, checked on the meta device (no compute). Their
+# real forward pass is checked by the test above.
+_SHAPES_ONLY = ("vgg16", "vit_b_16")
+
+
 @pytest.mark.parametrize("name", ALL_NAMES)
 def test_model_runs_on_one_channel_28px_images(name: str) -> None:
     spec = input_spec_for(name, MNIST_LIKE)
+    if name in _SHAPES_ONLY:
+        with torch.device("meta"):
+            model = build_model(name, spec)
+            out = model(_batch(spec).to("meta"))
+        assert out.shape == (2, 10)
+        return
     out = _run_once(name, spec)
     assert out.shape == (2, 10)
     assert torch.isfinite(out).all()
