@@ -9,6 +9,30 @@ import pytest
 from mpsstudio import cli
 
 
+def test_bench_writes_the_promised_json_and_keeps_the_run(tmp_path, capsys):
+    from mpsstudio.engine.store import RunStore
+    from mpsstudio.launcher import main
+
+    out = tmp_path / "out.json"
+    code = main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-size", "64",
+                 "--steps", "6", "--warmup", "2", "--json", str(out)])  # through the `mpsstudio` entry point
+    stdout = capsys.readouterr().out
+    assert code == 0
+    assert "Samples/s" in stdout and "cpu" in stdout
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "mpsstudio.runs" and doc["version"] == 1
+    [run] = doc["runs"]
+    assert run["status"] == "finished"
+    assert {"model", "dataset", "device", "batch_size"} <= run["config"].keys()
+    assert run["config"]["model"] == "mlp" and run["config"]["batch_size"] == 64
+    assert {"samples_per_s", "samples_per_s_iqr", "warmup_s", "final_loss"} <= run["summary"].keys()
+    assert run["summary"]["samples_per_s"] > 0
+    assert run["env"]["torch"] and run["env"]["python"]
+    assert len(run["steps"]) == 6 + 2 and set(run["steps"][0]) == {"step", "loss"}
+    assert doc["comparisons"] == []
+    assert [r.id for r in RunStore().all()] == [run["id"]]
+
+
 def test_unknown_model_exits_2_with_one_line(capsys):
     code = cli.main(["bench", "--model", "no_such_model"])
     err = capsys.readouterr().err

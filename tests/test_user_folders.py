@@ -1,13 +1,12 @@
 """The app's processes write only into the folders they are given: never into the user's real home.
 
-Each subprocess path of the suite (the window's `--startup-timing` and `--demo`, the CLI's `bench`) runs here
-with HOME pointed at an empty folder, the XDG variables unset and MPS Studio's own folders overridden; HOME
-must stay empty. These are also the suite's end-to-end tests of those paths (one slow test per promise).
+Each subprocess path of the suite (the window's `--startup-timing` and `--demo`) runs here with HOME pointed at
+an empty folder, the XDG variables unset and MPS Studio's own folders overridden; HOME must stay empty. These are
+also the suite's end-to-end tests of those paths (one slow test per promise).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -42,27 +41,6 @@ def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_th
     assert "torch imported before paint: False" in done.stdout
     assert "window icon: 7 sizes, 16-1024 px" in done.stdout  # loaded from mpsstudio.resources (resources/)
     assert (folders["config"] / "window.ini").is_file()  # the override reaches a child process
-
-
-def test_bench_writes_the_promised_json_and_keeps_the_run(sandbox):
-    run, home, folders = sandbox
-    out = Path(folders["data"]).parent / "out.json"
-    done = run("bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-size", "64",
-               "--steps", "6", "--warmup", "2", "--json", str(out))
-    assert done.returncode == 0, done.stderr
-    assert "Samples/s" in done.stdout and "cpu" in done.stdout
-    doc = json.loads(out.read_text())
-    assert doc["format"] == "mpsstudio.runs" and doc["version"] == 1
-    [run_doc] = doc["runs"]
-    assert run_doc["status"] == "finished"
-    assert {"model", "dataset", "device", "batch_size"} <= run_doc["config"].keys()
-    assert run_doc["config"]["model"] == "mlp" and run_doc["config"]["batch_size"] == 64
-    assert {"samples_per_s", "samples_per_s_iqr", "warmup_s", "final_loss"} <= run_doc["summary"].keys()
-    assert run_doc["summary"]["samples_per_s"] > 0
-    assert run_doc["env"]["torch"] and run_doc["env"]["python"]
-    assert len(run_doc["steps"]) == 6 + 2 and set(run_doc["steps"][0]) == {"step", "loss"}
-    assert doc["comparisons"] == []
-    assert (folders["data"] / "runs.sqlite3").is_file()
 
 
 def test_demo_runs_the_default_comparison_and_writes_a_screenshot(sandbox):
