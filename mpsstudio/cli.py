@@ -139,8 +139,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     data = session.prepare_data(plan.configs, progress=_download_progress)
     print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
     results = session.run_configs(plan.configs, data=data, on_event=_Progress())
+    print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     _keep(results, json_path, save)
-    print(format_table(results))
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
