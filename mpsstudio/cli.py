@@ -14,7 +14,7 @@ from typing import Sequence
 
 from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
-from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, plural
+from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, plural, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULTS = RunConfig()
@@ -69,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
     sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
     h = sub.add_parser("history", help="list stored runs and comparisons")
-    h.add_argument("--import", dest="import_file", metavar="FILE", help="import runs from a JSON export first")
+    h.add_argument("--import", dest="import_file", metavar="FILE",
+                   help="add the runs of a JSON export first (all of them or none; runs already here stay as they are)")
+    h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the JSON export shows ids)")
+    h.add_argument("--recover", action="store_true",
+                   help="copy every readable run of a damaged history to a fresh one (the damaged file is kept)")
     return p
 
 
@@ -140,17 +144,19 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
     results = session.run_configs(plan.configs, data=data, on_event=_Progress())
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
-    _keep(results, json_path, save)
+    kept = _keep(results, json_path, save)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
-    return EXIT_RUN_FAILED if failed else EXIT_OK
+    return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
 
 
-def _keep(results, json_path, save) -> None:
+def _keep(results, json_path, save) -> bool:
+    """Write the runs to the history and to --json; False (having said why) when the history did not keep them."""
     from .engine.runfiles import export_json
 
-    if save:
+    kept = True
+    if save and results:
         try:
             from .engine.store import RunStore
 
@@ -159,9 +165,11 @@ def _keep(results, json_path, save) -> None:
                 store.save(r)
             store.close()
         except UserError as exc:
-            print(f"mpsstudio: the runs were not added to the history: {exc}", file=sys.stderr)
+            print(f"mpsstudio: the runs were not kept in the history: {exc}", file=sys.stderr)
+            kept = False
     if json_path:
         export_json(results, json_path)
+    return kept
 
 
 def _download_progress(message: str, fraction: float) -> None:
@@ -285,24 +293,37 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_history(args) -> int:
+    from .engine import store as history
     from .engine.columns import CLI_HISTORY_COLUMNS
     from .engine.compare import compare
     from .engine.runfiles import import_json
-    from .engine.store import RunStore
 
-    store = RunStore()
+    if args.recover:
+        kept, copied, lost = history.recover()
+        print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
+              + f"; the damaged file is kept as {kept}", file=sys.stderr)
     if args.import_file:
-        imported = import_json(args.import_file)
-        for r in imported:
-            store.save(r)
-        print(f"imported {plural(len(imported), 'run')} from {args.import_file}", file=sys.stderr)
+        imported = import_json(args.import_file)  # checked whole before the history is opened for writing
+    store = history.RunStore()
+    if args.import_file:
+        added, known = store.add_imported(imported)
+        note = f" ({known} already in the history)" if known else ""
+        print(f"imported {plural(added, 'run')} from {printable(args.import_file)}{note}", file=sys.stderr)
+    if args.delete:
+        gone = store.delete(args.delete)
+        print(f"deleted {plural(gone, 'run')}" + (f" ({len(args.delete) - gone} not found)"
+                                                  if gone < len(args.delete) else ""), file=sys.stderr)
+    if store.read_only:
+        print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all()
+    for notice in store.notices:
+        print(f"mpsstudio: {notice}", file=sys.stderr)
     if not results:
         print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
         return EXIT_OK
     print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
-        print(f"\n{c.title()}")
+        print(f"\n{printable(c.title())}")
         print(format_table(c.runs))
     return EXIT_OK
 

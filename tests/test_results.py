@@ -51,8 +51,9 @@ def test_store_from_a_newer_version_is_refused(tmp_path):
 def test_corrupt_store_is_one_sentence(tmp_path):
     path = tmp_path / "runs.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(UserError, match="cannot be opened"):
+    with pytest.raises(UserError, match="is damaged; it was left as it is"):
         RunStore(path)
+    assert path.read_bytes() == b"this is not a database" * 100
 
 
 def test_an_unfinished_write_leaves_earlier_runs_intact(tmp_path):
@@ -78,26 +79,6 @@ def test_json_export_import_round_trip(tmp_path):
     assert [r.id for r in back] == [r.id for r in runs]
     assert all(r.origin == "imported" for r in back)
     assert back[1].summary["samples_per_s"] == 450.0
-
-
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "is not valid JSON"),
-    ('{"something": 1}', "has no list of runs"),
-    ('{"runs": [1]}', "is not a JSON object"),
-    ('{"runs": [{"status": "finished", "config": {}, "summary": {}}]}', "no model, dataset, device and batch size"),
-    ('{"runs": [{"status": "exploded", "config": {}, "summary": {}}]}', "has status 'exploded'"),
-    ('{"runs": [{"status": "finished", "summary": {}}]}', "has no 'config'"),
-    ('{"runs": [{"status": "finished", "config": {"model": "m", "dataset": "d", "device": "cpu", "batch_size": -1},'
-     ' "summary": {}}]}', "invalid batch size"),
-    ('{"runs": [{"status": "finished", "config": {"model": "m", "dataset": "d", "device": "cpu", "batch_size": 8},'
-     ' "summary": {"samples_per_s": "fast"}}]}', "invalid samples_per_s"),
-])
-def test_bad_imports_are_one_sentence(tmp_path, content, message):
-    path = tmp_path / "bad.json"
-    path.write_text(content)
-    with pytest.raises(UserError, match=message) as err:
-        import_json(path)
-    assert "\n" not in str(err.value)
 
 
 def test_missing_import_file(tmp_path):

@@ -208,7 +208,7 @@ def test_bad_input_fails_with_one_sentence():
     assert "Unknown model 'no_such_model'" in result.error
     assert isinstance(events[-1], Ended)
     result, _ = collect(RunConfig(device="tpu", steps=5, epochs=None))
-    assert result.status == "failed" and "Unknown device 'tpu'" in result.error
+    assert result.status == "failed" and "The device must be cpu, mps, cuda or cuda:N, not 'tpu'" in result.error
     result, _ = collect(RunConfig(batch_size=0))
     assert result.status == "failed" and result.error.startswith("Batch size must be")
 

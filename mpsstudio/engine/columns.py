@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite
+from .formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, printable
 from .results import RunResult
 
 Speedups = dict[str, "float | None"]
@@ -89,7 +89,7 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
     if value is None or value == "":
         return dash if kind not in ("text", "time") else ""
     if kind == "text":
-        return str(value)
+        return printable(value)
     if kind == "time":
         return fmt_timestamp(value)
     if not is_finite(value):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -11,6 +12,19 @@ from .errors import UserError
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 MODES = ("train", "inference")
+
+# Bounds of every number a config may hold (RunConfig.validate says them when a value is outside).
+MAX_NAME = 4096  # characters of a model or dataset name or path
+MAX_BATCH = 1 << 20
+MAX_STEPS = 1_000_000_000
+MAX_EPOCHS = 1_000_000
+MAX_LR = 1000.0
+MAX_WORKERS = 256
+MAX_THREADS = 4096
+MAX_SEED = 2**63 - 1
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's images are decoded
+MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
+DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
 DEFAULT_MODEL = "mlp"
 DEFAULT_DATASET = "shapes"  # generated, offline, learns: see datasets.py
@@ -43,34 +57,51 @@ class RunConfig:
     options: dict = field(default_factory=dict)
 
     def validate(self) -> "RunConfig":
-        """Raise UserError for values no run can use; return self for chaining."""
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise UserError(f"Batch size must be a whole number of at least 1, not {self.batch_size!r}.")
+        """Raise UserError (one sentence naming the field) for values no run can use; return self for chaining.
+
+        Types are checked strictly (a bool is not a number, 1e30 is not a batch size) and every number has a
+        stated bound, so a config read from a file can never reach the engine with a value it cannot use.
+        """
+        _text(self.model, "The model", MAX_NAME)
+        _text(self.dataset, "The dataset", MAX_NAME)
+        if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
+            raise UserError(f"The device must be cpu, mps, cuda or cuda:N, not {_shown(self.device)}.")
+        _whole(self.batch_size, "Batch size", 1, MAX_BATCH)
         if self.steps is None and self.epochs is None:
             raise UserError("Give a number of steps or of epochs.")
-        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
-            raise UserError(f"Steps must be a whole number of at least 1, not {self.steps!r}.")
-        if self.epochs is not None and self.steps is None and (not isinstance(self.epochs, int) or self.epochs < 1):
-            raise UserError(f"Epochs must be a whole number of at least 1, not {self.epochs!r}.")
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise UserError(f"Warm-up steps must be 0 or more, not {self.warmup_steps!r}.")
-        if self.precision not in PRECISIONS:
-            raise UserError(f"Unknown precision '{self.precision}'; choose one of: {', '.join(PRECISIONS)}.")
-        if self.optimizer not in OPTIMIZERS:
-            raise UserError(f"Unknown optimizer '{self.optimizer}'; choose one of: {', '.join(OPTIMIZERS)}.")
-        if self.mode not in MODES:
-            raise UserError(f"Unknown mode '{self.mode}'; choose train or inference.")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise UserError(f"Learning rate must be a positive number, not {self.lr!r}.")
-        if not isinstance(self.workers, int) or self.workers < 0:
-            raise UserError(f"Data workers must be 0 or more, not {self.workers!r}.")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise UserError(f"CPU threads must be at least 1, not {self.threads!r}.")
+        if self.steps is not None:
+            _whole(self.steps, "Steps", 1, MAX_STEPS)
+        if self.epochs is not None:
+            _whole(self.epochs, "Epochs", 1, MAX_EPOCHS)
+        _whole(self.warmup_steps, "Warm-up steps", 0, MAX_STEPS)
+        _choice(self.precision, "precision", PRECISIONS)
+        _choice(self.optimizer, "optimizer", OPTIMIZERS)
+        _choice(self.mode, "mode", MODES)
+        if not _is_number(self.lr) or not (0 < self.lr <= MAX_LR):
+            raise UserError(f"Learning rate must be a number above 0 and at most {MAX_LR:g}, not {_shown(self.lr)}.")
+        _whole(self.workers, "Data workers", 0, MAX_WORKERS)
+        if self.threads is not None:
+            _whole(self.threads, "CPU threads", 1, MAX_THREADS)
+        _whole(self.seed, "The seed", 0, MAX_SEED)
+        if self.image_size is not None:
+            _whole(self.image_size, "The image size", MIN_IMAGE_SIZE, MAX_IMAGE_SIZE, unit=" pixels")
+        if not _is_number(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
+            raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
+                            f"not {_shown(self.window_s)}.")
+        for name in ("channels_last", "compile", "resident", "tf32"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
+        if not isinstance(self.options, dict):
+            raise UserError(f"'options' must be a JSON object, not {_shown(self.options)}.")
+        return self
+
+    def check_runs_here(self) -> "RunConfig":
+        """validate(), plus what this installation can run (a config from another machine may be valid
+        but not runnable here)."""
+        self.validate()
         if self.compile and getattr(sys, "frozen", False):
             raise UserError("torch.compile needs a C++ compiler, which the MPS Studio app does not carry; "
                             "install MPS Studio with pip (README, Install) to use it.")
-        if not (self.window_s > 0):
-            raise UserError("The measurement window must be longer than 0 seconds.")
         return self
 
     def to_dict(self) -> dict:
@@ -95,3 +126,28 @@ class RunConfig:
         d = self.to_dict()
         d.pop("device")
         return tuple(sorted((k, repr(v)) for k, v in d.items()))
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _shown(v) -> str:
+    """A value for a message: repr, cut short (a 400-digit number must not fill the terminal)."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _whole(v, what: str, low: int, high: int, unit: str = "") -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not (low <= v <= high):
+        raise UserError(f"{what} must be a whole number from {low:,} to {high:,}{unit}, not {_shown(v)}.")
+
+
+def _choice(v, what: str, choices: tuple[str, ...]) -> None:
+    if v not in choices or not isinstance(v, str):
+        raise UserError(f"Unknown {what} {_shown(v)}; choose one of: {', '.join(choices)}.")
+
+
+def _text(v, what: str, limit: int) -> None:
+    if not isinstance(v, str) or not v.strip() or len(v) > limit:
+        raise UserError(f"{what} must be a name or path of 1 to {limit:,} characters, not {_shown(v)}.")

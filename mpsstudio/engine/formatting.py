@@ -82,6 +82,12 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
+def printable(text) -> str:
+    """`text` with control characters (terminal escape sequences, newlines, tabs) replaced by "?": a name
+    from an imported file can then neither clear a terminal nor fake a table row."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(text))
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """`text` on one line (all whitespace, newlines included, collapsed), cut to `limit` characters."""
     line = " ".join(str(text).split())

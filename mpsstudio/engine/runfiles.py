@@ -5,17 +5,20 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from .columns import BY_KEY, CSV_COLUMNS
 from .compare import compare, speedup_map
 from .errors import UserError
 from .files import write_atomic
-from .formatting import is_finite
+from .formatting import fmt_bytes, is_finite, one_line, printable
 from .results import RunResult
+from .runcheck import run_from_dict
 
 JSON_FORMAT = "mpsstudio.runs"
 JSON_VERSION = 1
+MAX_FILE_BYTES = 512 * 1024**2
 
 
 def _cannot_write(path: Path, exc: OSError) -> UserError:
@@ -38,27 +41,59 @@ def export_json(results: list[RunResult], path: str | Path) -> None:
         raise _cannot_write(path, exc) from None
 
 
-def import_json(path: str | Path) -> list[RunResult]:
-    """Read runs exported by MPS Studio (the CLI's --json or the app's export); imported runs are marked as such."""
+def import_json(path: str | Path, progress: Callable[[float], None] | None = None) -> list[RunResult]:
+    """Read and check every run of a file exported by MPS Studio (the CLI's --json or the window's export).
+
+    The whole file is checked before anything is returned, so an import is all of it or nothing; UserError
+    (one sentence naming the run and the field) otherwise. Imported runs are marked as such.
+    """
     path = Path(path)
+    name = printable(path.name)
     try:
-        text = path.read_text()
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise UserError(f"{name} is {fmt_bytes(size)}, more than the {fmt_bytes(MAX_FILE_BYTES)} an export of "
+                            "runs can be; choose a file exported by MPS Studio.")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{path} does not exist; choose a JSON file exported by MPS Studio.") from None
+        raise UserError(f"{printable(str(path))} does not exist; choose a JSON file exported by MPS Studio.") from None
+    except IsADirectoryError:
+        raise UserError(f"{printable(str(path))} is a folder; choose a JSON file exported by MPS Studio.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path} cannot be read ({exc.__class__.__name__}); choose a JSON file exported by MPS Studio.") from None
+        raise UserError(f"{printable(str(path))} cannot be read ({exc.__class__.__name__}); choose a JSON file "
+                        "exported by MPS Studio.") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise UserError(f"{path.name} is not valid JSON (line {exc.lineno}); choose a file exported by MPS Studio.") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
-        raise UserError(f"{path.name} has no list of runs; choose a file exported by MPS Studio.")
-    results = []
-    for i, item in enumerate(doc["runs"]):
-        r = RunResult.from_dict(item, where=f"{path.name} (run {i + 1})")
+        raise UserError(f"{name} is not valid JSON (line {exc.lineno}); choose a file exported by MPS Studio.") from None
+    except (ValueError, RecursionError) as exc:  # NaN/Infinity, a number of thousands of digits, deep nesting
+        why = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 120)
+        raise UserError(f"{name} is not an export of runs ({why}); choose a file exported by MPS Studio.") from None
+    if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
+        raise UserError(f"{name} is not an MPS Studio export of runs (its 'format' is not {JSON_FORMAT!r}); "
+                        "choose a file exported by MPS Studio.")
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= JSON_VERSION:
+        raise UserError(f"{name} was written in export version {printable(repr(version))[:20]}, which this MPS Studio "
+                        f"cannot read (it reads version {JSON_VERSION}); update MPS Studio.")
+    runs = doc.get("runs")
+    if not isinstance(runs, list):
+        raise UserError(f"{name} has no list of runs; choose a file exported by MPS Studio.")
+    results, seen = [], set()
+    for i, item in enumerate(runs):
+        if progress is not None and i % 500 == 0:
+            progress(i / len(runs))
+        r = run_from_dict(item, where=f"{name} (run {i + 1})")
+        if r.id in seen:
+            raise UserError(f"{name} holds run {r.id} twice (run {i + 1}); nothing was imported.")
+        seen.add(r.id)
         r.origin = "imported"
         results.append(r)
     return results
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number MPS Studio writes")
 
 
 def export_csv(results: list[RunResult], path: str | Path, speedups: dict[str, float | None] | None = None) -> None:

@@ -35,7 +35,7 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
 
     Raises UserError when the config is invalid, the model unknown, or no named device can run it.
     """
-    config.validate()
+    config.check_runs_here()
     models.get_model_info(config.model)  # an unknown model is bad input before anything runs
     names = [n.strip() for n in device_names if n and n.strip()]
     if not names:
@@ -68,7 +68,7 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
     if any(c.comparison_key() != first.comparison_key() for c in configs):
         raise ValueError("configs run together must differ only by device")
     for c in configs:
-        c.validate()
+        c.check_runs_here()
     models.get_model_info(first.model)
     try:
         data = trainer.load_data(first, progress=progress)

@@ -1,24 +1,28 @@
-"""The run history: SQLite under the platformdirs user data dir, one transaction per finished run."""
+"""The run history: SQLite under the platformdirs user data dir, one transaction per run.
+
+It survives what a desktop app meets: another program holding the file (a bounded wait, then one sentence),
+a read-only file (opened read-only: the history is shown, new runs are not kept), a damaged file (found when
+it opens and left untouched; `recover()` copies what can be read to a fresh history when the user asks), and
+rows written by an older version or by hand (checked on the way out, skipped with a notice, never a crash).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from array import array
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import paths
-from .config import RunConfig
 from .errors import UserError
+from .formatting import plural
 from .results import RunResult
+from .runcheck import run_from_dict
 
 SCHEMA_VERSION = 1
-
-
-def default_data_dir() -> Path:
-    """Where the history lives (MPSSTUDIO_DATA_DIR overrides it: tests, portable use)."""
-    return paths.data_dir()
-
+LOCK_WAIT_S = 5.0  # how long to wait for another program that holds the history
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -42,71 +46,278 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 """
+_COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
+            "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses")
+
+
+def default_data_dir() -> Path:
+    """Where the history lives (MPSSTUDIO_DATA_DIR overrides it: tests, portable use)."""
+    return paths.data_dir()
 
 
 class RunStore:
-    """Runs kept between launches. SQLite's journal keeps earlier runs intact if the app dies mid-write."""
+    """Runs kept between launches. SQLite's journal keeps earlier runs intact if the app dies mid-write.
+
+    `read_only` is True when the file cannot be written (new runs are then not kept: `save` says so);
+    `notices` holds one sentence per stored run that could not be read (skipped, never a crash).
+    """
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else default_data_dir() / "runs.sqlite3"
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), timeout=10, check_same_thread=False)
+        self.read_only = False
+        self.notices: list[str] = []
+        self._db: sqlite3.Connection | None = None
+        if str(self.path) == ":memory:":
+            self._db = self._connect(str(self.path))
             self._migrate()
+            return
+        try:
+            self._open()
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"The run history at {self.path} cannot be opened ({exc}); move that file aside and start again.") from None
-        except OSError as exc:
-            raise UserError(f"The run history folder {self.path.parent} cannot be created ({exc.strerror}).") from None
+            if self._db is not None:
+                self._db.close()
+            raise _explain(exc, self.path) from None
 
-    def _migrate(self) -> None:
+    # -- opening --------------------------------------------------------------------------------------------
+    def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:
+        db = sqlite3.connect(target, timeout=LOCK_WAIT_S, check_same_thread=False, uri=uri)
+        db.row_factory = sqlite3.Row
+        return db
+
+    def _open(self) -> None:
+        folder = self.path.parent
+        if self.path.is_dir():
+            raise UserError(f"The run history {self.path} is a folder, not a file; move it aside or set "
+                            "MPSSTUDIO_DATA_DIR to another folder.")
+        if not folder.exists():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"The run history folder {folder} cannot be created ({exc.strerror}); set "
+                                "MPSSTUDIO_DATA_DIR to a folder you can write to.") from None
+        writable = os.access(folder, os.W_OK) and (not self.path.exists() or os.access(self.path, os.W_OK))
+        if not writable:
+            if not self.path.exists():
+                raise UserError(f"The run history folder {folder} is read-only; set MPSSTUDIO_DATA_DIR to a "
+                                "folder you can write to, or runs cannot be kept.")
+            self.read_only = True
+            self._db = self._connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        else:
+            self._db = self._connect(str(self.path))
+        self._check()
+        if not self.read_only:
+            self._migrate()
+
+    def _check(self) -> None:
+        """Refuse a damaged file at once (and leave it as it is): reading it later would fail halfway."""
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise UserError(f"The run history at {self.path} was written by a newer MPS Studio; update the app to read it.")
+            raise UserError(f"The run history at {self.path} was written by a newer MPS Studio; update the app to "
+                            "read it.")
+        verdict = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if verdict != "ok":
+            raise DamagedHistory(self.path)
+
+    def _migrate(self) -> None:
         with self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.executescript(_SCHEMA)
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
+    # -- writing --------------------------------------------------------------------------------------------
     def save(self, result: RunResult) -> None:
-        """Insert or replace one run in a single transaction."""
-        c = result.config
-        row = (
-            result.id, result.created_at, result.status, result.origin, c.model, c.dataset, c.device,
-            c.batch_size, c.precision, result.machine, result.error,
-            json.dumps(c.to_dict()), json.dumps(result.env), json.dumps(result.summary),
-            json.dumps(result.windows), json.dumps(result.epochs),
-            array("f", result.losses).tobytes(),
-        )
-        with self._db:
-            self._db.execute(f"INSERT OR REPLACE INTO runs VALUES ({','.join('?' * len(row))})", row)
+        """Insert or replace one run (a run of this app: its id is ours) in a single transaction."""
+        self._write("INSERT OR REPLACE", [result])
 
-    def delete(self, run_ids: list[str]) -> None:
-        with self._db:
-            self._db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in run_ids])
+    def add_imported(self, results: list[RunResult]) -> tuple[int, int]:
+        """Add runs read from a file, all in one transaction; a run whose id is already here is left as it is.
 
+        Returns (added, already there)."""
+        before = len(self)
+        self._write("INSERT OR IGNORE", results)
+        added = len(self) - before
+        return added, len(results) - added
+
+    def _write(self, verb: str, results: list[RunResult]) -> None:
+        if self.read_only:
+            raise UserError(f"The run history at {self.path} is read-only, so new runs are not kept; make the "
+                            "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        rows = [_row(r) for r in results]
+        try:
+            with self._db:
+                self._db.executemany(f"{verb} INTO runs ({','.join(_COLUMNS)}) VALUES "
+                                     f"({','.join('?' * len(_COLUMNS))})", rows)
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+
+    def delete(self, run_ids: list[str]) -> int:
+        """Remove runs by id; returns how many were there."""
+        if self.read_only:
+            raise UserError(f"The run history at {self.path} is read-only; nothing can be deleted from it.")
+        try:
+            with self._db:
+                cursor = self._db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in run_ids])
+                return cursor.rowcount
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+
+    # -- reading --------------------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunResult | None:
-        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _row_to_result(row) if row else None
+        rows = self._select("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return rows[0] if rows else None
 
     def all(self) -> list[RunResult]:
-        """Every run, oldest first."""
-        rows = self._db.execute("SELECT * FROM runs ORDER BY created_at, rowid").fetchall()
-        return [_row_to_result(r) for r in rows]
+        """Every readable run, oldest first; unreadable ones are skipped and named in `notices`."""
+        return self._select("SELECT * FROM runs ORDER BY created_at, rowid")
+
+    def _select(self, sql: str, params: tuple = ()) -> list[RunResult]:
+        try:
+            rows = self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+        out, bad = [], []
+        for row in rows:
+            try:
+                out.append(_result(row))
+            except (UserError, ValueError, TypeError, KeyError, IndexError) as exc:
+                bad.append((str(row["id"])[:64], str(exc)))
+        self.notices = []
+        if bad:
+            self.notices.append(f"{plural(len(bad), 'stored run')} could not be read and {'is' if len(bad) == 1 else 'are'} "
+                                f"not shown (first: {bad[0][0]}); `mpsstudio history --delete ID` removes one.")
+        return out
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
 
-def _row_to_result(row) -> RunResult:
-    (run_id, created_at, status, origin, _m, _d, _dev, _b, _p, _machine, error,
-     config_json, env_json, summary_json, windows_json, epochs_json, losses_blob) = row
-    losses = array("f")
-    losses.frombytes(losses_blob)
-    return RunResult(
-        config=RunConfig.from_dict(json.loads(config_json)), status=status, env=json.loads(env_json),
-        summary=json.loads(summary_json), losses=losses.tolist(), windows=json.loads(windows_json),
-        epochs=json.loads(epochs_json), error=error, id=run_id, created_at=created_at, origin=origin,
+class DamagedHistory(UserError):
+    """The history file is damaged: it is left untouched; `recover` copies what can be read."""
+
+    def __init__(self, path: Path):
+        super().__init__(f"The run history at {path} is damaged; it was left as it is. Run `mpsstudio history "
+                         "--recover` (or Recover in the window) to copy every readable run to a fresh history.")
+        self.path = path
+
+
+def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
+    """Copy every readable run of a damaged history into a fresh one that takes its place.
+
+    The damaged file is kept beside it, renamed, never changed. Returns (where the old file is now,
+    runs copied, runs lost).
+    """
+    path = Path(path) if path is not None else default_data_dir() / "runs.sqlite3"
+    if not path.is_file():
+        raise UserError(f"There is no run history at {path} to recover.")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    fresh = path.with_name(f"{path.stem}.recovering-{stamp}{path.suffix}")
+    copied = lost = 0
+    try:
+        old = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        old.row_factory = sqlite3.Row
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"The run history at {path} cannot be opened at all ({exc}); nothing could be copied.") from None
+    store = RunStore(fresh)
+    try:
+        ids = _readable_ids(old)
+        for run_id in ids:
+            try:
+                row = old.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+                store.save(_result(row))
+                copied += 1
+            except (sqlite3.DatabaseError, UserError, ValueError, TypeError, KeyError, IndexError):
+                lost += 1
+    finally:
+        old.close()
+        store.close()
+    kept = path.with_name(f"{path.stem}.damaged-{stamp}{path.suffix}")
+    path.replace(kept)
+    for suffix in ("-wal", "-shm"):  # the damaged file's journal belongs with it
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.replace(kept.with_name(kept.name + suffix))
+    fresh.replace(path)
+    return kept, copied, lost
+
+
+def _readable_ids(db: sqlite3.Connection) -> list[str]:
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM runs").fetchall()]
+    except sqlite3.DatabaseError:
+        ids, rowid = [], 0
+        while True:  # walk the table row by row, stepping over what cannot be read
+            try:
+                row = db.execute("SELECT rowid, id FROM runs WHERE rowid > ? ORDER BY rowid LIMIT 1",
+                                 (rowid,)).fetchone()
+            except sqlite3.DatabaseError:
+                rowid += 1
+                if rowid > 10_000_000:
+                    return ids
+                continue
+            if row is None:
+                return ids
+            rowid = row[0]
+            ids.append(row[1])
+
+
+def _explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
+    """One accurate sentence per cause."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return UserError(f"The run history at {path} is in use by another program (still after {LOCK_WAIT_S:.0f} s); "
+                         "close the other MPS Studio window or command and try again.")
+    if "readonly" in text or "read-only" in text:
+        return UserError(f"The run history at {path} is read-only, so new runs are not kept; make it writable or "
+                         "set MPSSTUDIO_DATA_DIR to another folder.")
+    if "disk" in text and "full" in text or "full" in text:
+        return UserError(f"The disk holding the run history at {path} is full; free some space and try again.")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return DamagedHistory(path)
+    if "unable to open" in text:
+        return UserError(f"The run history at {path} cannot be opened (permission denied or a missing folder); "
+                         "check the folder or set MPSSTUDIO_DATA_DIR to another one.")
+    return UserError(f"The run history at {path} cannot be used ({exc}).")
+
+
+def _row(result: RunResult) -> tuple:
+    c = result.config
+    return (
+        result.id, result.created_at, result.status, result.origin, c.model, c.dataset, c.device,
+        c.batch_size, c.precision, result.machine, result.error,
+        json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
+        json.dumps(_finite(result.summary), allow_nan=False), json.dumps(_finite(result.windows), allow_nan=False),
+        json.dumps(_finite(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
     )
+
+
+def _finite(value):
+    """NaN and infinities become null (JSON has no such numbers); a failed run may hold them."""
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _result(row: sqlite3.Row) -> RunResult:
+    """A stored row, checked like an imported run (an older version or a hand edit may have left anything)."""
+    blob = row["losses"]
+    if not isinstance(blob, bytes) or len(blob) % 4:
+        raise ValueError("the per-step losses are damaged")
+    losses = array("f")
+    losses.frombytes(blob)
+    data = {
+        "id": row["id"], "created_at": row["created_at"], "status": row["status"], "origin": row["origin"],
+        "error": row["error"], "config": json.loads(row["config_json"]), "env": json.loads(row["env_json"]),
+        "summary": json.loads(row["summary_json"]), "windows": json.loads(row["windows_json"]),
+        "epochs": json.loads(row["epochs_json"]),
+    }
+    result = run_from_dict(data, where=f"stored run {str(row['id'])[:64]}")
+    result.losses = losses.tolist()
+    return result

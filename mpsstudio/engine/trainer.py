@@ -158,7 +158,7 @@ class _RunLoop:
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
-        cfg = self.config.validate()
+        cfg = self.config.check_runs_here()
         dev = self.device or devices.resolve_device(cfg.device)
         self.device = dev
         reason = devices.precision_unsupported_reason(dev, cfg.precision)

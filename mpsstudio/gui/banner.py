@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
 
 class Banner(QFrame):
@@ -23,16 +23,32 @@ class Banner(QFrame):
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
         close.clicked.connect(self.hide)
+        self.action = QPushButton()
+        self.action.setAutoDefault(False)
+        self.action.hide()
+        self.action.clicked.connect(self._act)
+        self._callback = None
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.action)
         layout.addWidget(close)
         self.hide()
 
-    def show_message(self, text: str, warning: bool = False) -> None:
+    def show_message(self, text: str, warning: bool = False, action: tuple[str, object] | None = None) -> None:
+        """Show one sentence; `action` (button text, callback) adds the one thing to do about it."""
         self.label.setText(text)
+        self._callback = action[1] if action else None
+        self.action.setText(action[0] if action else "")
+        self.action.setVisible(action is not None)
         pal = self.palette()
         accent = "#c0392b" if warning else pal.highlight().color().name()
         self.setStyleSheet(f"#banner {{ border: 1px solid {accent}; border-radius: 6px; }}")
         self.show()
+
+    def _act(self) -> None:
+        callback, self._callback = self._callback, None
+        self.hide()
+        if callback is not None:
+            callback()
 
     def text(self) -> str:
         return self.label.text() if self.isVisible() else ""

@@ -24,7 +24,8 @@ from ..engine.config import RunConfig
 from ..engine.errors import UserError
 from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
 from ..engine.formatting import fmt_duration, fmt_rate
-from ..engine.store import RunStore
+from ..engine.formatting import plural
+from ..engine.store import DamagedHistory, RunStore
 from .banner import Banner
 from .plots import LivePlots
 from .settings import settings
@@ -53,15 +54,10 @@ class MainWindow(QMainWindow):
         self.rejected = ""  # the sentence when the last setup could not run at all
         self._epochs: dict[str, tuple[int, int]] = {}
 
+        store_problem = None
+        if store is None:
+            store, store_problem = open_history()
         self.store = store
-        store_error = None
-        if self.store is None:
-            try:
-                self.store = RunStore()
-            except UserError as exc:  # the app still runs; runs are kept in memory only
-                store_error = str(exc)
-                self.store = RunStore(":memory:")
-
         self.setup = SetupPanel()
         self.plots = LivePlots()
         self.results = ResultsPanel(self.store)
@@ -71,8 +67,42 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._connect()
         self._restore_settings()
-        if store_error:
-            self.banner.show_message(store_error, warning=True)
+        if store_problem is not None:
+            self._show_store_problem(store_problem)
+        elif self.store.read_only:
+            self.banner.show_message(f"The run history at {self.store.path} is read-only: earlier runs are shown, "
+                                     "new runs will not be kept.", warning=True)
+        self._show_store_notices()
+
+    # -- the history ---------------------------------------------------------------------------------------
+    def _show_store_problem(self, problem: UserError) -> None:
+        text = f"{problem} Runs of this session are kept in memory only."
+        if isinstance(problem, DamagedHistory):
+            self.banner.show_message(text, warning=True, action=("Recover…", lambda: self.recover_history(problem.path)))
+        else:
+            self.banner.show_message(text, warning=True)
+
+    def _show_store_notices(self) -> None:
+        for notice in self.store.notices:
+            self.banner.show_message(notice, warning=True)
+
+    def recover_history(self, path=None) -> None:
+        """Copy every readable run of the damaged history to a fresh one (the damaged file is kept)."""
+        from ..engine.store import recover
+
+        try:
+            kept, copied, lost = recover(path)
+            store = RunStore()
+        except UserError as exc:
+            self.banner.show_message(str(exc), warning=True)
+            return
+        for result in self.results.results():  # runs of this session, kept in memory so far
+            store.save(result)
+        self.store = store
+        self.results.set_store(store)
+        lost_note = f", {lost} could not be read" if lost else ""
+        self.banner.show_message(f"Recovered {plural(copied, 'run')}{lost_note}; the damaged file is kept as "
+                                 f"{kept.name}.")
 
     # -- construction ------------------------------------------------------------------------------------
     def _build_layout(self) -> None:
@@ -507,3 +537,11 @@ def mps_fallback_note() -> str:
     if value == "1":
         return "CPU fallback for MPS: on (PYTORCH_ENABLE_MPS_FALLBACK=1 was set before launch)"
     return "CPU fallback for MPS: off (an operation MPS lacks stops the run)"
+
+
+def open_history() -> tuple[RunStore, UserError | None]:
+    """The user's run history, or (when it cannot be used) one in memory and the sentence saying why."""
+    try:
+        return RunStore(), None
+    except UserError as exc:  # the app still runs; runs are kept in memory only
+        return RunStore(":memory:"), exc

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 from ..engine import runfiles
 from ..engine.compare import Comparison
 from ..engine.errors import UserError
-from ..engine.formatting import local_time, plural
+from ..engine.formatting import local_time, plural, printable
 from ..engine.results import RunResult
 from ..engine.store import RunStore
 from .comparison_sheet import ComparisonSheet
@@ -32,10 +32,12 @@ class ResultsPanel(QWidget):
 
     message = Signal(str)
     selection_changed = Signal(list)
+    import_finished = Signal()
 
     def __init__(self, store: RunStore, parent=None):
         super().__init__(parent)
         self.store = store
+        self._importer = None
         self._last_dir = str(Path.home())
         self.model = RunTableModel(self)
         self.proxy = RunSortProxy(self)
@@ -146,15 +148,21 @@ class ResultsPanel(QWidget):
 
     # data
     def reload(self) -> None:
-        """Read every run from the store, keeping the selection."""
+        """Read every run from the store, keeping the selection; unreadable rows are skipped and named."""
         keep = self.selected_ids()
         try:
             runs = self.store.all()
-        except Exception as exc:  # a damaged row must not take the window down
-            self.message.emit(f"The run history could not be read ({exc.__class__.__name__}); "
-                              "earlier runs are not shown.")
+        except UserError as exc:  # a history that fails now (another program holds it): one sentence
+            self.message.emit(str(exc))
             runs = []
+        for notice in self.store.notices:
+            self.message.emit(notice)
         self._set_runs(runs, keep)
+
+    def set_store(self, store: RunStore) -> None:
+        """Show another history (a recovered one, say)."""
+        self.store = store
+        self.reload()
 
     def add_result(self, result: RunResult) -> None:
         """A run that just ended (already saved): add or replace its row, refresh comparisons, select it."""
@@ -287,22 +295,45 @@ class ResultsPanel(QWidget):
         return len(runs)
 
     def import_json(self, path: str) -> int:
-        """Add runs from an MPS Studio JSON file; runs already in the history stay as they are."""
+        """Add the runs of an MPS Studio JSON file, here and now (checked whole: all of them or none); runs
+        already in the history stay as they are. Returns how many were added. The menu uses start_import."""
         try:
             runs = runfiles.import_json(path)
+            added, known = self.store.add_imported(runs)
         except UserError as exc:
             self.message.emit(str(exc))
             return 0
-        known = {r.id for r in self.model.runs()}
-        new = [r for r in runs if r.id not in known]
-        for r in new:
-            self.store.save(r)
+        self._imported(path, [r.id for r in runs], added, known)
+        return added
+
+    def start_import(self, path: str) -> None:
+        """Import off the GUI thread with progress (a file of thousands of runs takes seconds to check)."""
+        from .worker import ImportWorker
+
+        if self._importer is not None:
+            self.message.emit("An import is still running; wait for it to finish.")
+            return
+        self._importer = ImportWorker(path, self.store, self)
+        self._importer.progress.connect(
+            lambda fraction: self.message.emit(f"Checking {Path(path).name}… {fraction:.0%}"))
+        self._importer.done.connect(lambda ids, added, known: self._imported(path, ids, added, known))
+        self._importer.rejected.connect(self.message.emit)
+        self._importer.finished.connect(self._import_finished)
+        self.import_action.setEnabled(False)
+        self._importer.start()
+
+    def _import_finished(self) -> None:
+        importer, self._importer = self._importer, None
+        if importer is not None:
+            importer.deleteLater()
+        self.import_action.setEnabled(True)
+        self.import_finished.emit()
+
+    def _imported(self, path: str, ids: list[str], added: int, known: int) -> None:
         self.reload()
-        self.select_ids([r.id for r in new])
-        skipped = len(runs) - len(new)
-        note = f" ({plural(skipped, 'run')} already in the history)" if skipped else ""
-        self.message.emit(f"Imported {plural(len(new), 'run')} from {Path(path).name}{note}.")
-        return len(new)
+        self.select_ids(ids)
+        note = f" ({plural(known, 'run')} already in the history)" if known else ""
+        self.message.emit(f"Imported {plural(added, 'run')} from {printable(Path(path).name)}{note}.")
 
     def export_comparison_png(self, path: str, scale: float | None = None) -> str:
         """Save the current comparison's rows and chart as a PNG with a title; returns the path.
@@ -382,7 +413,7 @@ class ResultsPanel(QWidget):
                                               "MPS Studio runs (*.json);;All files (*)")
         if path:
             self._last_dir = str(Path(path).parent)
-            self.import_json(path)
+            self.start_import(path)
 
     def export_comparison_dialog(self) -> None:
         c = self.current_comparison()

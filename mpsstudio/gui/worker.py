@@ -69,6 +69,34 @@ class FolderChecker(QThread):
             self.rejected.emit(self.path, f"{self.path} could not be read ({type(exc).__name__}: {exc}).")
 
 
+class ImportWorker(QThread):
+    """Checks a file of runs and adds them to the history off the GUI thread (all of them or none)."""
+
+    progress = Signal(float)
+    done = Signal(list, int, int)  # ids in the file, added, already there
+    rejected = Signal(str)
+
+    def __init__(self, path: str, store, parent=None):
+        super().__init__(parent)
+        self.path, self.store = path, store
+        _live.add(self)
+
+    def run(self) -> None:
+        from ..engine import runfiles
+        from ..engine.errors import UserError
+
+        try:
+            runs = runfiles.import_json(self.path, progress=self.progress.emit)
+            added, known = self.store.add_imported(runs)
+            self.done.emit([r.id for r in runs], added, known)
+        except UserError as exc:
+            self.rejected.emit(str(exc))
+        except Exception as exc:  # never a silent thread death
+            from ..engine.formatting import error_line
+
+            self.rejected.emit(f"The import failed ({error_line(exc)}); nothing was added.")
+
+
 class RunWorker(QThread):
     """Runs configs one after another through the engine's one run path (engine.session.run_configs) and
     forwards every engine event unchanged.

@@ -1,0 +1,215 @@
+"""Checking a run that comes from outside this process (an imported file, a row of an older history).
+
+Every field is checked before anything is written: types from the dataclasses, the config through
+RunConfig.validate(), finite non-negative numbers where a number is promised, ISO timestamps, bounded sizes
+and nesting. A problem raises UserError naming the run and the field, in one sentence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import fields
+from datetime import datetime
+
+from .config import RunConfig
+from .errors import UserError
+from .results import STATUSES, RunResult
+
+ORIGINS = ("local", "imported")
+RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs"}
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_TEXT = 10_000  # characters of any one string
+MAX_STEPS = 10_000_000  # per-step losses of one run
+MAX_ROWS = 1_000_000  # windows or epochs of one run
+MAX_ITEMS = 1_000  # keys of env, summary or options; items of a list in them
+MAX_DEPTH = 4  # nesting inside env, summary or options
+MAX_NUMBER = 1e18  # no measured quantity comes near this
+
+# Summary fields that are measured quantities: a finite number >= 0, or null.
+_NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
+                 "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
+                 "s_per_epoch", "data_wait_s", "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
+_FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
+_WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory")
+_EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
+
+
+class _Bad(Exception):
+    """A field that is wrong: `field` names it (config.batch_size), `why` says what it should be."""
+
+    def __init__(self, field: str, why: str):
+        super().__init__(f"{field}: {why}")
+        self.field, self.why = field, why
+
+
+def run_from_dict(data, where: str) -> RunResult:
+    """A RunResult from a JSON-like dict, every field checked; UserError naming `where` and the field."""
+    try:
+        return _run(data)
+    except _Bad as bad:
+        raise UserError(f"{where} has an invalid '{bad.field}' ({bad.why}); the file was not written by "
+                        "this version of MPS Studio or was changed by hand, so nothing was imported.") from None
+
+
+def _run(data) -> RunResult:
+    if not isinstance(data, dict):
+        raise _Bad("run", f"a JSON object is expected, not {_kind(data)}")
+    unknown = sorted(str(k) for k in data if k not in RUN_KEYS)
+    if unknown:
+        raise _Bad(_short(unknown[0]), "not a field of a run")
+    for key in ("id", "status", "config", "summary"):
+        if key not in data:
+            raise _Bad(key, "missing")
+    run_id = data["id"]
+    if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
+        raise _Bad("id", "1 to 64 letters, digits, '.', '_' or '-' expected")
+    created = data.get("created_at")
+    if not isinstance(created, str) or len(created) > 64 or not _is_iso(created):
+        raise _Bad("created_at", "an ISO 8601 date and time expected")
+    if data["status"] not in STATUSES:
+        raise _Bad("status", f"one of {', '.join(STATUSES)} expected")
+    origin = data.get("origin", "local")
+    if origin not in ORIGINS:
+        raise _Bad("origin", f"one of {', '.join(ORIGINS)} expected")
+    error = data.get("error", "")
+    if not isinstance(error, str) or len(error) > MAX_TEXT:
+        raise _Bad("error", f"text of at most {MAX_TEXT:,} characters expected")
+    config = _config(data["config"])
+    env = _object(data.get("env", {}), "env")
+    summary = _summary(_object(data["summary"], "summary"))
+    losses = _steps(data.get("steps", []))
+    windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
+    epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+    return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
+                     windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin)
+
+
+def _config(cfg) -> RunConfig:
+    if not isinstance(cfg, dict):
+        raise _Bad("config", f"a JSON object expected, not {_kind(cfg)}")
+    names = {f.name for f in fields(RunConfig)}
+    unknown = sorted(str(k) for k in cfg if k not in names)
+    if unknown:
+        raise _Bad(f"config.{_short(unknown[0])}", "not a setting of a run")
+    for key in ("model", "dataset", "device", "batch_size"):
+        if key not in cfg:
+            raise _Bad(f"config.{key}", "missing")
+    _object(cfg.get("options", {}), "config.options")
+    config = RunConfig(**cfg)
+    try:
+        config.validate()
+    except UserError as exc:
+        raise _Bad("config", str(exc).rstrip(".")) from None
+    return config
+
+
+def _summary(summary: dict) -> dict:
+    for key in _NON_NEGATIVE:
+        v = summary.get(key)
+        if v is not None and not (_number(v) and v >= 0):
+            raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    for key in _FRACTIONS:
+        v = summary.get(key)
+        if v is not None and not (_number(v) and 0 <= v <= 1):
+            raise _Bad(f"summary.{key}", "a number from 0 to 1, or null, expected")
+    epochs = summary.get("epoch_s")
+    if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
+        raise _Bad("summary.epoch_s", "a list of seconds expected")
+    dataset = summary.get("dataset")
+    if dataset is not None and not isinstance(dataset, str):
+        raise _Bad("summary.dataset", "text expected")
+    return summary
+
+
+def _steps(steps) -> list[float]:
+    if not isinstance(steps, list) or len(steps) > MAX_STEPS:
+        raise _Bad("steps", f"a list of at most {MAX_STEPS:,} steps expected")
+    losses = []
+    for i, row in enumerate(steps):
+        if not isinstance(row, dict) or "loss" not in row or set(row) - {"step", "loss"}:
+            raise _Bad(f"steps[{i}]", "an object with a step and a loss expected")
+        loss = row["loss"]
+        if loss is None:  # a NaN loss is exported as null
+            losses.append(math.nan)
+        elif _number(loss):
+            losses.append(float(loss))
+        else:
+            raise _Bad(f"steps[{i}].loss", "a finite number or null expected")
+    return losses
+
+
+def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+        raise _Bad(name, f"a list of at most {MAX_ROWS:,} rows expected")
+    for i, row in enumerate(rows):
+        _object(row, f"{name}[{i}]")
+        for key in numbers:
+            v = row.get(key)
+            if v is not None and not (_number(v) and v >= 0):
+                raise _Bad(f"{name}[{i}].{key}", "a finite number of at least 0, or null, expected")
+    return rows
+
+
+def _object(value, name: str, depth: int = 0) -> dict:
+    """A JSON object of bounded size and nesting holding only text, finite numbers, booleans and nulls."""
+    if not isinstance(value, dict):
+        raise _Bad(name, f"a JSON object expected, not {_kind(value)}")
+    _value(value, name, depth)
+    return value
+
+
+def _value(value, name: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise _Bad(name, f"nested more than {MAX_DEPTH} levels deep")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if not _number(value):
+            raise _Bad(name, "a finite number expected")
+        return
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise _Bad(name, f"text of at most {MAX_TEXT:,} characters expected")
+        return
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise _Bad(name, f"at most {MAX_ITEMS:,} items expected")
+        for i, item in enumerate(value):
+            _value(item, f"{name}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        if len(value) > MAX_ITEMS:
+            raise _Bad(name, f"at most {MAX_ITEMS:,} keys expected")
+        for key, item in value.items():
+            if not isinstance(key, str) or len(key) > 200:
+                raise _Bad(name, "keys of at most 200 characters expected")
+            _value(item, f"{name}.{_short(key)}", depth + 1)
+        return
+    raise _Bad(name, f"{_kind(value)} is not allowed")
+
+
+def _number(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return abs(v) <= MAX_NUMBER
+    return math.isfinite(v) and abs(v) <= MAX_NUMBER
+
+
+def _is_iso(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _kind(v) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,169 @@
+"""A history that survives anything: locked, read-only and damaged files, bad rows, large imports."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.runfiles import export_json
+from mpsstudio.engine.store import DamagedHistory, RunStore, recover
+
+from .test_imports import good_run
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes and locks as on macOS and Linux")
+
+
+@pytest.fixture
+def history(tmp_path, monkeypatch):
+    folder = tmp_path / "data"
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(folder))
+    store = RunStore()
+    for i in range(3):
+        store.save(good_run(f"{i}" * 32, device="cpu"))
+    store.close()
+    return folder / "runs.sqlite3"
+
+
+def damage(path):
+    """4 KiB of noise in the middle of the file, as a failing disk or a bad copy leaves it."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4096] = os.urandom(min(4096, len(data) - middle))
+    path.write_bytes(bytes(data))
+
+
+def test_a_locked_history_waits_then_says_so_and_the_run_is_not_exit_0(history, tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine import store as store_module
+
+    monkeypatch.setattr(store_module, "LOCK_WAIT_S", 0.2)
+    holder = sqlite3.connect(history)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        out = tmp_path / "out.json"
+        code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "3", "--warmup", "1",
+                         "--batch-size", "8", "--json", str(out)])
+        captured = capsys.readouterr()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 1  # the run was not kept: never exit 0
+    assert "in use by another program" in captured.err and "Traceback" not in captured.err
+    assert "Samples/s" in captured.out  # the table is still printed
+    assert out.is_file()  # and --json still written
+
+
+def test_a_read_only_history_is_listed_and_says_new_runs_are_not_kept(history, capsys):
+    folder = history.parent
+    for p in folder.iterdir():
+        p.chmod(stat.S_IRUSR)
+    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(history, os.W_OK):
+            pytest.skip("running as a user who can write anyway (root)")
+        store = RunStore()
+        assert store.read_only and len(store.all()) == 3
+        with pytest.raises(UserError, match="read-only, so new runs are not kept"):
+            store.save(good_run("z" * 32))
+        assert cli.main(["history"]) == 0
+        assert "read-only; new runs will not be kept" in capsys.readouterr().err
+    finally:
+        folder.chmod(stat.S_IRWXU)
+        for p in folder.iterdir():
+            p.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_a_read_only_file_opens_read_only(history, monkeypatch):
+    """Root ignores file modes, so this checks the decision itself: a file we may not write is opened with
+    mode=ro, never written to (opening it writes nothing)."""
+    before = history.read_bytes()
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    store = RunStore()
+    assert store.read_only and [r.id[0] for r in store.all()] == ["0", "1", "2"]
+    with pytest.raises(UserError, match="read-only"):
+        store.save(good_run("z" * 32))
+    store.close()
+    assert history.read_bytes() == before
+
+
+def test_a_damaged_history_is_found_at_open_left_untouched_and_recovered_on_request(history, capsys):
+    damage(history)
+    damaged = history.read_bytes()
+    with pytest.raises(DamagedHistory):
+        RunStore()
+    assert history.read_bytes() == damaged  # untouched
+    assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "2", "--warmup", "0",
+                     "--batch-size", "8"]) == 1
+    captured = capsys.readouterr()
+    assert "is damaged; it was left as it is" in captured.err and "Traceback" not in captured.err
+    assert history.read_bytes() == damaged
+    assert cli.main(["history", "--recover"]) == 0
+    err = capsys.readouterr().err
+    assert "recovered" in err and "damaged file is kept as" in err
+    kept = next(history.parent.glob("runs.damaged-*.sqlite3"))
+    assert kept.read_bytes() == damaged  # the user's file, kept as it was
+    assert RunStore().all() is not None  # a working history again
+
+
+def test_recover_copies_every_readable_run(history):
+    kept, copied, lost = recover(history)
+    assert (copied, lost) == (3, 0) and kept.is_file()
+    assert len(RunStore().all()) == 3
+
+
+def test_the_window_starts_with_a_damaged_history_and_offers_recovery(history, qtbot):
+    pytest.importorskip("pytestqt")
+    from mpsstudio.gui.main_window import MainWindow
+
+    damage(history)
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    assert "is damaged" in w.banner.text() and w.banner.action.isVisible()
+    assert str(w.store.path) == ":memory:"
+    w.banner.action.click()
+    assert "Recovered" in w.banner.text()
+    assert str(w.store.path) == str(history)
+    w.close()
+
+
+def test_the_window_starts_with_a_bad_row_and_names_it(history, qtbot):
+    pytest.importorskip("pytestqt")
+    import json
+
+    from mpsstudio.gui.main_window import MainWindow
+
+    with sqlite3.connect(history) as db:
+        db.execute("UPDATE runs SET summary_json = ? WHERE id = ?", (json.dumps({"final_loss": "abc"}), "1" * 32))
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    assert len(w.results.results()) == 2
+    assert "1 stored run could not be read" in w.banner.text()
+    w.close()
+
+
+def test_a_large_import_runs_off_the_gui_thread_with_progress(history, tmp_path, qtbot):
+    pytest.importorskip("pytestqt")
+    from mpsstudio.gui.results_panel import ResultsPanel
+
+    path = tmp_path / "many.json"
+    export_json([good_run(f"r{i:05d}", device="cuda:0") for i in range(1500)], path)
+    panel = ResultsPanel(RunStore())
+    qtbot.addWidget(panel)
+    messages = []
+    panel.message.connect(messages.append)
+    with qtbot.waitSignal(panel.import_finished, timeout=60_000):
+        panel.start_import(str(path))
+        # returned at once, before any of it is in the table: the work runs on its own thread, and its
+        # result can only arrive through the event loop
+        assert panel._importer is not None and panel.model.rowCount() == 3
+    assert any(m.startswith("Checking many.json") for m in messages)
+    assert "Imported 1,500 runs from many.json." in messages
+    assert panel.model.rowCount() == 1503
