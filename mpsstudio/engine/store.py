@@ -268,7 +268,7 @@ def _explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     """One accurate sentence per cause."""
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
-        return UserError(f"The run history at {path} is in use by another program (still after {LOCK_WAIT_S:.0f} s); "
+        return UserError(f"The run history at {path} is in use by another program (still after {LOCK_WAIT_S:g} s); "
                          "close the other MPS Studio window or command and try again.")
     if "readonly" in text or "read-only" in text:
         return UserError(f"The run history at {path} is read-only, so new runs are not kept; make it writable or "

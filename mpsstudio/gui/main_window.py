@@ -410,6 +410,7 @@ class MainWindow(QMainWindow):
     def _forget_checker(self, checker) -> None:
         if checker in self.checkers:
             self.checkers.remove(checker)
+            checker.wait()  # `finished` comes just before the thread ends: deleting it sooner aborts the app
             checker.deleteLater()
 
     def _on_folder_ok(self, path: str, report) -> None:

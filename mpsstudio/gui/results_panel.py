@@ -325,9 +325,16 @@ class ResultsPanel(QWidget):
     def _import_finished(self) -> None:
         importer, self._importer = self._importer, None
         if importer is not None:
+            importer.wait()  # `finished` comes just before the thread ends: deleting it sooner aborts the app
             importer.deleteLater()
         self.import_action.setEnabled(True)
         self.import_finished.emit()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        """An import still running finishes first (it is one transaction: all of the file or none)."""
+        if self._importer is not None:
+            self._importer.wait()
+        super().closeEvent(event)
 
     def _imported(self, path: str, ids: list[str], added: int, known: int) -> None:
         self.reload()
