@@ -16,7 +16,7 @@ from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
 from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, plural, printable
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULTS = RunConfig()
 
 
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mpsstudio: interrupted.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 # -- bench ------------------------------------------------------------------------------------------------
@@ -142,7 +142,14 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
     data = session.prepare_data(plan.configs, progress=_download_progress)
     print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
-    results = session.run_configs(plan.configs, data=data, on_event=_Progress())
+    progress = _Progress()
+    try:
+        results = session.run_configs(plan.configs, data=data, on_event=progress)
+    except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
+        print(format_table(progress.ended))
+        _keep(progress.ended, json_path, save)
+        print("mpsstudio: interrupted; the interrupted run is kept as cancelled.", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     kept = _keep(results, json_path, save)
     failed = [r for r in results if r.status == "failed"]
@@ -184,6 +191,7 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.last = 0.0
         self.device = ""
+        self.ended = []  # every run that ended, also one interrupted by Ctrl-C
 
     def __call__(self, event) -> None:
         from .engine.events import Ended, Started, Warmup, Window
@@ -202,6 +210,7 @@ class _Progress:
                        f"loss {event.losses[-1]:.4f}{left}")
         elif isinstance(event, Ended):
             r = event.result
+            self.ended.append(r)
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
             print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last

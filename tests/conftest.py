@@ -1,7 +1,12 @@
 """Shared fixtures: every test gets its own folders (history, settings, cache, logs), so nothing touches the
 user's real files; `tests/test_user_folders.py` checks the same for the suite's subprocesses."""
 
+import os
+
 import pytest
+
+# Qt without a display aborts the interpreter; `make test` sets this too, a bare `pytest` needs it as well.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 @pytest.fixture(autouse=True)

@@ -43,6 +43,13 @@ def test_unknown_model_exits_2_with_one_line(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
+    (["bench", "--image-size", "100000"], "The image size must be a whole number from 8 to 1,024 pixels"),
+    (["bench", "--image-size", "0"], "The image size must be a whole number from 8 to 1,024 pixels"),
+    (["bench", "--image-size", "-5"], "The image size must be a whole number from 8"),
+    (["bench", "--seed", str(2**64 + 1)], "The seed must be a whole number from 0 to"),
+    (["bench", "--steps", "0"], "Steps must be a whole number from 1"),
+    (["bench", "--warmup", "-1"], "Warm-up steps must be a whole number from 0"),
+    (["bench", "--batch-size", "100000", "--dataset", "shapes"], "fewer than one batch of 100,000"),
     (["bench", "--batch-size", "0"], "Batch size must be"),
     (["bench", "--batch-size", "ten"], "invalid int value"),
     (["bench", "--dataset", "/no/such/folder"], "does not exist"),
@@ -137,3 +144,25 @@ def test_a_json_path_in_a_missing_folder_is_refused_before_any_run(tmp_path, cap
 def test_an_empty_history_says_how_to_start(capsys):
     assert cli.main(["history"]) == 0
     assert "No runs in the history yet" in capsys.readouterr().out
+
+
+def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch, capsys):
+    from mpsstudio.engine import trainer
+    from mpsstudio.engine.store import RunStore
+
+    real = trainer._RunLoop._record_window
+
+    def interrupt_at_the_second_window(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if len(self.windows) == 2:
+            raise KeyboardInterrupt
+    monkeypatch.setattr(trainer._RunLoop, "_record_window", interrupt_at_the_second_window)
+    code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "50", "--warmup", "1",
+                     "--batch-size", "8"])
+    captured = capsys.readouterr()
+    assert code == 130
+    assert "interrupted; the interrupted run is kept as cancelled" in captured.err
+    [run] = RunStore().all()
+    assert run.status == "cancelled" and run.summary["windows"] == 2
+    assert "cancelled" in captured.out
+

@@ -95,3 +95,14 @@ def test_the_cli_and_the_window_both_run_through_run_configs(monkeypatch, qtbot)
         worker.start()
     worker.wait()
     assert seen == [["cpu"], ["cpu"]]
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_refused_before_decoding(monkeypatch):
+    import psutil
+
+    class Memory:
+        available = 4096
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
+    monkeypatch.setattr(trainer, "load_data", lambda cfg, progress=None: tiny_data(n=64))
+    with pytest.raises(UserError, match=r"One batch of 16 samples of 1x\d+x\d+ needs about .* KiB, more than the 4.0 KiB of memory free"):
+        session.prepare_data([CFG])

@@ -159,9 +159,32 @@ def test_nan_loss_fails_with_the_step(tmp_path):
     cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=20, epochs=None, warmup_steps=0)
     result, events = collect(cfg, data=tiny_data())
     assert result.status == "failed"
-    assert result.error.startswith("The loss became NaN at step 1;")
-    assert "\n" not in result.error
+    assert result.error == "The loss became NaN at step 1; lower the learning rate (now 0.01)."  # fp32: no fp32 advice
     assert isinstance(events[-1], Ended)
+    result, _ = collect(RunConfig(**{**cfg.to_dict(), "precision": "bf16"}), data=tiny_data())
+    assert result.error.endswith("or use fp32 precision (this run used bf16).")
+
+
+@pytest.mark.parametrize("exc", [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+                 "to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError(),
+])
+def test_a_cpu_allocation_failure_gets_the_out_of_memory_sentence(exc):
+    assert trainer.explain_failure(exc, RunConfig(batch_size=512)) == \
+        "Batch size 512 ran out of memory on cpu; try a batch size of 256 or less."
+
+
+def test_a_model_with_the_wrong_output_shape_is_told_the_expected_one(tmp_path):
+    path = tmp_path / "wrong.py"
+    path.write_text("import torch\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, num_classes + 3))\n")
+    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=0)
+    result, _ = collect(cfg, data=tiny_data())
+    assert result.status == "failed"
+    assert result.error == (f"{path} returned an output of shape (16, 7); MPS Studio needs logits of shape "
+                            "(N, num_classes), here (16, 4): return one score per class for each sample.")
 
 
 def test_out_of_memory_suggests_a_smaller_batch(monkeypatch):

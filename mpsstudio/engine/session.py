@@ -16,7 +16,7 @@ from . import datasets, devices, models, trainer
 from .config import RunConfig
 from .errors import UserError
 from .events import Event
-from .formatting import error_line
+from .formatting import error_line, fmt_bytes
 from .results import RunResult
 
 Progress = Callable[[str, float], None]
@@ -80,7 +80,25 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
     if len(data.train) < first.batch_size:
         raise UserError(f"{data.name} has {len(data.train):,} training samples, fewer than one batch of "
                         f"{first.batch_size:,}; use a batch size of at most {len(data.train):,}.")
+    _check_batch_memory(first, data)
     return data
+
+
+def _check_batch_memory(config: RunConfig, data: datasets.LoadedDataset) -> None:
+    """Refuse, before anything is decoded, a batch that cannot fit in memory (a huge --image-size, say)."""
+    import math
+
+    import psutil
+
+    spec = models.input_spec_for(config.model, data.spec)
+    values = math.prod(spec.sample_shape) * config.batch_size
+    need = values * (1 + 4 + 4)  # decoded uint8, the float32 input, and at least as much again for the model
+    free = psutil.virtual_memory().available
+    if need > free:
+        what = "x".join(str(v) for v in spec.sample_shape)
+        raise UserError(f"One batch of {config.batch_size:,} samples of {what} needs about {fmt_bytes(need)}, more "
+                        f"than the {fmt_bytes(free)} of memory free; use a smaller batch size"
+                        + (" or image size." if spec.kind == "image" else "."))
 
 
 def run_configs(configs: Sequence[RunConfig], *, on_event: Callable[[Event], None] | None = None,

@@ -73,13 +73,18 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         result.status = "finished"
     except Cancelled:
         result.status = "cancelled"
+    except KeyboardInterrupt:  # Ctrl-C in a terminal: the run so far is kept as cancelled, then it goes on up
+        result.status = "cancelled"
+        raise
     except UserError as exc:
         result.status, result.error = "failed", str(exc)
     except _NonFinite as exc:
         kind = "NaN" if math.isnan(exc.value) else "infinite"
         result.status = "failed"
-        result.error = (f"The loss became {kind} at step {exc.step}; lower the learning rate "
-                        f"(now {config.lr:g}) or use fp32 precision.")
+        advice = f"lower the learning rate (now {config.lr:g})"
+        if config.precision != "fp32":
+            advice += f" or use fp32 precision (this run used {config.precision})"
+        result.error = f"The loss became {kind} at step {exc.step}; {advice}."
     except _DataError as exc:
         result.status = "failed"
         result.error = f"Reading the training data failed ({error_line(exc.__cause__ or exc, with_type=False)}); check the dataset's files."
@@ -103,7 +108,9 @@ def load_data(config: RunConfig, progress: Callable[[str, float], None] | None =
 def explain_failure(exc: BaseException, config: RunConfig) -> str:
     """One sentence for an exception raised by PyTorch during a run."""
     msg = error_line(exc, with_type=False)
-    if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in msg.lower():
+    lowered = msg.lower()
+    if (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in lowered
+            or "can't allocate memory" in lowered or "cannot allocate memory" in lowered):
         smaller = max(1, config.batch_size // 2)
         return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
                 f"try a batch size of {smaller} or less.")
@@ -172,6 +179,7 @@ class _RunLoop:
             raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
                             f"pick another model or dataset.")
         model_spec = models.input_spec_for(cfg.model, data.spec)
+        self.num_classes = model_spec.num_classes
         torch.manual_seed(cfg.seed)
         model = models.build_model(cfg.model, model_spec)
         self.parameters = models.count_parameters(model)
@@ -261,6 +269,26 @@ class _RunLoop:
         with torch.inference_mode(), self.autocast():
             return F.cross_entropy(self.forward(x), y)
 
+    def _first_step(self, step_fn, x, y) -> torch.Tensor:
+        """The first step, checking once that the model returns logits (N, num_classes): a user's model that
+        does not gets a sentence naming the shape, not a loss function's error."""
+        forward = self.forward
+        expected = (int(x.shape[0]), self.num_classes)
+
+        def checked(inputs):
+            out = forward(inputs)
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            if got != expected:
+                raise UserError(f"{self.config.model} returned {'an output of shape ' if isinstance(got, tuple) else ''}"
+                                f"{got}; MPS Studio needs logits of shape (N, num_classes), here {expected}: "
+                                "return one score per class for each sample.")
+            return out
+        self.forward = checked
+        try:
+            return step_fn(x, y)
+        finally:
+            self.forward = forward
+
     def _batches(self):
         """Endless stream of training batches, epoch after epoch."""
         while True:
@@ -297,7 +325,7 @@ class _RunLoop:
             except Exception as exc:
                 raise _DataError() from exc
             win_wait += time.perf_counter() - t
-            win_losses.append(step_fn(x, y))
+            win_losses.append(step_fn(x, y) if step > 1 else self._first_step(step_fn, x, y))
             # epochs matter only in epoch mode: a steps run closes windows by time alone
             epoch_end = by_epoch and step % self.spe == 0
             in_warm = step <= self.warm
