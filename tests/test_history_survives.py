@@ -167,3 +167,75 @@ def test_a_large_import_runs_off_the_gui_thread_with_progress(history, tmp_path,
     assert any(m.startswith("Checking many.json") for m in messages)
     assert "Imported 300 runs from many.json." in messages
     assert panel.model.rowCount() == 303
+
+
+_WRITER = """
+import sys
+from mpsstudio.engine.store import RunStore
+from tests.test_imports import good_run
+store = RunStore(sys.argv[1])
+prefix, count = sys.argv[2], int(sys.argv[3])
+for i in range(count):
+    store.save(good_run(f"{prefix}{i:06d}", device="cpu"))
+    print(i, flush=True)
+"""
+
+
+def _writer(path, prefix, count):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.Popen([sys.executable, "-c", _WRITER, str(path), prefix, str(count)], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _integrity(path) -> str:
+    with sqlite3.connect(path) as db:
+        return db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def test_kill_9_in_the_middle_of_writes_loses_no_earlier_run(tmp_path):
+    import signal
+    import time
+
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path)
+    store.save(good_run("keep" + "0" * 28, device="cpu"))
+    store.close()
+    for attempt, delay in enumerate((0.0, 0.05, 0.2, 0.6)):
+        proc = _writer(path, f"k{attempt}", 100_000)
+        if delay:
+            time.sleep(delay)
+        else:
+            proc.stdout.readline()  # right after its first commit
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert _integrity(path) == "ok"
+        ids = {r.id for r in RunStore(path).all()}
+        assert "keep" + "0" * 28 in ids
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    procs = [_writer(path, f"w{n}", 3) for n in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+    assert _integrity(path) == "ok"
+    assert len(RunStore(path).all()) == 9
+
+
+def test_the_window_says_a_read_only_history_keeps_no_new_runs(history, qtbot, monkeypatch):
+    pytest.importorskip("pytestqt")
+    from mpsstudio.gui.main_window import MainWindow
+
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    assert "is read-only: earlier runs are shown, new runs will not be kept" in w.banner.text()
+    assert len(w.results.results()) == 3
+    w.close()
