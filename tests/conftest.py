@@ -9,6 +9,22 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
+def pytest_collection_finish(session):
+    """Start the slowest end-to-end test's subprocess (the window's --demo, ~10 s of it importing PyTorch) as
+    soon as it is collected, so it runs beside the in-process tests; its test collects the result."""
+    from .test_user_folders import DEMO_TEST, start_demo
+
+    if any(item.name == DEMO_TEST for item in session.items) and len(session.items) > 1:
+        session.config.mpsstudio_demo = start_demo()
+
+
+def pytest_unconfigure(config):
+    started = getattr(config, "mpsstudio_demo", None)
+    if started is not None and started[1].poll() is None:  # its test did not run (-x, a deselection)
+        started[1].kill()
+        started[1].wait()
+
+
 @pytest.fixture(autouse=True)
 def _private_folders(tmp_path_factory, monkeypatch):
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):

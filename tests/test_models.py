@@ -97,20 +97,12 @@ def test_model_runs_on_small_default_variant(name: str) -> None:
     assert torch.isfinite(out).all()
 
 
-# The largest models (vgg16's 134 M, vit_b_16's 86 M parameters) take seconds just to initialise; their
-# adaptation to one-channel 28 px images is a matter of shapes, checked on the meta device (no compute).
-_SHAPES_ONLY = ("vgg16", "vit_b_16")
-
-
 @pytest.mark.parametrize("name", ALL_NAMES)
-def test_model_runs_on_one_channel_28px_images(name: str) -> None:
+def test_model_adapts_to_one_channel_28px_images(name: str) -> None:
+    """The adaptation to small grayscale images is a matter of shapes: checked on the meta device (nothing is
+    initialised or computed; the test above runs real forward passes)."""
     spec = input_spec_for(name, MNIST_LIKE)
-    if name in _SHAPES_ONLY:
-        assert _meta_forward(name, spec).shape == (2, 10)
-        return
-    out = _run_once(name, spec)
-    assert out.shape == (2, 10)
-    assert torch.isfinite(out).all()
+    assert _meta_forward(name, spec).shape == (2, 10)
 
 
 def test_mlp_parameter_count_matches_hand_count() -> None:

@@ -3,55 +3,74 @@
 Each subprocess path of the suite (the window's `--startup-timing` and `--demo`) runs here with HOME pointed at
 an empty folder, the XDG variables unset and MPS Studio's own folders overridden; HOME must stay empty. These are
 also the suite's end-to-end tests of those paths (one slow test per promise).
+
+The demo takes ~10 s, mostly its own import of PyTorch; when the whole suite runs, conftest.py starts it as
+soon as the tests are collected, so it runs beside the in-process tests, and its test here collects the result.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-
-@pytest.fixture
-def sandbox(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    folders = {name: tmp_path / name for name in ("data", "config", "cache", "logs")}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MPSSTUDIO_"))}
-    env.update(HOME=str(home), QT_QPA_PLATFORM="offscreen", MPSSTUDIO_DATA_DIR=str(folders["data"]),
-               MPSSTUDIO_CONFIG_DIR=str(folders["config"]), MPSSTUDIO_CACHE_DIR=str(folders["cache"]),
-               MPSSTUDIO_LOG_DIR=str(folders["logs"]))
-
-    def run(*args, timeout=300):
-        return subprocess.run([sys.executable, "-m", "mpsstudio", *args], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=tmp_path)
-
-    yield run, home, folders
-    left = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
-    assert left == [], f"written into HOME: {left}"
+DEMO_TEST = "test_demo_runs_the_default_comparison_and_writes_a_screenshot"
 
 
-def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_the_config_folder(sandbox):
-    run, home, folders = sandbox
-    done = run("--startup-timing", timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "torch imported before paint: False" in done.stdout
-    assert "window icon: 7 sizes, 16-1024 px" in done.stdout  # loaded from mpsstudio.resources (resources/)
-    assert (folders["config"] / "window.ini").is_file()  # the override reaches a child process
+class Sandbox:
+    """A temporary HOME and MPS Studio folders for one `python -m mpsstudio ...` process."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.home = root / "home"
+        self.home.mkdir(parents=True)
+        self.folders = {name: root / name for name in ("data", "config", "cache", "logs")}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "MPSSTUDIO_"))}
+        self.env.update(HOME=str(self.home), QT_QPA_PLATFORM="offscreen",
+                        MPSSTUDIO_DATA_DIR=str(self.folders["data"]), MPSSTUDIO_CONFIG_DIR=str(self.folders["config"]),
+                        MPSSTUDIO_CACHE_DIR=str(self.folders["cache"]), MPSSTUDIO_LOG_DIR=str(self.folders["logs"]))
+
+    def start(self, *args) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "mpsstudio", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env, cwd=self.root)
+
+    def written_into_home(self) -> list[str]:
+        return sorted(str(p.relative_to(self.home)) for p in self.home.rglob("*"))
 
 
-def test_demo_runs_the_default_comparison_and_writes_a_screenshot(sandbox):
+def start_demo() -> tuple[Sandbox, subprocess.Popen]:
+    """The window's `--demo --screenshot` in a fresh sandbox (conftest.py may start it early)."""
+    box = Sandbox(Path(tempfile.mkdtemp(prefix="mpsstudio-demo-")))
+    return box, box.start("--demo", "--screenshot", str(box.root / "demo.png"))
+
+
+def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_the_config_folder(tmp_path):
+    box = Sandbox(tmp_path)
+    out, err = box.start("--startup-timing").communicate(timeout=120)
+    assert "torch imported before paint: False" in out, err
+    assert "window icon: 7 sizes, 16-1024 px" in out  # loaded from mpsstudio.resources (resources/)
+    assert (box.folders["config"] / "window.ini").is_file()  # the override reaches a child process
+    assert box.written_into_home() == []
+
+
+def test_demo_runs_the_default_comparison_and_writes_a_screenshot(request):
     pytest.importorskip("PySide6")
     from PySide6.QtGui import QImage
 
-    run, home, folders = sandbox
-    shot = Path(folders["data"]).parent / "demo.png"
-    done = run("--demo", "--screenshot", str(shot))
-    assert done.returncode == 0, done.stderr[-2000:]
-    image = QImage(str(shot))
-    assert (image.width(), image.height()) == (1440, 900)  # the demo's window size, offscreen at 1x
-    colours = {image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)}
-    assert len(colours) > 50
+    box, proc = getattr(request.config, "mpsstudio_demo", None) or start_demo()
+    try:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        image = QImage(str(box.root / "demo.png"))
+        assert (image.width(), image.height()) == (1440, 900)  # the demo's window size, offscreen at 1x
+        colours = {image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)}
+        assert len(colours) > 50
+        assert (box.folders["data"] / "runs.sqlite3").is_file()  # the demo's run is kept
+        assert box.written_into_home() == []
+    finally:
+        shutil.rmtree(box.root, ignore_errors=True)
