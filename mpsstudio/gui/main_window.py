@@ -319,8 +319,9 @@ class MainWindow(QMainWindow):
         self.run_ended.append(result)
         try:
             self.store.save(result)
-        except Exception as exc:  # a full disk must not lose the run from the table
-            self.banner.show_message(f"The run could not be saved to the history ({exc}).", warning=True)
+        except UserError as exc:  # locked, read-only, full: the run stays in the table for this session
+            self.banner.show_message(f"This run was not kept: {exc} It stays in the table until you quit; "
+                                     "Export JSON keeps a copy.", warning=True)
         self.results.add_result(result)
         if result.id in self.plots.run_ids():
             self.plots.finish_run(result.id, result.status)
