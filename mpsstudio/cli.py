@@ -236,15 +236,18 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     keys = keys or CLI_BENCH_COLUMNS
     speedups = speedup_map(compare(results))
     rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
-    return _grid([BY_KEY[k].title for k in keys], rows)
+    return _grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
 
 
-def _grid(headers: list[str], rows: list[list[str]]) -> str:
+def _grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None) -> str:
+    """A plain-text table: numbers right-aligned, text left-aligned (`numeric` per column; default: none)."""
+    right = list(numeric) if numeric is not None else [False] * len(headers)
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))
-    out = [line, "-" * len(line)]
-    for row in rows:
-        out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+    out = [line(headers), "-" * len(line(headers))]
+    out += [line(row) for row in rows]
     return "\n".join(out)
 
 
@@ -257,7 +260,8 @@ def _cmd_devices(args) -> int:
     for d in devices.discover_devices():
         rows.append([d.id, "yes" if d.available else "no", d.name or "-", fmt_bytes(d.memory_total, dash="-"),
                      str(d.threads) if d.threads else "-", d.reason or ""])
-    print(_grid(["device", "available", "name", "memory", "threads", "why not"], rows))
+    print(_grid(["device", "available", "name", "memory", "threads", "why not"], rows,
+                [False, False, False, True, True, False]))
     return EXIT_OK
 
 
@@ -268,7 +272,8 @@ def _cmd_models(args) -> int:
     for m in models.list_models():
         params = models.parameter_count(m.name, m.default_spec)
         rows.append([m.name, m.input_kind, fmt_count(params), m.default_spec.describe(), m.description])
-    print(_grid(["model", "input", "parameters (default input)", "default input", "description"], rows))
+    print(_grid(["model", "input", "parameters (default input)", "default input", "description"], rows,
+                [False, False, True, False, False]))
     print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
     return EXIT_OK
 

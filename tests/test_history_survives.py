@@ -111,10 +111,42 @@ def test_a_damaged_history_is_found_at_open_left_untouched_and_recovered_on_requ
     assert RunStore().all() is not None  # a working history again
 
 
-def test_recover_copies_every_readable_run(history):
+def test_recover_twice_never_overwrites_a_kept_file_and_a_healthy_history_is_left_alone(history):
+    with pytest.raises(UserError, match="is not damaged; nothing was changed"):
+        recover(history)
+    damage(history)
+    first_damaged = history.read_bytes()
     kept, copied, lost = recover(history)
-    assert (copied, lost) == (3, 0) and kept.is_file()
-    assert len(RunStore().all()) == 3
+    assert kept.read_bytes() == first_damaged and copied + lost == 3
+    damage(history)
+    kept_again, _, _ = recover(history)  # within the same second: another name, the first one intact
+    assert kept_again != kept and kept.read_bytes() == first_damaged
+
+
+def test_opening_and_listing_a_current_history_writes_nothing(history):
+    with sqlite3.connect(history) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = history.read_bytes()
+    store = RunStore()
+    assert len(store.all()) == 3
+    assert store.delete(["no-such-id", "no-such-id"]) == 0
+    assert store.add_imported([]) == (0, 0)
+    store.close()
+    assert history.read_bytes() == before
+
+
+def test_a_read_only_wal_history_without_its_shared_memory_file_is_still_read(history, monkeypatch):
+    """In a read-only folder SQLite cannot make the -shm file a WAL history needs; immutable=1 reads it."""
+    real = RunStore._connect
+
+    def no_shm(self, target, uri=False):
+        if uri and "immutable=1" not in target:
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(self, target, uri)
+    monkeypatch.setattr(RunStore, "_connect", no_shm)
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
+    store = RunStore()
+    assert store.read_only and len(store.all()) == 3
 
 
 def test_the_window_starts_with_a_damaged_history_and_offers_recovery(history, qtbot):

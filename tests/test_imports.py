@@ -37,7 +37,7 @@ def edit(**changes):
     def make():
         doc = good_doc()
         for dotted, value in changes.items():
-            target = doc if dotted in ("format", "version", "runs") else doc["runs"][0]
+            target = doc if dotted in ("format", "version", "runs", "comparisons") else doc["runs"][0]
             *parents, last = dotted.split(".")
             for key in parents:
                 target = target[key]
@@ -58,7 +58,8 @@ MALFORMED = {
     "no format": (edit(format=_DELETE), "is not an MPS Studio export"),
     "other format": (edit(format="something.else"), "is not an MPS Studio export"),
     "newer version": (edit(version=2), "cannot read (it reads version 1)"),
-    "version as text": (edit(version="1"), "cannot read"),
+    "version as text": (edit(version="1"), "has no version number"),
+    "comparisons not a list": (edit(comparisons="x"), "'comparisons' that are not a list"),
     "runs not a list": (edit(runs={"a": 1}), "has no list of runs"),
     "run not an object": (edit(runs=[5]), "invalid 'run'"),
     "model is a number": (edit(**{"config.model": 5}), "invalid 'config'"),

@@ -54,14 +54,16 @@ def import_json(path: str | Path, progress: Callable[[float], None] | None = Non
         if size > MAX_FILE_BYTES:
             raise UserError(f"{name} is {fmt_bytes(size)}, more than the {fmt_bytes(MAX_FILE_BYTES)} an export of "
                             "runs can be; choose a file exported by MPS Studio.")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark (some editors add one) is fine
     except FileNotFoundError:
         raise UserError(f"{printable(str(path))} does not exist; choose a JSON file exported by MPS Studio.") from None
     except IsADirectoryError:
         raise UserError(f"{printable(str(path))} is a folder; choose a JSON file exported by MPS Studio.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{printable(str(path))} cannot be read ({exc.__class__.__name__}); choose a JSON file "
-                        "exported by MPS Studio.") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{name} is not UTF-8 text; choose a JSON file exported by MPS Studio.") from None
+    except OSError as exc:
+        raise UserError(f"{printable(str(path))} cannot be read ({exc.strerror or exc.__class__.__name__}); "
+                        "choose a JSON file exported by MPS Studio.") from None
     try:
         doc = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
@@ -73,9 +75,14 @@ def import_json(path: str | Path, progress: Callable[[float], None] | None = Non
         raise UserError(f"{name} is not an MPS Studio export of runs (its 'format' is not {JSON_FORMAT!r}); "
                         "choose a file exported by MPS Studio.")
     version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= JSON_VERSION:
-        raise UserError(f"{name} was written in export version {printable(repr(version))[:20]}, which this MPS Studio "
-                        f"cannot read (it reads version {JSON_VERSION}); update MPS Studio.")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise UserError(f"{name} has no version number (its 'version' is {printable(repr(version))[:20]}); "
+                        "choose a file exported by MPS Studio.")
+    if not 1 <= version <= JSON_VERSION:
+        raise UserError(f"{name} was written in export version {version}, which this MPS Studio cannot read "
+                        f"(it reads version {JSON_VERSION}); update MPS Studio.")
+    if not isinstance(doc.get("comparisons", []), list):
+        raise UserError(f"{name} has 'comparisons' that are not a list; choose a file exported by MPS Studio.")
     runs = doc.get("runs")
     if not isinstance(runs, list):
         raise UserError(f"{name} has no list of runs; choose a file exported by MPS Studio.")

@@ -101,12 +101,23 @@ class RunStore:
                 raise UserError(f"The run history folder {folder} is read-only; set MPSSTUDIO_DATA_DIR to a "
                                 "folder you can write to, or runs cannot be kept.")
             self.read_only = True
-            self._db = self._connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            self._db = self._open_read_only()
         else:
             self._db = self._connect(str(self.path))
         self._check()
         if not self.read_only:
             self._migrate()
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        """mode=ro; a WAL file whose shared-memory file cannot be made (a read-only folder) needs immutable=1,
+        which reads it as it is on disk (nobody can be writing it there)."""
+        uri = self.path.resolve().as_uri()
+        try:
+            db = self._connect(f"{uri}?mode=ro", uri=True)
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            return self._connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
     def _check(self) -> None:
         """Refuse a damaged file at once (and leave it as it is): reading it later would fail halfway."""
@@ -119,10 +130,13 @@ class RunStore:
             raise DamagedHistory(self.path)
 
     def _migrate(self) -> None:
-        with self._db:
+        """Create or upgrade the tables; a history that is already current is not written to by opening it."""
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        if self._db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            with self._db:
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def close(self) -> None:
         if self._db is not None:
@@ -143,6 +157,8 @@ class RunStore:
         return added, len(results) - added
 
     def _write(self, verb: str, results: list[RunResult]) -> None:
+        if not results:
+            return
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so new runs are not kept; make the "
                             "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
@@ -158,10 +174,14 @@ class RunStore:
         """Remove runs by id; returns how many were there."""
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only; nothing can be deleted from it.")
+        ids = list(dict.fromkeys(run_ids))
+        known = [i for i in ids if self._db.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone()]
+        if not known:
+            return 0
         try:
             with self._db:
-                cursor = self._db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in run_ids])
-                return cursor.rowcount
+                self._db.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in known])
+                return len(known)
         except sqlite3.DatabaseError as exc:
             raise _explain(exc, self.path) from None
 
@@ -213,8 +233,11 @@ def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
     path = Path(path) if path is not None else default_data_dir() / "runs.sqlite3"
     if not path.is_file():
         raise UserError(f"There is no run history at {path} to recover.")
+    if _healthy(path):
+        raise UserError(f"The run history at {path} is not damaged; nothing was changed.")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    fresh = path.with_name(f"{path.stem}.recovering-{stamp}{path.suffix}")
+    kept = _free_name(path, f"damaged-{stamp}")
+    fresh = _free_name(path, f"recovering-{stamp}")
     copied = lost = 0
     try:
         old = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
@@ -234,7 +257,6 @@ def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
     finally:
         old.close()
         store.close()
-    kept = path.with_name(f"{path.stem}.damaged-{stamp}{path.suffix}")
     path.replace(kept)
     for suffix in ("-wal", "-shm"):  # the damaged file's journal belongs with it
         side = path.with_name(path.name + suffix)
@@ -242,6 +264,26 @@ def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
             side.replace(kept.with_name(kept.name + suffix))
     fresh.replace(path)
     return kept, copied, lost
+
+
+def _healthy(path: Path) -> bool:
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _free_name(path: Path, tag: str) -> Path:
+    """runs.<tag>.sqlite3, or runs.<tag>-2.sqlite3 ...: a name no file has (a kept file is never overwritten)."""
+    for n in range(1, 10_000):
+        candidate = path.with_name(f"{path.stem}.{tag}{'' if n == 1 else f'-{n}'}{path.suffix}")
+        if not candidate.exists() and not candidate.with_name(candidate.name + "-wal").exists():
+            return candidate
+    raise UserError(f"Too many recovered histories beside {path}; move some of them away.")
 
 
 def _readable_ids(db: sqlite3.Connection) -> list[str]:
@@ -273,7 +315,7 @@ def _explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     if "readonly" in text or "read-only" in text:
         return UserError(f"The run history at {path} is read-only, so new runs are not kept; make it writable or "
                          "set MPSSTUDIO_DATA_DIR to another folder.")
-    if "disk" in text and "full" in text or "full" in text:
+    if "database or disk is full" in text or "disk is full" in text:
         return UserError(f"The disk holding the run history at {path} is full; free some space and try again.")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return DamagedHistory(path)
