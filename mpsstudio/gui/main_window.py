@@ -76,11 +76,13 @@ class MainWindow(QMainWindow):
 
     # -- the history ---------------------------------------------------------------------------------------
     def _show_store_problem(self, problem: UserError) -> None:
-        text = f"{problem} Runs of this session are kept in memory only."
         if isinstance(problem, DamagedHistory):
-            self.banner.show_message(text, warning=True, action=("Recover…", lambda: self.recover_history(problem.path)))
+            self.banner.show_message(
+                f"The run history at {problem.path} is damaged; it was left as it is. Recover… copies every "
+                "readable run to a fresh history and keeps the damaged file; until then new runs are kept in "
+                "memory only.", warning=True, action=("Recover…", lambda: self.recover_history(problem.path)))
         else:
-            self.banner.show_message(text, warning=True)
+            self.banner.show_message(f"{problem} New runs are kept in memory only.", warning=True)
 
     def _show_store_notices(self) -> None:
         for notice in self.store.notices:
