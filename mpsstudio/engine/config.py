@@ -123,9 +123,7 @@ class RunConfig:
 
     def comparison_key(self) -> tuple:
         """What must be equal for two runs to be compared: everything except the device."""
-        d = self.to_dict()
-        d.pop("device")
-        return tuple(sorted((k, repr(v)) for k, v in d.items()))
+        return tuple(sorted((f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "device"))
 
 
 def _is_number(v) -> bool:

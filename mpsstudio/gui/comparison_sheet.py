@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
 
 from ..engine.compare import Comparison
-from .run_table import COL, RunSortProxy, RunTableModel, fit_columns
+from .run_table import COL, ComparisonProxy, RunTableModel, fit_columns
 from .speedup_chart import SpeedupChart
 
 SHEET_HIDDEN = ("Comparison", "Time", "Model", "Dataset", "Batch", "Precision", "Status")
@@ -17,7 +17,7 @@ class ComparisonSheet(QWidget):
 
     def __init__(self, model: RunTableModel, comparison: Comparison, parent=None):
         super().__init__(parent)
-        self.proxy = RunSortProxy(self, only=[r.id for r in comparison.runs])
+        self.proxy = ComparisonProxy(self, only=[r.id for r in comparison.runs])
         self.proxy.setSourceModel(model)
         self.proxy.sort(0)
         self.table = QTableView()

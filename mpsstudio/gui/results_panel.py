@@ -26,6 +26,8 @@ from .style import placeholder_label
 
 __all__ = ["COL", "ResultsPanel"]
 
+SELECT_IMPORTED_UP_TO = 1000  # a larger import is not selected: selecting thousands of rows helps nobody
+
 
 class ResultsPanel(QWidget):
     """Every kept run in a sortable table, the speedup chart of the selected comparison, and exports."""
@@ -97,6 +99,7 @@ class ResultsPanel(QWidget):
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
         header = table.horizontalHeader()
         header.setHighlightSections(False)
+        header.setResizeContentsPrecision(200)  # fit columns to the first 200 rows, not to 15,000
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -193,17 +196,24 @@ class ResultsPanel(QWidget):
         return [i.data(RUN_ID_ROLE) for i in rows]
 
     def select_ids(self, ids: list[str]) -> None:
-        selection = QItemSelection()
+        """Select these runs' rows (one range per run of adjacent rows: thousands of ids stay fast)."""
         first = None
+        rows = []
         for run_id in ids:
             row = self.model.row_of(run_id)
             if row is None:
                 continue
-            left = self.proxy.mapFromSource(self.model.index(row, 0))
-            right = self.proxy.mapFromSource(self.model.index(row, len(COLUMNS) - 1))
-            selection.select(left, right)
-            if first is None:
-                first = left
+            index = self.proxy.mapFromSource(self.model.index(row, 0))
+            first = first or index
+            rows.append(index.row())
+        selection = QItemSelection()
+        last_column = len(COLUMNS) - 1
+        rows.sort()
+        start = 0
+        for i in range(1, len(rows) + 1):
+            if i == len(rows) or rows[i] != rows[i - 1] + 1:
+                selection.select(self.proxy.index(rows[start], 0), self.proxy.index(rows[i - 1], last_column))
+                start = i
         sm = self.table.selectionModel()
         sm.select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect
                   | QItemSelectionModel.SelectionFlag.Rows)
@@ -316,7 +326,7 @@ class ResultsPanel(QWidget):
         self._importer = ImportWorker(path, self.store, self)
         self._importer.progress.connect(
             lambda fraction: self.message.emit(f"Checking {Path(path).name}… {fraction:.0%}"))
-        self._importer.done.connect(lambda ids, added, known: self._imported(path, ids, added, known))
+        self._importer.done.connect(lambda ids, added, known, runs: self._imported(path, ids, added, known, runs))
         self._importer.rejected.connect(self.message.emit)
         self._importer.finished.connect(self._import_finished)
         self.import_action.setEnabled(False)
@@ -336,9 +346,14 @@ class ResultsPanel(QWidget):
             self._importer.wait()
         super().closeEvent(event)
 
-    def _imported(self, path: str, ids: list[str], added: int, known: int) -> None:
-        self.reload()
-        self.select_ids(ids)
+    def _imported(self, path: str, ids: list[str], added: int, known: int, runs: list | None = None) -> None:
+        if runs is None:
+            self.reload()
+        else:  # already read by the import's thread
+            for notice in self.store.notices:
+                self.message.emit(notice)
+            self._set_runs(runs, [])
+        self.select_ids(ids if len(ids) <= SELECT_IMPORTED_UP_TO else [])
         note = f" ({plural(known, 'run')} already in the history)" if known else ""
         self.message.emit(f"Imported {plural(added, 'run')} from {printable(Path(path).name)}{note}.")
 

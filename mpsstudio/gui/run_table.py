@@ -296,23 +296,24 @@ def _sort_number(v) -> float:
 
 
 class RunSortProxy(QSortFilterProxyModel):
-    """Sorts by raw values (SORT_ROLE); optionally keeps only some runs, in a given order."""
+    """Sorts by raw values (SORT_ROLE: a float per numeric column, lower-case text otherwise), compared by Qt
+    itself: a Python lessThan would be called ~200,000 times to sort 15,000 runs."""
 
-    def __init__(self, parent=None, only: list[str] | None = None):
+    def __init__(self, parent=None):
         super().__init__(parent)
         self.setSortRole(SORT_ROLE)
-        self._order = {run_id: i for i, run_id in enumerate(only)} if only is not None else None
+
+
+class ComparisonProxy(QSortFilterProxyModel):
+    """Only the given runs, in the given order (the rows of one comparison)."""
+
+    def __init__(self, parent=None, only: list[str] = ()):
+        super().__init__(parent)
+        self._order = {run_id: i for i, run_id in enumerate(only)}
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
-        if self._order is None:
-            return True
         run_id = self.sourceModel().index(source_row, 0, source_parent).data(RUN_ID_ROLE)
         return run_id in self._order
 
     def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
-        if self._order is not None:
-            return self._order[left.data(RUN_ID_ROLE)] < self._order[right.data(RUN_ID_ROLE)]
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        if isinstance(a, float) and isinstance(b, float):
-            return a < b
-        return str(a) < str(b)
+        return self._order[left.data(RUN_ID_ROLE)] < self._order[right.data(RUN_ID_ROLE)]

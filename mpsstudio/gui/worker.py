@@ -73,7 +73,7 @@ class ImportWorker(QThread):
     """Checks a file of runs and adds them to the history off the GUI thread (all of them or none)."""
 
     progress = Signal(float)
-    done = Signal(list, int, int)  # ids in the file, added, already there
+    done = Signal(list, int, int, object)  # ids in the file, added, already there, every run now in the history
     rejected = Signal(str)
 
     def __init__(self, path: str, store, parent=None):
@@ -88,7 +88,7 @@ class ImportWorker(QThread):
         try:
             runs = runfiles.import_json(self.path, progress=self.progress.emit)
             added, known = self.store.add_imported(runs)
-            self.done.emit([r.id for r in runs], added, known)
+            self.done.emit([r.id for r in runs], added, known, self.store.all())  # read here, not in the GUI
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # never a silent thread death
