@@ -406,12 +406,14 @@ class MainWindow(QMainWindow):
         checker = FolderChecker(path, self)
         checker.checked.connect(self._on_folder_ok)
         checker.rejected.connect(self._on_folder_rejected)
-        checker.finished.connect(lambda: self._forget_checker(checker))
+        # a bound method, not a lambda: Qt drops the connection if the window goes first
+        checker.finished.connect(self._forget_finished_checkers)
         self.checkers.append(checker)
         checker.start()
 
-    def _forget_checker(self, checker) -> None:
-        if checker in self.checkers:
+    @Slot()
+    def _forget_finished_checkers(self) -> None:
+        for checker in [c for c in self.checkers if c.isFinished()]:
             self.checkers.remove(checker)
             checker.wait()  # `finished` comes just before the thread ends: deleting it sooner aborts the app
             checker.deleteLater()

@@ -78,7 +78,7 @@ class ResultsPanel(QWidget):
 
         self.table.installEventFilter(self)
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
-        self.table.selectionModel().currentRowChanged.connect(lambda *_: self._update_chart())
+        self.table.selectionModel().currentRowChanged.connect(self._update_chart)
         self.reload()
 
     # construction
@@ -245,7 +245,7 @@ class ResultsPanel(QWidget):
         self._update_chart()
         self.selection_changed.emit(self.selected_ids())
 
-    def _update_chart(self) -> None:
+    def _update_chart(self, *_) -> None:
         run = self._current_run()
         hint = NO_COMPARISON_HINT
         if run is not None and run.status != "finished":
@@ -324,13 +324,21 @@ class ResultsPanel(QWidget):
             self.message.emit("An import is still running; wait for it to finish.")
             return
         self._importer = ImportWorker(path, self.store, self)
-        self._importer.progress.connect(
-            lambda fraction: self.message.emit(f"Checking {Path(path).name}… {fraction:.0%}"))
-        self._importer.done.connect(lambda ids, added, known, runs: self._imported(path, ids, added, known, runs))
+        # bound methods, not lambdas: Qt drops the connections if the panel goes first
+        self._importer.progress.connect(self._on_import_progress)
+        self._importer.done.connect(self._on_import_done)
         self._importer.rejected.connect(self.message.emit)
         self._importer.finished.connect(self._import_finished)
         self.import_action.setEnabled(False)
         self._importer.start()
+
+    def _on_import_progress(self, fraction: float) -> None:
+        if self._importer is not None:
+            self.message.emit(f"Checking {printable(Path(self._importer.path).name)}… {fraction:.0%}")
+
+    def _on_import_done(self, ids: list, added: int, known: int, runs: object) -> None:
+        if self._importer is not None:
+            self._imported(self._importer.path, ids, added, known, runs)
 
     def _import_finished(self) -> None:
         importer, self._importer = self._importer, None
