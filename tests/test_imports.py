@@ -70,6 +70,7 @@ MALFORMED = {
     "batch size 1e30": (edit(**{"config.batch_size": 1e30}), "Batch size must be a whole number"),
     "batch size 400 digits": (lambda: edit()().replace('"batch_size": 64', '"batch_size": ' + "9" * 400),
                               "Batch size must be a whole number"),
+    "lr of 400 digits": (lambda: edit()().replace('"lr": 0.01', '"lr": ' + "9" * 400), "Learning rate must be"),
     "unknown setting": (edit(**{"config.turbo": True}), "invalid 'config.turbo'"),
     "missing config": (edit(config=_DELETE), "invalid 'config' (missing)"),
     "bad status": (edit(status="exploded"), "invalid 'status'"),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import UserError
+from .formatting import is_finite, one_line
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -77,7 +77,7 @@ class RunConfig:
         _choice(self.precision, "precision", PRECISIONS)
         _choice(self.optimizer, "optimizer", OPTIMIZERS)
         _choice(self.mode, "mode", MODES)
-        if not _is_number(self.lr) or not (0 < self.lr <= MAX_LR):
+        if not is_finite(self.lr) or not (0 < self.lr <= MAX_LR):
             raise UserError(f"Learning rate must be a number above 0 and at most {MAX_LR:g}, not {_shown(self.lr)}.")
         _whole(self.workers, "Data workers", 0, MAX_WORKERS)
         if self.threads is not None:
@@ -85,7 +85,7 @@ class RunConfig:
         _whole(self.seed, "The seed", 0, MAX_SEED)
         if self.image_size is not None:
             _whole(self.image_size, "The image size", MIN_IMAGE_SIZE, MAX_IMAGE_SIZE, unit=" pixels")
-        if not _is_number(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
+        if not is_finite(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
             raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
                             f"not {_shown(self.window_s)}.")
         for name in ("channels_last", "compile", "resident", "tf32"):
@@ -126,14 +126,9 @@ class RunConfig:
         return tuple(sorted((f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "device"))
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _shown(v) -> str:
     """A value for a message: repr, cut short (a 400-digit number must not fill the terminal)."""
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return one_line(repr(v), 40)
 
 
 def _whole(v, what: str, low: int, high: int, unit: str = "") -> None:

@@ -13,7 +13,13 @@ ELLIPSIS = "\u2026"
 
 
 def is_finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A real number a float can hold (not a bool, NaN, an infinity, or an integer of hundreds of digits)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def fmt_rate(v, dash: str = DASH) -> str:

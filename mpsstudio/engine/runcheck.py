@@ -14,6 +14,7 @@ from datetime import datetime
 
 from .config import RunConfig
 from .errors import UserError
+from .formatting import one_line, printable
 from .results import STATUSES, RunResult
 
 ORIGINS = ("local", "imported")
@@ -211,5 +212,4 @@ def _kind(v) -> str:
 
 
 def _short(text: str, limit: int = 40) -> str:
-    text = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return one_line(printable(text), limit)
