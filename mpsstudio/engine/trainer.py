@@ -65,8 +65,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     stop = should_stop or (lambda: False)
     loop = None
     try:
-        loop = _RunLoop(config, result, emit, stop, device, data, progress)
-        loop.position = position
+        loop = _RunLoop(config, result, emit, stop, device, data, progress, position)
         with _global_settings(config) as flushing:
             loop.flush_denormal = flushing
             loop.execute()
@@ -146,7 +145,7 @@ def _global_settings(config: RunConfig):
 
 
 class _RunLoop:
-    def __init__(self, config, result, emit, stop, device, data, progress):
+    def __init__(self, config, result, emit, stop, device, data, progress, position=(1, 1)):
         self.config, self.result, self.emit, self.stop = config, result, emit, stop
         self.device, self.data, self.progress = device, data, progress
         self.losses: list[float] = result.losses
@@ -161,7 +160,7 @@ class _RunLoop:
         self.train_size = 0
         self.dataset_summary = ""
         self.flush_denormal = False
-        self.position = (1, 1)
+        self.position = position
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:

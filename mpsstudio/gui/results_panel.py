@@ -187,7 +187,6 @@ class ResultsPanel(QWidget):
         self._update_chart()
 
     def _fit_columns(self) -> None:
-        self.table.resizeColumnsToContents()
         fit_columns(self.table, caps={"Machine": 200, "Dataset": 160, "Model": 160})
 
     # selection
