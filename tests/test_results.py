@@ -120,3 +120,13 @@ def test_every_folder_honours_its_override(monkeypatch, tmp_path):
         assert fn() == tmp_path / var
         monkeypatch.delenv(var)
         assert "MPS Studio" in str(fn())
+
+
+def test_a_run_holding_an_infinite_or_nan_number_still_exports_and_reads_back(tmp_path):
+    run = make_run()
+    run.windows = [{"samples_per_s": float("inf"), "seconds": 0.0}]
+    run.summary["val_loss"] = float("nan")
+    path = tmp_path / "odd.json"
+    export_json([run], path)
+    [back] = import_json(path)
+    assert back.windows[0]["samples_per_s"] is None and back.summary["val_loss"] is None

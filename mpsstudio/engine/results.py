@@ -52,10 +52,10 @@ class RunResult:
             "origin": self.origin,
             "config": self.config.to_dict(),
             "env": self.env,
-            "summary": self.summary,
-            "steps": [{"step": i + 1, "loss": _json_float(v)} for i, v in enumerate(self.losses)],
-            "windows": self.windows,
-            "epochs": self.epochs,
+            "summary": json_safe(self.summary),
+            "steps": [{"step": i + 1, "loss": json_safe(v)} for i, v in enumerate(self.losses)],
+            "windows": json_safe(self.windows),
+            "epochs": json_safe(self.epochs),
         }
 
     @classmethod
@@ -104,5 +104,12 @@ class RunResult:
         )
 
 
-def _json_float(v: float):
-    return v if math.isfinite(v) else None
+def json_safe(value):
+    """NaN and infinities become null (JSON has no such numbers), at any depth; a failed run may hold them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value

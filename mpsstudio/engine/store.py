@@ -18,7 +18,7 @@ from pathlib import Path
 from . import paths
 from .errors import UserError
 from .formatting import plural
-from .results import RunResult
+from .results import RunResult, json_safe
 from .runcheck import run_from_dict
 
 SCHEMA_VERSION = 1
@@ -331,20 +331,9 @@ def _row(result: RunResult) -> tuple:
         result.id, result.created_at, result.status, result.origin, c.model, c.dataset, c.device,
         c.batch_size, c.precision, result.machine, result.error,
         json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
-        json.dumps(_finite(result.summary), allow_nan=False), json.dumps(_finite(result.windows), allow_nan=False),
-        json.dumps(_finite(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
+        json.dumps(json_safe(result.summary), allow_nan=False), json.dumps(json_safe(result.windows), allow_nan=False),
+        json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
     )
-
-
-def _finite(value):
-    """NaN and infinities become null (JSON has no such numbers); a failed run may hold them."""
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _result(row: sqlite3.Row) -> RunResult:
