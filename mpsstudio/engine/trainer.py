@@ -5,7 +5,7 @@
 - losses stay on the device and are fetched once per window (~0.1 s of work), never per step;
 - throughput = samples in a window / synchronized window time; summary = median and IQR over windows.
 
-About 430 lines, on purpose: every clock read, sync and fetch of a run is in this one file, so a reader can
+About 460 lines, on purpose: every clock read, sync and fetch of a run is in this one file, so a reader can
 check the measurement rules (docs/architecture.md) in one place.
 """
 

@@ -2,7 +2,7 @@
 
 It is a thin view over the engine: runs go through RunWorker -> engine.session.run_configs; nothing is measured
 or estimated here (progress and time left come with the engine's events).
-About 500 lines, on purpose: the window's wiring (menus, run lifecycle, drops, exports, settings, closing)
+About 550 lines, on purpose: the window's wiring (menus, run lifecycle, drops, exports, settings, closing)
 in one place; every panel it wires lives in its own module.
 """
 

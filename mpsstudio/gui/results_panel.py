@@ -1,6 +1,8 @@
 """The results panel: every run kept in the history, its comparisons and speedups, a chart, and exports.
 
 The table lives in run_table.py, the chart in speedup_chart.py, the exported picture in comparison_sheet.py.
+About 470 lines, on purpose: the panel's actions (delete, exports, the threaded import) share its table,
+selection and history, and each is short; the widgets it shows are already in their own modules.
 """
 
 from __future__ import annotations
