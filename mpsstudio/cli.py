@@ -14,9 +14,10 @@ from typing import Sequence
 
 from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
-from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, plural, printable
+from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_TIMEOUT_S = 7 * 24 * 3600
 DEFAULTS = RunConfig()
 
 
@@ -60,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     b.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
     b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
+    fallback = b.add_mutually_exclusive_group()
+    fallback.add_argument("--mps-fallback", dest="mps_fallback", action="store_true", default=None,
+                          help="run operations MPS lacks on the CPU, slowly (the default)")
+    fallback.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false",
+                          help="stop a run that uses an operation MPS lacks instead")
+    b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
@@ -119,6 +127,8 @@ def _config_from_args(args):
                         ("tf32", "tf32")):
         if getattr(args, flag, False):
             setattr(cfg, field, True)
+    if getattr(args, "mps_fallback", None) is not None:
+        cfg.mps_fallback = args.mps_fallback
     return cfg.validate()
 
 
@@ -128,23 +138,38 @@ def _cmd_bench(args) -> int:
         folder = Path(args.json).expanduser().resolve().parent
         if not folder.is_dir():
             raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
-    return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save)
+    if args.timeout is not None and not (is_finite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+                        f"not {args.timeout:g}.")
+    return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save, timeout_s=args.timeout)
 
 
-def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True) -> int:
-    """Run `cfg` on each available device in turn, print the comparison, keep and export the runs."""
-    from .engine import models, session
+def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
+          timeout_s: float | None = None) -> int:
+    """Run `cfg` on each available device in turn, each in its own process (engine/isolation.py), print the
+    comparison, keep and export the runs."""
+    from .engine import isolation
+
+    spare = isolation.Spare(cfg.mps_fallback)
+    spare.fill()  # the first run's process imports torch while this one checks the setup
+    try:
+        return _bench(cfg, device_names, json_path, save, timeout_s, spare)
+    finally:
+        spare.close()
+
+
+def _bench(cfg, device_names, json_path, save, timeout_s, spare) -> int:
+    from .engine import isolation, models, session
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
     for line in plan.skipped:
         print(line, file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
-    data = session.prepare_data(plan.configs, progress=_download_progress)
-    print(f"{cfg.model} on {data.summary()}", file=sys.stderr)
     progress = _Progress()
     try:
-        results = session.run_configs(plan.configs, data=data, on_event=progress)
+        results = isolation.run_isolated(plan.configs, on_event=progress, progress=_download_progress,
+                                         spare=spare, timeout_s=timeout_s)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
         _keep(progress.ended, json_path, save)
@@ -198,6 +223,8 @@ class _Progress:
 
         if isinstance(event, Started):
             self.device = event.config["device"]
+            if event.run_index == 1:
+                print(f"{event.config['model']} on {event.dataset}", file=sys.stderr)
             where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
             self._line(f"{self.device}{where}: warming up ({event.warmup_steps} steps)...", force=True)
         elif isinstance(event, Warmup):

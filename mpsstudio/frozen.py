@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 APP_NAME = "MPS Studio"
-LOG_NAME = "mpsstudio.log"
 LOG_MAX_BYTES = 512 * 1024
 FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
 FALLBACK_SET_BY_APP_VAR = "MPSSTUDIO_SET_MPS_FALLBACK"
@@ -36,7 +35,9 @@ def log_dir() -> Path:
 
 def log_file_path() -> Path:
     """The crash log: `<user log dir>/mpsstudio.log` (macOS: ~/Library/Logs/MPS Studio/mpsstudio.log)."""
-    return log_dir() / LOG_NAME
+    from mpsstudio.engine.paths import log_file
+
+    return log_file()
 
 
 def ensure_mps_fallback(environ=None) -> bool:

@@ -132,9 +132,9 @@ def test_format_table_shows_speedup():
 
 
 def test_a_json_path_in_a_missing_folder_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine import session
+    from mpsstudio.engine import isolation
 
-    monkeypatch.setattr(session, "run_configs", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(isolation, "run_isolated", lambda *a, **k: pytest.fail("a run started"))
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--json", str(tmp_path / "no" / "o.json")])
     err = capsys.readouterr().err
     assert code == 2 and f"The folder {tmp_path / 'no'} does not exist" in err
@@ -147,16 +147,20 @@ def test_an_empty_history_says_how_to_start(capsys):
 
 
 def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch, capsys):
-    from mpsstudio.engine import trainer
+    """Ctrl-C reaches the CLI (the run's process has its own process group): the run is ended and kept."""
+    from mpsstudio.engine import isolation
+    from mpsstudio.engine.events import Window
     from mpsstudio.engine.store import RunStore
 
-    real = trainer._RunLoop._record_window
+    real = cli._Progress.__call__
+    seen = []
 
-    def interrupt_at_the_second_window(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        if len(self.windows) == 2:
+    def interrupt_at_the_second_window(self, event):
+        real(self, event)
+        seen.append(event)
+        if sum(isinstance(e, Window) for e in seen) == 2 and isinstance(event, Window):
             raise KeyboardInterrupt
-    monkeypatch.setattr(trainer._RunLoop, "_record_window", interrupt_at_the_second_window)
+    monkeypatch.setattr(cli._Progress, "__call__", interrupt_at_the_second_window)
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "50", "--warmup", "1",
                      "--batch-size", "8"])
     captured = capsys.readouterr()
@@ -165,4 +169,5 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     [run] = RunStore().all()
     assert run.status == "cancelled" and run.summary["windows"] == 2
     assert "cancelled" in captured.out
+    assert isolation.live_processes() == []
 

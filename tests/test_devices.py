@@ -331,7 +331,7 @@ def test_doctor_rows(monkeypatch):
     table = dict(rows)
     assert table["PyTorch"] == str(torch.__version__)
     assert table["CUDA"] == "no: no NVIDIA GPU or driver found"
-    assert table["CPU fallback for MPS"].startswith("off: ")
+    assert table["CPU fallback for MPS"].startswith("set per run (on by default")
     assert table["CPU threads"] == str(torch.get_num_threads())
     if ON_LINUX:
         assert table["macOS"] == "not macOS"
@@ -348,6 +348,6 @@ def test_doctor_on_faked_mac_with_gpu_fallback(monkeypatch):
     assert table["MPS built"] == "yes"
     assert table["macOS"] == "14.5"
     assert table["Apple chip"] == "Apple M1 Pro"
-    assert table["CPU fallback for MPS"].startswith("on (PYTORCH_ENABLE_MPS_FALLBACK=1)")
+    assert table["CPU fallback for MPS"].startswith("set per run")
     assert table["Set: PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
     assert table["CUDA"] == "1 GPU: NVIDIA H100 80GB HBM3 (CUDA 12.4)"

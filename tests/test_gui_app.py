@@ -166,21 +166,6 @@ def test_runs_survive_into_a_fresh_window(qtbot, window):
     again.close()
 
 
-@pytest.mark.parametrize("env, expect", [
-    ({"MPSSTUDIO_SET_MPS_FALLBACK": "1", "PYTORCH_ENABLE_MPS_FALLBACK": "1"}, "MPS Studio set"),
-    ({"PYTORCH_ENABLE_MPS_FALLBACK": "1"}, "was set before launch"),
-    ({}, "off"),
-])
-def test_the_mps_fallback_state_is_shown(monkeypatch, env, expect):
-    from mpsstudio.gui.main_window import mps_fallback_note
-
-    monkeypatch.delenv("MPSSTUDIO_SET_MPS_FALLBACK", raising=False)
-    monkeypatch.delenv("PYTORCH_ENABLE_MPS_FALLBACK", raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    assert expect in mps_fallback_note()
-
-
 def test_a_folder_opened_before_pytorch_loads_is_checked_once_it_has(qtbot, tmp_path):
     folder = make_folder(tmp_path / "early")
     w = MainWindow()

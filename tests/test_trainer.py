@@ -165,14 +165,18 @@ def test_nan_loss_fails_with_the_step(tmp_path):
     assert result.error.endswith("or use fp32 precision (this run used bf16).")
 
 
-@pytest.mark.parametrize("exc", [
-    RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
-                 "to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)"),
-    MemoryError(),
-])
-def test_a_cpu_allocation_failure_gets_the_out_of_memory_sentence(exc):
+def test_a_cpu_allocation_failure_gets_the_out_of_memory_sentence():
+    exc = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you "
+                       "tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
     assert trainer.explain_failure(exc, RunConfig(batch_size=512)) == \
         "Batch size 512 ran out of memory on cpu; try a batch size of 256 or less."
+
+
+def test_a_python_memory_error_does_not_blame_the_batch_alone():
+    """A model that hoards Python objects raises MemoryError: a smaller batch may not help, so it says both."""
+    assert trainer.explain_failure(MemoryError(), RunConfig(batch_size=512)) == (
+        "The run ran out of memory on cpu (Python could not allocate more at batch size 512); try a smaller "
+        "batch size, or check the model for memory it keeps.")
 
 
 def test_a_model_with_the_wrong_output_shape_is_told_the_expected_one(tmp_path):
@@ -329,3 +333,39 @@ def test_time_left_is_estimated_by_the_engine_from_every_step_since_warm_up(monk
         done, left = w.steps_done - 3, w.total_steps - w.steps_done
         assert w.eta_s == pytest.approx((w.elapsed_s - warmup_s) / done * left)
     assert windows[-1].eta_s == 0.0
+
+
+def test_stop_is_honoured_during_warm_up():
+    """Stop no longer waits for the warm-up to end (it took minutes with a slow model)."""
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=50, epochs=None, warmup_steps=40)
+    seen = []
+
+    def stop_after_three_steps() -> bool:  # asked twice during setup, then after each warm-up step
+        seen.append(1)
+        return len(seen) >= 5
+    result, events = collect(cfg, data=tiny_data(), should_stop=stop_after_three_steps)
+    assert result.status == "cancelled"
+    assert len(result.losses) == 3 and result.summary["windows"] == 0  # the steps run so far are kept
+    assert result.summary["warmup_s"] is None  # the warm-up did not finish, so it is not reported
+
+
+def test_stop_is_honoured_during_setup():
+    cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=5, epochs=None, warmup_steps=1)
+    result, events = collect(cfg, data=tiny_data(), should_stop=lambda: True)
+    assert result.status == "cancelled" and result.losses == []
+    assert [type(e).__name__ for e in events] == ["Ended"]
+
+
+def test_a_model_calling_sys_exit_fails_the_run_and_not_the_program(tmp_path):
+    path = tmp_path / "exits.py"
+    path.write_text("import sys, torch\n"
+                    "class M(torch.nn.Linear):\n"
+                    "    def forward(self, x):\n"
+                    "        sys.exit(3)\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    return M(64, num_classes)\n")
+    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=0)
+    result, _ = collect(cfg, data=tiny_data())
+    assert result.status == "failed"
+    assert result.error == ("The model's code called sys.exit(3) during the run; a model file must not exit the "
+                            "program.")

@@ -54,6 +54,9 @@ class RunConfig:
     tf32: bool = False
     image_size: int | None = None  # folder datasets: decode size; None = the model's preferred size
     window_s: float = 0.1  # target length of one measurement window
+    # operations MPS lacks run on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1 in the run's own process) instead of
+    # stopping the run; copies each way make them slow, so a run records whether it allowed them
+    mps_fallback: bool = True
     options: dict = field(default_factory=dict)
 
     def validate(self) -> "RunConfig":
@@ -88,7 +91,7 @@ class RunConfig:
         if not is_finite(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
             raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
                             f"not {_shown(self.window_s)}.")
-        for name in ("channels_last", "compile", "resident", "tf32"):
+        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
         if not isinstance(self.options, dict):

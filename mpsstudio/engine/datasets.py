@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision.datasets as tvd
 
 from . import downloads, paths
 from .config import DEFAULT_DATASET
@@ -23,6 +22,14 @@ from .formatting import fmt_bytes, plural
 from .folder import FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
 from .shapes import SHAPE_CLASSES, SHAPES_SEED, SHAPES_SIDE, SHAPES_TRAIN, SHAPES_VAL, generate_shapes
 from .spec import DataSpec
+
+
+def _tvd():
+    """torchvision.datasets, imported when a torchvision dataset is used (it costs ~2 s, a run's process
+    for generated data or a folder does not need it)."""
+    import torchvision.datasets
+
+    return torchvision.datasets
 
 __all__ = [
     "DEFAULT_DATASET", "DatasetInfo", "FolderReport", "LoadedDataset", "TensorSamples", "default_cache_dir",
@@ -184,7 +191,7 @@ _MNISTS = {
 
 def _ensure_mnist_files(info: _Mnist, root: Path, download: bool, progress: Progress | None) -> list[str]:
     """Make sure the four idx-ubyte files are in root/<Class>/raw (extracting or downloading .gz as needed)."""
-    tv = getattr(tvd, info.tv_class)
+    tv = getattr(_tvd(), info.tv_class)
     raw = root / info.tv_class / "raw"
     resources = [(name, md5) for name, md5 in tv.resources]
     missing = [(name, md5) for name, md5 in resources if not (raw / name.removesuffix(".gz")).is_file()]
@@ -209,7 +216,7 @@ def _ensure_mnist_files(info: _Mnist, root: Path, download: bool, progress: Prog
 
 def _load_mnist_like(info: _Mnist, root: Path, download: bool, progress: Progress | None) -> LoadedDataset:
     notes = _ensure_mnist_files(info, root, download, progress)
-    tv = getattr(tvd, info.tv_class)
+    tv = getattr(_tvd(), info.tv_class)
     try:
         train_set, test_set = tv(str(root), train=True, download=False), tv(str(root), train=False, download=False)
     except (AssertionError, RuntimeError, TypeError, ValueError, OSError) as err:
@@ -278,13 +285,13 @@ def _ensure_cifar_files(root: Path, download: bool, progress: Progress | None) -
     folder = root / _CIFAR_DIR
     if all((folder / f).is_file() for f in _CIFAR_FILES):
         return []
-    archive = next((p for p in (root / tvd.CIFAR10.filename, folder / tvd.CIFAR10.filename) if p.is_file()), None)
+    archive = next((p for p in (root / _tvd().CIFAR10.filename, folder / _tvd().CIFAR10.filename) if p.is_file()), None)
     notes = []
     if archive is None:
         if not download:
-            raise UserError(f"CIFAR-10 is not downloaded: {', '.join(_CIFAR_FILES)} (or {tvd.CIFAR10.filename}) "
+            raise UserError(f"CIFAR-10 is not downloaded: {', '.join(_CIFAR_FILES)} (or {_tvd().CIFAR10.filename}) "
                             f"are expected in {folder}; allow downloads or put the files there.")
-        archive = downloads.download([tvd.CIFAR10.url], root / tvd.CIFAR10.filename, md5=tvd.CIFAR10.tgz_md5,
+        archive = downloads.download([_tvd().CIFAR10.url], root / _tvd().CIFAR10.filename, md5=_tvd().CIFAR10.tgz_md5,
                                      label="CIFAR-10", where=folder, progress=progress)
         notes.append(f"downloaded CIFAR-10 to {folder}")
     if progress is not None:

@@ -128,8 +128,5 @@ def _cuda_row() -> str:
 
 
 def _fallback_row() -> str:
-    if os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1":
-        who = ("set by MPS Studio" if os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1"
-               else "PYTORCH_ENABLE_MPS_FALLBACK=1")
-        return f"on ({who}): unsupported ops run on the CPU, slowly"
-    return "off: an op MPS lacks stops the run; set PYTORCH_ENABLE_MPS_FALLBACK=1 before starting to run it on the CPU"
+    return ("set per run (on by default; --no-mps-fallback, or Advanced in the window, turns it off), in the run's "
+            "own process: with it, an op MPS lacks runs on the CPU, slowly; without it, the run stops there")

@@ -23,6 +23,7 @@ class Started:
     notes: list[str] = field(default_factory=list)
     run_index: int = 1  # this run's place among the configs run together (a comparison), from 1
     run_count: int = 1
+    train_size: int = 0  # training samples (for s/epoch)
 
 
 @dataclass
@@ -51,6 +52,12 @@ class Window:
     total_steps: int
     elapsed_s: float  # since the run started (setup excluded)
     eta_s: float | None  # estimated time left: the steps left at the pace of every step since warm-up, validation included
+
+    def record(self) -> dict:
+        """The window as RunResult.windows keeps it."""
+        return {"first_step": self.first_step, "steps": len(self.losses), "seconds": self.seconds,
+                "samples": self.samples, "samples_per_s": self.samples_per_s, "data_wait_s": self.data_wait_s,
+                "memory": self.memory}
 
 
 @dataclass

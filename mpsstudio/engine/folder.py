@@ -15,11 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .errors import UserError
 from .formatting import plural
 from .spec import DataSpec
+
+# The image types torchvision's ImageFolder reads (its IMG_EXTENSIONS), kept here so that checking a folder
+# does not import torchvision (~2 s).
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 MAX_DEFAULT_SIDE = 224
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"})

@@ -36,3 +36,12 @@ def cache_dir() -> Path:
 def log_dir() -> Path:
     """Logs and crash reports (MPSSTUDIO_LOG_DIR overrides)."""
     return _folder("MPSSTUDIO_LOG_DIR", platformdirs.user_log_dir)
+
+
+LOG_NAME = "mpsstudio.log"
+
+
+def log_file() -> Path:
+    """The app's log: crash reports, and the last output of a run's process that died
+    (macOS: ~/Library/Logs/MPS Studio/mpsstudio.log)."""
+    return log_dir() / LOG_NAME

@@ -18,6 +18,7 @@ from .errors import UserError
 from .events import Event
 from .formatting import error_line, fmt_bytes
 from .results import RunResult
+from .spec import DataSpec
 
 Progress = Callable[[str, float], None]
 
@@ -118,3 +119,48 @@ def run_configs(configs: Sequence[RunConfig], *, on_event: Callable[[Event], Non
         results.append(trainer.run(cfg, data=data, on_event=on_event, should_stop=stop, progress=progress,
                                    position=(i, len(configs))))
     return results
+
+
+def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: Callable[[Event], None] | None = None,
+            should_stop: Callable[[], bool] | None = None, progress: Progress | None = None) -> RunResult:
+    """One config, its data loaded here: what a run's process does (isolation.py). UserError as prepare_data."""
+    data = prepare_data([config], progress)
+    return trainer.run(config, data=data, on_event=on_event, should_stop=should_stop, progress=progress,
+                       position=position)
+
+
+@dataclass
+class ModelProbe:
+    """What checking a model found: its parameter count, and the shapes of one forward pass."""
+
+    parameters: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+
+def probe_model(model: str, data_spec: DataSpec) -> ModelProbe:
+    """Build `model` for data shaped like `data_spec` on the CPU, count its parameters and check that one
+    forward pass of two samples returns logits (2, num_classes). Runs a user's file: call it in a run process.
+    """
+    import torch
+
+    spec = models.input_spec_for(model, data_spec)
+    torch.manual_seed(0)
+    built = models.build_model(model, spec)
+    parameters = models.count_parameters(built)
+    if spec.kind == "image":
+        x = torch.zeros((2, *spec.sample_shape))
+    else:
+        x = torch.zeros((2, *spec.sample_shape), dtype=torch.long)
+    built.eval()
+    try:
+        with torch.no_grad():
+            out = built(x)
+    except Exception as exc:
+        raise UserError(f"{model} failed on a batch of two {spec.describe()} samples "
+                        f"({error_line(exc, 200)}); fix its forward.") from exc
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+    if got != (2, spec.num_classes):
+        raise UserError(f"{model} returned {got if got else type(out).__name__} for 2 samples; MPS Studio needs "
+                        f"logits of shape (N, num_classes), here (2, {spec.num_classes}).")
+    return ModelProbe(parameters=parameters, input_shape=tuple(x.shape), output_shape=got)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
@@ -28,10 +27,10 @@ from .errors import UserError
 from .events import Ended, EpochEnd, Event, Started, Warmup, Window
 from .formatting import error_line
 from .results import RunResult
+from .summary import RunFacts, summarise
 
 # Largest image folder the 'resident' option will decode into device memory.
 RESIDENT_LIMIT_BYTES = 4 * 1024**3
-FINAL_LOSS_STEPS = 10
 
 
 class Cancelled(Exception):
@@ -87,6 +86,10 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     except _DataError as exc:
         result.status = "failed"
         result.error = f"Reading the training data failed ({error_line(exc.__cause__ or exc, with_type=False)}); check the dataset's files."
+    except SystemExit as exc:  # a model's code called sys.exit(): the run fails, the process goes on
+        result.status = "failed"
+        result.error = (f"The model's code called sys.exit({exc.code!r}) during the run; "
+                        "a model file must not exit the program.")
     except Exception as exc:  # every other failure still ends as a recorded run with one sentence
         result.status, result.error = "failed", explain_failure(exc, config)
     finally:
@@ -108,7 +111,10 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
     """One sentence for an exception raised by PyTorch during a run."""
     msg = error_line(exc, with_type=False)
     lowered = msg.lower()
-    if (isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in lowered
+    if isinstance(exc, MemoryError) and not isinstance(exc, torch.OutOfMemoryError):
+        return (f"The run ran out of memory on {config.device} (Python could not allocate more at batch size "
+                f"{config.batch_size}); try a smaller batch size, or check the model for memory it keeps.")
+    if (isinstance(exc, torch.OutOfMemoryError) or "out of memory" in lowered
             or "can't allocate memory" in lowered or "cannot allocate memory" in lowered):
         smaller = max(1, config.batch_size // 2)
         return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
@@ -116,8 +122,8 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
     if isinstance(exc, NotImplementedError) and "MPS" in str(exc):
         op = re.search(r"operator '([^']+)'", str(exc))
         name = op.group(1) if op else "an operation"
-        return (f"{name} is not supported on MPS by this PyTorch; set PYTORCH_ENABLE_MPS_FALLBACK=1 before "
-                f"starting MPS Studio to run it on the CPU (slower), or pick another model.")
+        return (f"{name} is not supported on MPS by this PyTorch; turn on 'Run operations MPS lacks on the CPU' "
+                f"(--mps-fallback) to run it there (slower), or pick another model.")
     return f"The run stopped with an error: {type(exc).__name__}: {msg}"
 
 
@@ -152,7 +158,6 @@ class _RunLoop:
         self.windows: list[dict] = result.windows
         self.warmup_s: float | None = None
         self.warm = 0
-        self.measured_s = 0.0  # synchronized time of measured windows
         self.measured_wall_s = 0.0  # warm-up end to run end, validation excluded: includes all engine overhead
         self.parameters = 0
         self.peak_memory = 0
@@ -177,11 +182,13 @@ class _RunLoop:
         if data.spec.kind not in info.input_kind:
             raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
                             f"pick another model or dataset.")
+        self._check_stop()
         model_spec = models.input_spec_for(cfg.model, data.spec)
         self.num_classes = model_spec.num_classes
         torch.manual_seed(cfg.seed)
         model = models.build_model(cfg.model, model_spec)
         self.parameters = models.count_parameters(model)
+        self._check_stop()
         tdev = torch.device(dev.torch_device or dev.id)
         self.tdev = tdev
         model = model.to(tdev)
@@ -231,7 +238,12 @@ class _RunLoop:
         self.emit(Started(run_id=self.result.id, config=cfg.to_dict(), env=env, device=dev.to_dict(),
                           dataset=self.dataset_summary, parameters=self.parameters, total_steps=self.total,
                           warmup_steps=self.warm, notes=list(data.notes), run_index=self.position[0],
-                          run_count=self.position[1]))
+                          run_count=self.position[1], train_size=self.train_size))
+
+    def _check_stop(self) -> None:
+        """Setup and warm-up honour Stop too (measured steps check it once a window)."""
+        if self.stop():
+            raise Cancelled()
 
     def _optimizer(self, model):
         cfg = self.config
@@ -328,6 +340,9 @@ class _RunLoop:
             # epochs matter only in epoch mode: a steps run closes windows by time alone
             epoch_end = by_epoch and step % self.spe == 0
             in_warm = step <= self.warm
+            if in_warm and step < self.warm and self.stop():  # warm-up steps can be slow: Stop need not wait
+                self._fetch(win_losses, step - len(win_losses) + 1)
+                raise Cancelled()
             if not (step == self.warm or step == self.total or epoch_end
                     or (not in_warm and len(win_losses) >= target)):
                 continue
@@ -391,13 +406,12 @@ class _RunLoop:
         self.peak_memory = max(self.peak_memory, in_use, reading.get("peak_allocated", 0))
         samples = len(values) * self.config.batch_size
         sps = samples / seconds if seconds > 0 else float("inf")
-        self.measured_s += seconds
-        self.windows.append({"first_step": first, "steps": len(values), "seconds": seconds, "samples": samples,
-                             "samples_per_s": sps, "data_wait_s": wait, "memory": in_use})
-        self.emit(Window(index=len(self.windows) - 1, first_step=first, losses=values, seconds=seconds,
-                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
-                         memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
-                         eta_s=eta))
+        window = Window(index=len(self.windows), first_step=first, losses=values, seconds=seconds,
+                        samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
+                        memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
+                        eta_s=eta)
+        self.windows.append(window.record())
+        self.emit(window)
 
     def _validate(self) -> tuple[float, float] | None:
         """Validation loss and accuracy, summed on the device and fetched once."""
@@ -423,41 +437,7 @@ class _RunLoop:
     # -- summary ---------------------------------------------------------------------------------------
     def summarise(self) -> None:
         """Fill result.summary from what was measured so far (also for failed and cancelled runs)."""
-        cfg = self.config
-        rates = [w["samples_per_s"] for w in self.windows]
-        s = self.result.summary
-        s["parameters"] = self.parameters
-        s["dataset"] = self.dataset_summary
-        s["warmup_steps"] = self.warm if self.warmup_s is not None else 0
-        s["warmup_s"] = self.warmup_s
-        s["measured_steps"] = sum(w["steps"] for w in self.windows)
-        s["measured_s"] = self.measured_s
-        s["windows"] = len(rates)
-        if rates:
-            q1, med, q3 = _quartiles(rates)
-            s["samples_per_s"] = med
-            s["samples_per_s_q1"], s["samples_per_s_q3"] = q1, q3
-            s["samples_per_s_iqr"] = q3 - q1
-            s["step_ms"] = 1000 * cfg.batch_size / med
-            s["s_per_epoch"] = self.train_size / med if self.train_size else None
-            wait = sum(w["data_wait_s"] for w in self.windows)
-            s["data_wait_s"] = wait
-            s["data_wait_fraction"] = wait / self.measured_s if self.measured_s > 0 else None
-            if self.measured_wall_s > 0:
-                s["wall_samples_per_s"] = s["measured_steps"] * cfg.batch_size / self.measured_wall_s
-        else:
-            s["samples_per_s"] = None
-            s["samples_per_s_iqr"] = None
-        if self.result.epochs:
-            s["epoch_s"] = [e["seconds"] for e in self.result.epochs]
-        s["peak_memory"] = self.peak_memory or None
-        tail = [v for v in self.losses[-FINAL_LOSS_STEPS:]]
-        s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
-        s["val_loss"], s["val_accuracy"] = self.val if self.val else (None, None)
-
-
-def _quartiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, med, q3
+        summarise(self.result, RunFacts(
+            batch_size=self.config.batch_size, parameters=self.parameters, dataset=self.dataset_summary,
+            warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=self.measured_wall_s,
+            train_size=self.train_size, val=self.val, peak_memory=self.peak_memory))

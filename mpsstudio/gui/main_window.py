@@ -1,6 +1,6 @@
 """The main window: setup sidebar, live plots, results; menus, shortcuts, drag and drop, run lifecycle.
 
-It is a thin view over the engine: runs go through RunWorker -> engine.session.run_configs; nothing is measured
+It is a thin view over the engine: runs go through RunWorker -> engine.isolation.run_isolated (a process per run); nothing is measured
 or estimated here (progress and time left come with the engine's events).
 About 550 lines, on purpose: the window's wiring (menus, run lifecycle, drops, exports, settings, closing)
 in one place; every panel it wires lives in its own module.
@@ -9,7 +9,6 @@ in one place; every panel it wires lives in its own module.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from ..engine.errors import UserError
 from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
 from ..engine.formatting import fmt_duration, fmt_rate
 from ..engine.formatting import plural
+from ..engine.isolation import STOP_GRACE_S, Spare
 from ..engine.store import DamagedHistory, RunStore
 from .banner import Banner
 from .plots import LivePlots
@@ -33,14 +33,17 @@ from .results_panel import ResultsPanel
 from .setup_panel import SetupPanel
 from .worker import CatalogLoader, FolderChecker, RunWorker
 
-STOP_WAIT_MS = 2000
+CLOSE_GRACE_S = 1.0  # closing mid-run: the run's time to stop itself before its process is ended (< 2 s in all)
 
 
 class MainWindow(QMainWindow):
     """MPS Studio's window. `demo=True` runs the default comparison once the catalogue is loaded."""
 
-    def __init__(self, *, demo: bool = False, demo_screenshot: str | None = None, store: RunStore | None = None):
+    def __init__(self, *, demo: bool = False, demo_screenshot: str | None = None, store: RunStore | None = None,
+                 keep_spare: bool = True):
         super().__init__()
+        self.keep_spare = keep_spare  # a run process with torch imported, waiting for the next Run
+        self.spare = Spare()
         self.setWindowTitle("MPS Studio")
         self.setAcceptDrops(True)
         self.demo, self.demo_screenshot = demo, demo_screenshot
@@ -220,8 +223,8 @@ class MainWindow(QMainWindow):
             self._pending_folder = None
         available = [d.id for d in catalog["devices"] if d.available]
         self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
-        if "mps" in available and os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1":
-            self.banner.show_message(mps_fallback_note() + ".")
+        if self.keep_spare:
+            QTimer.singleShot(0, self.spare.fill)  # after the window is painted: imports torch in the background
         if self.demo:
             QTimer.singleShot(0, self.start_run)
 
@@ -240,6 +243,13 @@ class MainWindow(QMainWindow):
         if not configs:
             self.say("Check at least one available device, then press Run.")
             return
+        allowed = self.setup.confirm_model_file()
+        if allowed is not True:
+            message = allowed or "Not run: the model file's code runs only if you allow it."
+            self.say(message)
+            if allowed:
+                self.banner.show_message(message, warning=True)
+            return
         from .preferences import Preferences
 
         prefs = Preferences.load()
@@ -250,7 +260,7 @@ class MainWindow(QMainWindow):
         self.plots.clear()
         self.run_ended = []
         self.rejected = ""
-        self.worker = RunWorker(configs, self)
+        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None)
         self.worker.event.connect(self._on_event)
         self.worker.progress.connect(self._on_download)
         self.worker.rejected.connect(self._on_rejected)
@@ -264,7 +274,7 @@ class MainWindow(QMainWindow):
         if self.worker is not None:
             self.worker.stop()
             self.stop_button.setEnabled(False)
-            self.say("Stopping at the end of the current measurement window…")
+            self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
 
     def _set_running(self, running: bool) -> None:
         self.setup.set_running(running)
@@ -351,6 +361,8 @@ class MainWindow(QMainWindow):
             worker.deleteLater()
         self._set_running(False)
         self.plots.redraw()
+        if self.keep_spare:
+            self.spare.fill()  # idle again: the next Run starts without waiting for torch
         if self.demo:
             failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
             failed += [self.rejected] if self.rejected else []
@@ -470,7 +482,8 @@ class MainWindow(QMainWindow):
         box.setInformativeText(
             f"<p>How fast does PyTorch train on your Mac's GPU (MPS) compared with its CPU? "
             f"Warm-up timed apart, the device synchronized before every clock read, medians over windows.</p>"
-            f"<p>PyTorch {torch_version}<br>{mps_fallback_note()}<br>History: {self.store.path}<br>"
+            f"<p>PyTorch {torch_version}<br>Each run in its own process; CPU fallback for MPS: a per-run "
+            f"option (Advanced), on by default<br>History: {self.store.path}<br>"
             f"Logs and crash reports: {log_dir()}</p>")
         logs = box.addButton("Show Logs", QMessageBox.ActionRole)
         box.addButton(QMessageBox.Close)
@@ -519,30 +532,18 @@ class MainWindow(QMainWindow):
         """Stop a running worker (it ends within one window), keep finished runs, leave no thread behind."""
         self._save_settings()
         if self.worker is not None:
-            self.worker.stop()
-            if not self.worker.wait(STOP_WAIT_MS):
-                self.worker.wait()  # a single step longer than 2 s cannot be interrupted mid-operation
+            self.worker.stop(grace_s=CLOSE_GRACE_S)  # then its process is ended, whatever it is doing
+            self.worker.wait()
             # deliver the worker's last queued events now, so the cancelled run is saved before we go
             QCoreApplication.sendPostedEvents(self, QEvent.MetaCall)
+        self.setup.model_files.stop()
+        self.spare.close()
         for thread in [self.loader, *self.checkers]:
             if thread is not None and thread.isRunning():
                 thread.wait()
         self.plots.close()
         self.results.close()
         super().closeEvent(event)
-
-
-def mps_fallback_note() -> str:
-    """Whether ops MPS lacks fall back to the CPU, and who decided (the app sets it in the frozen .app)."""
-    import os
-
-    value = os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK")
-    if os.environ.get("MPSSTUDIO_SET_MPS_FALLBACK") == "1":
-        return ("CPU fallback for MPS: on (MPS Studio set PYTORCH_ENABLE_MPS_FALLBACK=1; operations MPS lacks "
-                "run on the CPU, slowly)")
-    if value == "1":
-        return "CPU fallback for MPS: on (PYTORCH_ENABLE_MPS_FALLBACK=1 was set before launch)"
-    return "CPU fallback for MPS: off (an operation MPS lacks stops the run)"
 
 
 def open_history() -> tuple[RunStore, UserError | None]:

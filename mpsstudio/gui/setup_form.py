@@ -95,6 +95,12 @@ class SetupForm(QWidget):
         self.model_combo = self._narrow(QComboBox())
         self.model_combo.currentIndexChanged.connect(self._on_model_index)
         layout.addWidget(self.model_combo)
+        self.check_model_button = QPushButton("Check Model File")
+        self.check_model_button.setToolTip("Build the model from its file in a separate process (after asking you "
+                                           "once) to count its parameters and check its output.")
+        self.check_model_button.setVisible(False)
+        self.check_model_button.clicked.connect(self.check_model_file)
+        layout.addWidget(self.check_model_button, 0, Qt.AlignmentFlag.AlignLeft)
 
     def _add_dataset_section(self, layout: QVBoxLayout) -> None:
         self._section(layout, "Dataset")
@@ -252,7 +258,12 @@ class SetupForm(QWidget):
             self.compile_check.setEnabled(False)
             self.compile_check.setToolTip("torch.compile needs a C++ compiler, which the app does not carry; "
                                           "install MPS Studio with pip (README, Install) to use it.")
-        for check in (self.resident_check, self.channels_last_check, self.compile_check):
+        self.mps_fallback_check = QCheckBox("Run operations MPS lacks on the CPU")
+        self.mps_fallback_check.setChecked(defaults.mps_fallback)
+        self.mps_fallback_check.setToolTip(
+            "Apple GPU runs: an operation MPS has no kernel for runs on the CPU, with a copy each way (slow), "
+            "instead of stopping the run. Set in each run's own process and recorded with the run.")
+        for check in (self.resident_check, self.channels_last_check, self.compile_check, self.mps_fallback_check):
             check.toggled.connect(self._emit_changed)
             box.addWidget(check)
         layout.addWidget(self.advanced)

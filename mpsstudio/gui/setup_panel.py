@@ -21,6 +21,7 @@ from ..engine.config import RunConfig
 from ..engine.formatting import error_line, fmt_bytes, fmt_count, plural
 from ..engine.spec import DataSpec
 from .setup_form import LOADING_TEXT, NO_DEVICE_TIP, PRECISION_TIPS, RUN_TIP, SetupForm
+from .model_files import ModelFileGuard
 from .setup_widgets import DeviceRow, run_target
 
 MODEL_FILE_WARNING = "⚠︎ Loading a model file runs its code; only choose files you trust."
@@ -84,6 +85,8 @@ class SetupPanel(SetupForm):
         self._labels: list[QLabel] = []
         self.setMinimumWidth(300)
         self.setMaximumWidth(360)
+        self.model_files = ModelFileGuard(self)
+        self.model_files.changed.connect(self._refresh)
         self._build()
         self._update_enabled()
         self._refresh()
@@ -211,6 +214,7 @@ class SetupPanel(SetupForm):
         if self.model_combo.itemData(index) != _CHOOSE_FILE:
             self._model_index = index
             self.model_combo.setToolTip(self.model_combo.itemData(index, Qt.ItemDataRole.ToolTipRole) or "")
+            self.check_model_button.setVisible(self._model_file() is not None)
             self._emit_changed()
             return
         if self._quiet:
@@ -218,6 +222,35 @@ class SetupPanel(SetupForm):
         path = self._ask_model_file()
         target = self._add_model_file(path) if path else self._model_index
         self.model_combo.setCurrentIndex(target)
+        if path:
+            self.check_model_file()  # chosen just now: ask to run it (restoring a setup never does)
+
+    def _model_file(self) -> str | None:
+        model = self.model_combo.currentData()
+        return model if model not in (None, _CHOOSE_FILE) and model not in self._model_infos else None
+
+    def check_model_file(self) -> bool | str:
+        """Build the chosen model file in a separate process, after asking once per file content."""
+        path = self._model_file()
+        dataset = self.dataset_combo.currentData()
+        if path is None or dataset is None:
+            return False
+        spec = self._dataset_spec_and_facts(path, dataset)[0]
+        if spec is None:
+            return False
+        return self.model_files.check(path, self._file_model_spec(path, spec))
+
+    def confirm_model_file(self) -> bool | str:
+        """Before a run: True when no model file is chosen or the user agrees to run its code (see
+        ModelFileGuard.confirm)."""
+        path = self._model_file()
+        return True if path is None else self.model_files.confirm(path)
+
+    @staticmethod
+    def _file_model_spec(path: str, spec: DataSpec) -> DataSpec:
+        from ..engine import models
+
+        return models.input_spec_for(path, spec)  # checks the path only: runs nothing
 
     def _on_dataset_index(self, index: int) -> None:
         self.dataset_combo.setToolTip(self.dataset_combo.itemData(index, Qt.ItemDataRole.ToolTipRole) or "")
@@ -327,6 +360,7 @@ class SetupPanel(SetupForm):
             resident=self.resident_check.isChecked(),
             channels_last=self.channels_last_check.isChecked(),
             compile=self.compile_check.isChecked(),
+            mps_fallback=self.mps_fallback_check.isChecked(),
             options=dict(self._base.options),
         )
 
@@ -395,6 +429,7 @@ class SetupPanel(SetupForm):
         self.resident_check.setChecked(config.resident)
         self.channels_last_check.setChecked(config.channels_last)
         self.compile_check.setChecked(config.compile)
+        self.mps_fallback_check.setChecked(config.mps_fallback)
         self._update_button()
 
     @staticmethod
@@ -498,15 +533,20 @@ class SetupPanel(SetupForm):
         """The model's parameter count for the data (cached); the error's sentence if it cannot be built."""
         if spec is None:
             return ""
+        from ..engine import models
+        from ..engine.errors import UserError
+
+        if model not in self._model_infos:  # a user's file: never run here (model_files.py)
+            try:
+                return self.model_files.parameters(model, self._file_model_spec(model, spec))
+            except UserError as exc:
+                return str(exc)
         key = (model, spec)
         if key not in self._param_cache:
-            from ..engine import models
-            from ..engine.errors import UserError
-
             try:
                 self._param_cache[key] = models.parameter_count(model, models.input_spec_for(model, spec))
             except UserError as exc:
                 self._param_cache[key] = str(exc)
-            except Exception as exc:  # a user's file can raise anything; the sentence still belongs here
+            except Exception as exc:
                 self._param_cache[key] = f"the model could not be built ({error_line(exc, 120)})"
         return self._param_cache[key]

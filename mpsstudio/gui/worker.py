@@ -98,12 +98,14 @@ class ImportWorker(QThread):
 
 
 class RunWorker(QThread):
-    """Runs configs one after another through the engine's one run path (engine.session.run_configs) and
-    forwards every engine event unchanged.
+    """Runs configs one after another, each in its own process (engine.isolation.run_isolated, the engine's one
+    run path), and forwards every engine event unchanged.
 
     `event` carries the engine's events (Started, Warmup, Window, EpochEnd, Ended); `progress` dataset download
     progress; `rejected` the one sentence when the setup cannot run at all (nothing is recorded then).
-    Stop is cooperative: the engine checks it once a measurement window.
+    Stop asks the run to stop (it does at its next warm-up step or measurement window); a run that has not
+    ended `STOP_GRACE_S` later has its process ended and is kept as cancelled. `stop(grace_s=...)` allows less
+    (closing the window).
     """
 
     event = Signal(object)
@@ -111,22 +113,28 @@ class RunWorker(QThread):
     rejected = Signal(str)
     all_done = Signal()
 
-    def __init__(self, configs: list, parent=None):
+    def __init__(self, configs: list, parent=None, spare=None):
         super().__init__(parent)
+        from ..engine.isolation import STOP_GRACE_S
+
         self.configs = list(configs)
+        self.spare = spare
         self._stop = threading.Event()
+        self._grace_s = STOP_GRACE_S
         _live.add(self)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float | None = None) -> None:
+        if grace_s is not None:
+            self._grace_s = min(self._grace_s, grace_s)
         self._stop.set()
 
     def run(self) -> None:
-        from ..engine import session
+        from ..engine import isolation
         from ..engine.errors import UserError
 
         try:
-            session.run_configs(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
-                                progress=self.progress.emit)
+            isolation.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
+                                   progress=self.progress.emit, spare=self.spare, grace_s=lambda: self._grace_s)
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # a bug must still end in a sentence, never a silent thread death
@@ -135,3 +143,34 @@ class RunWorker(QThread):
             self.rejected.emit(f"The run could not start ({error_line(exc)}).")
         finally:
             self.all_done.emit()
+
+
+class ModelChecker(QThread):
+    """Builds a user's model file in a short-lived process (never in the window's) to count its parameters
+    and check its output; only started once the user has agreed to run the file's code."""
+
+    checked = Signal(str, object, object)  # path, DataSpec, ModelProbe
+    rejected = Signal(str, object, str)  # path, DataSpec, one sentence
+
+    def __init__(self, path: str, spec, parent=None):
+        super().__init__(parent)
+        self.path, self.spec = path, spec
+        self._stop = threading.Event()
+        _live.add(self)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        from ..engine import isolation
+        from ..engine.errors import UserError
+
+        try:
+            self.checked.emit(self.path, self.spec,
+                              isolation.probe_model(self.path, self.spec, should_stop=self._stop.is_set))
+        except UserError as exc:
+            self.rejected.emit(self.path, self.spec, str(exc))
+        except Exception as exc:
+            from ..engine.formatting import error_line
+
+            self.rejected.emit(self.path, self.spec, f"{self.path} could not be checked ({error_line(exc)}).")

@@ -1,0 +1,522 @@
+"""Every run in its own process: a crash, a hang or a user's model never takes the front end down.
+
+The parent (the CLI, or the window's worker thread) starts one child per run with the `spawn` method, sends it
+the config over a pipe and receives the run's events, the plain dataclasses of events.py, as they happen. The
+child runs the engine's one run path (session.run_one) and never touches the history: the parent owns the
+store, so a dying child cannot damage it.
+
+- Stop: the parent asks the child (the run loop honours it at the next warm-up step or measurement window and
+  between setup stages); if the run has not ended `grace_s` later the parent ends the child's whole process
+  group (its DataLoader workers too): SIGTERM, then SIGKILL. The run is kept as cancelled with every window the
+  parent received.
+- A child that dies (a signal, os._exit, an abort in native code, the system's out-of-memory killer) ends its
+  run as failed with one sentence naming what happened; the last lines it wrote go to the app's log. The next
+  device of a comparison still runs.
+- Per-run process settings: PYTORCH_ENABLE_MPS_FALLBACK (read by PyTorch when it loads, so set before the
+  child imports torch) comes from the run's config; threads, TF32 and denormal flushing are set by the run
+  loop in a process that ends with the run, so nothing leaks into the next run.
+- A user's model file is only ever imported in a child: `probe_model` builds it there, with a time limit.
+- `Spare` keeps one child with torch already imported, so Run does not wait for `import torch` (~2-5 s).
+
+This module imports no torch: the child must set its environment before torch loads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+
+from .config import RunConfig
+from .errors import UserError
+from .events import Ended, EpochEnd, Event, Started, Warmup, Window
+from .formatting import fmt_duration, one_line
+from .results import RunResult
+from .spec import DataSpec
+from .summary import RunFacts, summarise
+
+STOP_GRACE_S = 3.0  # after Stop: time a run has to end by itself before its process is ended
+TERM_GRACE_S = 0.5  # after SIGTERM: time before SIGKILL
+POLL_S = 0.05  # how often the parent looks at Stop while it waits for the child
+PROBE_TIMEOUT_S = 60.0  # building a user's model to count its parameters and check its output
+LOG_TAIL_LINES = 40
+MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
+FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
+
+_SIGNAL_HINTS = {
+    "SIGABRT": ("abort", "PyTorch's Metal backend aborts on some errors, and so does a failed check in native "
+                "code"),
+    "SIGSEGV": ("segmentation fault", "native code (the model's, PyTorch's or a library's) crashed"),
+    "SIGBUS": ("bus error", "native code (the model's, PyTorch's or a library's) crashed"),
+    "SIGILL": ("illegal instruction", "a library was built for another processor"),
+    "SIGFPE": ("arithmetic error", "native code divided by zero"),
+    "SIGKILL": ("kill", "the system ends processes this way when memory runs out"),
+    "SIGTERM": ("terminate", "another program asked it to end"),
+}
+
+_live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
+
+
+# -- the child ---------------------------------------------------------------------------------------------
+
+def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
+    """Entry point of a run's process: settings first, then torch, then one job from the parent."""
+    os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
+    if hasattr(os, "setsid"):
+        os.setsid()  # its own process group: the parent can end it with its DataLoader workers
+    _send_output_to(output_path)
+    import faulthandler
+
+    faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
+    _apply_memory_limit()
+    from . import session  # imports torch and the engine: the expensive part a spare does ahead of time
+
+    try:
+        conn.send(("ready",))
+        job = conn.recv()
+    except (EOFError, OSError):
+        return  # the parent went away before giving a job
+    stop = threading.Event()
+    threading.Thread(target=_watch_parent, args=(conn, stop), daemon=True, name="watch-parent").start()
+    kind = job[0]
+    try:
+        if kind == "run":
+            _, config, position = job
+            session.run_one(RunConfig.from_dict(config), position=position,
+                            on_event=lambda event: conn.send(("event", event)), should_stop=stop.is_set,
+                            progress=lambda message, fraction: conn.send(("progress", message, fraction)))
+        elif kind == "probe":
+            _, model, spec = job
+            conn.send(("probed", session.probe_model(model, spec)))
+    except UserError as exc:  # found before a run started: one sentence, nothing recorded
+        conn.send(("rejected", str(exc)))
+    conn.send(("done",))
+
+
+def _watch_parent(conn, stop: threading.Event) -> None:
+    """Set `stop` when the parent asks; end the whole process group when the parent is gone."""
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent died: nobody is left to read the run, so end it now
+            _end_own_group()
+            return
+        if message == ("stop",):
+            stop.set()
+
+
+def _end_own_group() -> None:
+    try:
+        os.killpg(os.getpgid(0), signal.SIGKILL) if hasattr(os, "killpg") else os._exit(1)
+    finally:
+        os._exit(1)
+
+
+def _send_output_to(path: str) -> None:
+    """stdout and stderr (Python's and native code's) go to a file the parent reads if the child dies."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
+
+
+def _apply_memory_limit() -> None:
+    """Cap the address space when MPSSTUDIO_RUN_MEMORY_LIMIT_MB is set (tests use it; so can a careful user)."""
+    value = os.environ.get(MEMORY_LIMIT_VAR, "").strip()
+    if not value:
+        return
+    try:
+        import resource
+
+        limit = int(value) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError) as exc:  # not POSIX, a bad number, or not allowed here
+        print(f"mpsstudio: {MEMORY_LIMIT_VAR}={value!r} was not applied ({exc})", flush=True)
+
+
+# -- the parent --------------------------------------------------------------------------------------------
+
+class RunProcess:
+    """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
+
+    def __init__(self, *, mps_fallback: bool = True):
+        ctx = multiprocessing.get_context("spawn")
+        self.mps_fallback = mps_fallback
+        fd, self.output_path = tempfile.mkstemp(prefix="mpsstudio-run-", suffix=".txt")
+        os.close(fd)
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, self.output_path),
+                                   name="mpsstudio-run")
+        self.process.start()
+        child_conn.close()
+        self.pid = self.process.pid
+        self.ready = False
+        self.closed = False
+        self.exitcode: int | None = None
+        _live.add(self)
+
+    def alive(self) -> bool:
+        return not self.closed and self.process.is_alive()
+
+    def send(self, message: tuple) -> bool:
+        try:
+            self.conn.send(message)
+            return True
+        except (OSError, ValueError):  # the child is gone; its exit code says why
+            return False
+
+    def receive(self, timeout: float):
+        """The child's next message, None when there is none within `timeout`, EOFError when it is gone."""
+        try:
+            if self.conn.poll(timeout):
+                message = self.conn.recv()  # EOFError when the child closed the pipe (it died or exited)
+            else:
+                message = None
+        except OSError:  # reset by a dying child
+            raise EOFError from None
+        if message is not None:
+            if message == ("ready",):
+                self.ready = True
+                return None
+            return message
+        if self.process.exitcode is not None:  # dead, though a grandchild may still hold the pipe open
+            raise EOFError
+        return None
+
+    def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
+        """End the child's whole process group (SIGTERM, then SIGKILL) and reap it; safe to call twice.
+
+        `wait_s`: time the child has to exit by itself first (one that has sent its result is tidying up)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.process.join(wait_s)
+        if self.process.exitcode is None:
+            self._signal_group(signal.SIGTERM)
+            self.process.join(grace_s)
+        self._signal_group(signal.SIGKILL)  # also any grandchild left after the child itself ended
+        self.process.join(5)
+        self.exitcode = self.process.exitcode
+        self.conn.close()
+        try:
+            self.process.close()
+        except ValueError:
+            pass
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            if hasattr(os, "killpg"):
+                os.killpg(self.pid, sig)
+            elif self.process.exitcode is None:
+                self.process.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        try:
+            with open(self.output_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 64 * 1024))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    def discard_output(self) -> None:
+        try:
+            os.unlink(self.output_path)
+        except OSError:
+            pass
+
+    def death_sentence(self, subject: str = "The run's process") -> str:
+        """One sentence on how the child ended without finishing its job."""
+        code = self.exitcode
+        log = _log_path()
+        where = f"see {log}" if log else "its output was not kept"
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            what, hint = _SIGNAL_HINTS.get(name, (name, "it crashed"))
+            return f"{subject} was killed by signal {-code} ({what}); {hint}: {where}."
+        if code is None:
+            return f"{subject} stopped answering; {where}."
+        return (f"{subject} exited with code {code} before its work was done (a model that calls "
+                f"os._exit or exits from native code does this); {where}.")
+
+
+@atexit.register
+def _end_all() -> None:
+    """No run process outlives the front end (multiprocessing would otherwise wait for them at exit)."""
+    for proc in list(_live):
+        proc.end(grace_s=0.2)
+        proc.discard_output()
+
+
+def live_processes() -> list[int]:
+    """Pids of run processes that are still running (tests check none is left)."""
+    return [p.pid for p in list(_live) if p.alive()]
+
+
+class Spare:
+    """One run process started ahead of time with torch imported; `take` hands it over, `fill` starts the next.
+
+    Thread-safe; a front end calls `fill()` when it is idle (never during a run: importing torch would take
+    CPU time from the run being measured) and `close()` when it quits.
+    """
+
+    def __init__(self, mps_fallback: bool = True):
+        self.mps_fallback = mps_fallback
+        self._proc: RunProcess | None = None
+        self._lock = threading.Lock()
+
+    def fill(self) -> None:
+        with self._lock:
+            if self._proc is None or not self._proc.alive():
+                if self._proc is not None:
+                    _discard(self._proc)
+                self._proc = RunProcess(mps_fallback=self.mps_fallback)
+
+    def take(self, mps_fallback: bool) -> RunProcess | None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None and proc.alive() and proc.mps_fallback == mps_fallback:
+            return proc
+        if proc is not None:
+            _discard(proc)
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            _discard(proc)
+
+
+def _discard(proc: RunProcess) -> None:
+    proc.end(grace_s=0.2)
+    proc.discard_output()
+
+
+# -- runs --------------------------------------------------------------------------------------------------
+
+def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None,
+                 progress: Callable[[str, float], None] | None = None, spare: Spare | None = None,
+                 timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
+                 ) -> list[RunResult]:
+    """Run each config in turn, each in a fresh process; returns the results of the runs that started.
+
+    Raises UserError when the first run's process finds the setup cannot run at all (nothing is recorded);
+    KeyboardInterrupt after keeping the interrupted run as cancelled (an Ended event carries it).
+    `grace_s` may be a callable, read when Stop is seen (a closing window allows less time than Stop).
+    """
+    emit = on_event or (lambda event: None)
+    stop = should_stop or (lambda: False)
+    results: list[RunResult] = []
+    for i, cfg in enumerate(configs, start=1):
+        if stop():
+            break
+        proc = (spare.take(cfg.mps_fallback) if spare else None) or RunProcess(mps_fallback=cfg.mps_fallback)
+        job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s)
+        try:
+            result = job.run()
+        finally:
+            proc.end(wait_s=2.0)
+            proc.discard_output()
+        if result is None:  # rejected before the run started
+            if not results:
+                raise UserError(job.rejected)
+            result = job.recorder.finish("failed", job.rejected)
+            emit(Ended(result))
+        results.append(result)
+    return results
+
+
+class _RunJob:
+    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s):
+        self.proc, self.cfg, self.position = proc, cfg, position
+        self.emit, self.stop, self.progress = emit, stop, progress or (lambda message, fraction: None)
+        self.timeout_s, self.grace_s = timeout_s, grace_s
+        self.recorder = _Recorder(cfg)
+        self.rejected = ""
+        self.timed_out = False
+
+    def _timeout_sentence(self) -> str:
+        return (f"The run did not end within the time limit of {fmt_duration(self.timeout_s)}, so it was stopped; "
+                f"what it measured until then is kept.")
+
+    def run(self) -> RunResult | None:
+        """The run's result (from the child, or rebuilt from its events); None when the child rejected it."""
+        proc = self.proc
+        started = time.monotonic()
+        stop_at: float | None = None
+        why = ""
+        proc.send(("run", self.cfg.to_dict(), self.position))
+        try:
+            while True:
+                try:
+                    message = proc.receive(POLL_S)
+                except EOFError:
+                    why = "died"
+                    break
+                if message is not None:
+                    ended = self._handle(message)
+                    if ended is not None or message[0] == "rejected":
+                        return ended
+                    if message[0] == "done":  # finished without an Ended event: cannot happen, but say so
+                        why = "died"
+                        break
+                    continue
+                now = time.monotonic()
+                if stop_at is None and self.stop():
+                    proc.send(("stop",))
+                    grace = self.grace_s() if callable(self.grace_s) else self.grace_s
+                    stop_at = now + grace
+                if stop_at is not None and now >= stop_at:
+                    why = "stopped"
+                    break
+                if self.timeout_s is not None and now - started > self.timeout_s and stop_at is None:
+                    proc.send(("stop",))
+                    stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
+        except KeyboardInterrupt:  # Ctrl-C in the CLI: keep the run so far as cancelled, then go on up
+            proc.end()
+            self.emit(Ended(self.recorder.finish("cancelled", "")))
+            raise
+        proc.end()
+        if self.timed_out:
+            result = self.recorder.finish("failed", self._timeout_sentence())
+        elif why == "stopped" or (why == "died" and stop_at is not None):
+            result = self.recorder.finish("cancelled", "")
+        else:
+            result = self.recorder.finish("failed", proc.death_sentence())
+            _log_child_output(proc, result)
+        self.emit(Ended(result))
+        return result
+
+    def _handle(self, message: tuple) -> RunResult | None:
+        kind = message[0]
+        if kind == "event":
+            event = message[1]
+            if isinstance(event, Ended) and self.timed_out and event.result.status == "cancelled":
+                event.result.status, event.result.error = "failed", self._timeout_sentence()  # it stopped when told
+            self.recorder.add(event)
+            self.emit(event)
+            if isinstance(event, Ended):
+                return event.result
+        elif kind == "progress":
+            self.progress(message[1], message[2])
+        elif kind == "rejected":
+            self.rejected = message[1]
+        return None
+
+
+class _Recorder:
+    """Rebuilds a run from its events, for a child that died or was ended before its Ended event."""
+
+    def __init__(self, cfg: RunConfig):
+        self.result = RunResult(config=cfg)
+        self.facts = RunFacts(batch_size=cfg.batch_size)
+
+    def add(self, event: Event) -> None:
+        r, f = self.result, self.facts
+        if isinstance(event, Started):
+            r.id, r.env = event.run_id, event.env
+            f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
+            f.warmup_steps = event.warmup_steps
+        elif isinstance(event, Warmup):
+            r.losses.extend(event.losses)
+            f.warmup_s = event.seconds
+        elif isinstance(event, Window):
+            r.losses.extend(event.losses)
+            r.windows.append(event.record())
+            f.peak_memory = max(f.peak_memory, event.memory, event.memory_detail.get("peak_allocated", 0) or 0)
+        elif isinstance(event, EpochEnd):
+            r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
+                             "val_accuracy": event.val_accuracy})
+            if event.val_loss is not None and event.val_accuracy is not None:
+                f.val = (event.val_loss, event.val_accuracy)
+
+    def finish(self, status: str, error: str) -> RunResult:
+        r = self.result
+        r.status, r.error = status, error
+        summarise(r, self.facts)
+        return r
+
+
+def _log_path():
+    try:
+        from .paths import log_file
+
+        return log_file()
+    except Exception:
+        return None
+
+
+def _log_child_output(proc: RunProcess, result: RunResult) -> None:
+    """Append the dead child's last output lines to the app's log, under one line naming the run."""
+    path = _log_path()
+    if path is None:
+        return
+    lines = proc.output_tail()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} run {result.id} ({result.config.model} on "
+                      f"{result.config.device}): {result.error}\n")
+            log.write("    last output of its process:\n" if lines else "    its process wrote nothing.\n")
+            for line in lines:
+                log.write(f"    {one_line(line, 2000)}\n")
+    except OSError:
+        pass
+
+
+# -- model probes ------------------------------------------------------------------------------------------
+
+def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_S,
+                should_stop: Callable[[], bool] | None = None, spare: Spare | None = None):
+    """Build `model` for `spec` in a short-lived process, count its parameters and check one forward pass:
+    the session.ModelProbe that session.probe_model returns there.
+
+    Raises UserError (one sentence) when the model cannot be built, returns the wrong shape, takes longer
+    than `timeout_s`, or its process dies. The caller must have the user's consent to run the file's code.
+    """
+    stop = should_stop or (lambda: False)
+    proc = (spare.take(True) if spare else None) or RunProcess(mps_fallback=True)
+    name = os.path.basename(model)
+    try:
+        proc.send(("probe", model, spec))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                message = proc.receive(POLL_S)
+            except EOFError:
+                proc.end()
+                raise UserError(proc.death_sentence(f"The process checking {name}")) from None
+            if message is not None:
+                if message[0] == "probed":
+                    return message[1]
+                if message[0] == "rejected":
+                    raise UserError(message[1])
+                if message[0] == "done":
+                    raise UserError(f"Checking {name} ended without an answer; see the log.")
+                continue
+            if stop():
+                raise UserError(f"Checking {name} was stopped.")
+            if time.monotonic() > deadline:
+                raise UserError(f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it "
+                                f"was stopped; make build_model and forward quicker, or check the file for a "
+                                f"loop that never ends.")
+    finally:
+        proc.end()
+        proc.discard_output()

@@ -1,0 +1,253 @@
+"""Every run in its own process: model files that misbehave on purpose, through the engine, the CLI and the window.
+
+Each case must end in one recorded run with one sentence, earlier runs intact, and no process left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine import isolation
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.store import RunStore
+
+MODEL = '''import ctypes, os, signal, sys, time
+import torch
+{body}
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        {init}
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+    def forward(self, x):
+        {forward}
+        return self.l(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+# name: (module body, __init__, forward)
+BAD = {
+    "abort": ("", "pass", "os.abort()"),
+    "segfault": ("", "pass", "ctypes.string_at(0)"),
+    "sys_exit": ("", "pass", "sys.exit(3)"),
+    "os_exit": ("", "pass", "os._exit(0)"),
+    "killed": ("", "pass", "os.kill(os.getpid(), signal.SIGKILL)"),
+    "memory": ("", "pass", "globals().setdefault('hog', []).extend(bytearray(1 << 26) for _ in range(1 << 16))"),
+    "loop_in_body": ("while True: pass", "pass", "pass"),
+    "loop_in_forward": ("", "pass", "while True: pass"),
+    "sleep_in_init": ("", "time.sleep(600)", "pass"),
+}
+
+CRASH_SENTENCES = {
+    "abort": "The run's process was killed by signal 6 (abort); PyTorch's Metal backend aborts on some errors",
+    "segfault": "The run's process was killed by signal 11 (segmentation fault); native code",
+    "sys_exit": "The model's code called sys.exit(3) during the run; a model file must not exit the program.",
+    "os_exit": "The run's process exited with code 0 before its work was done (a model that calls os._exit",
+    "killed": "The run's process was killed by signal 9 (kill); the system ends processes this way when memory",
+    "memory": "The run ran out of memory on cpu (Python could not allocate more at batch size 8)",
+}
+HANGS = ("loop_in_body", "loop_in_forward", "sleep_in_init")
+MEMORY_CAP_MB = "4500"  # the child's address space (torch takes ~3.5 GB of it): the hog fails, the machine is safe
+
+
+def bad_model(tmp_path, name: str) -> str:
+    body, init, forward = BAD[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text(MODEL.format(body=body, init=init, forward=forward))
+    return str(path)
+
+
+@pytest.fixture
+def run_pids(monkeypatch):
+    """Pids of every run process started during the test; after it, none of them (or their process groups) is
+    left, and none is a zombie."""
+    pids: list[int] = []
+    real = isolation.RunProcess.__init__
+
+    def recording(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        pids.append(self.pid)
+    monkeypatch.setattr(isolation.RunProcess, "__init__", recording)
+    monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
+    yield pids
+    assert_gone(pids)
+
+
+def assert_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 10  # grandchildren reparented to init are reaped by it, not by us
+    while True:
+        left = [p.pid for p in psutil.process_iter(["pid"]) if _group(p.pid) in pids or p.pid in pids]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert left == [], f"processes left behind: {left}"
+    assert isolation.live_processes() == []
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def bench(model: str, *extra: str) -> int:
+    return cli.main(["bench", "--model", model, "--dataset", "synthetic", "--batch-size", "8", "--steps", "3",
+                     "--warmup", "1", *extra])
+
+
+# -- the CLI ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(CRASH_SENTENCES))
+def test_a_model_that_crashes_its_process_is_a_failed_run_in_the_cli(name, tmp_path, capsys, run_pids):
+    code = bench(bad_model(tmp_path, name))
+    err = capsys.readouterr().err
+    assert code == 1
+    [failed] = RunStore().all()
+    assert failed.status == "failed" and failed.error.startswith(CRASH_SENTENCES[name]), failed.error
+    assert "\n" not in failed.error
+    assert f"the run on cpu failed: {failed.error}" in err
+
+
+def test_earlier_runs_stay_intact_when_a_run_crashes(tmp_path, run_pids):
+    assert bench("mlp") == 0
+    [earlier] = RunStore().all()
+    assert bench(bad_model(tmp_path, "segfault")) == 1
+    runs = {r.id: r for r in RunStore().all()}
+    assert len(runs) == 2 and runs[earlier.id].to_dict() == earlier.to_dict()
+
+
+@pytest.mark.parametrize("name", HANGS)
+def test_a_model_that_hangs_is_ended_by_the_cli_timeout(name, tmp_path, capsys, run_pids):
+    started = time.monotonic()
+    code = bench(bad_model(tmp_path, name), "--timeout", "2")
+    assert code == 1
+    [run] = RunStore().all()
+    assert run.status == "failed"
+    assert run.error == ("The run did not end within the time limit of 2.00 s, so it was stopped; what it "
+                         "measured until then is kept.")
+    assert time.monotonic() - started < 60  # not the 600 s the model would sleep
+
+
+def test_a_crash_log_keeps_the_last_lines_of_the_dead_process(tmp_path, run_pids):
+    from mpsstudio.engine.paths import log_file
+
+    assert bench(bad_model(tmp_path, "abort"), "--no-save") == 1
+    log = log_file().read_text()
+    assert "killed by signal 6 (abort)" in log
+    assert "Fatal Python error: Aborted" in log and "abort.py" in log  # faulthandler's traceback from the child
+
+
+def test_the_next_device_still_runs_after_a_crash(tmp_path, run_pids):
+    """A comparison goes on after one run's process dies (here two configs, as two devices would be)."""
+    crash = RunConfig(model=bad_model(tmp_path, "segfault"), dataset="synthetic", batch_size=8, steps=3,
+                      epochs=None, warmup_steps=1)
+    fine = RunConfig(dataset="synthetic", batch_size=8, steps=3, epochs=None, warmup_steps=1)
+    ended = []
+    results = isolation.run_isolated([crash, fine], on_event=lambda e: ended.append(e)
+                                     if type(e).__name__ == "Ended" else None)
+    assert [r.status for r in results] == ["failed", "finished"]
+    assert [e.result.id for e in ended] == [r.id for r in results]
+    assert results[1].summary["windows"] > 0
+
+
+def test_stop_ends_a_hung_run_and_keeps_it_as_cancelled(tmp_path, run_pids):
+    """Stop asks first; a run stuck in a model's forward is ended after the grace time, with its windows kept."""
+    cfg = RunConfig(model=bad_model(tmp_path, "loop_in_forward"), dataset="synthetic", batch_size=8, steps=3,
+                    epochs=None, warmup_steps=1)
+    events = []
+    asked = []
+
+    def stop() -> bool:
+        if any(type(e).__name__ == "Started" for e in events) and not asked:
+            asked.append(time.monotonic())
+        return bool(asked)
+    [result] = isolation.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.5)
+    assert result.status == "cancelled" and result.error == ""
+    assert time.monotonic() - asked[0] < 30
+    assert events[0].run_id == result.id  # the same run the child started
+
+
+def test_dataloader_workers_end_with_their_run(tmp_path, run_pids):
+    """A run with DataLoader worker processes that is ended leaves none of them behind (its process group)."""
+    folder = tmp_path / "pets"
+    from PIL import Image
+
+    for c in ("cats", "dogs"):
+        (folder / c).mkdir(parents=True)
+        for i in range(40):
+            Image.new("RGB", (16, 16), (6 * i, 100, 200)).save(folder / c / f"{i}.png")
+    cfg = RunConfig(model=bad_model(tmp_path, "loop_in_forward"), dataset=str(folder), batch_size=4, steps=3,
+                    epochs=None, warmup_steps=1, workers=2, image_size=16)
+    events = []
+    workers_seen = []
+
+    def stop() -> bool:
+        if events and not workers_seen:
+            group = run_pids[-1]
+            members = [p.pid for p in psutil.process_iter(["pid"]) if _group(p.pid) == group]
+            if len(members) >= 3:  # the run's process and its two workers
+                workers_seen.append(members)
+        return bool(workers_seen)
+    [result] = isolation.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.2, timeout_s=60)
+    assert workers_seen, "the DataLoader workers never started"
+    assert result.status == "cancelled"
+
+
+def test_the_mps_fallback_setting_reaches_the_run_process_before_torch(tmp_path, run_pids):
+    probe = tmp_path / "env.py"
+    seen = tmp_path / "seen.txt"
+    probe.write_text("import os, torch\n"
+                     f"open({str(seen)!r}, 'a').write(os.environ.get('PYTORCH_ENABLE_MPS_FALLBACK', '-'))\n"
+                     "def build_model(num_classes, input_shape):\n"
+                     "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, num_classes))\n")
+    assert bench(str(probe), "--no-mps-fallback") == 0
+    assert bench(str(probe)) == 0
+    assert seen.read_text() == "01"
+    assert [r.config.mps_fallback for r in sorted(RunStore().all(), key=lambda r: r.created_at)] == [False, True]
+
+
+def test_a_spare_process_is_used_for_the_next_run(run_pids):
+    spare = isolation.Spare(mps_fallback=True)
+    spare.fill()
+    first = run_pids[-1]
+    try:
+        cfg = RunConfig(dataset="synthetic", batch_size=8, steps=3, epochs=None, warmup_steps=1)
+        [result] = isolation.run_isolated([cfg], spare=spare)
+        assert result.status == "finished" and run_pids == [first]  # no other process was started
+        assert spare.take(mps_fallback=False) is None  # a spare started with other settings is not reused
+    finally:
+        spare.close()
+
+
+def test_a_user_model_is_probed_in_a_child_with_a_time_limit(tmp_path, run_pids):
+    from mpsstudio.engine.errors import UserError
+    from mpsstudio.engine.spec import DataSpec
+
+    spec = DataSpec("image", 10, channels=3, height=32, width=32)
+    good = tmp_path / "good.py"
+    good.write_text("import os, torch\nPID = os.getpid()\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, num_classes))\n")
+    probe = isolation.probe_model(str(good), spec)
+    assert probe.parameters == 3 * 32 * 32 * 10 + 10 and probe.output_shape == (2, 10)
+    with pytest.raises(UserError, match=r"sleep_in_init.py took longer than 1.00 s to build and check"):
+        isolation.probe_model(bad_model(tmp_path, "sleep_in_init"), spec, timeout_s=1)
+    with pytest.raises(UserError, match=r"The process checking os_exit.py exited with code 0"):
+        isolation.probe_model(bad_model(tmp_path, "os_exit"), spec)
+
+
+def test_ending_a_process_twice_or_after_it_died_is_harmless(run_pids):
+    proc = isolation.RunProcess()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.end()
+    proc.end()
+    assert proc.exitcode == -signal.SIGKILL
+    proc.discard_output()
