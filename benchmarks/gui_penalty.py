@@ -1,14 +1,17 @@
 """Does watching a run slow it down? The same config run with live plots on screen and without, side by side.
 
-Both go through the GUI's RunWorker (the QThread the window uses); one feeds a visible LivePlots widget,
-the other ignores the events. Repetitions alternate. Prints the median samples/s of each and the ratio.
+Both go through the GUI's RunWorker (the QThread the window uses; each run in a process of its own); one feeds
+a visible LivePlots widget, the other ignores the events. Repetitions alternate. Prints the median samples/s of
+each and the ratio.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/gui_penalty.py [--reps 3] [--model mlp] [--epochs 2]
+        [--redraw-ms 100] [--threads N]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -20,8 +23,11 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from mpsstudio.engine.config import RunConfig  # noqa: E402
 from mpsstudio.engine.events import Ended, Started, Warmup, Window  # noqa: E402
-from mpsstudio.gui.plots import LivePlots  # noqa: E402
+from mpsstudio.gui.plots import REDRAW_INTERVAL_MS, LivePlots  # noqa: E402
 from mpsstudio.gui.worker import RunWorker  # noqa: E402
+
+
+RESULTS = []
 
 
 def one_run(config: RunConfig, plots: LivePlots | None) -> float:
@@ -47,6 +53,7 @@ def one_run(config: RunConfig, plots: LivePlots | None) -> float:
     loop.exec()
     worker.wait()
     [result] = results
+    RESULTS.append(result)
     if result.status != "finished":
         raise SystemExit(f"run failed: {result.error}")
     return result.summary["samples_per_s"]
@@ -57,14 +64,18 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--redraw-ms", type=int, default=REDRAW_INTERVAL_MS,
+                    help=f"plot redraw interval (default: the window's, {REDRAW_INTERVAL_MS} ms)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads of the run (default: torch's)")
     args = ap.parse_args()
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    config = RunConfig(model=args.model, epochs=args.epochs)
+    config = RunConfig(model=args.model, epochs=args.epochs, threads=args.threads)
     plain, watched = [], []
     for rep in range(args.reps):
         for with_plots in ((False, True) if rep % 2 == 0 else (True, False)):
             if with_plots:
                 plots = LivePlots()
+                plots._timer.setInterval(args.redraw_ms)
                 plots.resize(1100, 520)
                 plots.show()
                 watched.append(one_run(config, plots))
@@ -72,8 +83,10 @@ def main() -> int:
             else:
                 plain.append(one_run(config, None))
     a, b = statistics.median(plain), statistics.median(watched)
-    print(f"{args.model}, {args.epochs} epochs on {config.dataset}: without plots {a:,.0f} samples/s, "
-          f"with live plots {b:,.0f} samples/s, ratio {b / a:.3f}")
+    threads = {r.env.get("threads") for r in RESULTS}
+    print(f"{args.model}, {args.epochs} epochs on {config.dataset}, run threads {sorted(threads)}, redraw every "
+          f"{args.redraw_ms} ms ({1000 / args.redraw_ms:g} Hz), {os.cpu_count()} CPUs: without plots {a:,.0f} "
+          f"samples/s, with live plots {b:,.0f} samples/s, ratio {b / a:.3f}")
     del app
     return 0
 

@@ -7,7 +7,7 @@ paired ratios (each engine run over the bare run next to it). The ratio uses the
 throughput over its measured phase (every window, sync, loss fetch and event included), so any overhead
 the engine adds shows up; the engine's reported median throughput is printed beside it.
 
-    python benchmarks/overhead.py [--device cpu|cuda|mps] [--reps 9] [--seconds 2]
+    python benchmarks/overhead.py [--device cpu|cuda|mps] [--reps 9] [--seconds 2] [--isolated]
 
 Last line: min_ratio=<x> (target >= 0.98).
 """
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from mpsstudio.engine import datasets, devices, models, trainer  # noqa: E402
+from mpsstudio.engine import datasets, devices, isolation, models, trainer  # noqa: E402
 from mpsstudio.engine.config import RunConfig  # noqa: E402
 from mpsstudio.engine.spec import DataSpec  # noqa: E402
 
@@ -82,10 +82,17 @@ def _bare_loop(model_name, dev, data, batch_size, warmup, steps, seed) -> float:
     return steps * batch_size / (time.perf_counter() - t0)
 
 
-def engine_run(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int):
+def engine_run(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int,
+               isolated: bool = False):
+    """The engine's run: in this process (trainer.run), or as the front ends run it, in a process of its own
+    (isolation.run_isolated; the child loads the same synthetic data itself). Process start-up is not in the
+    measured phase either way: throughput counts from the end of the warm-up."""
     cfg = RunConfig(model=model_name, dataset="synthetic", device=dev.id, batch_size=batch_size, steps=steps,
                     epochs=None, warmup_steps=warmup)
-    result = trainer.run(cfg, device=dev, data=data)
+    if isolated:
+        [result] = isolation.run_isolated([cfg])
+    else:
+        result = trainer.run(cfg, device=dev, data=data)
     if result.status != "finished":
         raise SystemExit(f"engine run failed: {result.error}")
     return result.summary["wall_samples_per_s"], result.summary["samples_per_s"]
@@ -105,10 +112,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=2.0, help="target length of one measured phase")
+    ap.add_argument("--isolated", action="store_true",
+                    help="run the engine in its own process, as the CLI and the window do (isolation.py)")
     args = ap.parse_args()
     dev = devices.resolve_device(args.device)
     print(f"device {dev.id} ({dev.name}); torch {torch.__version__}; threads {torch.get_num_threads()}; "
-          f"batch {args.batch_size}; {args.reps} alternating repetitions")
+          f"batch {args.batch_size}; {args.reps} alternating repetitions; engine "
+          f"{'in its own process (--isolated)' if args.isolated else 'in this process'}")
     print(f"{'model':<10} {'steps':>6} {'bare samples/s':>15} {'engine wall':>12} {'engine median':>14} "
           f"{'wall/bare':>10} {'median/bare':>12}")
     ratios = []
@@ -122,7 +132,7 @@ def main() -> int:
                 if which == "bare":
                     bare.append(bare_loop(name, dev, data, args.batch_size, args.warmup, steps))
                 else:
-                    w, m = engine_run(name, dev, data, args.batch_size, args.warmup, steps)
+                    w, m = engine_run(name, dev, data, args.batch_size, args.warmup, steps, args.isolated)
                     wall.append(w)
                     med.append(m)
         # paired ratios (each engine run against the bare run beside it) cancel slow drifts of a shared machine

@@ -148,17 +148,6 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
           timeout_s: float | None = None) -> int:
     """Run `cfg` on each available device in turn, each in its own process (engine/isolation.py), print the
     comparison, keep and export the runs."""
-    from .engine import isolation
-
-    spare = isolation.Spare(cfg.mps_fallback)
-    spare.fill()  # the first run's process imports torch while this one checks the setup
-    try:
-        return _bench(cfg, device_names, json_path, save, timeout_s, spare)
-    finally:
-        spare.close()
-
-
-def _bench(cfg, device_names, json_path, save, timeout_s, spare) -> int:
     from .engine import isolation, models, session
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
@@ -169,7 +158,7 @@ def _bench(cfg, device_names, json_path, save, timeout_s, spare) -> int:
     progress = _Progress()
     try:
         results = isolation.run_isolated(plan.configs, on_event=progress, progress=_download_progress,
-                                         spare=spare, timeout_s=timeout_s)
+                                         timeout_s=timeout_s)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
         _keep(progress.ended, json_path, save)

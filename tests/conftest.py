@@ -31,6 +31,19 @@ def _private_folders(tmp_path_factory, monkeypatch):
         monkeypatch.setenv(f"MPSSTUDIO_{name}_DIR", str(tmp_path_factory.mktemp(name.lower())))
 
 
+@pytest.fixture(autouse=True)
+def _no_consent_dialog(monkeypatch):
+    """A modal consent dialog would hang a test: one that needs an answer replaces ModelFileGuard.ask itself."""
+    try:
+        from mpsstudio.gui.model_files import ModelFileGuard
+    except ImportError:  # no PySide6
+        return
+
+    def refuse(self, path):
+        raise AssertionError(f"a test showed the consent dialog for {path} without answering it")
+    monkeypatch.setattr(ModelFileGuard, "ask", refuse)
+
+
 @pytest.fixture
 def no_leftovers(qapp):
     """Fails a GUI test that leaves one of our QThreads running or an active QTimer in a closed window."""

@@ -231,7 +231,11 @@ def test_apply_config_round_trips(fake_panel, tmp_path):
     assert fake_panel.dataset_combo.currentText() == "📁 cats"
 
 
-def test_model_file_entry(fake_panel, tmp_path):
+def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
+    from mpsstudio.gui.model_files import ModelFileGuard
+
+    asked = []
+    monkeypatch.setattr(ModelFileGuard, "ask", lambda self, path: asked.append(path) or True)
     path = tmp_path / "tiny_net.py"
     path.write_text("import torch.nn as nn\n\ndef build_model(num_classes, input_shape):\n"
                     "    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0] * input_shape[1] * "
@@ -243,9 +247,9 @@ def test_model_file_entry(fake_panel, tmp_path):
     fake_panel._ask_model_file = lambda: str(path)
     combo.setCurrentIndex(combo.count() - 1)
     assert fake_panel.configs()[0].model == str(path)
-    text = fake_panel.summary_text()
-    assert "tiny_net.py · 7,850 parameters" in text  # 28*28*10 + 10 on shapes
-    assert "runs its code" in text
+    assert asked == [str(path)]  # chosen just now: the user is asked, then it is checked in its own process
+    qtbot.waitUntil(lambda: "tiny_net.py · 7,850 parameters" in fake_panel.summary_text(), timeout=60_000)
+    assert "runs its code" in fake_panel.summary_text()  # 28*28*10 + 10 on shapes
 
 
 def test_summary_mentions_mlp_parameters_on_shapes(fake_panel):

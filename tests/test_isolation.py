@@ -251,3 +251,13 @@ def test_ending_a_process_twice_or_after_it_died_is_harmless(run_pids):
     proc.end()
     assert proc.exitcode == -signal.SIGKILL
     proc.discard_output()
+
+
+def test_a_process_ended_right_after_its_start_is_gone(run_pids):
+    """Ended before it could make itself a process group leader: it must still be ended, and at once."""
+    proc = isolation.RunProcess()
+    started = time.monotonic()
+    proc.end()
+    assert proc.exitcode is not None
+    assert time.monotonic() - started < 4  # not the 5 s join of a process nobody signalled
+    proc.discard_output()

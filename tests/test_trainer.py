@@ -208,7 +208,7 @@ def test_mps_missing_operator_is_explained():
                               "If you want this op to be added...")
     msg = trainer.explain_failure(exc, RunConfig(device="mps"))
     assert msg.startswith("aten::_linalg_eigh is not supported on MPS")
-    assert "PYTORCH_ENABLE_MPS_FALLBACK=1" in msg
+    assert "turn on 'Run operations MPS lacks on the CPU' (--mps-fallback)" in msg
 
 
 def test_data_errors_end_the_run_as_failed():

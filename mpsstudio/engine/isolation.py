@@ -164,6 +164,14 @@ class RunProcess:
         self.exitcode: int | None = None
         _live.add(self)
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the child has imported torch and the engine (True), or `timeout` passed (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready and time.monotonic() < deadline:
+            if self.receive(POLL_S) is not None:
+                raise RuntimeError("a run process spoke before it was given a job")
+        return self.ready
+
     def alive(self) -> bool:
         return not self.closed and self.process.is_alive()
 
@@ -213,13 +221,18 @@ class RunProcess:
             pass
 
     def _signal_group(self, sig: int) -> None:
-        try:
-            if hasattr(os, "killpg"):
+        """Signal the child's process group (its DataLoader workers too) and the child itself: one ended
+        before it called setsid has no group of its own yet."""
+        if hasattr(os, "killpg"):
+            try:
                 os.killpg(self.pid, sig)
-            elif self.process.exitcode is None:
-                self.process.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.process.exitcode is None:
+            try:
+                os.kill(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         try:
@@ -286,6 +299,12 @@ class Spare:
                 if self._proc is not None:
                     _discard(self._proc)
                 self._proc = RunProcess(mps_fallback=self.mps_fallback)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the spare has imported torch (benchmarks and tests; a front end never waits for it)."""
+        with self._lock:
+            proc = self._proc
+        return proc is not None and proc.wait_ready(timeout)
 
     def take(self, mps_fallback: bool) -> RunProcess | None:
         with self._lock:

@@ -1,0 +1,75 @@
+"""Run to first step: how long after Run the first training step starts, with a spare run process and without.
+
+Each run executes in a process of its own (mpsstudio/engine/isolation.py). Without a spare, Run waits for a
+fresh process to import torch and the engine; with one (started earlier, as the window does once it is idle),
+only the data and the model are left to set up. Repetitions alternate the two; medians are printed with the
+ratio. "First step" is the Started event, which the run loop sends right before its first step.
+
+    python benchmarks/run_latency.py [--reps 5] [--model mlp] [--dataset synthetic]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mpsstudio.engine import isolation  # noqa: E402
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.events import Started, Window  # noqa: E402
+
+
+def one(cfg: RunConfig, spare: isolation.Spare | None) -> tuple[float, float]:
+    """Seconds from Run to the Started event and to the first measurement window."""
+    marks: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def on_event(event) -> None:
+        if isinstance(event, Started):
+            marks.setdefault("started", time.perf_counter() - t0)
+        elif isinstance(event, Window):
+            marks.setdefault("window", time.perf_counter() - t0)
+    [result] = isolation.run_isolated([cfg], on_event=on_event, spare=spare)
+    if result.status != "finished":
+        raise SystemExit(f"run failed: {result.error}")
+    return marks["started"], marks["window"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--dataset", default="synthetic")
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    cfg = RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
+                    epochs=None, warmup_steps=1)
+    spare = isolation.Spare(cfg.mps_fallback)
+    fresh, warm = [], []
+    try:
+        for rep in range(args.reps):
+            for use_spare in ((True, False) if rep % 2 == 0 else (False, True)):
+                if use_spare:
+                    spare.fill()
+                    if not spare.wait_ready(120):
+                        raise SystemExit("the spare process did not get ready within 120 s")
+                    warm.append(one(cfg, spare))
+                else:
+                    fresh.append(one(cfg, None))
+    finally:
+        spare.close()
+    f_start, f_win = (statistics.median(v) for v in zip(*fresh))
+    w_start, w_win = (statistics.median(v) for v in zip(*warm))
+    print(f"{args.model} on {args.dataset} ({args.device}), {args.reps} alternating repetitions, medians:")
+    print(f"  fresh process: Run -> first step {f_start:.2f} s, -> first window {f_win:.2f} s")
+    print(f"  spare process: Run -> first step {w_start:.2f} s, -> first window {w_win:.2f} s")
+    print(f"  the spare saves {f_start - w_start:.2f} s ({w_start / f_start:.2f} of the fresh latency)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
