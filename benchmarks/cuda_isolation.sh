@@ -12,8 +12,6 @@ log() { echo "=== $*"; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch, torchvision, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'cpu threads', torch.get_num_threads())"
   lscpu | grep -E '^Model name|^CPU\(s\)'
-  log "Run to first step, spare vs fresh process (cuda, resnet18 on synthetic)"
-  python3 benchmarks/run_latency.py --device cuda --model resnet18 --reps 5
   log "overhead, engine in its own process vs bare loop in this one (cuda)"
   python3 benchmarks/overhead.py --device cuda --reps 5 --seconds 2 --models mlp,resnet18 --isolated
   log "overhead, engine in this process (same session, for comparison)"
@@ -22,8 +20,8 @@ log() { echo "=== $*"; }
   printf 'import os, torch\nclass M(torch.nn.Module):\n    def __init__(s, n):\n        super().__init__(); s.l = torch.nn.Linear(3072, n)\n    def forward(s, x):\n        y = s.l(x.flatten(1)); torch.cuda.synchronize(); os.abort()\ndef build_model(num_classes, input_shape):\n    return M(num_classes)\n' > "$OUT/abort.py"
   python3 -m mpsstudio bench --model "$OUT/abort.py" --dataset synthetic --devices cuda,cpu --steps 5 --no-save
   echo "exit code: $?"
-  log "a real CUDA out-of-memory: failed run with the sentence, next device still runs"
-  python3 -m mpsstudio bench --model vit_b_16 --dataset synthetic --devices cuda --batch-size 100000 --steps 5 --no-save
+  log "a real CUDA out-of-memory: failed run with the sentence"
+  python3 -m mpsstudio bench --model vit_b_16 --dataset synthetic --devices cuda --batch-size 1024 --steps 2 --warmup 0 --no-save
   echo "exit code: $?"
   log "a hung model under --timeout 20"
   printf 'import torch\nclass M(torch.nn.Linear):\n    def forward(s, x):\n        while True: pass\ndef build_model(num_classes, input_shape):\n    return M(3072, num_classes)\n' > "$OUT/hang.py"

@@ -25,11 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from mpsstudio.engine import datasets, devices, isolation, models, trainer  # noqa: E402
+from mpsstudio.engine import devices, isolation, models, trainer  # noqa: E402
 from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.spec import DataSpec  # noqa: E402
 
-SPEC = DataSpec(kind="image", num_classes=10, channels=3, height=32, width=32)
 MODELS = ("mlp", "mnist_cnn", "resnet18")
 
 
@@ -53,7 +51,7 @@ def bare_loop(model_name: str, dev: devices.Device, data, batch_size: int, warmu
 def _bare_loop(model_name, dev, data, batch_size, warmup, steps, seed) -> float:
     tdev = torch.device(dev.torch_device or dev.id)
     torch.manual_seed(seed)
-    model = models.build_model(model_name, models.input_spec_for(model_name, SPEC)).to(tdev)
+    model = models.build_model(model_name, models.input_spec_for(model_name, data.spec)).to(tdev)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     mean = torch.tensor(data.mean).reshape(1, -1, 1, 1).to(tdev)
@@ -123,7 +121,9 @@ def main() -> int:
           f"{'wall/bare':>10} {'median/bare':>12}")
     ratios = []
     for name in args.models.split(","):
-        data = datasets.load_dataset("synthetic", model_spec=SPEC, synthetic_size=4 * args.batch_size)
+        # the data a run loads for itself (trainer.load_data): the model's own input shape, 1,024 samples, so the
+        # engine in its own process (--isolated) and the bare loop here compute the same thing
+        data = trainer.load_data(RunConfig(model=name, dataset="synthetic"))
         steps = calibrate(name, dev, data, args.batch_size, args.seconds)
         bare, wall, med = [], [], []
         for rep in range(args.reps):

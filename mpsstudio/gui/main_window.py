@@ -9,6 +9,7 @@ in one place; every panel it wires lives in its own module.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -296,6 +297,8 @@ class MainWindow(QMainWindow):
             if epochs:
                 self._epochs[event.run_id] = (epochs, event.total_steps)
             self.plots.start_run(event.run_id, device, event.warmup_steps)
+            threads, cores = event.env.get("threads"), os.cpu_count() or 1
+            self.plots.set_cores_busy(device == "cpu" and isinstance(threads, int) and threads >= cores)
             self.progress.setRange(0, max(1, event.total_steps))
             self.progress.setValue(0)
             where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
@@ -360,6 +363,7 @@ class MainWindow(QMainWindow):
             worker.wait()
             worker.deleteLater()
         self._set_running(False)
+        self.plots.set_cores_busy(False)
         self.plots.redraw()
         if self.keep_spare:
             self.spare.fill()  # idle again: the next Run starts without waiting for torch

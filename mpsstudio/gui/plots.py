@@ -1,7 +1,7 @@
 """Live loss, throughput and memory plots of runs as they stream in from the engine.
 
 Data is appended into growing numpy buffers (series.py) and drawn only from a timer (REDRAW_INTERVAL_MS,
-2 Hz today), and only when something changed (docs/architecture.md, "Live plots"): a long run costs memory in
+10 Hz; BUSY_REDRAW_INTERVAL_MS while a CPU run uses every core), and only when something changed (docs/architecture.md, "Live plots"): a long run costs memory in
 proportion to its steps, never a redraw per step.
 About 480 lines, on purpose: one widget whose three linked plots share their runs, colours and redraw
 budget; its buffers live in series.py.
@@ -25,14 +25,17 @@ from .series import GrowingSeries, ema as _ema
 __all__ = ["GrowingSeries", "LivePlots"]
 
 
-# 2 Hz. Redrawing competes with the run for the GIL and the cores; measured on the 2-core build machine
-# (mlp on shapes, CPU; benchmarks/gui_penalty.py): 20 Hz cost the run ~25 % of its throughput, 5 Hz ~9 %,
-# 2 Hz ~2 %. 10 Hz or more waits for runs in their own process; true numbers come first.
-REDRAW_INTERVAL_MS = 500
+# Runs execute in their own process, so drawing no longer takes the GIL from a run: 10 Hz. It still takes CPU
+# time, which a CPU run that uses every core loses (its threads wait for each other at every parallel region):
+# measured on the 2-core build machine (benchmarks/gui_penalty.py, docs/benchmarks.md), 10 Hz cost such a run
+# ~18 % of its throughput, so while one runs the plots redraw at 2 Hz; a run that leaves a core free (fewer
+# torch threads than cores, or a GPU run) gets 10 Hz.
+REDRAW_INTERVAL_MS = 100
+BUSY_REDRAW_INTERVAL_MS = 500
 # Drawing may take at most this share of the GUI thread: it competes with the run for cores and for the GIL.
 # Measured (benchmarks/gui_penalty.py, 2-core machine): at 0.33 a CPU run read 10,237 samples/s in the window
 # against 19,409 without plots; at 0.1, 18,679.
-REDRAW_SHARE = 0.1
+REDRAW_SHARE = 0.03
 EMA_ALPHA = 0.05  # weight of the newest loss in the smoothed line
 SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this many windows
 
@@ -149,6 +152,13 @@ class LivePlots(QWidget):
         self._show_empty(True)
 
     # ---- public API ---------------------------------------------------------------------------------
+
+    def set_cores_busy(self, busy: bool) -> None:
+        """A CPU run that uses every core is being measured: redraw less often (see BUSY_REDRAW_INTERVAL_MS)."""
+        self._timer.setInterval(BUSY_REDRAW_INTERVAL_MS if busy else REDRAW_INTERVAL_MS)
+
+    def redraw_interval_ms(self) -> int:
+        return self._timer.interval()
 
     def start_run(self, run_id: str, label: str, warmup_steps: int) -> None:
         """Begin a new series set in the next palette colour; the legend names it `label`."""
