@@ -23,7 +23,7 @@ from .worker import ModelChecker
 
 TRUSTED_KEY = "trusted_model_files"
 MAX_MODEL_FILE_BYTES = 16 * 1024 * 1024  # a model file is Python source; anything larger is refused unread
-NOT_CHECKED = "not checked yet: its code runs only when you press Check Model File or Run"
+NOT_CHECKED = "not checked yet (its code runs only when you press Check Model File or Run)"
 CHECKING = "checking in a separate process…"
 
 
