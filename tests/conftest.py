@@ -60,3 +60,22 @@ def no_leftovers(qapp):
     active = [t for w in QApplication.topLevelWidgets() if not w.isVisible()
               for t in w.findChildren(QTimer) if t.isActive() and t.interval() > 0 and not t.isSingleShot()]
     assert not active, f"active timers left in closed windows: {active}"
+
+@pytest.fixture
+def run_pids(monkeypatch):
+    """Pids of every run process started during the test; after it, none of them (or their process groups) is
+    left, and none is a zombie."""
+    from mpsstudio.engine import isolation
+
+    from .processes import MEMORY_CAP_MB, assert_gone
+
+    pids: list[int] = []
+    real = isolation.RunProcess.__init__
+
+    def recording(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        pids.append(self.pid)
+    monkeypatch.setattr(isolation.RunProcess, "__init__", recording)
+    monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
+    yield pids
+    assert_gone(pids)

@@ -23,13 +23,19 @@ SHORT = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, st
 LONG = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, steps=10**6, epochs=None, warmup_steps=2)
 
 
-@pytest.fixture
-def window(qtbot):
-    w = MainWindow()
+def open_window(qtbot, **kwargs) -> MainWindow:
+    """A shown window whose catalogue (torch, models, devices) has loaded."""
+    w = MainWindow(**kwargs)
     qtbot.addWidget(w)
     w.show()
     w.start_loading()
     qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    return w
+
+
+@pytest.fixture
+def window(qtbot):
+    w = open_window(qtbot)
     yield w
     w.close()
 

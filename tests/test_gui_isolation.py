@@ -18,7 +18,8 @@ from mpsstudio.gui.main_window import MainWindow  # noqa: E402
 from mpsstudio.gui.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
 
-from .test_isolation import assert_gone, bad_model  # noqa: E402
+from .test_gui_app import open_window  # noqa: E402
+from .test_isolation import bad_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 
@@ -38,28 +39,8 @@ def asked(monkeypatch):
 
 
 @pytest.fixture
-def run_pids(monkeypatch):
-    from .test_isolation import MEMORY_CAP_MB
-
-    found: list[int] = []
-    real = isolation.RunProcess.__init__
-
-    def recording(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        found.append(self.pid)
-    monkeypatch.setattr(isolation.RunProcess, "__init__", recording)
-    monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
-    yield found
-    assert_gone(found)
-
-
-@pytest.fixture
 def window(qtbot, run_pids, asked):
-    w = MainWindow(keep_spare=False)
-    qtbot.addWidget(w)
-    w.show()
-    w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    w = open_window(qtbot, keep_spare=False)
     yield w
     w.close()
 
@@ -135,11 +116,7 @@ def test_stop_during_a_hung_import_keeps_a_cancelled_run(qtbot, window, tmp_path
 
 
 def test_closing_while_a_model_sleeps_in_init_takes_under_two_seconds(qtbot, run_pids, asked, tmp_path):
-    w = MainWindow(keep_spare=False)
-    qtbot.addWidget(w)
-    w.show()
-    w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    w = open_window(qtbot, keep_spare=False)
     w.setup.apply_config(config(bad_model(tmp_path, "sleep_in_init")))
     w.start_run()
     qtbot.waitUntil(lambda: len(run_pids) == 1, timeout=10_000)

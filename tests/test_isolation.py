@@ -17,6 +17,8 @@ from mpsstudio.engine import isolation
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.store import RunStore
 
+from .processes import process_group
+
 MODEL = '''import ctypes, os, signal, sys, time
 import torch
 {body}
@@ -54,7 +56,6 @@ CRASH_SENTENCES = {
     "memory": "The run ran out of memory on cpu (Python could not allocate more at batch size 8)",
 }
 HANGS = ("loop_in_body", "loop_in_forward", "sleep_in_init")
-MEMORY_CAP_MB = "4500"  # the child's address space (torch takes ~3.5 GB of it): the hog fails, the machine is safe
 
 
 def bad_model(tmp_path, name: str) -> str:
@@ -62,40 +63,6 @@ def bad_model(tmp_path, name: str) -> str:
     path = tmp_path / f"{name}.py"
     path.write_text(MODEL.format(body=body, init=init, forward=forward))
     return str(path)
-
-
-@pytest.fixture
-def run_pids(monkeypatch):
-    """Pids of every run process started during the test; after it, none of them (or their process groups) is
-    left, and none is a zombie."""
-    pids: list[int] = []
-    real = isolation.RunProcess.__init__
-
-    def recording(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        pids.append(self.pid)
-    monkeypatch.setattr(isolation.RunProcess, "__init__", recording)
-    monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
-    yield pids
-    assert_gone(pids)
-
-
-def assert_gone(pids: list[int]) -> None:
-    deadline = time.monotonic() + 10  # grandchildren reparented to init are reaped by it, not by us
-    while True:
-        left = [p.pid for p in psutil.process_iter(["pid"]) if _group(p.pid) in pids or p.pid in pids]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert left == [], f"processes left behind: {left}"
-    assert isolation.live_processes() == []
-
-
-def _group(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
 
 
 def bench(model: str, *extra: str) -> int:
@@ -192,7 +159,7 @@ def test_dataloader_workers_end_with_their_run(tmp_path, run_pids):
     def stop() -> bool:
         if events and not workers_seen:
             group = run_pids[-1]
-            members = [p.pid for p in psutil.process_iter(["pid"]) if _group(p.pid) == group]
+            members = [p.pid for p in psutil.process_iter(["pid"]) if process_group(p.pid) == group]
             if len(members) >= 3:  # the run's process and its two workers
                 workers_seen.append(members)
         return bool(workers_seen)
