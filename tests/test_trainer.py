@@ -369,3 +369,14 @@ def test_a_model_calling_sys_exit_fails_the_run_and_not_the_program(tmp_path):
     assert result.status == "failed"
     assert result.error == ("The model's code called sys.exit(3) during the run; a model file must not exit the "
                             "program.")
+
+
+def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_path):
+    path = tmp_path / "lazy.py"
+    path.write_text("import torch\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(num_classes))\n")
+    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=1)
+    result, _ = collect(cfg, data=tiny_data())
+    assert result.status == "finished", result.error
+    assert result.summary["parameters"] == 64 * 4 + 4

@@ -367,8 +367,9 @@ def build_model(name: str, data_spec: DataSpec) -> nn.Module:
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of parameter values in ``model`` (shared parameters counted once)."""
-    return sum(p.numel() for p in model.parameters())
+    """Number of parameter values in ``model`` (shared parameters counted once); a lazy module's parameters
+    count once its first forward pass has given them a shape (until then they count as 0)."""
+    return sum(p.numel() for p in model.parameters() if not nn.parameter.is_lazy(p))
 
 
 def parameter_count(name: str, data_spec: DataSpec) -> int:

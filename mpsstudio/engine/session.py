@@ -147,7 +147,6 @@ def probe_model(model: str, data_spec: DataSpec) -> ModelProbe:
     spec = models.input_spec_for(model, data_spec)
     torch.manual_seed(0)
     built = models.build_model(model, spec)
-    parameters = models.count_parameters(built)
     if spec.kind == "image":
         x = torch.zeros((2, *spec.sample_shape))
     else:
@@ -159,6 +158,7 @@ def probe_model(model: str, data_spec: DataSpec) -> ModelProbe:
     except Exception as exc:
         raise UserError(f"{model} failed on a batch of two {spec.describe()} samples "
                         f"({error_line(exc, 200)}); fix its forward.") from exc
+    parameters = models.count_parameters(built)  # after the forward pass: lazy layers have their shapes
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if got != (2, spec.num_classes):
         raise UserError(f"{model} returned {got if got else type(out).__name__} for 2 samples; MPS Studio needs "

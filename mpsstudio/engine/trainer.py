@@ -299,6 +299,7 @@ class _RunLoop:
             return step_fn(x, y)
         finally:
             self.forward = forward
+            self.parameters = models.count_parameters(self.model)  # lazy modules have their shapes now
 
     def _batches(self):
         """Endless stream of training batches, epoch after epoch."""
