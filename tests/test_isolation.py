@@ -228,3 +228,28 @@ def test_a_process_ended_right_after_its_start_is_gone(run_pids):
     assert proc.exitcode is not None
     assert time.monotonic() - started < 4  # not the 5 s join of a process nobody signalled
     proc.discard_output()
+
+
+GARBAGE = {
+    "pickle_noise": "conn.send_bytes(b'\\x80\\x05 not a pickle')",
+    "wrong_message": "conn.send('hello')",
+    "fake_event": "conn.send(('event', 'not an event'))",
+    "bad_window": "conn.send(('event', __import__('mpsstudio.engine.events', fromlist=['Window']).Window("
+                  "0, 1, ['x'], 1.0, 8, 8.0, 0.0, 0, {}, 1, 2, 1.0, None)))",
+}
+
+
+@pytest.mark.parametrize("name", list(GARBAGE))
+def test_a_model_that_writes_to_the_pipe_cannot_confuse_the_parent(name, tmp_path, capsys, run_pids):
+    """The child's messages are untrusted like an imported file: garbage ends the run, never the CLI."""
+    path = tmp_path / f"{name}.py"
+    path.write_text("import gc, multiprocessing.connection, torch\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    [conn] = [c for c in gc.get_objects() if isinstance(c, multiprocessing.connection.Connection)]\n"
+                    f"    {GARBAGE[name]}\n"
+                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, num_classes))\n")
+    assert bench(str(path)) == 1
+    [run] = RunStore().all()
+    assert run.status == "failed"
+    assert run.error.startswith("The run's process sent ") and "so it was ended" in run.error, run.error
+    assert "Traceback" not in capsys.readouterr().err

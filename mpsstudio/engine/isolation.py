@@ -61,6 +61,12 @@ _SIGNAL_HINTS = {
 }
 
 _live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
+_KINDS = ("ready", "event", "progress", "rejected", "probed", "done")
+_EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
+
+
+class Garbled(Exception):
+    """The child sent something that is not one of its messages: it is not trusted any further."""
 
 
 # -- the child ---------------------------------------------------------------------------------------------
@@ -189,8 +195,12 @@ class RunProcess:
                 message = self.conn.recv()  # EOFError when the child closed the pipe (it died or exited)
             else:
                 message = None
-        except OSError:  # reset by a dying child
+        except (EOFError, OSError):  # closed, or reset by a dying child
             raise EOFError from None
+        except Exception as exc:  # bytes that are not one of our messages (a model wrote to the pipe)
+            raise Garbled(f"unreadable data ({type(exc).__name__})") from None
+        if message is not None and not (isinstance(message, tuple) and message and message[0] in _KINDS):
+            raise Garbled(f"a message of type {type(message).__name__}")
         if message is not None:
             if message == ("ready",):
                 self.ready = True
@@ -370,6 +380,7 @@ class _RunJob:
         self.recorder = _Recorder(cfg)
         self.rejected = ""
         self.timed_out = False
+        self.garbled = ""
 
     def _timeout_sentence(self) -> str:
         return (f"The run did not end within the time limit of {fmt_duration(self.timeout_s)}, so it was stopped; "
@@ -386,18 +397,20 @@ class _RunJob:
             while True:
                 try:
                     message = proc.receive(POLL_S)
+                    ended = self._handle(message) if message is not None else None
                 except EOFError:
                     why = "died"
                     break
+                except Garbled as exc:
+                    why, self.garbled = "garbled", str(exc)
+                    break
                 if message is not None:
-                    ended = self._handle(message)
                     if ended is not None or message[0] == "rejected":
                         return ended
                     if message[0] == "done":  # finished without an Ended event: cannot happen, but say so
                         why = "died"
                         break
-                    continue
-                now = time.monotonic()
+                now = time.monotonic()  # also between messages: a flood of them must not hide Stop
                 if stop_at is None and self.stop():
                     proc.send(("stop",))
                     grace = self.grace_s() if callable(self.grace_s) else self.grace_s
@@ -413,7 +426,12 @@ class _RunJob:
             self.emit(Ended(self.recorder.finish("cancelled", "")))
             raise
         proc.end()
-        if self.timed_out:
+        if why == "garbled":
+            result = self.recorder.finish("failed", f"The run's process sent {self.garbled} instead of its "
+                                          "measurements, so it was ended (a model that writes to file "
+                                          "descriptors it inherited can do this); what it measured until then "
+                                          "is kept.")
+        elif self.timed_out:
             result = self.recorder.finish("failed", self._timeout_sentence())
         elif why == "stopped" or (why == "died" and stop_at is not None):
             result = self.recorder.finish("cancelled", "")
@@ -425,19 +443,55 @@ class _RunJob:
 
     def _handle(self, message: tuple) -> RunResult | None:
         kind = message[0]
-        if kind == "event":
-            event = message[1]
-            if isinstance(event, Ended) and self.timed_out and event.result.status == "cancelled":
-                event.result.status, event.result.error = "failed", self._timeout_sentence()  # it stopped when told
-            self.recorder.add(event)
-            self.emit(event)
-            if isinstance(event, Ended):
-                return event.result
-        elif kind == "progress":
-            self.progress(message[1], message[2])
-        elif kind == "rejected":
-            self.rejected = message[1]
+        try:
+            if kind == "event":
+                event = _checked_event(message[1])
+                if isinstance(event, Ended) and self.timed_out and event.result.status == "cancelled":
+                    event.result.status, event.result.error = "failed", self._timeout_sentence()  # it stopped
+                self.recorder.add(event)
+                self.emit(event)
+                if isinstance(event, Ended):
+                    return event.result
+            elif kind == "progress":
+                self.progress(one_line(str(message[1]), 200), float(message[2]))
+            elif kind == "rejected":
+                self.rejected = one_line(str(message[1]), 2000)
+        except (IndexError, TypeError, ValueError, UserError) as exc:
+            raise Garbled(f"a malformed '{kind}' message ({one_line(str(exc), 200)})") from None
         return None
+
+
+def _checked_event(event):
+    """The child's events are untrusted: the right classes, numbers where numbers belong, and an Ended run
+    checked field by field as an imported run is (runcheck.py)."""
+    if not isinstance(event, _EVENTS):
+        raise TypeError(f"not an event: {type(event).__name__}")
+    if isinstance(event, Ended):
+        from .runcheck import checked_result
+
+        return Ended(checked_result(event.result, "The run's process"))
+    numbers = {
+        Started: ("parameters", "total_steps", "warmup_steps", "run_index", "run_count", "train_size"),
+        Warmup: ("steps", "seconds"),
+        Window: ("index", "first_step", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
+                 "steps_done", "total_steps", "elapsed_s"),
+        EpochEnd: ("epoch", "seconds"),
+    }[type(event)]
+    for name in numbers:
+        value = getattr(event, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} is not a number")
+    for name in ("losses",):
+        values = getattr(event, name, [])
+        if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                               for v in values):
+            raise TypeError(f"{name} is not a list of numbers")
+    if isinstance(event, Started) and not (isinstance(event.env, dict) and isinstance(event.config, dict)
+                                           and isinstance(event.run_id, str)):
+        raise TypeError("a malformed start")
+    if isinstance(event, Window) and not isinstance(event.memory_detail, dict):
+        raise TypeError("memory_detail is not a mapping")
+    return event
 
 
 class _Recorder:
@@ -522,9 +576,12 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
             except EOFError:
                 proc.end()
                 raise UserError(proc.death_sentence(f"The process checking {name}")) from None
+            except Garbled as exc:
+                raise UserError(f"The process checking {name} sent {exc} instead of its answer; check the "
+                                "file.") from None
             if message is not None:
                 if message[0] == "probed":
-                    return message[1]
+                    return _checked_probe(message[1], name)
                 if message[0] == "rejected":
                     raise UserError(message[1])
                 if message[0] == "done":
@@ -539,3 +596,10 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
     finally:
         proc.end()
         proc.discard_output()
+
+
+def _checked_probe(probe, name: str):
+    parameters = getattr(probe, "parameters", None)
+    if isinstance(parameters, bool) or not isinstance(parameters, int) or parameters < 0:
+        raise UserError(f"The process checking {name} sent an answer that could not be read; check the file.")
+    return probe

@@ -53,6 +53,17 @@ def run_from_dict(data, where: str) -> RunResult:
                         "this version of MPS Studio or was changed by hand, so nothing was imported.") from None
 
 
+def checked_result(result: RunResult, where: str) -> RunResult:
+    """A validated copy of a run that came from outside this process (a run's own process); UserError naming
+    `where` and the field when any field is wrong."""
+    try:
+        return _run(result.to_dict())
+    except _Bad as bad:
+        raise UserError(f"{where} sent an invalid '{bad.field}' ({bad.why})") from None
+    except Exception as exc:  # an object that is not what it claims to be
+        raise UserError(f"{where} sent a run that could not be read ({type(exc).__name__})") from None
+
+
 def _run(data) -> RunResult:
     if not isinstance(data, dict):
         raise _Bad("run", f"a JSON object is expected, not {_kind(data)}")
