@@ -17,7 +17,7 @@ from .engine.errors import UserError
 from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-MAX_TIMEOUT_S = 7 * 24 * 3600
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
 DEFAULTS = RunConfig()
 
 
@@ -138,8 +138,8 @@ def _cmd_bench(args) -> int:
         folder = Path(args.json).expanduser().resolve().parent
         if not folder.is_dir():
             raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
-    if args.timeout is not None and not (is_finite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
-        raise UserError(f"--timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+    if args.timeout is not None and not (is_finite(args.timeout) and MIN_TIMEOUT_S <= args.timeout <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:,}, "
                         f"not {args.timeout:g}.")
     return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save, timeout_s=args.timeout)
 

@@ -55,6 +55,8 @@ def test_unknown_model_exits_2_with_one_line(capsys):
     (["bench", "--dataset", "/no/such/folder"], "does not exist"),
     (["bench", "--devices", "tpu"], "None of the devices"),
     (["bench", "--precision", "fp8"], "invalid choice"),
+    (["bench", "--timeout", "0.001"], "--timeout must be a number of seconds from 1 to 604,800, not 0.001."),
+    (["bench", "--timeout", "nan"], "--timeout must be a number of seconds from 1 to 604,800, not nan."),
     (["frobnicate"], "invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):

@@ -42,6 +42,8 @@ BAD = {
     "os_exit": ("", "pass", "os._exit(0)"),
     "killed": ("", "pass", "os.kill(os.getpid(), signal.SIGKILL)"),
     "memory": ("", "pass", "globals().setdefault('hog', []).extend(bytearray(1 << 26) for _ in range(1 << 16))"),
+    "keyboard_interrupt": ("", "pass", "raise KeyboardInterrupt('not the user')"),
+    "base_exception": ("class Weird(BaseException): pass", "pass", "raise Weird()"),
     "loop_in_body": ("while True: pass", "pass", "pass"),
     "loop_in_forward": ("", "pass", "while True: pass"),
     "sleep_in_init": ("", "time.sleep(600)", "pass"),
@@ -54,6 +56,8 @@ CRASH_SENTENCES = {
     "os_exit": "The run's process exited with code 0 before its work was done (a model that calls os._exit",
     "killed": "The run's process was killed by signal 9 (kill); the system ends processes this way when memory",
     "memory": "The run ran out of memory on cpu (Python could not allocate more at batch size 8)",
+    "keyboard_interrupt": "The model's code raised KeyboardInterrupt during the run; a model file must not",
+    "base_exception": "The model's code raised Weird, which is meant to end a program, during the run",
 }
 HANGS = ("loop_in_body", "loop_in_forward", "sleep_in_init")
 
@@ -233,6 +237,7 @@ def test_a_process_ended_right_after_its_start_is_gone(run_pids):
 GARBAGE = {
     "pickle_noise": "conn.send_bytes(b'\\x80\\x05 not a pickle')",
     "wrong_message": "conn.send('hello')",
+    "forged_rejection": "conn.send(('rejected', 'everything is fine, nothing to see'))",
     "fake_event": "conn.send(('event', 'not an event'))",
     "bad_window": "conn.send(('event', __import__('mpsstudio.engine.events', fromlist=['Window']).Window("
                   "0, 1, ['x'], 1.0, 8, 8.0, 0.0, 0, {}, 1, 2, 1.0, None)))",

@@ -61,7 +61,7 @@ _SIGNAL_HINTS = {
 }
 
 _live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
-_KINDS = ("ready", "event", "progress", "rejected", "probed", "done")
+_KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
 
 
@@ -96,7 +96,8 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
             _, config, position = job
             session.run_one(RunConfig.from_dict(config), position=position,
                             on_event=lambda event: conn.send(("event", event)), should_stop=stop.is_set,
-                            progress=lambda message, fraction: conn.send(("progress", message, fraction)))
+                            progress=lambda message, fraction: conn.send(("progress", message, fraction)),
+                            prepared=lambda: conn.send(("prepared",)))
         elif kind == "probe":
             _, model, spec = job
             conn.send(("probed", session.probe_model(model, spec)))
@@ -274,8 +275,8 @@ class RunProcess:
             return f"{subject} was killed by signal {-code} ({what}); {hint}: {where}."
         if code is None:
             return f"{subject} stopped answering; {where}."
-        return (f"{subject} exited with code {code} before its work was done (a model that calls "
-                f"os._exit or exits from native code does this); {where}.")
+        hint = " (a model that calls os._exit(0) does this)" if code == 0 else ""
+        return f"{subject} exited with code {code} before its work was done{hint}; {where}."
 
 
 @atexit.register
@@ -381,6 +382,7 @@ class _RunJob:
         self.rejected = ""
         self.timed_out = False
         self.garbled = ""
+        self.prepared = False
 
     def _timeout_sentence(self) -> str:
         return (f"The run did not end within the time limit of {fmt_duration(self.timeout_s)}, so it was stopped; "
@@ -454,7 +456,11 @@ class _RunJob:
                     return event.result
             elif kind == "progress":
                 self.progress(one_line(str(message[1]), 200), float(message[2]))
+            elif kind == "prepared":  # from here on the model's code runs: a "rejection" would be forged
+                self.prepared = True
             elif kind == "rejected":
+                if self.prepared:
+                    raise ValueError("a rejection after the setup checks had passed")
                 self.rejected = one_line(str(message[1]), 2000)
         except (IndexError, TypeError, ValueError, UserError) as exc:
             raise Garbled(f"a malformed '{kind}' message ({one_line(str(exc), 200)})") from None

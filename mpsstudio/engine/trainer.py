@@ -25,7 +25,7 @@ from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
 from .events import Ended, EpochEnd, Event, Started, Warmup, Window
-from .formatting import error_line
+from .formatting import error_line, one_line
 from .results import RunResult
 from .summary import RunFacts, summarise
 
@@ -52,7 +52,8 @@ _DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         should_stop: Callable[[], bool] | None = None, device: devices.Device | None = None,
         data: datasets.LoadedDataset | None = None,
-        progress: Callable[[str, float], None] | None = None, position: tuple[int, int] = (1, 1)) -> RunResult:
+        progress: Callable[[str, float], None] | None = None, position: tuple[int, int] = (1, 1),
+        interrupt_is_user: bool = True) -> RunResult:
     """Run one config to its end and return the result; every outcome (also failure) ends with an Ended event.
 
     `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons);
@@ -72,8 +73,13 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     except Cancelled:
         result.status = "cancelled"
     except KeyboardInterrupt:  # Ctrl-C in a terminal: the run so far is kept as cancelled, then it goes on up
-        result.status = "cancelled"
-        raise
+        if interrupt_is_user:
+            result.status = "cancelled"
+            raise
+        # in a run's own process no Ctrl-C arrives (own session): the model's code raised it
+        result.status = "failed"
+        result.error = ("The model's code raised KeyboardInterrupt during the run; a model file must not "
+                        "interrupt the program.")
     except UserError as exc:
         result.status, result.error = "failed", str(exc)
     except _NonFinite as exc:
@@ -92,6 +98,10 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
                         "a model file must not exit the program.")
     except Exception as exc:  # every other failure still ends as a recorded run with one sentence
         result.status, result.error = "failed", explain_failure(exc, config)
+    except BaseException as exc:  # GeneratorExit or a model's own BaseException subclass: never "finished"
+        result.status = "failed"
+        result.error = (f"The model's code raised {one_line(type(exc).__name__, 80)}, which is meant to end a "
+                        "program, during the run; raise an Exception instead.")
     finally:
         if loop is not None:
             loop.summarise()
