@@ -238,6 +238,7 @@ GARBAGE = {
     "pickle_noise": "conn.send_bytes(b'\\x80\\x05 not a pickle')",
     "wrong_message": "conn.send('hello')",
     "forged_rejection": "conn.send(('rejected', 'everything is fine, nothing to see'))",
+    "code_in_a_pickle": "conn.send(('event', type('Evil', (), {'__reduce__': lambda s: (os._exit, (0,))})()))",
     "fake_event": "conn.send(('event', 'not an event'))",
     "bad_window": "conn.send(('event', __import__('mpsstudio.engine.events', fromlist=['Window']).Window("
                   "0, 1, ['x'], 1.0, 8, 8.0, 0.0, 0, {}, 1, 2, 1.0, None)))",
@@ -248,7 +249,7 @@ GARBAGE = {
 def test_a_model_that_writes_to_the_pipe_cannot_confuse_the_parent(name, tmp_path, capsys, run_pids):
     """The child's messages are untrusted like an imported file: garbage ends the run, never the CLI."""
     path = tmp_path / f"{name}.py"
-    path.write_text("import gc, multiprocessing.connection, torch\n"
+    path.write_text("import gc, multiprocessing.connection, os, torch\n"
                     "def build_model(num_classes, input_shape):\n"
                     "    [conn] = [c for c in gc.get_objects() if isinstance(c, multiprocessing.connection.Connection)]\n"
                     f"    {GARBAGE[name]}\n"

@@ -24,8 +24,10 @@ This module imports no torch: the child must set its environment before torch lo
 from __future__ import annotations
 
 import atexit
+import io
 import multiprocessing
 import os
+import pickle
 import signal
 import tempfile
 import threading
@@ -63,6 +65,27 @@ _SIGNAL_HINTS = {
 _live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
 _KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
+
+
+# The only classes a child's message may hold: anything else (a pickle that would call os.system, say) is refused
+# before it is built, so a model cannot run code in the front end's process through the pipe.
+_ALLOWED = {
+    "mpsstudio.engine.events": {"Started", "Warmup", "Window", "EpochEnd", "Ended"},
+    "mpsstudio.engine.results": {"RunResult"},
+    "mpsstudio.engine.config": {"RunConfig"},
+    "mpsstudio.engine.session": {"ModelProbe"},
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed")
+
+
+def _load(data: bytes):
+    return _Unpickler(io.BytesIO(data)).load()
 
 
 class Garbled(Exception):
@@ -193,7 +216,7 @@ class RunProcess:
         """The child's next message, None when there is none within `timeout`, EOFError when it is gone."""
         try:
             if self.conn.poll(timeout):
-                message = self.conn.recv()  # EOFError when the child closed the pipe (it died or exited)
+                message = _load(self.conn.recv_bytes())  # EOFError when the child closed the pipe
             else:
                 message = None
         except (EOFError, OSError):  # closed, or reset by a dying child
