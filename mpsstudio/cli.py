@@ -39,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"model name (see `mpsstudio models`) or a .py file (default: {DEFAULTS.model})")
     b.add_argument("--dataset", default=None,
                    help=f"dataset name (see `mpsstudio datasets`) or an image folder (default: {DEFAULTS.dataset})")
-    b.add_argument("--devices", default="cpu", help="comma-separated devices, e.g. cpu,mps,cuda (default: cpu)")
+    b.add_argument("--devices", default=None,
+                   help="comma-separated devices, e.g. cpu,mps,cuda (default: every available device, cpu first)")
+    b.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the devices N times, interleaved (A B B A ...), and report the median of the paired "
+                        "speedups with their range (default: 1)")
     b.add_argument("--batch-size", type=int, default=None,
                    help=f"samples per step (default: {DEFAULTS.batch_size})")
     group = b.add_mutually_exclusive_group()
@@ -80,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--import", dest="import_file", metavar="FILE",
                    help="add the runs of a JSON export first (all of them or none; runs already here stay as they are)")
     h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the JSON export shows ids)")
+    h.add_argument("--json", metavar="FILE", default=None,
+                   help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")
     h.add_argument("--recover", action="store_true",
                    help="copy every readable run of a damaged history to a fresh one (the damaged file is kept)")
     return p
@@ -134,31 +140,46 @@ def _config_from_args(args):
 
 def _cmd_bench(args) -> int:
     cfg = _config_from_args(args)
-    if args.json:  # a --json that cannot be written is bad input: say so before the runs, not after
-        folder = Path(args.json).expanduser().resolve().parent
-        if not folder.is_dir():
-            raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
+    _check_json_path(args.json)
     if args.timeout is not None and not (is_finite(args.timeout) and MIN_TIMEOUT_S <= args.timeout <= MAX_TIMEOUT_S):
         raise UserError(f"--timeout must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:,}, "
                         f"not {args.timeout:g}.")
-    return bench(cfg, args.devices.split(","), json_path=args.json, save=not args.no_save, timeout_s=args.timeout)
+    names = args.devices.split(",") if args.devices is not None else available_devices()
+    return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
+                 rounds=args.repeat)
+
+
+def available_devices() -> list[str]:
+    """Every device that can run here, cpu first (what the window checks by default)."""
+    from .engine import devices
+
+    return [d.id for d in devices.discover_devices() if d.available]
+
+
+def _check_json_path(path: str | None) -> None:
+    """A --json that cannot be written is bad input: say so before the work, not after."""
+    if path:
+        folder = Path(path).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
-          timeout_s: float | None = None) -> int:
-    """Run `cfg` on each available device in turn, each in its own process (engine/isolation.py), print the
-    comparison, keep and export the runs."""
-    from .engine import isolation, models, session
+          timeout_s: float | None = None, rounds: int = 1) -> int:
+    """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
+    (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
+    from .engine import isolation, models, repeat, session
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
+    order, tags = repeat.interleave(plan.configs, rounds)
     for line in plan.skipped:
         print(line, file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
     progress = _Progress()
     try:
-        results = isolation.run_isolated(plan.configs, on_event=progress, progress=_download_progress,
-                                         timeout_s=timeout_s)
+        results = isolation.run_isolated(order, on_event=progress, progress=_download_progress,
+                                         timeout_s=timeout_s, repeat=tags)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
         _keep(progress.ended, json_path, save)
@@ -169,7 +190,21 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
+    _print_verdicts(results)  # last: the answer in words
     return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
+
+
+def _print_verdicts(results) -> None:
+    from .engine.compare import compare
+    from .engine.verdict import verdicts
+
+    noisy = [r for r in results if r.summary.get("stability") == "noisy"]
+    for r in noisy:
+        print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
+              f"{printable(r.summary.get('stability_reason') or '')}.")
+    for c in compare(results):
+        for sentence in verdicts(c):
+            print(f"\n{printable(sentence)}")
 
 
 def _keep(results, json_path, save) -> bool:
@@ -315,19 +350,19 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_demo(args) -> int:
     """The default comparison: the built-in dataset and default model on every available device."""
-    from .engine import devices
     from .engine.config import RunConfig
 
-    names = [d.id for d in devices.discover_devices() if d.available]
-    return bench(RunConfig(), names)
+    return bench(RunConfig(), available_devices())
 
 
 def _cmd_history(args) -> int:
     from .engine import store as history
-    from .engine.columns import CLI_HISTORY_COLUMNS
+    from .engine.columns import CLI_BENCH_COLUMNS, CLI_HISTORY_COLUMNS
     from .engine.compare import compare
     from .engine.runfiles import import_json
+    from .engine.verdict import verdicts
 
+    _check_json_path(args.json)
     if args.recover:
         kept, copied, lost = history.recover()
         print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
@@ -348,13 +383,21 @@ def _cmd_history(args) -> int:
     results = store.all()
     for notice in store.notices:
         print(f"mpsstudio: {notice}", file=sys.stderr)
+    if args.json:
+        from .engine.runfiles import export_json
+
+        export_json(results, args.json)
+        print(f"wrote {plural(len(results), 'run')} to {printable(args.json)}", file=sys.stderr)
     if not results:
         print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
         return EXIT_OK
     print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
         print(f"\n{printable(c.title())}")
-        print(format_table(c.runs))
+        keys = ("machine", *CLI_BENCH_COLUMNS) if len(c.machines()) > 1 else None
+        print(format_table(c.all_runs, keys))
+        for sentence in verdicts(c):
+            print(printable(sentence))
     return EXIT_OK
 
 

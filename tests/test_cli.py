@@ -120,7 +120,8 @@ def test_history_keeps_runs_and_imports_json(tmp_path, capsys):
     assert cli.main(["history", "--import", str(out)]) == 0
     text = capsys.readouterr().out
     assert "NVIDIA H100 on server" in text
-    assert "10.00x" in text  # the imported CUDA run compared against the local CPU run
+    # the imported CUDA run is never divided by this machine's CPU
+    assert "10.00x" not in text and "has no CPU run from that machine" in text
 
 
 def test_format_table_shows_speedup():
@@ -173,3 +174,55 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     assert "cancelled" in captured.out
     assert isolation.live_processes() == []
 
+
+
+def test_bench_without_devices_runs_every_available_device(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(cli, "available_devices", lambda: ["cpu", "mps", "cuda:0"])
+    monkeypatch.setattr(cli, "bench", lambda cfg, names, **kw: seen.setdefault("names", names) and 0)
+    assert cli.main(["bench", "--steps", "5"]) == 0
+    assert seen["names"] == ["cpu", "mps", "cuda:0"]
+
+
+def test_repeat_interleaves_and_reports_paired_speedups(tmp_path, capsys):
+    out = tmp_path / "runs.json"
+    assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--batch-size", "8", "--steps", "10",
+                     "--warmup", "1", "--devices", "cpu", "--repeat", "2", "--json", str(out), "--no-save"]) == 0
+    doc = json.loads(out.read_text())
+    tags = [r["env"]["repeat"] for r in doc["runs"]]
+    assert [t["round"] for t in tags] == [1, 2] and len({t["set"] for t in tags}) == 1
+    text = capsys.readouterr().out
+    assert "Stability" in text
+
+
+def test_repeat_order_is_a_b_b_a():
+    from mpsstudio.engine.config import RunConfig
+    from mpsstudio.engine.errors import UserError
+    from mpsstudio.engine.repeat import interleave
+
+    a, b = RunConfig(device="cpu"), RunConfig(device="mps")
+    order, tags = interleave([a, b], 3)
+    assert [c.device for c in order] == ["cpu", "mps", "mps", "cpu", "cpu", "mps"]
+    assert [t["round"] for t in tags] == [1, 1, 2, 2, 3, 3]
+    assert interleave([a, b], 1) == ([a, b], [None, None])
+    for bad in (0, -1, 101, True):
+        with pytest.raises(UserError):
+            interleave([a, b], bad)
+
+
+def test_bad_repeat_is_one_line(capsys):
+    assert cli.main(["bench", "--repeat", "0", "--steps", "2"]) == 2
+    assert "repeats must be a whole number" in capsys.readouterr().err
+
+
+def test_history_json_writes_the_shape_of_bench_json(tmp_path, capsys):
+    from mpsstudio.engine.runfiles import import_json
+
+    assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--batch-size", "8", "--steps", "5",
+                     "--devices", "cpu"]) == 0
+    out = tmp_path / "history.json"
+    assert cli.main(["history", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "mpsstudio.runs" and "comparisons" in doc and len(doc["runs"]) >= 1
+    assert import_json(out)[0].summary["stability"] in ("stable", "noisy")
+    assert cli.main(["history", "--json", str(tmp_path / "missing" / "x.json")]) == 2

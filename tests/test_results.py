@@ -95,11 +95,13 @@ def test_comparisons_group_by_config_without_device():
         make_run("cpu", 50.0, status="failed"),  # failed runs are never compared
     ]
     [group] = compare(runs)
-    assert [r.config.device for r in group.runs] == ["cpu", "cuda:0", "mps"]
+    assert [r.config.device for r in group.runs] == ["cpu", "mps", "cuda:0"]  # this machine first
     assert group.baseline is runs[0]
     assert group.speedups[runs[1].id] == pytest.approx(7.0)
-    assert group.speedups[runs[2].id] == pytest.approx(20.0)
+    assert group.speedups[runs[2].id] is None  # the H100 server has no CPU run: never divided by this one's
     assert group.speedups[runs[0].id] == pytest.approx(1.0)
+    [cross] = group.cross
+    assert cross.ratio == pytest.approx(2000 / 700) and "different machines" in cross.label()
 
 
 def test_newest_run_stands_for_its_device_and_no_cpu_means_no_speedup():

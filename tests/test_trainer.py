@@ -383,3 +383,38 @@ def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_
     result, _ = collect(cfg, data=tiny_data())
     assert result.status == "finished", result.error
     assert result.summary["parameters"] == 64 * 4 + 4
+
+
+def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_named():
+    import os
+    import subprocess
+    import sys
+
+    from mpsstudio.engine.isolation import run_isolated
+
+    # the run in its own process, as the window and the CLI run it: the busy loops are other programs to it
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8))]
+    try:
+        [result] = run_isolated([RunConfig(model="mlp", dataset="synthetic", steps=60, warmup_steps=5, threads=1,
+                                           window_s=0.02)])
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert result.status == "finished"
+    load = result.env["host_load"]
+    assert load["other_cpu_percent"] >= 15, load
+    assert result.summary["stability"] == "noisy"
+    assert "other programs used" in result.summary["stability_reason"]
+
+
+def test_cpu_memory_is_the_runs_growth_and_named_so():
+    result, events = collect(RunConfig(model="mlp", dataset="synthetic", steps=20, warmup_steps=2))
+    s = result.summary
+    assert s["memory_measure"] == "rss_growth"
+    import psutil
+
+    # growth over the level before the run: far below the whole process (Python, torch, the test runner)
+    assert s["peak_memory"] is None or s["peak_memory"] < psutil.Process().memory_info().rss / 2
+    assert "host" in result.env and "host_load" in result.env
+    assert s["s_per_epoch_estimate"] and "s_per_epoch" not in s and s["s_per_epoch_measured"] is None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, printable
 from .results import RunResult
+from .summary import epoch_seconds
 
 Speedups = dict[str, "float | None"]
 
@@ -38,6 +39,35 @@ def _summary(key: str, scale: float = 1.0) -> Callable[[RunResult, Speedups], ob
     return get
 
 
+def _interval(r: RunResult, speedups: Speedups):
+    """"3.0-3.4": the speedup's interval (bootstrap, or the range of a repeat's paired ratios)."""
+    entry = getattr(speedups, "entries", {}).get(r.id)
+    if entry is None or entry.low is None or entry.high is None or r.id in entry.round_speedups:
+        return None
+    return f"{entry.low:.2f}-{entry.high:.2f}"
+
+
+def _stability(r: RunResult, _speedups: Speedups):
+    return r.summary.get("stability")
+
+
+def _epoch_s(r: RunResult, _speedups: Speedups):
+    """Measured seconds per epoch where whole epochs ran, else the estimate (see epoch_is_estimate)."""
+    return epoch_seconds(r.summary)[0]
+
+
+def epoch_is_estimate(r: RunResult) -> bool:
+    value, measured = epoch_seconds(r.summary)
+    return value is not None and not measured
+
+
+def _memory_measure(r: RunResult, _speedups: Speedups):
+    measure = r.summary.get("memory_measure")
+    if measure is None and r.summary.get("peak_memory"):  # runs from before the field: what they measured
+        measure = "process_rss" if r.config.device == "cpu" else "allocator"
+    return measure
+
+
 COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("time", "Time", "When the run started (stored in UTC, shown in local time).", "time",
                  lambda r, s: r.created_at),
@@ -55,18 +85,28 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  "(samples per second); warm-up steps excluded.", "rate", _summary("samples_per_s")),
     ResultColumn("samples_per_s_iqr", "IQR", "Measured: interquartile range of the window throughputs "
                  "(samples per second): the spread of the middle half.", "rate", _summary("samples_per_s_iqr")),
-    ResultColumn("speedup_vs_cpu", "Speedup vs CPU", "Median throughput divided by that of the CPU run of the "
-                 "same comparison.", "speedup", lambda r, s: s.get(r.id)),
+    ResultColumn("stability", "Stability", "Measured: stable, or noisy (throughput varied more than 10 % between "
+                 "windows, too few windows, or the machine was busy or throttled).", "text", _stability),
+    ResultColumn("speedup_vs_cpu", "Speedup vs CPU", "Median throughput divided by that of the same machine's CPU "
+                 "run of the same setup (a repeat: the median of the rounds' paired ratios).", "speedup",
+                 lambda r, s: s.get(r.id)),
+    ResultColumn("speedup_interval", "Speedup range", "95 % bootstrap interval of the speedup over the measurement "
+                 "windows (a repeat: the range of the paired ratios); containing 1.00 means no clear difference.",
+                 "text", _interval),
     ResultColumn("warmup_s", "Warm-up", "Measured: time of the warm-up steps (graph compilation, autotuning), "
                  "never counted in throughput.", "duration", _summary("warmup_s")),
-    ResultColumn("s_per_epoch", "s/epoch", "Estimated: training-set size divided by the median throughput "
-                 "(seconds per epoch).", "duration", _summary("s_per_epoch")),
+    ResultColumn("s_per_epoch", "s/epoch", "Seconds per epoch: measured (median of the whole epochs after the "
+                 "first, validation apart) where whole epochs ran, else estimated (training-set size / median "
+                 "throughput), shown with \u2248.", "duration", _epoch_s),
     ResultColumn("final_loss", "Final loss", "Mean training loss of the last steps.", "loss",
                  _summary("final_loss")),
     ResultColumn("val_accuracy_percent", "Val. acc.", "Accuracy on the validation split after the last epoch.",
                  "percent", _summary("val_accuracy", 100.0)),
-    ResultColumn("peak_memory_bytes", "Peak memory", "Most device memory in use during the run.", "bytes",
+    ResultColumn("peak_memory_bytes", "Peak memory", "Measured: on a GPU, the most bytes its allocator held; on "
+                 "the CPU, how much the run process grew over its size before the run (RSS growth).", "bytes",
                  _summary("peak_memory")),
+    ResultColumn("memory_measure", "Memory measure", "allocator: the GPU allocator's bytes; rss_growth: the CPU "
+                 "process's growth in resident size during the run.", "text", _memory_measure),
     ResultColumn("status", "Status", "finished, failed or cancelled.", "text", lambda r, s: r.status),
     ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
     ResultColumn("id", "Run id", "The run's unique id.", "text", lambda r, s: r.id),
@@ -75,10 +115,11 @@ BY_KEY = {c.key: c for c in COLUMNS}
 
 # Which columns each view shows, in order.
 CSV_COLUMNS = tuple(c.key for c in COLUMNS)
-CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "speedup_vs_cpu", "warmup_s", "s_per_epoch",
-                     "peak_memory_bytes", "final_loss", "val_accuracy_percent", "status")
+CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "stability", "speedup_vs_cpu",
+                     "speedup_interval", "warmup_s", "s_per_epoch", "peak_memory_bytes", "final_loss",
+                     "val_accuracy_percent", "status")
 CLI_HISTORY_COLUMNS = ("time", "machine", "model", "dataset", "device", "batch", "precision", "samples_per_s",
-                       "status")
+                       "stability", "status")
 TABLE_COLUMNS = ("time", "machine", "device", "model", "dataset", "batch", "precision", "samples_per_s",
                  "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
                  "peak_memory_bytes", "status")
@@ -113,4 +154,14 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
 
 def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, times: str = "\u00d7") -> str:
     column = BY_KEY[key]
-    return format_value(column.kind, column.value(run, speedups), dash, times)
+    value = column.value(run, speedups)
+    text = format_value(column.kind, value, dash, times)
+    if value is None or not text or text == dash:
+        return text
+    if key == "s_per_epoch" and epoch_is_estimate(run):
+        return f"\u2248{text}" if times != "x" else f"~{text}"  # estimated, not measured
+    if key == "peak_memory_bytes" and _memory_measure(run, speedups) == "rss_growth":
+        return f"+{text}"  # the CPU process's growth, not an allocator's bytes
+    if key == "speedup_interval":
+        return f"{text}{times}"
+    return text

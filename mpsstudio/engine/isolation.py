@@ -41,7 +41,7 @@ from .events import Ended, EpochEnd, Event, Started, Warmup, Window
 from .formatting import fmt_duration, one_line
 from .results import RunResult
 from .spec import DataSpec
-from .summary import RunFacts, summarise
+from .summary import RunFacts, memory_measure, summarise
 
 STOP_GRACE_S = 3.0  # after Stop: time a run has to end by itself before its process is ended
 TERM_GRACE_S = 0.5  # after SIGTERM: time before SIGKILL
@@ -367,19 +367,26 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                  should_stop: Callable[[], bool] | None = None,
                  progress: Callable[[str, float], None] | None = None, spare: Spare | None = None,
                  timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
-                 ) -> list[RunResult]:
+                 repeat: Sequence[dict | None] | None = None) -> list[RunResult]:
     """Run each config in turn, each in a fresh process; returns the results of the runs that started.
 
     Raises UserError when the first run's process finds the setup cannot run at all (nothing is recorded);
     KeyboardInterrupt after keeping the interrupted run as cancelled (an Ended event carries it).
     `grace_s` may be a callable, read when Stop is seen (a closing window allows less time than Stop).
+    `repeat[i]` (repeat.interleave) is recorded as env["repeat"] of run i before its Ended event goes out.
     """
-    emit = on_event or (lambda event: None)
+    forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
     results: list[RunResult] = []
     for i, cfg in enumerate(configs, start=1):
         if stop():
             break
+        tag = repeat[i - 1] if repeat is not None and i <= len(repeat) else None
+
+        def emit(event, tag=tag):
+            if tag is not None and isinstance(event, Ended):
+                event.result.env["repeat"] = dict(tag)
+            forward(event)
         proc = (spare.take(cfg.mps_fallback) if spare else None) or RunProcess(mps_fallback=cfg.mps_fallback)
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s)
         try:
@@ -528,7 +535,7 @@ class _Recorder:
 
     def __init__(self, cfg: RunConfig):
         self.result = RunResult(config=cfg)
-        self.facts = RunFacts(batch_size=cfg.batch_size)
+        self.facts = RunFacts(batch_size=cfg.batch_size, memory_measure=memory_measure(cfg.device))
 
     def add(self, event: Event) -> None:
         r, f = self.result, self.facts

@@ -16,6 +16,7 @@ from .config import RunConfig
 from .errors import UserError
 from .formatting import one_line, printable
 from .results import STATUSES, RunResult
+from .stability import assess
 
 ORIGINS = ("local", "imported")
 RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs"}
@@ -30,7 +31,8 @@ MAX_NUMBER = 1e18  # no measured quantity comes near this
 # Summary fields that are measured quantities: a finite number >= 0, or null.
 _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
                  "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
-                 "s_per_epoch", "data_wait_s", "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
+                 "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
+                 "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory")
 _EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
@@ -93,6 +95,9 @@ def _run(data) -> RunResult:
     losses = _steps(data.get("steps", []))
     windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
     epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+    # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
+    if summary.get("windows") or "stability" in summary:
+        summary["stability"], summary["stability_reason"] = assess(summary, env)
     return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
                      windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin)
 
@@ -128,9 +133,10 @@ def _summary(summary: dict) -> dict:
     epochs = summary.get("epoch_s")
     if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
         raise _Bad("summary.epoch_s", "a list of seconds expected")
-    dataset = summary.get("dataset")
-    if dataset is not None and not isinstance(dataset, str):
-        raise _Bad("summary.dataset", "text expected")
+    for key in ("dataset", "stability_reason", "memory_measure"):
+        value = summary.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _Bad(f"summary.{key}", "text expected")
     return summary
 
 

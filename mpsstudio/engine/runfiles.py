@@ -15,6 +15,7 @@ from .files import write_atomic
 from .formatting import fmt_bytes, is_finite, one_line, printable
 from .results import RunResult
 from .runcheck import run_from_dict
+from .verdict import comparison_record
 
 JSON_FORMAT = "mpsstudio.runs"
 JSON_VERSION = 1
@@ -32,7 +33,7 @@ def export_json(results: list[RunResult], path: str | Path) -> None:
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "runs": [r.to_dict() for r in results],
-        "comparisons": [c.to_dict() for c in compare(results)],
+        "comparisons": [comparison_record(c) for c in compare(results)],
     }
     path = Path(path)
     try:

@@ -20,14 +20,14 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.nn.functional as F
 
-from . import datasets, devices, environment, models
+from . import datasets, devices, environment, host, models
 from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
 from .events import Ended, EpochEnd, Event, Started, Warmup, Window
 from .formatting import error_line, one_line
 from .results import RunResult
-from .summary import RunFacts, summarise
+from .summary import RunFacts, memory_measure, summarise
 
 # Largest image folder the 'resident' option will decode into device memory.
 RESIDENT_LIMIT_BYTES = 4 * 1024**3
@@ -176,6 +176,8 @@ class _RunLoop:
         self.dataset_summary = ""
         self.flush_denormal = False
         self.position = position
+        self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
+        self.memory_base = 0  # CPU runs: the process's resident size before the run's model and batches
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -193,6 +195,8 @@ class _RunLoop:
             raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
                             f"pick another model or dataset.")
         self._check_stop()
+        if dev.kind == "cpu":
+            self.memory_base = dev.in_use(dev.memory())
         model_spec = models.input_spec_for(cfg.model, data.spec)
         self.num_classes = model_spec.num_classes
         torch.manual_seed(cfg.seed)
@@ -238,6 +242,7 @@ class _RunLoop:
         env["flush_denormal"] = self.flush_denormal
         env["device_name"] = dev.name
         env["machine_label"] = environment.machine_label(env)
+        env["host"] = host.conditions()
         self.result.env = env
         self.spe = self.train.steps_per_epoch
         if cfg.steps is not None:
@@ -340,6 +345,8 @@ class _RunLoop:
         dev.synchronize()
         run_start = epoch_start = clock = time.perf_counter()
         warm_end = run_start
+        if self.warm == 0:
+            self.load.start()
         for step in range(1, self.total + 1):
             t = time.perf_counter()
             try:
@@ -366,6 +373,7 @@ class _RunLoop:
                 if step == self.warm:
                     self.warmup_s = now - run_start
                     warm_end = now
+                    self.load.start()
                     self.emit(Warmup(steps=self.warm, seconds=self.warmup_s, losses=self.losses[:self.warm]))
             else:
                 n = len(win_losses)
@@ -401,6 +409,8 @@ class _RunLoop:
     def _close_wall(self, warm_end: float, validation_s: float) -> None:
         self.device.synchronize()
         self.measured_wall_s = time.perf_counter() - warm_end - validation_s
+        if self.result.env:
+            self.result.env["host_load"] = self.load.stop()
 
     def _fetch(self, win_losses: list[torch.Tensor], first: int) -> list[float]:
         """One device-to-host transfer for the whole window; checks for NaN/inf."""
@@ -413,7 +423,7 @@ class _RunLoop:
 
     def _record_window(self, first, values, seconds, wait, step, elapsed, eta) -> None:
         reading = self.device.memory()
-        in_use = self.device.in_use(reading)
+        in_use = max(0, self.device.in_use(reading) - self.memory_base)
         self.peak_memory = max(self.peak_memory, in_use, reading.get("peak_allocated", 0))
         samples = len(values) * self.config.batch_size
         sps = samples / seconds if seconds > 0 else float("inf")
@@ -448,7 +458,11 @@ class _RunLoop:
     # -- summary ---------------------------------------------------------------------------------------
     def summarise(self) -> None:
         """Fill result.summary from what was measured so far (also for failed and cancelled runs)."""
+        if self.result.env and "host_load" not in self.result.env:  # ended early: up to now
+            self.result.env["host_load"] = self.load.stop()
         summarise(self.result, RunFacts(
             batch_size=self.config.batch_size, parameters=self.parameters, dataset=self.dataset_summary,
             warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=self.measured_wall_s,
-            train_size=self.train_size, val=self.val, peak_memory=self.peak_memory))
+            train_size=self.train_size, val=self.val, peak_memory=self.peak_memory,
+            memory_measure=memory_measure(self.config.device)))
+

@@ -1,0 +1,133 @@
+"""What else the machine was doing while a run was measured, and the host conditions that slow a run down.
+
+Read in the run's own process, twice per run (at the end of warm-up and at the end of the measured phase),
+never per step. No torch here.
+
+- Other programs' CPU use: the system's busy CPU time (psutil.cpu_times) minus the run process's own and its
+  children's (data-loader workers), as a share of every core over the measured wall time.
+- On a Mac: thermal pressure and Low Power Mode (`pmset -g therm`, `pmset -g`), and whether it ran on
+  battery (psutil.sensors_battery, where the OS reports one).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import psutil
+
+PMSET_TIMEOUT_S = 2.0
+
+
+def _busy_s(times) -> float:
+    """Busy CPU seconds of psutil.cpu_times(): everything but idle and I/O wait (guest time is inside user)."""
+    idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
+    total = sum(getattr(times, name) for name in times._fields if name not in ("guest", "guest_nice"))
+    return total - idle
+
+
+def _own_s(process: psutil.Process) -> float:
+    """CPU seconds of this process, its waited-for children and its live children (data-loader workers)."""
+    t = process.cpu_times()
+    total = t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+    try:
+        children = process.children(recursive=True)
+    except psutil.Error:
+        children = []
+    for child in children:
+        try:
+            c = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += c.user + c.system
+    return total
+
+
+class LoadMeter:
+    """Other programs' CPU use between start() and stop(); stop() returns the env["host_load"] record."""
+
+    def __init__(self):
+        self._start: tuple[float, float, float] | None = None
+        try:
+            self._process = psutil.Process()
+        except psutil.Error:
+            self._process = None
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        if self._process is None:
+            return None
+        try:
+            return time.perf_counter(), _busy_s(psutil.cpu_times()), _own_s(self._process)
+        except (psutil.Error, OSError, AttributeError):
+            return None
+
+    def start(self) -> None:
+        self._start = self._sample()
+
+    def stop(self) -> dict | None:
+        """{"other_cpu_percent", "own_cpu_percent", "cores", "seconds"} over the interval; None when unknown."""
+        end = self._sample()
+        if self._start is None or end is None:
+            return None
+        wall = end[0] - self._start[0]
+        cores = psutil.cpu_count() or os.cpu_count() or 1
+        if wall <= 0:
+            return None
+        busy = max(0.0, end[1] - self._start[1])
+        own = max(0.0, end[2] - self._start[2])
+        capacity = wall * cores
+        return {
+            "other_cpu_percent": round(100.0 * min(1.0, max(0.0, busy - own) / capacity), 1),
+            "own_cpu_percent": round(100.0 * min(1.0, own / capacity), 1),
+            "cores": int(cores),
+            "seconds": round(wall, 3),
+        }
+
+
+def _pmset(*args: str) -> str:
+    try:
+        done = subprocess.run(["pmset", *args], capture_output=True, text=True, timeout=PMSET_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def thermal_state(therm: str) -> str | None:
+    """'nominal' or 'throttled (CPU speed limit 70 %)' from `pmset -g therm` output; None when it says nothing."""
+    if not therm.strip():
+        return None
+    limit = re.search(r"CPU_Speed_Limit\s*=\s*(\d+)", therm)
+    if limit and int(limit.group(1)) < 100:
+        return f"throttled (CPU speed limit {int(limit.group(1))} %)"
+    level = re.search(r"(thermal|performance) warning level\s*(?:set to|=|:)\s*(\d+)", therm, re.IGNORECASE)
+    if level and int(level.group(2)) > 0:
+        return f"{level.group(1).lower()} warning level {int(level.group(2))}"
+    return "nominal"
+
+
+def low_power_mode(settings: str) -> bool | None:
+    """Whether `pmset -g` output says Low Power Mode is on; None when it does not say."""
+    match = re.search(r"^\s*(?:lowpowermode|powermode)\s+(\d+)", settings, re.MULTILINE)
+    return None if match is None else int(match.group(1)) == 1
+
+
+def on_battery() -> bool | None:
+    try:
+        battery = psutil.sensors_battery()
+    except (AttributeError, NotImplementedError, OSError, RuntimeError):
+        return None
+    if battery is None or battery.power_plugged is None:
+        return None
+    return not battery.power_plugged
+
+
+def conditions() -> dict:
+    """Host conditions at the start of a run, for env["host"]: keys with None are not known here."""
+    out: dict = {"on_battery": on_battery(), "thermal": None, "low_power_mode": None}
+    if sys.platform == "darwin":
+        out["thermal"] = thermal_state(_pmset("-g", "therm"))
+        out["low_power_mode"] = low_power_mode(_pmset("-g"))
+    return out

@@ -1,0 +1,130 @@
+"""A comparison's verdict in words: one sentence per accelerator, with the measured reason when it is slower or
+no faster than the CPU. Never a guess: every hint names the number that triggered it.
+
+The window shows these sentences above the chart; the CLI prints them last.
+"""
+
+from __future__ import annotations
+
+from .compare import Comparison, Entry, device_name, interval_name, short_machine
+from .formatting import fmt_duration, is_finite
+from .summary import epoch_seconds
+
+LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
+DATA_BOUND_FRACTION = 0.20  # data waiting above this share of step time
+
+
+def verdicts(c: Comparison) -> list[str]:
+    """The sentences of a comparison: one per device with a speedup, then the cross-machine ratios."""
+    out = []
+    for e in c.entries:
+        if e.is_baseline:
+            continue
+        if e.speedup is not None:
+            out.append(sentence(e))
+        elif e.device != "cpu":
+            where = "this machine" if e.local else short_machine(e.machine)
+            out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
+                       "that machine to divide by (another machine's CPU would not be a fair baseline).")
+    out += [f"Across machines, {x.label()}." for x in c.cross]
+    return out
+
+
+def _what(e: Entry) -> str:
+    cfg = e.run.config
+    text = f"for {cfg.model} on {cfg.dataset} at batch {cfg.batch_size}"
+    if cfg.precision != "fp32":
+        text += f" in {cfg.precision}"
+    if cfg.mode != "train":
+        text += f" ({cfg.mode})"
+    return text
+
+
+def _interval(e: Entry) -> str:
+    if e.low is None or e.high is None:
+        return "no interval: too few measurement windows"
+    rng = f"{_x(e.low)}-{_x(e.high)}"
+    if e.method == "paired":
+        return f"median of {len(e.round_speedups)} paired rounds, range {rng}"
+    return rng
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}x" if v < 2 else f"{v:.1f}x" if v < 100 else f"{v:,.0f}x"
+
+
+def _epochs(e: Entry) -> str:
+    (a, a_measured), (b, b_measured) = epoch_seconds(e.run.summary), epoch_seconds(
+        e.baseline.summary if e.baseline else {})
+    if a is None or b is None:
+        return ""
+    if a_measured and b_measured:
+        return f"{fmt_duration(a)} vs {fmt_duration(b)} per epoch (measured)"
+    if not a_measured and not b_measured:
+        return f"about {fmt_duration(a)} vs {fmt_duration(b)} per epoch (estimated from throughput)"
+    return (f"{fmt_duration(a)} vs {fmt_duration(b)} per epoch ({'measured' if a_measured else 'estimated'} vs "
+            f"{'measured' if b_measured else 'estimated'})")
+
+
+def hints(e: Entry) -> list[str]:
+    """Measured reasons an accelerator is slow, and warnings about the numbers themselves."""
+    out = []
+    s = e.run.summary
+    slow = e.speedup is not None and (e.speedup < 1.0 or e.unclear())
+    if slow and is_finite(s.get("step_ms")) and s["step_ms"] < LAUNCH_BOUND_STEP_MS:
+        out.append(f"each step takes {s['step_ms']:.2f} ms on {e.device}, under {LAUNCH_BOUND_STEP_MS:g} ms: "
+                   "per-operation launch cost dominates, try a larger batch or model")
+    for run in (e.run, e.baseline):
+        if run is None:
+            continue
+        wait = run.summary.get("data_wait_fraction")
+        if slow and is_finite(wait) and wait > DATA_BOUND_FRACTION:
+            out.append(f"data waiting was {100 * wait:.0f} % of step time on {run.config.device}: "
+                       "try resident data or more workers")
+    for run in (e.run, e.baseline):
+        if run is not None and run.summary.get("stability") == "noisy":
+            reason = run.summary.get("stability_reason") or "its throughput varied"
+            out.append(f"the {run.config.device} run was noisy: {reason}")
+    return out
+
+
+def sentence(e: Entry) -> str:
+    """"Apple GPU (mps) is 3.2x faster than the CPU (3.0x-3.4x) for resnet18 on cifar10 at batch 128: 12.3 s vs
+    39.4 s per epoch (measured)." plus hints."""
+    name = device_name(e.device)
+    where = "" if e.local else f"On {short_machine(e.machine)}, "
+    cpu = "the CPU" if e.local else "its CPU"
+    if e.unclear():
+        head = f"No clear difference between {name} and {cpu} {_what(e)}: {_x(e.speedup)} ({_interval(e)})"
+    elif e.speedup >= 1.0:
+        head = f"{name} is {_x(e.speedup)} faster than {cpu} ({_interval(e)}) {_what(e)}"
+    else:
+        head = (f"{name} is {_x(1 / e.speedup)} slower than {cpu} ({_x(e.speedup)}; {_interval(e)}) "
+                f"{_what(e)}")
+    head = where + head if where else head
+    epochs = _epochs(e)
+    text = f"{head}: {epochs}." if epochs else f"{head}."
+    text += "".join(f" {h[0].upper()}{h[1:]}." for h in hints(e))
+    return text[0].upper() + text[1:]
+
+
+def comparison_record(c: Comparison) -> dict:
+    """A comparison as JSON (`bench --json`, `history --json`, the window's export), its verdicts included."""
+    cfg = c.config
+    return {
+        "model": cfg.model, "dataset": cfg.dataset, "batch_size": cfg.batch_size, "precision": cfg.precision,
+        "mode": cfg.mode, "repeat": c.repeat,
+        "baseline_run": c.baseline.id if c.baseline else None,
+        "devices": [
+            {"run": e.run.id, "runs": [r.id for r in e.runs], "device": e.device, "machine": e.machine,
+             "samples_per_s": e.samples_per_s, "stability": "noisy" if e.noisy else "stable",
+             "speedup_vs_cpu": e.speedup, "speedup_low": e.low, "speedup_high": e.high,
+             "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
+             "baseline_run": e.baseline.id if e.baseline else None,
+             "verdict": sentence(e) if not e.is_baseline and e.speedup is not None else None}
+            for e in c.entries
+        ],
+        "cross_machine": [{"a_run": x.a.run.id, "b_run": x.b.run.id, "ratio": x.ratio, "label": x.label()}
+                          for x in c.cross],
+        "verdict": " ".join(verdicts(c)) or None,
+    }

@@ -1,0 +1,173 @@
+"""Comparisons that can be trusted: intervals, "no clear difference", each machine's own CPU, repeats, verdicts,
+and the stability verdict of one run."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from mpsstudio.engine import host, stability
+from mpsstudio.engine.compare import bootstrap_ratio, compare
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.summary import RunFacts, summarise
+from mpsstudio.engine.verdict import comparison_record, verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_with(device, rates, machine="Mac", origin="local", env=None, created="2026-01-01T00:00:00+00:00",
+             batch_size=64, train_size=6400, epoch_times=(), **cfg):
+    """A finished run whose summary is computed from window throughputs, as a real run's is."""
+    cfg = {"steps": 100, "epochs": None, **cfg}
+    config = RunConfig(device=device, batch_size=batch_size, **cfg)
+    r = RunResult(config=config, env={"machine_label": machine, **(env or {})}, origin=origin, created_at=created)
+    r.windows = [{"index": i, "steps": 5, "seconds": 5 * batch_size / v, "samples": 5 * batch_size,
+                  "samples_per_s": v, "data_wait_s": 0.0, "memory": 0} for i, v in enumerate(rates)]
+    r.epochs = [{"epoch": i + 1, "seconds": s, "val_loss": None, "val_accuracy": None} for i, s in enumerate(epoch_times)]
+    summarise(r, RunFacts(batch_size=batch_size, train_size=train_size))
+    return r
+
+
+def noisy_rates(center, spread, n=30, seed=1):
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def test_stable_run_and_its_spread():
+    r = run_with("cpu", noisy_rates(1000, 0.02))
+    assert r.summary["stability"] == "stable" and r.summary["stability_reason"] is None
+    assert r.summary["spread_percent"] < 10
+
+
+def test_spread_above_ten_percent_is_noisy_and_says_so():
+    r = run_with("cpu", noisy_rates(1000, 0.6))
+    assert r.summary["stability"] == "noisy"
+    assert "varied" in r.summary["stability_reason"] and "quiet machine" in r.summary["stability_reason"]
+
+
+def test_too_few_windows_is_noisy():
+    r = run_with("cpu", [1000.0, 1001.0])
+    assert r.summary["stability"] == "noisy" and "only 2 measurement windows" in r.summary["stability_reason"]
+
+
+@pytest.mark.parametrize("env, phrase", [
+    ({"host_load": {"other_cpu_percent": 48.0}}, "other programs used 48 % of the CPU"),
+    ({"host": {"thermal": "throttled (CPU speed limit 70 %)"}}, "throttled (CPU speed limit 70 %)"),
+    ({"host": {"low_power_mode": True}}, "Low Power Mode was on"),
+])
+def test_host_conditions_make_a_run_noisy_whatever_its_spread(env, phrase):
+    r = run_with("cpu", noisy_rates(1000, 0.01), env=env)
+    assert r.summary["stability"] == "noisy" and phrase in r.summary["stability_reason"]
+
+
+def test_battery_is_named_only_as_a_possible_cause():
+    quiet = run_with("cpu", noisy_rates(1000, 0.01), env={"host": {"on_battery": True}})
+    assert quiet.summary["stability"] == "stable"
+    loud = run_with("cpu", noisy_rates(1000, 0.6), env={"host": {"on_battery": True}})
+    assert "battery" in loud.summary["stability_reason"]
+
+
+def test_pmset_outputs_are_read():
+    assert host.thermal_state("Note: No thermal warning level has been recorded\n") == "nominal"
+    assert host.thermal_state("CPU_Scheduler_Limit = 100\nCPU_Available_CPUs = 8\nCPU_Speed_Limit = 62\n") \
+        == "throttled (CPU speed limit 62 %)"
+    assert host.thermal_state("") is None
+    assert host.low_power_mode(" sleep 1\n lowpowermode         1\n") is True
+    assert host.low_power_mode(" powermode 0\n") is False
+    assert host.low_power_mode("garbage") is None
+
+
+def test_conditions_off_a_mac_record_no_mac_facts(monkeypatch):
+    monkeypatch.setattr(host.sys, "platform", "linux")
+    out = host.conditions()
+    assert out["thermal"] is None and out["low_power_mode"] is None
+
+
+def test_a_file_cannot_call_a_noisy_run_stable():
+    from mpsstudio.engine.runcheck import run_from_dict
+
+    r = run_with("cpu", noisy_rates(1000, 0.6))
+    data = r.to_dict()
+    data["summary"]["stability"], data["summary"]["stability_reason"] = "stable", None
+    assert run_from_dict(data, "the file").summary["stability"] == "noisy"
+
+
+def test_bootstrap_interval_brackets_the_ratio_and_is_deterministic():
+    a, b = noisy_rates(3000, 0.05, seed=2), noisy_rates(1000, 0.05, seed=3)
+    low, high = bootstrap_ratio(a, b, seed=7)
+    assert low < 3.0 < high and high - low < 0.3
+    assert bootstrap_ratio(a, b, seed=7) == (low, high)
+    assert bootstrap_ratio([1.0], b) is None
+
+
+def test_equal_devices_say_no_clear_difference():
+    cpu = run_with("cpu", noisy_rates(1000, 0.3, seed=4))
+    mps = run_with("mps", noisy_rates(1000, 0.3, seed=5))
+    [c] = compare([cpu, mps])
+    entry = c.entry_of(mps)
+    assert entry.low <= 1.0 <= entry.high and entry.unclear()
+    [sentence] = verdicts(c)
+    assert sentence.startswith("No clear difference between Apple GPU (mps) and the CPU")
+    d = comparison_record(c)["devices"][1]
+    assert d["no_clear_difference"] is True and d["speedup_low"] <= 1 <= d["speedup_high"]
+    assert d["baseline_run"] == cpu.id and d["verdict"] == sentence
+
+
+def test_faster_device_verdict_names_interval_and_measured_epochs():
+    cpu = run_with("cpu", noisy_rates(1000, 0.02, seed=6), epoch_times=(45.0, 39.4, 39.4))
+    mps = run_with("mps", noisy_rates(3200, 0.02, seed=7), epoch_times=(14.0, 12.3, 12.3))
+    [c] = compare([cpu, mps])
+    [sentence] = verdicts(c)
+    assert sentence.startswith("Apple GPU (mps) is 3.2")
+    assert "faster than the CPU (3." in sentence and "12.3 s vs 39.4 s per epoch (measured)" in sentence
+
+
+def test_slower_device_names_the_measured_reason():
+    cpu = run_with("cpu", noisy_rates(64_000, 0.02, seed=8))  # 1 ms per step
+    mps = run_with("mps", noisy_rates(40_000, 0.02, seed=9))  # 1.6 ms per step
+    [c] = compare([cpu, mps])
+    [sentence] = verdicts(c)
+    assert "slower than the CPU" in sentence and "under 2 ms" in sentence and "1.60 ms" in sentence
+    assert "estimated from throughput" in sentence
+
+
+def test_h200_import_is_divided_by_its_own_cpu():
+    from mpsstudio.engine.runfiles import import_json
+
+    imported = import_json(ROOT / "docs" / "runs" / "h200-default-comparison.json")
+    cpu_here = run_with("cpu", noisy_rates(10.0, 0.01), **{k: getattr(imported[0].config, k) for k in (
+        "model", "dataset", "batch_size", "precision", "mode", "steps", "epochs", "warmup_steps", "seed")})
+    [c] = compare([*imported, cpu_here])
+    server_cpu = next(r for r in imported if r.config.device == "cpu")
+    assert c.speedups[server_cpu.id] == pytest.approx(1.0)
+    assert c.speedups[cpu_here.id] == pytest.approx(1.0)
+    server_cuda = next(r for r in imported if r.config.device.startswith("cuda"))
+    expected = server_cuda.summary["samples_per_s"] / server_cpu.summary["samples_per_s"]
+    assert c.speedups[server_cuda.id] == pytest.approx(expected)
+    assert any(s.startswith("On H200 on vm, CUDA GPU") and "its CPU" in s for s in verdicts(c))
+
+
+def test_repeat_rounds_pair_with_their_own_round():
+    runs = []
+    for k, (cpu_rate, mps_rate) in enumerate([(1000, 3000), (500, 1600), (1000, 3300)], start=1):
+        rep = {"repeat": {"set": "abc", "round": k, "rounds": 3}}
+        runs += [run_with("cpu", noisy_rates(cpu_rate, 0.01, seed=k), env=rep),
+                 run_with("mps", noisy_rates(mps_rate, 0.01, seed=10 + k), env=rep)]
+    lone = run_with("mps", noisy_rates(5000, 0.01))  # not in the set: not in its comparison
+    comparisons = compare([*runs, lone])
+    [c] = [c for c in comparisons if c.repeat]
+    entry = [e for e in c.entries if e.device == "mps"][0]
+    assert entry.method == "paired" and len(entry.runs) == 3
+    assert entry.speedup == pytest.approx(3.2, rel=0.02)  # median of ~3.0, ~3.2, ~3.3
+    assert entry.low == pytest.approx(3.0, rel=0.03) and entry.high == pytest.approx(3.3, rel=0.03)
+    assert "median of 3 paired rounds" in verdicts(c)[0]
+    assert lone.id not in c.speedups
+
+
+def test_stability_thresholds_are_the_documented_ones():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert f"{stability.SPREAD_LIMIT:.0%}".replace("%", " %") in doc
+    assert f"{stability.HOST_BUSY_PERCENT:.0f} %" in doc and f"{stability.MIN_WINDOWS} " in doc
