@@ -75,6 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
+    lb = sub.add_parser("launch-benchmark",
+                        help="PyTorch's MPS launch benchmark (ResNet50, BERT-base, VGG16; training and inference) on "
+                             "every available device, beside the published claim")
+    lb.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    lb.add_argument("--steps", type=int, default=None, help="measured steps per run (default: 10)")
+    lb.add_argument("--warmup", type=int, default=None, help="warm-up steps per run (default: 2)")
+    lb.add_argument("--workloads", default=None, help="comma-separated subset of resnet50,bert-base,vgg16")
+    lb.add_argument("--modes", default=None, help="comma-separated subset of train,inference")
+    lb.add_argument("--no-estimate", action="store_true", help="skip the short probe that estimates the time")
+    lb.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="limit per run")
+    lb.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
+    lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+
     sub.add_parser("devices", help="list devices and why any is unavailable")
     sub.add_parser("models", help="list models")
     sub.add_parser("datasets", help="list datasets")
@@ -141,12 +154,16 @@ def _config_from_args(args):
 def _cmd_bench(args) -> int:
     cfg = _config_from_args(args)
     _check_json_path(args.json)
-    if args.timeout is not None and not (is_finite(args.timeout) and MIN_TIMEOUT_S <= args.timeout <= MAX_TIMEOUT_S):
-        raise UserError(f"--timeout must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:,}, "
-                        f"not {args.timeout:g}.")
+    _check_timeout(args.timeout)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  rounds=args.repeat)
+
+
+def _check_timeout(timeout) -> None:
+    if timeout is not None and not (is_finite(timeout) and MIN_TIMEOUT_S <= timeout <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:,}, "
+                        f"not {timeout:g}.")
 
 
 def available_devices() -> list[str]:
@@ -277,6 +294,71 @@ class _Progress:
         self.last = now
 
 
+# -- launch benchmark -------------------------------------------------------------------------------------
+
+def _cmd_launch_benchmark(args) -> int:
+    from .engine import isolation, launch, session
+
+    _check_json_path(args.json)
+    _check_timeout(args.timeout)
+    workloads = launch.pick(args.workloads, [w.key for w in launch.WORKLOADS], "workload")
+    modes = launch.pick(args.modes, launch.MODES, "mode")
+    jobs = launch.plan(["cpu"], workloads, modes, steps=launch.DEFAULT_STEPS if args.steps is None else args.steps,
+                       warmup=launch.DEFAULT_WARMUP if args.warmup is None else args.warmup)
+    names = args.devices.split(",") if args.devices is not None else available_devices()
+    device_plan = session.plan(jobs[0].configs[0], names)  # bad input and unavailable devices, before any run
+    for line in device_plan.skipped:
+        print(line, file=sys.stderr)
+    devices = [c.device for c in device_plan.configs]
+    jobs = launch.plan(devices, workloads, modes, steps=jobs[0].configs[0].steps,
+                       warmup=jobs[0].configs[0].warmup_steps)
+    print(f"PyTorch launch benchmark: {', '.join(workloads)} "
+          f"({' and '.join(modes)}) on {', '.join(devices)}: {plural(len(jobs) * len(devices), 'run')}.",
+          file=sys.stderr)
+    try:
+        if not args.no_estimate:
+            print("Estimating the time with a short probe on each device...", file=sys.stderr)
+            sps = launch.probe(devices, lambda configs: isolation.run_isolated(configs, timeout_s=300))
+            estimate = launch.estimate_s(jobs, {d: sps.get(d) for d in devices})
+            parts = [f"{d}: {launch.fmt_estimate(estimate[d])}" for d in devices]
+            print(f"Estimated time (from the probe; could be off by 2-3x): {'; '.join(parts)}. "
+                  "Ctrl-C stops it; the runs done so far are kept.", file=sys.stderr)
+        configs = [c for job in jobs for c in job.configs]
+        progress = _Progress()
+        results = isolation.run_isolated(configs, on_event=progress, progress=_download_progress,
+                                         timeout_s=args.timeout)
+    except KeyboardInterrupt:
+        results = progress.ended if "progress" in locals() else []
+        _keep(results, args.json, not args.no_save)
+        print(_launch_table(launch.report(jobs, results)))
+        print("mpsstudio: interrupted; the runs done so far are kept (the interrupted one as cancelled).",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    kept = _keep(results, args.json, not args.no_save)
+    print(_launch_table(launch.report(jobs, results)))
+    print(f"\nPublished: training {launch.CLAIMS['train'][1]}, evaluation {launch.CLAIMS['inference'][1]} faster "
+          f"than the CPU ({launch.CLAIM_SOURCE}).")
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"mpsstudio: {r.config.model} ({r.config.mode}) on {r.config.device} failed: {r.error}", file=sys.stderr)
+    _print_verdicts(results)
+    return EXIT_RUN_FAILED if failed or not kept else EXIT_OK
+
+
+def _launch_table(rows) -> str:
+    from .engine.formatting import fmt_rate
+
+    lines = []
+    for row in rows:
+        speed = "-" if row.speedup is None else f"{row.speedup:.2f}x"
+        if row.low is not None and row.high is not None:
+            speed += f" ({row.low:.2f}-{row.high:.2f}x)"
+        lines.append([row.workload, row.mode, row.device, fmt_rate(row.samples_per_s, "-"), row.stability or "-",
+                      speed, row.claim or "-"])
+    return _grid(["workload", "mode", "device", "samples/s", "stability", "speedup vs CPU (95 % interval)",
+                  "published (M1 Ultra)"], lines, [False, False, False, True, False, True, False])
+
+
 # -- tables ---------------------------------------------------------------------------------------------
 
 def format_table(results, keys: Sequence[str] | None = None) -> str:
@@ -403,7 +485,7 @@ def _cmd_history(args) -> int:
 
 _COMMANDS = {
     "bench": _cmd_bench, "devices": _cmd_devices, "models": _cmd_models, "datasets": _cmd_datasets,
-    "doctor": _cmd_doctor, "demo": _cmd_demo, "history": _cmd_history,
+    "doctor": _cmd_doctor, "demo": _cmd_demo, "history": _cmd_history, "launch-benchmark": _cmd_launch_benchmark,
 }
 
 
