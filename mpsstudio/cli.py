@@ -193,17 +193,17 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         print(line, file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
-    progress = _Progress()
+    progress = _Progress(save)
     try:
         results = isolation.run_isolated(order, on_event=progress, progress=_download_progress,
                                          timeout_s=timeout_s, repeat=tags)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
-        _keep(progress.ended, json_path, save)
+        _keep(progress, progress.ended, json_path)
         print("mpsstudio: interrupted; the interrupted run is kept as cancelled.", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
-    kept = _keep(results, json_path, save)
+    kept = _keep(progress, results, json_path)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
@@ -215,34 +215,40 @@ def _print_verdicts(results) -> None:
     from .engine.compare import compare
     from .engine.verdict import verdicts
 
-    noisy = [r for r in results if r.summary.get("stability") == "noisy"]
-    for r in noisy:
-        print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
-              f"{printable(r.summary.get('stability_reason') or '')}.")
-    for c in compare(results):
+    comparisons = compare(results)
+    compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
+    for r in results:
+        if r.summary.get("stability") == "noisy" and r.id not in compared:
+            print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
+                  f"{printable(r.summary.get('stability_reason') or '')}.")
+    for c in comparisons:
         for sentence in verdicts(c):
             print(f"\n{printable(sentence)}")
 
 
-def _keep(results, json_path, save) -> bool:
-    """Write the runs to the history and to --json; False (having said why) when the history did not keep them."""
+def _keep(progress: "_Progress", results, json_path) -> bool:
+    """Write the runs to --json (the history took each as it ended); False when the history did not keep them."""
     from .engine.runfiles import export_json
 
-    kept = True
-    if save and results:
-        try:
-            from .engine.store import RunStore
-
-            store = RunStore()
-            for r in results:
-                store.save(r)
-            store.close()
-        except UserError as exc:
-            print(f"mpsstudio: the runs were not kept in the history: {exc}", file=sys.stderr)
-            kept = False
     if json_path:
         export_json(results, json_path)
-    return kept
+    return progress.kept
+
+
+def _save(result) -> bool:
+    """Keep one run in the history the moment it ends (a CLI killed later loses nothing that ended)."""
+    from .engine.store import RunStore
+
+    try:
+        store = RunStore()
+        try:
+            store.save(result)
+        finally:
+            store.close()
+    except UserError as exc:
+        print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _download_progress(message: str, fraction: float) -> None:
@@ -253,7 +259,8 @@ def _download_progress(message: str, fraction: float) -> None:
 class _Progress:
     """Prints one progress line per run: a live line on a terminal, a line every few seconds otherwise."""
 
-    def __init__(self):
+    def __init__(self, save: bool = False):
+        self.save, self.kept = save, True
         self.tty = sys.stderr.isatty()
         self.last = 0.0
         self.device = ""
@@ -279,6 +286,8 @@ class _Progress:
         elif isinstance(event, Ended):
             r = event.result
             self.ended.append(r)
+            if self.save:
+                self.kept = _save(r) and self.kept
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
             print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
@@ -315,6 +324,7 @@ def _cmd_launch_benchmark(args) -> int:
     print(f"PyTorch launch benchmark: {', '.join(workloads)} "
           f"({' and '.join(modes)}) on {', '.join(devices)}: {plural(len(jobs) * len(devices), 'run')}.",
           file=sys.stderr)
+    progress = _Progress(not args.no_save)
     try:
         if not args.no_estimate:
             print("Estimating the time with a short probe on each device...", file=sys.stderr)
@@ -324,17 +334,16 @@ def _cmd_launch_benchmark(args) -> int:
             print(f"Estimated time (from the probe; could be off by 2-3x): {'; '.join(parts)}. "
                   "Ctrl-C stops it; the runs done so far are kept.", file=sys.stderr)
         configs = [c for job in jobs for c in job.configs]
-        progress = _Progress()
         results = isolation.run_isolated(configs, on_event=progress, progress=_download_progress,
                                          timeout_s=args.timeout)
     except KeyboardInterrupt:
-        results = progress.ended if "progress" in locals() else []
-        _keep(results, args.json, not args.no_save)
+        results = progress.ended
+        _keep(progress, results, args.json)
         print(_launch_table(launch.report(jobs, results)))
         print("mpsstudio: interrupted; the runs done so far are kept (the interrupted one as cancelled).",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    kept = _keep(results, args.json, not args.no_save)
+    kept = _keep(progress, results, args.json)
     print(_launch_table(launch.report(jobs, results)))
     print(f"\nPublished: training {launch.CLAIMS['train'][1]}, evaluation {launch.CLAIMS['inference'][1]} faster "
           f"than the CPU ({launch.CLAIM_SOURCE}).")
