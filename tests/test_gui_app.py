@@ -194,3 +194,39 @@ def test_a_setup_that_cannot_run_gets_one_sentence_and_no_row(qtbot, window, tmp
     assert "\n" not in window.banner.text()
     assert window.run_ended == [] and window.results.results() == []
     assert window.run_action.isEnabled()  # ready for the next try
+
+
+def test_repeat_runs_the_devices_interleaved_and_tags_each_round(qtbot, window):
+    window.setup.repeat_spin.setValue(2)
+    run_and_wait(qtbot, window, SHORT)
+    assert [r.env["repeat"]["round"] for r in window.run_ended] == [1, 2]
+    assert all(r.status == "finished" for r in window.run_ended)
+    kept = {r.id: r for r in window.store.all()}
+    assert all(kept[r.id].env["repeat"]["rounds"] == 2 for r in window.run_ended)
+
+
+def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(qtbot, window, monkeypatch):
+    from mpsstudio.engine import launch
+
+    full = launch.plan
+    monkeypatch.setattr(launch, "plan", lambda devices: full(devices, ["resnet50"], ["inference"], steps=1, warmup=0))
+    questions = []
+    answers = iter([True, False])  # estimate, then decline to start
+
+    def ask(title, text, yes):
+        questions.append(text)
+        return next(answers)
+    monkeypatch.setattr(window, "ask", ask)
+    window.launch_benchmark()
+    qtbot.waitUntil(lambda: len(questions) == 2, timeout=180_000)
+    assert "ResNet50 (batch 128)" in questions[0] and "Estimated time" in questions[1] and "cpu: about" in questions[1]
+    qtbot.waitUntil(lambda: window.worker is None, timeout=60_000)
+    assert window.store.all() == []  # the probe's runs are not kept, and nothing started
+
+    answers = iter([True, True])
+    questions.clear()
+    window.launch_benchmark()
+    qtbot.waitUntil(lambda: len(questions) == 2, timeout=180_000)
+    qtbot.waitUntil(lambda: window.worker is None and bool(window.store.all()), timeout=180_000)
+    [run] = window.store.all()
+    assert (run.config.model, run.config.batch_size, run.config.mode) == ("resnet50", 128, "inference")

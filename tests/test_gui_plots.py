@@ -299,13 +299,17 @@ def test_hiding_stops_the_timer(plots, qtbot):
 # ---- axis labels --------------------------------------------------------------------------------------
 
 
-def test_axes_format_numbers_for_humans():
+def test_axes_format_numbers_for_humans(qapp):
     steps = _StepAxis("bottom")
     assert steps.tickStrings([0, 5000, 12000], 1.0, 5000) == ["0", "5,000", "12,000"]
     assert steps.tickStrings([1.5, 2.0], 1.0, 0.5) == ["1.5", "2.0"]
     memory = _BytesAxis("left")
-    assert memory.tickStrings([0, 400e6, 800e6, 1.2e9], 1.0, 400e6) == ["0", "0.4 GB", "0.8 GB", "1.2 GB"]
-    assert memory.tickStrings([100e6, 200e6, 300e6], 1.0, 100e6) == ["100 MB", "200 MB", "300 MB"]
+    gib, mib = 1024**3, 1024**2  # IEC units, as in the table, the CLI and the CSV
+    assert memory.tickStrings([0, 0.5 * gib, gib, 1.5 * gib], 1.0, 0.5 * gib) == ["0", "0.5 GiB", "1.0 GiB", "1.5 GiB"]
+    assert memory.tickStrings([100 * mib, 200 * mib, 300 * mib], 1.0, 100 * mib) == ["100 MiB", "200 MiB", "300 MiB"]
+    # ticks fall on round numbers of the unit, not on round numbers of bytes
+    [(major, _), *_] = memory.tickSpacing(0, 900 * mib, 300)
+    assert (major / mib) == round(major / mib) and (major / mib) % 50 == 0
 
 
 def test_dark_palette_gives_dark_background_and_visible_colours(plots):

@@ -56,6 +56,8 @@ class MainWindow(QMainWindow):
         self._pending_folder: str | None = None
         self.run_ended: list = []
         self.rejected = ""  # the sentence when the last setup could not run at all
+        self.probing = False  # the launch benchmark's probe is running (its runs are not kept)
+        self._launch_jobs = None
         self._epochs: dict[str, tuple[int, int]] = {}
 
         store_problem = None
@@ -190,6 +192,10 @@ class MainWindow(QMainWindow):
         self.stop_action.setEnabled(False)
         run_menu.addAction(self.run_action)
         run_menu.addAction(self.stop_action)
+        run_menu.addSeparator()
+        self.launch_action = self._action("PyTorch Launch Benchmark…", self.launch_benchmark)
+        self.launch_action.setEnabled(False)
+        run_menu.addAction(self.launch_action)
 
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
@@ -219,6 +225,7 @@ class MainWindow(QMainWindow):
             except (ValueError, TypeError):
                 pass
         self.run_action.setEnabled(True)
+        self.launch_action.setEnabled(True)
         if self._pending_folder:
             self.check_folder(self._pending_folder)
             self._pending_folder = None
@@ -258,10 +265,17 @@ class MainWindow(QMainWindow):
             prefs.apply(cfg)
         settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
         settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
+        from ..engine.repeat import interleave
+
+        order, tags = interleave(configs, self.setup.rounds())
+        self._start_worker(order, tags)
+
+    def _start_worker(self, configs, tags, probing: bool = False) -> None:
         self.plots.clear()
         self.run_ended = []
         self.rejected = ""
-        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None)
+        self.probing = probing  # a launch-benchmark probe: its runs estimate the time and are not kept
+        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None, repeat=tags)
         self.worker.event.connect(self._on_event)
         self.worker.progress.connect(self._on_download)
         self.worker.rejected.connect(self._on_rejected)
@@ -277,8 +291,60 @@ class MainWindow(QMainWindow):
             self.stop_button.setEnabled(False)
             self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
 
+    # -- the launch benchmark preset ---------------------------------------------------------------------
+    @Slot()
+    def launch_benchmark(self) -> None:
+        """PyTorch's launch workloads on every available device: a short probe first, whose estimate the user
+        sees before anything long starts; then ordinary runs (stored, compared, stoppable with Stop)."""
+        from ..engine import launch
+
+        if self.worker is not None or self.catalog is None:
+            return
+        devices = [d.id for d in self.catalog["devices"] if d.available]
+        jobs = launch.plan(devices)
+        runs = sum(len(j.configs) for j in jobs)
+        text = (f"ResNet50 (batch 128), BERT-base (batch 64) and VGG16 (batch 64), in training and inference, on "
+                f"{', '.join(devices)}: {runs} runs of {launch.DEFAULT_STEPS} measured steps, compared with the "
+                f"published claim ({launch.CLAIMS['train'][1]} training, {launch.CLAIMS['inference'][1]} "
+                f"evaluation on an M1 Ultra).\n\nA short probe on each device first estimates how long it takes; "
+                "you decide then.")
+        if not self.ask("PyTorch Launch Benchmark", text, "Estimate"):
+            return
+        self._launch_jobs = jobs
+        self._start_worker([launch.PROBE.with_device(d) for d in devices], None, probing=True)
+        self.say("Probing each device to estimate the launch benchmark's time…")
+
+    def _after_probe(self) -> None:
+        from ..engine import launch
+
+        jobs, self._launch_jobs = self._launch_jobs, None
+        probes = {r.config.device: r.summary.get("samples_per_s") for r in self.run_ended if r.status == "finished"}
+        devices = [c.device for c in jobs[0].configs]
+        estimate = launch.estimate_s(jobs, {d: probes.get(d) for d in devices})
+        known = [v for v in estimate.values() if v is not None]
+        total = f"{launch.fmt_estimate(sum(known))} in all" if known else "unknown"
+        lines = "\n".join(f"{d}: {launch.fmt_estimate(estimate[d])}" for d in devices)
+        text = (f"Estimated time (from the probe; it can be off by 2-3\u00d7):\n{lines}\n{total}.\n\n"
+                "Stop (\u2318.) ends it at any time; the runs done so far are kept.")
+        if self.ask("PyTorch Launch Benchmark", text, "Start"):
+            configs = [c for job in jobs for c in job.configs]
+            self._start_worker(configs, None)
+            self.say(f"Launch benchmark: {len(configs)} runs.")
+        else:
+            self.say("Launch benchmark not started.")
+
+    def ask(self, title: str, text: str, yes: str) -> bool:
+        """A question with a named default button; tests replace it."""
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self)
+        go = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(go)
+        box.exec()
+        return box.clickedButton() is go
+
     def _set_running(self, running: bool) -> None:
         self.setup.set_running(running)
+        self.launch_action.setEnabled(not running and self.catalog is not None)
         self.run_action.setEnabled(not running and self.catalog is not None)
         self.stop_action.setEnabled(running)
         self.stop_button.setEnabled(running)
@@ -332,6 +398,10 @@ class MainWindow(QMainWindow):
 
     def _on_run_ended(self, result) -> None:
         self.run_ended.append(result)
+        if self.probing:
+            if result.id in self.plots.run_ids():
+                self.plots.finish_run(result.id, result.status)
+            return
         try:
             self.store.save(result)
         except UserError as exc:  # locked, read-only, full: the run stays in the table for this session
@@ -343,8 +413,11 @@ class MainWindow(QMainWindow):
         device = result.config.device
         if result.status == "finished":
             sps = result.summary.get("samples_per_s")
-            self.say(f"{device}: finished, {fmt_rate(sps)} samples/s (median of {result.summary.get('windows')} "
-                     f"windows)." if sps else f"{device}: finished.")
+            text = (f"{device}: finished, {fmt_rate(sps)} samples/s (median of {result.summary.get('windows')} "
+                    f"windows)." if sps else f"{device}: finished.")
+            if result.summary.get("stability") == "noisy":
+                text += f" Noisy: {result.summary.get('stability_reason')}."
+            self.say(text)
         elif result.status == "cancelled":
             self.say(f"{device}: stopped; the run is kept as cancelled.")
         else:
@@ -367,6 +440,11 @@ class MainWindow(QMainWindow):
         self.plots.redraw()
         if self.keep_spare:
             self.spare.fill()  # idle again: the next Run starts without waiting for torch
+        if self.probing:
+            self.probing = False
+            if self._launch_jobs is not None and not self.rejected:
+                QTimer.singleShot(0, self._after_probe)
+            return
         if self.demo:
             failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
             failed += [self.rejected] if self.rejected else []

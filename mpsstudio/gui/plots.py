@@ -55,13 +55,22 @@ class _StepAxis(pg.AxisItem):
 
 
 class _BytesAxis(pg.AxisItem):
-    """Tick labels in decimal bytes with one unit for the visible range (0.4 GB, 0.8 GB, 1.2 GB)."""
+    """Tick labels in IEC bytes (powers of 1024, as everywhere in MPS Studio) with one unit for the visible
+    range, ticks at round numbers of that unit (256 MiB, 512 MiB, 768 MiB)."""
 
-    _UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
+    _UNITS = ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"), (1.0, "B"))
+
+    def _factor(self, top: float) -> tuple[float, str]:
+        return next(((f, u) for f, u in self._UNITS if top >= f), (1.0, "B"))
+
+    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802
+        factor, _ = self._factor(max(abs(minVal), abs(maxVal)))
+        spacings = super().tickSpacing(minVal / factor, maxVal / factor, size)
+        return [(major * factor, offset * factor) for major, offset in spacings]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802
         top = max((abs(v) for v in values), default=0.0)
-        factor, unit = next(((f, u) for f, u in self._UNITS if top >= f), (1.0, "B"))
+        factor, unit = self._factor(top)
         step = spacing / factor
         places = max(0, math.ceil(-math.log10(step))) if step > 0 else 0
         return [("0" if v == 0 else f"{v / factor:,.{places}f} {unit}") for v in values]
@@ -117,7 +126,7 @@ class LivePlots(QWidget):
 
         self._loss = self._add_plot(0, "Loss", pg.AxisItem("left"))
         self._throughput = self._add_plot(1, "Throughput (samples/s)", _StepAxis("left"))
-        self._memory = self._add_plot(2, "Memory in use", _BytesAxis("left"))
+        self._memory = self._add_plot(2, "Memory: GPU allocator, CPU run's growth", _BytesAxis("left"))
         self._loss.titleLabel.setToolTip(
             "Training loss of every step (faint) and its exponential moving average (solid). "
             "Diamonds: validation loss at the end of each epoch. The shaded band is the warm-up."

@@ -15,7 +15,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSortFilter
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
-from ..engine.columns import BY_KEY, TABLE_COLUMNS, format_value
+from ..engine import stability
+from ..engine.columns import BY_KEY, TABLE_COLUMNS, cell_text
 from ..engine.compare import Comparison, compare, speedup_map
 from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, is_finite, local_time, plural
 from ..engine.results import RunResult
@@ -193,7 +194,7 @@ class RunTableModel(QAbstractTableModel):
             column = BY_KEY[key]
             value = column.value(r, self.speedups)
             sort = _sort_number(value) if column.numeric else str(value).lower()
-            cells[key] = Cell(format_value(column.kind, value), sort)
+            cells[key] = Cell(cell_text(key, r, self.speedups), sort)
         dt = local_time(r.created_at)
         cells["time"] = Cell(fmt_time(r.created_at), dt.timestamp() if dt else 0.0,
                              f"{dt:%A %d %B %Y, %H:%M:%S}" if dt else r.created_at)
@@ -203,11 +204,16 @@ class RunTableModel(QAbstractTableModel):
         cells["model"].tooltip = self._model_tooltip(r)
         cells["dataset"].tooltip = str(s.get("dataset") or "")
         cells["precision"].tooltip = self._settings_tooltip(r)
-        sps, iqr = s.get("samples_per_s"), s.get("samples_per_s_iqr")
-        if is_finite(sps) and is_finite(iqr):
-            cells["samples_per_s"].text += f" \u00b1 {iqr:,.0f}" if abs(sps) >= 100 else f" \u00b1 {iqr:,.1f}"
+        spread = stability.spread(s)
+        if spread is not None:
+            cells["samples_per_s"].text += f" \u00b1{50 * spread:.0f} %"  # half the IQR, relative to the median
+        if s.get("stability") == "noisy":
+            cells["samples_per_s"].text = "\u26a0\ufe0e " + cells["samples_per_s"].text
         cells["samples_per_s"].tooltip = self._rate_tooltip(r)
         cells["speedup_vs_cpu"].tooltip = self._speedup_tooltip(r, comparison, letter)
+        entry = comparison.entry_of(r) if comparison else None
+        if entry is not None and not entry.is_baseline and entry.low is not None and r.id not in entry.round_speedups:
+            cells["speedup_vs_cpu"].text += f" ({_short(entry.low)}\u2013{_short(entry.high)})"
         if s.get("warmup_steps"):
             cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
         cells["s_per_epoch"].tooltip = self._epoch_tooltip(r)
@@ -221,12 +227,20 @@ class RunTableModel(QAbstractTableModel):
     def _speedup_tooltip(self, r: RunResult, comparison: Comparison | None, letter: str) -> str:
         if comparison is None:
             return "Run the same setup on the CPU and another device to get a speedup."
-        if comparison.baseline is r:
-            return f"The CPU baseline of comparison {letter}."
-        if comparison.baseline is None:
-            return f"Comparison {letter} has no CPU run to divide by."
-        return (f"{fmt_rate(r.summary.get('samples_per_s'))} / "
-                f"{fmt_rate(comparison.baseline.summary.get('samples_per_s'))} samples/s on the CPU.")
+        entry = comparison.entry_of(r)
+        if entry is None or entry.baseline is None:
+            return (f"Comparison {letter} has no CPU run from {r.machine} to divide by (another machine's CPU "
+                    "would not be a fair baseline).")
+        if entry.is_baseline:
+            return f"The CPU baseline of comparison {letter} on {r.machine}."
+        text = (f"{fmt_rate(r.summary.get('samples_per_s'))} / "
+                f"{fmt_rate(entry.baseline.summary.get('samples_per_s'))} samples/s on the same machine's CPU.")
+        if entry.low is not None and entry.high is not None:
+            how = "95 % interval" if entry.method == "bootstrap" else "range of the paired rounds"
+            text += f"\n{how}: {entry.low:.2f}\u2013{entry.high:.2f}\u00d7"
+            if entry.unclear():
+                text += " (contains 1.00: no clear difference)"
+        return text
 
     @staticmethod
     def _machine_tooltip(r: RunResult) -> str:
@@ -264,8 +278,13 @@ class RunTableModel(QAbstractTableModel):
         if is_finite(windows):
             text += f" of {plural(int(windows), 'window')}"
         if is_finite(q1) and is_finite(q3):
-            text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s"
-        return text + "."
+            text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s (\u00b1 shows half of it)"
+        text += "."
+        if s.get("stability") == "noisy":
+            text += f"\nNoisy: {s.get('stability_reason')}. Treat this number with care."
+        elif s.get("stability") == "stable":
+            text += "\nStable: window throughputs within 10 % (IQR / median), the machine was quiet."
+        return text
 
     @staticmethod
     def _epoch_tooltip(r: RunResult) -> str:
@@ -288,6 +307,11 @@ def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: 
         width = max(table.sizeHintForColumn(col), fm.horizontalAdvance(title) + 12 if title else 20) + padding
         cap = (caps or {}).get(title)
         header.resizeSection(col, min(width, cap) if cap else width)
+
+
+def _short(v: float) -> str:
+    """Three significant digits, never an exponent: 0.953, 3.02, 48.5, 115, 1,210."""
+    return f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
 
 
 def _sort_number(v) -> float:

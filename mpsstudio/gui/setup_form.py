@@ -246,6 +246,13 @@ class SetupForm(QWidget):
         self.mode_combo.setCurrentIndex(MODES.index(defaults.mode))
         self.mode_combo.currentIndexChanged.connect(self._emit_changed)
         self._row(form, "Mode", self.mode_combo)
+
+        self.repeat_spin = self._spin(1, 100, 1,
+                                      "Run the devices this many times, interleaved (A B B A …), so drift and heat "
+                                      "affect both; the speedup is then the median of the paired rounds with their "
+                                      "range.")
+        self.repeat_spin.setSuffix(" ×")
+        self._row(form, "Repeat", self.repeat_spin)
         box.addLayout(form)
 
         self.resident_check = QCheckBox("Keep data on the device (resident)")

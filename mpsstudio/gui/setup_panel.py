@@ -330,6 +330,10 @@ class SetupPanel(SetupForm):
 
     # ------------------------------------------------------------------------------------------- configs
 
+    def rounds(self) -> int:
+        """How many times the devices run, interleaved (Advanced, Repeat)."""
+        return self.repeat_spin.value()
+
     def configs(self) -> list[RunConfig]:
         """One RunConfig per checked device, identical but for `device` (the engine validates them)."""
         if not self._loaded:

@@ -1,14 +1,20 @@
-"""The bar chart of one comparison: each device's speedup over the CPU (its samples/s when there is no CPU run)."""
+"""The chart of one comparison: its verdict in words, and each device's speedup over its own machine's CPU with
+the interval as whiskers (samples/s when there is no CPU run); a log scale when bars differ by more than 20x."""
 
 from __future__ import annotations
 
+import html
+import math
+
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QFrame, QStackedLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QPalette
+from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
 
-from ..engine.compare import Comparison
+from ..engine.compare import Comparison, short_machine
 from ..engine.formatting import DASH, fmt_rate
+from ..engine.verdict import verdicts
 from .style import TIMES, device_color, placeholder_label
 
 NO_COMPARISON_HINT = "Run the same setup on two devices to compare them"
@@ -22,28 +28,24 @@ def bar_label(v: float) -> str:
 
 
 def device_labels(c: Comparison) -> list[str]:
-    """One label per run: the device, plus its machine when the runs come from more than one machine."""
-    home = (c.baseline or c.runs[0]).machine
-    return [r.config.device if r.machine == home else f"{r.config.device} {DASH} {short_machine(r.machine)}"
-            for r in c.runs]
+    """One label per entry: the device, plus its machine when the entries come from more than one machine."""
+    many = len(c.machines()) > 1
+    return [f"{e.device} {DASH} {short_machine(e.machine)}" if many else e.device for e in c.entries]
 
 
-def short_machine(label: str) -> str:
-    """"NVIDIA H100 80GB HBM3 on gpu-07" -> "H100 80GB HBM3 on gpu-07"; "Apple M2 Pro, macOS 14.5" -> "Apple M2 Pro"."""
-    label = label.removeprefix("NVIDIA ")
-    if ", macOS" in label:
-        label = label.split(", macOS")[0]
-    return label
+LOG_SCALE_RATIO = 20.0  # bars differing by more than this offer a log scale
 
 
 class SpeedupChart(QWidget):
-    """Bars of one comparison's speedups over the CPU (or its samples/s when it has no CPU run)."""
+    """The verdict in words above bars of one comparison's speedups over each machine's own CPU (or samples/s
+    when no machine has a CPU run), with the interval as whiskers; noisy runs' bars are hatched."""
 
     def __init__(self, parent=None, show_title: bool = True):
         super().__init__(parent)
         self.show_title = show_title
         self.comparison: Comparison | None = None
         self.bars: pg.BarGraphItem | None = None
+        self.whiskers: pg.ErrorBarItem | None = None
         self._labels: list[pg.TextItem] = []
         self._hint_text = NO_COMPARISON_HINT
         self.plot = pg.PlotWidget()
@@ -53,10 +55,29 @@ class SpeedupChart(QWidget):
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setFrameShape(QFrame.Shape.StyledPanel)
         self.plot.getPlotItem().setContentsMargins(8, 8, 12, 8)
+        self.headline = QLabel()
+        self.headline.setWordWrap(True)
+        self.headline.setTextFormat(Qt.TextFormat.RichText)
+        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.headline.setContentsMargins(2, 0, 2, 2)
+        self.log_check = QCheckBox("Log scale")
+        self.log_check.setToolTip(f"The bars differ by more than {LOG_SCALE_RATIO:g}\u00d7: a log scale shows "
+                                  "the small ones too.")
+        self.log_check.toggled.connect(self._draw)
+        chart_page = QWidget()
+        column = QVBoxLayout(chart_page)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(4)
+        top = QHBoxLayout()
+        top.addWidget(self.headline, 1)
+        top.addWidget(self.log_check, 0, Qt.AlignmentFlag.AlignTop)
+        column.addLayout(top)
+        column.addWidget(self.plot, 1)
         self.hint = placeholder_label(NO_COMPARISON_HINT)
         self._stack = QStackedLayout(self)
         self._stack.addWidget(self.hint)
-        self._stack.addWidget(self.plot)
+        self._stack.addWidget(chart_page)
+        self._chart_page = chart_page
         self._restyle()
 
     def show_comparison(self, comparison: Comparison | None, hint: str = NO_COMPARISON_HINT) -> None:
@@ -65,7 +86,8 @@ class SpeedupChart(QWidget):
         self._draw()
 
     def heights(self) -> list[float]:
-        return [] if self.bars is None else [float(h) for h in self.bars.opts["height"]]
+        """The bars' values (speedups or samples/s), whatever the scale."""
+        return list(self._values)
 
     def is_showing_hint(self) -> bool:
         return self._stack.currentWidget() is self.hint
@@ -88,48 +110,109 @@ class SpeedupChart(QWidget):
             axis.setTextPen(pg.mkPen(text))
             axis.setStyle(tickLength=0, maxTickLevel=0)
 
+    _values: list[float] = []
+
     def _draw(self) -> None:
         c = self.comparison
         item = self.plot.getPlotItem()
         item.clear()
-        self.bars, self._labels = None, []
+        self.bars, self.whiskers, self._labels, self._values = None, None, [], []
         if c is None:
             self.hint.setText(self._hint_text)
             self._stack.setCurrentWidget(self.hint)
             return
         palette = self.palette()
         text = palette.color(QPalette.ColorRole.Text)
-        by_speedup = c.baseline is not None
+        entries = c.entries
+        by_speedup = any(e.speedup is not None for e in entries)
         if by_speedup:
-            values = [c.speedups.get(r.id) or 0.0 for r in c.runs]
-            labels = [bar_label(v) for v in values]
+            values = [e.speedup or 0.0 for e in entries]
+            labels = [bar_label(e.speedup) if e.speedup else f"no CPU run{chr(10)}on that machine" for e in entries]
         else:
-            values = [float(r.summary.get("samples_per_s") or 0.0) for r in c.runs]
+            values = [float(e.samples_per_s or 0.0) for e in entries]
             labels = [f"{fmt_rate(v)}/s" for v in values]
-        xs = list(range(len(values)))
-        brushes = [pg.mkBrush(device_color(r.config.device, palette)) for r in c.runs]
-        self.bars = pg.BarGraphItem(x=xs, height=values, width=0.5, brushes=brushes, pen=None)
+        labels = [f"{label}{chr(10)}noisy" if e.noisy else label for label, e in zip(labels, entries)]
+        self._values = values
+        positive = [v for v in values if v > 0]
+        spread = max(positive) / min(positive) if positive else 1.0
+        self.log_check.setVisible(spread > LOG_SCALE_RATIO)
+        log = self.log_check.isVisible() and self.log_check.isChecked()
+        floor = 10 ** math.floor(math.log10(min(positive + [1.0]) / 2)) if log else 0.0
+
+        def y(v: float) -> float:
+            return math.log10(max(v, floor)) if log else v
+        base = y(floor) if log else 0.0
+        xs, x, machine = [], 0.0, None
+        for e in entries:  # a gap between machines: each machine's runs stand together
+            if machine is not None and e.machine != machine:
+                x += 0.5
+            xs.append(x)
+            machine = e.machine
+            x += 1.0
+        tops = [y(v) if v > 0 else base for v in values]
+        brushes = []
+        for e in entries:
+            color = device_color(e.device, palette)
+            if e.noisy:  # never a plain bar for a number not to be trusted
+                faded = QColor(color)
+                faded.setAlphaF(0.45)
+                brushes.append(QBrush(faded, Qt.BrushStyle.BDiagPattern))
+            else:
+                brushes.append(pg.mkBrush(color))
+        pens = [pg.mkPen(device_color(e.device, palette), width=1.5) if e.noisy else None for e in entries]
+        self.bars = pg.BarGraphItem(x=xs, y0=[base] * len(xs), y1=tops, width=0.5, brushes=brushes, pens=pens)
         item.addItem(self.bars)
-        top = max(values + [1.0]) * 1.2
-        for x, v, label in zip(xs, values, labels):
+        whisker_tops = list(tops)
+        if by_speedup:
+            ix = [i for i, e in enumerate(entries) if e.low is not None and e.high is not None and e.speedup]
+            if ix:
+                lows = [y(entries[i].low) for i in ix]
+                highs = [y(entries[i].high) for i in ix]
+                ws = [xs[i] for i in ix]
+                mids = [tops[i] for i in ix]
+                pen = QColor(text)
+                pen.setAlphaF(0.8)
+                self.whiskers = pg.ErrorBarItem(x=np.array(ws), y=np.array(mids),
+                                                top=np.array(highs) - np.array(mids),
+                                                bottom=np.array(mids) - np.array(lows), beam=0.16,
+                                                pen=pg.mkPen(pen, width=1.5))
+                item.addItem(self.whiskers)
+                for i, h in zip(ix, highs):
+                    whisker_tops[i] = max(whisker_tops[i], h)
+        span_top = max(whisker_tops + [y(1.0) if by_speedup else base])
+        top = span_top + (span_top - base) * 0.22 + (0.0 if log else 0.0)
+        for xv, wt, label in zip(xs, whisker_tops, labels):
             t = pg.TextItem(label, color=text, anchor=(0.5, 1.0))
             font = t.textItem.font()
             font.setBold(True)
             t.setFont(font)
-            t.setPos(x, v + top * 0.015)
+            t.setPos(xv, wt + (top - base) * 0.015)
             item.addItem(t)
             self._labels.append(t)
         if by_speedup:
             dash = QColor(text)
             dash.setAlphaF(0.55)
-            item.addItem(pg.InfiniteLine(pos=1.0, angle=0, pen=pg.mkPen(dash, width=1, style=Qt.PenStyle.DashLine)))
+            item.addItem(pg.InfiniteLine(pos=y(1.0), angle=0, pen=pg.mkPen(dash, width=1,
+                                                                           style=Qt.PenStyle.DashLine)))
         bottom = item.getAxis("bottom")
-        bottom.setTicks([[(x, name) for x, name in zip(xs, device_labels(c))]])
-        item.setLabel("left", f"speedup vs CPU ({TIMES})" if by_speedup else "samples/s (no CPU run)",
-                      color=text.name())
+        bottom.setTicks([[(xv, name) for xv, name in zip(xs, device_labels(c))]])
+        left = item.getAxis("left")
+        if log:
+            decades = range(int(math.floor(base)), int(math.ceil(top)) + 1)
+            left.setTicks([[(d, f"{10 ** d:g}{TIMES if by_speedup else ''}") for d in decades]])
+        else:
+            left.setTicks(None)
+        unit = f"speedup vs own CPU ({TIMES})" if by_speedup else "samples/s (no CPU run)"
+        item.setLabel("left", unit + (", log" if log else ""), color=text.name())
         item.setTitle(c.title() if self.show_title else None, color=text.name(), size="12pt")
-        slots = max(len(values), 4.5)  # a few devices still get slim bars
-        item.setXRange((len(values) - 1) / 2 - slots / 2, (len(values) - 1) / 2 + slots / 2, padding=0)
-        item.setYRange(0, top, padding=0)
+        slots = max(x, 4.5)  # a few devices still get slim bars
+        item.setXRange((x - 1) / 2 - slots / 2, (x - 1) / 2 + slots / 2, padding=0)
+        item.setYRange(base, top, padding=0)
         item.showGrid(x=False, y=True, alpha=0.15)
-        self._stack.setCurrentWidget(self.plot)
+        sentences = verdicts(c)
+        paragraphs = [html.escape(v) for v in sentences]
+        if paragraphs:  # the first verdict is the headline; the others (other devices, machines) follow it
+            paragraphs[0] = f"<b>{paragraphs[0]}</b>"
+        self.headline.setText("<br>".join(paragraphs))
+        self.headline.setVisible(bool(sentences))
+        self._stack.setCurrentWidget(self._chart_page)
