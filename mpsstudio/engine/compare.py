@@ -26,7 +26,7 @@ from .formatting import is_finite
 from .results import RunResult
 
 BOOTSTRAP_SAMPLES = 2000
-BOOTSTRAP_CELLS = 4_000_000  # resamples x windows kept under this: a long run still bootstraps in ~0.1 s
+BOOTSTRAP_CELLS = 500_000  # resamples x windows kept under this: ~10-30 ms per comparison (docs/benchmarks.md)
 CONFIDENCE = 0.95
 
 
@@ -269,7 +269,7 @@ def bootstrap_ratio(a: list[float], b: list[float], seed: int = 0) -> tuple[floa
         return _CACHE[key]
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(abs(int(seed)))
     n = max(200, min(BOOTSTRAP_SAMPLES, BOOTSTRAP_CELLS // max(len(a), len(b))))
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma = np.median(xa[rng.integers(0, len(xa), (n, len(xa)))], axis=1)
