@@ -149,7 +149,9 @@ def device_name(device: str) -> str:
 
 def describe_entry(e: Entry) -> str:
     """"H100 80GB HBM3 on gpu-07 cuda" / "this machine's mps"."""
-    return f"this machine's {e.device}" if e.local else f"{short_machine(e.machine)} {e.device}"
+    if e.local:
+        return f"this {'Mac' if e.run.env.get('chip') else 'machine'}'s {e.device}"
+    return f"{short_machine(e.machine)} {e.device}"
 
 
 def short_machine(label: str) -> str:
