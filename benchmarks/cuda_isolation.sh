@@ -2,16 +2,9 @@
 # Runs in their own processes, measured on the lent CUDA machine (docs/benchmarks.md, "Run processes").
 # Usage there: OUT=<folder> bash benchmarks/cuda_isolation.sh   (wheels for platformdirs/psutil in .wheels/)
 set -u
-OUT=${OUT:-/tmp/mpsstudio-cuda}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 MPSSTUDIO_DATA_DIR=$OUT/data MPSSTUDIO_LOG_DIR=$OUT/log
-log() { echo "=== $*"; }
+source "$(dirname "$0")/lent_machine.sh"
 {
-  python3 -m pip install -q --no-index --find-links .wheels platformdirs psutil 2>&1 | tail -1
-  log machine
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import torch, torchvision, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'cpu threads', torch.get_num_threads())"
-  lscpu | grep -E '^Model name|^CPU\(s\)'
+  describe_machine
   log "overhead, engine in its own process vs bare loop in this one (cuda)"
   python3 benchmarks/overhead.py --device cuda --reps 5 --seconds 2 --models mlp,resnet18 --isolated
   log "overhead, engine in this process (same session, for comparison)"
