@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -175,10 +176,18 @@ def available_devices() -> list[str]:
 
 def _check_json_path(path: str | None) -> None:
     """A --json that cannot be written is bad input: say so before the work, not after."""
-    if path:
-        folder = Path(path).expanduser().resolve().parent
-        if not folder.is_dir():
-            raise UserError(f"The folder {folder} does not exist; choose another path for --json.")
+    if path is None:
+        return
+    if not path.strip():
+        raise UserError("--json needs a file name; name the file to write.")
+    target = Path(path).expanduser().resolve()
+    folder = target.parent
+    if not folder.is_dir():
+        raise UserError(f"The folder {printable(folder)} does not exist; choose another path for --json.")
+    if target.is_dir():
+        raise UserError(f"{printable(target)} is a folder; give --json a file name inside it.")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for --json.")
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,

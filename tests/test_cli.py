@@ -226,3 +226,19 @@ def test_history_json_writes_the_shape_of_bench_json(tmp_path, capsys):
     assert doc["format"] == "mpsstudio.runs" and "comparisons" in doc and len(doc["runs"]) >= 1
     assert import_json(out)[0].summary["stability"] in ("stable", "noisy")
     assert cli.main(["history", "--json", str(tmp_path / "missing" / "x.json")]) == 2
+
+
+@pytest.mark.parametrize("target", ["folder", "empty"])
+def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys, monkeypatch, target):
+    def no_runs(*a, **k):
+        raise AssertionError("a run started before --json was checked")
+    from mpsstudio.engine import isolation
+
+    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    path = str(tmp_path) if target == "folder" else "  "
+    for argv in (["bench", "--devices", "cpu", "--steps", "2", "--json", path],
+                 ["launch-benchmark", "--devices", "cpu", "--json", path],
+                 ["history", "--json", path]):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("is a folder" in err or "needs a file name" in err)

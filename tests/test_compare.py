@@ -171,3 +171,77 @@ def test_stability_thresholds_are_the_documented_ones():
     doc = (ROOT / "docs" / "architecture.md").read_text()
     assert f"{stability.SPREAD_LIMIT:.0%}".replace("%", " %") in doc
     assert f"{stability.HOST_BUSY_PERCENT:.0f} %" in doc and f"{stability.MIN_WINDOWS} " in doc
+
+
+# ---- hostile files: what a comparison shows must rest on the numbers themselves ---------------------------
+
+def _import(tmp_path, runs):
+    import json
+
+    from mpsstudio.engine.runfiles import JSON_FORMAT, JSON_VERSION, import_json
+
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"format": JSON_FORMAT, "version": JSON_VERSION,
+                                "runs": [r if isinstance(r, dict) else r.to_dict() for r in runs]}))
+    return import_json(path)
+
+
+def test_a_summary_cannot_hide_what_its_windows_measured(tmp_path):
+    data = run_with("cpu", [10.0, 5000.0, 20.0, 9000.0, 5000.0, 30.0]).to_dict()
+    data["summary"].update(samples_per_s=1920.0, samples_per_s_iqr=0.0, spread_percent=0.0, stability="stable")
+    [back] = _import(tmp_path, [data])
+    assert back.summary["stability"] == "noisy" and back.summary["samples_per_s"] == pytest.approx(2515.0)
+    assert back.summary["spread_percent"] > 100
+
+
+def test_a_window_of_zero_throughput_is_refused(tmp_path):
+    from mpsstudio.engine.errors import UserError
+
+    data = run_with("cpu", noisy_rates(100, 0.01)).to_dict()
+    data["windows"][2]["samples_per_s"] = 0
+    with pytest.raises(UserError, match=r"windows\[2\].samples_per_s"):
+        _import(tmp_path, [data])
+
+
+def test_two_computers_with_one_label_are_told_apart_by_host_name():
+    mac = {"machine_label": "Apple M2 Pro, macOS 14.5", "chip": "Apple M2 Pro"}
+    bob_cpu = run_with("cpu", noisy_rates(100, 0.01), env={**mac, "hostname": "bob-mbp"}, origin="imported")
+    alice_mps = run_with("mps", noisy_rates(800, 0.01, seed=2), env={**mac, "hostname": "alice-mbp"})
+    [c] = compare([bob_cpu, alice_mps])
+    assert c.speedups[alice_mps.id] is None  # never divided by Bob's CPU
+    assert {e.machine for e in c.entries} == {"Apple M2 Pro, macOS 14.5 (bob-mbp)",
+                                               "Apple M2 Pro, macOS 14.5 (alice-mbp)"}
+
+
+def test_a_repeat_pairs_one_run_per_round_and_ignores_unsound_tags():
+    def tagged(device, rate, k, rounds=2, seed=0):
+        return run_with(device, noisy_rates(rate, 0.01, seed=seed), env={"repeat": {"set": "S", "round": k,
+                                                                                    "rounds": rounds}})
+    runs = [tagged("cpu", 100, 1), tagged("cpu", 100, 2, seed=1)]
+    runs += [tagged("cuda:0", 500 + 100 * i, 1, seed=10 + i) for i in range(10)]  # ten runs claiming round 1
+    [c] = compare(runs)
+    cuda = [e for e in c.entries if e.device == "cuda:0"][0]
+    assert len(cuda.runs) == 1 and cuda.method == "bootstrap"  # one round paired: a single pair
+    assert "rounds" not in c.title()
+    for bad in ({"set": "S", "round": -4, "rounds": 2}, {"set": "S", "round": True, "rounds": 2},
+                {"set": "S", "round": 1, "rounds": 10**17}, {"set": "", "round": 1, "rounds": 2}):
+        r = run_with("mps", noisy_rates(300, 0.01), env={"repeat": bad})
+        assert all(not c.repeat for c in compare([runs[0], r]))
+
+
+def test_host_facts_that_are_not_measurements_are_ignored(tmp_path):
+    for env in ({"host_load": {"other_cpu_percent": 1e18}}, {"host_load": {"other_cpu_percent": -50}},
+                {"host": {"thermal": "hot"}}, {"host": {"thermal": ""}}, {"host": {"low_power_mode": "yes"}}):
+        r = run_with("cpu", noisy_rates(1000, 0.01), env=env)
+        assert r.summary["stability"] == "stable", env
+    data = run_with("cpu", noisy_rates(1000, 0.01), env={"host": {"thermal": "z" * 9999}}).to_dict()
+    [back] = _import(tmp_path, [data])  # kept readable: its reason is not built from the file's text
+    assert back.summary["stability"] == "stable"
+
+
+def test_a_verdict_from_another_machine_reads_as_one_sentence():
+    env = {"machine_label": "Apple M3, macOS 15"}
+    cpu = run_with("cpu", noisy_rates(100, 0.3, seed=1), env=env, origin="imported")
+    mps = run_with("mps", noisy_rates(100, 0.3, seed=2), env=env, origin="imported")
+    [c] = compare([cpu, mps])
+    assert verdicts(c)[0].startswith("On Apple M3, no clear difference between")

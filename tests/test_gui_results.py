@@ -34,7 +34,8 @@ def make_run(device="cpu", sps=100.0, created="2026-11-21T08:00:00+00:00", statu
                "warmup_s": 0.84, "warmup_steps": 10, "s_per_epoch": None if not sps else 50_000 / sps,
                "final_loss": 1.1034, "val_accuracy": 0.978, "peak_memory": 1_288_490_188, "windows": 40}
     return RunResult(config=config, status=status, env=dict(env), summary=summary, error=error,
-                     losses=[2.3, 1.9, 1.4], windows=[{"samples_per_s": sps}], created_at=created)
+                     losses=[2.3, 1.9, 1.4], created_at=created,
+                     windows=[] if sps is None else [{"samples_per_s": sps * f} for f in (0.99, 1.01) * 20])
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_speedups_against_the_cpu_run_of_the_same_setup(qtbot, store):
     cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0)
     lone = make_run("mps", 300.0, batch_size=256)
     panel = open_panel(qtbot, store, [cpu, mps, lone])
-    assert text(panel, mps.id, "Speedup vs CPU") == "4.50\u00d7"
+    assert text(panel, mps.id, "Speedup vs CPU") == "4.50\u00d7 (4.41\u20134.59)"  # with its 95 % interval
     assert text(panel, cpu.id, "Speedup vs CPU") == "1.00\u00d7"
     assert text(panel, lone.id, "Speedup vs CPU") == "\u2014"
     assert text(panel, cpu.id, "Comparison") == text(panel, mps.id, "Comparison") == "A"
@@ -217,7 +218,7 @@ def test_add_result_adds_the_row_refreshes_speedups_and_selects_it(qtbot, store)
         panel.add_result(mps)
     assert changed.args == [[mps.id]]
     assert panel.selected_ids() == [mps.id]
-    assert text(panel, mps.id, "Speedup vs CPU") == "2.50\u00d7"
+    assert text(panel, mps.id, "Speedup vs CPU").startswith("2.50\u00d7 (")
     assert panel.chart.heights() == pytest.approx([1.0, 2.5])
     panel.add_result(mps)  # the same run again replaces its row
     assert panel.model.rowCount() == 2

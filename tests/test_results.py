@@ -19,7 +19,7 @@ def make_run(device="cpu", sps=100.0, created="2026-01-01T00:00:00+00:00", statu
     config = RunConfig(device=device, steps=10, epochs=None, **cfg)
     return RunResult(config=config, status=status, env={"machine_label": machine},
                      summary={"samples_per_s": sps, "samples_per_s_iqr": 1.0, "final_loss": 0.5},
-                     losses=[2.0, 1.5, 1.0], windows=[{"samples_per_s": sps}], created_at=created)
+                     losses=[2.0, 1.5, 1.0], windows=[], created_at=created)
 
 
 def test_store_round_trip_and_survives_reopen(tmp_path):

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, printable
+from .formatting import (DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, one_line,
+                         printable)
 from .results import RunResult
 from .summary import epoch_seconds
 
 Speedups = dict[str, "float | None"]
+MAX_CELL = 80  # characters of a text cell (a 5,000-character machine name from a file must not widen the table)
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
     if value is None or value == "":
         return dash if kind not in ("text", "time") else ""
     if kind == "text":
-        return printable(value)
+        return one_line(printable(value), MAX_CELL)
     if kind == "time":
         return fmt_timestamp(value)
     if not is_finite(value):

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .formatting import is_finite
+from .formatting import is_finite, one_line, printable
 from .results import RunResult
 
 BOOTSTRAP_SAMPLES = 2000
@@ -44,6 +44,7 @@ class Entry:
     high: float | None = None
     method: str = ""  # "bootstrap" (over windows), "paired" (over repeat rounds), "baseline", or "" (none)
     round_speedups: dict[str, float] = field(default_factory=dict)  # repeat: run id -> its round's ratio
+    machine_id: str = ""  # label and host name (compare.machine_id); `machine` is what a person reads
 
     @property
     def run(self) -> RunResult:
@@ -121,14 +122,17 @@ class Comparison:
     def machines(self) -> list[str]:
         return list(dict.fromkeys(e.machine for e in self.entries))
 
+    def paired_rounds(self) -> int:
+        return max((len(e.round_speedups) for e in self.entries), default=0)
+
     def title(self, sep: str = ", ") -> str:
         """"resnet18 on cifar10, batch 128, fp32" (", inference" for inference runs)."""
         c = self.config
         parts = [f"{c.model} on {c.dataset}", f"batch {c.batch_size}", c.precision]
         if c.mode != "train":
             parts.append(c.mode)
-        if self.repeat:
-            parts.append(f"{self.repeat['rounds']} rounds")
+        if self.repeat and self.paired_rounds() >= 2:
+            parts.append(f"{self.paired_rounds()} rounds")
         return sep.join(parts)
 
 
@@ -159,7 +163,7 @@ def short_machine(label: str) -> str:
     label = label.removeprefix("NVIDIA ")
     if ", macOS" in label:
         label = label.split(", macOS")[0]
-    return label
+    return one_line(printable(label), 60)
 
 
 def speedup(run: RunResult, baseline: RunResult | None) -> float | None:
@@ -172,12 +176,23 @@ def speedup(run: RunResult, baseline: RunResult | None) -> float | None:
     return a / b
 
 
+def machine_id(r: RunResult) -> str:
+    """Which computer a run came from: its label and its host name (two Macs of one model share a label)."""
+    host = r.env.get("hostname")
+    return f"{r.machine}\n{host if isinstance(host, str) else ''}"
+
+
 def _repeat_of(r: RunResult) -> dict | None:
+    """The run's repeat tag when it is a sound one (round 1..rounds, rounds 2..MAX_ROUNDS), else None."""
+    from .repeat import MAX_ROUNDS
+
     rep = r.env.get("repeat")
-    if isinstance(rep, dict) and isinstance(rep.get("set"), str) and isinstance(rep.get("round"), int) \
-            and isinstance(rep.get("rounds"), int):
-        return rep
-    return None
+    if not isinstance(rep, dict) or not isinstance(rep.get("set"), str) or not rep["set"]:
+        return None
+    k, n = rep.get("round"), rep.get("rounds")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (k, n)) or not (2 <= n <= MAX_ROUNDS and 1 <= k <= n):
+        return None
+    return rep
 
 
 def compare(results: list[RunResult]) -> list[Comparison]:
@@ -188,20 +203,28 @@ def compare(results: list[RunResult]) -> list[Comparison]:
             continue
         rep = _repeat_of(r)
         key = (r.config.comparison_key(), rep["set"] if rep else None)
-        groups.setdefault(key, {}).setdefault((r.config.device, r.machine), []).append(r)
+        groups.setdefault(key, {}).setdefault((r.config.device, machine_id(r)), []).append(r)
     out = []
     for (_, repeat_set), members in groups.items():
         if len(members) < 2:
             continue
+        labels: dict[str, set] = {}
+        for _, mid in members:
+            labels.setdefault(mid.split("\n")[0], set()).add(mid)
         entries = []
-        for (device, machine), runs in members.items():
+        for (device, mid), runs in members.items():
             if repeat_set is None:
                 runs = runs[-1:]  # the newest stands for its device
+            else:  # one run per round (the newest), in round order
+                runs = sorted({_repeat_of(r)["round"]: r for r in runs}.values(), key=lambda r: _repeat_of(r)["round"])
+            label, host = mid.split("\n", 1)
+            if len(labels[label]) > 1:  # two computers with one label: the host name tells them apart
+                label = f"{label} ({host or 'unknown host'})"
             local = any(r.origin == "local" for r in runs)
-            entries.append(Entry(device, machine, runs, local=local))
-        home = next((e.machine for e in entries if e.local), entries[0].machine)
-        order = {m: i for i, m in enumerate(dict.fromkeys([home, *sorted(e.machine for e in entries)]))}
-        entries.sort(key=lambda e: (order[e.machine], e.device != "cpu", e.device))
+            entries.append(Entry(device, label, runs, local=local, machine_id=mid))
+        home = next((e.machine_id for e in entries if e.local), entries[0].machine_id)
+        order = {m: i for i, m in enumerate(dict.fromkeys([home, *sorted(e.machine_id for e in entries)]))}
+        entries.sort(key=lambda e: (order[e.machine_id], e.device != "cpu", e.device))
         rounds = max(len(e.runs) for e in entries)
         comparison = Comparison(entries, {"set": repeat_set, "rounds": rounds} if repeat_set else None)
         _fill_speedups(comparison)
@@ -211,9 +234,9 @@ def compare(results: list[RunResult]) -> list[Comparison]:
 
 
 def _fill_speedups(c: Comparison) -> None:
-    cpus = {e.machine: e for e in c.entries if e.device == "cpu"}
+    cpus = {e.machine_id: e for e in c.entries if e.device == "cpu"}
     for e in c.entries:
-        cpu = cpus.get(e.machine)
+        cpu = cpus.get(e.machine_id)
         if cpu is None:
             continue
         e.baseline = cpu.run
@@ -227,9 +250,10 @@ def _fill_speedups(c: Comparison) -> None:
                 if ratio is not None:
                     e.round_speedups[r.id] = ratio
             ratios = list(e.round_speedups.values())
-            if ratios:
+            if len(ratios) >= 2:
                 e.speedup, e.low, e.high, e.method = statistics.median(ratios), min(ratios), max(ratios), "paired"
                 continue
+            e.round_speedups = {}  # fewer than two paired rounds: a single pair, with its window bootstrap
         e.speedup = speedup(e.run, cpu.run)
         interval = bootstrap_ratio(_rates(e.run), _rates(cpu.run), seed=_seed(e.run.id, cpu.run.id))
         if e.speedup is not None and interval is not None:
@@ -242,10 +266,10 @@ def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
     accel = [e for e in entries if e.device != "cpu" and e.samples_per_s]
     if not accel:
         return []
-    home = entries[0].machine
-    mine = [e for e in accel if e.machine == home]
+    home = entries[0].machine_id
+    mine = [e for e in accel if e.machine_id == home]
     return [CrossRatio(o, m, o.samples_per_s / m.samples_per_s)
-            for o in accel if o.machine != home for m in mine]
+            for o in accel if o.machine_id != home for m in mine]
 
 
 def _rates(run: RunResult) -> list[float]:

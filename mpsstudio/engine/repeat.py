@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from .config import RunConfig
 from .errors import UserError
+from .formatting import one_line
 
 MAX_ROUNDS = 100
 
@@ -16,7 +17,8 @@ def interleave(configs: Sequence[RunConfig], rounds: int) -> tuple[list[RunConfi
     """The configs in run order for `rounds` rounds (odd rounds as given, even rounds reversed), and the
     env["repeat"] tag of each run. One round is a plain comparison: no tags."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
-        raise UserError(f"The number of repeats must be a whole number from 1 to {MAX_ROUNDS}, not {rounds!r}.")
+        raise UserError(f"The number of repeats must be a whole number from 1 to {MAX_ROUNDS}, "
+                        f"not {one_line(repr(rounds), 40)}.")
     if rounds == 1:
         return list(configs), [None] * len(configs)
     set_id = uuid.uuid4().hex[:12]

@@ -17,6 +17,7 @@ from .errors import UserError
 from .formatting import one_line, printable
 from .results import STATUSES, RunResult
 from .stability import assess
+from .summary import quartiles
 
 ORIGINS = ("local", "imported")
 RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs"}
@@ -95,11 +96,34 @@ def _run(data) -> RunResult:
     losses = _steps(data.get("steps", []))
     windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
     epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+    _rederive_throughput(summary, windows, config.batch_size)
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
         summary["stability"], summary["stability_reason"] = assess(summary, env)
     return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
                      windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin)
+
+
+def _rederive_throughput(summary: dict, windows: list[dict], batch_size: int) -> None:
+    """The throughput figures come from the window rows they summarise, whatever the summary says: a file whose
+    summary disagrees with its windows cannot show another median, spread or stability."""
+    rates = []
+    for i, w in enumerate(windows):
+        v = w.get("samples_per_s")
+        if v is None:  # a window of 0 s (an infinite rate) is exported as null
+            continue
+        if v <= 0:
+            raise _Bad(f"windows[{i}].samples_per_s", "a throughput above 0 expected")
+        rates.append(float(v))
+    if not rates:
+        return
+    q1, med, q3 = quartiles(rates)
+    old = summary.get("samples_per_s")
+    summary.update(samples_per_s=med, samples_per_s_q1=q1, samples_per_s_q3=q3, samples_per_s_iqr=q3 - q1,
+                   windows=len(rates), spread_percent=100 * (q3 - q1) / med, step_ms=1000 * batch_size / med)
+    estimate = summary.get("s_per_epoch_estimate")
+    if _number(old) and old > 0 and _number(estimate):  # train size / median: follows the median
+        summary["s_per_epoch_estimate"] = estimate * old / med
 
 
 def _config(cfg) -> RunConfig:

@@ -101,7 +101,9 @@ def sentence(e: Entry) -> str:
     else:
         head = (f"{name} is {_x(1 / e.speedup)} slower than {cpu} ({_x(e.speedup)}; {_interval(e)}) "
                 f"{_what(e)}")
-    head = where + head if where else head
+    if where and head.startswith("No clear"):
+        head = "n" + head[1:]
+    head = where + head
     epochs = _epochs(e)
     text = f"{head}: {epochs}." if epochs else f"{head}."
     text += "".join(f" {h[0].upper()}{h[1:]}." for h in hints(e))

@@ -144,10 +144,10 @@ class SpeedupChart(QWidget):
         base = y(floor) if log else 0.0
         xs, x, machine = [], 0.0, None
         for e in entries:  # a gap between machines: each machine's runs stand together
-            if machine is not None and e.machine != machine:
+            if machine is not None and e.machine_id != machine:
                 x += 0.5
             xs.append(x)
-            machine = e.machine
+            machine = e.machine_id
             x += 1.0
         tops = [y(v) if v > 0 else base for v in values]
         brushes = []
