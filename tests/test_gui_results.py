@@ -274,3 +274,13 @@ def test_delete_key_asks_first(qtbot, store, monkeypatch):
     monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or True)
     qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
     assert asked == [1, 1] and [r.id for r in panel.results()] == [b.id]
+
+
+def test_a_bar_whose_interval_contains_one_says_no_clear_difference(qtbot, store):
+    cpu = make_run("cpu", 100.0)
+    mps = make_run("mps", 100.5)  # windows 99.5 and 101.5 against 99 and 101: the interval straddles 1.0
+    panel = open_panel(qtbot, store, [cpu, mps])
+    panel.select_ids([mps.id])
+    assert "no clear difference" in panel.chart._labels[1].toPlainText()
+    assert panel.chart.headline.text().startswith("<b>No clear difference between Apple GPU (mps) and the CPU")
+    assert panel.chart.whiskers is not None

@@ -131,6 +131,7 @@ class SpeedupChart(QWidget):
         else:
             values = [float(e.samples_per_s or 0.0) for e in entries]
             labels = [f"{fmt_rate(v)}/s" for v in values]
+        labels = [f"{label}{chr(10)}no clear difference" if e.unclear() else label for label, e in zip(labels, entries)]
         labels = [f"{label}{chr(10)}noisy" if e.noisy else label for label, e in zip(labels, entries)]
         self._values = values
         positive = [v for v in values if v > 0]
