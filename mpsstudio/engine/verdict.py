@@ -50,6 +50,8 @@ def _interval(e: Entry) -> str:
 
 
 def _x(v: float) -> str:
+    if 0.99 <= v <= 1.01 and f"{v:.2f}" == "1.00" and v != 1.0:  # 0.996 is not 1.00: it decides "no clear difference"
+        return f"{v:.3f}x"
     return f"{v:.2f}x" if v < 2 else f"{v:.1f}x" if v < 100 else f"{v:,.0f}x"
 
 

@@ -310,8 +310,10 @@ def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: 
 
 
 def _short(v: float) -> str:
-    """Three significant digits, never an exponent: 0.953, 3.02, 48.5, 115, 1,210."""
-    return f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
+    """Enough digits to see which side of 1.00 a bound is, never an exponent: 0.95, 1.00, 3.02, 48.5, 115, 1,210."""
+    if 0.99 <= v <= 1.01:  # near 1.00 the third decimal says whether the interval contains it
+        return f"{v:.3f}"
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
 
 
 def _sort_number(v) -> float:
