@@ -36,6 +36,15 @@ def collect(config, **kw):
     return result, events
 
 
+def run_model_file(tmp_path, name: str, source: str, warmup_steps: int = 0):
+    """Write a model file and run it on tiny data for 3 steps; returns (path, result)."""
+    path = tmp_path / name
+    path.write_text(source)
+    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=warmup_steps)
+    result, _ = collect(cfg, data=tiny_data())
+    return path, result
+
+
 class FakeClockDevice(Device):
     """A CPU device whose clock only moves when it is synchronized: like a GPU whose work finishes at sync.
 
@@ -183,12 +192,10 @@ def test_a_python_memory_error_does_not_blame_the_batch_alone():
 
 
 def test_a_model_with_the_wrong_output_shape_is_told_the_expected_one(tmp_path):
-    path = tmp_path / "wrong.py"
-    path.write_text("import torch\n"
-                    "def build_model(num_classes, input_shape):\n"
-                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, num_classes + 3))\n")
-    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=0)
-    result, _ = collect(cfg, data=tiny_data())
+    path, result = run_model_file(tmp_path, "wrong.py", (
+        "import torch\n"
+        "def build_model(num_classes, input_shape):\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, num_classes + 3))\n"))
     assert result.status == "failed"
     assert result.error == (f"{path} returned an output of shape (16, 7); MPS Studio needs logits of shape "
                             "(N, num_classes), here (16, 4): return one score per class for each sample.")
@@ -360,27 +367,23 @@ def test_stop_is_honoured_during_setup():
 
 
 def test_a_model_calling_sys_exit_fails_the_run_and_not_the_program(tmp_path):
-    path = tmp_path / "exits.py"
-    path.write_text("import sys, torch\n"
-                    "class M(torch.nn.Linear):\n"
-                    "    def forward(self, x):\n"
-                    "        sys.exit(3)\n"
-                    "def build_model(num_classes, input_shape):\n"
-                    "    return M(64, num_classes)\n")
-    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=0)
-    result, _ = collect(cfg, data=tiny_data())
+    _, result = run_model_file(tmp_path, "exits.py", (
+        "import sys, torch\n"
+        "class M(torch.nn.Linear):\n"
+        "    def forward(self, x):\n"
+        "        sys.exit(3)\n"
+        "def build_model(num_classes, input_shape):\n"
+        "    return M(64, num_classes)\n"))
     assert result.status == "failed"
     assert result.error == ("The model's code called sys.exit(3) during the run; a model file must not exit the "
                             "program.")
 
 
 def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_path):
-    path = tmp_path / "lazy.py"
-    path.write_text("import torch\n"
-                    "def build_model(num_classes, input_shape):\n"
-                    "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(num_classes))\n")
-    cfg = RunConfig(model=str(path), dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=1)
-    result, _ = collect(cfg, data=tiny_data())
+    _, result = run_model_file(tmp_path, "lazy.py", (
+        "import torch\n"
+        "def build_model(num_classes, input_shape):\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(num_classes))\n"), warmup_steps=1)
     assert result.status == "finished", result.error
     assert result.summary["parameters"] == 64 * 4 + 4
 
