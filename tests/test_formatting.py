@@ -67,3 +67,11 @@ def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_pat
             raise RuntimeError("disk full")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["runs.json"]
+
+
+def test_ratios_keep_the_digit_that_decides_no_clear_difference():
+    from mpsstudio.engine.formatting import fmt_ratio
+
+    assert fmt_ratio(0.996) == "0.996" and fmt_ratio(1.004) == "1.004" and fmt_ratio(1.0) == "1.00"
+    assert fmt_ratio(3.017) == "3.02" and fmt_ratio(48.46) == "48.5" and fmt_ratio(1210.4) == "1,210"
+    assert fmt_ratio(3.17, two_decimals_below=2) == "3.2"

@@ -40,6 +40,15 @@ def fmt_bytes(v, dash: str = DASH) -> str:
     return dash
 
 
+def fmt_ratio(v: float, two_decimals_below: float = 10.0) -> str:
+    """A speedup or a bound of its interval, without the x: 0.95, 3.02, 48.5, 1,210. A value that would read
+    1.00 without being 1 keeps a third decimal (0.996): which side of 1.0 it is on decides "no clear
+    difference"."""
+    if f"{v:.2f}" == "1.00" and v != 1.0:
+        return f"{v:.3f}"
+    return f"{v:.2f}" if v < two_decimals_below else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
 def fmt_duration(v, dash: str = DASH) -> str:
     """0.84 s, 12.3 s, 8 min 20 s, 1 h 05 min."""
     if not is_finite(v) or v < 0:

@@ -7,7 +7,7 @@ The window shows these sentences above the chart; the CLI prints them last.
 from __future__ import annotations
 
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
-from .formatting import fmt_duration, is_finite
+from .formatting import fmt_duration, fmt_ratio, is_finite
 from .summary import epoch_seconds
 
 LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
@@ -50,9 +50,7 @@ def _interval(e: Entry) -> str:
 
 
 def _x(v: float) -> str:
-    if 0.99 <= v <= 1.01 and f"{v:.2f}" == "1.00" and v != 1.0:  # 0.996 is not 1.00: it decides "no clear difference"
-        return f"{v:.3f}x"
-    return f"{v:.2f}x" if v < 2 else f"{v:.1f}x" if v < 100 else f"{v:,.0f}x"
+    return f"{fmt_ratio(v, two_decimals_below=2)}x"
 
 
 def _epochs(e: Entry) -> str:

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleO
 from ..engine import stability
 from ..engine.columns import BY_KEY, TABLE_COLUMNS, cell_text
 from ..engine.compare import Comparison, compare, speedup_map
-from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, is_finite, local_time, plural
+from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
 from ..engine.results import RunResult
 from .style import group_color, warning_color
 
@@ -213,7 +213,7 @@ class RunTableModel(QAbstractTableModel):
         cells["speedup_vs_cpu"].tooltip = self._speedup_tooltip(r, comparison, letter)
         entry = comparison.entry_of(r) if comparison else None
         if entry is not None and not entry.is_baseline and entry.low is not None and r.id not in entry.round_speedups:
-            cells["speedup_vs_cpu"].text += f" ({_short(entry.low)}\u2013{_short(entry.high)})"
+            cells["speedup_vs_cpu"].text += f" ({fmt_ratio(entry.low)}\u2013{fmt_ratio(entry.high)})"
         if s.get("warmup_steps"):
             cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
         cells["s_per_epoch"].tooltip = self._epoch_tooltip(r)
@@ -307,13 +307,6 @@ def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: 
         width = max(table.sizeHintForColumn(col), fm.horizontalAdvance(title) + 12 if title else 20) + padding
         cap = (caps or {}).get(title)
         header.resizeSection(col, min(width, cap) if cap else width)
-
-
-def _short(v: float) -> str:
-    """Enough digits to see which side of 1.00 a bound is, never an exponent: 0.95, 1.00, 3.02, 48.5, 115, 1,210."""
-    if 0.99 <= v <= 1.01:  # near 1.00 the third decimal says whether the interval contains it
-        return f"{v:.3f}"
-    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
 
 
 def _sort_number(v) -> float:
