@@ -321,15 +321,16 @@ def _cmd_launch_benchmark(args) -> int:
     _check_timeout(args.timeout)
     workloads = launch.pick(args.workloads, [w.key for w in launch.WORKLOADS], "workload")
     modes = launch.pick(args.modes, launch.MODES, "mode")
-    jobs = launch.plan(["cpu"], workloads, modes, steps=launch.DEFAULT_STEPS if args.steps is None else args.steps,
-                       warmup=launch.DEFAULT_WARMUP if args.warmup is None else args.warmup)
+    steps = launch.DEFAULT_STEPS if args.steps is None else args.steps
+    warmup = launch.DEFAULT_WARMUP if args.warmup is None else args.warmup
     names = args.devices.split(",") if args.devices is not None else available_devices()
-    device_plan = session.plan(jobs[0].configs[0], names)  # bad input and unavailable devices, before any run
+    # bad steps or warm-up (plan validates the configs) and unavailable devices, before any run
+    first = launch.plan(["cpu"], workloads[:1], modes[:1], steps=steps, warmup=warmup)[0].configs[0]
+    device_plan = session.plan(first, names)
     for line in device_plan.skipped:
         print(line, file=sys.stderr)
     devices = [c.device for c in device_plan.configs]
-    jobs = launch.plan(devices, workloads, modes, steps=jobs[0].configs[0].steps,
-                       warmup=jobs[0].configs[0].warmup_steps)
+    jobs = launch.plan(devices, workloads, modes, steps=steps, warmup=warmup)
     print(f"PyTorch launch benchmark: {', '.join(workloads)} "
           f"({' and '.join(modes)}) on {', '.join(devices)}: {plural(len(jobs) * len(devices), 'run')}.",
           file=sys.stderr)

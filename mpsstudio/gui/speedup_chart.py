@@ -47,6 +47,7 @@ class SpeedupChart(QWidget):
         self.bars: pg.BarGraphItem | None = None
         self.whiskers: pg.ErrorBarItem | None = None
         self._labels: list[pg.TextItem] = []
+        self._values: list[float] = []
         self._hint_text = NO_COMPARISON_HINT
         self.plot = pg.PlotWidget()
         self.plot.setMinimumHeight(200)
@@ -109,8 +110,6 @@ class SpeedupChart(QWidget):
             axis.setPen(pg.mkPen(axis_pen, width=1))
             axis.setTextPen(pg.mkPen(text))
             axis.setStyle(tickLength=0, maxTickLevel=0)
-
-    _values: list[float] = []
 
     def _draw(self) -> None:
         c = self.comparison
@@ -181,7 +180,7 @@ class SpeedupChart(QWidget):
                 for i, h in zip(ix, highs):
                     whisker_tops[i] = max(whisker_tops[i], h)
         span_top = max(whisker_tops + [y(1.0) if by_speedup else base])
-        top = span_top + (span_top - base) * 0.22 + (0.0 if log else 0.0)
+        top = span_top + (span_top - base) * 0.22
         for xv, wt, label in zip(xs, whisker_tops, labels):
             t = pg.TextItem(label, color=text, anchor=(0.5, 1.0))
             font = t.textItem.font()
