@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from . import cli_tools
 from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
 from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
@@ -89,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
     lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
-    sub.add_parser("devices", help="list devices and why any is unavailable")
+    cli_tools.add_parsers(sub)
+    sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
     sub.add_parser("models", help="list models")
     sub.add_parser("datasets", help="list datasets")
     sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
@@ -408,13 +410,19 @@ def _grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | N
 def _cmd_devices(args) -> int:
     from .engine import devices
 
+    from .engine import probe
+
+    found = devices.discover_devices()
+    checks = probe.check_all(found)  # a short functional check of each accelerator that says it is available
     rows = []
-    for d in devices.discover_devices():
-        rows.append([d.id, "yes" if d.available else "no", d.name or "-", fmt_bytes(d.memory_total, dash="-"),
+    for d in probe.mark(found, checks):
+        check = checks.get(d.id)
+        works = "-" if check is None else ("yes" if check.ok else "NO")
+        rows.append([d.id, "yes" if d.available else "no", works, d.name or "-", fmt_bytes(d.memory_total, dash="-"),
                      str(d.threads) if d.threads else "-", d.reason or ""])
-    print(_grid(["device", "available", "name", "memory", "threads", "why not"], rows,
-                [False, False, False, True, True, False]))
-    return EXIT_OK
+    print(_grid(["device", "available", "works", "name", "memory", "threads", "why not"], rows,
+                [False, False, False, False, True, True, False]))
+    return EXIT_OK if all(c.ok for c in checks.values()) else EXIT_RUN_FAILED
 
 
 def _cmd_models(args) -> int:
@@ -505,6 +513,7 @@ def _cmd_history(args) -> int:
 _COMMANDS = {
     "bench": _cmd_bench, "devices": _cmd_devices, "models": _cmd_models, "datasets": _cmd_datasets,
     "doctor": _cmd_doctor, "demo": _cmd_demo, "history": _cmd_history, "launch-benchmark": _cmd_launch_benchmark,
+    **cli_tools.COMMANDS,
 }
 
 

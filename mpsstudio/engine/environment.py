@@ -95,8 +95,11 @@ def machine_label(env: dict) -> str:
     return f"{env.get('cpu') or 'unknown CPU'} ({system})"
 
 
-def doctor() -> list[tuple[str, str]]:
-    """Plain-words rows for `mpsstudio doctor`: what is installed and what can run, with reasons."""
+def doctor(checks: dict | None = None) -> list[tuple[str, str]]:
+    """Plain-words rows for `mpsstudio doctor`: what is installed and what can run, with reasons.
+
+    `checks`: the accelerators' functional checks (probe.py) when the caller has them (the window does them in a
+    run process); without, they are done here."""
     mps_reason = devices.mps_unavailable_reason()
     rows = [
         ("MPS Studio", mpsstudio.__version__),
@@ -109,12 +112,26 @@ def doctor() -> list[tuple[str, str]]:
         ("CPU threads", str(torch.get_num_threads())),
         ("MPS built", "yes" if torch.backends.mps.is_built() else "no: this PyTorch has no MPS support"),
         ("MPS available", "yes" if not mps_reason else f"no: {mps_reason}"),
+        *_working_rows(checks),
         ("CUDA", _cuda_row()),
         ("CPU fallback for MPS", _fallback_row()),
     ]
     if devices.apple_chip_name():
         rows.insert(6, ("Apple chip", devices.apple_chip_name()))
     rows += [(f"Set: {name}", os.environ[name]) for name in RESULT_ENV_VARS if name in os.environ]
+    return rows
+
+
+def _working_rows(checks: dict | None) -> list[tuple[str, str]]:
+    """One row per accelerator that reports itself available: does it pass the functional check (probe.py)?"""
+    from . import probe
+
+    if checks is None:
+        checks = probe.check_all(devices.discover_devices())
+    rows = []
+    for device_id, check in checks.items():
+        rows.append((f"{device_id} works", f"yes: {check.detail}" if check.ok else f"NO, {probe.NOT_WORKING}: "
+                     f"{check.detail}"))
     return rows
 
 

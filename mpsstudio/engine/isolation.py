@@ -63,7 +63,7 @@ _SIGNAL_HINTS = {
 }
 
 _live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
-_KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "done")
+_KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
 
 
@@ -124,6 +124,13 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
         elif kind == "probe":
             _, model, spec = job
             conn.send(("probed", session.probe_model(model, spec)))
+        elif kind == "tool":
+            from . import tools
+
+            _, name, payload = job
+            conn.send(("tooled", tools.run(name, payload, should_stop=stop.is_set,
+                                           progress=lambda message, fraction: conn.send(("progress", message,
+                                                                                         fraction)))))
     except UserError as exc:  # found before a run started: one sentence, nothing recorded
         conn.send(("rejected", str(exc)))
     conn.send(("done",))
@@ -403,6 +410,16 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
     return results
 
 
+def run_point(config: RunConfig, **kwargs) -> RunResult:
+    """One config in its own process (run_isolated's keywords); a config refused before it started comes back as a
+    failed run holding the sentence, so a series of runs (a sweep) can go on and show why."""
+    try:
+        results = run_isolated([config], **kwargs)
+    except UserError as exc:
+        return RunResult(config=config, status="failed", error=str(exc))
+    return results[0] if results else RunResult(config=config, status="cancelled")
+
+
 class _RunJob:
     def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s):
         self.proc, self.cfg, self.position = proc, cfg, position
@@ -574,6 +591,11 @@ def _log_path():
 
 def _log_child_output(proc: RunProcess, result: RunResult) -> None:
     """Append the dead child's last output lines to the app's log, under one line naming the run."""
+    _log_output(proc, f"run {result.id} ({result.config.model} on {result.config.device}): {result.error}")
+
+
+def _log_output(proc: RunProcess, heading: str) -> None:
+    """Append a dead child's last output lines to the app's log under `heading` (what it was doing, how it ended)."""
     path = _log_path()
     if path is None:
         return
@@ -581,8 +603,7 @@ def _log_child_output(proc: RunProcess, result: RunResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as log:
-            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} run {result.id} ({result.config.model} on "
-                      f"{result.config.device}): {result.error}\n")
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {heading}\n")
             log.write("    last output of its process:\n" if lines else "    its process wrote nothing.\n")
             for line in lines:
                 log.write(f"    {one_line(line, 2000)}\n")
@@ -600,35 +621,96 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
     Raises UserError (one sentence) when the model cannot be built, returns the wrong shape, takes longer
     than `timeout_s`, or its process dies. The caller must have the user's consent to run the file's code.
     """
-    stop = should_stop or (lambda: False)
-    proc = (spare.take(True) if spare else None) or RunProcess(mps_fallback=True)
     name = os.path.basename(model)
+    proc = (spare.take(True) if spare else None) or RunProcess(mps_fallback=True)
+    late = (f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it was stopped; make "
+            f"build_model and forward quicker, or check the file for a loop that never ends.")
+    answer = _ask(proc, ("probe", model, spec), "probed", f"checking {name}", timeout_s=timeout_s,
+                  should_stop=should_stop, late=late, stop_grace_s=0.0)
+    return _checked_probe(answer, name)
+
+
+def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
+             should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
+             mps_fallback: bool = True) -> dict:
+    """Run one measuring tool (tools.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
+    its result, a dict of plain JSON values checked here (the child runs a user's model: it is not trusted).
+
+    Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or
+    runs past `timeout_s`, is ended and raises UserError, as does one that dies or sends something else.
+    """
+    from . import tools
+
+    proc = RunProcess(mps_fallback=mps_fallback)
+    late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
+            if timeout_s is not None else "")
+    answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
+                  should_stop=should_stop, late=late, stop_grace_s=STOP_GRACE_S, progress=progress)
+    return tools.checked(name, answer)
+
+
+def check_devices(devices_list: list, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """probe.check of every available accelerator among `devices_list`, done in a run process (the front end's
+    own process never starts a GPU context); a check whose process dies or hangs fails every accelerator."""
+    from . import probe
+
+    wanted = [d.id for d in devices_list if d.available and d.kind != "cpu"]
+    if not wanted:
+        return {}
     try:
-        proc.send(("probe", model, spec))
-        deadline = time.monotonic() + timeout_s
+        answer = run_tool("devices", {}, timeout_s=timeout_s)["checks"]
+    except UserError as exc:
+        return {d: probe.Check(False, f"the check itself failed: {exc}") for d in wanted}
+    return {d: probe.Check(bool(answer[d]["ok"]), answer[d]["detail"]) if d in answer
+            else probe.Check(False, "the check's process did not find it") for d in wanted}
+
+
+def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeout_s: float | None,
+         should_stop: Callable[[], bool] | None, late: str, stop_grace_s: float,
+         progress: Callable[[str, float], None] | None = None):
+    """Send `job` to `proc`, wait for its `answer_kind` message and return what it holds; UserError otherwise.
+
+    With `stop_grace_s` the child is asked to stop and given that long to answer first; with 0 it is ended."""
+    stop = should_stop or (lambda: False)
+    try:
+        proc.send(job)
+        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        stop_at: float | None = None
         while True:
             try:
                 message = proc.receive(POLL_S)
             except EOFError:
                 proc.end()
-                raise UserError(proc.death_sentence(f"The process checking {name}")) from None
+                sentence = proc.death_sentence(f"The process {subject}")
+                _log_output(proc, sentence)
+                raise UserError(sentence) from None
             except Garbled as exc:
-                raise UserError(f"The process checking {name} sent {exc} instead of its answer; check the "
-                                "file.") from None
+                raise UserError(f"The process {subject} sent {exc} instead of its answer; check the "
+                                "model file.") from None
             if message is not None:
-                if message[0] == "probed":
-                    return _checked_probe(message[1], name)
-                if message[0] == "rejected":
-                    raise UserError(message[1])
-                if message[0] == "done":
-                    raise UserError(f"Checking {name} ended without an answer; see the log.")
+                kind = message[0]
+                if kind == answer_kind and len(message) == 2:
+                    return message[1]
+                if kind == "rejected" and len(message) == 2:
+                    raise UserError(one_line(str(message[1]), 2000))
+                if kind == "progress" and progress is not None and len(message) == 3:
+                    try:
+                        progress(one_line(str(message[1]), 200), float(message[2]))
+                    except (TypeError, ValueError):
+                        raise UserError(f"The process {subject} sent a malformed progress message.") from None
+                if kind == "done":
+                    raise UserError(f"{subject[0].upper()}{subject[1:]} ended without an answer; see the log.")
                 continue
-            if stop():
-                raise UserError(f"Checking {name} was stopped.")
-            if time.monotonic() > deadline:
-                raise UserError(f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it "
-                                f"was stopped; make build_model and forward quicker, or check the file for a "
-                                f"loop that never ends.")
+            now = time.monotonic()
+            if stop_at is None and stop():
+                if stop_grace_s <= 0:
+                    raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
+                proc.send(("stop",))
+                stop_at = now + stop_grace_s
+            if stop_at is not None and now >= stop_at:
+                raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
+            if deadline is not None and now > deadline:
+                raise UserError(late)
     finally:
         proc.end()
         proc.discard_output()

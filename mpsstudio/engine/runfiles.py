@@ -13,7 +13,7 @@ from .compare import compare, speedup_map
 from .errors import UserError
 from .files import write_atomic
 from .formatting import fmt_bytes, is_finite, one_line, printable
-from .results import RunResult
+from .results import RunResult, json_safe
 from .runcheck import run_from_dict
 from .verdict import comparison_record
 
@@ -38,6 +38,15 @@ def export_json(results: list[RunResult], path: str | Path) -> None:
     path = Path(path)
     try:
         write_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+
+
+def export_tool_json(result: dict, path: str | Path) -> None:
+    """Write one tool result (sweep, max-batch, inspect) as JSON; non-finite numbers become null."""
+    path = Path(path)
+    try:
+        write_atomic(path, json.dumps(json_safe(result), indent=1, allow_nan=False))
     except OSError as exc:
         raise _cannot_write(path, exc) from None
 

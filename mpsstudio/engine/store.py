@@ -12,16 +12,17 @@ import json
 import os
 import sqlite3
 from array import array
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import paths
 from .errors import UserError
 from .formatting import plural
-from .results import RunResult, json_safe
+from .results import RunResult, json_safe, new_run_id, now_iso
 from .runcheck import run_from_dict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the tools table
 LOCK_WAIT_S = 5.0  # how long to wait for another program that holds the history
 
 _SCHEMA = """
@@ -45,6 +46,12 @@ CREATE TABLE IF NOT EXISTS runs (
     losses BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS tools (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    result_json TEXT NOT NULL
+);
 """
 _COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
             "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses")
@@ -66,6 +73,7 @@ class RunStore:
         self.path = Path(path) if path is not None else default_data_dir() / "runs.sqlite3"
         self.read_only = False
         self.notices: list[str] = []
+        self.tool_notices: list[str] = []
         self._db: sqlite3.Connection | None = None
         if str(self.path) == ":memory:":
             self._db = self._connect(str(self.path))
@@ -185,6 +193,55 @@ class RunStore:
         except sqlite3.DatabaseError as exc:
             raise _explain(exc, self.path) from None
 
+    def save_tool(self, record: "ToolRecord") -> None:
+        """Keep one tool result (a sweep, a max-batch search, an inspection) in a single transaction."""
+        if self.read_only:
+            raise UserError(f"The run history at {self.path} is read-only, so this result is not kept; make the "
+                            "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        try:
+            with self._db:
+                self._db.execute("INSERT OR REPLACE INTO tools (id, created_at, kind, result_json) VALUES (?,?,?,?)",
+                                 (record.id, record.created_at, record.kind, json.dumps(record.result)))
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+
+    def delete_tools(self, ids: list[str]) -> int:
+        """Remove tool results by id; returns how many were there."""
+        if self.read_only:
+            raise UserError(f"The run history at {self.path} is read-only; nothing can be deleted from it.")
+        try:
+            with self._db:
+                return sum(self._db.execute("DELETE FROM tools WHERE id = ?", (i,)).rowcount
+                           for i in dict.fromkeys(ids))
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+
+    def tools(self) -> list["ToolRecord"]:
+        """Every readable tool result, oldest first; unreadable ones are skipped and named in `tool_notices`."""
+        from .tools import checked
+
+        try:
+            rows = self._db.execute("SELECT * FROM tools ORDER BY created_at, rowid").fetchall() \
+                if self._has_tools_table() else []
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+        out, bad = [], []
+        for row in rows:
+            try:
+                kind = str(row["kind"])
+                out.append(ToolRecord(kind=kind, result=checked(kind, json.loads(row["result_json"])),
+                                      id=str(row["id"]), created_at=str(row["created_at"])))
+            except (UserError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                bad.append((str(row["id"])[:64], str(exc)))
+        self.tool_notices = [f"{plural(len(bad), 'stored tool result')} could not be read and "
+                        f"{'is' if len(bad) == 1 else 'are'} not shown (first: {bad[0][0]})."] if bad else []
+        return out
+
+    def _has_tools_table(self) -> bool:
+        """A read-only history written by an older version has no tools table (it cannot be added there)."""
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='tools'").fetchone() \
+            is not None
+
     # -- reading --------------------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunResult | None:
         rows = self._select("SELECT * FROM runs WHERE id = ?", (run_id,))
@@ -213,6 +270,16 @@ class RunStore:
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+@dataclass
+class ToolRecord:
+    """One stored tool result: kind ("sweep", "max-batch", "inspect") and its result dict (tools.checked)."""
+
+    kind: str
+    result: dict
+    id: str = field(default_factory=new_run_id)
+    created_at: str = field(default_factory=now_iso)
 
 
 class DamagedHistory(UserError):

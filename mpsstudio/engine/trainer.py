@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.nn.functional as F
 
-from . import datasets, devices, environment, host, models
+from . import datasets, devices, environment, host, models, probe
 from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
@@ -66,7 +66,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     loop = None
     try:
         loop = _RunLoop(config, result, emit, stop, device, data, progress, position)
-        with _global_settings(config) as flushing:
+        with global_settings(config) as flushing:
             loop.flush_denormal = flushing
             loop.execute()
         result.status = "finished"
@@ -137,8 +137,17 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
     return f"The run stopped with an error: {type(exc).__name__}: {msg}"
 
 
+def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The config's optimizer over `model`'s parameters (runs and the measuring tools use the same)."""
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    return torch.optim.AdamW(model.parameters(), lr=config.lr)
+
+
 @contextmanager
-def _global_settings(config: RunConfig):
+def global_settings(config: RunConfig):
     """Thread count, TF32 and denormal flushing are process-wide: set them for the run, then put them back.
 
     Denormals are flushed to zero on the CPU because a model that fits its data drives gradients into
@@ -184,6 +193,7 @@ class _RunLoop:
         cfg = self.config.check_runs_here()
         dev = self.device or devices.resolve_device(cfg.device)
         self.device = dev
+        probe.require(dev)  # "available but not working" now, not a misleading out-of-memory error later
         reason = devices.precision_unsupported_reason(dev, cfg.precision)
         if reason:
             raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
@@ -209,7 +219,7 @@ class _RunLoop:
         if cfg.channels_last and data.spec.kind == "image":
             model = model.to(memory_format=torch.channels_last)
         self.model = model
-        self.optimizer = self._optimizer(model) if cfg.mode == "train" else None
+        self.optimizer = make_optimizer(cfg, model) if cfg.mode == "train" else None
         self.forward = torch.compile(model) if cfg.compile else model
         self.scaler = None
         if cfg.precision == "fp16" and cfg.mode == "train" and devices.grad_scaler_supported(dev):
@@ -260,13 +270,6 @@ class _RunLoop:
         if self.stop():
             raise Cancelled()
 
-    def _optimizer(self, model):
-        cfg = self.config
-        if cfg.optimizer == "sgd":
-            return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
-        if cfg.optimizer == "adam":
-            return torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        return torch.optim.AdamW(model.parameters(), lr=cfg.lr)
 
     # -- one step --------------------------------------------------------------------------------------
     def _train_step(self, x, y) -> torch.Tensor:

@@ -16,10 +16,11 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter,
+    QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter, QTabWidget,
     QVBoxLayout, QWidget,
 )
 
+from ..engine import toolview
 from ..engine.config import RunConfig
 from ..engine.errors import UserError
 from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
@@ -32,7 +33,8 @@ from .plots import LivePlots
 from .settings import settings
 from .results_panel import ResultsPanel
 from .setup_panel import SetupPanel
-from .worker import CatalogLoader, FolderChecker, RunWorker
+from .tools_panel import ToolsPanel
+from .worker import CatalogLoader, FolderChecker, RunWorker, ToolWorker
 
 CLOSE_GRACE_S = 1.0  # closing mid-run: the run's time to stop itself before its process is ended (< 2 s in all)
 
@@ -67,6 +69,8 @@ class MainWindow(QMainWindow):
         self.setup = SetupPanel()
         self.plots = LivePlots()
         self.results = ResultsPanel(self.store)
+        self.tools = ToolsPanel(self.store)
+        self.tool_worker: ToolWorker | None = None
         self.banner = Banner()
         self._build_layout()
         self._build_status_bar()
@@ -91,7 +95,7 @@ class MainWindow(QMainWindow):
             self.banner.show_message(f"{problem} New runs are kept in memory only.", warning=True)
 
     def _show_store_notices(self) -> None:
-        for notice in self.store.notices:
+        for notice in [*self.store.notices, *getattr(self.store, "tool_notices", [])]:
             self.banner.show_message(notice, warning=True)
 
     def recover_history(self, path=None) -> None:
@@ -120,7 +124,11 @@ class MainWindow(QMainWindow):
         rl.addWidget(self.banner)
         self.right_split = QSplitter(Qt.Vertical)
         self.right_split.addWidget(self.plots)
-        self.right_split.addWidget(self.results)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.results, "Runs")
+        self.tabs.addTab(self.tools, "Tools")
+        self.right_split.addWidget(self.tabs)
         self.right_split.setStretchFactor(0, 3)
         self.right_split.setStretchFactor(1, 2)
         self.right_split.setSizes([540, 380])
@@ -197,6 +205,16 @@ class MainWindow(QMainWindow):
         self.launch_action.setEnabled(False)
         run_menu.addAction(self.launch_action)
 
+        tools_menu = menu.addMenu("Tools")
+        self.tool_actions = [
+            self._action("Batch-Size Sweep", lambda: self.start_tool("sweep"), "Ctrl+Shift+B"),
+            self._action("Find Largest Batch", lambda: self.start_tool("max-batch"), "Ctrl+Shift+M"),
+            self._action("Inspect Model (CPU Fallback, Parity)", lambda: self.start_tool("inspect"), "Ctrl+Shift+I"),
+        ]
+        for a in self.tool_actions:
+            a.setEnabled(False)
+            tools_menu.addAction(a)
+
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
 
@@ -226,11 +244,18 @@ class MainWindow(QMainWindow):
                 pass
         self.run_action.setEnabled(True)
         self.launch_action.setEnabled(True)
+        for a in self.tool_actions:
+            a.setEnabled(True)
         if self._pending_folder:
             self.check_folder(self._pending_folder)
             self._pending_folder = None
         available = [d.id for d in catalog["devices"] if d.available]
         self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
+        broken = [(d, c) for d, c in (catalog.get("checks") or {}).items() if not c.ok]
+        if broken:
+            device, check = broken[0]
+            self.banner.show_message(f"{device} reports itself available but is not working: {check.detail}. "
+                                     f"It is left out of runs; this happens in virtual machines.", warning=True)
         if self.keep_spare:
             QTimer.singleShot(0, self.spare.fill)  # after the window is painted: imports torch in the background
         if self.demo:
@@ -284,8 +309,57 @@ class MainWindow(QMainWindow):
         self.say("Loading the dataset…")
         self.worker.start()
 
+    # -- the measuring tools ------------------------------------------------------------------------------
+    def start_tool(self, kind: str) -> None:
+        """Run a tool on the setup's config: a sweep over every checked device; max-batch and inspect on the first
+        checked accelerator (else the CPU). Its result lands in the Tools tab and the history."""
+        if self.worker is not None or self.tool_worker is not None or self.catalog is None:
+            return
+        configs = self.setup.configs()
+        if not configs:
+            self.say("Check at least one available device, then choose the tool again.")
+            return
+        allowed = self.setup.confirm_model_file()
+        if allowed is not True:
+            self.say(allowed or "Not run: the model file's code runs only if you allow it.")
+            return
+        devices = [c.device for c in configs]
+        config = next((c for c in configs if c.device != "cpu"), configs[0])
+        self.tool_worker = ToolWorker(kind, config, devices, self.store, self)
+        self.tool_worker.progress.connect(self.say)
+        self.tool_worker.done.connect(self._on_tool_done)
+        self.tool_worker.rejected.connect(self._on_tool_rejected)
+        self.tool_worker.finished.connect(self._on_tool_finished)
+        self.banner.hide()
+        self._set_running(True)
+        where = ", ".join(devices) if kind == "sweep" else config.device
+        self.say(f"{toolview.TITLES[kind]} of {config.model} on {where}…")
+        self.tool_worker.start()
+
+    def _on_tool_done(self, record, why_not_kept: str) -> None:
+        self.tools.add(record)
+        self.tabs.setCurrentWidget(self.tools)
+        self.say(record.result.get("sentence", ""))
+        if why_not_kept:
+            self.banner.show_message(f"This result was not kept ({why_not_kept}); it stays in the Tools tab until "
+                                     f"you quit.", warning=True)
+
+    def _on_tool_rejected(self, message: str) -> None:
+        self.banner.show_message(message, warning=True)
+        self.say(message)
+
+    def _on_tool_finished(self) -> None:
+        worker, self.tool_worker = self.tool_worker, None
+        if worker is not None:
+            worker.deleteLater()
+        self._set_running(False)
+
     @Slot()
     def stop_run(self) -> None:
+        if self.tool_worker is not None:
+            self.tool_worker.stop()
+            self.stop_button.setEnabled(False)
+            self.say("Stopping the tool… (what it found so far is kept)")
         if self.worker is not None:
             self.worker.stop()
             self.stop_button.setEnabled(False)
@@ -345,6 +419,8 @@ class MainWindow(QMainWindow):
     def _set_running(self, running: bool) -> None:
         self.setup.set_running(running)
         self.launch_action.setEnabled(not running and self.catalog is not None)
+        for a in self.tool_actions:
+            a.setEnabled(not running and self.catalog is not None)
         self.run_action.setEnabled(not running and self.catalog is not None)
         self.stop_action.setEnabled(running)
         self.stop_button.setEnabled(running)
@@ -613,6 +689,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         """Stop a running worker (it ends within one window), keep finished runs, leave no thread behind."""
         self._save_settings()
+        if self.tool_worker is not None:
+            self.tool_worker.stop()
+            self.tool_worker.wait()
         if self.worker is not None:
             self.worker.stop(grace_s=CLOSE_GRACE_S)  # then its process is ended, whatever it is doing
             self.worker.wait()

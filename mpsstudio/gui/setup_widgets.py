@@ -9,6 +9,7 @@ from PySide6.QtGui import QFont, QPalette, QValidator
 from PySide6.QtWidgets import QAbstractSpinBox, QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QWidget
 
 from ..engine.formatting import fmt_bytes
+from ..engine.probe import NOT_WORKING
 
 
 def _clean_chip_name(name: str) -> str:
@@ -116,7 +117,7 @@ class DeviceRow(QWidget):
         else:
             self.checkbox.setEnabled(False)
             self.checkbox.setToolTip(device.reason)
-            note = QLabel("(not available)")
+            note = QLabel("(not working)" if device.reason.startswith(NOT_WORKING) else "(not available)")
             note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
             note.setToolTip(device.reason)
             layout.addWidget(note)

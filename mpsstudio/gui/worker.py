@@ -32,13 +32,16 @@ class CatalogLoader(QThread):
 
     def run(self) -> None:
         try:
-            from ..engine import datasets, devices, environment, models
+            from ..engine import datasets, devices, environment, isolation, models, probe
 
+            found = devices.discover_devices()
+            checks = isolation.check_devices(found)  # "available" is not "working": checked in a run process
             self.loaded.emit({
                 "models": models.list_models(),
                 "datasets": datasets.list_datasets(),
-                "devices": devices.discover_devices(),
-                "doctor": environment.doctor(),
+                "devices": probe.mark(found, checks),
+                "checks": checks,
+                "doctor": environment.doctor(checks),
             })
         except Exception as exc:  # a broken PyTorch install must still end in one sentence
             self.failed.emit(f"PyTorch could not be loaded ({type(exc).__name__}: {exc}); "
@@ -176,3 +179,63 @@ class ModelChecker(QThread):
             from ..engine.formatting import error_line
 
             self.rejected.emit(self.path, self.spec, f"{self.path} could not be checked ({error_line(exc)}).")
+
+
+class ToolWorker(QThread):
+    """Runs one measuring tool off the GUI thread: a batch-size sweep (a series of runs, each in its own process)
+    or a max-batch search / an inspection (engine.isolation.run_tool, in a run process), and keeps its result.
+
+    `progress` carries one line of what it is doing; `done` the stored ToolRecord (or one kept in memory when the
+    history could not take it, with the sentence why); `rejected` the one sentence when it could not run."""
+
+    progress = Signal(str)
+    done = Signal(object, str)  # ToolRecord, "" or why it was not kept
+    rejected = Signal(str)
+
+    def __init__(self, kind: str, config, devices: list[str], store, parent=None):
+        super().__init__(parent)
+        self.kind, self.config, self.devices, self.store = kind, config, list(devices), store
+        self._stop = threading.Event()
+        _live.add(self)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _result(self) -> dict:
+        from ..engine import isolation, sweep
+
+        if self.kind == "sweep":
+            def on_point(result, done, total):
+                sps = result.summary.get("samples_per_s")
+                self.progress.emit(f"Sweep: {result.config.device} at batch {result.config.batch_size:,}: "
+                                   + (f"{sps:,.0f} samples/s" if sps else result.status) + f" ({done} of up to {total})")
+            runs = sweep.run(self.config, self.devices, None, should_stop=self._stop.is_set, on_point=on_point,
+                             run_point=lambda c: isolation.run_point(c, should_stop=self._stop.is_set))
+            return sweep.analyse(runs, self.config)
+        return isolation.run_tool(self.kind, {"config": self.config.to_dict()}, should_stop=self._stop.is_set,
+                                  progress=lambda message, fraction: self.progress.emit(message),
+                                  mps_fallback=self.config.mps_fallback)
+
+    def run(self) -> None:
+        from ..engine.errors import UserError
+        from ..engine.store import ToolRecord
+
+        try:
+            record = ToolRecord(kind=self.kind, result=self._result())
+        except UserError as exc:
+            self.rejected.emit(str(exc))
+            return
+        except Exception as exc:  # a bug must still end in a sentence
+            from ..engine.formatting import error_line
+
+            self.rejected.emit(f"The {self.kind} tool failed ({error_line(exc)}).")
+            return
+        why = ""
+        try:
+            if self.store is None or self.store.read_only:
+                why = "the history is read-only"
+            else:
+                self.store.save_tool(record)
+        except UserError as exc:
+            why = str(exc)
+        self.done.emit(record, why)

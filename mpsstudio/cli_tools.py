@@ -1,0 +1,220 @@
+"""`mpsstudio sweep`, `max-batch` and `inspect`: the measuring tools on the command line.
+
+Each prints a table and one sentence (the engine's), writes `--json FILE` and keeps the result in the history
+unless `--no-save`. Exit codes as the rest of the CLI: 0, 1 (the tool ran but found nothing usable), 2 (bad
+input), 130 (interrupted).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from .engine.config import MODES, OPTIMIZERS, PRECISIONS
+from .engine.errors import UserError
+from .engine.formatting import printable
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024); UserError for anything else."""
+    match = _SIZE.fullmatch(text or "")
+    if not match:
+        raise UserError(f"--memory-limit must be a size such as 8G, 512M or 1.5GiB, not {printable(text)!r}.")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if value < 1024**2 or value > 2**62:
+        raise UserError(f"--memory-limit must be between 1 MiB and 4 EiB, not {printable(text)!r}.")
+    return int(value)
+
+
+def _config_args(p, *, precision: bool = True) -> None:
+    p.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file (default: mlp)")
+    p.add_argument("--dataset", default=None, help="dataset name or an image folder (default: shapes)")
+    if precision:
+        p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    p.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
+    p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
+                   help="stop at an operation MPS lacks instead of running it on the CPU")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="end the tool (a sweep: each point) when it takes longer")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
+    p.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
+
+
+def add_parsers(sub) -> None:
+    s = sub.add_parser("sweep", help="throughput against batch size per device, and where the accelerator wins")
+    _config_args(s)
+    s.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    s.add_argument("--batch-sizes", default=None, metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the first "
+                        "that does not fit)")
+    s.add_argument("--steps", type=int, default=None, help="measured steps per point (default: 24)")
+    s.add_argument("--warmup", type=int, default=None, help="warm-up steps per point (default: 3)")
+    s.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
+
+    m = sub.add_parser("max-batch", help="the largest batch that trains (full training steps) and the fastest")
+    _config_args(m)
+    m.add_argument("--device", default=None, help="the device to search on (default: the first accelerator, else cpu)")
+    m.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="memory a batch may use, e.g. 8G (default: MPS's recommended maximum; on the CPU half the "
+                        "available RAM; CUDA: the card)")
+    m.add_argument("--max-batch", type=int, default=None, metavar="N", help="largest batch to try (default: 65536)")
+
+    i = sub.add_parser("inspect", help="CPU-fallback operations and numerical parity with the CPU (float64) on one "
+                                       "device, and its functional check")
+    _config_args(i)
+    i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
+    i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")
+
+
+def _base_config(args):
+    from .cli import _config_from_args
+
+    return _config_from_args(args)
+
+
+def _default_device() -> str:
+    from .cli import available_devices
+
+    found = available_devices()
+    return next((d for d in found if d != "cpu"), "cpu")
+
+
+def _checked_device(name: str | None) -> str:
+    from .engine.config import DEVICE_PATTERN
+
+    device = (name or _default_device()).strip().lower()
+    if not DEVICE_PATTERN.fullmatch(device):
+        raise UserError(f"The device must be cpu, mps, cuda or cuda:N, not {printable(device)!r}.")
+    return device
+
+
+def _prelude(args):
+    from .cli import _check_json_path, _check_timeout
+    from .engine import models
+
+    _check_json_path(args.json)
+    _check_timeout(args.timeout)
+    cfg = _base_config(args)
+    models.get_model_info(cfg.model)
+    if cfg.model.endswith(".py"):
+        print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
+    return cfg
+
+
+def _print_table(table) -> None:
+    from .cli import _grid
+
+    headers, rows, numeric = table
+    print(_grid(headers, [[printable(c) for c in row] for row in rows], numeric))
+
+
+def _finish(kind: str, result: dict, args) -> None:
+    """--json, then the history: the result is on screen first whatever happens to the files."""
+    from .engine.runfiles import export_tool_json
+    from .engine.store import RunStore, ToolRecord
+
+    if args.json:
+        export_tool_json(result, args.json)
+    if not args.no_save:
+        try:
+            store = RunStore()
+            try:
+                store.save_tool(ToolRecord(kind=kind, result=result))
+            finally:
+                store.close()
+        except UserError as exc:
+            print(f"mpsstudio: the {kind} result was not kept in the history: {exc}", file=sys.stderr)
+
+
+def _progress(message: str, fraction: float) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+
+
+def cmd_sweep(args) -> int:
+    from .cli import EXIT_OK, EXIT_RUN_FAILED, available_devices
+    from .engine import isolation, session, sweep, toolview
+
+    cfg = _prelude(args)
+    if args.mode:
+        cfg.mode = args.mode
+    sizes = sweep.parse_batch_sizes(args.batch_sizes)
+    steps = args.steps if args.steps is not None else sweep.DEFAULT_STEPS
+    warmup = args.warmup if args.warmup is not None else sweep.DEFAULT_WARMUP
+    names = args.devices.split(",") if args.devices is not None else available_devices()
+    plan = session.plan(cfg, names)
+    for line in plan.skipped:
+        print(line, file=sys.stderr)
+    devices = [c.device for c in plan.configs]
+
+    def on_point(result, done, total):
+        sps = result.summary.get("samples_per_s")
+        shown = f"{sps:,.0f} samples/s" if sps else result.status
+        print(f"{result.config.device} batch {result.config.batch_size}: {shown}  ({done} of up to {total})",
+              file=sys.stderr, flush=True)
+    results = sweep.run(cfg, devices, sizes, steps=steps, warmup=warmup, on_point=on_point,
+                        run_point=lambda c: isolation.run_point(c, progress=_progress, timeout_s=args.timeout))
+    result = sweep.analyse(results, cfg, steps)
+    _print_table(toolview.sweep_table(result))
+    _finish("sweep", result, args)
+    print(f"\n{printable(result['sentence'])}")
+    return EXIT_OK if result["best"] else EXIT_RUN_FAILED
+
+
+def cmd_max_batch(args) -> int:
+    from .cli import EXIT_OK, EXIT_RUN_FAILED
+    from .engine import isolation, toolview
+    from .engine.config import MAX_BATCH
+
+    cfg = _prelude(args)
+    cfg.device = _checked_device(args.device)
+    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
+    cap = args.max_batch if args.max_batch is not None else 65536
+    if not 1 <= cap <= MAX_BATCH:
+        raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
+    print(f"searching the largest batch of {cfg.model} that trains on {cfg.device}...", file=sys.stderr)
+    result = isolation.run_tool("max-batch", {"config": cfg.to_dict(), "memory_limit": limit, "cap": cap},
+                                progress=_progress, timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    _print_table(toolview.max_batch_table(result))
+    _finish("max-batch", result, args)
+    print(f"\n{printable(result['sentence'])}")
+    return EXIT_OK if result["largest_batch"] else EXIT_RUN_FAILED
+
+
+def cmd_inspect(args) -> int:
+    from .cli import EXIT_OK, EXIT_RUN_FAILED
+    from .engine import isolation, toolview
+
+    cfg = _prelude(args)
+    cfg.device = _checked_device(args.device)
+    print(f"inspecting {cfg.model} on {cfg.device}...", file=sys.stderr)
+    result = isolation.run_tool("inspect", {"config": cfg.to_dict()}, progress=_progress, timeout_s=args.timeout,
+                                mps_fallback=cfg.mps_fallback)
+    if sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
+    if result.get("parity"):
+        par = result["parity"]
+        print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, batch of "
+              f"{par['batch_size']}):")
+        _print_table(toolview.parity_table(result))
+    if result.get("fallback_ops"):
+        print()
+        _print_table(toolview.fallback_table(result))
+    _finish("inspect", result, args)
+    print(f"\n{printable(result['sentence'])}")
+    bad = not result["probe"]["ok"] or (result.get("parity") and not result["parity"]["ok"])
+    return EXIT_RUN_FAILED if bad else EXIT_OK
+
+
+COMMANDS = {"sweep": cmd_sweep, "max-batch": cmd_max_batch, "inspect": cmd_inspect}

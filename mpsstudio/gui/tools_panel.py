@@ -1,0 +1,324 @@
+"""The Tools tab: every stored sweep, max-batch search and inspection, and the one selected, drawn.
+
+It shows what the engine computed (engine.toolview's tables, the engine's sentence); nothing is re-derived here.
+A sweep is drawn as samples/s against batch size (log-x, one line per device, whiskers of ±IQR/2) with the
+crossover marked; a max-batch search as samples/s and memory per probe; an inspection as its parity and
+fallback tables.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFrame, QHBoxLayout, QLabel, QListWidget,
+                               QListWidgetItem, QPushButton, QSplitter, QStackedWidget, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from ..engine import toolview
+from ..engine.errors import UserError
+from ..engine.formatting import fmt_timestamp
+from ..engine.runfiles import export_tool_json
+from .style import device_color, placeholder_label, warning_color
+
+EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch or Inspect Model use the setup "
+              "on the left.")
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
+    t = QTableWidget(len(rows), len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.verticalHeader().setVisible(False)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setAlternatingRowColors(True)
+    for r, row in enumerate(rows):
+        for c, text in enumerate(row):
+            item = QTableWidgetItem(text)
+            item.setToolTip(text)
+            if numeric[c]:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            t.setItem(r, c, item)
+    t.resizeColumnsToContents()
+    t.horizontalHeader().setStretchLastSection(True)
+    return t
+
+
+def _list_label(kind: str, result: dict, when: str) -> str:
+    """Two short lines: "Batch-size sweep · 22 Nov 09:44" / "resnet18 on cifar10, cpu and mps"."""
+    title = toolview.title(kind, result)
+    head, _, what = title.partition(": ")
+    return f"{head} · {when}\n{what}"
+
+
+class _LogTwoAxis(pg.AxisItem):
+    """Batch sizes on a log2 axis: ticks at 1, 2, 4, ... labelled as whole numbers."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+        low, high = math.floor(minVal), math.ceil(maxVal)
+        step = max(1, (high - low) // 10 + 1)
+        return [(1.0, [float(v) for v in range(max(0, low), high + 1, step)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        return [f"{2 ** v:,.0f}" for v in values]
+
+
+class SweepPlot(pg.PlotWidget):
+    """samples/s against batch size on log-log axes (throughput spans orders of magnitude over a sweep), one line
+    per device with whiskers of ±IQR/2, the crossover marked."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent, axisItems={"bottom": _LogTwoAxis(orientation="bottom")})
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.getPlotItem().setLogMode(x=False, y=True)
+        self.setLabel("bottom", "batch size")
+        self.setLabel("left", "samples/s (measured, log scale)")
+        self.showGrid(x=True, y=True, alpha=0.15)
+        self.legend = self.addLegend(offset=(10, 10))
+        self.lines: dict[str, pg.PlotDataItem] = {}
+        self.marker: pg.InfiniteLine | None = None
+        self._restyle()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
+            self._restyle()
+        super().changeEvent(event)
+
+    def _restyle(self) -> None:
+        palette = self.palette()
+        text = palette.color(QPalette.ColorRole.Text)
+        self.setBackground(palette.color(QPalette.ColorRole.Base))
+        for name in ("left", "bottom"):
+            axis = self.getAxis(name)
+            pen = QColor(text)
+            pen.setAlphaF(0.35)
+            axis.setPen(pg.mkPen(pen, width=1))
+            axis.setTextPen(pg.mkPen(text))
+        self.legend.setLabelTextColor(text)
+
+    def show_sweep(self, result: dict) -> None:
+        self.clear()
+        self.legend.clear()
+        self.lines = {}
+        self.marker = None
+        palette = self.palette()
+        by_device: dict[str, list[dict]] = {}
+        for p in result.get("points", []):
+            if p.get("samples_per_s"):
+                by_device.setdefault(p["device"], []).append(p)
+        for device, points in by_device.items():
+            points.sort(key=lambda p: p["batch_size"])
+            xs = np.array([math.log2(p["batch_size"]) for p in points])
+            ys = np.array([p["samples_per_s"] for p in points], dtype=float)
+            color = device_color(device, palette)
+            if device == "cpu":
+                color.setAlphaF(0.8)
+            self.lines[device] = self.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolSize=7,
+                                           symbolBrush=color, symbolPen=None, name=device)
+            half = np.array([(p.get("samples_per_s_iqr") or 0) / 2 for p in points])
+            low = np.log10(np.maximum(ys - half, ys * 1e-3))  # whiskers drawn in the axis's log10 coordinates
+            high = np.log10(ys + half)
+            mid = np.log10(ys)
+            self.addItem(pg.ErrorBarItem(x=xs, y=mid, top=high - mid, bottom=mid - low, beam=0.08,
+                                         pen=pg.mkPen(color)))
+        crossover = result.get("crossover")
+        if crossover and crossover.get("batch_size"):
+            warn = warning_color(palette)
+            self.marker = pg.InfiniteLine(pos=math.log2(crossover["batch_size"]), angle=90,
+                                          pen=pg.mkPen(warn, width=1.5, style=Qt.PenStyle.DashLine),
+                                          label=f"{crossover['device']} faster from batch {crossover['batch_size']:,}",
+                                          labelOpts={"position": 0.08, "color": warn, "anchors": [(0, 1), (0, 1)]})
+            self.addItem(self.marker)
+        self.enableAutoRange()
+
+
+class ToolsPanel(QWidget):
+    """Stored tool results on the left, the selected one on the right."""
+
+    selected = Signal(object)  # the ToolRecord shown, or None
+
+    def __init__(self, store, parent=None):
+        super().__init__(parent)
+        self.store = store
+        self.records: list = []
+        self.list = QListWidget()
+        self.list.setMinimumWidth(200)
+        self.list.setWordWrap(True)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setSpacing(2)
+        self.list.currentRowChanged.connect(self._show_row)
+        self.headline = QLabel()
+        self.headline.setWordWrap(True)
+        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail = QStackedWidget()
+        self.empty = placeholder_label(EMPTY_HINT)
+        self.detail.addWidget(self.empty)
+        self.export_button = QPushButton("Export JSON…")
+        self.export_button.clicked.connect(self.export_dialog)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(self.delete_current)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.delete_button)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(6, 0, 0, 0)
+        rl.addWidget(self.headline)
+        rl.addWidget(self.detail, 1)
+        rl.addLayout(buttons)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.list)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([260, 900])
+        split.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(split)
+        self.reload()
+
+    # -- the list ----------------------------------------------------------------------------------------
+    def reload(self, select_id: str | None = None) -> None:
+        try:
+            self.records = list(reversed(self.store.tools())) if self.store is not None else []
+        except UserError as exc:
+            self.records = []
+            self.headline.setText(html.escape(str(exc)))
+        self.list.blockSignals(True)
+        self.list.clear()
+        for record in self.records:
+            item = QListWidgetItem(_list_label(record.kind, record.result, fmt_timestamp(record.created_at)))
+            item.setToolTip(record.result.get("sentence", ""))
+            self.list.addItem(item)
+        self.list.blockSignals(False)
+        row = next((i for i, r in enumerate(self.records) if r.id == select_id), 0 if self.records else -1)
+        self.list.setCurrentRow(row)
+        self._show_row(row)
+
+    def add(self, record) -> None:
+        """A tool result that just finished (already stored, or kept in memory when the history is read-only)."""
+        if self.store is not None and not self.store.read_only:
+            self.reload(select_id=record.id)
+            if any(r.id == record.id for r in self.records):
+                return
+        self.records.insert(0, record)
+        self.list.insertItem(0, QListWidgetItem(_list_label(record.kind, record.result, "not kept")))
+        self.list.setCurrentRow(0)
+
+    def current(self):
+        row = self.list.currentRow()
+        return self.records[row] if 0 <= row < len(self.records) else None
+
+    # -- the detail --------------------------------------------------------------------------------------
+    def _show_row(self, row: int) -> None:
+        while self.detail.count() > 1:
+            widget = self.detail.widget(1)
+            self.detail.removeWidget(widget)
+            widget.deleteLater()
+        record = self.records[row] if 0 <= row < len(self.records) else None
+        self.export_button.setEnabled(record is not None)
+        self.delete_button.setEnabled(record is not None)
+        if record is None:
+            self.headline.setText("")
+            self.detail.setCurrentWidget(self.empty)
+            self.selected.emit(None)
+            return
+        self.headline.setText(self._headline(record))
+        view = self._view(record.kind, record.result)
+        self.detail.addWidget(view)
+        self.detail.setCurrentWidget(view)
+        self.selected.emit(record)
+
+    def _headline(self, record) -> str:
+        r = record.result
+        title = html.escape(toolview.title(record.kind, r))
+        machine = html.escape((r.get("env") or {}).get("machine_label") or "")
+        sentence = html.escape(r.get("sentence", ""))
+        bad = record.kind == "inspect" and (not (r.get("probe") or {}).get("ok", True)
+                                            or ((r.get("parity") or {}).get("ok") is False))
+        if bad:
+            color = warning_color(self.palette()).name()
+            sentence = f"<span style='color:{color}'>⚠︎ {sentence}</span>"
+        muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        return (f"<b>{title}</b> <span style='color:{muted}'>· {machine} · "
+                f"{html.escape(fmt_timestamp(record.created_at))}</span><br>{sentence}")
+
+    def _view(self, kind: str, result: dict) -> QWidget:
+        if kind == "sweep":
+            box = QSplitter(Qt.Orientation.Vertical)
+            plot = SweepPlot()
+            plot.show_sweep(result)
+            box.addWidget(plot)
+            box.addWidget(_table(*toolview.sweep_table(result)))
+            box.setSizes([320, 160])
+            box.setObjectName("sweep")
+            return box
+        if kind == "max-batch":
+            return _table(*toolview.max_batch_table(result))
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        check = result.get("probe") or {}
+        layout.addWidget(QLabel(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
+                                f"({check.get('detail', '')})"))
+        par = result.get("parity")
+        if par:
+            layout.addWidget(QLabel(f"Parity with the CPU in float64 ({par['precision']}, tolerance "
+                                    f"{par['tolerance']:.0e}, one batch of {par['batch_size']}; relative error = "
+                                    f"max|device − reference| / max|reference|):"))
+            layout.addWidget(_table(*toolview.parity_table(result, limit=50)), 2)
+        ops = result.get("fallback_ops") or []
+        if result.get("fallback_applies") or ops:
+            layout.addWidget(QLabel(f"Operations that ran on the CPU during one training step of batch "
+                                    f"{result.get('ops_batch_size', '?')} ({result.get('op_count', 0):,} operations "
+                                    f"recorded, each timed with the device synchronized around it):"
+                                    if ops else "No operation fell back to the CPU during one training step."))
+            if ops:
+                layout.addWidget(_table(*toolview.fallback_table(result)), 1)
+        elif result.get("device") != "mps":
+            layout.addWidget(QLabel(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
+                                    f"itself."))
+        return box
+
+    # -- actions -----------------------------------------------------------------------------------------
+    def export_json(self, path: str) -> None:
+        record = self.current()
+        if record is None:
+            raise UserError("Select a tool result to export.")
+        export_tool_json({"kind": record.kind, "id": record.id, "created_at": record.created_at,
+                          **record.result}, path)
+
+    def export_dialog(self) -> None:
+        record = self.current()
+        if record is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export Tool Result", f"{record.kind}.json", "JSON (*.json)")
+        if not path:
+            return
+        try:
+            self.export_json(path)
+        except UserError as exc:
+            self.headline.setText(html.escape(str(exc)))
+
+    def delete_current(self) -> None:
+        record = self.current()
+        if record is None:
+            return
+        try:
+            if self.store is not None and not self.store.read_only:
+                self.store.delete_tools([record.id])
+        except UserError as exc:
+            self.headline.setText(html.escape(str(exc)))
+            return
+        self.records = [r for r in self.records if r.id != record.id]
+        self.reload()
+

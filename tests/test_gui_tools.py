@@ -1,0 +1,178 @@
+"""The Tools tab and menu (offscreen): stored sweeps, max-batch searches and inspections drawn from what the engine
+computed; a tool started from the window lands in the tab and the history; a device that is available but not
+working is said where the user looks."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from mpsstudio.engine import probe, sweep  # noqa: E402
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.devices import Device  # noqa: E402
+from mpsstudio.engine.store import RunStore, ToolRecord  # noqa: E402
+from mpsstudio.gui.tools_panel import EMPTY_HINT, ToolsPanel  # noqa: E402
+from tests.test_gui_app import open_window  # noqa: E402
+from tests.test_tools import point  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("no_leftovers")
+
+
+def sweep_result():
+    res = [point("cpu", b, 400.0 * b ** 0.45) for b in (1, 2, 4, 8, 16, 32, 64)]
+    res += [point("mps", b, 60.0 * b) for b in (1, 2, 4, 8, 16, 32, 64)]
+    return sweep.analyse(res, RunConfig(model="resnet18", dataset="cifar10"))
+
+
+def inspect_result(ok=True, fallback=True):
+    err = 1e-7 if ok else 0.2
+    return {"tool": "inspect", "device": "mps", "precision": "fp32", "config": RunConfig(device="mps").to_dict(),
+            "env": {"machine_label": "Apple M2 Pro, macOS 14.5"}, "probe": {"ok": True, "detail": "fine"},
+            "parity": {"loss_rel_err": err, "logits_max_rel_err": err, "worst_rel_err": err, "tolerance": 1e-3,
+                       "ok": ok, "precision": "fp32", "batch_size": 8, "grads": [{"name": "0.weight",
+                                                                                  "max_rel_err": err}]},
+            "fallback_ops": [{"op": "aten::nonzero", "count": 3, "share": 0.25}] if fallback else [],
+            "fallback_applies": True, "op_count": 90, "ops_batch_size": 64, "sentence": "the engine's sentence"}
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = RunStore(tmp_path / "h.sqlite3")
+    yield s
+    s.close()
+
+
+def test_empty_tools_tab_says_how_to_fill_it(qtbot, store):
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    assert panel.detail.currentWidget() is panel.empty and panel.empty.text() == EMPTY_HINT
+    assert not panel.export_button.isEnabled()
+
+
+def test_a_stored_sweep_is_drawn_with_its_crossover(qtbot, store):
+    result = sweep_result()
+    store.save_tool(ToolRecord(kind="sweep", result=result))
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    plot = panel.detail.currentWidget().widget(0)
+    assert set(plot.lines) == {"cpu", "mps"}
+    xs, ys = plot.lines["mps"].getOriginalDataset()
+    assert list(xs) == [math.log2(b) for b in (1, 2, 4, 8, 16, 32, 64)]
+    assert list(ys) == pytest.approx([60.0 * b for b in (1, 2, 4, 8, 16, 32, 64)])
+    assert plot.marker is not None and plot.marker.value() == math.log2(result["crossover"]["batch_size"])
+    assert result["sentence"] in panel.headline.text()
+
+
+def test_newest_tool_result_first_and_selectable(qtbot, store):
+    store.save_tool(ToolRecord(kind="sweep", result=sweep_result(), created_at="2026-01-01T00:00:00+00:00"))
+    store.save_tool(ToolRecord(kind="inspect", result=inspect_result(), created_at="2026-01-02T00:00:00+00:00"))
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    assert [r.kind for r in panel.records] == ["inspect", "sweep"]
+    assert panel.current().kind == "inspect"
+    panel.list.setCurrentRow(1)
+    assert panel.current().kind == "sweep"
+
+
+def test_an_inspection_shows_parity_fallbacks_and_flags_a_failure(qtbot, store):
+    store.save_tool(ToolRecord(kind="inspect", result=inspect_result(ok=False)))
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    from PySide6.QtWidgets import QTableWidget
+
+    tables = panel.detail.currentWidget().findChildren(QTableWidget)
+    parity, fallback = tables
+    assert parity.item(0, 0).text() == "loss" and parity.item(0, 2).text() == "NO"
+    assert fallback.item(0, 0).text() == "aten::nonzero" and fallback.item(0, 2).text() == "25%"
+    assert "⚠︎" in panel.headline.text()
+
+
+def test_export_and_delete(qtbot, store, tmp_path):
+    store.save_tool(ToolRecord(kind="sweep", result=sweep_result()))
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    out = tmp_path / "s.json"
+    panel.export_json(str(out))
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "sweep" and doc["crossover"]["batch_size"] == 32 or doc["crossover"]["batch_size"] == 64
+    panel.delete_current()
+    assert store.tools() == [] and panel.current() is None
+
+
+def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
+    w = open_window(qtbot)
+    try:
+        assert all(a.isEnabled() for a in w.tool_actions)
+        w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
+        w.start_tool("inspect")
+        assert not w.run_action.isEnabled() and w.stop_button.isEnabled()
+        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        assert w.tabs.currentWidget() is w.tools
+        record = w.tools.current()
+        assert record.kind == "inspect" and record.result["parity"]["ok"]
+        assert [t.id for t in w.store.tools()] == [record.id]
+        assert w.run_action.isEnabled()
+    finally:
+        w.close()
+
+
+def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
+    from mpsstudio.engine import isolation
+
+    seen = []
+
+    def fake_point(cfg, **kwargs):
+        seen.append((cfg.device, cfg.batch_size))
+        r = point(cfg.device, cfg.batch_size, 100.0 * cfg.batch_size)
+        r.config = cfg
+        return r
+    monkeypatch.setattr(isolation, "run_point", fake_point)
+    w = open_window(qtbot)
+    try:
+        w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
+        w.start_tool("sweep")
+        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=60_000)
+        assert seen == [("cpu", b) for b in sweep.default_batch_sizes()]
+        assert w.tools.current().result["best"] == {"cpu": 512}
+    finally:
+        w.close()
+
+
+def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
+    from mpsstudio.engine import isolation
+    from mpsstudio.engine.errors import UserError
+
+    def refuse(*a, **k):
+        raise UserError("The max-batch tool could not run: a reason.")
+    monkeypatch.setattr(isolation, "run_tool", refuse)
+    w = open_window(qtbot)
+    try:
+        w.start_tool("max-batch")
+        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=30_000)
+        assert w.banner.isVisible() and "a reason" in w.banner.text()
+        assert w.store.tools() == []
+    finally:
+        w.close()
+
+
+def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
+    from mpsstudio.engine import devices, isolation
+
+    mps = Device(id="mps", kind="mps", available=True, name="Apple M1 (faked)")
+    real = devices.discover_devices
+    monkeypatch.setattr(devices, "discover_devices", lambda: [*real()[:1], mps])
+    monkeypatch.setattr(isolation, "check_devices", lambda found: {
+        "mps": probe.Check(False, "a 16 MiB test allocation failed (RuntimeError: MPS backend out of memory)")})
+    w = open_window(qtbot)
+    try:
+        row = next(r for r in w.setup._device_rows if r.device.id == "mps")
+        assert not row.checkbox.isEnabled()
+        assert row.device.reason.startswith("available but not working: a 16 MiB test allocation failed")
+        assert w.banner.isVisible() and "mps reports itself available but is not working" in w.banner.text()
+        assert "mps works" in dict(w.catalog["doctor"])
+    finally:
+        w.close()

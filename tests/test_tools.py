@@ -1,0 +1,399 @@
+"""The measuring tools in the engine: max-batch, inspect (CPU fallback and parity), sweep analysis, the check of
+a tool's answer, and their place in the history. The MPS-only decisions are faked (there is no Mac here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+
+import pytest
+import torch
+
+from mpsstudio.engine import inspection, maxbatch, sweep, tools
+from mpsstudio.engine.config import RunConfig
+from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.store import RunStore, ToolRecord
+
+MLP = RunConfig(model="mlp", dataset="synthetic", seed=1)
+
+
+# ---------------------------------------------------------------- max-batch
+
+def fake_memory(monkeypatch, fits_up_to: int, per_sample: int = 1024 * 1024):
+    """Memory grows `per_sample` bytes per sample; batches above `fits_up_to` raise a CUDA-style OOM. Throughput
+    collapse is off (a busy test machine is not memory pressure): it has its own test."""
+    monkeypatch.setattr(maxbatch, "COLLAPSE", 0.0)
+    real_step = maxbatch._Search._step
+
+    def step(self, x, y):
+        if x.shape[0] > fits_up_to:
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {x.shape[0]} MiB")
+        real_step(self, x, y)
+        self.fake_batch = int(x.shape[0])
+    monkeypatch.setattr(maxbatch._Search, "_step", step)
+    monkeypatch.setattr(maxbatch._Search, "_memory",
+                        lambda self, rss: (getattr(self, "fake_batch", 1) * per_sample, "allocator_peak"))
+
+
+def test_max_batch_finds_a_batch_that_trains_and_a_double_that_does_not(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=100)
+    r = maxbatch.search(MLP, memory_limit=10 * 2**30)
+    assert 100 - 100 // maxbatch.RESOLUTION <= r["largest_batch"] <= 100
+    fits = {p["batch_size"]: p["fits"] for p in r["probes"]}
+    assert fits[64] and not fits[128]
+    assert [p["batch_size"] for p in r["probes"]][:8] == [1, 2, 4, 8, 16, 32, 64, 128]  # doubling, then bisecting
+    failed = [p for p in r["probes"] if not p["fits"]]
+    assert all(p["reason"].startswith("out of memory (CUDA out of memory") for p in failed)
+    assert r["fastest_batch"] in fits and fits[r["fastest_batch"]]
+    assert f"Largest batch that trains on cpu: {r['largest_batch']:,}" in r["sentence"]
+    assert tools.checked("max-batch", json.loads(json.dumps(r)))["largest_batch"] == r["largest_batch"]
+
+
+def test_max_batch_skips_a_batch_predicted_above_the_limit(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=2**20)
+    r = maxbatch.search(MLP, memory_limit=40 * 2**20)
+    predicted = [p for p in r["probes"] if p["memory_measure"] == "predicted"]
+    assert predicted and all(p["reason"].startswith("not run: it would need about") for p in predicted)
+    assert all(p["memory"] <= 40 * 2**20 for p in r["probes"] if p["fits"])
+    assert 36 <= r["largest_batch"] <= 40
+    assert "would not fit (predicted from the smaller batches)" in r["sentence"] or "did not fit" in r["sentence"]
+
+
+def test_max_batch_measured_above_the_limit_does_not_fit(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=2**20)
+    monkeypatch.setattr(maxbatch._Search, "predicted", lambda self, batch: None)  # no extrapolation: measure
+    r = maxbatch.search(MLP, memory_limit=40 * 2**20, cap=64)
+    over = [p for p in r["probes"] if p["batch_size"] == 64][0]
+    assert not over["fits"] and over["reason"].startswith("used 64.0 MiB, above the limit of 40.0 MiB")
+
+
+def test_max_batch_swap_growth_does_not_fit(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    counter = iter(range(0, 10**12, 2**30))  # every reading 1 GiB more swapped out
+    monkeypatch.setattr(maxbatch, "_swapped_out", lambda: next(counter))
+    r = maxbatch.search(MLP, memory_limit=2**30, cap=4)
+    assert r["largest_batch"] is None
+    assert r["probes"][0]["reason"].startswith("the system swapped out 1.0 GiB")
+    assert r["sentence"].startswith("No batch trained on cpu: batch 1 the system swapped out")
+
+
+def test_max_batch_throughput_collapse_does_not_fit(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    monkeypatch.setattr(maxbatch, "COLLAPSE", 0.5)
+    real = maxbatch._Search._step
+    import time as _time
+
+    def slow_from_16(self, x, y):
+        real(self, x, y)
+        if x.shape[0] >= 16:
+            _time.sleep(0.05 * x.shape[0])  # a batch of 16 takes ~0.8 s a step: far under half the throughput
+    monkeypatch.setattr(maxbatch._Search, "_step", slow_from_16)
+    r = maxbatch.search(MLP, memory_limit=2**30, cap=16)
+    last = [p for p in r["probes"] if p["batch_size"] == 16][0]
+    assert not last["fits"] and "throughput fell to" in last["reason"]
+    assert r["largest_batch"] < 16
+
+
+def test_max_batch_cap_is_said(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    r = maxbatch.search(MLP, memory_limit=2**30, cap=8)
+    assert r["largest_batch"] == 8 and r["capped"]
+    assert "the search stopped at the cap of 8, not at a memory limit" in r["sentence"]
+
+
+def test_max_batch_stop_keeps_what_was_found(monkeypatch):
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    asked = iter([False] * 6 + [True] * 1000)
+    r = maxbatch.search(MLP, memory_limit=2**30, should_stop=lambda: next(asked))
+    assert r["stopped"] and r["largest_batch"] and r["sentence"].endswith("Stopped before the search ended.")
+
+
+def test_max_batch_model_error_is_one_sentence(tmp_path):
+    path = tmp_path / "breaks.py"
+    path.write_text("import torch\nclass M(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+                    "        self.l = torch.nn.Linear(4, n)\n    def forward(self, x):\n"
+                    "        if x.shape[0] > 2:\n            raise ValueError('no batches above 2')\n"
+                    "        return self.l(x.flatten(1)[:, :4])\n"
+                    "def build_model(num_classes, input_shape):\n    return M(num_classes)\n")
+    with pytest.raises(UserError, match=r"failed a training step at batch 4 for another reason than memory "
+                                        r"\(ValueError: no batches above 2\)"):
+        maxbatch.search(RunConfig(model=str(path), dataset="synthetic"), memory_limit=2**30)
+
+
+@pytest.mark.parametrize("kwargs, words", [({"cap": 0}, "largest batch to try"), ({"cap": True}, "largest batch"),
+                                           ({"memory_limit": 10}, "at least 1 MiB")])
+def test_max_batch_bad_arguments(kwargs, words):
+    with pytest.raises(UserError, match=words):
+        maxbatch.search(MLP, **kwargs)
+
+
+# ---------------------------------------------------------------- inspect
+
+def fake_decide(fallback: set[str]):
+    return lambda op, device_type: "cpu_fallback" if op in fallback else "native"
+
+
+def test_fallback_ops_found_with_a_faked_decision():
+    r = inspection.inspect(MLP, decide=fake_decide({"aten::addmm", "aten::relu"}))
+    ops = {o["op"]: o for o in r["fallback_ops"]}
+    assert set(ops) == {"aten::addmm", "aten::relu"}
+    assert ops["aten::addmm"]["count"] >= 3 and ops["aten::relu"]["count"] >= 2  # the mlp's layers
+    assert all(0 < o["share"] < 1 for o in ops.values()) and 0 < r["fallback_share"] < 1
+    assert r["op_count"] > sum(o["count"] for o in ops.values())  # backward and optimizer ops were seen too
+    assert r["sentence"].count("2 operations ran on the CPU") == 1 and "aten::addmm" in r["sentence"]
+    assert tools.checked("inspect", json.loads(json.dumps(r)))["fallback_ops"]
+
+
+def test_fallback_records_backward_and_optimizer_ops():
+    seen = set()
+
+    def decide(op, device_type):
+        seen.add(op)
+        return "native"
+    r = inspection.inspect(MLP, decide=decide)
+    assert r["fallback_ops"] == []
+    assert {"aten::addmm", "aten::mm", "aten::threshold_backward"} <= seen  # forward and backward
+    assert any(op.startswith("aten::add_") or op.startswith("aten::_foreach") for op in seen)  # the SGD step
+
+
+def test_kernel_kind_reads_the_dispatcher():
+    assert inspection.kernel_kind("aten::addmm", "cpu") == "native"
+    assert inspection.kernel_kind("aten::zeros_like", "cpu") == "composite"
+    assert inspection.kernel_kind("aten::no_such_op", "cpu") == "unknown"
+    assert inspection.kernel_kind("aten::addmm", "tpu") == "unknown"
+
+
+def test_kernel_kind_mps_per_op_fallback_registration(monkeypatch):
+    """MPSFallback.mm registers the boxed CPU fallback per operation too: the table names that file."""
+    C = torch._C
+    monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: key == "MPS")
+    monkeypatch.setattr(C, "_dispatch_dump_table", lambda op: (
+        "CPU: registered at RegisterCPU.cpp:1 [kernel]\n"
+        f"MPS: registered at /src/aten/src/ATen/mps/{'MPSFallback.mm:80' if op == 'aten::linalg_svd' else 'RegisterMPS.cpp:9'} [kernel]"))
+    assert inspection.kernel_kind("aten::linalg_svd", "mps") == "cpu_fallback"
+    assert inspection.kernel_kind("aten::addmm", "mps") == "native"
+
+
+def test_kernel_kind_mps_backend_fallback(monkeypatch):
+    C = torch._C
+    monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: False)
+    monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: True)
+    assert inspection.kernel_kind("aten::_fft_r2c", "mps") == "cpu_fallback"
+    monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: False)
+    assert inspection.kernel_kind("aten::_fft_r2c", "mps") == "missing"
+
+
+def test_parity_on_this_cpu_is_within_fp32_tolerance():
+    r = inspection.inspect(RunConfig(model="mnist_cnn", dataset="shapes"))
+    par = r["parity"]
+    assert par["ok"] and par["tolerance"] == inspection.TOLERANCES["fp32"] and par["precision"] == "fp32"
+    assert 0 <= par["worst_rel_err"] < 1e-4
+    names = [g["name"] for g in par["grads"]]
+    assert len(names) == len(set(names)) == 8  # every parameter tensor, worst first
+    errs = [g["max_rel_err"] for g in par["grads"]]
+    assert errs == sorted(errs, reverse=True)
+    assert r["sentence"].startswith("cpu matches the float64 CPU reference (fp32, tolerance 1e-03)")
+
+
+def test_parity_flags_a_model_that_computes_differently_in_fp32(tmp_path):
+    """A stand-in for a device with wrong results: the float32 path adds 0.1 to the logits."""
+    path = tmp_path / "drifts.py"
+    path.write_text("import torch\nclass M(torch.nn.Module):\n    def __init__(self, n, size):\n        super().__init__()\n"
+                    "        self.l = torch.nn.Linear(size, n)\n    def forward(self, x):\n"
+                    "        out = self.l(x.flatten(1))\n"
+                    "        return out + 0.1 if out.dtype == torch.float32 else out\n"
+                    "def build_model(num_classes, input_shape):\n"
+                    "    import math\n    return M(num_classes, math.prod(input_shape))\n")
+    r = inspection.inspect(RunConfig(model=str(path), dataset="synthetic"))
+    assert not r["parity"]["ok"]
+    assert "differs from the float64 CPU reference beyond tolerance" in r["sentence"]
+    assert "the logits" in r["sentence"] or "the loss" in r["sentence"]
+
+
+def test_parity_turns_dropout_off():
+    r = inspection.inspect(RunConfig(model="transformer", dataset="synthetic"))
+    assert r["parity"]["ok"], r["parity"]["worst_rel_err"]
+
+
+def test_relative_error_edges():
+    assert inspection.relative_error(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert inspection.relative_error(torch.ones(3), torch.zeros(3)) == math.inf
+    assert inspection.relative_error(torch.tensor([float("nan")]), torch.ones(1)) == math.inf
+    assert inspection.relative_error(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 4.0])) == 0.5
+
+
+# ---------------------------------------------------------------- sweep
+
+def point(device: str, batch: int, sps: float, spread: float = 0.01, status: str = "finished") -> RunResult:
+    r = RunResult(config=RunConfig(device=device, batch_size=batch, steps=8, epochs=None), status=status)
+    r.windows = [{"samples_per_s": sps * (1 + spread * ((i % 3) - 1)), "steps": 1, "seconds": 0.1,
+                  "data_wait_s": 0.0} for i in range(10)]
+    r.summary = {"samples_per_s": sps if status == "finished" else None, "samples_per_s_iqr": sps * spread,
+                 "step_ms": 1000 * batch / sps, "stability": "stable"}
+    return r
+
+
+def test_sweep_crossover_and_best():
+    results = [point("cpu", b, 100.0 * b ** 0.5) for b in (1, 2, 4, 8, 16, 32)]
+    results += [point("mps", b, 30.0 * b) for b in (1, 2, 4, 8, 16, 32)]  # slower until 16 (120 vs 30*4)
+    r = sweep.analyse(results, RunConfig())
+    c = r["crossover"]
+    assert c["device"] == "mps" and c["baseline"] == "cpu"
+    assert c["batch_size"] == 16 and c["largest_batch"] == 32
+    assert c["speedup_at_largest"] == pytest.approx(30 * 32 / (100 * 32 ** 0.5))
+    assert r["best"] == {"cpu": 32, "mps": 32}
+    assert "mps is faster than the cpu from batch 16 on; at batch 32 it is 1.70x" in r["sentence"]
+    assert [p["batch_size"] for p in r["points"] if p["device"] == "mps"] == [1, 2, 4, 8, 16, 32]
+    assert set(r["points"][0]) >= {"device", "batch_size", "samples_per_s", "samples_per_s_iqr", "step_ms"}
+    assert tools.checked("sweep", json.loads(json.dumps(r)))["crossover"]["batch_size"] == 16
+
+
+def test_sweep_noise_is_not_a_win():
+    """A 3 % lead with 30 % window noise is no crossover."""
+    results = [point("cpu", 8, 100.0, spread=0.3), point("mps", 8, 103.0, spread=0.3)]
+    r = sweep.analyse(results)
+    assert r["crossover"]["never_faster"] and r["crossover"]["batch_size"] is None
+    assert "is not clearly faster" in r["sentence"]
+
+
+def test_sweep_without_cpu_has_no_crossover():
+    r = sweep.analyse([point("mps", 8, 100.0)])
+    assert r["crossover"] is None and r["best"] == {"mps": 8}
+
+
+def test_sweep_run_stops_a_device_after_its_failure():
+    ran = []
+
+    def run_point(cfg):
+        ran.append((cfg.device, cfg.batch_size))
+        failed = cfg.device == "mps" and cfg.batch_size >= 4
+        r = point(cfg.device, cfg.batch_size, 10.0, status="failed" if failed else "finished")
+        r.config = cfg
+        return r
+    results = sweep.run(RunConfig(), ["cpu", "mps"], [1, 2, 4, 8], run_point=run_point, steps=5, warmup=1)
+    assert ran == [("cpu", 1), ("mps", 1), ("cpu", 2), ("mps", 2), ("cpu", 4), ("mps", 4), ("cpu", 8)]
+    assert all(r.config.steps == 5 and r.config.warmup_steps == 1 and r.config.epochs is None for r in results)
+
+
+def test_sweep_stop_ends_it():
+    calls = []
+    results = sweep.run(RunConfig(), ["cpu"], [1, 2, 4], run_point=lambda c: calls.append(c) or point("cpu", 1, 1.0),
+                        should_stop=lambda: len(calls) >= 2)
+    assert len(results) == 2
+
+
+@pytest.mark.parametrize("text, words", [("1,x", "'x' is not one"), ("0", "'0' is not one"), ("", "'' is not one"),
+                                         ("1,,2", "'' is not one"), (",".join(str(i) for i in range(1, 70)),
+                                                                     "at most 64")])
+def test_sweep_bad_batch_sizes(text, words):
+    with pytest.raises(UserError, match=words):
+        sweep.parse_batch_sizes(text)
+
+
+def test_sweep_batch_sizes_sorted_unique():
+    assert sweep.parse_batch_sizes(" 8, 2,2,1 ") == [1, 2, 8]
+    assert sweep.default_batch_sizes()[-1] == 512
+
+
+# ---------------------------------------------------------------- a tool's answer is checked
+
+@pytest.mark.parametrize("answer", [
+    None, [], "text", {"largest_batch": 1},  # no sentence, no probes
+    {"sentence": "x", "largest_batch": "1", "fastest_batch": 1, "probes": []},
+    {"sentence": "x", "largest_batch": True, "fastest_batch": 1, "probes": []},
+    {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [{"batch_size": 1, "fits": "yes"}]},
+    {"sentence": "x", "largest_batch": 1, "fastest_batch": 1,
+     "probes": [{"batch_size": 1, "fits": True, "samples_per_s": float("nan"), "memory": 1, "reason": ""}]},
+    {"sentence": "x" * (tools.MAX_TEXT + 1), "largest_batch": 1, "fastest_batch": 1, "probes": []},
+    {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], "deep": [[[[[[[[[[1]]]]]]]]]]},
+    {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], "obj": object()},
+    {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], 3: "non-text key"},
+])
+def test_a_forged_max_batch_answer_is_refused(answer):
+    with pytest.raises(UserError, match=r"^The max-batch tool's process sent a result that could not be read"):
+        tools.checked("max-batch", answer)
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.update(probe={"ok": "yes", "detail": ""}),
+    lambda r: r.update(fallback_ops=[{"op": 1, "count": 1, "share": 0.1}]),
+    lambda r: r["parity"].update(ok=1),
+    lambda r: r["parity"]["grads"].append({"name": "w", "max_rel_err": "big"}),
+])
+def test_a_forged_inspect_answer_is_refused(change):
+    good = {"sentence": "s", "probe": {"ok": True, "detail": ""}, "fallback_ops": [],
+            "parity": {"ok": True, "tolerance": 1e-3, "loss_rel_err": 0.0, "logits_max_rel_err": 0.0,
+                       "worst_rel_err": 0.0, "grads": []}}
+    tools.checked("inspect", json.loads(json.dumps(good)))
+    change(good)
+    with pytest.raises(UserError, match="could not be read"):
+        tools.checked("inspect", good)
+
+
+def test_unknown_tool_is_one_sentence():
+    with pytest.raises(UserError, match=r"Unknown tool 'nope'"):
+        tools.run("nope", {"config": {}})
+    with pytest.raises(UserError, match="needs a run configuration"):
+        tools.run("inspect", {"config": "x"})
+
+
+# ---------------------------------------------------------------- history
+
+def test_tool_results_are_kept_and_read_back(tmp_path):
+    store = RunStore(tmp_path / "h.sqlite")
+    r = sweep.analyse([point("cpu", 1, 10.0), point("cpu", 2, 15.0)], RunConfig())
+    store.save_tool(ToolRecord(kind="sweep", result=r))
+    store.close()
+    again = RunStore(tmp_path / "h.sqlite")
+    [record] = again.tools()
+    assert record.kind == "sweep" and record.result["best"] == {"cpu": 2} and not again.tool_notices
+
+
+def test_a_damaged_tool_row_is_skipped_with_a_notice(tmp_path):
+    path = tmp_path / "h.sqlite"
+    store = RunStore(path)
+    store.save_tool(ToolRecord(kind="sweep", result=sweep.analyse([point("cpu", 1, 10.0)])))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO tools VALUES ('bad1', '2026-01-01T00:00:00+00:00', 'sweep', '{not json')")
+        db.execute("INSERT INTO tools VALUES ('bad2', '2026-01-01T00:00:00+00:00', 'inspect', '{\"sentence\": 3}')")
+        db.execute("INSERT INTO tools VALUES ('bad3', '2026-01-01T00:00:00+00:00', 'rm -rf', '{}')")
+    again = RunStore(path)
+    assert [t.kind for t in again.tools()] == ["sweep"]
+    assert again.tool_notices and again.tool_notices[0].startswith("3 stored tool results could not be read")
+    assert again.all() == [] and again.notices == []  # the runs' notices are their own
+
+
+def test_an_older_history_gains_the_tools_table(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        from mpsstudio.engine.store import _SCHEMA
+
+        db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
+        db.execute("PRAGMA user_version=1")
+    store = RunStore(path)
+    assert store.tools() == []
+    store.save_tool(ToolRecord(kind="sweep", result=sweep.analyse([point("cpu", 1, 10.0)])))
+    assert len(store.tools()) == 1
+
+
+def test_a_read_only_older_history_shows_no_tools(tmp_path, monkeypatch):
+    """An older history opened read-only has no tools table and cannot get one: no tools, nothing written.
+    (Root ignores file modes, so the decision itself is faked, as in test_history_survives.)"""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        from mpsstudio.engine.store import _SCHEMA
+
+        db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
+        db.execute("PRAGMA user_version=1")
+    before = path.read_bytes()
+    monkeypatch.setattr(os, "access", lambda p, mode: mode != os.W_OK)
+    store = RunStore(path)
+    assert store.read_only and store.tools() == []
+    with pytest.raises(UserError, match="read-only, so this result is not kept"):
+        store.save_tool(ToolRecord(kind="sweep", result={}))
+    store.close()
+    assert path.read_bytes() == before
