@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+    b.add_argument("--no-inspect", action="store_true",
+                   help="after an MPS run, skip the inspection (operations that fell back to the CPU, parity with "
+                        "the CPU) whose findings the verdict names")
 
     lb = sub.add_parser("launch-benchmark",
                         help="PyTorch's MPS launch benchmark (ResNet50, BERT-base, VGG16; training and inference) on "
@@ -160,7 +163,7 @@ def _cmd_bench(args) -> int:
     _check_timeout(args.timeout)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat)
+                 rounds=args.repeat, inspect=not args.no_inspect)
 
 
 def _check_timeout(timeout) -> None:
@@ -193,7 +196,7 @@ def _check_json_path(path: str | None) -> None:
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
-          timeout_s: float | None = None, rounds: int = 1) -> int:
+          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
     from .engine import isolation, models, repeat, session
@@ -214,15 +217,16 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         print("mpsstudio: interrupted; the interrupted run is kept as cancelled.", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
-    kept = _keep(progress, results, json_path)
+    inspections = cli_tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []
+    kept = _keep(progress, results, json_path, inspections)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
-    _print_verdicts(results)  # last: the answer in words
+    _print_verdicts(results, inspections)  # last: the answer in words
     return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
 
 
-def _print_verdicts(results) -> None:
+def _print_verdicts(results, inspections=None) -> None:
     from .engine.compare import compare
     from .engine.verdict import verdicts
 
@@ -233,16 +237,16 @@ def _print_verdicts(results) -> None:
             print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
                   f"{printable(r.summary.get('stability_reason') or '')}.")
     for c in comparisons:
-        for sentence in verdicts(c):
+        for sentence in verdicts(c, inspections):
             print(f"\n{printable(sentence)}")
 
 
-def _keep(progress: "_Progress", results, json_path) -> bool:
+def _keep(progress: "_Progress", results, json_path, inspections=None) -> bool:
     """Write the runs to --json (the history took each as it ended); False when the history did not keep them."""
     from .engine.runfiles import export_json
 
     if json_path:
-        export_json(results, json_path)
+        export_json(results, json_path, inspections)
     return progress.kept
 
 
@@ -490,12 +494,13 @@ def _cmd_history(args) -> int:
     if store.read_only:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all()
-    for notice in store.notices:
+    inspections = [t.result for t in store.tools() if t.kind == "inspect"]
+    for notice in [*store.notices, *store.tool_notices]:
         print(f"mpsstudio: {notice}", file=sys.stderr)
     if args.json:
         from .engine.runfiles import export_json
 
-        export_json(results, args.json)
+        export_json(results, args.json, inspections)
         print(f"wrote {plural(len(results), 'run')} to {printable(args.json)}", file=sys.stderr)
     if not results:
         print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
@@ -505,7 +510,7 @@ def _cmd_history(args) -> int:
         print(f"\n{printable(c.title())}")
         keys = ("machine", *CLI_BENCH_COLUMNS) if len(c.machines()) > 1 else None
         print(format_table(c.all_runs, keys))
-        for sentence in verdicts(c):
+        for sentence in verdicts(c, inspections):
             print(printable(sentence))
     return EXIT_OK
 

@@ -119,19 +119,24 @@ def _print_table(table) -> None:
 def _finish(kind: str, result: dict, args) -> None:
     """--json, then the history: the result is on screen first whatever happens to the files."""
     from .engine.runfiles import export_tool_json
-    from .engine.store import RunStore, ToolRecord
 
     if args.json:
         export_tool_json(result, args.json)
     if not args.no_save:
+        _save_tool(kind, result)
+
+
+def _save_tool(kind: str, result: dict) -> None:
+    from .engine.store import RunStore, ToolRecord
+
+    try:
+        store = RunStore()
         try:
-            store = RunStore()
-            try:
-                store.save_tool(ToolRecord(kind=kind, result=result))
-            finally:
-                store.close()
-        except UserError as exc:
-            print(f"mpsstudio: the {kind} result was not kept in the history: {exc}", file=sys.stderr)
+            store.save_tool(ToolRecord(kind=kind, result=result))
+        finally:
+            store.close()
+    except UserError as exc:
+        print(f"mpsstudio: the {kind} result was not kept in the history: {exc}", file=sys.stderr)
 
 
 def _progress(message: str, fraction: float) -> None:
@@ -215,6 +220,31 @@ def cmd_inspect(args) -> int:
     print(f"\n{printable(result['sentence'])}")
     bad = not result["probe"]["ok"] or (result.get("parity") and not result["parity"]["ok"])
     return EXIT_RUN_FAILED if bad else EXIT_OK
+
+
+def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> list[dict]:
+    """After a comparison: inspect each finished MPS run's setup (CPU fallbacks, parity with the CPU), in a run
+    process, so the verdict can name what it found. A failed inspection is one line; the runs stay as they are."""
+    from .engine import isolation
+
+    found, seen = [], set()
+    for r in results:
+        key = (r.config.device, r.config.comparison_key())
+        if r.status != "finished" or r.config.device != "mps" or key in seen:
+            continue
+        seen.add(key)
+        print(f"inspecting {r.config.model} on {r.config.device} (CPU fallbacks, parity; --no-inspect skips it)...",
+              file=sys.stderr)
+        try:
+            result = isolation.run_tool("inspect", {"config": r.config.to_dict()}, timeout_s=timeout_s,
+                                        mps_fallback=r.config.mps_fallback)
+        except UserError as exc:
+            print(f"mpsstudio: the inspection after the {r.config.device} run did not finish: {exc}", file=sys.stderr)
+            continue
+        found.append(result)
+        if save:
+            _save_tool("inspect", result)
+    return found
 
 
 COMMANDS = {"sweep": cmd_sweep, "max-batch": cmd_max_batch, "inspect": cmd_inspect}

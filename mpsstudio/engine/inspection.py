@@ -11,184 +11,35 @@ Three checks of one config, in a run's own process (isolation.run_tool):
    process (TORCH_WARN_ONCE), so warnings cannot list them. Each operation is also timed with the device
    synchronized around it, which gives the fallback operations' share of the time spent in operations.
 3. Numerical parity: the same weights and the same batch, one forward and backward on the device (in the
-   config's precision, TF32 as the config says) and on the CPU in float64 as the reference. Reported: the
-   relative error of the loss, of the logits and of every parameter's gradient, worst first, where the relative
-   error of a tensor is max|device - reference| / max|reference| (relative to the tensor's scale, so values
-   near zero do not blow it up). Dropout is off in both (its random masks differ between devices).
+   config's precision, TF32 as the config says) and on the CPU in float64 as the reference, both in evaluation
+   mode (opcheck.for_parity says why). Reported: the relative error of the loss, of the logits and of every
+   parameter's gradient, worst first, where the relative error of a tensor is max|device - reference| /
+   max|reference| (relative to the tensor's scale, so values near zero do not blow it up), beside the CPU's own
+   error in the same precision; each is judged against the precision's tolerance or that CPU error
+   (opcheck.parity_of).
 """
 
 from __future__ import annotations
 
 import copy
-import math
-import time
-from collections import Counter
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from . import probe, toolkit
+from .opcheck import fallback_ops, forward_backward, parity_of
 from .config import RunConfig
 from .errors import UserError
 from .formatting import error_line, plural
 
 PARITY_BATCH = 8  # samples in the parity batch (the float64 CPU reference is slow for large models)
-# Largest relative error (see the module docstring) that still counts as correct, per precision. fp32 allows
-# for a different order of summation on the device; TF32 keeps 10 mantissa bits like fp16; bf16 keeps 7.
-TOLERANCES = {"fp32": 1e-3, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
-DISPATCH_KEYS = {"mps": "MPS", "cuda": "CUDA", "cpu": "CPU"}
-_COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
-_FALLBACK_SOURCE = "MPSFallback"  # the file that registers MPS's boxed CPU fallback, also per operation
-
-
-def kernel_kind(op_name: str, device_type: str) -> str:
-    """How the dispatcher runs `op_name` (e.g. "aten::nonzero") for a tensor on `device_type`:
-    "native" (a kernel of its own for the device's key), "composite" (a kernel made of other operations),
-    "cpu_fallback" (the boxed CPU fallback), "missing" (none: it would fail) or "unknown"."""
-    key = DISPATCH_KEYS.get(device_type)
-    if key is None:
-        return "unknown"
-    C = torch._C
-    try:
-        if C._dispatch_has_kernel_for_dispatch_key(op_name, key):
-            # MPS registers the CPU fallback per operation too (MPSFallback.mm, m.impl(..., mps_fallback)):
-            # the dispatcher's table names the file a kernel was registered from
-            line = next((l for l in C._dispatch_dump_table(op_name).splitlines() if l.startswith(f"{key}:")), "")
-            return "cpu_fallback" if _FALLBACK_SOURCE in line else "native"
-        if any(C._dispatch_has_kernel_for_dispatch_key(op_name, k) for k in _COMPOSITE_KEYS):
-            return "composite"
-        if C._dispatch_has_backend_fallback(getattr(C.DispatchKey, key)):
-            return "cpu_fallback" if device_type == "mps" else "native"
-        return "missing"
-    except Exception:  # an operator the dispatcher does not know by this name (a custom op's alias)
-        return "unknown"
-
-
-class _Recorder(TorchDispatchMode):
-    """Counts (and times, the device synchronized around each) every ATen operation with a tensor on the device."""
-
-    def __init__(self, device_type: str, sync: Callable[[], None]):
-        super().__init__()
-        self.device_type, self.sync = device_type, sync
-        self.counts: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        flat, _ = tree_flatten((args, kwargs))
-        on_device = any(isinstance(t, torch.Tensor) and t.device.type == self.device_type for t in flat)
-        if not on_device:
-            return func(*args, **kwargs)
-        self.sync()
-        start = time.perf_counter()
-        out = func(*args, **kwargs)
-        self.sync()
-        name = func.name()
-        self.seconds[name] += time.perf_counter() - start
-        self.counts[name] += 1
-        return out
-
-
-def fallback_ops(step: Callable[[], None], device_type: str, sync: Callable[[], None],
-                 decide: Callable[[str, str], str] | None = None) -> dict:
-    """Run `step` once under the recorder; the operations that took the CPU fallback, most time first."""
-    decide = decide or kernel_kind
-    recorder = _Recorder(device_type, sync)
-    with recorder:
-        step()
-    total = sum(recorder.seconds.values())
-    kinds = {op: decide(op, device_type) for op in recorder.counts}
-    ops = [{"op": op, "count": recorder.counts[op],
-            "share": (recorder.seconds[op] / total) if total > 0 else None}
-           for op in recorder.counts if kinds[op] == "cpu_fallback"]
-    ops.sort(key=lambda o: (-(o["share"] or 0), -o["count"], o["op"]))
-    return {
-        "fallback_ops": ops,
-        "op_count": sum(recorder.counts.values()),
-        "distinct_ops": len(recorder.counts),
-        "missing_ops": sorted(op for op, kind in kinds.items() if kind == "missing"),
-        "fallback_share": (sum(o["share"] or 0 for o in ops) if total > 0 else None),
-    }
-
-
-def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max|got - ref| / max|ref| in float64 (inf when the reference is all zero and the result is not)."""
-    got, ref = got.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
-    diff = float((got - ref).abs().max()) if ref.numel() else 0.0
-    scale = float(ref.abs().max()) if ref.numel() else 0.0
-    if not math.isfinite(diff):
-        return math.inf
-    if scale == 0.0:
-        return 0.0 if diff == 0.0 else math.inf
-    return diff / scale
-
-
-def _without_dropout(model: torch.nn.Module) -> torch.nn.Module:
-    model.train()
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
-            module.eval()
-        if isinstance(getattr(module, "dropout", None), float):  # nn.MultiheadAttention keeps a float
-            module.dropout = 0.0
-    return model
-
-
-def _forward_backward(model, x, y, dtype=None, device_type="cpu"):
-    if dtype is not None:
-        with torch.autocast(device_type, dtype=dtype):
-            logits = model(x)
-            loss = F.cross_entropy(logits, y)
-    else:
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-    loss.backward()
-    return logits, loss
 
 
 def parity(setup: toolkit.Setup, base: torch.nn.Module) -> dict:
-    """The device against the float64 CPU reference on one fixed batch (see the module docstring)."""
-    cfg = setup.config
+    """The device against the float64 CPU reference on one fixed batch of real samples (see the docstring)."""
     x, y = toolkit.real_batch(setup, PARITY_BATCH, torch.device("cpu"))
-    ref = _without_dropout(copy.deepcopy(base).double())
-    ref_x = x.double() if x.is_floating_point() else x
-    ref_logits, ref_loss = _forward_backward(ref, ref_x, y)
-    dev_model = _without_dropout(copy.deepcopy(base).to(setup.tdev))
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(cfg.precision)
-    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    try:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = cfg.tf32
-        logits, loss = _forward_backward(dev_model, x.to(setup.tdev), y.to(setup.tdev), dtype, setup.tdev.type)
-        setup.device.synchronize()
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
-    grads = []
-    ref_params = dict(ref.named_parameters())
-    for name, p in dev_model.named_parameters():
-        r = ref_params.get(name)
-        if r is None or r.grad is None:
-            continue
-        err = relative_error(p.grad, r.grad) if p.grad is not None else math.inf
-        grads.append({"name": name, "max_rel_err": err})
-    grads.sort(key=lambda g: -g["max_rel_err"])
-    label = "tf32" if cfg.precision == "fp32" and cfg.tf32 and setup.device.kind == "cuda" else cfg.precision
-    tolerance = TOLERANCES[label]
-    loss_err = relative_error(loss.float().reshape(1), ref_loss.reshape(1))
-    logits_err = relative_error(logits.float(), ref_logits)
-    worst = max([loss_err, logits_err, *(g["max_rel_err"] for g in grads)])
-    return {
-        "loss_rel_err": loss_err,
-        "logits_max_rel_err": logits_err,
-        "grads": grads,
-        "worst_rel_err": worst,
-        "tolerance": tolerance,
-        "precision": label,
-        "ok": worst <= tolerance,
-        "batch_size": PARITY_BATCH,
-        "reference": "CPU, float64",
-    }
+    return parity_of(base, x, y, setup.tdev, setup.config.precision, setup.config.tf32, setup.device.synchronize,
+                     setup.device.kind)
 
 
 def inspect(config: RunConfig, *, progress: Callable[[str, float], None] | None = None,
@@ -233,7 +84,7 @@ def _step_ops(setup: toolkit.Setup, base: torch.nn.Module, decide) -> dict:
 
     def step():
         opt.zero_grad(set_to_none=True)
-        _forward_backward(model, x, y, dtype, setup.tdev.type)
+        forward_backward(model, x, y, dtype, setup.tdev.type)
         opt.step()
     step()  # warm-up: first-call set-up is not an operation of the step
     setup.device.synchronize()
@@ -253,12 +104,14 @@ def sentence(result: dict) -> str:
     if par:
         what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
         if par["ok"]:
-            parts.append(f"{device} matches the float64 CPU reference ({what}): largest relative error "
+            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
+                         f"the CPU's own error in {par['precision']}): largest relative error "
                          f"{par['worst_rel_err']:.1e}.")
         else:
-            worst = _worst_name(par)
-            parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}): relative "
-                         f"error {par['worst_rel_err']:.1e} in {worst}; its results here are not to be trusted.")
+            bad = _bad_error(par)
+            parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
+                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {par['precision']}): relative error "
+                         f"{bad:.1e} in {_worst_name(par)}; its results here are not to be trusted.")
     ops = result.get("fallback_ops") or []
     if ops:
         names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
@@ -273,10 +126,28 @@ def sentence(result: dict) -> str:
     return " ".join(parts) or f"Nothing was checked on {device}."
 
 
+def _bad_error(par: dict) -> float:
+    if not par.get("loss_ok", True):
+        return par["loss_rel_err"]
+    if not par.get("logits_ok", True):
+        return par["logits_max_rel_err"]
+    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
+    return bad["max_rel_err"] if bad else par["worst_rel_err"]
+
+
 def _worst_name(par: dict) -> str:
+    """The tensor to name: the first beyond tolerance (parity_of sorts failures first), else the largest error."""
+    if not par.get("loss_ok", True):
+        return "the loss"
+    if not par.get("logits_ok", True):
+        return "the logits"
+    grads = par.get("grads") or []
+    bad = next((g for g in grads if not g.get("ok", True)), None)
+    if bad is not None:
+        return f"the gradient of {bad['name']}"
     worst = par["worst_rel_err"]
     if par["loss_rel_err"] == worst:
         return "the loss"
     if par["logits_max_rel_err"] == worst:
         return "the logits"
-    return f"the gradient of {par['grads'][0]['name']}" if par["grads"] else "the gradients"
+    return f"the gradient of {grads[0]['name']}" if grads else "the gradients"

@@ -27,13 +27,14 @@ def _cannot_write(path: Path, exc: OSError) -> UserError:
                      "choose another folder.")
 
 
-def export_json(results: list[RunResult], path: str | Path) -> None:
-    """Write runs and the comparisons among them to a JSON file: never pickle, readable anywhere."""
+def export_json(results: list[RunResult], path: str | Path, inspections: list[dict] | None = None) -> None:
+    """Write runs and the comparisons among them to a JSON file: never pickle, readable anywhere. `inspections`
+    (stored `inspect` results) add their findings to the verdicts."""
     doc = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "runs": [r.to_dict() for r in results],
-        "comparisons": [comparison_record(c) for c in compare(results)],
+        "comparisons": [comparison_record(c, inspections) for c in compare(results)],
     }
     path = Path(path)
     try:

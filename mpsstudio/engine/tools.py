@@ -103,6 +103,7 @@ def _check_inspect(r: dict) -> None:
         _need(isinstance(par.get("grads"), list))
         for g in par["grads"]:
             _need(isinstance(g, dict) and isinstance(g.get("name"), str) and _number(g.get("max_rel_err"), False))
+            _need(_number(g.get("cpu_rel_err")) and isinstance(g.get("ok", True), bool))
     _need(isinstance(r.get("fallback_ops"), list))
     for o in r["fallback_ops"]:
         _need(isinstance(o, dict) and isinstance(o.get("op"), str) and _whole(o.get("count"), False))

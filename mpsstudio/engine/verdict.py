@@ -6,6 +6,8 @@ The window shows these sentences above the chart; the CLI prints them last.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
 from .formatting import fmt_duration, fmt_ratio, is_finite
 from .summary import epoch_seconds
@@ -14,14 +16,51 @@ LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dom
 DATA_BOUND_FRACTION = 0.20  # data waiting above this share of step time
 
 
-def verdicts(c: Comparison) -> list[str]:
-    """The sentences of a comparison: one per device with a speedup, then the cross-machine ratios."""
+def inspection_for(run, inspections: Sequence[dict] | None) -> dict | None:
+    """The latest `mpsstudio inspect` result (oldest first in `inspections`) of this run's model, dataset,
+    precision and TF32 setting on this run's device and machine; None when there is none."""
+    if not inspections:
+        return None
+    cfg, env = run.config, run.env or {}
+    for r in reversed(inspections):
+        rc, renv = r.get("config") or {}, r.get("env") or {}
+        if (r.get("device") == cfg.device and rc.get("model") == cfg.model and rc.get("dataset") == cfg.dataset
+                and rc.get("precision") == cfg.precision and rc.get("tf32") == cfg.tf32
+                and renv.get("machine_label") == env.get("machine_label")
+                and renv.get("hostname") == env.get("hostname")):
+            return r
+    return None
+
+
+def findings(inspection: dict | None) -> list[str]:
+    """What an inspection of the run's setup found that bears on the verdict: a parity failure, CPU fallbacks."""
+    if not inspection:
+        return []
+    out = []
+    par = inspection.get("parity") or {}
+    if par and par.get("ok") is False:
+        out.append(f"an inspection found its results differ from the float64 CPU reference beyond tolerance "
+                   f"(relative error {par.get('worst_rel_err', float('nan')):.1e}, {par.get('precision')}): do not "
+                   f"trust what it computes here")
+    ops = inspection.get("fallback_ops") or []
+    if ops:
+        names = ", ".join(str(o.get("op")) for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
+        share = inspection.get("fallback_share")
+        timing = f", {100 * share:.0f} % of the time spent in operations" if is_finite(share) else ""
+        out.append(f"{len(ops)} operation{'s' if len(ops) != 1 else ''} ran on the CPU ({names}{timing}), each "
+                   f"with a copy to the CPU and back, which explains part of its time")
+    return out
+
+
+def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[str]:
+    """The sentences of a comparison: one per device with a speedup, then the cross-machine ratios.
+    `inspections`: stored `inspect` results, oldest first; each device's latest matching one adds its findings."""
     out = []
     for e in c.entries:
         if e.is_baseline:
             continue
         if e.speedup is not None:
-            out.append(sentence(e))
+            out.append(sentence(e, inspection_for(e.run, inspections)))
         elif e.device != "cpu":
             where = "this machine" if e.local else short_machine(e.machine)
             out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
@@ -88,7 +127,7 @@ def hints(e: Entry) -> list[str]:
     return out
 
 
-def sentence(e: Entry) -> str:
+def sentence(e: Entry, inspection: dict | None = None) -> str:
     """"Apple GPU (mps) is 3.2x faster than the CPU (3.0x-3.4x) for resnet18 on cifar10 at batch 128: 12.3 s vs
     39.4 s per epoch (measured)." plus hints."""
     name = device_name(e.device)
@@ -106,11 +145,11 @@ def sentence(e: Entry) -> str:
     head = where + head
     epochs = _epochs(e)
     text = f"{head}: {epochs}." if epochs else f"{head}."
-    text += "".join(f" {h[0].upper()}{h[1:]}." for h in hints(e))
+    text += "".join(f" {h[0].upper()}{h[1:]}." for h in [*hints(e), *findings(inspection)])
     return text[0].upper() + text[1:]
 
 
-def comparison_record(c: Comparison) -> dict:
+def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) -> dict:
     """A comparison as JSON (`bench --json`, `history --json`, the window's export), its verdicts included."""
     cfg = c.config
     return {
@@ -123,10 +162,11 @@ def comparison_record(c: Comparison) -> dict:
              "speedup_vs_cpu": e.speedup, "speedup_low": e.low, "speedup_high": e.high,
              "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
              "baseline_run": e.baseline.id if e.baseline else None,
-             "verdict": sentence(e) if not e.is_baseline and e.speedup is not None else None}
+             "verdict": (sentence(e, inspection_for(e.run, inspections))
+                         if not e.is_baseline and e.speedup is not None else None)}
             for e in c.entries
         ],
         "cross_machine": [{"a_run": x.a.run.id, "b_run": x.b.run.id, "ratio": x.ratio, "label": x.label()}
                           for x in c.cross],
-        "verdict": " ".join(verdicts(c)) or None,
+        "verdict": " ".join(verdicts(c, inspections)) or None,
     }

@@ -310,21 +310,25 @@ class MainWindow(QMainWindow):
         self.worker.start()
 
     # -- the measuring tools ------------------------------------------------------------------------------
-    def start_tool(self, kind: str) -> None:
+    def start_tool(self, kind: str, config: RunConfig | None = None) -> None:
         """Run a tool on the setup's config: a sweep over every checked device; max-batch and inspect on the first
-        checked accelerator (else the CPU). Its result lands in the Tools tab and the history."""
+        checked accelerator (else the CPU). `config`: a run's own config (the inspection after an MPS run, whose
+        model file the user already allowed). Its result lands in the Tools tab and the history."""
         if self.worker is not None or self.tool_worker is not None or self.catalog is None:
             return
-        configs = self.setup.configs()
-        if not configs:
-            self.say("Check at least one available device, then choose the tool again.")
-            return
-        allowed = self.setup.confirm_model_file()
-        if allowed is not True:
-            self.say(allowed or "Not run: the model file's code runs only if you allow it.")
-            return
-        devices = [c.device for c in configs]
-        config = next((c for c in configs if c.device != "cpu"), configs[0])
+        if config is None:
+            configs = self.setup.configs()
+            if not configs:
+                self.say("Check at least one available device, then choose the tool again.")
+                return
+            allowed = self.setup.confirm_model_file()
+            if allowed is not True:
+                self.say(allowed or "Not run: the model file's code runs only if you allow it.")
+                return
+            devices = [c.device for c in configs]
+            config = next((c for c in configs if c.device != "cpu"), configs[0])
+        else:
+            devices = [config.device]
         self.tool_worker = ToolWorker(kind, config, devices, self.store, self)
         self.tool_worker.progress.connect(self.say)
         self.tool_worker.done.connect(self._on_tool_done)
@@ -338,6 +342,8 @@ class MainWindow(QMainWindow):
 
     def _on_tool_done(self, record, why_not_kept: str) -> None:
         self.tools.add(record)
+        if record.kind == "inspect":  # the verdict names its findings (kept in memory when the history is not)
+            self.results.add_inspection(record.result)
         self.tabs.setCurrentWidget(self.tools)
         self.say(record.result.get("sentence", ""))
         if why_not_kept:
@@ -525,6 +531,10 @@ class MainWindow(QMainWindow):
             failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
             failed += [self.rejected] if self.rejected else []
             self._finish_demo(1 if failed else 0, "; ".join(failed))
+            return
+        mps = next((r for r in self.run_ended if r.status == "finished" and r.config.device == "mps"), None)
+        if mps is not None:  # what the verdict needs to explain MPS: its CPU fallbacks and parity (Tools tab)
+            QTimer.singleShot(0, lambda: self.start_tool("inspect", mps.config))
 
     def _finish_demo(self, code: int, message: str = "") -> None:
         self.exit_code = code

@@ -162,7 +162,22 @@ class ResultsPanel(QWidget):
             runs = []
         for notice in self.store.notices:
             self.message.emit(notice)
+        self.reload_inspections()
         self._set_runs(runs, keep)
+
+    def add_inspection(self, result: dict) -> None:
+        """An inspection that just finished: the verdict names its findings from now on."""
+        self.chart.inspections.append(result)
+        self._update_chart()
+
+    def reload_inspections(self) -> None:
+        """The stored `inspect` results whose findings (CPU fallbacks, parity) the verdict names."""
+        try:
+            self.chart.inspections = [t.result for t in self.store.tools() if t.kind == "inspect"]
+        except UserError as exc:
+            self.chart.inspections = []
+            self.message.emit(str(exc))
+        self._update_chart()
 
     def set_store(self, store: RunStore) -> None:
         """Show another history (a recovered one, say)."""

@@ -44,6 +44,7 @@ class SpeedupChart(QWidget):
         super().__init__(parent)
         self.show_title = show_title
         self.comparison: Comparison | None = None
+        self.inspections: list[dict] = []  # stored `inspect` results: the verdict names their findings
         self.bars: pg.BarGraphItem | None = None
         self.whiskers: pg.ErrorBarItem | None = None
         self._labels: list[pg.TextItem] = []
@@ -209,7 +210,7 @@ class SpeedupChart(QWidget):
         item.setXRange((x - 1) / 2 - slots / 2, (x - 1) / 2 + slots / 2, padding=0)
         item.setYRange(base, top, padding=0)
         item.showGrid(x=False, y=True, alpha=0.15)
-        sentences = verdicts(c)
+        sentences = verdicts(c, self.inspections)
         paragraphs = [html.escape(v) for v in sentences]
         if paragraphs:  # the first verdict is the headline; the others (other devices, machines) follow it
             paragraphs[0] = f"<b>{paragraphs[0]}</b>"

@@ -272,9 +272,12 @@ class ToolsPanel(QWidget):
                                 f"({check.get('detail', '')})"))
         par = result.get("parity")
         if par:
-            layout.addWidget(QLabel(f"Parity with the CPU in float64 ({par['precision']}, tolerance "
-                                    f"{par['tolerance']:.0e}, one batch of {par['batch_size']}; relative error = "
-                                    f"max|device − reference| / max|reference|):"))
+            label = QLabel(f"Parity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e} or "
+                           f"{par.get('cpu_factor', 4):g}× the CPU's own error in the same precision; one batch of "
+                           f"{par['batch_size']}, evaluation mode; relative error = max|device − reference| / "
+                           f"max|reference|):")
+            label.setWordWrap(True)
+            layout.addWidget(label)
             layout.addWidget(_table(*toolview.parity_table(result, limit=50)), 2)
         ops = result.get("fallback_ops") or []
         if result.get("fallback_applies") or ops:
