@@ -32,9 +32,10 @@ def inspect_result(ok=True, fallback=True):
     err = 1e-7 if ok else 0.2
     return {"tool": "inspect", "device": "mps", "precision": "fp32", "config": RunConfig(device="mps").to_dict(),
             "env": {"machine_label": "Apple M2 Pro, macOS 14.5"}, "probe": {"ok": True, "detail": "fine"},
-            "parity": {"loss_rel_err": err, "logits_max_rel_err": err, "worst_rel_err": err, "tolerance": 1e-3,
-                       "ok": ok, "precision": "fp32", "batch_size": 8, "grads": [{"name": "0.weight",
-                                                                                  "max_rel_err": err}]},
+            "parity": {"loss_rel_err": err, "logits_max_rel_err": err, "worst_rel_err": err, "tolerance": 1e-2,
+                       "loss_cpu_rel_err": 1e-7, "logits_cpu_rel_err": 1e-7, "loss_ok": ok, "logits_ok": ok,
+                       "ok": ok, "precision": "fp32", "batch_size": 8, "cpu_factor": 4.0,
+                       "grads": [{"name": "0.weight", "max_rel_err": err, "cpu_rel_err": 1e-7, "ok": ok}]},
             "fallback_ops": [{"op": "aten::nonzero", "count": 3, "share": 0.25}] if fallback else [],
             "fallback_applies": True, "op_count": 90, "ops_batch_size": 64, "sentence": "the engine's sentence"}
 
@@ -86,7 +87,9 @@ def test_an_inspection_shows_parity_fallbacks_and_flags_a_failure(qtbot, store):
 
     tables = panel.detail.currentWidget().findChildren(QTableWidget)
     parity, fallback = tables
-    assert parity.item(0, 0).text() == "loss" and parity.item(0, 2).text() == "NO"
+    assert parity.item(0, 0).text() == "loss" and parity.item(0, 1).text() == "2.0e-01"
+    assert parity.item(0, 2).text() == "1.0e-07" and parity.item(0, 3).text() == "NO"
+    assert parity.item(2, 0).text() == "grad 0.weight" and parity.item(2, 3).text() == "NO"
     assert fallback.item(0, 0).text() == "aten::nonzero" and fallback.item(0, 2).text() == "25%"
     assert "⚠︎" in panel.headline.text()
 

@@ -522,3 +522,18 @@ def test_no_inspection_without_an_mps_run(monkeypatch):
     monkeypatch.setattr(isolation, "run_tool", lambda *a, **k: pytest.fail("inspected a CPU-only comparison"))
     cpu, _ = mac_pair()
     assert cli_tools.inspect_after([cpu], save=True) == []
+
+
+def test_the_documented_rules_are_the_code_s():
+    """docs/architecture.md states the tolerances and limits the code uses."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    t = opcheck.TOLERANCES
+    assert (f"fp32 {t['fp32']:.0e}, TF32 {t['tf32']:.0e}, fp16 {t['fp16']:.0e}, bf16\n  {t['bf16']:.0e}"
+            .replace("e-0", "e-") in doc)
+    assert f"at most {opcheck.CPU_FACTOR:.0f}x the CPU's own error" in doc
+    assert f"within 1/{maxbatch.RESOLUTION}" in doc and f"{maxbatch.PROBE_STEPS} timed full training steps" in doc
+    assert f"more than {maxbatch.SWAP_LIMIT >> 20} MiB" in doc and "below half the best" in doc
+    assert maxbatch.COLLAPSE == 0.5 and maxbatch.CPU_SHARE == 0.5
+    assert f"(default {sweep.DEFAULT_STEPS}:" in doc and f"... {sweep.DEFAULT_MAX}." in doc

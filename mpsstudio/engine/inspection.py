@@ -105,13 +105,15 @@ def sentence(result: dict) -> str:
         what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
         if par["ok"]:
             parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
-                         f"the CPU's own error in {par['precision']}): largest relative error "
+                         f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
                          f"{par['worst_rel_err']:.1e}.")
         else:
             bad = _bad_error(par)
+            advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
+                      if par["precision"] == "tf32" else "its results here are not to be trusted")
             parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
-                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {par['precision']}): relative error "
-                         f"{bad:.1e} in {_worst_name(par)}; its results here are not to be trusted.")
+                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
+                         f"error {bad:.1e} in {_worst_name(par)}; {advice}.")
     ops = result.get("fallback_ops") or []
     if ops:
         names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
@@ -124,6 +126,10 @@ def sentence(result: dict) -> str:
     if result.get("stopped"):
         parts.append("Stopped before every check ran.")
     return " ".join(parts) or f"Nothing was checked on {device}."
+
+
+def _cpu_precision(par: dict) -> str:
+    return par.get("cpu_precision") or ("fp32" if par.get("precision") == "tf32" else par.get("precision", "?"))
 
 
 def _bad_error(par: dict) -> float:

@@ -32,7 +32,6 @@ import signal
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 
 from .config import RunConfig
@@ -62,7 +61,10 @@ _SIGNAL_HINTS = {
     "SIGTERM": ("terminate", "another program asked it to end"),
 }
 
-_live: "weakref.WeakSet[RunProcess]" = weakref.WeakSet()
+# Every run process not yet ended, held strongly: one whose owner forgot it (a window closed before its spare was
+# started, say) must still be ended at exit, or multiprocessing would wait for it forever.
+_live: "set[RunProcess]" = set()
+_live_lock = threading.Lock()
 _KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
 
@@ -199,7 +201,8 @@ class RunProcess:
         self.ready = False
         self.closed = False
         self.exitcode: int | None = None
-        _live.add(self)
+        with _live_lock:
+            _live.add(self)
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait until the child has imported torch and the engine (True), or `timeout` passed (False)."""
@@ -260,6 +263,8 @@ class RunProcess:
             self.process.close()
         except ValueError:
             pass
+        with _live_lock:
+            _live.discard(self)
 
     def _signal_group(self, sig: int) -> None:
         """Signal the child's process group (its DataLoader workers too) and the child itself: one ended
@@ -312,14 +317,18 @@ class RunProcess:
 @atexit.register
 def _end_all() -> None:
     """No run process outlives the front end (multiprocessing would otherwise wait for them at exit)."""
-    for proc in list(_live):
+    with _live_lock:
+        procs = list(_live)
+    for proc in procs:
         proc.end(grace_s=0.2)
         proc.discard_output()
 
 
 def live_processes() -> list[int]:
     """Pids of run processes that are still running (tests check none is left)."""
-    return [p.pid for p in list(_live) if p.alive()]
+    with _live_lock:
+        procs = list(_live)
+    return [p.pid for p in procs if p.alive()]
 
 
 class Spare:
@@ -333,9 +342,13 @@ class Spare:
         self.mps_fallback = mps_fallback
         self._proc: RunProcess | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def fill(self) -> None:
+        """Start the spare; nothing once closed (a fill queued before the window closed comes too late)."""
         with self._lock:
+            if self._closed:
+                return
             if self._proc is None or not self._proc.alive():
                 if self._proc is not None:
                     _discard(self._proc)
@@ -358,7 +371,7 @@ class Spare:
 
     def close(self) -> None:
         with self._lock:
-            proc, self._proc = self._proc, None
+            proc, self._proc, self._closed = self._proc, None, True
         if proc is not None:
             _discard(proc)
 

@@ -196,6 +196,7 @@ def parity_of(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, tdev: tor
         "tolerance": tolerance,
         "cpu_factor": CPU_FACTOR,
         "precision": label,
+        "cpu_precision": "fp32" if label == "tf32" else label,  # the CPU has no TF32
         "ok": loss_j["ok"] and logits_j["ok"] and all(g["ok"] for g in rows),
         "batch_size": int(x.shape[0]),
         "reference": "CPU, float64, evaluation mode",

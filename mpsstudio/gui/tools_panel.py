@@ -78,7 +78,7 @@ class SweepPlot(pg.PlotWidget):
         self.setMouseEnabled(x=False, y=False)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.getPlotItem().setLogMode(x=False, y=True)
-        self.setLabel("bottom", "batch size")
+        self.setLabel("bottom", "batch size (hollow points: noisy measurements)")
         self.setLabel("left", "samples/s (measured, log scale)")
         self.showGrid(x=True, y=True, alpha=0.15)
         self.legend = self.addLegend(offset=(10, 10))
@@ -120,8 +120,10 @@ class SweepPlot(pg.PlotWidget):
             color = device_color(device, palette)
             if device == "cpu":
                 color.setAlphaF(0.8)
-            self.lines[device] = self.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolSize=7,
-                                           symbolBrush=color, symbolPen=None, name=device)
+            base = palette.color(QPalette.ColorRole.Base)  # noisy points are hollow: the table says why
+            brushes = [pg.mkBrush(base if p.get("stability") == "noisy" else color) for p in points]
+            self.lines[device] = self.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolSize=8,
+                                           symbolBrush=brushes, symbolPen=pg.mkPen(color, width=1.5), name=device)
             half = np.array([(p.get("samples_per_s_iqr") or 0) / 2 for p in points])
             low = np.log10(np.maximum(ys - half, ys * 1e-3))  # whiskers drawn in the axis's log10 coordinates
             high = np.log10(ys + half)
