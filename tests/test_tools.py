@@ -350,11 +350,12 @@ def test_a_forged_max_batch_answer_is_refused(answer):
     lambda r: r.update(fallback_ops=[{"op": 1, "count": 1, "share": 0.1}]),
     lambda r: r["parity"].update(ok=1),
     lambda r: r["parity"]["grads"].append({"name": "w", "max_rel_err": "big"}),
+    lambda r: r["parity"].pop("precision"),
 ])
 def test_a_forged_inspect_answer_is_refused(change):
-    good = {"sentence": "s", "probe": {"ok": True, "detail": ""}, "fallback_ops": [],
+    good = {"sentence": "s", "device": "mps", "probe": {"ok": True, "detail": ""}, "fallback_ops": [],
             "parity": {"ok": True, "tolerance": 1e-3, "loss_rel_err": 0.0, "logits_max_rel_err": 0.0,
-                       "worst_rel_err": 0.0, "grads": []}}
+                       "worst_rel_err": 0.0, "grads": [], "precision": "fp32"}}
     tools.checked("inspect", json.loads(json.dumps(good)))
     change(good)
     with pytest.raises(UserError, match="could not be read"):
@@ -537,3 +538,29 @@ def test_the_documented_rules_are_the_code_s():
     assert f"more than {maxbatch.SWAP_LIMIT >> 20} MiB" in doc and "below half the best" in doc
     assert maxbatch.COLLAPSE == 0.5 and maxbatch.CPU_SHARE == 0.5
     assert f"(default {sweep.DEFAULT_STEPS}:" in doc and f"... {sweep.DEFAULT_MAX}." in doc
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.update(crossover={"device": "mps", "batch_size": "16"}),
+    lambda r: r.update(crossover={"device": "mps", "batch_size": 0}),
+    lambda r: r.update(crossover=[1]),
+    lambda r: r["points"][0].update(batch_size=0),
+    lambda r: r["points"][0].update(samples_per_s=-5.0),
+    lambda r: r.update(crossovers="x"),
+])
+def test_a_forged_sweep_is_refused(change):
+    good = json.loads(json.dumps(sweep.analyse([point("cpu", 1, 10.0), point("mps", 1, 20.0)])))
+    tools.checked("sweep", json.loads(json.dumps(good)))
+    change(good)
+    with pytest.raises(UserError, match="could not be read"):
+        tools.checked("sweep", good)
+
+
+def test_an_inspection_s_words_follow_its_numbers_on_every_read():
+    from tests.test_gui_tools import inspect_result
+
+    forged = inspect_result(ok=False)
+    forged["sentence"] = "mps matches the float64 CPU reference: all is well."
+    read = tools.checked("inspect", forged)
+    assert "differs from the float64 CPU reference beyond tolerance" in read["sentence"]
+    assert "all is well" not in read["sentence"]

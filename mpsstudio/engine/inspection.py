@@ -28,9 +28,10 @@ import torch
 
 from . import probe, toolkit
 from .opcheck import fallback_ops, forward_backward, parity_of
+from .toolview import inspect_sentence
 from .config import RunConfig
 from .errors import UserError
-from .formatting import error_line, plural
+from .formatting import error_line
 
 PARITY_BATCH = 8  # samples in the parity batch (the float64 CPU reference is slow for large models)
 
@@ -94,66 +95,5 @@ def _step_ops(setup: toolkit.Setup, base: torch.nn.Module, decide) -> dict:
 
 
 def sentence(result: dict) -> str:
-    """What inspect found, in words: parity first (wrong results matter most), then fallbacks, then the probe."""
-    device = result.get("device", "?")
-    parts = []
-    check = result.get("probe") or {}
-    if check and not check.get("ok", True):
-        parts.append(f"{device} is {probe.NOT_WORKING}: {check.get('detail', '')}.")
-    par = result.get("parity")
-    if par:
-        what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
-        if par["ok"]:
-            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
-                         f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
-                         f"{par['worst_rel_err']:.1e}.")
-        else:
-            bad = _bad_error(par)
-            advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
-                      if par["precision"] == "tf32" else "its results here are not to be trusted")
-            parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
-                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
-                         f"error {bad:.1e} in {_worst_name(par)}; {advice}.")
-    ops = result.get("fallback_ops") or []
-    if ops:
-        names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
-        share = result.get("fallback_share")
-        timing = f" ({share:.0%} of the time spent in operations)" if share is not None else ""
-        parts.append(f"{plural(len(ops), 'operation')} ran on the CPU{timing}: {names}; each copies its tensors "
-                     f"to the CPU and back, which slows every step.")
-    elif result.get("fallback_applies"):
-        parts.append(f"Every operation of a training step ran on {device} (no CPU fallback).")
-    if result.get("stopped"):
-        parts.append("Stopped before every check ran.")
-    return " ".join(parts) or f"Nothing was checked on {device}."
-
-
-def _cpu_precision(par: dict) -> str:
-    return par.get("cpu_precision") or ("fp32" if par.get("precision") == "tf32" else par.get("precision", "?"))
-
-
-def _bad_error(par: dict) -> float:
-    if not par.get("loss_ok", True):
-        return par["loss_rel_err"]
-    if not par.get("logits_ok", True):
-        return par["logits_max_rel_err"]
-    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
-    return bad["max_rel_err"] if bad else par["worst_rel_err"]
-
-
-def _worst_name(par: dict) -> str:
-    """The tensor to name: the first beyond tolerance (parity_of sorts failures first), else the largest error."""
-    if not par.get("loss_ok", True):
-        return "the loss"
-    if not par.get("logits_ok", True):
-        return "the logits"
-    grads = par.get("grads") or []
-    bad = next((g for g in grads if not g.get("ok", True)), None)
-    if bad is not None:
-        return f"the gradient of {bad['name']}"
-    worst = par["worst_rel_err"]
-    if par["loss_rel_err"] == worst:
-        return "the loss"
-    if par["logits_max_rel_err"] == worst:
-        return "the logits"
-    return f"the gradient of {grads[0]['name']}" if grads else "the gradients"
+    """What inspect found, in words (toolview.inspect_sentence: the same words on every read)."""
+    return inspect_sentence(result)

@@ -98,6 +98,7 @@ def _check_inspect(r: dict) -> None:
     par = r.get("parity")
     if par is not None:
         _need(isinstance(par, dict) and isinstance(par.get("ok"), bool) and _number(par.get("tolerance"), False))
+        _need(isinstance(par.get("precision"), str))
         for key in ("loss_rel_err", "logits_max_rel_err", "worst_rel_err"):
             _need(_number(par.get(key), False))
         _need(isinstance(par.get("grads"), list))
@@ -122,9 +123,12 @@ def _check_sweep(r: dict) -> None:
     _need(isinstance(r.get("points"), list) and isinstance(r.get("best"), dict))
     for p in r["points"]:
         _need(isinstance(p, dict) and isinstance(p.get("device"), str) and _whole(p.get("batch_size"), False))
+        _need(p["batch_size"] >= 1 and (p.get("samples_per_s") is None or p["samples_per_s"] > 0))
         _need(_number(p.get("samples_per_s")) and _number(p.get("samples_per_s_iqr")) and _number(p.get("step_ms")))
-    for c in r.get("crossovers") or []:
+    _need(isinstance(r.get("crossovers", []), list))
+    for c in [*(r.get("crossovers") or []), *([r["crossover"]] if r.get("crossover") is not None else [])]:
         _need(isinstance(c, dict) and isinstance(c.get("device"), str) and _whole(c.get("batch_size")))
+        _need(c["batch_size"] is None or c["batch_size"] >= 1)
         _need(_number(c.get("speedup_at_largest"), False) and isinstance(c.get("ratios"), list))
 
 
@@ -140,6 +144,12 @@ def checked(name: str, result) -> dict:
         if name in _CHECKS and name != "devices" and not isinstance(result.get("sentence"), str):
             raise ValueError("no sentence")
         _CHECKS[name](result)
-    except (ValueError, KeyError) as exc:
-        raise UserError(f"The {name} tool's process sent a result that could not be read ({exc}); it was not kept.") from None
+        if name == "inspect":  # the words follow the numbers, on every read (a file cannot make them disagree)
+            from .toolview import inspect_sentence
+
+            result["sentence"] = inspect_sentence(result)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UserError(f"The {name} tool's process sent a result that could not be read ({why}); it was not "
+                        "kept.") from None
     return result

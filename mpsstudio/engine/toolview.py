@@ -3,7 +3,8 @@ them): one place decides what a cell says, so the two never disagree."""
 
 from __future__ import annotations
 
-from .formatting import DASH, fmt_bytes, fmt_rate, is_finite
+from .formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
+from .probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection"}
 
@@ -86,4 +87,72 @@ def title(kind: str, result: dict) -> str:
         devices = list(dict.fromkeys(p["device"] for p in result.get("points", [])))
         return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
     precision = f", {cfg.get('precision')}" if kind == "inspect" and cfg.get("precision") else ""
+    if precision and cfg.get("tf32") is True:
+        precision += " with TF32"
     return f"{TITLES.get(kind, kind)}: {what} on {result.get('device', '?')}{precision}"
+
+
+def inspect_sentence(result: dict) -> str:
+    """What inspect found, in words: parity first (wrong results matter most), then fallbacks, then the probe."""
+    device = result.get("device", "?")
+    parts = []
+    check = result.get("probe") or {}
+    if check and not check.get("ok", True):
+        parts.append(f"{device} is {NOT_WORKING}: {check.get('detail', '')}.")
+    par = result.get("parity")
+    if par:
+        what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
+        if par["ok"]:
+            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
+                         f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
+                         f"{par['worst_rel_err']:.1e}.")
+        else:
+            bad = _bad_error(par)
+            advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
+                      if par["precision"] == "tf32" else "its results here are not to be trusted")
+            parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
+                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
+                         f"error {bad:.1e} in {_worst_name(par)}; {advice}.")
+    ops = result.get("fallback_ops") or []
+    if ops:
+        names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
+        share = result.get("fallback_share")
+        timing = f" ({share:.0%} of the time spent in operations)" if share is not None else ""
+        parts.append(f"{plural(len(ops), 'operation')} ran on the CPU{timing}: {names}; each copies its tensors "
+                     f"to the CPU and back, which slows every step.")
+    elif result.get("fallback_applies"):
+        parts.append(f"Every operation of a training step ran on {device} (no CPU fallback).")
+    if result.get("stopped"):
+        parts.append("Stopped before every check ran.")
+    return " ".join(parts) or f"Nothing was checked on {device}."
+
+
+def _cpu_precision(par: dict) -> str:
+    return par.get("cpu_precision") or ("fp32" if par.get("precision") == "tf32" else par.get("precision", "?"))
+
+
+def _bad_error(par: dict) -> float:
+    if not par.get("loss_ok", True):
+        return par["loss_rel_err"]
+    if not par.get("logits_ok", True):
+        return par["logits_max_rel_err"]
+    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
+    return bad["max_rel_err"] if bad else par["worst_rel_err"]
+
+
+def _worst_name(par: dict) -> str:
+    """The tensor to name: the first beyond tolerance (parity_of sorts failures first), else the largest error."""
+    if not par.get("loss_ok", True):
+        return "the loss"
+    if not par.get("logits_ok", True):
+        return "the logits"
+    grads = par.get("grads") or []
+    bad = next((g for g in grads if not g.get("ok", True)), None)
+    if bad is not None:
+        return f"the gradient of {bad['name']}"
+    worst = par["worst_rel_err"]
+    if par["loss_rel_err"] == worst:
+        return "the loss"
+    if par["logits_max_rel_err"] == worst:
+        return "the logits"
+    return f"the gradient of {grads[0]['name']}" if grads else "the gradients"
