@@ -174,22 +174,33 @@ def cmd_sweep(args) -> int:
     return EXIT_OK if result["best"] else EXIT_RUN_FAILED
 
 
+def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
+    """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
+    from .engine import isolation
+
+    print(f"{doing}...", file=sys.stderr)
+    try:
+        return isolation.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=_progress,
+                                  timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
+    finally:
+        if sys.stderr.isatty():
+            print("\r\033[K", end="", file=sys.stderr)
+
+
 def cmd_max_batch(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine import isolation, toolview
+    from .engine import toolview
     from .engine.config import MAX_BATCH
+    from .engine.maxbatch import DEFAULT_CAP
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
-    cap = args.max_batch if args.max_batch is not None else 65536
+    cap = args.max_batch if args.max_batch is not None else DEFAULT_CAP
     if not 1 <= cap <= MAX_BATCH:
         raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
-    print(f"searching the largest batch of {cfg.model} that trains on {cfg.device}...", file=sys.stderr)
-    result = isolation.run_tool("max-batch", {"config": cfg.to_dict(), "memory_limit": limit, "cap": cap},
-                                progress=_progress, timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr)
+    result = _run_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that trains on "
+                       f"{cfg.device}", memory_limit=limit, cap=cap)
     _print_table(toolview.max_batch_table(result))
     _finish("max-batch", result, args)
     print(f"\n{printable(result['sentence'])}")
@@ -198,15 +209,11 @@ def cmd_max_batch(args) -> int:
 
 def cmd_inspect(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine import isolation, toolview
+    from .engine import toolview
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
-    print(f"inspecting {cfg.model} on {cfg.device}...", file=sys.stderr)
-    result = isolation.run_tool("inspect", {"config": cfg.to_dict()}, progress=_progress, timeout_s=args.timeout,
-                                mps_fallback=cfg.mps_fallback)
-    if sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr)
+    result = _run_tool("inspect", cfg, args, f"inspecting {cfg.model} on {cfg.device}")
     print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
     if result.get("parity"):
         par = result["parity"]

@@ -81,7 +81,7 @@ def test_max_batch_swap_growth_does_not_fit(monkeypatch):
 
 
 def test_max_batch_throughput_collapse_does_not_fit(monkeypatch):
-    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=2**20)
     monkeypatch.setattr(maxbatch, "COLLAPSE", 0.5)
     real = maxbatch._Search._step
     import time as _time
@@ -91,10 +91,27 @@ def test_max_batch_throughput_collapse_does_not_fit(monkeypatch):
         if x.shape[0] >= 16:
             _time.sleep(0.05 * x.shape[0])  # a batch of 16 takes ~0.8 s a step: far under half the throughput
     monkeypatch.setattr(maxbatch._Search, "_step", slow_from_16)
-    r = maxbatch.search(MLP, memory_limit=2**30, cap=16)
+    monkeypatch.setattr(maxbatch._Search, "predicted", lambda self, batch: None)
+    r = maxbatch.search(MLP, memory_limit=20 * 2**20, cap=16)  # 16 MiB of a 20 MiB limit: memory pressure
     last = [p for p in r["probes"] if p["batch_size"] == 16][0]
     assert not last["fits"] and "throughput fell to" in last["reason"]
     assert r["largest_batch"] < 16
+
+
+def test_max_batch_slow_far_below_the_limit_is_not_memory_pressure(monkeypatch):
+    """A busy machine slows a probe that uses a sliver of the limit: that is load, not "does not fit"."""
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
+    monkeypatch.setattr(maxbatch, "COLLAPSE", 0.5)
+    real = maxbatch._Search._step
+    import time as _time
+
+    def slow_from_8(self, x, y):
+        real(self, x, y)
+        if x.shape[0] >= 8:
+            _time.sleep(0.05 * x.shape[0])
+    monkeypatch.setattr(maxbatch._Search, "_step", slow_from_8)
+    r = maxbatch.search(MLP, memory_limit=2**30, cap=8)
+    assert r["largest_batch"] == 8 and all(p["fits"] for p in r["probes"])
 
 
 def test_max_batch_cap_is_said(monkeypatch):
@@ -536,7 +553,8 @@ def test_the_documented_rules_are_the_code_s():
     assert f"at most {opcheck.CPU_FACTOR:.0f}x the CPU's own error" in doc
     assert f"within 1/{maxbatch.RESOLUTION}" in doc and f"{maxbatch.PROBE_STEPS} timed full training steps" in doc
     assert f"more than {maxbatch.SWAP_LIMIT >> 20} MiB" in doc and "below half the best" in doc
-    assert maxbatch.COLLAPSE == 0.5 and maxbatch.CPU_SHARE == 0.5
+    assert maxbatch.COLLAPSE == 0.5 and maxbatch.CPU_SHARE == 0.5 and maxbatch.PRESSURE_SHARE == 0.5
+    assert "while it used at least half the\n  limit" in doc
     assert f"(default {sweep.DEFAULT_STEPS}:" in doc and f"... {sweep.DEFAULT_MAX}." in doc
 
 

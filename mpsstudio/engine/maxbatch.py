@@ -12,8 +12,8 @@ step) after one untimed step, on a batch shaped like the run's, and a probe does
 - the next batch's memory, extrapolated from the probes so far, would be above the limit (it is then not run:
   this is what keeps a CPU or MPS search out of swap);
 - the system swapped out more than `SWAP_LIMIT` bytes during it;
-- its throughput fell below `COLLAPSE` of the best smaller batch's (memory pressure), measured twice (a
-  moment's load from another program is not a collapse).
+- its throughput fell below `COLLAPSE` of the best smaller batch's, measured twice, while it used at least
+  `PRESSURE_SHARE` of the limit (memory pressure; slow far below the limit is another program's load).
 
 Between probes the allocator is emptied (torch.mps.empty_cache / torch.cuda.empty_cache) and Python's garbage
 collected. Bisection stops when the gap is at most 1/`RESOLUTION` of the batch that fits (the result says it).
@@ -38,7 +38,8 @@ from .formatting import error_line, fmt_bytes, fmt_rate
 PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
 CPU_SHARE = 0.5  # CPU runs: default limit, this share of the memory available when the search starts
 SWAP_LIMIT = 256 * 1024 * 1024  # swapped out during one probe: the machine is short of memory
-COLLAPSE = 0.5  # throughput below this share of the best smaller batch's: memory pressure
+COLLAPSE = 0.5  # throughput below this share of the best smaller batch's: memory pressure ...
+PRESSURE_SHARE = 0.5  # ... when the probe used at least this share of the limit (else: another program's load)
 RESOLUTION = 16  # bisect until the gap is at most largest/RESOLUTION (and at least 1)
 DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits batches nobody trains with)
 RSS_SAMPLE_S = 0.01
@@ -210,7 +211,8 @@ class _Search:
             record["reason"] = f"used {fmt_bytes(memory)}, above the limit of {fmt_bytes(self.limit)}"
         elif swapped > SWAP_LIMIT:
             record["reason"] = f"the system swapped out {fmt_bytes(swapped)} while it ran"
-        elif sps is not None and best and sps < COLLAPSE * best:
+        elif (sps is not None and best and sps < COLLAPSE * best and self.limit is not None
+              and memory >= PRESSURE_SHARE * self.limit):  # slow far from the limit is a busy machine, not memory
             record["reason"] = (f"throughput fell to {fmt_rate(sps)} samples/s, under {COLLAPSE:.0%} of the "
                                 f"{fmt_rate(best)} of a smaller batch (memory pressure)")
         else:
