@@ -44,6 +44,8 @@ def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QT
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             t.setItem(r, c, item)
     t.resizeColumnsToContents()
+    for c in range(len(headers)):  # a long reason (an out-of-memory message) is read in full in its tooltip
+        t.setColumnWidth(c, min(t.columnWidth(c), 420))
     t.horizontalHeader().setStretchLastSection(True)
     return t
 
@@ -151,7 +153,8 @@ class ToolsPanel(QWidget):
         self.store = store
         self.records: list = []
         self.list = QListWidget()
-        self.list.setMinimumWidth(200)
+        self.list.setMinimumWidth(150)
+        self.list.setMaximumWidth(340)
         self.list.setWordWrap(True)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -180,8 +183,9 @@ class ToolsPanel(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.list)
         split.addWidget(right)
+        split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
-        split.setSizes([260, 900])
+        split.setSizes([220, 900])
         split.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
