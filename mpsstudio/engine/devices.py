@@ -196,6 +196,17 @@ class Device:
         return asdict(self)
 
 
+def cuda_uuid(device: Device) -> str | None:
+    """The CUDA GPU's UUID (how NVML finds the same GPU whatever CUDA_VISIBLE_DEVICES renumbers), None elsewhere."""
+    if device.kind != "cuda":
+        return None
+    try:
+        index = torch.device(device.torch_device or device.id).index or 0
+        return str(torch.cuda.get_device_properties(index).uuid)
+    except Exception:
+        return None
+
+
 def cpu_device() -> Device:
     """The CPU: always available."""
     return Device(

@@ -52,12 +52,21 @@ class Window:
     total_steps: int
     elapsed_s: float  # since the run started (setup excluded)
     eta_s: float | None  # estimated time left: the steps left at the pace of every step since warm-up, validation included
+    energy_j: float | None = None  # joules of the device's part over the window (engine/energy.py); None: not measured
+    energy_parts: dict | None = None  # joules of every part the source gives ("gpu", "cpu", "dram", "ane")
+    utilization: float | None = None  # the device's busy share over the window, percent
+
+    @property
+    def power_w(self) -> float | None:
+        """Average watts of the device's part over the window (None when energy was not measured)."""
+        return self.energy_j / self.seconds if self.energy_j is not None and self.seconds > 0 else None
 
     def record(self) -> dict:
         """The window as RunResult.windows keeps it."""
         return {"first_step": self.first_step, "steps": len(self.losses), "seconds": self.seconds,
                 "samples": self.samples, "samples_per_s": self.samples_per_s, "data_wait_s": self.data_wait_s,
-                "memory": self.memory}
+                "memory": self.memory, "energy_j": self.energy_j, "energy_parts": self.energy_parts,
+                "utilization": self.utilization}
 
 
 @dataclass

@@ -555,8 +555,18 @@ def _checked_event(event):
     if isinstance(event, Started) and not (isinstance(event.env, dict) and isinstance(event.config, dict)
                                            and isinstance(event.run_id, str)):
         raise TypeError("a malformed start")
-    if isinstance(event, Window) and not isinstance(event.memory_detail, dict):
-        raise TypeError("memory_detail is not a mapping")
+    if isinstance(event, Window):
+        if not isinstance(event.memory_detail, dict):
+            raise TypeError("memory_detail is not a mapping")
+        for name in ("energy_j", "utilization", "eta_s"):
+            value = getattr(event, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"{name} is not a number")
+        parts = event.energy_parts
+        if parts is not None and not (isinstance(parts, dict) and all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                for k, v in parts.items())):
+            raise TypeError("energy_parts is not a mapping of numbers")
     return event
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import fields
 from datetime import datetime
 
+from . import energy
 from .config import RunConfig
 from .errors import UserError
 from .formatting import one_line, printable
@@ -35,7 +36,8 @@ _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "me
                  "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
                  "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
-_WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory")
+_WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
+                   "energy_j", "utilization")
 _EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
 
 
@@ -97,6 +99,8 @@ def _run(data) -> RunResult:
     windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
     epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
     _rederive_throughput(summary, windows, config.batch_size)
+    _check_energy(windows)
+    summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
         summary["stability"], summary["stability_reason"] = assess(summary, env)
@@ -124,6 +128,22 @@ def _rederive_throughput(summary: dict, windows: list[dict], batch_size: int) ->
     estimate = summary.get("s_per_epoch_estimate")
     if _number(old) and old > 0 and _number(estimate):  # train size / median: follows the median
         summary["s_per_epoch_estimate"] = estimate * old / med
+
+
+def _check_energy(windows: list[dict]) -> None:
+    """A window's busy share is a percentage and its energy parts joules (>= 0) of the parts a source gives."""
+    for i, w in enumerate(windows):
+        busy = w.get("utilization")
+        if busy is not None and busy > 100:
+            raise _Bad(f"windows[{i}].utilization", "a percentage from 0 to 100, or null, expected")
+        parts = w.get("energy_parts")
+        if parts is None:
+            continue
+        if not isinstance(parts, dict) or any(k not in energy.PARTS for k in parts):
+            raise _Bad(f"windows[{i}].energy_parts", f"an object with some of {', '.join(energy.PARTS)} expected")
+        for key, v in parts.items():
+            if not (_number(v) and v >= 0):
+                raise _Bad(f"windows[{i}].energy_parts.{key}", "a finite number of at least 0 expected")
 
 
 def _config(cfg) -> RunConfig:

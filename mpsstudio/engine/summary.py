@@ -10,6 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from . import energy
 from .formatting import is_finite
 from .results import RunResult
 from .stability import assess, spread
@@ -68,6 +69,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     tail = result.losses[-FINAL_LOSS_STEPS:]
     s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
     s["val_loss"], s["val_accuracy"] = facts.val if facts.val else (None, None)
+    s.update(energy.summary_fields(result.windows, result.env))
     rel = spread(s)
     s["spread_percent"] = 100 * rel if rel is not None else None
     s["stability"], s["stability_reason"] = assess(s, result.env)

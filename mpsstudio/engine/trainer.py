@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 import torch
 import torch.nn.functional as F
 
-from . import datasets, devices, environment, host, models, probe
+from . import datasets, devices, energy, environment, host, models, probe
 from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
@@ -104,6 +104,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
                         "program, during the run; raise an Exception instead.")
     finally:
         if loop is not None:
+            loop.meter.close()
             loop.summarise()
         emit(Ended(result))
     return result
@@ -187,6 +188,7 @@ class _RunLoop:
         self.position = position
         self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
         self.memory_base = 0  # CPU runs: the process's resident size before the run's model and batches
+        self.meter = energy.Meter()  # energy and busy share per window: the device's own once set up
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -253,6 +255,8 @@ class _RunLoop:
         env["device_name"] = dev.name
         env["machine_label"] = environment.machine_label(env)
         env["host"] = host.conditions()
+        self.meter = energy.meter_for(dev.kind, dev.index, devices.cuda_uuid(dev))
+        env["energy"] = self.meter.describe()
         self.result.env = env
         self.spe = self.train.steps_per_epoch
         if cfg.steps is not None:
@@ -346,6 +350,7 @@ class _RunLoop:
         epoch = 0
         validation_s = 0.0
         dev.synchronize()
+        self.meter.begin()
         run_start = epoch_start = clock = time.perf_counter()
         warm_end = run_start
         if self.warm == 0:
@@ -369,6 +374,7 @@ class _RunLoop:
                 continue
             dev.synchronize()
             now = time.perf_counter()
+            reading = None if in_warm else self.meter.end()  # energy over exactly the window's interval
             seconds = now - clock
             first = step - len(win_losses) + 1
             values = self._fetch(win_losses, first)
@@ -384,7 +390,7 @@ class _RunLoop:
                 spent = now - warm_end  # validation included, so the estimate covers it too
                 done = step - self.warm
                 eta = spent / done * (self.total - step) if done > 0 else None
-                self._record_window(first, values, seconds, win_wait, step, now - run_start, eta)
+                self._record_window(first, values, seconds, win_wait, step, now - run_start, eta, reading)
             win_losses, win_wait = [], 0.0
             if epoch_end:
                 epoch += 1
@@ -400,6 +406,7 @@ class _RunLoop:
                 self._close_wall(warm_end, validation_s)
                 raise Cancelled()
             dev.synchronize()
+            self.meter.begin()
             clock = time.perf_counter()
             if epoch_end:
                 epoch_start = clock
@@ -424,16 +431,17 @@ class _RunLoop:
                 raise _NonFinite(first + i, v)
         return values
 
-    def _record_window(self, first, values, seconds, wait, step, elapsed, eta) -> None:
-        reading = self.device.memory()
-        in_use = max(0, self.device.in_use(reading) - self.memory_base)
-        self.peak_memory = max(self.peak_memory, in_use, reading.get("peak_allocated", 0))
+    def _record_window(self, first, values, seconds, wait, step, elapsed, eta, reading) -> None:
+        memory = self.device.memory()
+        in_use = max(0, self.device.in_use(memory) - self.memory_base)
+        self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
         samples = len(values) * self.config.batch_size
         sps = samples / seconds if seconds > 0 else float("inf")
         window = Window(index=len(self.windows), first_step=first, losses=values, seconds=seconds,
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
-                        memory_detail=reading, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
-                        eta_s=eta)
+                        memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
+                        eta_s=eta, energy_j=reading.energy_j, energy_parts=reading.parts,
+                        utilization=reading.utilization)
         self.windows.append(window.record())
         self.emit(window)
 
