@@ -12,9 +12,11 @@ trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
 "$tmp/venv/bin/python" -m pip install --quiet --upgrade pip
 "$tmp/venv/bin/python" -m pip install --quiet '.[test]' -r packaging/requirements.txt
+apple_only=$(grep -i '^zeus-apple-silicon==' constraints.txt || echo "zeus-apple-silicon==1.1.0")  # macOS arm64 only
 {
     echo "# Exact versions for make, CI and the macOS workflow (pip install -c constraints.txt ...)."
     echo "# Made by packaging/make_constraints.sh with $("$tmp/venv/bin/python" --version) on $(uname -sm); ranges live in pyproject.toml."
     "$tmp/venv/bin/python" -m pip freeze --exclude-editable | grep -v -i -E '^(mpsstudio|pip|setuptools|wheel)( @|==)'
+    echo "$apple_only"
 } > constraints.txt
 echo "constraints.txt: $(grep -c '==' constraints.txt) pins"

@@ -412,5 +412,78 @@ def test_a_run_without_a_counter_has_null_energy_and_a_reason(tmp_path, monkeypa
 def test_fmt_joules():
     assert energy.fmt_joules(0.13) == "130 mJ"
     assert energy.fmt_joules(1234.5) == "1.23 kJ"
-    assert energy.fmt_joules(12.4) == "12.40 J"
+    assert energy.fmt_joules(12.4) == "12.4 J"
     assert energy.fmt_joules(None) == "\u2014"
+
+
+# ---------------------------------------------------------------- comparisons and the verdict
+
+
+def _measured_run(device, sps, jps=None, measure="measured", busy=None, reason=None):
+    from mpsstudio.engine import compare  # noqa: F401  (the comparison below)
+
+    windows = [{"first_step": i, "steps": 4, "seconds": 0.5, "samples": int(sps / 2), "samples_per_s": sps * f,
+                "data_wait_s": 0.0, "memory": 0} for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
+    summary = {"samples_per_s": sps, "step_ms": 1000 * 64 / sps, "stability": "stable",
+               "j_per_sample": jps, "energy_measure": measure if jps else None, "energy_part":
+               ("cpu" if device == "cpu" else "gpu") if jps else None, "energy_reason": reason,
+               "avg_power_w": jps * sps if jps else None, "utilization": busy,
+               "utilization_measure": "gpu_busy" if busy is not None else None}
+    return RunResult(config=RunConfig(model="resnet18", dataset="cifar10", device=device, batch_size=64, steps=24),
+                     status="finished", env={"machine_label": "Apple M2 Pro, macOS 15.1", "hostname": "mac"},
+                     summary=summary, windows=windows)
+
+
+def _entry(cpu, other):
+    from mpsstudio.engine import compare
+
+    [c] = compare.compare([cpu, other])
+    return c, next(e for e in c.entries if e.device == other.config.device)
+
+
+def test_the_verdict_states_the_energy_ratio_when_both_runs_have_it():
+    from mpsstudio.engine import verdict
+
+    c, e = _entry(_measured_run("cpu", 300.0, jps=0.127, measure="estimated"),
+                  _measured_run("mps", 1200.0, jps=0.031, measure="estimated"))
+    assert e.energy_ratio == pytest.approx(0.127 / 0.031)
+    text = verdict.sentence(e)
+    assert "It used 4.1x less energy per sample than the CPU (31.0 mJ vs 127 mJ per sample; GPU vs CPU, estimated)" in text
+    record = verdict.comparison_record(c)
+    mps = next(d for d in record["devices"] if d["device"] == "mps")
+    assert mps["energy_ratio_vs_cpu"] == pytest.approx(4.0968, rel=1e-3) and mps["energy_measure"] == "estimated"
+    assert "less energy per sample" in record["verdict"]
+
+
+def test_more_energy_and_a_missing_side_are_said_too():
+    from mpsstudio.engine import verdict
+
+    _, e = _entry(_measured_run("cpu", 300.0, jps=0.05), _measured_run("cuda:0", 600.0, jps=0.2))
+    assert "It used 4.0x more energy per sample than the CPU" in verdict.sentence(e)
+    _, e = _entry(_measured_run("cpu", 300.0, reason="no energy counter readable on this Linux VM"),
+                  _measured_run("cuda:0", 600.0, jps=0.2))
+    assert ("No energy comparison: the CPU run has no energy figure (no energy counter readable on this Linux VM)"
+            in verdict.sentence(e))
+    _, e = _entry(_measured_run("cpu", 300.0), _measured_run("cuda:0", 600.0))
+    assert "energy" not in verdict.sentence(e)  # neither measured: nothing to say
+
+
+def test_a_gpu_that_was_rarely_busy_gets_the_hint():
+    from mpsstudio.engine import verdict
+
+    _, e = _entry(_measured_run("cpu", 300.0), _measured_run("cuda:0", 600.0, busy=30.0))
+    assert "The GPU was busy only 30 % of the measured time" in verdict.sentence(e)
+    _, e = _entry(_measured_run("cpu", 300.0), _measured_run("cuda:0", 600.0, busy=95.0))
+    assert "busy only" not in verdict.sentence(e)
+
+
+def test_energy_columns_say_estimated_and_read_in_units():
+    from mpsstudio.engine import columns
+
+    run = _measured_run("mps", 1200.0, jps=0.031, measure="estimated", busy=64.0)
+    assert columns.cell_text("j_per_sample", run, {}) == "\u224831.0 mJ"
+    assert columns.cell_text("avg_power_w", run, {}) == "\u224837.2 W"
+    assert columns.cell_text("utilization_percent", run, {}) == "64.0 %"
+    cpu = _measured_run("cpu", 300.0, reason="no energy counter readable on this Linux VM")
+    assert columns.cell_text("j_per_sample", cpu, {}) == "\u2014"
+    assert columns.BY_KEY["energy_reason"].value(cpu, {}) == "no energy counter readable on this Linux VM"

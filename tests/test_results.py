@@ -32,7 +32,8 @@ def test_store_round_trip_and_survives_reopen(tmp_path):
     [back] = again.all()
     assert back.id == run.id and back.config == run.config
     assert back.losses == pytest.approx([2.0, 1.5, 1.0])
-    assert back.summary == run.summary and back.env == run.env
+    assert {k: back.summary[k] for k in run.summary} == run.summary and back.env == run.env
+    assert back.summary["energy_j"] is None and back.summary["energy_reason"]  # re-derived from its windows
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     again.delete([run.id])

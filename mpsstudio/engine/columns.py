@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .energy import fmt_joules
 from .formatting import (DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, one_line,
                          printable)
 from .results import RunResult
@@ -24,7 +25,7 @@ class ResultColumn:
     key: str  # stable id; the CSV header
     title: str  # the header a person reads
     tooltip: str  # what the number is, in a sentence
-    kind: str  # how it is formatted: text, count, rate, speedup, duration, loss, percent, bytes
+    kind: str  # how it is formatted: text, count, rate, speedup, duration, loss, percent, bytes, joules, watts
     value: Callable[[RunResult, Speedups], object]
 
     @property
@@ -70,6 +71,15 @@ def _memory_measure(r: RunResult, _speedups: Speedups):
     return measure
 
 
+def _energy_source(r: RunResult) -> str | None:
+    source, measure = r.summary.get("energy_source"), r.summary.get("energy_measure")
+    return f"{source} ({measure})" if source and measure else None
+
+
+def energy_is_estimate(r: RunResult) -> bool:
+    return r.summary.get("energy_measure") == "estimated"
+
+
 COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("time", "Time", "When the run started (stored in UTC, shown in local time).", "time",
                  lambda r, s: r.created_at),
@@ -109,6 +119,21 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  _summary("peak_memory")),
     ResultColumn("memory_measure", "Memory measure", "allocator: the GPU allocator's bytes; rss_growth: the CPU "
                  "process's growth in resident size during the run.", "text", _memory_measure),
+    ResultColumn("j_per_sample", "J/sample", "Energy per sample of the device that ran the work (the GPU board on "
+                 "CUDA, the Apple GPU on mps, the CPU package on cpu) over the measurement windows, warm-up apart: "
+                 "measured by NVML or RAPL, estimated by macOS on Apple silicon (shown with \u2248). Empty when "
+                 "nothing could measure it; the run's details say why.", "joules", _summary("j_per_sample")),
+    ResultColumn("avg_power_w", "Power", "Average power (watts) of that device over the measurement windows: its "
+                 "energy divided by their time; idle power included.", "watts", _summary("avg_power_w")),
+    ResultColumn("energy_j", "Energy", "Joules of that device over all measurement windows.", "joules",
+                 _summary("energy_j")),
+    ResultColumn("utilization_percent", "Busy", "How busy the device was while measured: on a GPU the share of "
+                 "time it ran work (NVML; the IORegistry's Device Utilization on a Mac), on the CPU the run "
+                 "process's CPU time as a share of all cores.", "percent", _summary("utilization")),
+    ResultColumn("energy_source", "Energy source", "What measured the energy, and whether it is measured or "
+                 "estimated.", "text", lambda r, s: _energy_source(r)),
+    ResultColumn("energy_reason", "Energy missing because", "Why the run has no energy figures.", "text",
+                 lambda r, s: r.summary.get("energy_reason") if r.summary.get("j_per_sample") is None else None),
     ResultColumn("status", "Status", "finished, failed or cancelled.", "text", lambda r, s: r.status),
     ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
     ResultColumn("id", "Run id", "The run's unique id.", "text", lambda r, s: r.id),
@@ -119,12 +144,12 @@ BY_KEY = {c.key: c for c in COLUMNS}
 CSV_COLUMNS = tuple(c.key for c in COLUMNS)
 CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "stability", "speedup_vs_cpu",
                      "speedup_interval", "warmup_s", "s_per_epoch", "peak_memory_bytes", "final_loss",
-                     "val_accuracy_percent", "status")
+                     "val_accuracy_percent", "j_per_sample", "avg_power_w", "utilization_percent", "status")
 CLI_HISTORY_COLUMNS = ("time", "machine", "model", "dataset", "device", "batch", "precision", "samples_per_s",
                        "stability", "status")
 TABLE_COLUMNS = ("time", "machine", "device", "model", "dataset", "batch", "precision", "samples_per_s",
                  "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
-                 "peak_memory_bytes", "status")
+                 "peak_memory_bytes", "j_per_sample", "status")
 
 
 def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> str:
@@ -151,6 +176,10 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
         return f"{value:.1f} %"
     if kind == "bytes":
         return fmt_bytes(value, dash)
+    if kind == "joules":
+        return fmt_joules(value)
+    if kind == "watts":
+        return f"{value:,.1f} W" if value < 100 else f"{value:,.0f} W"
     raise ValueError(f"unknown column kind {kind!r}")
 
 
@@ -164,6 +193,8 @@ def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, ti
         return f"\u2248{text}" if times != "x" else f"~{text}"  # estimated, not measured
     if key == "peak_memory_bytes" and _memory_measure(run, speedups) == "rss_growth":
         return f"+{text}"  # the CPU process's growth, not an allocator's bytes
+    if key in ("j_per_sample", "avg_power_w", "energy_j") and energy_is_estimate(run):
+        return f"\u2248{text}" if times != "x" else f"~{text}"  # macOS's model, not a meter
     if key == "speedup_interval":
         return f"{text}{times}"
     return text

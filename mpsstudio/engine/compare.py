@@ -57,6 +57,21 @@ class Entry:
         return statistics.median(values) if values else None
 
     @property
+    def j_per_sample(self) -> float | None:
+        """Joules per sample of the entry's run (the newest round of a repeat), None when not measured."""
+        v = self.run.summary.get("j_per_sample")
+        return v if is_finite(v) and v > 0 else None
+
+    @property
+    def energy_ratio(self) -> float | None:
+        """How many times less energy per sample than this machine's CPU run used (CPU J/sample / this one's);
+        None unless both were measured."""
+        if self.baseline is None or self.j_per_sample is None:
+            return None
+        cpu = self.baseline.summary.get("j_per_sample")
+        return cpu / self.j_per_sample if is_finite(cpu) and cpu > 0 else None
+
+    @property
     def noisy(self) -> bool:
         return any(r.summary.get("stability") == "noisy" for r in self.runs)
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
+from .energy import fmt_joules
 from .formatting import fmt_duration, fmt_ratio, is_finite
 from .summary import epoch_seconds
 
 LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
 DATA_BOUND_FRACTION = 0.20  # data waiting above this share of step time
+LOW_BUSY_PERCENT = 50.0  # a GPU busy less than this share of the measured time waits on the host or on data
 
 
 def inspection_for(run, inspections: Sequence[dict] | None) -> dict | None:
@@ -120,11 +122,42 @@ def hints(e: Entry) -> list[str]:
         if slow and is_finite(wait) and wait > DATA_BOUND_FRACTION:
             out.append(f"data waiting was {100 * wait:.0f} % of step time on {run.config.device}: "
                        "try resident data or more workers")
+    busy = s.get("utilization")
+    if s.get("utilization_measure") == "gpu_busy" and is_finite(busy) and busy < LOW_BUSY_PERCENT:
+        out.append(f"the GPU was busy only {busy:.0f} % of the measured time: the run waits on the host (Python, "
+                   "launches) or on data, so a larger batch, resident data or more workers would help")
     for run in (e.run, e.baseline):
         if run is not None and run.summary.get("stability") == "noisy":
             reason = run.summary.get("stability_reason") or "its throughput varied"
             out.append(f"the {run.config.device} run was noisy: {reason}")
     return out
+
+
+def _energy_kind(summary: dict) -> str:
+    return "estimated" if summary.get("energy_measure") == "estimated" else "measured"
+
+
+def energy_sentence(e: Entry) -> str:
+    """"It used 4.1x less energy per sample than the CPU (31.0 mJ vs 127 mJ; GPU vs CPU package, measured)." when
+    both runs measured energy; why not when only one did; "" when neither did."""
+    if e.baseline is None:
+        return ""
+    a, b = e.run.summary, e.baseline.summary
+    cpu = "the CPU" if e.local else "its CPU"
+    ratio = e.energy_ratio
+    if ratio is None:
+        if e.j_per_sample is None and is_finite(b.get("j_per_sample")):
+            return f"No energy comparison: the {e.device} run has no energy figure ({a.get('energy_reason') or 'not measured'})."
+        if e.j_per_sample is not None:
+            return f"No energy comparison: the CPU run has no energy figure ({b.get('energy_reason') or 'not measured'})."
+        return ""
+    kinds = {_energy_kind(a), _energy_kind(b)}
+    how = kinds.pop() if len(kinds) == 1 else f"{_energy_kind(a)} vs {_energy_kind(b)}"
+    parts = f"{str(a.get('energy_part', '')).upper()} vs {str(b.get('energy_part', '')).upper()}"
+    figures = f"{fmt_joules(e.j_per_sample)} vs {fmt_joules(b['j_per_sample'])} per sample; {parts}, {how}"
+    if ratio >= 1:
+        return f"It used {_x(ratio)} less energy per sample than {cpu} ({figures})."
+    return f"It used {_x(1 / ratio)} more energy per sample than {cpu} ({figures})."
 
 
 def sentence(e: Entry, inspection: dict | None = None) -> str:
@@ -145,8 +178,15 @@ def sentence(e: Entry, inspection: dict | None = None) -> str:
     head = where + head
     epochs = _epochs(e)
     text = f"{head}: {epochs}." if epochs else f"{head}."
+    energy = energy_sentence(e)
+    if energy:
+        text += f" {energy}"
     text += "".join(f" {h[0].upper()}{h[1:]}." for h in [*hints(e), *findings(inspection)])
     return text[0].upper() + text[1:]
+
+
+def _num(v):
+    return v if is_finite(v) else None
 
 
 def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) -> dict:
@@ -162,6 +202,12 @@ def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) 
              "speedup_vs_cpu": e.speedup, "speedup_low": e.low, "speedup_high": e.high,
              "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
              "baseline_run": e.baseline.id if e.baseline else None,
+             "j_per_sample": e.j_per_sample, "avg_power_w": _num(e.run.summary.get("avg_power_w")),
+             "energy_measure": e.run.summary.get("energy_measure") if e.j_per_sample is not None else None,
+             "energy_reason": e.run.summary.get("energy_reason") if e.j_per_sample is None else None,
+             "energy_ratio_vs_cpu": None if e.is_baseline else e.energy_ratio,
+             "utilization": _num(e.run.summary.get("utilization")),
+             "utilization_measure": e.run.summary.get("utilization_measure"),
              "verdict": (sentence(e, inspection_for(e.run, inspections))
                          if not e.is_baseline and e.speedup is not None else None)}
             for e in c.entries
