@@ -391,10 +391,15 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     from .engine.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
     from .engine.compare import compare, speedup_map
 
+    from .engine.energy import notes
+
     keys = keys or CLI_BENCH_COLUMNS
     speedups = speedup_map(compare(results))
     rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
-    return _grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
+    table = _grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
+    if "j_per_sample" in keys and results:  # what the energy figures are, or why they are empty
+        table += "\n" + "\n".join(printable(line) for line in notes(results))
+    return table
 
 
 def _grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None) -> str:

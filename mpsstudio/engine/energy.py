@@ -624,9 +624,9 @@ def describe(summary: dict) -> str:
         return f"Energy: {summary.get('energy_reason') or 'not measured'}."
     watts = summary.get("avg_power_w")
     power = f" at {watts:,.1f} W" if _finite(watts) else ""
-    return (f"Energy: {fmt_joules(jps)} per sample{power} ({summary.get('energy_part', '').upper()}, "
-            f"{summary.get('energy_measure')} by the {summary.get('energy_source')}; "
-            f"{summary.get('energy_scope')}).")
+    how = "estimated by macOS with" if summary.get("energy_measure") == ESTIMATED else "measured by"
+    return (f"Energy: {fmt_joules(jps)} per sample{power}, {how} the {summary.get('energy_source')} "
+            f"({summary.get('energy_scope') or 'the device'}).")
 
 
 def fmt_joules(v) -> str:
@@ -641,3 +641,18 @@ def fmt_joules(v) -> str:
     x = v / scale
     digits = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2
     return f"{x:,.{digits}f} {unit}"
+
+
+def notes(runs) -> list[str]:
+    """What the energy columns of these runs are, or why they are empty: one line per source or reason, naming the
+    devices ("Energy of cpu: not measured (no energy counter readable on this Linux VM ...).")."""
+    seen: dict[str, list[str]] = {}
+    for r in runs:
+        s = r.summary
+        if _finite(s.get("j_per_sample")):
+            how = "estimated by macOS" if s.get("energy_measure") == ESTIMATED else "measured"
+            text = f"{how} with the {s.get('energy_source')}: {s.get('energy_scope') or 'the device'}"
+        else:
+            text = f"not measured: {s.get('energy_reason') or 'no reading'}"
+        seen.setdefault(text, []).append(str(r.config.device))
+    return [f"Energy of {', '.join(dict.fromkeys(devices))}: {text}." for text, devices in seen.items()]

@@ -24,7 +24,7 @@ from ..engine import toolview
 from ..engine.config import RunConfig
 from ..engine.errors import UserError
 from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
-from ..engine.formatting import fmt_duration, fmt_rate
+from ..engine.formatting import fmt_duration, fmt_rate, one_line
 from ..engine.formatting import plural
 from ..engine.isolation import STOP_GRACE_S, Spare
 from ..engine.store import DamagedHistory, RunStore
@@ -454,16 +454,22 @@ class MainWindow(QMainWindow):
             self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
             for note in event.notes:
                 self.banner.show_message(note)
+            meter = event.env.get("energy") if isinstance(event.env.get("energy"), dict) else {}
+            reason = meter.get("reason")
+            self.plots.set_power_note(f"Power of {device} not measured: {one_line(str(reason), 120)}" if reason
+                                      else "")
         elif isinstance(event, Warmup):
             self.plots.add_warmup(self._current_id(), event.losses)
             self.progress.setValue(event.steps)
             self.say(f"Warm-up took {fmt_duration(event.seconds)}; measuring…")
         elif isinstance(event, Window):
+            power = event.power_w
             self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
-                                  event.memory)
+                                  event.memory, power)
             self.progress.setValue(event.steps_done)
             left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
-            self.rate_label.setText(f"{fmt_rate(event.samples_per_s)} samples/s{left}")
+            watts = f" · {power:,.0f} W" if power is not None else ""
+            self.rate_label.setText(f"{fmt_rate(event.samples_per_s)} samples/s{watts}{left}")
         elif isinstance(event, EpochEnd):
             run_id = self._current_id()
             epochs, total = self._epochs.get(run_id, (0, 0))

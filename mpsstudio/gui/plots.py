@@ -107,7 +107,7 @@ class _Run:
 
 
 class LivePlots(QWidget):
-    """Three stacked plots sharing the step axis (loss, throughput, memory), one coloured series set per run."""
+    """Four stacked plots sharing the step axis (loss, throughput, memory, power), one coloured series set per run."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -127,6 +127,8 @@ class LivePlots(QWidget):
         self._loss = self._add_plot(0, "Loss", pg.AxisItem("left"))
         self._throughput = self._add_plot(1, "Throughput (samples/s)", _StepAxis("left"))
         self._memory = self._add_plot(2, "Memory: GPU allocator, CPU run's growth", _BytesAxis("left"))
+        self._power = self._add_plot(3, "Power (W): the device's, per window", _StepAxis("left"))
+        self._window_plots = {"throughput": self._throughput, "memory": self._memory, "power": self._power}
         self._loss.titleLabel.setToolTip(
             "Training loss of every step (faint) and its exponential moving average (solid). "
             "Diamonds: validation loss at the end of each epoch. The shaded band is the warm-up."
@@ -136,11 +138,19 @@ class LivePlots(QWidget):
             "Warm-up steps are never counted."
         )
         self._memory.titleLabel.setToolTip("Device memory in use at the end of each measurement window.")
-        for plot in (self._throughput, self._memory):
+        self._power.titleLabel.setToolTip(
+            "Average watts of the device that ran the work over each measurement window: its energy counter's "
+            "difference over the window's time (NVML on NVIDIA GPUs, RAPL for Linux CPUs: measured; macOS's "
+            "IOReport model on Apple silicon: estimated). Idle power is included."
+        )
+        self._power_note = pg.TextItem("", anchor=(0.5, 0.5))
+        self._power_note.setParentItem(self._power.getViewBox())
+        self._power.getViewBox().sigResized.connect(self._place_hint)
+        for plot in self._window_plots.values():
             plot.setXLink(self._loss)
             plot.enableAutoRange(x=False)  # the loss plot, which has every step, drives the shared x range
-        self._memory.setLabel("bottom", "Step")
-        for plot in (self._loss, self._throughput):
+        self._power.setLabel("bottom", "Step")
+        for plot in (self._loss, self._throughput, self._memory):
             plot.getAxis("bottom").setStyle(showValues=False)
 
         self._legend = self._loss.addLegend(offset=(-8, 8), verSpacing=-4, labelTextSize=self._small_pt())
@@ -149,7 +159,8 @@ class LivePlots(QWidget):
 
         shortcut = QKeySequence("Ctrl+R").toString(QKeySequence.SequenceFormat.NativeText)
         self._hint = pg.TextItem(
-            f"Press Run ({shortcut}) to start — loss, throughput and memory appear here live", anchor=(0.5, 0.5)
+            f"Press Run ({shortcut}) to start — loss, throughput, memory and power appear here live",
+            anchor=(0.5, 0.5)
         )
         self._hint.setParentItem(self._loss.getViewBox())
         self._loss.getViewBox().sigResized.connect(self._place_hint)
@@ -180,7 +191,7 @@ class LivePlots(QWidget):
             label=label,
             colour=colour,
             warmup_steps=int(warmup_steps),
-            series={key: GrowingSeries() for key in ("loss", "loss_smooth", "throughput", "memory")},
+            series={key: GrowingSeries() for key in ("loss", "loss_smooth", "throughput", "memory", "power")},
             val=GrowingSeries(capacity=16),
         )
         run.curves = self._make_curves(run)
@@ -198,9 +209,11 @@ class LivePlots(QWidget):
             self._shade_warmup(len(losses))
 
     def add_window(
-        self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int
+        self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int,
+        power_w: float | None = None,
     ) -> None:
-        """Per-step losses from `first_step`; throughput and memory (bytes) land on the window's last step."""
+        """Per-step losses from `first_step`; throughput, memory (bytes) and power (W, when measured) land on the
+        window's last step."""
         run = self._runs.get(run_id)
         if run is None:
             return
@@ -209,6 +222,18 @@ class LivePlots(QWidget):
         run.series["throughput"].append(last_step, samples_per_s)
         run.series["memory"].append(last_step, memory)
         run.dirty.update(("throughput", "memory"))
+        if power_w is not None and math.isfinite(power_w):
+            run.series["power"].append(last_step, power_w)
+            run.dirty.add("power")
+            if self._power_note.isVisible():
+                self._power_note.setVisible(False)
+
+    def set_power_note(self, text: str) -> None:
+        """Say in the power plot why it stays empty ("Power not measured: no energy counter readable on this
+        Linux VM"); "" hides the note. A run with power readings hides it too."""
+        self._power_note.setText(text)
+        self._power_note.setVisible(bool(text) and not any(len(r.series["power"]) for r in self._runs.values()))
+        self._place_hint()
 
     def add_epoch(self, run_id: str, step: int, val_loss: float | None) -> None:
         """Validation loss at `step`, drawn as a diamond on the loss plot (nothing when there is none)."""
@@ -245,8 +270,9 @@ class LivePlots(QWidget):
         self._colour_count = 0
         self._legend.clear()
         self._legend.setVisible(False)
-        for plot in (self._loss, self._throughput, self._memory):
+        for plot in (self._loss, *self._window_plots.values()):
             plot.enableAutoRange(y=True)
+        self._power_note.setVisible(False)
         self._loss.enableAutoRange(x=True)
         self._show_empty(True)
 
@@ -258,7 +284,7 @@ class LivePlots(QWidget):
             for key in run.dirty:
                 source = run.val if key == "val" else run.series[key]
                 curve = run.curves[key]
-                if key in ("throughput", "memory"):
+                if key in self._window_plots:
                     wants_dots = len(source) <= SYMBOLS_UP_TO
                     if wants_dots != (curve.opts["symbol"] is not None):
                         curve.setSymbol("o" if wants_dots else None)
@@ -266,7 +292,7 @@ class LivePlots(QWidget):
             run.dirty.clear()
 
     def series(self, run_id: str) -> dict[str, GrowingSeries]:
-        """The run's buffers: "loss", "loss_smooth", "throughput", "memory" (x is the step)."""
+        """The run's buffers: "loss", "loss_smooth", "throughput", "memory", "power" (x is the step)."""
         return dict(self._runs[run_id].series)
 
     def curves(self, run_id: str) -> dict[str, pg.PlotDataItem]:
@@ -330,6 +356,7 @@ class LivePlots(QWidget):
             "loss_smooth": self._loss.plot(),
             "throughput": self._throughput.plot(),
             "memory": self._memory.plot(),
+            "power": self._power.plot(),
             "val": self._loss.plot(),
         }
         for key, curve in curves.items():
@@ -358,7 +385,7 @@ class LivePlots(QWidget):
 
         curves["loss"].setPen(pg.mkPen(colour(0.2), width=1))
         curves["loss_smooth"].setPen(pg.mkPen(colour(1.0), width=1, style=style))
-        for key in ("throughput", "memory"):
+        for key in self._window_plots:
             curve = curves[key]
             curve.setPen(pg.mkPen(colour(1.0), width=1, style=style))
             curve.setFillLevel(0)
@@ -414,9 +441,7 @@ class LivePlots(QWidget):
 
     def _remove_run(self, run: _Run) -> None:
         for key, curve in run.curves.items():
-            plot = self._loss if key in ("loss", "loss_smooth", "val") else (
-                self._throughput if key == "throughput" else self._memory
-            )
+            plot = self._loss if key in ("loss", "loss_smooth", "val") else self._window_plots[key]
             plot.removeItem(curve)
         run.curves.clear()
 
@@ -440,12 +465,13 @@ class LivePlots(QWidget):
         """With no runs, show the start hint and no tick values (an empty 0..1 scale means nothing)."""
         self._hint.setVisible(empty)
         self._legend.setVisible(not empty and bool(self._legend.items))
-        for plot in (self._loss, self._throughput, self._memory):
+        for plot in (self._loss, *self._window_plots.values()):
             plot.getAxis("left").setStyle(showValues=not empty)
-        self._memory.getAxis("bottom").setStyle(showValues=not empty)
+        self._power.getAxis("bottom").setStyle(showValues=not empty)
 
     def _place_hint(self) -> None:
         self._hint.setPos(self._loss.getViewBox().rect().center())
+        self._power_note.setPos(self._power.getViewBox().rect().center())
 
     # ---- theme --------------------------------------------------------------------------------------
 
@@ -475,7 +501,7 @@ class LivePlots(QWidget):
         tick_font = QFont(self.font())
         tick_font.setPointSizeF(max(8.0, self.font().pointSizeF() - 2))
         title_pt = f"{max(9.0, self.font().pointSizeF()):g}pt"
-        for plot in (self._loss, self._throughput, self._memory):
+        for plot in (self._loss, *self._window_plots.values()):
             for name in ("left", "bottom"):
                 axis = plot.getAxis(name)
                 axis.setPen(axis_pen)
@@ -491,6 +517,7 @@ class LivePlots(QWidget):
         self._legend.setPen(pg.mkPen(legend_edge))
         self._legend.setLabelTextColor(self._text())
         self._hint.setColor(self._secondary_text())
+        self._power_note.setColor(self._secondary_text())
         for region in self._warmup_regions.values():
             self._style_region(region)
         if self._val_legend_proxy is not None:

@@ -15,7 +15,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSortFilter
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
-from ..engine import stability
+from ..engine import energy, stability
 from ..engine.columns import BY_KEY, TABLE_COLUMNS, cell_text
 from ..engine.compare import Comparison, compare, speedup_map
 from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
@@ -217,12 +217,25 @@ class RunTableModel(QAbstractTableModel):
         if s.get("warmup_steps"):
             cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
         cells["s_per_epoch"].tooltip = self._epoch_tooltip(r)
+        cells["j_per_sample"].tooltip = self._energy_tooltip(r)
         if r.status == "cancelled":
             cells["status"].tooltip = "Stopped before the end; its numbers cover the steps done."
         badge = Cell(letter, letter or "~",
                      f"Comparison {letter}: {comparison.title()} on {plural(len(comparison.runs), 'device')}."
                      if comparison else "Not compared: no finished run of the same setup on another device.")
         return [badge, *(cells[k] for k in TABLE_COLUMNS)]
+
+    @staticmethod
+    def _energy_tooltip(r: RunResult) -> str:
+        """What the J/sample figure is (source, power, busy share), or why the cell is empty."""
+        s = r.summary
+        lines = [energy.describe(s)]
+        if is_finite(s.get("energy_j")):
+            lines.append(f"{energy.fmt_joules(s['energy_j'])} over the measurement windows.")
+        if is_finite(s.get("utilization")):
+            what = "GPU busy" if s.get("utilization_measure") == "gpu_busy" else "CPU busy (share of all cores)"
+            lines.append(f"{what}: {s['utilization']:.0f} % of the measured time.")
+        return "\n".join(lines)
 
     def _speedup_tooltip(self, r: RunResult, comparison: Comparison | None, letter: str) -> str:
         if comparison is None:
