@@ -53,7 +53,7 @@ def test_rapl_counts_packages_and_dram_but_not_their_subdomains(tmp_path):
     set_uj(root, "intel-rapl:1", 3_000_000)  # +1 J
     set_uj(root, "intel-rapl:0:1", 750_000)  # DRAM +0.25 J
     set_uj(root, "intel-rapl:0:0", 999_999_999)  # a core subdomain: inside its package, never added
-    w = meter.end()
+    w = meter.end(close=True)
     assert w.energy_j == pytest.approx(4.0)
     assert w.parts == {"cpu": pytest.approx(4.0), "dram": pytest.approx(0.25)}
 
@@ -64,11 +64,11 @@ def test_rapl_counter_wrapping_in_a_window_adds_its_range_once(tmp_path):
     meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
     meter.begin()
     set_uj(root, "intel-rapl:0", 3_000_000)  # wrapped: 2 J to the top, then 3 J
-    w = meter.end()
+    w = meter.end(close=True)
     assert w.energy_j == pytest.approx(5.0)
     meter.begin()
     set_uj(root, "intel-rapl:0", 4_500_000)
-    assert meter.end().energy_j == pytest.approx(1.5)
+    assert meter.end(close=True).energy_j == pytest.approx(1.5)
 
 
 def test_a_counter_that_goes_backwards_with_no_range_gives_an_unknown_window_never_a_negative_one(tmp_path):
@@ -77,7 +77,7 @@ def test_a_counter_that_goes_backwards_with_no_range_gives_an_unknown_window_nev
     meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
     meter.begin()
     set_uj(root, "intel-rapl:0", 10)
-    w = meter.end()
+    w = meter.end(close=True)
     assert w.energy_j is None and meter.failures == 1
 
 
@@ -108,11 +108,11 @@ def test_a_counter_unreadable_mid_run_loses_that_window_only(tmp_path):
     meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
     meter.begin()
     (root / "intel-rapl:0" / "energy_uj").write_text("garbage\n")
-    assert meter.end().energy_j is None
+    assert meter.end(close=True).energy_j is None
     set_uj(root, "intel-rapl:0", 2_000_000)
     meter.begin()
     set_uj(root, "intel-rapl:0", 2_500_000)
-    assert meter.end().energy_j == pytest.approx(0.5)
+    assert meter.end(close=True).energy_j == pytest.approx(0.5)
 
 
 def test_no_powercap_folder_gives_the_vm_phrase(tmp_path, monkeypatch):
@@ -190,12 +190,12 @@ def test_nvml_energy_and_busy_share_of_a_window(fake_nvml):
     assert meter.describe()["measure"] == "measured"
     meter.begin()
     fake_nvml.energy_mj += 55_900  # 55.9 J
-    w = meter.end()
+    w = meter.end(close=True)
     assert w.energy_j == pytest.approx(55.9) and w.parts == {"gpu": pytest.approx(55.9)}
     assert w.utilization == pytest.approx(50.0)  # the mean of the samples inside the window
     fake_nvml.samples = []
     meter.begin()
-    assert meter.end().utilization == 87  # shorter than a sampling period: NVML's latest reading
+    assert meter.end(close=True).utilization == 87  # shorter than a sampling period: NVML's latest reading
 
 
 def test_nvml_finds_the_gpu_by_uuid_when_cuda_renumbers_them(fake_nvml, monkeypatch):
@@ -216,7 +216,7 @@ def test_nvml_that_cannot_measure_says_why(monkeypatch, nvml, phrase):
     meter = energy.meter_for("cuda", 0, None)
     assert phrase in meter.reason and meter.counters == []
     meter.begin()
-    assert meter.end().energy_j is None
+    assert meter.end(close=True).energy_j is None
 
 
 def test_nvml_not_installed(monkeypatch):
@@ -235,7 +235,7 @@ def test_cuda_keeps_the_host_cpu_package_as_a_part_when_rapl_is_readable(fake_nv
     meter.begin()
     fake_nvml.energy_mj += 10_000
     set_uj(root, "intel-rapl:0", 3_000_000)
-    w = meter.end()
+    w = meter.end(close=True)
     assert w.energy_j == pytest.approx(10.0) and w.parts == {"gpu": pytest.approx(10.0), "cpu": pytest.approx(2.0)}
 
 
@@ -264,7 +264,7 @@ def test_apple_silicon_energy_is_estimated_and_keeps_its_parts(monkeypatch):
         meter.begin()
         for key, add in (("gpu_mj", 15_000), ("gpu_sram_mj", 500), ("cpu_total_mj", 4000), ("dram_mj", 800)):
             monitor.mj[key] += add
-        w = meter.end()
+        w = meter.end(close=True)
         assert w.energy_j == pytest.approx(15.5)  # GPU and its SRAM
         assert w.parts == {"gpu": pytest.approx(15.5), "cpu": pytest.approx(4.0), "dram": pytest.approx(0.8),
                            "ane": 0.0}
@@ -297,9 +297,11 @@ def test_ioreg_utilization_parses_activity_monitors_figure():
 
 
 def _windows(*energies, seconds=0.5, samples=64, utilization=50.0):
+    """Windows that each close a one-window energy span."""
     return [{"first_step": i, "steps": 1, "seconds": seconds, "samples": samples, "samples_per_s": samples / seconds,
-             "data_wait_s": 0.0, "memory": 0, "energy_j": e, "utilization": utilization,
-             "energy_parts": None if e is None else {"gpu": e, "cpu": 1.0}} for i, e in enumerate(energies)]
+             "data_wait_s": 0.0, "memory": 0, "energy_j": e, "energy_s": seconds, "energy_windows": 1,
+             "utilization": utilization, "energy_parts": None if e is None else {"gpu": e, "cpu": 1.0}}
+            for i, e in enumerate(energies)]
 
 
 ENV = {"energy": {"source": "NVML total-energy counter (GPU 0)", "part": "gpu", "measure": "measured",
@@ -319,7 +321,7 @@ def test_summary_sums_the_windows():
 def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero():
     s = energy.summary_fields(_windows(100.0, None, 90.0), ENV)
     assert s["energy_j"] is None and s["j_per_sample"] is None and s["avg_power_w"] is None
-    assert s["energy_reason"] == "the energy counter could not be read in 1 of 3 measurement windows"
+    assert s["energy_reason"] == "the energy counter could not be read in 1 of 3 energy spans"
 
 
 def test_no_source_gives_null_fields_and_the_sources_reason():
@@ -385,6 +387,7 @@ def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, m
         return real_read(self)
 
     monkeypatch.setattr(energy.RaplCounter, "read", moving)
+    monkeypatch.setattr(energy, "SPAN_S", 0.0)  # every window closes its own span
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=12,
                                    warmup_steps=2))
     assert result.status == "finished"
@@ -393,7 +396,7 @@ def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, m
     assert all(w["energy_j"] == pytest.approx(0.25) for w in result.windows)
     assert s["energy_j"] == pytest.approx(0.25 * len(result.windows))
     assert s["j_per_sample"] == pytest.approx(s["energy_j"] / (12 * 16))
-    assert s["avg_power_w"] == pytest.approx(s["energy_j"] / s["measured_s"])
+    assert s["avg_power_w"] == pytest.approx(s["energy_j"] / sum(w["energy_s"] for w in result.windows))
     assert 0 <= s["utilization"] <= 100 and s["utilization_measure"] == "cpu_busy"
     data = json.loads(json.dumps(result.to_dict()))
     assert runcheck.run_from_dict(data, "again").summary["energy_j"] == pytest.approx(s["energy_j"])
@@ -487,3 +490,31 @@ def test_energy_columns_say_estimated_and_read_in_units():
     cpu = _measured_run("cpu", 300.0, reason="no energy counter readable on this Linux VM")
     assert columns.cell_text("j_per_sample", cpu, {}) == "\u2014"
     assert columns.BY_KEY["energy_reason"].value(cpu, {}) == "no energy counter readable on this Linux VM"
+
+
+def test_spans_cover_every_measured_window_and_close_at_breaks(tmp_path, monkeypatch):
+    """Default spans: about a second each, the last one closed by the run's end; every window covered once,
+    warm-up and validation never inside."""
+    root = write_rapl(tmp_path / "powercap")
+    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(energy, "SPAN_S", 0.3)
+    result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=32, epochs=2,
+                                   window_s=0.05))
+    assert result.status == "finished"
+    spans = [w for w in result.windows if w.get("energy_windows")]
+    assert sum(w["energy_windows"] for w in spans) == len(result.windows)
+    assert len(spans) >= 2  # closed at the first epoch's end (validation follows) and at the run's end
+    assert len(spans) < len(result.windows)  # a span groups the windows of about SPAN_S
+    assert result.summary["energy_j"] == pytest.approx(0.0)  # the fake counter did not move
+    assert result.summary["j_per_sample"] == pytest.approx(0.0) and result.summary["energy_reason"] is None
+
+
+def test_a_span_count_that_does_not_fit_the_windows_is_not_trusted():
+    windows = _windows(1.0, 2.0)
+    windows[1]["energy_windows"] = 5
+    s = runcheck.run_from_dict(_file_run(windows), "x.json").summary
+    assert s["energy_j"] is None and "do not match" in s["energy_reason"]
+    windows[1]["energy_windows"] = 0
+    with pytest.raises(UserError, match="energy_windows"):
+        runcheck.run_from_dict(_file_run(windows), "x.json")

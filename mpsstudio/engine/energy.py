@@ -37,6 +37,7 @@ PARTS = ("gpu", "cpu", "dram", "ane")  # the parts a source may give, in the ord
 POWERCAP = "/sys/class/powercap"
 IOREG_INTERVAL_S = 0.5  # how often the Apple GPU's busy share is sampled while a run is measured
 IOREG_TIMEOUT_S = 2.0
+SPAN_S = 1.0  # shortest energy span: the counters are read about once a second, at window boundaries
 MEASURED, ESTIMATED = "measured", "estimated"
 
 
@@ -45,12 +46,20 @@ class Unreadable(Exception):
 
 
 @dataclass
-class WindowEnergy:
-    """One measurement window: joules of the device's part, every part's joules, and the busy share (0-100)."""
+class SpanEnergy:
+    """One energy span: consecutive measurement windows read as one (at least SPAN_S long, or up to a break such
+    as validation or the run's end). Joules of the device's part (None when its counter could not be read), every
+    part's joules, the busy share (0-100), the span's seconds between the two readings and its window count."""
 
+    seconds: float
+    windows: int
     energy_j: float | None = None
     parts: dict[str, float] | None = None
     utilization: float | None = None
+
+    @property
+    def power_w(self) -> float | None:
+        return self.energy_j / self.seconds if self.energy_j is not None and self.seconds > 0 else None
 
 
 # ---------------------------------------------------------------- counters
@@ -410,15 +419,27 @@ def _percent(v: float) -> float:
 @dataclass
 class Meter:
     """What the run loop reads at window boundaries: energy of `part` (the device that ran the work) plus every
-    part the sources give, and the device's busy share."""
+    part the sources give, and the device's busy share, over energy spans.
+
+    A span opens where a measured window's clock starts (begin) and closes at the end of the first window that
+    makes it at least `span_s` long, or at a break (end(close=True): validation, the run's end, a stop). Spans,
+    not single windows, because reading NVML's energy counter costs ~4 ms on an H100 and the counter moves only
+    every ~100 ms (docs/benchmarks.md): per 0.1 s window that would be 8 % of the run and mostly rounding. Spans
+    follow each other with no gap between one's end reading and the next one's start reading, so the counter's
+    rounding cancels out over a run except at its ends and its breaks.
+    """
 
     part: str | None = None  # "gpu" or "cpu": the device's part; None when nothing measures energy here
     counters: list = field(default_factory=list)
     busy: _Busy | None = None
     reason: str | None = None  # why energy is not measured (None when it is)
     busy_reason: str | None = None
-    failures: int = 0  # windows whose counters could not be read
+    span_s: float = SPAN_S
+    failures: int = 0  # spans whose device counter could not be read
     _start: dict[str, float] | None = None
+    _t0: float = 0.0
+    _windows: int = 0
+    _open: bool = False
 
     def describe(self) -> dict:
         """env["energy"]: what measured the run's energy and busy share, or why nothing did."""
@@ -430,7 +451,7 @@ class Meter:
 
     def _read(self) -> dict[str, float]:
         """Every readable counter's parts; a source that fails now is left out of this reading (when it is the
-        device's own, the window's energy is unknown)."""
+        device's own, the span's energy is unknown)."""
         out: dict[str, float] = {}
         for counter in self.counters:
             try:
@@ -442,14 +463,28 @@ class Meter:
         return out
 
     def begin(self) -> None:
-        """A window starts: read every counter (the device was just synchronized)."""
+        """A measured window's clock is about to start (the device was just synchronized): open a span unless
+        one is open."""
+        if self._open:
+            return
+        self._open, self._windows = True, 0
         if self.busy is not None:
             self.busy.begin()
+        self._t0 = time.perf_counter()
         self._start = self._read() if self.counters else None
 
-    def end(self) -> WindowEnergy:
-        """A window ends: the energy and busy share since begin()."""
-        out = WindowEnergy(utilization=self.busy.end() if self.busy is not None else None)
+    def end(self, close: bool = False) -> SpanEnergy | None:
+        """A measured window ended (the device was just synchronized): None while its span goes on, the span's
+        reading when it closes (long enough, or `close` at a break)."""
+        if not self._open:
+            return None
+        self._windows += 1
+        now = time.perf_counter()
+        if not close and now - self._t0 < self.span_s:
+            return None
+        self._open = False
+        out = SpanEnergy(seconds=now - self._t0, windows=self._windows,
+                         utilization=self.busy.end() if self.busy is not None else None)
         if not self.counters:
             return out
         end = self._read()
@@ -474,7 +509,7 @@ class Meter:
 
 def meter_for(kind: str, index: int | None = None, uuid: str | None = None) -> Meter:
     """The meter of a device ("cpu", "mps" or "cuda"); a source that cannot be used here gives its reason."""
-    meter = Meter()
+    meter = Meter(span_s=SPAN_S)
     try:
         if kind == "cuda":
             _cuda(meter, index, uuid)
@@ -561,56 +596,78 @@ def _finite(v) -> bool:
 def summary_fields(windows: list[dict], env: dict | None) -> dict:
     """The run's energy and utilisation figures from its window rows and env["energy"], for its summary.
 
-    Energy: the device part's joules summed over the windows, over their seconds (W) and samples (J/sample);
-    None with `energy_reason` when no source measured it or any window lacks a reading (a run's energy is all of
-    its windows or nothing). Utilisation: the time-weighted mean of the windows' busy shares (percent).
-    Also the figures of a file: they are re-derived from its windows here, whatever its summary says.
+    A window that closed an energy span carries the span's `energy_j`, `energy_s`, `energy_windows` (how many
+    windows, itself included, the span covers), `energy_parts` and `utilization`. Energy: the spans' joules summed,
+    over their seconds (W) and over their windows' samples (J/sample); None with `energy_reason` when no source
+    measured it or any span lacks its reading (a run's energy is all of its spans or nothing). Windows after the
+    last span (a run that failed or was stopped mid-span) are not covered. Utilisation: the spans' busy shares,
+    weighted by their seconds (percent). Also the figures of a file: re-derived from its windows here.
     """
     out: dict = dict.fromkeys(SUMMARY_KEYS)
     info = (env or {}).get("energy")
     if not isinstance(info, dict):
         out["energy_reason"] = out["utilization_reason"] = BEFORE
         return out
+    spans, bad = _spans(windows)
     part = info.get("part") if info.get("part") in PARTS else None
     source = _text(info.get("source"))
     measure = info.get("measure") if info.get("measure") in (MEASURED, ESTIMATED) else None
     if part and source and measure:
         out.update(energy_part=part, energy_source=source, energy_measure=measure, energy_scope=_text(info.get("scope")))
-        _energy(out, windows, part)
+        if bad:
+            out["energy_reason"] = bad
+        else:
+            _energy(out, spans, part)
     else:
         out["energy_reason"] = _text(info.get("reason")) or "no energy counter readable here"
     busy = info.get("utilization") if info.get("utilization") in ("gpu_busy", "cpu_busy") else None
-    weighted = [(w.get("utilization"), w.get("seconds")) for w in windows]
-    weighted = [(u, s) for u, s in weighted if _finite(u) and _finite(s) and s > 0]
-    if busy and weighted:
-        out["utilization"] = _percent(sum(u * s for u, s in weighted) / sum(s for _, s in weighted))
+    weighted = [(w.get("utilization"), w.get("energy_s")) for w, _ in spans]
+    weighted = [(u, t) for u, t in weighted if _finite(u) and 0 <= u <= 100 and _finite(t) and t > 0]
+    if busy and weighted and not bad:
+        out["utilization"] = _percent(sum(u * t for u, t in weighted) / sum(t for _, t in weighted))
         out["utilization_measure"] = busy
     elif busy:
-        out["utilization_reason"] = "no measurement window has a utilisation reading"
+        out["utilization_reason"] = bad or "no energy span finished with a utilisation reading"
     else:
         out["utilization_reason"] = _text(info.get("utilization_reason")) or "no utilisation reading here"
     return out
 
 
-def _energy(out: dict, windows: list[dict], part: str) -> None:
-    if not windows:
-        out["energy_reason"] = "no measurement window finished"
+def _spans(windows: list[dict]) -> tuple[list[tuple[dict, float]], str | None]:
+    """(closing window, samples of its span's windows) per span; a reason instead when the spans do not fit."""
+    spans: list[tuple[dict, float]] = []
+    pending: list[float] = []  # samples of the windows since the last span closed
+    for w in windows:
+        samples = w.get("samples")
+        pending.append(samples if _finite(samples) and samples >= 0 else 0)
+        n = w.get("energy_windows")
+        if n is None:
+            continue
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(pending):
+            return [], "its energy spans do not match its measurement windows"
+        spans.append((w, sum(pending[-n:])))
+        pending = []
+    return spans, None
+
+
+def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
+    if not spans:
+        out["energy_reason"] = "no energy span finished (the measured phase ended before the first reading)"
         return
-    missing = sum(1 for w in windows if not (_finite(w.get("energy_j")) and w["energy_j"] >= 0))
+    missing = sum(1 for w, _ in spans if not (_finite(w.get("energy_j")) and w["energy_j"] >= 0
+                                              and _finite(w.get("energy_s")) and w["energy_s"] > 0))
     if missing:
-        out["energy_reason"] = (f"the energy counter could not be read in {missing} of {len(windows)} "
-                                "measurement windows")
+        out["energy_reason"] = f"the energy counter could not be read in {missing} of {len(spans)} energy spans"
         return
-    joules = sum(w["energy_j"] for w in windows)
-    seconds = sum(w["seconds"] for w in windows if _finite(w.get("seconds")))
-    samples = sum(w["samples"] for w in windows if _finite(w.get("samples")))
+    joules = sum(w["energy_j"] for w, _ in spans)
+    seconds = sum(w["energy_s"] for w, _ in spans)
+    samples = sum(n for _, n in spans)
     out["energy_j"] = joules
-    out["avg_power_w"] = joules / seconds if seconds > 0 else None
+    out["avg_power_w"] = joules / seconds
     out["j_per_sample"] = joules / samples if samples > 0 else None
     parts = {}
     for name in PARTS:
-        values = [(w.get("energy_parts") or {}).get(name) if isinstance(w.get("energy_parts"), dict) else None
-                  for w in windows]
+        values = [w["energy_parts"].get(name) if isinstance(w.get("energy_parts"), dict) else None for w, _ in spans]
         if all(_finite(v) and v >= 0 for v in values):
             parts[name] = sum(values)
     parts[part] = joules

@@ -52,20 +52,26 @@ class Window:
     total_steps: int
     elapsed_s: float  # since the run started (setup excluded)
     eta_s: float | None  # estimated time left: the steps left at the pace of every step since warm-up, validation included
-    energy_j: float | None = None  # joules of the device's part over the window (engine/energy.py); None: not measured
+    # set on the window that closes an energy span (engine/energy.py), else None:
+    energy_j: float | None = None  # joules of the device's part over the span; None: not measured
+    energy_s: float | None = None  # the span's seconds (between its two counter readings)
+    energy_windows: int | None = None  # how many windows the span covers, this one included
     energy_parts: dict | None = None  # joules of every part the source gives ("gpu", "cpu", "dram", "ane")
-    utilization: float | None = None  # the device's busy share over the window, percent
+    utilization: float | None = None  # the device's busy share over the span, percent
 
     @property
     def power_w(self) -> float | None:
-        """Average watts of the device's part over the window (None when energy was not measured)."""
-        return self.energy_j / self.seconds if self.energy_j is not None and self.seconds > 0 else None
+        """Average watts of the device's part over the span this window closed (None otherwise)."""
+        if self.energy_j is None or not self.energy_s or self.energy_s <= 0:
+            return None
+        return self.energy_j / self.energy_s
 
     def record(self) -> dict:
         """The window as RunResult.windows keeps it."""
         return {"first_step": self.first_step, "steps": len(self.losses), "seconds": self.seconds,
                 "samples": self.samples, "samples_per_s": self.samples_per_s, "data_wait_s": self.data_wait_s,
-                "memory": self.memory, "energy_j": self.energy_j, "energy_parts": self.energy_parts,
+                "memory": self.memory, "energy_j": self.energy_j, "energy_s": self.energy_s,
+                "energy_windows": self.energy_windows, "energy_parts": self.energy_parts,
                 "utilization": self.utilization}
 
 

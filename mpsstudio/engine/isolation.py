@@ -558,10 +558,13 @@ def _checked_event(event):
     if isinstance(event, Window):
         if not isinstance(event.memory_detail, dict):
             raise TypeError("memory_detail is not a mapping")
-        for name in ("energy_j", "utilization", "eta_s"):
+        for name in ("energy_j", "energy_s", "utilization", "eta_s"):
             value = getattr(event, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise TypeError(f"{name} is not a number")
+        if event.energy_windows is not None and (isinstance(event.energy_windows, bool)
+                                                 or not isinstance(event.energy_windows, int)):
+            raise TypeError("energy_windows is not a count")
         parts = event.energy_parts
         if parts is not None and not (isinstance(parts, dict) and all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -37,7 +37,7 @@ _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "me
                  "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
-                   "energy_j", "utilization")
+                   "energy_j", "energy_s", "energy_windows", "utilization")
 _EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
 
 
@@ -136,6 +136,9 @@ def _check_energy(windows: list[dict]) -> None:
         busy = w.get("utilization")
         if busy is not None and busy > 100:
             raise _Bad(f"windows[{i}].utilization", "a percentage from 0 to 100, or null, expected")
+        span = w.get("energy_windows")
+        if span is not None and (not isinstance(span, int) or isinstance(span, bool) or span < 1):
+            raise _Bad(f"windows[{i}].energy_windows", "a whole number of at least 1, or null, expected")
         parts = w.get("energy_parts")
         if parts is None:
             continue

@@ -110,6 +110,12 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     return result
 
 
+def _span_fields(span: energy.SpanEnergy) -> dict:
+    """The Window fields of the energy span a window closed."""
+    return {"energy_j": span.energy_j, "energy_s": span.seconds, "energy_windows": span.windows,
+            "energy_parts": span.parts, "utilization": span.utilization}
+
+
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
     """Load the config's dataset shaped for its model (synthetic data takes the model's input shape)."""
     info = models.get_model_info(config.model)
@@ -188,7 +194,7 @@ class _RunLoop:
         self.position = position
         self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
         self.memory_base = 0  # CPU runs: the process's resident size before the run's model and batches
-        self.meter = energy.Meter()  # energy and busy share per window: the device's own once set up
+        self.meter = energy.Meter()  # energy and busy share over spans of windows: the device's own once set up
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -350,7 +356,8 @@ class _RunLoop:
         epoch = 0
         validation_s = 0.0
         dev.synchronize()
-        self.meter.begin()
+        if self.warm == 0:
+            self.meter.begin()
         run_start = epoch_start = clock = time.perf_counter()
         warm_end = run_start
         if self.warm == 0:
@@ -374,7 +381,9 @@ class _RunLoop:
                 continue
             dev.synchronize()
             now = time.perf_counter()
-            reading = None if in_warm else self.meter.end()  # energy over exactly the window's interval
+            stopping = self.stop()  # polled once a window; a stop closes the energy span here
+            # energy over spans of whole windows, closed before every break (validation, the end, a stop)
+            reading = None if in_warm else self.meter.end(close=step == self.total or epoch_end or stopping)
             seconds = now - clock
             first = step - len(win_losses) + 1
             values = self._fetch(win_losses, first)
@@ -402,11 +411,12 @@ class _RunLoop:
                                            "val_loss": self.val[0] if self.val else None,
                                            "val_accuracy": self.val[1] if self.val else None})
                 self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None))))
-            if self.stop():
+            if stopping:
                 self._close_wall(warm_end, validation_s)
                 raise Cancelled()
             dev.synchronize()
-            self.meter.begin()
+            if step >= self.warm:  # the next window is measured
+                self.meter.begin()
             clock = time.perf_counter()
             if epoch_end:
                 epoch_start = clock
@@ -440,8 +450,7 @@ class _RunLoop:
         window = Window(index=len(self.windows), first_step=first, losses=values, seconds=seconds,
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
                         memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
-                        eta_s=eta, energy_j=reading.energy_j, energy_parts=reading.parts,
-                        utilization=reading.utilization)
+                        eta_s=eta, **(_span_fields(reading) if reading is not None else {}))
         self.windows.append(window.record())
         self.emit(window)
 
