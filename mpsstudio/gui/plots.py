@@ -127,7 +127,7 @@ class LivePlots(QWidget):
         self._loss = self._add_plot(0, "Loss", pg.AxisItem("left"))
         self._throughput = self._add_plot(1, "Throughput (samples/s)", _StepAxis("left"))
         self._memory = self._add_plot(2, "Memory: GPU allocator, CPU run's growth", _BytesAxis("left"))
-        self._power = self._add_plot(3, "Power (W): the device's, per window", _StepAxis("left"))
+        self._power = self._add_plot(3, "Power (W): the device's, per energy span (~1 s)", _StepAxis("left"))
         self._window_plots = {"throughput": self._throughput, "memory": self._memory, "power": self._power}
         self._loss.titleLabel.setToolTip(
             "Training loss of every step (faint) and its exponential moving average (solid). "
@@ -139,7 +139,8 @@ class LivePlots(QWidget):
         )
         self._memory.titleLabel.setToolTip("Device memory in use at the end of each measurement window.")
         self._power.titleLabel.setToolTip(
-            "Average watts of the device that ran the work over each measurement window: its energy counter's "
+            "Average watts of the device that ran the work over each energy span (about a second of measurement "
+            "windows): its energy counter's "
             "difference over the window's time (NVML on NVIDIA GPUs, RAPL for Linux CPUs: measured; macOS's "
             "IOReport model on Apple silicon: estimated). Idle power is included."
         )
