@@ -28,7 +28,7 @@ def main() -> int:
     p.add_argument("--settings", default="fp32,tf32,bf16", help="fp32 (TF32 off), tf32 (fp32, TF32 on), fp16, bf16")
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    rows, results = [], []
+    results = []
     print("| model | setting | loss | logits | worst gradient (tensor) | CPU's own error there, same precision "
           "| tolerance | within | CPU-fallback ops |")
     print("|---|---|---|---|---|---|---|---|---|")

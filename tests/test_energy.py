@@ -518,3 +518,17 @@ def test_a_span_count_that_does_not_fit_the_windows_is_not_trusted():
     windows[1]["energy_windows"] = 0
     with pytest.raises(UserError, match="energy_windows"):
         runcheck.run_from_dict(_file_run(windows), "x.json")
+
+
+def test_the_cli_table_says_what_measured_energy_or_why_not():
+    from mpsstudio.cli import format_table
+
+    runs = [_measured_run("cpu", 300.0, reason="no energy counter readable on this Linux VM"),
+            _measured_run("cuda:0", 600.0, jps=0.2, busy=90.0)]
+    runs[1].summary.update(energy_source="NVML total-energy counter (GPU 0)",
+                           energy_scope="the whole GPU board, idle power included")
+    text = format_table(runs)
+    assert "J/sample" in text.splitlines()[0] and "200 mJ" in text and "90.0 %" in text
+    assert "Energy of cpu: not measured: no energy counter readable on this Linux VM." in text
+    assert ("Energy of cuda:0: measured with the NVML total-energy counter (GPU 0): the whole GPU board, idle power "
+            "included.") in text

@@ -103,7 +103,7 @@ def test_redraw_puts_appended_steps_and_losses_on_the_curves(plots):
     np.testing.assert_array_equal(x, [5, 8])
     np.testing.assert_array_equal(y, [300_000_000, 310_000_000])
     assert plots.run_ids() == ["r1"]
-    assert set(plots.series("r1")) == {"loss", "loss_smooth", "throughput", "memory"}
+    assert set(plots.series("r1")) == {"loss", "loss_smooth", "throughput", "memory", "power"}
 
 
 def test_smoothed_loss_is_the_exponential_moving_average(plots):
@@ -168,7 +168,7 @@ def test_calls_do_not_redraw_and_idle_redraw_sets_nothing(plots):
 
     plots.redraw()
     assert {key: len(c) for key, c in calls.items()} == {
-        "loss": 1, "loss_smooth": 1, "throughput": 1, "memory": 1, "val": 1,
+        "loss": 1, "loss_smooth": 1, "throughput": 1, "memory": 1, "val": 1, "power": 0,
     }
     plots.redraw()  # nothing new
     assert sum(len(c) for c in calls.values()) == 5
@@ -176,7 +176,7 @@ def test_calls_do_not_redraw_and_idle_redraw_sets_nothing(plots):
     plots.add_window("r1", 6, [0.7], 1600.0, 300_000_000)
     plots.redraw()  # only the changed series are pushed again; validation did not change
     assert {key: len(c) for key, c in calls.items()} == {
-        "loss": 2, "loss_smooth": 2, "throughput": 2, "memory": 2, "val": 1,
+        "loss": 2, "loss_smooth": 2, "throughput": 2, "memory": 2, "val": 1, "power": 0,
     }
 
 
@@ -341,3 +341,23 @@ def test_clicking_a_run_in_the_legend_hides_all_its_curves(plots):
     plots._legend.sigSampleClicked.emit(smooth)
     assert not any(c.isVisible() for c in plots.curves("a").values())
     assert all(c.isVisible() for c in plots.curves("b").values())
+
+
+def test_power_lands_on_its_own_plot_only_when_measured(plots):
+    plots.start_run("r", "cuda:0", 0)
+    plots.add_window("r", 1, [2.0, 1.9], 1000.0, 1 << 20)  # inside an energy span: no power yet
+    plots.add_window("r", 3, [1.8], 1000.0, 1 << 20, 423.5)
+    plots.add_window("r", 4, [1.7], 1000.0, 1 << 20, float("nan"))  # never drawn
+    plots.redraw()
+    x, y = data(plots.curves("r")["power"])
+    assert list(x) == [3.0] and list(y) == [423.5]
+
+
+def test_the_power_plot_says_why_it_stays_empty(plots):
+    plots.start_run("r", "cpu", 0)
+    plots.set_power_note("Power of cpu not measured: no energy counter readable on this Linux VM")
+    assert plots._power_note.isVisible() and "Linux VM" in plots._power_note.textItem.toPlainText()
+    plots.add_window("r", 1, [2.0], 10.0, 0, 15.0)
+    assert not plots._power_note.isVisible()  # a reading replaces the note
+    plots.clear()
+    assert not plots._power_note.isVisible()
