@@ -228,12 +228,15 @@ class LivePlots(QWidget):
             run.dirty.add("power")
             if self._power_note.isVisible():
                 self._power_note.setVisible(False)
+                self._power.getAxis("left").setStyle(showValues=True)
 
     def set_power_note(self, text: str) -> None:
         """Say in the power plot why it stays empty ("Power not measured: no energy counter readable on this
         Linux VM"); "" hides the note. A run with power readings hides it too."""
         self._power_note.setText(text)
-        self._power_note.setVisible(bool(text) and not any(len(r.series["power"]) for r in self._runs.values()))
+        shown = bool(text) and not any(len(r.series["power"]) for r in self._runs.values())
+        self._power_note.setVisible(shown)
+        self._power.getAxis("left").setStyle(showValues=not shown and not self._hint.isVisible())  # no empty 0-1 scale
         self._place_hint()
 
     def add_epoch(self, run_id: str, step: int, val_loss: float | None) -> None:
