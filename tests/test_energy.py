@@ -532,3 +532,16 @@ def test_the_cli_table_says_what_measured_energy_or_why_not():
     assert "Energy of cpu: not measured: no energy counter readable on this Linux VM." in text
     assert ("Energy of cuda:0: measured with the NVML total-energy counter (GPU 0): the whole GPU board, idle power "
             "included.") in text
+
+
+def test_a_stopped_run_keeps_the_energy_of_the_windows_it_ran(tmp_path, monkeypatch):
+    root = write_rapl(tmp_path / "powercap")
+    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(sys, "platform", "linux")
+    seen = []
+    result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=5000,
+                                   warmup_steps=2), on_event=seen.append,
+                         should_stop=lambda: sum(type(e).__name__ == "Window" for e in seen) >= 3)
+    assert result.status == "cancelled" and len(result.windows) == 3
+    assert result.windows[-1]["energy_windows"] == 3  # the open span closed with the last window
+    assert result.summary["energy_j"] == pytest.approx(0.0) and result.summary["energy_reason"] is None

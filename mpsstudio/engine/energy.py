@@ -479,9 +479,20 @@ class Meter:
         if not self._open:
             return None
         self._windows += 1
-        now = time.perf_counter()
-        if not close and now - self._t0 < self.span_s:
+        if not close and time.perf_counter() - self._t0 < self.span_s:
             return None
+        return self._close()
+
+    def flush(self) -> SpanEnergy | None:
+        """Close the open span at its last window's end (a stop after that window): None when no window of it
+        ended."""
+        if not self._open or self._windows == 0:
+            self._open = False
+            return None
+        return self._close()
+
+    def _close(self) -> SpanEnergy:
+        now = time.perf_counter()
         self._open = False
         out = SpanEnergy(seconds=now - self._t0, windows=self._windows,
                          utilization=self.busy.end() if self.busy is not None else None)

@@ -381,9 +381,8 @@ class _RunLoop:
                 continue
             dev.synchronize()
             now = time.perf_counter()
-            stopping = self.stop()  # polled once a window; a stop closes the energy span here
-            # energy over spans of whole windows, closed before every break (validation, the end, a stop)
-            reading = None if in_warm else self.meter.end(close=step == self.total or epoch_end or stopping)
+            # energy over spans of whole windows, closed before every break (validation, the end; a stop: below)
+            reading = None if in_warm else self.meter.end(close=step == self.total or epoch_end)
             seconds = now - clock
             first = step - len(win_losses) + 1
             values = self._fetch(win_losses, first)
@@ -411,7 +410,8 @@ class _RunLoop:
                                            "val_loss": self.val[0] if self.val else None,
                                            "val_accuracy": self.val[1] if self.val else None})
                 self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None))))
-            if stopping:
+            if self.stop():
+                self._close_span()
                 self._close_wall(warm_end, validation_s)
                 raise Cancelled()
             dev.synchronize()
@@ -425,6 +425,13 @@ class _RunLoop:
             self.val = self._validate()
             validation_s += time.perf_counter() - t_val
         self._close_wall(warm_end, validation_s)
+
+    def _close_span(self) -> None:
+        """A stop right after a window: its open energy span ends with that window (the device was synchronized
+        there, and nothing ran since but bookkeeping)."""
+        span = self.meter.flush()
+        if span is not None and self.windows:
+            self.windows[-1].update(_span_fields(span))
 
     def _close_wall(self, warm_end: float, validation_s: float) -> None:
         self.device.synchronize()
