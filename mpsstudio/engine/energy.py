@@ -1,9 +1,9 @@
 """Energy and utilisation of the device that ran a run, read at the measurement windows' boundaries.
 
-The run loop (trainer.py) calls Meter.begin() where a window's clock starts and Meter.end() where it stops, both
-right after the device synchronize it already does there: no extra sync, nothing per step. A window's energy is
-the difference of cumulative counters between the two; the run's energy is the sum over its windows, so energy
-and time cover exactly the same intervals (warm-up, validation and bookkeeping apart).
+The run loop (trainer.py) calls Meter.begin() where a measured window's clock starts and Meter.end() where it
+stops, both right after the device synchronize it already does there: no extra sync, nothing per step. Counters
+are read only where an energy span (about a second of whole windows, see Meter) opens and closes; a span's energy
+is the difference of cumulative counters, the run's the sum over its spans (warm-up and validation never inside).
 
 Where the numbers come from (the field's own libraries; no private-API code here):
 - NVIDIA GPUs: NVML through `nvidia-ml-py` (`pynvml`): the total-energy counter (mJ, Volta and newer) and the
@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 
 import psutil
+
+from .formatting import DASH, error_line, is_finite, one_line, printable
 
 PARTS = ("gpu", "cpu", "dram", "ane")  # the parts a source may give, in the order they are shown
 POWERCAP = "/sys/class/powercap"
@@ -86,11 +88,6 @@ def _nvml():
     return pynvml
 
 
-def _nvml_error(nvml, exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return re.sub(r"\s+", " ", text).strip()[:120]
-
-
 class NvmlCounter(_Counter):
     """The GPU board's total-energy counter (mJ since the driver loaded)."""
 
@@ -131,13 +128,13 @@ def _open_nvml(index: int | None, uuid: str | None):
     try:
         nvml.nvmlInit()
     except Exception as exc:
-        raise Unreadable(f"NVML could not start ({_nvml_error(nvml, exc)})") from None
+        raise Unreadable(f"NVML could not start ({_error(exc)})") from None
     try:
         handle, label = _nvml_handle(nvml, index, uuid)
     except Unreadable:
         raise
     except Exception as exc:
-        raise Unreadable(f"NVML could not find this GPU ({_nvml_error(nvml, exc)})") from None
+        raise Unreadable(f"NVML could not find this GPU ({_error(exc)})") from None
     return nvml, handle, label
 
 
@@ -254,7 +251,7 @@ class AppleCounter(_Counter):
         try:
             self.monitor = module.AppleEnergyMonitor()
         except Exception as exc:
-            raise Unreadable(f"macOS's energy counters could not be opened ({_short(exc)})") from None
+            raise Unreadable(f"macOS's energy counters could not be opened ({_error(exc)})") from None
         self.read()
 
     def read(self) -> dict[str, float]:
@@ -270,8 +267,8 @@ class AppleCounter(_Counter):
         return out
 
 
-def _short(exc: BaseException) -> str:
-    return re.sub(r"\s+", " ", str(exc) or type(exc).__name__).strip()[:120]
+def _error(exc: BaseException) -> str:
+    return error_line(exc, 120, with_type=False)
 
 
 # ---------------------------------------------------------------- utilisation
@@ -555,11 +552,11 @@ def _cuda(meter: Meter, index: int | None, uuid: str | None) -> None:
     try:
         meter.busy = NvmlBusy(nvml, handle)
     except Exception as exc:
-        meter.busy_reason = f"NVML reports no GPU utilisation here ({_nvml_error(nvml, exc)})"
+        meter.busy_reason = f"NVML reports no GPU utilisation here ({_error(exc)})"
     try:
         meter.counters.append(NvmlCounter(nvml, handle, label))
     except Exception as exc:
-        text = _nvml_error(nvml, exc)
+        text = _error(exc)
         if "not supported" in text.lower():
             raise Unreadable("this GPU has no NVML total-energy counter (GPUs from Volta on have one)") from None
         raise Unreadable(f"NVML's total-energy counter could not be read ({text})") from None
@@ -579,7 +576,7 @@ def _apple_silicon(meter: Meter, kind: str) -> None:
             meter.busy = IoregBusy()
         except (Unreadable, OSError, subprocess.SubprocessError) as exc:
             meter.busy_reason = str(exc) if isinstance(exc, Unreadable) else \
-                f"the IORegistry could not be read ({_short(exc)})"
+                f"the IORegistry could not be read ({_error(exc)})"
     if platform.machine() != "arm64":
         raise Unreadable("no energy counter this app can read on an Intel Mac or under Rosetta")
     meter.counters.append(AppleCounter())
@@ -595,13 +592,8 @@ MAX_TEXT = 300
 
 
 def _text(value) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        return None
-    return re.sub(r"\s+", " ", "".join(ch if ch.isprintable() else " " for ch in value)).strip()[:MAX_TEXT]
-
-
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+    """A description from env["energy"] (maybe from a file): one printable line, bounded; None when empty."""
+    return one_line(printable(value), MAX_TEXT) if isinstance(value, str) and value.strip() else None
 
 
 def summary_fields(windows: list[dict], env: dict | None) -> dict:
@@ -633,7 +625,7 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
         out["energy_reason"] = _text(info.get("reason")) or "no energy counter readable here"
     busy = info.get("utilization") if info.get("utilization") in ("gpu_busy", "cpu_busy") else None
     weighted = [(w.get("utilization"), w.get("energy_s")) for w, _ in spans]
-    weighted = [(u, t) for u, t in weighted if _finite(u) and 0 <= u <= 100 and _finite(t) and t > 0]
+    weighted = [(u, t) for u, t in weighted if is_finite(u) and 0 <= u <= 100 and is_finite(t) and t > 0]
     if busy and weighted and not bad:
         out["utilization"] = _percent(sum(u * t for u, t in weighted) / sum(t for _, t in weighted))
         out["utilization_measure"] = busy
@@ -650,7 +642,7 @@ def _spans(windows: list[dict]) -> tuple[list[tuple[dict, float]], str | None]:
     pending: list[float] = []  # samples of the windows since the last span closed
     for w in windows:
         samples = w.get("samples")
-        pending.append(samples if _finite(samples) and samples >= 0 else 0)
+        pending.append(samples if is_finite(samples) and samples >= 0 else 0)
         n = w.get("energy_windows")
         if n is None:
             continue
@@ -665,8 +657,8 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
     if not spans:
         out["energy_reason"] = "no energy span finished (the measured phase ended before the first reading)"
         return
-    missing = sum(1 for w, _ in spans if not (_finite(w.get("energy_j")) and w["energy_j"] >= 0
-                                              and _finite(w.get("energy_s")) and w["energy_s"] > 0))
+    missing = sum(1 for w, _ in spans if not (is_finite(w.get("energy_j")) and w["energy_j"] >= 0
+                                              and is_finite(w.get("energy_s")) and w["energy_s"] > 0))
     if missing:
         out["energy_reason"] = f"the energy counter could not be read in {missing} of {len(spans)} energy spans"
         return
@@ -679,7 +671,7 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
     parts = {}
     for name in PARTS:
         values = [w["energy_parts"].get(name) if isinstance(w.get("energy_parts"), dict) else None for w, _ in spans]
-        if all(_finite(v) and v >= 0 for v in values):
+        if all(is_finite(v) and v >= 0 for v in values):
             parts[name] = sum(values)
     parts[part] = joules
     out["energy_parts"] = {name: parts[name] for name in PARTS if name in parts}
@@ -688,10 +680,10 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
 def describe(summary: dict) -> str:
     """"0.130 J/sample · 559 W (GPU, measured)" or the reason energy is missing, for a tooltip or a report."""
     jps = summary.get("j_per_sample")
-    if not _finite(jps):
+    if not is_finite(jps):
         return f"Energy: {summary.get('energy_reason') or 'not measured'}."
     watts = summary.get("avg_power_w")
-    power = f" at {watts:,.1f} W" if _finite(watts) else ""
+    power = f" at {watts:,.1f} W" if is_finite(watts) else ""
     how = "estimated by macOS with" if summary.get("energy_measure") == ESTIMATED else "measured by"
     return (f"Energy: {fmt_joules(jps)} per sample{power}, {how} the {summary.get('energy_source')} "
             f"({summary.get('energy_scope') or 'the device'}).")
@@ -699,8 +691,8 @@ def describe(summary: dict) -> str:
 
 def fmt_joules(v) -> str:
     """"0.130 J", "12.4 mJ", "1.23 kJ": three significant figures."""
-    if not _finite(v):
-        return "\u2014"
+    if not is_finite(v):
+        return DASH
     if v == 0:
         return "0 J"
     for scale, unit in ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "\u00b5J")):
@@ -717,7 +709,7 @@ def notes(runs) -> list[str]:
     seen: dict[str, list[str]] = {}
     for r in runs:
         s = r.summary
-        if _finite(s.get("j_per_sample")):
+        if is_finite(s.get("j_per_sample")):
             how = "estimated by macOS" if s.get("energy_measure") == ESTIMATED else "measured"
             text = f"{how} with the {s.get('energy_source')}: {s.get('energy_scope') or 'the device'}"
         else:

@@ -138,7 +138,7 @@ def _energy_kind(summary: dict) -> str:
 
 
 def energy_sentence(e: Entry) -> str:
-    """"It used 4.1x less energy per sample than the CPU (31.0 mJ vs 127 mJ; GPU vs CPU package, measured)." when
+    """"It used 4.1x less energy per sample than the CPU (31.0 mJ vs 127 mJ per sample; GPU vs CPU, estimated)." when
     both runs measured energy; why not when only one did; "" when neither did."""
     if e.baseline is None:
         return ""
