@@ -498,7 +498,7 @@ def _cmd_history(args) -> int:
                                                   if gone < len(args.delete) else ""), file=sys.stderr)
     if store.read_only:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
-    results = store.all()
+    results = store.all() if args.json else store.summaries()  # the table needs no steps or windows
     inspections = [t.result for t in store.tools() if t.kind == "inspect"]
     for notice in [*store.notices, *store.tool_notices]:
         print(f"mpsstudio: {notice}", file=sys.stderr)

@@ -40,11 +40,39 @@ class Entry:
     local: bool = True
     baseline: RunResult | None = None  # this machine's CPU run (the newest; in a repeat, the last round's)
     speedup: float | None = None
-    low: float | None = None
-    high: float | None = None
-    method: str = ""  # "bootstrap" (over windows), "paired" (over repeat rounds), "baseline", or "" (none)
     round_speedups: dict[str, float] = field(default_factory=dict)  # repeat: run id -> its round's ratio
     machine_id: str = ""  # label and host name (compare.machine_id); `machine` is what a person reads
+    # The interval (low, high) and how it was made: "bootstrap" (over windows), "paired" (over repeat rounds),
+    # "baseline", or "" (none). A bootstrap is computed when first asked for (`_pending`): a history of
+    # thousands of comparisons opens without resampling the windows of comparisons nobody looks at.
+    _low: float | None = field(default=None, repr=False)
+    _high: float | None = field(default=None, repr=False)
+    _method: str = field(default="", repr=False)
+    _pending: tuple | None = field(default=None, repr=False, compare=False)
+
+    def _resolve(self) -> None:
+        if self._pending is not None:
+            a, b, seed = self._pending
+            self._pending = None
+            interval = bootstrap_ratio(a, b, seed=seed)
+            if interval is not None:
+                self._low, self._high = interval
+                self._method = "bootstrap"
+
+    @property
+    def low(self) -> float | None:
+        self._resolve()
+        return self._low
+
+    @property
+    def high(self) -> float | None:
+        self._resolve()
+        return self._high
+
+    @property
+    def method(self) -> str:
+        self._resolve()
+        return self._method
 
     @property
     def run(self) -> RunResult:
@@ -256,7 +284,7 @@ def _fill_speedups(c: Comparison) -> None:
             continue
         e.baseline = cpu.run
         if e is cpu:
-            e.speedup, e.method = 1.0, "baseline"
+            e.speedup, e._method = 1.0, "baseline"
             continue
         if c.repeat and len(e.runs) > 1:
             by_round = {_repeat_of(r)["round"]: r for r in cpu.runs}
@@ -266,14 +294,12 @@ def _fill_speedups(c: Comparison) -> None:
                     e.round_speedups[r.id] = ratio
             ratios = list(e.round_speedups.values())
             if len(ratios) >= 2:
-                e.speedup, e.low, e.high, e.method = statistics.median(ratios), min(ratios), max(ratios), "paired"
+                e.speedup, e._low, e._high, e._method = statistics.median(ratios), min(ratios), max(ratios), "paired"
                 continue
             e.round_speedups = {}  # fewer than two paired rounds: a single pair, with its window bootstrap
         e.speedup = speedup(e.run, cpu.run)
-        interval = bootstrap_ratio(_rates(e.run), _rates(cpu.run), seed=_seed(e.run.id, cpu.run.id))
-        if e.speedup is not None and interval is not None:
-            e.low, e.high = interval
-            e.method = "bootstrap"
+        if e.speedup is not None:  # resampled when first asked for (Entry.low, .high, .method)
+            e._pending = (_rates(e.run), _rates(cpu.run), _seed(e.run.id, cpu.run.id))
 
 
 def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
@@ -288,6 +314,8 @@ def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
 
 
 def _rates(run: RunResult) -> list[float]:
+    if run.window_rates is not None:
+        return list(run.window_rates)
     return [w["samples_per_s"] for w in run.windows
             if isinstance(w, dict) and is_finite(w.get("samples_per_s")) and w["samples_per_s"] > 0]
 

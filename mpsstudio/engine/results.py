@@ -38,6 +38,18 @@ class RunResult:
     id: str = field(default_factory=new_run_id)
     created_at: str = field(default_factory=now_iso)
     origin: str = "local"  # "local" or "imported"
+    note: str = ""  # the user's note on the run (the history table's Note column)
+    # Set only on a run read as a summary (RunStore.summaries): its windows' samples/s, which comparisons need;
+    # steps, windows and epochs are then empty, and RunStore.get(id) reads the whole run.
+    window_rates: list[float] | None = None
+    # True on a run made by runcheck (every field checked, its summary re-derived from its windows): only such a
+    # run is sealed when stored (store._seal), so that the table can read it back without checking it again.
+    checked: bool = field(default=False, repr=False, compare=False)
+
+    @property
+    def is_summary(self) -> bool:
+        """Read without its steps, windows and epochs (RunStore.summaries)."""
+        return self.window_rates is not None
 
     @property
     def machine(self) -> str:
@@ -50,6 +62,7 @@ class RunResult:
             "status": self.status,
             "error": self.error,
             "origin": self.origin,
+            "note": self.note,
             "config": self.config.to_dict(),
             "env": self.env,
             "summary": json_safe(self.summary),

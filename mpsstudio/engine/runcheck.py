@@ -21,7 +21,8 @@ from .stability import assess
 from .summary import quartiles
 
 ORIGINS = ("local", "imported")
-RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs"}
+RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs",
+            "note"}
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_TEXT = 10_000  # characters of any one string
 MAX_STEPS = 10_000_000  # per-step losses of one run
@@ -36,6 +37,8 @@ _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "me
                  "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
                  "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
+# Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
+_ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
                    "energy_j", "energy_s", "energy_windows", "utilization")
 _EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
@@ -58,6 +61,16 @@ def run_from_dict(data, where: str) -> RunResult:
                         "this version of MPS Studio or was changed by hand, so nothing was imported.") from None
 
 
+def summary_from_dict(data, rates: list[float], where: str) -> RunResult:
+    """A run without its steps, windows and epochs (the history table's load): the same checks as a whole run,
+    with the throughput re-derived from `rates` (its windows' samples/s, kept beside it) and the stored energy
+    figures checked as numbers. `window_rates` of the result is `rates`; the store's get() reads the whole run."""
+    try:
+        return _run(data, rates=rates)
+    except _Bad as bad:
+        raise UserError(f"{where} has an invalid '{bad.field}' ({bad.why})") from None
+
+
 def checked_result(result: RunResult, where: str) -> RunResult:
     """A validated copy of a run that came from outside this process (a run's own process); UserError naming
     `where` and the field when any field is wrong."""
@@ -69,7 +82,7 @@ def checked_result(result: RunResult, where: str) -> RunResult:
         raise UserError(f"{where} sent a run that could not be read ({type(exc).__name__})") from None
 
 
-def _run(data) -> RunResult:
+def _run(data, rates: list[float] | None = None) -> RunResult:
     if not isinstance(data, dict):
         raise _Bad("run", f"a JSON object is expected, not {_kind(data)}")
     unknown = sorted(str(k) for k in data if k not in RUN_KEYS)
@@ -92,33 +105,52 @@ def _run(data) -> RunResult:
     error = data.get("error", "")
     if not isinstance(error, str) or len(error) > MAX_TEXT:
         raise _Bad("error", f"text of at most {MAX_TEXT:,} characters expected")
+    note = data.get("note", "")
+    if not isinstance(note, str) or len(note) > MAX_TEXT:
+        raise _Bad("note", f"text of at most {MAX_TEXT:,} characters expected")
     config = _config(data["config"])
     env = _object(data.get("env", {}), "env")
     summary = _summary(_object(data["summary"], "summary"))
-    losses = _steps(data.get("steps", []))
-    windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
-    epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
-    _rederive_throughput(summary, windows, config.batch_size)
-    _check_energy(windows)
-    summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
+    if rates is None:
+        losses = _steps(data.get("steps", []))
+        windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
+        epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+        _rederive_throughput(summary, _window_rates(windows), config.batch_size)
+        _check_energy(windows)
+        summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
+    else:
+        losses, windows, epochs = [], [], []
+        if rates and not (min(rates) > 0 and math.isfinite(sum(rates)) and max(rates) <= MAX_NUMBER):
+            raise _Bad("rates", "window throughputs above 0 expected")
+        _rederive_throughput(summary, rates, config.batch_size)
+        for key in _ENERGY_NUMBERS:
+            v = summary.get(key)
+            if v is not None and not (_number(v) and v >= 0):
+                raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
         summary["stability"], summary["stability_reason"] = assess(summary, env)
     return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
-                     windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin)
+                     windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin,
+                     note=note, window_rates=None if rates is None else list(rates), checked=rates is None)
 
 
-def _rederive_throughput(summary: dict, windows: list[dict], batch_size: int) -> None:
-    """The throughput figures come from the window rows they summarise, whatever the summary says: a file whose
-    summary disagrees with its windows cannot show another median, spread or stability."""
+def _window_rates(windows: list[dict]) -> list[float]:
+    """The windows' throughputs (a window of 0 s, an infinite rate, is exported as null and left out)."""
     rates = []
     for i, w in enumerate(windows):
         v = w.get("samples_per_s")
-        if v is None:  # a window of 0 s (an infinite rate) is exported as null
+        if v is None:
             continue
         if v <= 0:
             raise _Bad(f"windows[{i}].samples_per_s", "a throughput above 0 expected")
         rates.append(float(v))
+    return rates
+
+
+def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> None:
+    """The throughput figures come from the window rates they summarise, whatever the summary says: a file whose
+    summary disagrees with its windows cannot show another median, spread or stability."""
     if not rates:
         return
     q1, med, q3 = quartiles(rates)
@@ -208,7 +240,7 @@ def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
     if not isinstance(rows, list) or len(rows) > MAX_ROWS:
         raise _Bad(name, f"a list of at most {MAX_ROWS:,} rows expected")
     for i, row in enumerate(rows):
-        _object(row, f"{name}[{i}]")
+        _object(row, (name, i))
         for key in numbers:
             v = row.get(key)
             if v is not None and not (_number(v) and v >= 0):
@@ -216,42 +248,69 @@ def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-def _object(value, name: str, depth: int = 0) -> dict:
+def _object(value, name, depth: int = 0) -> dict:
     """A JSON object of bounded size and nesting holding only text, finite numbers, booleans and nulls."""
     if not isinstance(value, dict):
-        raise _Bad(name, f"a JSON object expected, not {_kind(value)}")
+        raise _Bad(_path(name), f"a JSON object expected, not {_kind(value)}")
     _value(value, name, depth)
     return value
 
 
-def _value(value, name: str, depth: int) -> None:
+def _value(value, name, depth: int) -> None:
+    """`name` is the field's path: text, or (parent path, key or index), spelled out only for an error (a stored
+    history of 10,000 runs has millions of values, and almost never a bad one)."""
     if depth > MAX_DEPTH:
-        raise _Bad(name, f"nested more than {MAX_DEPTH} levels deep")
-    if value is None or isinstance(value, bool):
+        raise _Bad(_path(name), f"nested more than {MAX_DEPTH} levels deep")
+    if value is None or isinstance(value, (bool, str)):
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise _Bad(_path(name), f"text of at most {MAX_TEXT:,} characters expected")
         return
     if isinstance(value, (int, float)):
         if not _number(value):
-            raise _Bad(name, "a finite number expected")
-        return
-    if isinstance(value, str):
-        if len(value) > MAX_TEXT:
-            raise _Bad(name, f"text of at most {MAX_TEXT:,} characters expected")
+            raise _Bad(_path(name), "a finite number expected")
         return
     if isinstance(value, list):
         if len(value) > MAX_ITEMS:
-            raise _Bad(name, f"at most {MAX_ITEMS:,} items expected")
+            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} items expected")
         for i, item in enumerate(value):
-            _value(item, f"{name}[{i}]", depth + 1)
+            if not _flat(item):
+                _value(item, (name, i), depth + 1)
         return
     if isinstance(value, dict):
         if len(value) > MAX_ITEMS:
-            raise _Bad(name, f"at most {MAX_ITEMS:,} keys expected")
+            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} keys expected")
         for key, item in value.items():
-            if not isinstance(key, str) or len(key) > 200:
-                raise _Bad(name, "keys of at most 200 characters expected")
-            _value(item, f"{name}.{_short(key)}", depth + 1)
+            if type(key) is not str or len(key) > 200:
+                raise _Bad(_path(name), "keys of at most 200 characters expected")
+            kind = type(item)  # the common flat values inline (see _flat)
+            if kind is str:
+                if len(item) <= MAX_TEXT:
+                    continue
+            elif kind is float or kind is int:
+                if -MAX_NUMBER <= item <= MAX_NUMBER:
+                    continue
+            elif item is None or kind is bool:
+                continue
+            _value(item, (name, key), depth + 1)
         return
-    raise _Bad(name, f"{_kind(value)} is not allowed")
+    raise _Bad(_path(name), f"{_kind(value)} is not allowed")
+
+
+def _flat(item) -> bool:
+    """A valid text, number, boolean or null: the common case, checked without a call per value (a history's
+    table load checks hundreds of thousands); anything else goes through _value, which says what is wrong."""
+    kind = type(item)
+    return (item is None or kind is bool or (kind is str and len(item) <= MAX_TEXT)
+            or (kind is int and -MAX_NUMBER <= item <= MAX_NUMBER)
+            or (kind is float and -MAX_NUMBER <= item <= MAX_NUMBER))  # NaN and infinities fail the comparison
+
+
+def _path(name) -> str:
+    """env.gpu.name or windows[3] from the (parent, key) pairs _value builds."""
+    if isinstance(name, str):
+        return name
+    parent, key = name
+    return f"{_path(parent)}[{key}]" if isinstance(key, int) else f"{_path(parent)}.{_short(key)}"
 
 
 def _number(v) -> bool:

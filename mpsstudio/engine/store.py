@@ -8,6 +8,7 @@ rows written by an older version or by hand (checked on the way out, skipped wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -17,13 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import paths
+from .config import RunConfig
 from .errors import UserError
-from .formatting import plural
+from .formatting import is_finite, plural
 from .results import RunResult, json_safe, new_run_id, now_iso
-from .runcheck import run_from_dict
+from .runcheck import run_from_dict, summary_from_dict
 
-SCHEMA_VERSION = 2  # 2: the tools table
+SCHEMA_VERSION = 3  # 2: the tools table; 3: runs.note and runs.rates (the table loads summaries only)
 LOCK_WAIT_S = 5.0  # how long to wait for another program that holds the history
+MAX_NOTE = 10_000  # characters of a run's note (runcheck.MAX_TEXT)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -43,7 +46,10 @@ CREATE TABLE IF NOT EXISTS runs (
     summary_json TEXT NOT NULL,
     windows_json TEXT NOT NULL,
     epochs_json TEXT NOT NULL,
-    losses BLOB NOT NULL
+    losses BLOB NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
+    rates BLOB,
+    seal BLOB
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS tools (
@@ -54,7 +60,11 @@ CREATE TABLE IF NOT EXISTS tools (
 );
 """
 _COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
-            "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses")
+            "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses",
+            "note", "rates", "seal")
+# What the history table reads of a run (summaries): no steps, windows or epochs, only the windows' samples/s.
+_SUMMARY_COLUMNS = ("id", "created_at", "status", "origin", "error", "config_json", "env_json", "summary_json",
+                    "note", "rates", "seal")
 
 
 def default_data_dir() -> Path:
@@ -144,7 +154,28 @@ class RunStore:
         if self._db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
             with self._db:
                 self._db.executescript(_SCHEMA)
+                have = self._run_columns()
+                if "note" not in have:
+                    self._db.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+                if "rates" not in have:
+                    self._db.execute("ALTER TABLE runs ADD COLUMN rates BLOB")
+                    self._fill_rates()
+                if "seal" not in have:  # rows written before version 3 are checked in full when read
+                    self._db.execute("ALTER TABLE runs ADD COLUMN seal BLOB")
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _run_columns(self) -> set[str]:
+        return {row[1] for row in self._db.execute("PRAGMA table_info(runs)").fetchall()}
+
+    def _fill_rates(self) -> None:
+        """Version 3 keeps each run's window throughputs beside it; a row whose windows cannot be read keeps
+        NULL (summaries() then reads it whole, which names it in `notices`)."""
+        for run_id, windows_json in self._db.execute("SELECT id, windows_json FROM runs").fetchall():
+            try:
+                rates = _rates_blob(json.loads(windows_json))
+            except (ValueError, TypeError, AttributeError, RecursionError):
+                continue
+            self._db.execute("UPDATE runs SET rates = ? WHERE id = ?", (rates, run_id))
 
     def close(self) -> None:
         if self._db is not None:
@@ -170,6 +201,8 @@ class RunStore:
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so new runs are not kept; make the "
                             "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        if any(r.is_summary for r in results):  # it would lose the run's steps and windows
+            raise ValueError("a run read as a summary cannot be saved; read it whole with get()")
         rows = [_row(r) for r in results]
         try:
             with self._db:
@@ -244,14 +277,40 @@ class RunStore:
 
     # -- reading --------------------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunResult | None:
+        """One run, whole (steps, windows, epochs), or None when it is not here or cannot be read (`notices`)."""
         rows = self._select("SELECT * FROM runs WHERE id = ?", (run_id,))
         return rows[0] if rows else None
 
     def all(self) -> list[RunResult]:
-        """Every readable run, oldest first; unreadable ones are skipped and named in `notices`."""
+        """Every readable run whole, oldest first; unreadable ones are skipped and named in `notices`."""
         return self._select("SELECT * FROM runs ORDER BY created_at, rowid")
 
-    def _select(self, sql: str, params: tuple = ()) -> list[RunResult]:
+    def summaries(self) -> list[RunResult]:
+        """Every readable run without its steps, windows and epochs (`is_summary`), oldest first: what the
+        history table and its comparisons need, about 10x less to read and check than all(); unreadable
+        ones are skipped and named in `notices`."""
+        have = self._run_columns()
+        cols = [c if c in have else f"{chr(39) * 2 if c == 'note' else 'NULL'} AS {c}" for c in _SUMMARY_COLUMNS]
+        sql = (f"SELECT {', '.join(cols)}, CASE WHEN {'rates' if 'rates' in have else 'NULL'} IS NULL THEN "
+               "windows_json END AS windows_json FROM runs ORDER BY created_at, rowid")
+        return self._select(sql, reader=_summary)
+
+    def set_note(self, run_id: str, note: str) -> None:
+        """Keep the user's note on a run ("" removes it)."""
+        if self.read_only:
+            raise UserError(f"The run history at {self.path} is read-only, so the note is not kept; make the file "
+                            "writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        note = str(note)
+        if len(note) > MAX_NOTE:
+            raise UserError(f"A note holds at most {MAX_NOTE:,} characters; this one has {len(note):,}.")
+        try:
+            with self._db:
+                self._db.execute("UPDATE runs SET note = ? WHERE id = ?", (note, run_id))
+        except sqlite3.DatabaseError as exc:
+            raise _explain(exc, self.path) from None
+
+    def _select(self, sql: str, params: tuple = (), reader=None) -> list[RunResult]:
+        reader = reader or _result
         try:
             rows = self._db.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
@@ -259,8 +318,8 @@ class RunStore:
         out, bad = [], []
         for row in rows:
             try:
-                out.append(_result(row))
-            except (UserError, ValueError, TypeError, KeyError, IndexError) as exc:
+                out.append(reader(row))
+            except (UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
                 bad.append((str(row["id"])[:64], str(exc)))
         self.notices = []
         if bad:
@@ -394,13 +453,51 @@ def _explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
 
 def _row(result: RunResult) -> tuple:
     c = result.config
+    fields = (result.id, result.created_at, result.status, result.origin, result.error,
+              json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
+              json.dumps(json_safe(result.summary), allow_nan=False))
+    rates = _rates_blob(result.windows)
     return (
-        result.id, result.created_at, result.status, result.origin, c.model, c.dataset, c.device,
-        c.batch_size, c.precision, result.machine, result.error,
-        json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
-        json.dumps(json_safe(result.summary), allow_nan=False), json.dumps(json_safe(result.windows), allow_nan=False),
+        *fields[:4], c.model, c.dataset, c.device, c.batch_size, c.precision, result.machine, result.error,
+        *fields[5:], json.dumps(json_safe(result.windows), allow_nan=False),
         json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
+        result.note, rates, _seal(*fields, rates) if result.checked else None,
     )
+
+
+def _seal(*fields) -> bytes:
+    """A digest of what the table reads of a run, written with the row. The run was checked whole before it was
+    written (runcheck), so a row whose seal still matches is read without checking every value again; a row
+    changed since (by hand, by a damaged disk) or written before version 3 no longer matches and is checked in
+    full. It guards against accidents, not against someone who recomputes it (get() checks whole runs anyway)."""
+    parts = [value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogatepass") for value in fields]
+    lengths = array("q", [len(part) for part in parts]).tobytes()  # no two different rows give the same bytes
+    return hashlib.blake2b(lengths + b"".join(parts), digest_size=16).digest()
+
+
+def _rates_blob(windows: list) -> bytes:
+    """The windows' samples/s as float64s (compare.py's bootstrap reads them), as the table loads them."""
+    return array("d", [w["samples_per_s"] for w in windows if isinstance(w, dict) and is_finite(w.get("samples_per_s"))
+                       and w["samples_per_s"] > 0]).tobytes()
+
+
+_SEALED = ("id", "created_at", "status", "origin", "error", "config_json", "env_json", "summary_json")
+
+
+def _fields(row: sqlite3.Row) -> dict:
+    return {
+        "id": row["id"], "created_at": row["created_at"], "status": row["status"], "origin": row["origin"],
+        "error": row["error"], "note": _note(row),
+        "config": json.loads(row["config_json"]), "env": json.loads(row["env_json"]),
+        "summary": json.loads(row["summary_json"]),
+    }
+
+
+def _note(row: sqlite3.Row):
+    try:
+        return row["note"]
+    except IndexError:  # a read-only history written before version 3
+        return ""
 
 
 def _result(row: sqlite3.Row) -> RunResult:
@@ -410,12 +507,29 @@ def _result(row: sqlite3.Row) -> RunResult:
         raise ValueError("the per-step losses are damaged")
     losses = array("f")
     losses.frombytes(blob)
-    data = {
-        "id": row["id"], "created_at": row["created_at"], "status": row["status"], "origin": row["origin"],
-        "error": row["error"], "config": json.loads(row["config_json"]), "env": json.loads(row["env_json"]),
-        "summary": json.loads(row["summary_json"]), "windows": json.loads(row["windows_json"]),
-        "epochs": json.loads(row["epochs_json"]),
-    }
+    data = {**_fields(row), "windows": json.loads(row["windows_json"]), "epochs": json.loads(row["epochs_json"])}
     result = run_from_dict(data, where=f"stored run {str(row['id'])[:64]}")
     result.losses = losses.tolist()
     return result
+
+
+def _summary(row: sqlite3.Row) -> RunResult:
+    """A stored row without its steps, windows and epochs; the throughput re-derived from its window rates."""
+    blob = row["rates"]
+    if blob is None:  # written before version 3 into a history opened read-only: read from its windows
+        blob = _rates_blob(json.loads(row["windows_json"]))
+    if not isinstance(blob, bytes) or len(blob) % 8:
+        raise ValueError("the window throughputs are damaged")
+    rates = array("d")
+    rates.frombytes(blob)
+    data = _fields(row)
+    seal = row["seal"]
+    if seal is not None and seal == _seal(*(row[k] for k in _SEALED), row["rates"]) and isinstance(data["note"], str):
+        try:  # written whole and checked by this version, unchanged since: no value-by-value check again
+            return RunResult(config=RunConfig(**data["config"]), status=data["status"], env=data["env"],
+                             summary=data["summary"], error=data["error"], id=data["id"],
+                             created_at=data["created_at"], origin=data["origin"], note=data["note"],
+                             window_rates=rates.tolist())
+        except TypeError:  # a field this version does not know: checked below, which names it
+            pass
+    return summary_from_dict(data, rates.tolist(), where=f"stored run {str(row['id'])[:64]}")

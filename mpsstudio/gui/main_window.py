@@ -109,7 +109,8 @@ class MainWindow(QMainWindow):
             self.banner.show_message(str(exc), warning=True)
             return
         for result in self.results.results():  # runs of this session, kept in memory so far
-            store.save(result)
+            if not result.is_summary:  # (a summary came from a history, which is where its steps are)
+                store.save(result)
         self.store = store
         self.results.set_store(store)
         lost_note = f", {lost} could not be read" if lost else ""

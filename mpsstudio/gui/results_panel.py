@@ -101,7 +101,7 @@ class ResultsPanel(QWidget):
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
         header = table.horizontalHeader()
         header.setHighlightSections(False)
-        header.setResizeContentsPrecision(200)  # fit columns to the first 200 rows, not to 15,000
+        header.setResizeContentsPrecision(60)  # fit columns to the first 60 rows, not to 10,000
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -153,10 +153,11 @@ class ResultsPanel(QWidget):
 
     # data
     def reload(self) -> None:
-        """Read every run from the store, keeping the selection; unreadable rows are skipped and named."""
+        """Read every run's summary from the store (steps and windows are read when a run is selected or
+        exported), keeping the selection; unreadable rows are skipped and named."""
         keep = self.selected_ids()
         try:
-            runs = self.store.all()
+            runs = self.store.summaries()
         except UserError as exc:  # a history that fails now (another program holds it): one sentence
             self.message.emit(str(exc))
             runs = []
@@ -298,6 +299,29 @@ class ResultsPanel(QWidget):
         rows = [self.model.row_of(i) for i in wanted]
         return [self.model.run_at(r) for r in rows if r is not None]
 
+    def whole_runs(self, ids: list[str] | None = None) -> list[RunResult]:
+        """These runs (None = the selection, or all) with their steps, windows and epochs, read from the history
+        where the table holds only a summary; a run that cannot be read any more is left out and named."""
+        out, missing = [], []
+        for run in self._runs_for(ids):
+            if not run.is_summary:
+                out.append(run)
+                continue
+            try:
+                whole = self.store.get(run.id)
+            except UserError as exc:
+                self.message.emit(str(exc))
+                return out
+            if whole is None:
+                missing.append(run.id[:12])
+            else:
+                whole.note = run.note
+                out.append(whole)
+        if missing:
+            self.message.emit(f"{plural(len(missing), 'run')} could not be read from the history any more "
+                              f"(first: {missing[0]}); {'it is' if len(missing) == 1 else 'they are'} left out.")
+        return out
+
     def export_csv(self, path: str, ids: list[str] | None = None) -> int:
         """Write runs (ids; None = the selection, or all) to CSV with the table's speedups; returns runs written."""
         runs = self._runs_for(ids)
@@ -311,7 +335,7 @@ class ResultsPanel(QWidget):
 
     def export_json(self, path: str, ids: list[str] | None = None) -> int:
         """Write runs with every step and their comparisons to JSON, for import elsewhere; returns runs written."""
-        runs = self._runs_for(ids)
+        runs = self.whole_runs(ids)
         try:
             runfiles.export_json(runs, path)
         except UserError as exc:

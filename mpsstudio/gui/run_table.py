@@ -100,12 +100,15 @@ class Cell:
 
 
 class RunTableModel(QAbstractTableModel):
-    """Runs as rows; cells are formatted once per change so sorting and painting stay cheap."""
+    """Runs as rows. A row's cells are formatted when first shown and a column's sort keys when first sorted by,
+    then kept until the runs change: a history of 10,000 runs opens without formatting rows nobody sees."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._runs: list[RunResult] = []
-        self._cells: list[list[Cell]] = []
+        self._cells: list[list[Cell] | None] = []
+        self._sort_keys: dict[int, list] = {}
+        self._sort_spec = (COL["Time"], Qt.SortOrder.DescendingOrder)  # newest first until a header is clicked
         self._row_of: dict[str, int] = {}
         self.comparisons: list[Comparison] = []
         self.letters: dict[int, str] = {}  # id(comparison) -> letter
@@ -121,8 +124,62 @@ class RunTableModel(QAbstractTableModel):
         self.letters = {id(c): group_letter(i) for i, c in enumerate(self.comparisons)}
         self.comparison_of = {r.id: c for c in self.comparisons for r in c.runs}
         self.speedups = speedup_map(self.comparisons)
-        self._cells = [self._format(r) for r in self._runs]
+        self._cells = [None] * len(self._runs)
+        self._sort_keys = {}
+        self._apply_sort()
         self.endResetModel()
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        """Sort the rows here, in Python, by the column's raw keys: ~10 ms for 10,000 runs, where Qt's proxy
+        sort asks data() ~150,000 times. The view's selection follows its rows."""
+        if not 0 <= column < len(COLUMNS):
+            return
+        self._sort_spec = (column, order)
+        self.layoutAboutToBeChanged.emit()
+        before = self.persistentIndexList()
+        moved = self._apply_sort()
+        self.changePersistentIndexList(before, [self.index(moved[i.row()], i.column()) for i in before])
+        self.layoutChanged.emit()
+
+    def _apply_sort(self) -> list[int]:
+        """Reorder the rows by the current sort; returns each old row's new row."""
+        column, order = self._sort_spec
+        keys = [self._sort_key(i, column) for i in range(len(self._runs))]
+        new_order = sorted(range(len(self._runs)), key=keys.__getitem__,
+                           reverse=order == Qt.SortOrder.DescendingOrder)
+        self._runs = [self._runs[i] for i in new_order]
+        self._cells = [self._cells[i] for i in new_order]
+        self._sort_keys = {c: [k[i] for i in new_order] for c, k in self._sort_keys.items()}
+        self._row_of = {r.id: i for i, r in enumerate(self._runs)}
+        moved = [0] * len(new_order)
+        for new, old in enumerate(new_order):
+            moved[old] = new
+        return moved
+
+    def _row_cells(self, row: int) -> list[Cell]:
+        cells = self._cells[row]
+        if cells is None:
+            cells = self._cells[row] = self._format(self._runs[row])
+        return cells
+
+    def _sort_key(self, row: int, col: int):
+        keys = self._sort_keys.get(col)
+        if keys is None:
+            keys = self._sort_keys[col] = [self._sort_value(r, COLUMNS[col].key) for r in self._runs]
+        return keys[row]
+
+    def _sort_value(self, r: RunResult, key: str):
+        """What a column sorts by: the raw number (missing below every number), or lower-case text."""
+        if key == "comparison":
+            return self.letter_of(self.comparison_of.get(r.id)) or "~"
+        if key == "time":
+            dt = local_time(r.created_at)
+            return dt.timestamp() if dt else 0.0
+        if key == "machine":
+            return (r.machine + (" (imported)" if r.origin == "imported" else "")).lower()
+        column = BY_KEY[key]
+        value = column.value(r, self.speedups)
+        return _sort_number(value) if column.numeric else str(value).lower()
 
     def runs(self) -> list[RunResult]:
         return list(self._runs)
@@ -160,14 +217,14 @@ class RunTableModel(QAbstractTableModel):
         if not index.isValid():
             return None
         row, col = index.row(), index.column()
-        cell = self._cells[row][col]
         run = self._runs[row]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return cell.text
         if role == SORT_ROLE:
-            return cell.sort
+            return self._sort_key(row, col)
         if role == RUN_ID_ROLE:
             return run.id
+        cell = self._row_cells(row)[col]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return cell.text
         if role == Qt.ItemDataRole.ToolTipRole:
             if run.status == "failed" and run.error:
                 return run.error
@@ -328,12 +385,15 @@ def _sort_number(v) -> float:
 
 
 class RunSortProxy(QSortFilterProxyModel):
-    """Sorts by raw values (SORT_ROLE: a float per numeric column, lower-case text otherwise), compared by Qt
-    itself: a Python lessThan would be called ~200,000 times to sort 15,000 runs."""
+    """The table's view of the model: it filters (set_filter), and hands sorting to the model (RunTableModel.sort,
+    by raw keys: a float per numeric column, lower-case text otherwise), which keeps the rows in that order."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setSortRole(SORT_ROLE)
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        self.sourceModel().sort(column, order)
 
 
 class ComparisonProxy(QSortFilterProxyModel):

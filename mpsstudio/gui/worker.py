@@ -91,7 +91,7 @@ class ImportWorker(QThread):
         try:
             runs = runfiles.import_json(self.path, progress=self.progress.emit)
             added, known = self.store.add_imported(runs)
-            self.done.emit([r.id for r in runs], added, known, self.store.all())  # read here, not in the GUI
+            self.done.emit([r.id for r in runs], added, known, self.store.summaries())  # read here, not in the GUI
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # never a silent thread death
