@@ -13,7 +13,6 @@ each setup run on every device of one machine, so comparisons of 2-3 runs form a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys

@@ -29,19 +29,21 @@ MAX_STEPS = 10_000_000  # per-step losses of one run
 MAX_ROWS = 1_000_000  # windows or epochs of one run
 MAX_ITEMS = 1_000  # keys of env, summary or options; items of a list in them
 MAX_DEPTH = 4  # nesting inside env, summary or options
-MAX_NUMBER = 1e18  # no measured quantity comes near this
+MAX_NUMBER = 1e18  # no measured quantity (time, rate, bytes, joules) comes near this; losses may (see _LOSSES)
+ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long before it becomes inf or NaN
 
 # Summary fields that are measured quantities: a finite number >= 0, or null.
 _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
                  "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
                  "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
-                 "wall_samples_per_s", "peak_memory", "final_loss", "val_loss")
+                 "wall_samples_per_s", "peak_memory")
+_LOSSES = ("final_loss", "val_loss")  # any finite number, or null: a diverging run's last losses are huge
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
                    "energy_j", "energy_s", "energy_windows", "utilization")
-_EPOCH_NUMBERS = ("epoch", "seconds", "val_loss", "val_accuracy")
+_EPOCH_NUMBERS = ("epoch", "step", "seconds", "val_accuracy")
 
 
 class _Bad(Exception):
@@ -115,6 +117,9 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         losses = _steps(data.get("steps", []))
         windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
         epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+        for i, e in enumerate(epochs):
+            if e.get("val_loss") is not None and not _finite(e["val_loss"]):
+                raise _Bad(f"epochs[{i}].val_loss", "a finite number, or null, expected")
         _rederive_throughput(summary, _window_rates(windows), config.batch_size)
         _check_energy(windows)
         summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
@@ -205,6 +210,10 @@ def _summary(summary: dict) -> dict:
         v = summary.get(key)
         if v is not None and not (_number(v) and v >= 0):
             raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    for key in _LOSSES:
+        v = summary.get(key)
+        if v is not None and not _finite(v):
+            raise _Bad(f"summary.{key}", "a finite number, or null, expected")
     for key in _FRACTIONS:
         v = summary.get(key)
         if v is not None and not (_number(v) and 0 <= v <= 1):
@@ -229,7 +238,7 @@ def _steps(steps) -> list[float]:
         loss = row["loss"]
         if loss is None:  # a NaN loss is exported as null
             losses.append(math.nan)
-        elif _number(loss):
+        elif _finite(loss):
             losses.append(float(loss))
         else:
             raise _Bad(f"steps[{i}].loss", "a finite number or null expected")
@@ -266,7 +275,7 @@ def _value(value, name, depth: int) -> None:
             raise _Bad(_path(name), f"text of at most {MAX_TEXT:,} characters expected")
         return
     if isinstance(value, (int, float)):
-        if not _number(value):
+        if not _finite(value):
             raise _Bad(_path(name), "a finite number expected")
         return
     if isinstance(value, list):
@@ -287,7 +296,7 @@ def _value(value, name, depth: int) -> None:
                 if len(item) <= MAX_TEXT:
                     continue
             elif kind is float or kind is int:
-                if -MAX_NUMBER <= item <= MAX_NUMBER:
+                if -ANY_FINITE <= item <= ANY_FINITE:
                     continue
             elif item is None or kind is bool:
                 continue
@@ -301,8 +310,8 @@ def _flat(item) -> bool:
     table load checks hundreds of thousands); anything else goes through _value, which says what is wrong."""
     kind = type(item)
     return (item is None or kind is bool or (kind is str and len(item) <= MAX_TEXT)
-            or (kind is int and -MAX_NUMBER <= item <= MAX_NUMBER)
-            or (kind is float and -MAX_NUMBER <= item <= MAX_NUMBER))  # NaN and infinities fail the comparison
+            or (kind is int and -ANY_FINITE <= item <= ANY_FINITE)
+            or (kind is float and -ANY_FINITE <= item <= ANY_FINITE))  # NaN and infinities fail the comparison
 
 
 def _path(name) -> str:
@@ -311,6 +320,11 @@ def _path(name) -> str:
         return name
     parent, key = name
     return f"{_path(parent)}[{key}]" if isinstance(key, int) else f"{_path(parent)}.{_short(key)}"
+
+
+def _finite(v) -> bool:
+    """Any finite JSON number (a loss; ints of any size compare exactly, without overflowing a float)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and -ANY_FINITE <= v <= ANY_FINITE
 
 
 def _number(v) -> bool:

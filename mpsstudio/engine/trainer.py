@@ -406,7 +406,7 @@ class _RunLoop:
                 t_val = time.perf_counter()
                 self.val = self._validate()
                 validation_s += time.perf_counter() - t_val
-                self.result.epochs.append({"epoch": epoch, "seconds": train_s,
+                self.result.epochs.append({"epoch": epoch, "step": step, "seconds": train_s,
                                            "val_loss": self.val[0] if self.val else None,
                                            "val_accuracy": self.val[1] if self.val else None})
                 self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None))))

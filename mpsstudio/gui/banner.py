@@ -28,13 +28,17 @@ class Banner(QFrame):
         self.action.hide()
         self.action.clicked.connect(self._act)
         self._callback = None
+        self.kind = ""
         layout.addWidget(self.label, 1)
         layout.addWidget(self.action)
         layout.addWidget(close)
         self.hide()
 
-    def show_message(self, text: str, warning: bool = False, action: tuple[str, object] | None = None) -> None:
-        """Show one sentence; `action` (button text, callback) adds the one thing to do about it."""
+    def show_message(self, text: str, warning: bool = False, action: tuple[str, object] | None = None,
+                     kind: str = "") -> None:
+        """Show one sentence; `action` (button text, callback) adds the one thing to do about it; `kind` ("run":
+        a run's failure) lets clear() take it away when it no longer applies."""
+        self.kind = kind
         self.label.setText(text)
         self._callback = action[1] if action else None
         self.action.setText(action[0] if action else "")
@@ -43,6 +47,11 @@ class Banner(QFrame):
         accent = "#c0392b" if warning else pal.highlight().color().name()
         self.setStyleSheet(f"#banner {{ border: 1px solid {accent}; border-radius: 6px; }}")
         self.show()
+
+    def clear(self, kind: str) -> None:
+        """Hide the banner if it shows a message of this kind (a run's failure, when the next run starts)."""
+        if self.isVisible() and self.kind == kind:
+            self.hide()
 
     def _act(self) -> None:
         callback, self._callback = self._callback, None

@@ -9,7 +9,7 @@ from ..engine.compare import Comparison
 from .run_table import COL, ComparisonProxy, RunTableModel, fit_columns
 from .speedup_chart import SpeedupChart
 
-SHEET_HIDDEN = ("Comparison", "Time", "Model", "Dataset", "Batch", "Precision", "Status")
+SHEET_HIDDEN = ("State", "Comparison", "Time", "Model", "Dataset", "Batch", "Precision", "Status")
 
 
 class ComparisonSheet(QWidget):

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter, QTabWidget,
@@ -36,6 +36,7 @@ from .setup_panel import SetupPanel
 from .tools_panel import ToolsPanel
 from .worker import CatalogLoader, FolderChecker, RunWorker, ToolWorker
 
+MAX_OVERLAY = 8  # stored runs drawn at once when several are selected (one colour each)
 CLOSE_GRACE_S = 1.0  # closing mid-run: the run's time to stop itself before its process is ended (< 2 s in all)
 
 
@@ -132,7 +133,7 @@ class MainWindow(QMainWindow):
         self.right_split.addWidget(self.tabs)
         self.right_split.setStretchFactor(0, 3)
         self.right_split.setStretchFactor(1, 2)
-        self.right_split.setSizes([540, 380])
+        self.right_split.setSizes([470, 450])
         self.right_split.setChildrenCollapsible(False)
         rl.addWidget(self.right_split, 1)
         self.main_split = QSplitter(Qt.Horizontal)
@@ -223,6 +224,27 @@ class MainWindow(QMainWindow):
         self.setup.run_requested.connect(self.start_run)
         self.setup.open_folder_requested.connect(self.open_folder)
         self.results.message.connect(self.say)
+        self.results.selection_changed.connect(self.show_selected_runs)
+        self.plots.emptied.connect(self._plots_emptied)
+
+    # -- reviewing stored runs ------------------------------------------------------------------------------
+    def show_selected_runs(self, ids: list) -> None:
+        """Draw the selected runs' stored curves (up to MAX_OVERLAY, overlaid), unless a run is being drawn live."""
+        if self.worker is not None:
+            return
+        if not ids:
+            self.plots.clear()
+            return
+        runs = self.results.whole_runs(list(ids)[:MAX_OVERLAY])
+        self.plots.show_runs(runs)
+        if len(ids) > MAX_OVERLAY:
+            self.say(f"The plots show the first {MAX_OVERLAY} of the {len(ids):,} selected runs.")
+
+    def _plots_emptied(self, empty: bool) -> None:
+        """No curves: the plots shrink to a line of hint and the table below gets the room."""
+        total = sum(self.right_split.sizes()) or 920
+        hint = self.plots.minimumSizeHint().height() + 8
+        self.right_split.setSizes([hint, total - hint] if empty else [round(total * 0.52), round(total * 0.48)])
 
     # -- loading ----------------------------------------------------------------------------------------
     @Slot()
@@ -298,6 +320,7 @@ class MainWindow(QMainWindow):
 
     def _start_worker(self, configs, tags, probing: bool = False) -> None:
         self.plots.clear()
+        self.banner.clear("run")  # the last run's failure no longer applies
         self.run_ended = []
         self.rejected = ""
         self.probing = probing  # a launch-benchmark probe: its runs estimate the time and are not kept
@@ -460,13 +483,13 @@ class MainWindow(QMainWindow):
             self.plots.set_power_note(f"Power of {device} not measured: {one_line(str(reason), 120)}" if reason
                                       else "")
         elif isinstance(event, Warmup):
-            self.plots.add_warmup(self._current_id(), event.losses)
+            self.plots.add_warmup(self._current_id(), event.losses, event.seconds)
             self.progress.setValue(event.steps)
             self.say(f"Warm-up took {fmt_duration(event.seconds)}; measuring…")
         elif isinstance(event, Window):
             power = event.power_w
             self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
-                                  event.memory, power)
+                                  event.memory, power, seconds=event.seconds)
             self.progress.setValue(event.steps_done)
             left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
             watts = f" · {power:,.0f} W" if power is not None else ""
@@ -511,13 +534,13 @@ class MainWindow(QMainWindow):
             self.say(f"{device}: stopped; the run is kept as cancelled.")
         else:
             self.say(f"{device}: {result.error}")
-            self.banner.show_message(f"{device}: {result.error}", warning=True)
+            self.banner.show_message(f"{device}: {result.error}", warning=True, kind="run")
 
     def _on_rejected(self, message: str) -> None:
         """The setup cannot run at all (a dataset that does not load, say): one sentence, nothing recorded."""
         self.rejected = message
         self.say(message)
-        self.banner.show_message(message, warning=True)
+        self.banner.show_message(message, warning=True, kind="run")
 
     def _on_all_done(self) -> None:
         worker, self.worker = self.worker, None
@@ -634,7 +657,19 @@ class MainWindow(QMainWindow):
             stem = Path(results_png)
             plots_png = str(stem.with_name(stem.stem + "-plots.png"))
             title, subtitle = self.results.comparison_title()
-            render_png(self.plots, plots_png, f"Live plots · {title}", subtitle)
+            comparison = self.results.current_comparison()
+            plots = LivePlots()  # the comparison's own stored curves, whatever the window shows now
+            plots.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
+            plots.resize(self.plots.size() if self.plots.width() > 400 else QSize(1100, 640))
+            plots.show()
+            try:
+                plots.set_x_axis(self.plots.x_axis())
+                plots.set_smoothing(self.plots.smoothing())
+                plots.show_runs(self.results.whole_runs([r.id for r in comparison.runs]))
+                render_png(plots, plots_png, f"Curves · {title}", subtitle)
+            finally:
+                plots.close()
+                plots.deleteLater()
         except UserError as exc:
             self.say(str(exc))
             return None

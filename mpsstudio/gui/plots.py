@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QKeySequence, QPalette
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSlider, QVBoxLayout, QWidget
 
 from .series import GrowingSeries, ema as _ema
 
@@ -44,6 +44,18 @@ SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this m
 _OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 _OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
 _ENDED_BADLY = ("failed", "cancelled")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _positive(v) -> bool:
+    return _number(v) and v > 0
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}" if math.isfinite(v) else "NaN"
 
 
 class _StepAxis(pg.AxisItem):
@@ -100,6 +112,16 @@ class _Run:
     curves: dict[str, pg.PlotDataItem] = field(default_factory=dict)
     status: str = "running"
     dirty: set[str] = field(default_factory=set)
+    # Training time at known steps, (step, seconds): warm-up, then the end of each measurement window; the time
+    # axis interpolates between them. Validation and setup are not training time and are left out.
+    knot_steps: list[float] = field(default_factory=lambda: [0.0])
+    knot_seconds: list[float] = field(default_factory=lambda: [0.0])
+
+    def add_time(self, step: int, seconds: float | None) -> None:
+        if seconds is None or not math.isfinite(seconds) or seconds < 0 or step <= self.knot_steps[-1]:
+            return
+        self.knot_steps.append(float(step))
+        self.knot_seconds.append(self.knot_seconds[-1] + float(seconds))
 
     @property
     def legend_text(self) -> str:
@@ -107,7 +129,12 @@ class _Run:
 
 
 class LivePlots(QWidget):
-    """Four stacked plots sharing the step axis (loss, throughput, memory, power), one coloured series set per run."""
+    """Four stacked plots sharing the step axis (loss, throughput, memory, power), one coloured series set per run.
+
+    Above them: the x axis (steps or training time), the loss smoothing, and a readout of the values under the
+    pointer. Stored runs are drawn with show_runs, through the same calls as a live run."""
+
+    emptied = Signal(bool)  # True: no run is drawn (the plots collapse to a hint)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -117,12 +144,24 @@ class LivePlots(QWidget):
         self._val_legend_proxy: pg.PlotDataItem | None = None
 
         self._next_redraw_at = 0.0
+        self._x_mode = "step"
+        self._alpha = EMA_ALPHA
         self._view = _TimedView(self)
         self._view.ci.layout.setContentsMargins(8, 8, 12, 6)
         self._view.ci.layout.setVerticalSpacing(4)
+        self._controls = self._make_controls()
+        shortcut = QKeySequence("Ctrl+R").toString(QKeySequence.SequenceFormat.NativeText)
+        self._empty_label = QLabel(f"Press Run ({shortcut}) to start, or select runs below to see their curves: "
+                                   "loss, throughput, memory and power.")
+        self._empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._empty_label.setEnabled(False)  # the secondary text colour
+        self._empty_label.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self._view)
+        layout.setSpacing(2)
+        layout.addWidget(self._controls)
+        layout.addWidget(self._view, 1)
+        layout.addWidget(self._empty_label, 1)
 
         self._loss = self._add_plot(0, "Loss", pg.AxisItem("left"))
         self._throughput = self._add_plot(1, "Throughput (samples/s)", _StepAxis("left"))
@@ -166,6 +205,14 @@ class LivePlots(QWidget):
         self._hint.setParentItem(self._loss.getViewBox())
         self._loss.getViewBox().sigResized.connect(self._place_hint)
 
+        self._hover_lines = []
+        for plot in (self._loss, *self._window_plots.values()):
+            line = pg.InfiniteLine(angle=90, movable=False)
+            line.setVisible(False)
+            plot.addItem(line, ignoreBounds=True)
+            self._hover_lines.append(line)
+        self._view.scene().sigMouseMoved.connect(self._hover)
+
         self._timer = QTimer(self)
         self._timer.setInterval(REDRAW_INTERVAL_MS)
         self._timer.timeout.connect(self._tick)
@@ -200,26 +247,28 @@ class LivePlots(QWidget):
         self._show_empty(False)
         self._rebuild_legend()
 
-    def add_warmup(self, run_id: str, losses: Sequence[float]) -> None:
-        """Losses of warm-up steps 1..len(losses); the warm-up span is shaded on the loss plot."""
+    def add_warmup(self, run_id: str, losses: Sequence[float], seconds: float | None = None) -> None:
+        """Losses of warm-up steps 1..len(losses) (taking `seconds`); the warm-up span is shaded on the loss plot."""
         run = self._runs.get(run_id)
         if run is None:
             return
         self._append_losses(run, 1, losses)
+        run.add_time(len(losses), seconds)
         if len(losses):
             self._shade_warmup(len(losses))
 
     def add_window(
         self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int,
-        power_w: float | None = None,
+        power_w: float | None = None, seconds: float | None = None,
     ) -> None:
         """Per-step losses from `first_step`; throughput, memory (bytes) and power (W, when measured) land on the
-        window's last step."""
+        window's last step; `seconds` is the window's synchronized time (for the time axis)."""
         run = self._runs.get(run_id)
         if run is None:
             return
         self._append_losses(run, first_step, losses)
         last_step = first_step + max(len(losses), 1) - 1
+        run.add_time(last_step, seconds)
         run.series["throughput"].append(last_step, samples_per_s)
         run.series["memory"].append(last_step, memory)
         run.dirty.update(("throughput", "memory"))
@@ -229,6 +278,126 @@ class LivePlots(QWidget):
             if self._power_note.isVisible():
                 self._power_note.setVisible(False)
                 self._power.getAxis("left").setStyle(showValues=True)
+
+    def show_runs(self, results: Sequence, power_notes: bool = True) -> None:
+        """Draw stored runs (whole RunResults: steps, windows, epochs) as they were drawn live, one colour per
+        run, the legend naming each by device (and machine and setup where they differ). Replaces what is shown."""
+        self.clear()
+        results = list(results)
+        machines = {r.machine for r in results}
+        setups = {(r.config.model, r.config.dataset, r.config.batch_size, r.config.precision) for r in results}
+        for r in results:
+            label = r.config.device
+            if len(machines) > 1:
+                label += f" · {r.machine}"
+            if len(setups) > 1:
+                label += f" · {r.config.model} batch {r.config.batch_size}"
+            self._draw_stored(r, label)
+        notes = [str(r.summary.get("energy_reason") or "") for r in results if not r.summary.get("energy_j")]
+        note = ""
+        if power_notes and notes and notes[0] and len(notes) == len(results):
+            note = notes[0] if notes[0].lower().startswith("not measured") else f"not measured: {notes[0]}"
+            note = "Power " + note
+        self.set_power_note(note)
+        self.redraw()
+
+    def _draw_stored(self, r, label: str) -> None:
+        s = r.summary
+        losses = list(r.losses)
+        warm = int(s.get("warmup_steps") or 0) if isinstance(s.get("warmup_steps"), (int, float)) else 0
+        warm = max(0, min(warm, len(losses)))
+        self.start_run(r.id, label, warm)
+        run = self._runs[r.id]
+        warmup_s = s.get("warmup_s")
+        self.add_warmup(r.id, losses[:warm], warmup_s if isinstance(warmup_s, (int, float)) else None)
+        drawn = warm
+        for w in r.windows:
+            first, steps = w.get("first_step"), w.get("steps")
+            if not isinstance(first, int) or not isinstance(steps, int) or first < 1 or steps < 0:
+                continue
+            if first - 1 > drawn:  # steps between windows (none in a run of this version): drawn as they are
+                self._append_losses(run, drawn + 1, losses[drawn:first - 1])
+            window_losses = losses[first - 1:first - 1 + steps]
+            energy_j, energy_s = w.get("energy_j"), w.get("energy_s")
+            power = energy_j / energy_s if _positive(energy_j) and _positive(energy_s) else None
+            sps = w.get("samples_per_s")
+            self.add_window(r.id, first, window_losses, sps if _number(sps) else math.nan,
+                            w.get("memory") if _number(w.get("memory")) else math.nan, power,
+                            seconds=w.get("seconds") if _number(w.get("seconds")) else None)
+            drawn = max(drawn, first - 1 + len(window_losses))
+        if drawn < len(losses):  # a failed run's steps after its last window: what it measured until it failed
+            self._append_losses(run, drawn + 1, losses[drawn:])
+        epochs = r.config.epochs if r.config.steps is None else None
+        for e in r.epochs:
+            step = e.get("step")
+            if not isinstance(step, int) and epochs and r.status == "finished" and isinstance(e.get("epoch"), int):
+                step = e["epoch"] * len(losses) // epochs  # runs stored before epochs kept their step
+            if isinstance(step, int) and _number(e.get("val_loss")):
+                self.add_epoch(r.id, step, e["val_loss"])
+        self.finish_run(r.id, r.status)
+
+    def set_x_axis(self, mode: str) -> None:
+        """"step" (every step, warm-up included) or "time": training seconds (warm-up and measured windows, as
+        timed with the device synchronized; validation and setup left out)."""
+        if mode not in ("step", "time") or mode == self._x_mode:
+            return
+        self._x_mode = mode
+        self._power.setLabel("bottom", "Step" if mode == "step" else "Training time (s): warm-up and measured "
+                             "windows, validation excluded")
+        self._x_box.setCurrentIndex(0 if mode == "step" else 1)
+        for region in self._warmup_regions.values():
+            region.setVisible(mode == "step")
+        for run in self._runs.values():
+            run.dirty.update((*run.series, "val"))
+        self._loss.enableAutoRange(x=True)
+        self.redraw()
+
+    def x_axis(self) -> str:
+        return self._x_mode
+
+    def set_smoothing(self, weight: float) -> None:
+        """The smoothed loss's weight of the past, 0 (none) to 0.99 (TensorBoard's slider); redraws every run."""
+        weight = min(0.99, max(0.0, float(weight)))
+        self._alpha = 1.0 - weight
+        self._smooth_slider.blockSignals(True)
+        self._smooth_slider.setValue(round(weight * 100))
+        self._smooth_slider.blockSignals(False)
+        self._smooth_value.setText(f"{weight:.2f}")
+        for run in self._runs.values():
+            loss = run.series["loss"]
+            smooth = GrowingSeries(max(1024, len(loss)))
+            smooth.append(loss.x, _ema(loss.y, None, self._alpha))
+            run.series["loss_smooth"] = smooth
+            run.dirty.add("loss_smooth")
+        self.redraw()
+
+    def smoothing(self) -> float:
+        return round(1.0 - self._alpha, 2)
+
+    def readout(self, x: float) -> str:
+        """What the hover line shows at `x` (a step or training seconds): each visible run's loss, smoothed
+        loss and the throughput of the window holding that step."""
+        parts = []
+        for run in self._runs.values():
+            if not run.curves.get("loss_smooth") or not run.curves["loss_smooth"].isVisible():
+                continue
+            loss = run.series["loss"]
+            if not len(loss):
+                continue
+            step = x if self._x_mode == "step" else float(np.interp(x, run.knot_seconds, run.knot_steps))
+            i = int(np.clip(np.searchsorted(loss.x, step), 0, len(loss) - 1))
+            if i > 0 and abs(loss.x[i - 1] - step) < abs(loss.x[i] - step):
+                i -= 1
+            text = f"{run.label}: step {int(loss.x[i]):,} loss {_fmt(loss.y[i])}"
+            smooth = run.series["loss_smooth"]
+            if i < len(smooth):
+                text += f" (smoothed {_fmt(smooth.y[i])})"
+            rate = run.series["throughput"]
+            j = int(np.searchsorted(rate.x, loss.x[i])) if len(rate) else 0
+            if j < len(rate) and math.isfinite(rate.y[j]):
+                text += f", {rate.y[j]:,.0f} samples/s (its window)"
+            parts.append(text)
+        return "   ".join(parts)
 
     def set_power_note(self, text: str) -> None:
         """Say in the power plot why it stays empty ("Power not measured: no energy counter readable on this
@@ -292,7 +461,8 @@ class LivePlots(QWidget):
                     wants_dots = len(source) <= SYMBOLS_UP_TO
                     if wants_dots != (curve.opts["symbol"] is not None):
                         curve.setSymbol("o" if wants_dots else None)
-                curve.setData(source.x, source.y)
+                x = source.x if self._x_mode == "step" else np.interp(source.x, run.knot_steps, run.knot_seconds)
+                curve.setData(x, source.y, connect="finite")
             run.dirty.clear()
 
     def series(self, run_id: str) -> dict[str, GrowingSeries]:
@@ -320,6 +490,56 @@ class LivePlots(QWidget):
         self.redraw()
         cost = time.perf_counter() - start + self._view.last_paint_s
         self._next_redraw_at = start + cost / REDRAW_SHARE
+
+    def _make_controls(self) -> QWidget:
+        bar = QWidget(self)
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(8, 4, 8, 0)
+        row.setSpacing(6)
+        self._x_box = QComboBox(bar)
+        self._x_box.addItems(["Step", "Training time"])
+        self._x_box.setToolTip("What the horizontal axis counts: steps (warm-up included), or training seconds "
+                               "(warm-up and measured windows, timed with the device synchronized; validation "
+                               "excluded).")
+        self._x_box.currentIndexChanged.connect(lambda i: self.set_x_axis("step" if i == 0 else "time"))
+        self._smooth_slider = QSlider(Qt.Orientation.Horizontal, bar)
+        self._smooth_slider.setRange(0, 99)
+        self._smooth_slider.setValue(round((1 - EMA_ALPHA) * 100))
+        self._smooth_slider.setFixedWidth(120)
+        self._smooth_slider.setToolTip("Smoothing of the solid loss line: an exponential moving average's weight "
+                                       "of the past, 0 (none) to 0.99. The faint line is every step's loss.")
+        self._smooth_slider.valueChanged.connect(lambda v: self.set_smoothing(v / 100))
+        self._smooth_value = QLabel(f"{1 - EMA_ALPHA:.2f}", bar)
+        self._readout = QLabel("", bar)
+        self._readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._readout.setMinimumWidth(10)
+        self._readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        x_label, smooth_label = QLabel("X axis:", bar), QLabel("Smoothing:", bar)
+        x_label.setBuddy(self._x_box)
+        smooth_label.setBuddy(self._smooth_slider)
+        for w in (x_label, self._x_box, smooth_label, self._smooth_slider, self._smooth_value):
+            row.addWidget(w)
+        row.addSpacing(12)
+        row.addWidget(self._readout, 1)
+        return bar
+
+    def _hover(self, pos) -> None:
+        """A vertical line through every plot at the pointer, and each run's values there in the readout."""
+        inside = next((p for p in (self._loss, *self._window_plots.values())
+                       if p.sceneBoundingRect().contains(pos)), None)
+        shown = inside is not None and bool(self._runs)
+        for line in self._hover_lines:
+            line.setVisible(shown)
+        if not shown:
+            self._readout.setText("")
+            return
+        x = inside.getViewBox().mapSceneToView(pos).x()
+        for line in self._hover_lines:
+            line.setPos(x)
+        self._readout.setText(self.readout(x))
+
+    def readout_text(self) -> str:
+        return self._readout.text()
 
     # ---- Qt events ----------------------------------------------------------------------------------
 
@@ -411,7 +631,7 @@ class LivePlots(QWidget):
         values = np.asarray(losses, dtype=np.float64)
         steps = np.arange(first_step, first_step + len(values), dtype=np.float64)
         run.series["loss"].append(steps, values)
-        run.series["loss_smooth"].append(steps, _ema(values, run.series["loss_smooth"].last_y(), EMA_ALPHA))
+        run.series["loss_smooth"].append(steps, _ema(values, run.series["loss_smooth"].last_y(), self._alpha))
         run.dirty.update(("loss", "loss_smooth"))
 
     def _shade_warmup(self, steps: int) -> None:
@@ -456,6 +676,7 @@ class LivePlots(QWidget):
             self._legend.addItem(run.curves["loss_smooth"], run.legend_text)
         if self._val_legend_proxy is not None:
             self._legend.addItem(self._val_legend_proxy, "validation loss")
+        self._legend.setColumnCount(min(4, max(1, len(self._legend.items))))  # one row: the short loss plot
         self._legend.setVisible(bool(self._legend.items))
 
     def _legend_clicked(self, item: pg.PlotDataItem) -> None:
@@ -465,8 +686,18 @@ class LivePlots(QWidget):
                 for curve in run.curves.values():
                     curve.setVisible(item.isVisible())
 
+    def is_empty(self) -> bool:
+        return not self._runs
+
     def _show_empty(self, empty: bool) -> None:
-        """With no runs, show the start hint and no tick values (an empty 0..1 scale means nothing)."""
+        """With no runs the plots collapse to one line of hint (no empty frames and 0..1 scales), so the
+        table below gets the room; `emptied` tells the window."""
+        changed = self._view.isHidden() != empty
+        self._view.setVisible(not empty)
+        self._controls.setVisible(not empty)
+        self._empty_label.setVisible(empty)
+        if changed:
+            self.emptied.emit(empty)
         self._hint.setVisible(empty)
         self._legend.setVisible(not empty and bool(self._legend.items))
         for plot in (self._loss, *self._window_plots.values()):

@@ -22,7 +22,8 @@ from ..engine.results import RunResult
 from ..engine.store import RunStore
 from .comparison_sheet import ComparisonSheet
 from .export import render_png
-from .run_table import COL, COLUMNS, RUN_ID_ROLE, GroupBadgeDelegate, RunSortProxy, RunTableModel, fit_columns
+from .run_table import COL, COLUMNS, DEFAULT_HIDDEN, RUN_ID_ROLE, GroupBadgeDelegate, RunSortProxy, RunTableModel, fit_columns
+from .settings import settings
 from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
 from .style import placeholder_label
 
@@ -57,13 +58,15 @@ class ResultsPanel(QWidget):
         self._table_stack.addWidget(self.empty)
         self._table_stack.addWidget(self.table)
 
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        # Table and chart side by side: the table gets the panel's whole height (a dozen rows at 1280x740)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(table_area)
         splitter.addWidget(self.chart)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
-        splitter.setSizes([3000, 2000])  # scaled to the real height: the table gets three fifths
+        splitter.setSizes([3000, 2000])  # scaled to the real width: the table gets three fifths
+        self.splitter = splitter
 
         buttons = QHBoxLayout()
         buttons.setSpacing(8)
@@ -106,7 +109,45 @@ class ResultsPanel(QWidget):
         header.setStretchLastSection(True)
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         table.customContextMenuRequested.connect(self._context_menu)
+        header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        header.customContextMenuRequested.connect(lambda pos: self.column_menu().exec(header.mapToGlobal(pos)))
+        hidden = settings().value("table/hidden_columns", list(DEFAULT_HIDDEN))
+        hidden = [hidden] if isinstance(hidden, str) else list(hidden or [])
+        for name, col in COL.items():
+            table.setColumnHidden(col, name in hidden)
         return table
+
+    def column_menu(self) -> QMenu:
+        """The column chooser (right-click a column header): every column but the state and comparison badges,
+        checked when shown; the choice is kept between launches."""
+        menu = QMenu(self)
+        for col, column in enumerate(COLUMNS):
+            if not column.header:
+                continue
+            action = menu.addAction(column.header)
+            action.setCheckable(True)
+            action.setChecked(not self.table.isColumnHidden(col))
+            action.setToolTip(column.tooltip)
+            action.toggled.connect(lambda on, c=col: self.set_column_shown(c, on))
+        menu.setToolTipsVisible(True)
+        menu.addSeparator()
+        menu.addAction("Show the Usual Columns", self.reset_columns)
+        return menu
+
+    def set_column_shown(self, col: int, shown: bool) -> None:
+        self.table.setColumnHidden(col, not shown)
+        if shown:
+            self._fit_columns()
+        settings().setValue("table/hidden_columns", self.hidden_columns())
+
+    def hidden_columns(self) -> list[str]:
+        return [name for name, col in COL.items() if self.table.isColumnHidden(col)]
+
+    def reset_columns(self) -> None:
+        for name, col in COL.items():
+            self.table.setColumnHidden(col, name in DEFAULT_HIDDEN)
+        self._fit_columns()
+        settings().setValue("table/hidden_columns", self.hidden_columns())
 
     def _make_actions(self) -> None:
         def action(text: str, tip: str, slot) -> QAction:

@@ -35,10 +35,16 @@ class Column:
 
 
 COLUMNS = (
+    Column("state", "", "How the run ended: \u2713 finished, \u2715 failed, \u25a0 stopped (cancelled); \u26a0 finished "
+           "but its numbers were noisy."),
     Column("comparison", "", "Comparison: runs with the same letter share every setting but the device."),
     *(Column(k, BY_KEY[k].title, BY_KEY[k].tooltip, BY_KEY[k].numeric) for k in TABLE_COLUMNS),
 )
-COL = {c.header or "Comparison": i for i, c in enumerate(COLUMNS)}
+COL = {c.header or c.key.capitalize(): i for i, c in enumerate(COLUMNS)}
+# Hidden until the user shows them (right-click a column header): the table fits a 1280-pixel-wide window.
+DEFAULT_HIDDEN = ("Precision", "Warm-up", "Final loss", "Status")
+STATE_GLYPHS = {"finished": "\u2713", "failed": "\u2715", "cancelled": "\u25a0"}
+STATE_WORDS = {"finished": "Finished", "failed": "Failed", "cancelled": "Stopped before the end (cancelled)"}
 
 
 def fmt_time(iso: str) -> str:
@@ -172,6 +178,8 @@ class RunTableModel(QAbstractTableModel):
         """What a column sorts by: the raw number (missing below every number), or lower-case text."""
         if key == "comparison":
             return self.letter_of(self.comparison_of.get(r.id)) or "~"
+        if key == "state":
+            return r.status
         if key == "time":
             dt = local_time(r.created_at)
             return dt.timestamp() if dt else 0.0
@@ -226,14 +234,23 @@ class RunTableModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return cell.text
         if role == Qt.ItemDataRole.ToolTipRole:
-            if run.status == "failed" and run.error:
+            if run.status == "failed" and run.error and col != COL["State"]:
                 return run.error
             return cell.tooltip or None
+        if role == Qt.ItemDataRole.AccessibleTextRole and col == COL["State"]:
+            return cell.tooltip
         if role == Qt.ItemDataRole.TextAlignmentRole:
-            if col == COL["Comparison"]:
+            if col in (COL["Comparison"], COL["State"]):
                 return int(Qt.AlignmentFlag.AlignCenter)
             return int((Qt.AlignmentFlag.AlignRight if COLUMNS[col].numeric else Qt.AlignmentFlag.AlignLeft)
                        | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ForegroundRole and col == COL["State"]:
+            palette = QApplication.palette()
+            if run.status == "failed":
+                return warning_color(palette)
+            if run.status == "cancelled":
+                return palette.color(QPalette.ColorRole.PlaceholderText)
+            return QColor("#c77c02") if cell.text.startswith("\u26a0") else QColor("#248a3d")  # Apple's orange, green
         if role == Qt.ItemDataRole.ForegroundRole and col == COL["Status"] and run.status != "finished":
             palette = QApplication.palette()
             if run.status == "failed":
@@ -277,10 +294,15 @@ class RunTableModel(QAbstractTableModel):
         cells["j_per_sample"].tooltip = self._energy_tooltip(r)
         if r.status == "cancelled":
             cells["status"].tooltip = "Stopped before the end; its numbers cover the steps done."
+        noisy = r.status == "finished" and s.get("stability") == "noisy"
+        state_tip = STATE_WORDS.get(r.status, r.status) + (f"; noisy: {s.get('stability_reason')}" if noisy else "")
+        if r.status == "failed" and r.error:
+            state_tip += f": {r.error}"
+        state = Cell("\u26a0\ufe0e" if noisy else STATE_GLYPHS.get(r.status, "?"), r.status, state_tip)
         badge = Cell(letter, letter or "~",
                      f"Comparison {letter}: {comparison.title()} on {plural(len(comparison.runs), 'device')}."
                      if comparison else "Not compared: no finished run of the same setup on another device.")
-        return [badge, *(cells[k] for k in TABLE_COLUMNS)]
+        return [state, badge, *(cells[k] for k in TABLE_COLUMNS)]
 
     @staticmethod
     def _energy_tooltip(r: RunResult) -> str:
@@ -374,6 +396,9 @@ def fit_columns(table: QTableView, caps: dict[str, int] | None = None, padding: 
         if table.isColumnHidden(col):
             continue
         title = COLUMNS[col].header
+        if COLUMNS[col].key == "state":
+            header.resizeSection(col, fm.horizontalAdvance("\u2713") + 18)
+            continue
         width = max(table.sizeHintForColumn(col), fm.horizontalAdvance(title) + 12 if title else 20) + padding
         cap = (caps or {}).get(title)
         header.resizeSection(col, min(width, cap) if cap else width)

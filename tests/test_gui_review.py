@@ -1,0 +1,201 @@
+"""Reviewing stored runs in the window: curves drawn from the history after a relaunch, overlays, the x axis,
+smoothing, the hover readout, exports of what is selected, the state column and the column chooser."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.results import RunResult  # noqa: E402
+from mpsstudio.engine.runcheck import checked_result  # noqa: E402
+from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.gui.banner import Banner  # noqa: E402
+from mpsstudio.gui.main_window import MAX_OVERLAY, MainWindow  # noqa: E402
+from mpsstudio.gui.plots import LivePlots  # noqa: E402
+from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
+from mpsstudio.gui.run_table import DEFAULT_HIDDEN  # noqa: E402
+
+MAC = {"machine_label": "Apple M2 Pro, macOS 14.5"}
+H100 = {"machine_label": "NVIDIA H100 on gpu-node-07"}
+
+
+def stored_run(device="cpu", rate=100.0, env=MAC, status="finished", losses=None, error="", created=None,
+               n_windows=4, **cfg):
+    """A run as its process sends it: 3 warm-up steps, windows of 4 steps, two epochs with validation."""
+    cfg.setdefault("model", "mlp")
+    cfg.setdefault("dataset", "shapes")
+    config = RunConfig(device=device, batch_size=32, steps=None, epochs=2, warmup_steps=3, **cfg)
+    losses = list(losses if losses is not None else [2.0 - 0.01 * i for i in range(3 + 4 * n_windows)])
+    windows = [{"first_step": 4 + 4 * k, "steps": 4, "seconds": 128 / rate, "samples": 128,
+                "samples_per_s": rate * (1 + 0.01 * k), "data_wait_s": 0.0, "memory": 1000 + k,
+                "energy_j": 5.0 if k % 2 else None, "energy_s": 0.5 if k % 2 else None}
+               for k in range(n_windows) if 4 + 4 * k + 3 <= len(losses)]
+    epochs = [{"epoch": 1, "step": 10, "seconds": 1.0, "val_loss": 1.5, "val_accuracy": 0.5},
+              {"epoch": 2, "step": 19, "seconds": 1.0, "val_loss": 1.0, "val_accuracy": 0.7}]
+    run = RunResult(config=config, status=status, env=dict(env), error=error, losses=losses, windows=windows,
+                    epochs=epochs if status == "finished" else [], created_at=created or "2026-11-21T08:00:00+00:00",
+                    summary={"warmup_steps": 3, "warmup_s": 0.6, "samples_per_s": rate})
+    return checked_result(run, "the test")
+
+
+@pytest.fixture
+def history(tmp_path):
+    """A history written by an earlier launch: a comparison (cpu, mps) and an H100 run, closed again."""
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path)
+    runs = [stored_run("cpu", 100.0), stored_run("mps", 400.0), stored_run("cuda:0", 900.0, env=H100)]
+    for r in runs:
+        store.save(r)
+    store.close()
+    return path, runs
+
+
+def open_window(qtbot, path) -> MainWindow:
+    w = MainWindow(store=RunStore(path), keep_spare=False)
+    qtbot.addWidget(w)
+    w.resize(1280, 740)
+    w.show()
+    return w
+
+
+def test_a_relaunched_window_draws_the_selected_runs_stored_curves(qtbot, history):
+    path, (cpu, mps, h100) = history
+    w = open_window(qtbot, path)
+    assert w.plots.is_empty() and not w.plots._view.isVisible()  # no empty frames before anything is shown
+    assert all(r.is_summary for r in w.results.results())  # the table read summaries only
+    w.results.select_ids([cpu.id, mps.id])
+    assert w.plots.run_ids() == [cpu.id, mps.id] and w.plots._view.isVisible()
+    series = w.plots.series(mps.id)
+    assert series["loss"].y.tolist() == pytest.approx(mps.losses)
+    assert series["throughput"].x.tolist() == [7, 11, 15, 19]  # each window's last step
+    assert series["throughput"].y.tolist() == pytest.approx([w_["samples_per_s"] for w_ in mps.windows])
+    assert series["power"].y.tolist() == pytest.approx([10.0, 10.0])  # 5 J over 0.5 s, where measured
+    w.plots.redraw()
+    val_x, val_y = w.plots.curves(cpu.id)["val"].xData, w.plots.curves(cpu.id)["val"].yData
+    assert val_x.tolist() == [10, 19] and val_y.tolist() == [1.5, 1.0]
+    assert [label.text for _, label in w.plots._legend.items][:2] == ["cpu", "mps"]
+    w.results.select_ids([mps.id, h100.id])  # two machines: the legend names them
+    assert [label.text for _, label in w.plots._legend.items][:2] == [
+        "mps \u00b7 Apple M2 Pro, macOS 14.5", "cuda:0 \u00b7 NVIDIA H100 on gpu-node-07"]
+    w.results.select_ids([])
+    assert w.plots.is_empty()
+    w.close()
+
+
+def test_more_runs_selected_than_the_overlay_holds_draws_the_first_and_says_so(qtbot, tmp_path):
+    store = RunStore(tmp_path / "runs.sqlite3")
+    runs = [stored_run("cpu", 100.0 + i, created=f"2026-11-21T08:{i:02d}:00+00:00") for i in range(MAX_OVERLAY + 2)]
+    for r in runs:
+        store.save(r)
+    w = MainWindow(store=store, keep_spare=False)
+    qtbot.addWidget(w)
+    w.results.select_ids([r.id for r in runs])
+    assert len(w.plots.run_ids()) == MAX_OVERLAY
+    assert f"first {MAX_OVERLAY} of the {MAX_OVERLAY + 2} selected" in w.statusBar().currentMessage()
+    w.close()
+
+
+def test_export_comparison_draws_the_selected_comparison_not_what_the_plots_show(qtbot, history, tmp_path,
+                                                                                 monkeypatch):
+    path, (cpu, mps, h100) = history
+    w = open_window(qtbot, path)
+    w.results.select_ids([cpu.id])
+    w.plots.start_run("live", "mps", 0)  # whatever the window shows now (a live run, another selection)
+    w.plots.add_window("live", 1, [9.0, 9.0], 5.0, 0)
+    drawn = []
+    from mpsstudio.gui import export
+
+    real = export.render_png
+
+    def spy(widget, out, title, subtitle, scale=None):
+        if isinstance(widget, LivePlots):
+            drawn.append((widget.run_ids(), title))
+        return real(widget, out, title, subtitle, scale)
+    monkeypatch.setattr(export, "render_png", spy)
+    assert w.export_comparison(str(tmp_path / "c.png")) is not None
+    [(ids, title)] = drawn
+    assert sorted(ids) == sorted([cpu.id, mps.id, h100.id]) and "mlp on shapes" in title  # the whole comparison
+    w.close()
+
+
+def test_the_time_axis_smoothing_and_readout(qtbot):
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    run = stored_run("cpu", 128.0)  # windows of 1 s each, warm-up 0.6 s
+    plots.show_runs([run])
+    plots.set_x_axis("time")
+    x = plots.curves(run.id)["loss"].xData  # the data set (getData() is clipped to the view)
+    assert x[2] == pytest.approx(0.6) and x[-1] == pytest.approx(0.6 + 4 * 128 / 128.0)
+    tx = plots.curves(run.id)["throughput"].xData
+    assert tx.tolist() == pytest.approx([1.6, 2.6, 3.6, 4.6])
+    assert "Training time" in plots._power.getAxis("bottom").labelText
+    plots.set_x_axis("step")
+    assert plots.curves(run.id)["loss"].xData[0] == 1
+    plots.set_smoothing(0)
+    assert plots.series(run.id)["loss_smooth"].y.tolist() == pytest.approx(run.losses)
+    plots.set_smoothing(0.9)
+    smooth = plots.series(run.id)["loss_smooth"].y
+    assert smooth[5] > run.losses[5] and plots.smoothing() == 0.9 and plots._smooth_slider.value() == 90
+    text = plots.readout(9.2)  # step 9: in the window of steps 8-11
+    assert "cpu: step 9 loss 1.92" in text and "129 samples/s (its window)" in text
+    plots.set_x_axis("time")
+    assert "step 7 " in plots.readout(1.6)  # the end of the first window: 0.6 s of warm-up + 1 s
+
+
+def test_a_failed_run_draws_what_it_measured_huge_and_nan_losses_included(qtbot):
+    losses = [2.0, 1.9, 1.8, 1.5, 3.0, 1e30, 1e34, math.nan, math.nan]  # diverged, then NaN (a failed run)
+    run = stored_run("mps", 400.0, status="failed", losses=losses,
+                     error="The loss became NaN at step 8; lower the learning rate (now 1000).")
+    assert run.losses[5] == 1e30  # a diverging loss is a valid measurement, not a malformed file
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.show_runs([run])
+    loss = plots.series(run.id)["loss"]
+    assert len(loss) == 9 and loss.x.tolist() == list(range(1, 10))
+    assert "failed" in plots._legend.items[0][1].text
+
+
+def test_the_state_column_and_the_column_chooser(qtbot, tmp_path):
+    store = RunStore(tmp_path / "runs.sqlite3")
+    ok = stored_run("cpu", n_windows=8)
+    noisy = stored_run("cpu", model="resnet18")  # 4 windows: too few to trust
+    bad = stored_run("mps", status="failed", error="The loss became NaN at step 4; lower the learning rate.")
+    stopped = stored_run("cpu", status="cancelled", model="mnist_cnn")
+    for r in (ok, noisy, bad, stopped):
+        store.save(r)
+    panel = ResultsPanel(store)
+    qtbot.addWidget(panel)
+
+    def cell(run, column, role=0):
+        return panel.model.index(panel.model.row_of(run.id), COL[column]).data(role)
+    assert COL["State"] == 0
+    assert [cell(r, "State") for r in (ok, noisy, bad, stopped)] == ["\u2713", "\u26a0\ufe0e", "\u2715", "\u25a0"]
+    assert "The loss became NaN" in cell(bad, "State", 3)  # its tooltip says why
+    assert "noisy: only 4 measurement windows" in cell(noisy, "State", 3)
+    assert sorted(panel.hidden_columns()) == sorted(DEFAULT_HIDDEN)
+    panel.set_column_shown(COL["Final loss"], True)
+    panel.set_column_shown(COL["Machine"], False)
+    again = ResultsPanel(store)  # the choice is kept
+    qtbot.addWidget(again)
+    assert not again.table.isColumnHidden(COL["Final loss"]) and again.table.isColumnHidden(COL["Machine"])
+    menu = again.column_menu()
+    names = [a.text() for a in menu.actions() if a.isCheckable()]
+    assert "Peak memory" in names and "Machine" in names and "" not in names
+    again.reset_columns()
+    assert sorted(again.hidden_columns()) == sorted(DEFAULT_HIDDEN)
+
+
+def test_a_runs_failure_banner_clears_and_a_history_warning_stays(qtbot):
+    banner = Banner()
+    qtbot.addWidget(banner)
+    banner.show()
+    banner.show_message("mps: The loss became NaN at step 4.", warning=True, kind="run")
+    banner.clear("run")
+    assert banner.text() == ""
+    banner.show_message("The run history is read-only.", warning=True)
+    banner.clear("run")
+    assert banner.text() == "The run history is read-only."
