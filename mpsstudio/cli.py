@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")
     h.add_argument("--recover", action="store_true",
                    help="copy every readable run of a damaged history to a fresh one (the damaged file is kept)")
+    h.add_argument("--steps", nargs=2, metavar=("ID", "FILE"), default=None,
+                   help="write run ID's loss curve (step, phase, loss, training time, its window's samples/s and "
+                        "memory) to the CSV FILE")
+    h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
+                   help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
     return p
 
 
@@ -496,6 +501,22 @@ def _cmd_history(args) -> int:
         gone = store.delete(args.delete)
         print(f"deleted {plural(gone, 'run')}" + (f" ({len(args.delete) - gone} not found)"
                                                   if gone < len(args.delete) else ""), file=sys.stderr)
+    if args.note:
+        run_id, text = args.note
+        if store.get(run_id) is None:
+            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+        store.set_note(run_id, text)
+        print(f"kept the note on run {printable(run_id)[:64]}" if text else "removed the note", file=sys.stderr)
+    if args.steps:
+        from .engine.runfiles import export_steps_csv
+
+        run_id, out = args.steps
+        run = store.get(run_id)
+        if run is None:
+            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+        rows = export_steps_csv(run, out)
+        print(f"wrote {plural(rows, 'step')} of run {printable(run_id)[:64]} to {printable(out)}", file=sys.stderr)
+        return EXIT_OK
     if store.read_only:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all() if args.json else store.summaries()  # the table needs no steps or windows

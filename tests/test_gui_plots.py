@@ -340,7 +340,8 @@ def test_clicking_a_run_in_the_legend_hides_all_its_curves(plots):
     smooth.setVisible(False)  # what the legend sample does on click, before it emits sigSampleClicked
     plots._legend.sigSampleClicked.emit(smooth)
     assert not any(c.isVisible() for c in plots.curves("a").values())
-    assert all(c.isVisible() for c in plots.curves("b").values())
+    assert all(c.isVisible() for k, c in plots.curves("b").items() if k != "power")  # (no power plot: no readings)
+    assert plots.curves("b")["power"].isVisibleTo(plots._power)
 
 
 def test_power_lands_on_its_own_plot_only_when_measured(plots):
@@ -353,11 +354,14 @@ def test_power_lands_on_its_own_plot_only_when_measured(plots):
     assert list(x) == [3.0] and list(y) == [423.5]
 
 
-def test_the_power_plot_says_why_it_stays_empty(plots):
+def test_no_power_plot_without_readings_and_a_note_saying_why(plots):
     plots.start_run("r", "cpu", 0)
     plots.set_power_note("Power of cpu not measured: no energy counter readable on this Linux VM")
-    assert plots._power_note.isVisible() and "Linux VM" in plots._power_note.textItem.toPlainText()
+    assert not plots.power_shown()  # no empty frame: the other plots get its room
+    assert "Linux VM" in plots.power_note()
+    assert plots._memory.getAxis("bottom").label.isVisible()  # the step axis moves to the lowest plot shown
     plots.add_window("r", 1, [2.0], 10.0, 0, 15.0)
-    assert not plots._power_note.isVisible()  # a reading replaces the note
+    assert plots.power_shown() and plots.power_note() == ""  # a reading brings the plot back
+    assert not plots._memory.getAxis("bottom").label.isVisible()
     plots.clear()
-    assert not plots._power_note.isVisible()
+    assert not plots.power_shown() and plots.power_note() == ""

@@ -46,6 +46,18 @@ class RunResult:
     # run is sealed when stored (store._seal), so that the table can read it back without checking it again.
     checked: bool = field(default=False, repr=False, compare=False)
 
+    def epoch_step(self, epoch: dict) -> int | None:
+        """The step at which an epoch row ended: its "step", or for a finished run stored before epochs kept
+        their step, epoch x steps / epochs; None when it cannot be known."""
+        step = epoch.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+        n = epoch.get("epoch")
+        if (self.status == "finished" and self.config.steps is None and self.config.epochs and self.losses
+                and isinstance(n, int) and not isinstance(n, bool)):
+            return n * len(self.losses) // self.config.epochs
+        return None
+
     @property
     def is_summary(self) -> bool:
         """Read without its steps, windows and epochs (RunStore.summaries)."""

@@ -137,3 +137,51 @@ def export_csv(results: list[RunResult], path: str | Path, speedups: dict[str, f
         write_atomic(path, buf.getvalue())
     except OSError as exc:
         raise _cannot_write(path, exc) from None
+
+
+STEPS_CSV_COLUMNS = ("step", "phase", "loss", "training_time_s", "window_samples_per_s", "window_memory_bytes")
+
+
+def steps_rows(result: RunResult) -> list[list]:
+    """One row per step of a run (its loss curve): step, phase ("warm-up", "measured", or "after the last window"
+    for a run that ended mid-window), loss (empty where it was NaN), training time at the end of the step's window
+    (warm-up and measured windows, validation excluded; empty inside warm-up), and the throughput and memory of
+    the measurement window holding the step (empty in warm-up: warm-up is never counted)."""
+    s = result.summary
+    warm = s.get("warmup_steps") if isinstance(s.get("warmup_steps"), int) else 0
+    warmup_s = s.get("warmup_s") if is_finite(s.get("warmup_s")) else None
+    window_of: dict[int, tuple] = {}
+    elapsed = warmup_s or 0.0
+    for w in result.windows:
+        first, steps = w.get("first_step"), w.get("steps")
+        if not isinstance(first, int) or not isinstance(steps, int):
+            continue
+        elapsed += w.get("seconds") if is_finite(w.get("seconds")) else 0.0
+        for step in range(first, first + steps):
+            window_of[step] = (elapsed, w.get("samples_per_s"), w.get("memory"))
+    last = max(window_of, default=warm)
+    rows = []
+    for i, loss in enumerate(result.losses):
+        step = i + 1
+        phase = "warm-up" if step <= warm else "measured" if step <= last else "after the last window"
+        t, rate, memory = window_of.get(step, (warmup_s if step == warm else None, None, None))
+        rows.append([step, phase, loss if is_finite(loss) else None, t, rate, memory])
+    return rows
+
+
+def export_steps_csv(result: RunResult, path: str | Path) -> int:
+    """Write a run's loss curve (STEPS_CSV_COLUMNS, one row per step) to CSV; returns the rows written."""
+    if result.is_summary:
+        raise ValueError("export_steps_csv needs the whole run (RunStore.get)")
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(STEPS_CSV_COLUMNS)
+    rows = steps_rows(result)
+    for row in rows:
+        writer.writerow(["" if v is None else v for v in row])
+    path = Path(path)
+    try:
+        write_atomic(path, buf.getvalue())
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    return len(rows)

@@ -186,6 +186,10 @@ class RunStore:
         """Insert or replace one run (a run of this app: its id is ours) in a single transaction."""
         self._write("INSERT OR REPLACE", [result])
 
+    def restore(self, results: list[RunResult]) -> None:
+        """Put back whole runs that were deleted (Undo), ids, times and notes as they were, in one transaction."""
+        self._write("INSERT OR REPLACE", results)
+
     def add_imported(self, results: list[RunResult]) -> tuple[int, int]:
         """Add runs read from a file, all in one transaction; a run whose id is already here is left as it is.
 

@@ -194,6 +194,22 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
         file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
         file_menu.addAction(self._action("Export Comparison…", self.export_comparison_dialog, "Ctrl+E"))
+        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
+        file_menu.addSeparator()
+        self.close_action = self._action("Close Window", self.close, QKeySequence.Close)
+        if self.close_action.shortcut().isEmpty():
+            self.close_action.setShortcut(QKeySequence("Ctrl+W"))
+        file_menu.addAction(self.close_action)
+
+        edit_menu = menu.addMenu("Edit")
+        self.undo_action = self._action("Undo Delete", self.results.undo_delete, QKeySequence.Undo)
+        self.undo_action.setEnabled(False)
+        self.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
+        self.results.message.connect(lambda _: self.undo_action.setEnabled(self.results.undo_bar.can_undo()))
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addSeparator()
+        edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.Find))
+        edit_menu.addAction(self._action("Select All Runs", self.results.table.selectAll, QKeySequence.SelectAll))
 
         run_menu = menu.addMenu("Run")
         self.run_action = self._action("Run", self.start_run, "Ctrl+R")
@@ -217,8 +233,27 @@ class MainWindow(QMainWindow):
             a.setEnabled(False)
             tools_menu.addAction(a)
 
+        window_menu = menu.addMenu("Window")
+        window_menu.addAction(self._action("Minimize", self.showMinimized, "Ctrl+M"))
+        window_menu.addAction(self._action("Zoom", self._zoom))
+        window_menu.addSeparator()
+        window_menu.addAction(self._action("Show Runs", lambda: self._show_tab(0), "Ctrl+1"))
+        window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(1), "Ctrl+2"))
+
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
+
+    def find_runs(self) -> None:
+        """⌘F: the Runs tab's filter box, text selected."""
+        self._show_tab(0)
+        self.results.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.results.filter.selectAll()
+
+    def _show_tab(self, index: int) -> None:
+        self.tabs.setCurrentIndex(index)
+
+    def _zoom(self) -> None:
+        self.showNormal() if self.isMaximized() else self.showMaximized()
 
     def _connect(self) -> None:
         self.setup.run_requested.connect(self.start_run)

@@ -183,14 +183,11 @@ class LivePlots(QWidget):
             "difference over the window's time (NVML on NVIDIA GPUs, RAPL for Linux CPUs: measured; macOS's "
             "IOReport model on Apple silicon: estimated). Idle power is included."
         )
-        self._power_note = pg.TextItem("", anchor=(0.5, 0.5))
-        self._power_note.setParentItem(self._power.getViewBox())
-        self._power.getViewBox().sigResized.connect(self._place_hint)
+        self._power_text = ""
         for plot in self._window_plots.values():
             plot.setXLink(self._loss)
             plot.enableAutoRange(x=False)  # the loss plot, which has every step, drives the shared x range
-        self._power.setLabel("bottom", "Step")
-        for plot in (self._loss, self._throughput, self._memory):
+        for plot in (self._loss, self._throughput):
             plot.getAxis("bottom").setStyle(showValues=False)
 
         self._legend = self._loss.addLegend(offset=(-8, 8), verSpacing=-4, labelTextSize=self._small_pt())
@@ -275,9 +272,8 @@ class LivePlots(QWidget):
         if power_w is not None and math.isfinite(power_w):
             run.series["power"].append(last_step, power_w)
             run.dirty.add("power")
-            if self._power_note.isVisible():
-                self._power_note.setVisible(False)
-                self._power.getAxis("left").setStyle(showValues=True)
+            if not self._power.isVisible():
+                self._update_power()
 
     def show_runs(self, results: Sequence, power_notes: bool = True) -> None:
         """Draw stored runs (whole RunResults: steps, windows, epochs) as they were drawn live, one colour per
@@ -327,12 +323,9 @@ class LivePlots(QWidget):
             drawn = max(drawn, first - 1 + len(window_losses))
         if drawn < len(losses):  # a failed run's steps after its last window: what it measured until it failed
             self._append_losses(run, drawn + 1, losses[drawn:])
-        epochs = r.config.epochs if r.config.steps is None else None
         for e in r.epochs:
-            step = e.get("step")
-            if not isinstance(step, int) and epochs and r.status == "finished" and isinstance(e.get("epoch"), int):
-                step = e["epoch"] * len(losses) // epochs  # runs stored before epochs kept their step
-            if isinstance(step, int) and _number(e.get("val_loss")):
+            step = r.epoch_step(e)
+            if step is not None and _number(e.get("val_loss")):
                 self.add_epoch(r.id, step, e["val_loss"])
         self.finish_run(r.id, r.status)
 
@@ -342,8 +335,7 @@ class LivePlots(QWidget):
         if mode not in ("step", "time") or mode == self._x_mode:
             return
         self._x_mode = mode
-        self._power.setLabel("bottom", "Step" if mode == "step" else "Training time (s): warm-up and measured "
-                             "windows, validation excluded")
+        self._update_power()
         self._x_box.setCurrentIndex(0 if mode == "step" else 1)
         for region in self._warmup_regions.values():
             region.setVisible(mode == "step")
@@ -400,13 +392,38 @@ class LivePlots(QWidget):
         return "   ".join(parts)
 
     def set_power_note(self, text: str) -> None:
-        """Say in the power plot why it stays empty ("Power not measured: no energy counter readable on this
-        Linux VM"); "" hides the note. A run with power readings hides it too."""
-        self._power_note.setText(text)
-        shown = bool(text) and not any(len(r.series["power"]) for r in self._runs.values())
-        self._power_note.setVisible(shown)
-        self._power.getAxis("left").setStyle(showValues=not shown and not self._hint.isVisible())  # no empty 0-1 scale
-        self._place_hint()
+        """Say why there is no power plot ("Power not measured: no energy counter readable on this Linux VM"),
+        in the bar above the plots; "" hides the note. The power plot itself appears with the first reading,
+        so an unmeasured run's plots give its room to the others instead of an empty frame."""
+        self._power_text = text
+        self._update_power()
+
+    def power_note(self) -> str:
+        """The note shown instead of the power plot ("" when none is shown)."""
+        return self._power_label.toolTip() if not self._power_label.isHidden() else ""
+
+    def power_shown(self) -> bool:
+        return self._power.isVisible()
+
+    def _update_power(self) -> None:
+        measured = any(len(r.series["power"]) for r in self._runs.values())
+        self._power.setVisible(measured)
+        self._power.setMaximumHeight(1e6 if measured else 0)
+        bottom = self._power if measured else self._memory
+        for plot in (self._memory, self._power):
+            axis = plot.getAxis("bottom")
+            axis.setStyle(showValues=plot is bottom and bool(self._runs))
+            if plot is bottom:
+                plot.setLabel("bottom", self._x_label())
+            axis.showLabel(plot is bottom)
+        self._power_label.setVisible(bool(self._power_text) and not measured)
+        self._power_label.setToolTip(self._power_text)
+        fm = self._power_label.fontMetrics()
+        self._power_label.setText(fm.elidedText(self._power_text, Qt.TextElideMode.ElideRight, 520))
+
+    def _x_label(self) -> str:
+        return "Step" if self._x_mode == "step" else "Training time (s): warm-up and measured windows, " \
+            "validation excluded"
 
     def add_epoch(self, run_id: str, step: int, val_loss: float | None) -> None:
         """Validation loss at `step`, drawn as a diamond on the loss plot (nothing when there is none)."""
@@ -445,7 +462,7 @@ class LivePlots(QWidget):
         self._legend.setVisible(False)
         for plot in (self._loss, *self._window_plots.values()):
             plot.enableAutoRange(y=True)
-        self._power_note.setVisible(False)
+        self._power_text = ""
         self._loss.enableAutoRange(x=True)
         self._show_empty(True)
 
@@ -521,6 +538,10 @@ class LivePlots(QWidget):
             row.addWidget(w)
         row.addSpacing(12)
         row.addWidget(self._readout, 1)
+        self._power_label = QLabel("", bar)
+        self._power_label.setEnabled(False)  # secondary text
+        self._power_label.hide()
+        row.addWidget(self._power_label)
         return bar
 
     def _hover(self, pos) -> None:
@@ -702,11 +723,10 @@ class LivePlots(QWidget):
         self._legend.setVisible(not empty and bool(self._legend.items))
         for plot in (self._loss, *self._window_plots.values()):
             plot.getAxis("left").setStyle(showValues=not empty)
-        self._power.getAxis("bottom").setStyle(showValues=not empty)
+        self._update_power()
 
     def _place_hint(self) -> None:
         self._hint.setPos(self._loss.getViewBox().rect().center())
-        self._power_note.setPos(self._power.getViewBox().rect().center())
 
     # ---- theme --------------------------------------------------------------------------------------
 
@@ -752,7 +772,6 @@ class LivePlots(QWidget):
         self._legend.setPen(pg.mkPen(legend_edge))
         self._legend.setLabelTextColor(self._text())
         self._hint.setColor(self._secondary_text())
-        self._power_note.setColor(self._secondary_text())
         for region in self._warmup_regions.values():
             self._style_region(region)
         if self._val_legend_proxy is not None:

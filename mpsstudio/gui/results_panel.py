@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QItemSelection, QItemSelectionModel, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelection, QItemSelectionModel, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QMenu, QMessageBox,
-                               QPushButton, QSplitter, QStackedLayout, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QMenu, QMessageBox, QPushButton, QSplitter, QStackedLayout, QTableView, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from ..engine import runfiles
 from ..engine.compare import Comparison
@@ -23,6 +24,7 @@ from ..engine.store import RunStore
 from .comparison_sheet import ComparisonSheet
 from .export import render_png
 from .run_table import COL, COLUMNS, DEFAULT_HIDDEN, RUN_ID_ROLE, GroupBadgeDelegate, RunSortProxy, RunTableModel, fit_columns
+from .run_details import RunDetails
 from .settings import settings
 from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
 from .style import placeholder_label
@@ -30,6 +32,46 @@ from .style import placeholder_label
 __all__ = ["COL", "ResultsPanel"]
 
 SELECT_IMPORTED_UP_TO = 1000  # a larger import is not selected: selecting thousands of rows helps nobody
+UNDO_S = 10  # seconds the Undo of a delete is offered
+UNDO_UP_TO = 1000  # a delete of more runs asks first instead (Undo would hold them all in memory)
+
+
+class UndoBar(QFrame):
+    """"Deleted 3 runs. [Undo]" under the table for UNDO_S seconds after a delete."""
+
+    undo = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._runs: list[RunResult] = []
+        self.label = QLabel()
+        self.button = QPushButton("Undo")
+        self.button.setToolTip("Put the deleted runs back (⌘Z)")
+        self.button.clicked.connect(self.undo.emit)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 2, 2, 2)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.button)
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.timeout.connect(self.take)
+        self.hide()
+
+    def offer(self, text: str, runs: list[RunResult]) -> None:
+        self._runs = list(runs)
+        self.label.setText(text)
+        self.show()
+        self.timer.start(UNDO_S * 1000)
+
+    def can_undo(self) -> bool:
+        return bool(self._runs)
+
+    def take(self) -> list[RunResult]:
+        """The runs to put back (once); hides the bar."""
+        runs, self._runs = self._runs, []
+        self.timer.stop()
+        self.hide()
+        return runs
 
 
 class ResultsPanel(QWidget):
@@ -58,11 +100,35 @@ class ResultsPanel(QWidget):
         self._table_stack.addWidget(self.empty)
         self._table_stack.addWidget(self.table)
 
+        self.details = RunDetails()
+        self.details.note_changed.connect(self.set_note)
+        self.details.export_steps.connect(self.export_steps_dialog)
+        self.side = QTabWidget()
+        self.side.setDocumentMode(True)
+        self.side.addTab(self.chart, "Comparison")
+        self.side.addTab(self.details, "Details")
+
+        self.filter = QLineEdit()
+        self.filter.setPlaceholderText("Filter runs: model, dataset, device, machine, status, note…")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip("Shows the runs whose model, dataset, device, machine, precision, status or note "
+                               "contain every word typed (⌘F).")
+        self.filter.textChanged.connect(self.set_filter)
+        self.undo_bar = UndoBar(self)
+        self.undo_bar.undo.connect(self.undo_delete)
+        left = QWidget()
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.setSpacing(4)
+        left_layout.addWidget(self.filter)
+        left_layout.addWidget(table_area, 1)
+        left_layout.addWidget(self.undo_bar)
+
         # Table and chart side by side: the table gets the panel's whole height (a dozen rows at 1280x740)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
-        splitter.addWidget(table_area)
-        splitter.addWidget(self.chart)
+        splitter.addWidget(left)
+        splitter.addWidget(self.side)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([3000, 2000])  # scaled to the real width: the table gets three fifths
@@ -309,6 +375,71 @@ class ResultsPanel(QWidget):
         if run is not None and run.status != "finished":
             hint = f"This run {run.status}; only finished runs are compared"
         self.chart.show_comparison(self.current_comparison(), hint)
+        if run is None:
+            self.details.show_run(None)
+        elif self.details.run is None or self.details.run.id != run.id:
+            whole = self.whole_runs([run.id])
+            self.details.show_run(whole[0] if whole else None)
+
+    # notes, the loss curve, filtering, undo
+    def set_note(self, run_id: str, text: str) -> None:
+        """Keep the user's note on a run in the history and in the table."""
+        try:
+            self.store.set_note(run_id, text)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return
+        row = self.model.row_of(run_id)
+        if row is not None:
+            self.model.set_note(row, text)
+        self.message.emit("Note kept." if text else "Note removed.")
+
+    def export_steps(self, run_id: str, path: str) -> int:
+        """Write one run's loss curve (every step) to CSV; returns the rows written (0 after saying why not)."""
+        runs = self.whole_runs([run_id])
+        if not runs:
+            return 0
+        try:
+            rows = runfiles.export_steps_csv(runs[0], path)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return 0
+        self.message.emit(f"Exported {plural(rows, 'step')} of the loss curve to {Path(path).name}.")
+        return rows
+
+    def export_steps_dialog(self, run_id: str = "") -> None:
+        run = self._current_run() if not run_id else self.model.run_at(self.model.row_of(run_id))
+        if run is None:
+            self.message.emit("Select a run first; its loss curve is exported as CSV.")
+            return
+        name = f"{run.config.model}-{run.config.device.replace(':', '')}-loss.csv"
+        path = self._save_path("Export Loss Curve as CSV", name, "CSV files (*.csv)", ".csv")
+        if path:
+            self.export_steps(run.id, path)
+
+    def set_filter(self, text: str) -> None:
+        """Show only the runs matching every word of `text` (case-insensitive)."""
+        if self.filter.text() != text:
+            self.filter.setText(text)
+            return
+        self.proxy.set_words(text)
+        self._update_actions()
+
+    def visible_ids(self) -> list[str]:
+        return [self.proxy.index(r, 0).data(RUN_ID_ROLE) for r in range(self.proxy.rowCount())]
+
+    def undo_delete(self) -> None:
+        """Put back the runs of the last delete (within UNDO_S of it), whole, with their notes."""
+        runs = self.undo_bar.take()
+        if not runs:
+            return
+        try:
+            self.store.restore(runs)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return
+        self._set_runs(self.model.runs() + [r for r in runs if self.model.row_of(r.id) is None], [r.id for r in runs])
+        self.message.emit(f"Put back {plural(len(runs), 'run')}.")
 
     def _update_actions(self) -> None:
         has_runs = self.model.rowCount() > 0
@@ -328,10 +459,17 @@ class ResultsPanel(QWidget):
         ids = self.selected_ids()
         if not ids:
             return
-        self.store.delete(ids)
+        kept = self.whole_runs(ids) if len(ids) <= UNDO_UP_TO else []  # what Undo puts back
+        try:
+            self.store.delete(ids)
+        except UserError as exc:
+            self.message.emit(str(exc))
+            return
         gone = set(ids)
         self._set_runs([r for r in self.model.runs() if r.id not in gone], [])
         self.message.emit(f"Deleted {plural(len(ids), 'run')}.")
+        if kept:
+            self.undo_bar.offer(f"Deleted {plural(len(ids), 'run')}.", kept)
 
     def _runs_for(self, ids: list[str] | None) -> list[RunResult]:
         wanted = ids if ids is not None else self.selected_ids()
@@ -483,16 +621,17 @@ class ResultsPanel(QWidget):
 
     # actions with questions (buttons, menu, keys)
     def delete_dialog(self) -> None:
-        """Delete (button, menu, Delete/Backspace key): asks first, because deleted runs are gone for good."""
+        """Delete (button, menu, Delete/Backspace key): at once, with Undo for UNDO_S seconds (⌘Z); more than
+        UNDO_UP_TO runs cannot be undone, so that asks first."""
         ids = self.selected_ids()
-        if ids and self.confirm_delete(len(ids)):
+        if ids and (len(ids) <= UNDO_UP_TO or self.confirm_delete(len(ids))):
             self.delete_selected()
 
     def confirm_delete(self, count: int) -> bool:
         box = QMessageBox(self)
         box.setIcon(QMessageBox.Icon.Warning)
         box.setText(f"Delete {plural(count, 'run')}?" if count > 1 else "Delete this run?")
-        box.setInformativeText("Deleted runs are removed from the history for good; export them first "
+        box.setInformativeText(f"More than {UNDO_UP_TO:,} runs cannot be put back with Undo; export them first "
                                "to keep a copy.")
         delete = box.addButton("Delete", QMessageBox.ButtonRole.DestructiveRole)
         box.addButton(QMessageBox.StandardButton.Cancel)

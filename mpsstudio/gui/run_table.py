@@ -39,6 +39,7 @@ COLUMNS = (
            "but its numbers were noisy."),
     Column("comparison", "", "Comparison: runs with the same letter share every setting but the device."),
     *(Column(k, BY_KEY[k].title, BY_KEY[k].tooltip, BY_KEY[k].numeric) for k in TABLE_COLUMNS),
+    Column("note", "Note", "Your note on the run (Details tab, or `mpsstudio history --note ID TEXT`)."),
 )
 COL = {c.header or c.key.capitalize(): i for i, c in enumerate(COLUMNS)}
 # Hidden until the user shows them (right-click a column header): the table fits a 1280-pixel-wide window.
@@ -114,6 +115,7 @@ class RunTableModel(QAbstractTableModel):
         self._runs: list[RunResult] = []
         self._cells: list[list[Cell] | None] = []
         self._sort_keys: dict[int, list] = {}
+        self._search: list[str | None] = []
         self._sort_spec = (COL["Time"], Qt.SortOrder.DescendingOrder)  # newest first until a header is clicked
         self._row_of: dict[str, int] = {}
         self.comparisons: list[Comparison] = []
@@ -131,6 +133,7 @@ class RunTableModel(QAbstractTableModel):
         self.comparison_of = {r.id: c for c in self.comparisons for r in c.runs}
         self.speedups = speedup_map(self.comparisons)
         self._cells = [None] * len(self._runs)
+        self._search = [None] * len(self._runs)
         self._sort_keys = {}
         self._apply_sort()
         self.endResetModel()
@@ -155,6 +158,7 @@ class RunTableModel(QAbstractTableModel):
                            reverse=order == Qt.SortOrder.DescendingOrder)
         self._runs = [self._runs[i] for i in new_order]
         self._cells = [self._cells[i] for i in new_order]
+        self._search = [self._search[i] for i in new_order]
         self._sort_keys = {c: [k[i] for i in new_order] for c, k in self._sort_keys.items()}
         self._row_of = {r.id: i for i, r in enumerate(self._runs)}
         moved = [0] * len(new_order)
@@ -180,6 +184,8 @@ class RunTableModel(QAbstractTableModel):
             return self.letter_of(self.comparison_of.get(r.id)) or "~"
         if key == "state":
             return r.status
+        if key == "note":
+            return r.note.lower()
         if key == "time":
             dt = local_time(r.created_at)
             return dt.timestamp() if dt else 0.0
@@ -191,6 +197,25 @@ class RunTableModel(QAbstractTableModel):
 
     def runs(self) -> list[RunResult]:
         return list(self._runs)
+
+    def set_note(self, row: int, text: str) -> None:
+        self._runs[row].note = text
+        self._cells[row] = None
+        self._search[row] = None
+        self._sort_keys.pop(COL["Note"], None)
+        self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+
+    def search_text(self, row: int) -> str:
+        """What the filter box searches: model, dataset, device, machine, precision, status and note."""
+        text = self._search[row]
+        if text is None:
+            r = self._runs[row]
+            c = r.config
+            text = self._search[row] = " ".join(
+                (c.model, c.dataset, c.device, r.machine, c.precision, r.status, r.note,
+                 "imported" if r.origin == "imported" else "", "noisy" if r.summary.get("stability") == "noisy"
+                 else "")).lower()
+        return text
 
     def run_at(self, row: int) -> RunResult:
         return self._runs[row]
@@ -302,7 +327,8 @@ class RunTableModel(QAbstractTableModel):
         badge = Cell(letter, letter or "~",
                      f"Comparison {letter}: {comparison.title()} on {plural(len(comparison.runs), 'device')}."
                      if comparison else "Not compared: no finished run of the same setup on another device.")
-        return [state, badge, *(cells[k] for k in TABLE_COLUMNS)]
+        note = Cell(r.note.replace("\n", " "), r.note.lower(), r.note)
+        return [state, badge, *(cells[k] for k in TABLE_COLUMNS), note]
 
     @staticmethod
     def _energy_tooltip(r: RunResult) -> str:
@@ -419,6 +445,21 @@ class RunSortProxy(QSortFilterProxyModel):
 
     def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
         self.sourceModel().sort(column, order)
+
+    _words: tuple[str, ...] = ()
+
+    def set_words(self, text: str) -> None:
+        """Keep the runs whose search text (RunTableModel.search_text) holds every word of `text`."""
+        words = tuple(text.lower().split())
+        if words != self._words:
+            self._words = words
+            self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802 (Qt API)
+        if not self._words:
+            return True
+        text = self.sourceModel().search_text(source_row)
+        return all(w in text for w in self._words)
 
 
 class ComparisonProxy(QSortFilterProxyModel):
