@@ -261,19 +261,25 @@ def test_export_comparison_png_is_large_and_not_blank(qtbot, store, tmp_path):
         empty.export_comparison_png(str(tmp_path / "none.png"))
 
 
-def test_delete_key_asks_first(qtbot, store, monkeypatch):
-    a, b = make_run("cpu", 100.0), make_run("mps", 450.0)
-    panel = open_panel(qtbot, store, [a, b])
+def test_delete_key_deletes_with_undo_and_asks_only_beyond_what_undo_holds(qtbot, store, monkeypatch):
+    from mpsstudio.gui import results_panel
+
+    a, b, c = make_run("cpu", 100.0), make_run("mps", 450.0), make_run("cpu", 90.0, model="mlp")
+    panel = open_panel(qtbot, store, [a, b, c])
     panel.show()
     panel.table.setFocus()
     panel.select_ids([a.id])
     asked = []
     monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or False)
     qtbot.keyClick(panel.table, Qt.Key.Key_Delete)
-    assert asked == [1] and panel.model.rowCount() == 2  # declined: nothing deleted
+    assert asked == [] and store.get(a.id) is None and panel.undo_bar.can_undo()  # at once, with Undo
+    monkeypatch.setattr(results_panel, "UNDO_UP_TO", 1)  # more runs than Undo holds: asked first
+    panel.select_ids([b.id, c.id])
+    qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
+    assert asked == [2] and panel.model.rowCount() == 2  # declined: nothing deleted
     monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or True)
     qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
-    assert asked == [1, 1] and [r.id for r in panel.results()] == [b.id]
+    assert asked == [2, 2] and panel.results() == []
 
 
 def test_a_bar_whose_interval_contains_one_says_no_clear_difference(qtbot, store):

@@ -199,3 +199,94 @@ def test_a_runs_failure_banner_clears_and_a_history_warning_stays(qtbot):
     banner.show_message("The run history is read-only.", warning=True)
     banner.clear("run")
     assert banner.text() == "The run history is read-only."
+
+
+def test_the_details_tab_shows_epochs_keeps_a_note_and_exports_the_loss_curve(qtbot, history, tmp_path):
+    import csv
+
+    path, (cpu, mps, _) = history
+    store = RunStore(path)
+    panel = ResultsPanel(store)
+    qtbot.addWidget(panel)
+    panel.select_ids([mps.id])
+    d = panel.details
+    assert d.run.id == mps.id and not d.run.is_summary
+    assert d.epoch_rows() == [["1", "10", "1.00 s", "1.5", "50.0 %"], ["2", "19", "1.00 s", "1", "70.0 %"]]
+    assert d.epochs.item(1, 0).font().bold()  # the best epoch by validation accuracy
+    d.note.setText("after the macOS 15.2 update")
+    d.note.editingFinished.emit()
+    assert RunStore(path).get(mps.id).note == "after the macOS 15.2 update"
+    assert panel.model.index(panel.model.row_of(mps.id), COL["Note"]).data() == "after the macOS 15.2 update"
+    out = tmp_path / "loss.csv"
+    assert panel.export_steps(mps.id, str(out)) == 19
+    rows = list(csv.reader(out.open()))
+    assert rows[0] == ["step", "phase", "loss", "training_time_s", "window_samples_per_s", "window_memory_bytes"]
+    assert rows[1][:2] == ["1", "warm-up"] and rows[1][4] == ""  # warm-up is never counted in a throughput
+    assert rows[3][1:4] == ["warm-up", "1.98", "0.6"]
+    assert rows[4][1] == "measured" and float(rows[4][3]) == pytest.approx(0.6 + 0.32) and rows[4][4] == "400.0"
+
+
+def test_a_steps_run_has_no_epoch_table_and_says_why(qtbot):
+    from mpsstudio.gui.run_details import RunDetails
+
+    d = RunDetails()
+    qtbot.addWidget(d)
+    run = stored_run("cpu")
+    run.config.steps, run.config.epochs = 200, None
+    d.show_run(run)
+    assert "measured in steps" in d.epochs_label.text() and d.epochs.isHidden()
+    d.show_run(None)
+    assert d.body.isHidden() and not d.empty.isHidden()
+
+
+def test_the_filter_keeps_runs_matching_every_word(qtbot, history):
+    path, (cpu, mps, h100) = history
+    store = RunStore(path)
+    store.set_note(cpu.id, "Quiet machine, lid open")
+    panel = ResultsPanel(store)
+    qtbot.addWidget(panel)
+    panel.set_filter("H100")
+    assert panel.visible_ids() == [h100.id]
+    panel.set_filter("mlp  apple")
+    assert sorted(panel.visible_ids()) == sorted([cpu.id, mps.id])
+    panel.set_filter("lid")  # the note is searched too
+    assert panel.visible_ids() == [cpu.id]
+    panel.set_filter("nothing-like-this")
+    assert panel.visible_ids() == []
+    panel.set_filter("")
+    assert len(panel.visible_ids()) == 3
+
+
+def test_delete_is_undone_within_its_window_and_not_after(qtbot, history):
+    path, (cpu, mps, h100) = history
+    store = RunStore(path)
+    store.set_note(mps.id, "keep me")
+    panel = ResultsPanel(store)
+    qtbot.addWidget(panel)
+    panel.select_ids([mps.id, h100.id])
+    panel.delete_dialog()  # no question: Undo is offered instead
+    assert store.get(mps.id) is None and panel.undo_bar.isVisibleTo(panel) and panel.undo_bar.can_undo()
+    panel.undo_delete()
+    back = RunStore(path).get(mps.id)
+    assert back is not None and back.note == "keep me" and len(back.windows) == 4 and back.losses == pytest.approx(mps.losses)
+    assert sorted(panel.selected_ids()) == sorted([mps.id, h100.id]) and not panel.undo_bar.can_undo()
+    panel.select_ids([cpu.id])
+    panel.delete_selected()
+    panel.undo_bar.timer.timeout.emit()  # the window passed
+    panel.undo_delete()
+    assert RunStore(path).get(cpu.id) is None and not panel.undo_bar.isVisibleTo(panel)
+
+
+def test_history_steps_and_note_on_the_command_line(history, tmp_path, capsys, monkeypatch):
+    from mpsstudio import cli
+
+    path, (cpu, _, _) = history
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(path.parent))
+    assert cli.main(["history", "--note", cpu.id, "baseline after reboot"]) == 0
+    assert RunStore(path).get(cpu.id).note == "baseline after reboot"
+    out = tmp_path / "steps.csv"
+    assert cli.main(["history", "--steps", cpu.id, str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 20
+    assert cli.main(["history", "--steps", "no-such-run", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "No run with id no-such-run in the history" in err and "Traceback" not in err

@@ -146,7 +146,8 @@ def steps_rows(result: RunResult) -> list[list]:
     """One row per step of a run (its loss curve): step, phase ("warm-up", "measured", or "after the last window"
     for a run that ended mid-window), loss (empty where it was NaN), training time at the end of the step's window
     (warm-up and measured windows, validation excluded; empty inside warm-up), and the throughput and memory of
-    the measurement window holding the step (empty in warm-up: warm-up is never counted)."""
+    the measurement window holding the step (empty in warm-up: warm-up is never counted). The loss is text with
+    7 significant digits (what the history's float32 keeps)."""
     s = result.summary
     warm = s.get("warmup_steps") if isinstance(s.get("warmup_steps"), int) else 0
     warmup_s = s.get("warmup_s") if is_finite(s.get("warmup_s")) else None
@@ -165,7 +166,8 @@ def steps_rows(result: RunResult) -> list[list]:
         step = i + 1
         phase = "warm-up" if step <= warm else "measured" if step <= last else "after the last window"
         t, rate, memory = window_of.get(step, (warmup_s if step == warm else None, None, None))
-        rows.append([step, phase, loss if is_finite(loss) else None, t, rate, memory])
+        # the history keeps losses as float32: 7 significant digits are all they hold
+        rows.append([step, phase, f"{loss:.7g}" if is_finite(loss) else None, t, rate, memory])
     return rows
 
 

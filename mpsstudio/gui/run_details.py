@@ -89,7 +89,7 @@ class RunDetails(QWidget):
         self._fill_epochs(run)
 
     def _fill_epochs(self, run: RunResult) -> None:
-        rows = [e for e in run.epochs if isinstance(e, dict)]
+        rows = [e for e in run.epochs if isinstance(e, dict)] if run.config.steps is None else []
         if run.config.steps is not None:
             self.epochs_label.setText(f"This run was measured in steps ({plural(run.config.steps, 'step')} after "
                                       "warm-up), not epochs, so it has no per-epoch table.")

@@ -451,7 +451,13 @@ class RunSortProxy(QSortFilterProxyModel):
     def set_words(self, text: str) -> None:
         """Keep the runs whose search text (RunTableModel.search_text) holds every word of `text`."""
         words = tuple(text.lower().split())
-        if words != self._words:
+        if words == self._words:
+            return
+        if hasattr(self, "endFilterChange"):  # Qt 6.9 and later (invalidateFilter is deprecated there)
+            self.beginFilterChange()
+            self._words = words
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:
             self._words = words
             self.invalidateFilter()
 
