@@ -272,9 +272,14 @@ def test_summary_shows_the_error_sentence(fake_panel, monkeypatch):
     assert fake_panel.summary_text().endswith("vgg16: Model 'vgg16' needs more memory than this test allows.")
 
 
-def test_set_running_blocks_editing(fake_panel, qtbot):
+def test_set_running_blocks_editing_and_run_becomes_stop(fake_panel, qtbot):
     fake_panel.set_running(True)
-    assert not fake_panel._form.isEnabled() and not fake_panel.run_button.isEnabled()
+    assert not fake_panel._form.isEnabled()
+    assert fake_panel.run_button.isEnabled() and fake_panel.run_button.text() == "Stop"
+    with qtbot.waitSignal(fake_panel.stop_requested):
+        fake_panel.run_button.click()
+    fake_panel.set_stopping()
+    assert fake_panel.run_button.text() == "Stopping…" and not fake_panel.run_button.isEnabled()
     fake_panel.set_running(False)
     assert fake_panel._form.isEnabled() and fake_panel.run_button.isEnabled()
     with qtbot.waitSignal(fake_panel.run_requested):

@@ -112,7 +112,7 @@ def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
         assert all(a.isEnabled() for a in w.tool_actions)
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
         w.start_tool("inspect")
-        assert not w.run_action.isEnabled() and w.stop_button.isEnabled()
+        assert not w.run_action.isEnabled() and w.stop_action.isEnabled() and w.setup.run_button.text() == "Stop"
         qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
         assert w.tabs.currentWidget() is w.tools
         record = w.tools.current()

@@ -121,6 +121,51 @@ def mps_unavailable_reason() -> str:
     )
 
 
+def mps_fix(reason: str) -> str:
+    """The one thing to do about why MPS cannot be used (mps_unavailable_reason, or a failed probe), with the
+    command where there is one; "" where nothing can be done (not an Apple Silicon Mac)."""
+    frozen = getattr(sys, "frozen", False)  # the .app: it carries its own PyTorch, so pip is no fix there
+    if not reason or reason == "not an Apple Silicon Mac":
+        return ""
+    if "Rosetta" in reason:
+        if frozen:
+            return ("In Finder, select MPS Studio, choose File \u2192 Get Info and untick \u201cOpen using Rosetta\u201d, "
+                    "then open it again.")
+        return ("Install an arm64 Python (python.org's macOS installer, or Homebrew in /opt/homebrew), then "
+                "`python3 -m pip install torch torchvision` with it; `python3 -c \"import platform; "
+                "print(platform.machine())\"` must print arm64.")
+    if reason.startswith("macOS"):
+        return "Update macOS in System Settings \u2192 General \u2192 Software Update, then press Check Again."
+    if "built without MPS" in reason:
+        return "Reinstall PyTorch from PyPI: `python3 -m pip install --upgrade --force-reinstall torch`."
+    if "not working" in reason:
+        return ("Quit other programs that use the GPU heavily and press Check Again; in a virtual machine the "
+                "Apple GPU does not work.")
+    if frozen:
+        return "Run MPS Studio on the Mac itself: the Apple GPU does not work in a virtual machine."
+    return ("Run MPS Studio on the Mac itself (the Apple GPU does not work in a virtual machine), or reinstall "
+            "PyTorch: `python3 -m pip install --upgrade --force-reinstall torch`.")
+
+
+def mps_banner(devices: list) -> str:
+    """The sentence the window shows when this is a Mac whose Apple GPU cannot be used: why, and the fix; ""
+    elsewhere (a Linux or Windows machine has no Apple GPU to explain)."""
+    if sys.platform != "darwin":
+        return ""
+    mps = next((d for d in devices if d.kind == "mps"), None)
+    if mps is None or mps.available:
+        return ""
+    fix = mps_fix(mps.reason)
+    return f"The Apple GPU (MPS) cannot be used: {mps.reason}." + (f" {fix}" if fix else "")
+
+
+def worth_showing(devices: list) -> list:
+    """The devices a setup lists: on a Mac, CUDA only where it exists (a row saying a Mac has no CUDA is noise)."""
+    if sys.platform != "darwin":
+        return list(devices)
+    return [d for d in devices if d.kind != "cuda" or d.available]
+
+
 def cuda_unavailable_reason() -> str:
     """Why CUDA cannot be used here, or "" when at least one GPU is usable."""
     if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:

@@ -35,6 +35,9 @@ class Warmup:
     losses: list[float]
 
 
+RECENT_WINDOWS = 5  # windows in Window.recent_samples_per_s
+
+
 @dataclass
 class Window:
     """One measurement window: per-step losses (fetched in bulk) and the window's synchronized throughput."""
@@ -58,6 +61,9 @@ class Window:
     energy_windows: int | None = None  # how many windows the span covers, this one included
     energy_parts: dict | None = None  # joules of every part the source gives ("gpu", "cpu", "dram", "ane")
     utilization: float | None = None  # the device's busy share over the span, percent
+    # the median samples/s of the last RECENT_WINDOWS windows, this one included: what a readout shows (one
+    # window's rate jumps with every scheduler hiccup)
+    recent_samples_per_s: float | None = None
 
     @property
     def power_w(self) -> float | None:
@@ -81,6 +87,7 @@ class EpochEnd:
     seconds: float  # training time of the epoch, validation excluded
     val_loss: float | None
     val_accuracy: float | None
+    step: int | None = None  # the step the epoch ended at (warm-up steps included)
 
 
 @dataclass

@@ -541,7 +541,7 @@ def _checked_event(event):
         Warmup: ("steps", "seconds"),
         Window: ("index", "first_step", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
                  "steps_done", "total_steps", "elapsed_s"),
-        EpochEnd: ("epoch", "seconds"),
+        EpochEnd: ("epoch", "seconds"),  # step: an int or None, checked below
     }[type(event)]
     for name in numbers:
         value = getattr(event, name)
@@ -555,10 +555,13 @@ def _checked_event(event):
     if isinstance(event, Started) and not (isinstance(event.env, dict) and isinstance(event.config, dict)
                                            and isinstance(event.run_id, str)):
         raise TypeError("a malformed start")
+    if isinstance(event, EpochEnd) and event.step is not None and (isinstance(event.step, bool)
+                                                                   or not isinstance(event.step, int)):
+        raise TypeError("step is not a whole number")
     if isinstance(event, Window):
         if not isinstance(event.memory_detail, dict):
             raise TypeError("memory_detail is not a mapping")
-        for name in ("energy_j", "energy_s", "utilization", "eta_s"):
+        for name in ("energy_j", "energy_s", "utilization", "eta_s", "recent_samples_per_s"):
             value = getattr(event, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise TypeError(f"{name} is not a number")
@@ -595,7 +598,8 @@ class _Recorder:
             f.peak_memory = max(f.peak_memory, event.memory, event.memory_detail.get("peak_allocated", 0) or 0)
         elif isinstance(event, EpochEnd):
             r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
-                             "val_accuracy": event.val_accuracy})
+                             "val_accuracy": event.val_accuracy,
+                             **({"step": event.step} if isinstance(event.step, int) else {})})
             if event.val_loss is not None and event.val_accuracy is not None:
                 f.val = (event.val_loss, event.val_accuracy)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
@@ -24,7 +25,7 @@ from . import datasets, devices, energy, environment, host, models, probe
 from .batches import InputConverter, make_batches
 from .config import RunConfig
 from .errors import UserError
-from .events import Ended, EpochEnd, Event, Started, Warmup, Window
+from .events import RECENT_WINDOWS, Ended, EpochEnd, Event, Started, Warmup, Window
 from .formatting import error_line, one_line
 from .results import RunResult
 from .summary import RunFacts, memory_measure, summarise
@@ -409,7 +410,7 @@ class _RunLoop:
                 self.result.epochs.append({"epoch": epoch, "step": step, "seconds": train_s,
                                            "val_loss": self.val[0] if self.val else None,
                                            "val_accuracy": self.val[1] if self.val else None})
-                self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None))))
+                self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None)), step=step))
             if self.stop():
                 self._close_span()
                 self._close_wall(warm_end, validation_s)
@@ -454,10 +455,13 @@ class _RunLoop:
         self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
         samples = len(values) * self.config.batch_size
         sps = samples / seconds if seconds > 0 else float("inf")
+        recent = [w["samples_per_s"] for w in self.windows[-(RECENT_WINDOWS - 1):]] + [sps]
+        recent = [v for v in recent if math.isfinite(v)]
         window = Window(index=len(self.windows), first_step=first, losses=values, seconds=seconds,
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
                         memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
-                        eta_s=eta, **(_span_fields(reading) if reading is not None else {}))
+                        eta_s=eta, recent_samples_per_s=statistics.median(recent) if recent else None,
+                        **(_span_fields(reading) if reading is not None else {}))
         self.windows.append(window.record())
         self.emit(window)
 

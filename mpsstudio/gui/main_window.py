@@ -16,14 +16,14 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton, QSplitter, QTabWidget,
+    QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar, QSplitter, QTabWidget,
     QVBoxLayout, QWidget,
 )
 
 from ..engine import toolview
 from ..engine.config import RunConfig
 from ..engine.errors import UserError
-from ..engine.events import Ended, EpochEnd, Started, Warmup, Window
+from ..engine.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
 from ..engine.formatting import fmt_duration, fmt_rate, one_line
 from ..engine.formatting import plural
 from ..engine.isolation import STOP_GRACE_S, Spare
@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self.probing = False  # the launch benchmark's probe is running (its runs are not kept)
         self._launch_jobs = None
         self._epochs: dict[str, tuple[int, int]] = {}
+        self._rechecking = False  # Check Again (the MPS banner) asked for the catalogue once more
 
         store_problem = None
         if store is None:
@@ -151,17 +152,14 @@ class MainWindow(QMainWindow):
         self.run_label = QLabel("")
         self.rate_label = QLabel("")
         self.progress = QProgressBar()
-        self.progress.setMaximumWidth(220)
-        self.progress.setTextVisible(False)
+        self.progress.setMinimumWidth(200)
+        self.progress.setMaximumWidth(260)
+        self.progress.setFormat("")  # set_progress writes "step 84 / 188 · 45 %"
+        self.progress.setTextVisible(True)
         self.progress.hide()
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop the run at the end of its current measurement window (⌘.)")
-        self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stop_run)
         bar.addPermanentWidget(self.run_label)
         bar.addPermanentWidget(self.rate_label)
         bar.addPermanentWidget(self.progress)
-        bar.addPermanentWidget(self.stop_button)
         bar.showMessage("Loading PyTorch…")
 
     def _action(self, text: str, slot, shortcut=None, role=None) -> QAction:
@@ -257,6 +255,7 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         self.setup.run_requested.connect(self.start_run)
+        self.setup.stop_requested.connect(self.stop_run)
         self.setup.open_folder_requested.connect(self.open_folder)
         self.results.message.connect(self.say)
         self.results.selection_changed.connect(self.show_selected_runs)
@@ -310,14 +309,31 @@ class MainWindow(QMainWindow):
         available = [d.id for d in catalog["devices"] if d.available]
         self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
         broken = [(d, c) for d, c in (catalog.get("checks") or {}).items() if not c.ok]
-        if broken:
+        mps_text = catalog.get("mps_banner") or ""
+        if mps_text:  # on a Mac: why the Apple GPU cannot be used, the fix, and a way to look again
+            self.banner.show_message(mps_text, warning=True, action=("Check Again", self.check_devices_again),
+                                     kind="mps")
+        elif self._rechecking:
+            self.banner.clear("mps")
+            if any(d.kind == "mps" and d.available for d in catalog["devices"]):
+                self.say("The Apple GPU (MPS) works now.")
+        if broken and not mps_text:
             device, check = broken[0]
             self.banner.show_message(f"{device} reports itself available but is not working: {check.detail}. "
                                      f"It is left out of runs; this happens in virtual machines.", warning=True)
+        self._rechecking = False
         if self.keep_spare:
             QTimer.singleShot(0, self.spare.fill)  # after the window is painted: imports torch in the background
         if self.demo:
             QTimer.singleShot(0, self.start_run)
+
+    def check_devices_again(self) -> None:
+        """Look for the devices again (a fresh probe in a run process), e.g. after fixing what the banner said."""
+        if self.loader is not None and self.loader.isRunning():
+            return
+        self._rechecking = True
+        self.say("Checking the devices again…")
+        self.start_loading()
 
     def _on_catalog_failed(self, message: str) -> None:
         self.banner.show_message(message, warning=True)
@@ -423,12 +439,16 @@ class MainWindow(QMainWindow):
     def stop_run(self) -> None:
         if self.tool_worker is not None:
             self.tool_worker.stop()
-            self.stop_button.setEnabled(False)
+            self._stopping()
             self.say("Stopping the tool… (what it found so far is kept)")
         if self.worker is not None:
             self.worker.stop()
-            self.stop_button.setEnabled(False)
+            self._stopping()
             self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
+
+    def _stopping(self) -> None:
+        self.stop_action.setEnabled(False)
+        self.setup.set_stopping()
 
     # -- the launch benchmark preset ---------------------------------------------------------------------
     @Slot()
@@ -488,11 +508,16 @@ class MainWindow(QMainWindow):
             a.setEnabled(not running and self.catalog is not None)
         self.run_action.setEnabled(not running and self.catalog is not None)
         self.stop_action.setEnabled(running)
-        self.stop_button.setEnabled(running)
         self.progress.setVisible(running)
         if not running:
             self.run_label.setText("")
             self.rate_label.setText("")
+
+    def set_progress(self, done: int) -> None:
+        """The status bar's bar and its words: "step 84 / 188 · 45 %" (Qt's own %p would say 44)."""
+        total = self.progress.maximum()
+        self.progress.setValue(min(done, total))
+        self.progress.setFormat(f"step {done:,} / {total:,} \u00b7 {round(100 * done / total) if total else 0} %")
 
     def _on_download(self, message: str, fraction: float) -> None:
         self.say(f"{message} {fraction:.0%}")
@@ -507,7 +532,7 @@ class MainWindow(QMainWindow):
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             self.plots.set_cores_busy(device == "cpu" and isinstance(threads, int) and threads >= cores)
             self.progress.setRange(0, max(1, event.total_steps))
-            self.progress.setValue(0)
+            self.set_progress(0)
             where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
             self.run_label.setText(f"{where}{device}")
             self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
@@ -519,20 +544,26 @@ class MainWindow(QMainWindow):
                                       else "")
         elif isinstance(event, Warmup):
             self.plots.add_warmup(self._current_id(), event.losses, event.seconds)
-            self.progress.setValue(event.steps)
+            self.set_progress(event.steps)
             self.say(f"Warm-up took {fmt_duration(event.seconds)}; measuring…")
         elif isinstance(event, Window):
             power = event.power_w
             self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
                                   event.memory, power, seconds=event.seconds)
-            self.progress.setValue(event.steps_done)
+            self.set_progress(event.steps_done)
             left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
             watts = f" · {power:,.0f} W" if power is not None else ""
-            self.rate_label.setText(f"{fmt_rate(event.samples_per_s)} samples/s{watts}{left}")
+            rate = event.recent_samples_per_s if event.recent_samples_per_s is not None else event.samples_per_s
+            self.rate_label.setText(f"{fmt_rate(rate)} samples/s{watts}{left}")
+            self.rate_label.setToolTip(f"Samples/s: the median of the last {RECENT_WINDOWS} measurement windows "
+                                       "(one window's rate jumps). Time left: the steps left at the pace of every "
+                                       "step since warm-up, validation included (the engine's estimate).")
         elif isinstance(event, EpochEnd):
             run_id = self._current_id()
             epochs, total = self._epochs.get(run_id, (0, 0))
-            if epochs:
+            if event.step is not None:
+                self.plots.add_epoch(run_id, event.step, event.val_loss)
+            elif epochs:
                 self.plots.add_epoch(run_id, event.epoch * total // epochs, event.val_loss)
             if event.val_accuracy is not None:
                 self.say(f"Epoch {event.epoch}: validation accuracy {event.val_accuracy:.1%}")

@@ -72,7 +72,7 @@ class SetupForm(QWidget):
         self.run_button = QPushButton("Run on CPU")
         self.run_button.setDefault(True)
         self.run_button.setToolTip(RUN_TIP)
-        self.run_button.clicked.connect(self.run_requested)
+        self.run_button.clicked.connect(self._run_clicked)
         self._style_primary(self.run_button)
         footer.addWidget(self.run_button)
         outer.addLayout(footer)

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QStyle, QWidget
 
 from ..engine.config import RunConfig
@@ -63,6 +64,7 @@ class SetupPanel(SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
+    stop_requested = Signal()  # the Run button while a run is in progress: it reads Stop (⌘.)
     open_folder_requested = Signal()
     changed = Signal()
 
@@ -445,10 +447,23 @@ class SetupPanel(SetupForm):
     # ------------------------------------------------------------------------------------------- state
 
     def set_running(self, running: bool) -> None:
-        """Disable editing while a run is in progress; the window's Stop button is elsewhere."""
+        """Disable editing while a run is in progress; the Run button becomes Stop meanwhile."""
         self._running = running
+        self._stopping = False
         self._update_enabled()
         self._update_button()
+
+    def set_stopping(self) -> None:
+        """Stop was asked for: the button says so until the run ends."""
+        self._stopping = True
+        self._update_button()
+
+    def _run_clicked(self) -> None:
+        if self._running:
+            if not getattr(self, "_stopping", False):
+                self.stop_requested.emit()
+        else:
+            self.run_requested.emit()
 
     def _update_enabled(self) -> None:
         editable = self._loaded and not self._running
@@ -459,7 +474,12 @@ class SetupPanel(SetupForm):
         checked = self._checked_device_objects()
         button = self.run_button
         if self._running:
-            button.setText("Running…")
+            stopping = getattr(self, "_stopping", False)
+            button.setText("Stopping…" if stopping else "Stop")
+            button.setEnabled(not stopping)
+            button.setToolTip("Stop at the end of the current measurement window; what was measured is kept "
+                              f"({QKeySequence('Ctrl+.').toString(QKeySequence.SequenceFormat.NativeText)}).")
+            return
         elif len(checked) > 1:
             button.setText(f"Compare {len(checked)} devices")
         elif checked:

@@ -36,10 +36,12 @@ class CatalogLoader(QThread):
 
             found = devices.discover_devices()
             checks = isolation.check_devices(found)  # "available" is not "working": checked in a run process
+            marked = probe.mark(found, checks)
             self.loaded.emit({
                 "models": models.list_models(),
                 "datasets": datasets.list_datasets(),
-                "devices": probe.mark(found, checks),
+                "devices": devices.worth_showing(marked),
+                "mps_banner": devices.mps_banner(marked),
                 "checks": checks,
                 "doctor": environment.doctor(checks),
             })

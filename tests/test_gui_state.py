@@ -1,0 +1,97 @@
+"""The state at a glance: the MPS banner with its fix and Check Again, devices a Mac lists, Run that becomes
+Stop, step progress, and the throughput readout's rolling median (computed by the engine)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from mpsstudio.engine import datasets, devices, models  # noqa: E402
+from mpsstudio.engine.devices import Device  # noqa: E402
+from mpsstudio.engine.events import RECENT_WINDOWS, Started, Window  # noqa: E402
+from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.gui.main_window import MainWindow  # noqa: E402
+
+ROSETTA = "this Python runs under Rosetta (x86_64); install an arm64 Python and PyTorch to use the Apple GPU"
+MPS_OFF = Device(id="mps", kind="mps", available=False, reason=ROSETTA)
+MPS_ON = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
+CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="this PyTorch was built without CUDA")
+
+
+@pytest.mark.parametrize("reason, fix", [
+    (ROSETTA, "install torch torchvision"),
+    ("macOS 12.3 or newer is needed (this Mac runs 12.1)", "Software Update"),
+    ("this PyTorch was built without MPS", "--force-reinstall torch"),
+    ("available but not working: MPS backend out of memory (MPS allocated: 0 bytes)", "Check Again"),
+    ("PyTorch reports MPS unavailable even though this is an Apple Silicon Mac on macOS 15.1 with MPS built in "
+     "(a virtual machine, or a broken PyTorch install)", "virtual machine"),
+    ("not an Apple Silicon Mac", ""),
+])
+def test_every_mps_reason_has_its_fix(reason, fix):
+    got = devices.mps_fix(reason)
+    assert (fix in got) if fix else got == ""
+
+
+def test_the_app_under_rosetta_is_told_to_untick_rosetta_not_to_pip_install(monkeypatch):
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert "Open using Rosetta" in devices.mps_fix(ROSETTA) and "pip" not in devices.mps_fix(ROSETTA)
+
+
+def test_the_banner_and_the_device_list_are_for_a_mac_only(monkeypatch):
+    found = [devices.cpu_device(), MPS_OFF, CUDA_OFF]
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert devices.mps_banner(found) == "" and devices.worth_showing(found) == found
+    monkeypatch.setattr(sys, "platform", "darwin")
+    text = devices.mps_banner(found)
+    assert text.startswith("The Apple GPU (MPS) cannot be used: this Python runs under Rosetta") and "arm64" in text
+    assert [d.id for d in devices.worth_showing(found)] == ["cpu", "mps"]  # a Mac lists CUDA only where it is
+    assert devices.mps_banner([devices.cpu_device(), MPS_ON]) == ""
+
+
+def catalog(device_list, banner=""):
+    return {"models": models.list_models(), "datasets": datasets.list_datasets(), "devices": device_list,
+            "checks": {}, "doctor": [], "mps_banner": banner}
+
+
+def test_the_mps_banner_says_why_and_check_again_looks_again(qtbot, tmp_path, monkeypatch):
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    w.show()
+    text = "The Apple GPU (MPS) cannot be used: this Python runs under Rosetta (x86_64). Install an arm64 Python."
+    w._on_catalog(catalog([devices.cpu_device(), MPS_OFF], text))
+    assert w.banner.text() == text and w.banner.action.text() == "Check Again"
+    looked = []
+    monkeypatch.setattr(w, "start_loading", lambda: looked.append(True))
+    w.banner.action.click()
+    assert looked == [True] and w._rechecking and "Checking the devices again" in w.statusBar().currentMessage()
+    w._on_catalog(catalog([devices.cpu_device(), MPS_ON]))  # fixed meanwhile
+    assert w.banner.text() == "" and "works now" in w.statusBar().currentMessage()
+    w.close()
+
+
+def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_path):
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    w.show()
+    w._on_catalog(catalog([devices.cpu_device()]))
+    w._set_running(True)
+    assert w.setup.run_button.text() == "Stop" and w.setup.run_button.isEnabled()
+    stopped = []
+    w.setup.stop_requested.connect(lambda: stopped.append(True))
+    w.setup.run_button.click()
+    assert stopped == [True]
+    w._on_event(Started(run_id="r", config={"device": "cpu", "steps": 188, "epochs": None}, env={}, device={},
+                        dataset="shapes", parameters=1, total_steps=188, warmup_steps=4, notes=[], run_index=1,
+                        run_count=1, train_size=100))
+    w._on_event(Window(index=3, first_step=80, losses=[1.0] * 5, seconds=0.1, samples=320, samples_per_s=9_999.0,
+                       data_wait_s=0.0, memory=0, memory_detail={}, steps_done=84, total_steps=188, elapsed_s=2.0,
+                       eta_s=2.5, recent_samples_per_s=3_200.0))
+    assert w.progress.text() == "step 84 / 188 \u00b7 45 %"
+    assert w.rate_label.text().startswith("3,200 samples/s") and "left (estimated)" in w.rate_label.text()
+    assert f"median of the last {RECENT_WINDOWS}" in w.rate_label.toolTip()
+    w._set_running(False)
+    assert w.setup.run_button.text().startswith("Run")
+    w.close()
