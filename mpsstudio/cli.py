@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import cli_tools
-from .engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
+from .engine.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
 from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
 
@@ -72,6 +72,21 @@ def build_parser() -> argparse.ArgumentParser:
                           help="run operations MPS lacks on the CPU, slowly (the default)")
     fallback.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false",
                           help="stop a run that uses an operation MPS lacks instead")
+    b.add_argument("--early-stop", type=int, default=None, metavar="PATIENCE",
+                   help="stop when the monitored validation figure has not improved for PATIENCE epochs")
+    b.add_argument("--early-stop-monitor", choices=MONITORS, default=None,
+                   help="what early stopping watches (default: val_accuracy)")
+    b.add_argument("--early-stop-mode", choices=("max", "min"), default=None,
+                   help="better is higher (max) or lower (min) (default: max for accuracy, min for loss)")
+    b.add_argument("--keep-best", action="store_true",
+                   help="end with the best epoch's weights (a best checkpoint), e.g. to save them")
+    b.add_argument("--accumulate", type=int, default=None, metavar="N",
+                   help="gradient accumulation: one optimizer step every N batches (an effective batch of "
+                        "N x batch size); throughput still counts samples")
+    b.add_argument("--save-model", metavar="PATH", default=None,
+                   help="write the trained model's weights to PATH (torch state_dict; loads with "
+                        "weights_only=True) and what rebuilding it needs to PATH's .json; with several devices, "
+                        "one file per device (PATH-cpu.pt, PATH-mps.pt)")
     b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
@@ -144,7 +159,9 @@ def _config_from_args(args):
     cfg = RunConfig()
     mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
                "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
-               "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed"}
+               "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed",
+               "early_stop": "early_stop_patience", "early_stop_monitor": "early_stop_monitor",
+               "early_stop_mode": "early_stop_mode", "accumulate": "accumulate"}
     for arg, field in mapping.items():
         value = getattr(args, arg, None)
         if value is not None:
@@ -154,7 +171,7 @@ def _config_from_args(args):
     elif getattr(args, "epochs", None) is not None:
         cfg.epochs, cfg.steps = args.epochs, None
     for flag, field in (("resident", "resident"), ("channels_last", "channels_last"), ("compile", "compile"),
-                        ("tf32", "tf32")):
+                        ("tf32", "tf32"), ("keep_best", "keep_best")):
         if getattr(args, flag, False):
             setattr(cfg, field, True)
     if getattr(args, "mps_fallback", None) is not None:
@@ -167,8 +184,29 @@ def _cmd_bench(args) -> int:
     _check_json_path(args.json)
     _check_timeout(args.timeout)
     names = args.devices.split(",") if args.devices is not None else available_devices()
+    save_model = None
+    if args.save_model is not None:
+        from .engine.savedmodel import check_target
+
+        save_model = str(check_target(args.save_model))
+        if cfg.mode != "train":
+            raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat, inspect=not args.no_inspect)
+                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model)
+
+
+def model_paths(path: str, configs) -> list[str]:
+    """--save-model's file for each run: PATH itself for one run, PATH-<device>[-<round>].pt for several."""
+    if len(configs) == 1:
+        return [path]
+    target = Path(path)
+    suffix = target.suffix or ".pt"
+    names, out = {}, []
+    for cfg in configs:
+        tag = cfg.device.replace(":", "")
+        names[tag] = names.get(tag, 0) + 1
+        out.append(str(target.with_name(f"{target.stem}-{tag}{'' if names[tag] == 1 else f'-{names[tag]}'}{suffix}")))
+    return out
 
 
 def _check_timeout(timeout) -> None:
@@ -201,7 +239,7 @@ def _check_json_path(path: str | None) -> None:
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
-          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True) -> int:
+          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
     from .engine import isolation, models, repeat, session
@@ -215,7 +253,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     progress = _Progress(save)
     try:
         results = isolation.run_isolated(order, on_event=progress, progress=_download_progress,
-                                         timeout_s=timeout_s, repeat=tags)
+                                         timeout_s=timeout_s, repeat=tags,
+                                         save_models=model_paths(save_model, order) if save_model else None)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
         _keep(progress, progress.ended, json_path)
@@ -227,6 +266,15 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
+    for r in results:
+        if r.summary.get("stopped_early_reason"):
+            print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
+                  f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)
+        if r.summary.get("saved_model"):
+            print(f"{r.config.device}: saved the trained model to {printable(r.summary['saved_model'])} "
+                  f"(and its .json)", file=sys.stderr)
+        elif r.summary.get("saved_model_error"):
+            print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     _print_verdicts(results, inspections)  # last: the answer in words
     return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
 

@@ -101,7 +101,7 @@ def _schema_2(path):
         store.save(r)
     store.close()
     with sqlite3.connect(path) as db:
-        for col in ("note", "rates", "seal"):
+        for col in ("note", "rates", "seal", "evaluation_json"):
             db.execute(f"ALTER TABLE runs DROP COLUMN {col}")
         db.execute("PRAGMA user_version=2")
     return runs

@@ -13,6 +13,8 @@ from .formatting import is_finite, one_line
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 MODES = ("train", "inference")
+MONITORS = ("val_accuracy", "val_loss")  # what early stopping watches
+MAX_ACCUMULATE = 1024  # micro-batches per optimizer step
 
 # Bounds of every number a config may hold (RunConfig.validate says them when a value is outside).
 MAX_NAME = 4096  # characters of a model or dataset name or path
@@ -58,7 +60,22 @@ class RunConfig:
     # operations MPS lacks run on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1 in the run's own process) instead of
     # stopping the run; copies each way make them slow, so a run records whether it allowed them
     mps_fallback: bool = True
+    # Training for real (epoch runs with a validation split): stop when `early_stop_monitor` has not improved for
+    # `early_stop_patience` epochs (None: never), in `early_stop_mode` ("max"/"min"; None: max for accuracy, min
+    # for loss); `keep_best` ends the run with the best epoch's weights (a best checkpoint, kept in memory).
+    early_stop_patience: int | None = None
+    early_stop_monitor: str = "val_accuracy"
+    early_stop_mode: str | None = None
+    keep_best: bool = False
+    # Gradient accumulation: one optimizer step every `accumulate` micro-batches of `batch_size` (an effective
+    # batch of accumulate x batch_size); steps and throughput count micro-batches and samples, as without it.
+    accumulate: int = 1
     options: dict = field(default_factory=dict)
+
+    @property
+    def monitor_mode(self) -> str:
+        """"max" or "min": the early-stopping direction, the monitor's natural one unless set."""
+        return self.early_stop_mode or ("min" if self.early_stop_monitor == "val_loss" else "max")
 
     def validate(self) -> "RunConfig":
         """Raise UserError (one sentence naming the field) for values no run can use; return self for chaining.
@@ -92,7 +109,21 @@ class RunConfig:
         if not is_finite(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
             raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
                             f"not {_shown(self.window_s)}.")
-        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback"):
+        if self.early_stop_patience is not None:
+            _whole(self.early_stop_patience, "Early-stopping patience", 1, MAX_EPOCHS, unit=" epochs")
+            if self.epochs is None or self.steps is not None:
+                raise UserError("Early stopping watches the validation set after each epoch; give a number of "
+                                "epochs, not of steps.")
+        _choice(self.early_stop_monitor, "early-stopping monitor", MONITORS)
+        if self.early_stop_mode is not None:
+            _choice(self.early_stop_mode, "early-stopping mode", ("max", "min"))
+        if self.keep_best and (self.epochs is None or self.steps is not None):
+            raise UserError("Keeping the best epoch needs a number of epochs, not of steps.")
+        _whole(self.accumulate, "Gradient accumulation", 1, MAX_ACCUMULATE, unit=" micro-batches")
+        if (self.early_stop_patience is not None or self.keep_best or self.accumulate > 1) and self.mode != "train":
+            raise UserError("Early stopping, the best epoch and gradient accumulation are for training; set the "
+                            "mode to train.")
+        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback", "keep_best"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
         if not isinstance(self.options, dict):

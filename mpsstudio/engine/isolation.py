@@ -118,8 +118,8 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
     kind = job[0]
     try:
         if kind == "run":
-            _, config, position = job
-            session.run_one(RunConfig.from_dict(config), position=position,
+            _, config, position, save_model = job
+            session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
                             on_event=lambda event: conn.send(("event", event)), should_stop=stop.is_set,
                             progress=lambda message, fraction: conn.send(("progress", message, fraction)),
                             prepared=lambda: conn.send(("prepared",)))
@@ -387,13 +387,15 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                  should_stop: Callable[[], bool] | None = None,
                  progress: Callable[[str, float], None] | None = None, spare: Spare | None = None,
                  timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
-                 repeat: Sequence[dict | None] | None = None) -> list[RunResult]:
+                 repeat: Sequence[dict | None] | None = None,
+                 save_models: Sequence[str | None] | None = None) -> list[RunResult]:
     """Run each config in turn, each in a fresh process; returns the results of the runs that started.
 
     Raises UserError when the first run's process finds the setup cannot run at all (nothing is recorded);
     KeyboardInterrupt after keeping the interrupted run as cancelled (an Ended event carries it).
     `grace_s` may be a callable, read when Stop is seen (a closing window allows less time than Stop).
     `repeat[i]` (repeat.interleave) is recorded as env["repeat"] of run i before its Ended event goes out.
+    `save_models[i]`: where run i, if it finishes training, writes its trained model (savedmodel.py).
     """
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
@@ -408,7 +410,8 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 event.result.env["repeat"] = dict(tag)
             forward(event)
         proc = (spare.take(cfg.mps_fallback) if spare else None) or RunProcess(mps_fallback=cfg.mps_fallback)
-        job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s)
+        save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
+        job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save)
         try:
             result = job.run()
         finally:
@@ -434,8 +437,8 @@ def run_point(config: RunConfig, **kwargs) -> RunResult:
 
 
 class _RunJob:
-    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s):
-        self.proc, self.cfg, self.position = proc, cfg, position
+    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None):
+        self.proc, self.cfg, self.position, self.save_model = proc, cfg, position, save_model
         self.emit, self.stop, self.progress = emit, stop, progress or (lambda message, fraction: None)
         self.timeout_s, self.grace_s = timeout_s, grace_s
         self.recorder = _Recorder(cfg)
@@ -454,7 +457,7 @@ class _RunJob:
         started = time.monotonic()
         stop_at: float | None = None
         why = ""
-        proc.send(("run", self.cfg.to_dict(), self.position))
+        proc.send(("run", self.cfg.to_dict(), self.position, self.save_model))
         try:
             while True:
                 try:

@@ -39,6 +39,9 @@ class RunResult:
     created_at: str = field(default_factory=now_iso)
     origin: str = "local"  # "local" or "imported"
     note: str = ""  # the user's note on the run (the history table's Note column)
+    # labelled image datasets: {"classes": [...], "matrix": [[count of (true, predicted)]], "epoch", "split"} on
+    # the validation split (of the best epoch where the run kept it); {} otherwise
+    evaluation: dict = field(default_factory=dict)
     # Set only on a run read as a summary (RunStore.summaries): its windows' samples/s, which comparisons need;
     # steps, windows and epochs are then empty, and RunStore.get(id) reads the whole run.
     window_rates: list[float] | None = None
@@ -81,6 +84,7 @@ class RunResult:
             "steps": [{"step": i + 1, "loss": json_safe(v)} for i, v in enumerate(self.losses)],
             "windows": json_safe(self.windows),
             "epochs": json_safe(self.epochs),
+            "evaluation": self.evaluation,
         }
 
     @classmethod

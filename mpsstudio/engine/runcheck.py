@@ -22,7 +22,8 @@ from .summary import quartiles
 
 ORIGINS = ("local", "imported")
 RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs",
-            "note"}
+            "note", "evaluation"}
+MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_TEXT = 10_000  # characters of any one string
 MAX_STEPS = 10_000_000  # per-step losses of one run
@@ -36,8 +37,8 @@ ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long bef
 _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
                  "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
                  "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
-                 "wall_samples_per_s", "peak_memory")
-_LOSSES = ("final_loss", "val_loss")  # any finite number, or null: a diverging run's last losses are huge
+                 "wall_samples_per_s", "peak_memory", "best_epoch", "stopped_early_epoch")
+_LOSSES = ("final_loss", "val_loss", "best_value")  # any finite number, or null: a diverging run's last losses are huge
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
@@ -132,12 +133,38 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
             v = summary.get(key)
             if v is not None and not (_number(v) and v >= 0):
                 raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    evaluation = _evaluation(data.get("evaluation", {})) if rates is None else {}
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
         summary["stability"], summary["stability_reason"] = assess(summary, env)
     return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
                      windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin,
-                     note=note, window_rates=None if rates is None else list(rates), checked=rates is None)
+                     note=note, window_rates=None if rates is None else list(rates), checked=rates is None,
+                     evaluation=evaluation)
+
+
+def _evaluation(ev) -> dict:
+    """{} or {"classes": n names, "matrix": n rows of n counts, "epoch": a number or null, "split": text}."""
+    if ev == {}:
+        return {}
+    if not isinstance(ev, dict) or set(ev) - {"classes", "matrix", "epoch", "split"}:
+        raise _Bad("evaluation", "an object with classes, matrix, epoch and split expected")
+    classes, matrix = ev.get("classes"), ev.get("matrix")
+    if not isinstance(classes, list) or not 1 < len(classes) <= MAX_CLASSES or not all(
+            isinstance(c, str) and len(c) <= 200 for c in classes):
+        raise _Bad("evaluation.classes", f"2 to {MAX_CLASSES:,} class names expected")
+    n = len(classes)
+    if not isinstance(matrix, list) or len(matrix) != n or not all(
+            isinstance(row, list) and len(row) == n and all(
+                type(v) is int and 0 <= v <= MAX_NUMBER for v in row) for row in matrix):
+        raise _Bad("evaluation.matrix", f"{n} rows of {n} counts expected (one per class)")
+    epoch = ev.get("epoch")
+    if epoch is not None and (type(epoch) is not int or epoch < 0):
+        raise _Bad("evaluation.epoch", "an epoch number or null expected")
+    split = ev.get("split", "validation")
+    if not isinstance(split, str) or len(split) > 40:
+        raise _Bad("evaluation.split", "a short text expected")
+    return {"classes": classes, "matrix": matrix, "epoch": epoch, "split": split}
 
 
 def _window_rates(windows: list[dict]) -> list[float]:
@@ -221,7 +248,8 @@ def _summary(summary: dict) -> dict:
     epochs = summary.get("epoch_s")
     if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
         raise _Bad("summary.epoch_s", "a list of seconds expected")
-    for key in ("dataset", "stability_reason", "memory_measure"):
+    for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
+                "saved_model_error"):
         value = summary.get(key)
         if value is not None and not isinstance(value, str):
             raise _Bad(f"summary.{key}", "text expected")

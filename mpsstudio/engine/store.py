@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
     losses BLOB NOT NULL,
     note TEXT NOT NULL DEFAULT '',
     rates BLOB,
-    seal BLOB
+    seal BLOB,
+    evaluation_json TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
 CREATE TABLE IF NOT EXISTS tools (
@@ -61,7 +62,7 @@ CREATE TABLE IF NOT EXISTS tools (
 """
 _COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
             "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses",
-            "note", "rates", "seal")
+            "note", "rates", "seal", "evaluation_json")
 # What the history table reads of a run (summaries): no steps, windows or epochs, only the windows' samples/s.
 _SUMMARY_COLUMNS = ("id", "created_at", "status", "origin", "error", "config_json", "env_json", "summary_json",
                     "note", "rates", "seal")
@@ -162,6 +163,8 @@ class RunStore:
                     self._fill_rates()
                 if "seal" not in have:  # rows written before version 3 are checked in full when read
                     self._db.execute("ALTER TABLE runs ADD COLUMN seal BLOB")
+                if "evaluation_json" not in have:
+                    self._db.execute("ALTER TABLE runs ADD COLUMN evaluation_json TEXT NOT NULL DEFAULT '{}'")
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _run_columns(self) -> set[str]:
@@ -466,6 +469,7 @@ def _row(result: RunResult) -> tuple:
         *fields[5:], json.dumps(json_safe(result.windows), allow_nan=False),
         json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
         result.note, rates, _seal(*fields, rates) if result.checked else None,
+        json.dumps(result.evaluation, allow_nan=False),
     )
 
 
@@ -491,17 +495,17 @@ _SEALED = ("id", "created_at", "status", "origin", "error", "config_json", "env_
 def _fields(row: sqlite3.Row) -> dict:
     return {
         "id": row["id"], "created_at": row["created_at"], "status": row["status"], "origin": row["origin"],
-        "error": row["error"], "note": _note(row),
+        "error": row["error"], "note": _column(row, "note", ""),
         "config": json.loads(row["config_json"]), "env": json.loads(row["env_json"]),
         "summary": json.loads(row["summary_json"]),
     }
 
 
-def _note(row: sqlite3.Row):
+def _column(row: sqlite3.Row, name: str, default):
     try:
-        return row["note"]
+        return row[name]
     except IndexError:  # a read-only history written before version 3
-        return ""
+        return default
 
 
 def _result(row: sqlite3.Row) -> RunResult:
@@ -511,7 +515,8 @@ def _result(row: sqlite3.Row) -> RunResult:
         raise ValueError("the per-step losses are damaged")
     losses = array("f")
     losses.frombytes(blob)
-    data = {**_fields(row), "windows": json.loads(row["windows_json"]), "epochs": json.loads(row["epochs_json"])}
+    data = {**_fields(row), "windows": json.loads(row["windows_json"]), "epochs": json.loads(row["epochs_json"]),
+            "evaluation": json.loads(_column(row, "evaluation_json", "{}"))}
     result = run_from_dict(data, where=f"stored run {str(row['id'])[:64]}")
     result.losses = losses.tolist()
     return result

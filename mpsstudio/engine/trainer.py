@@ -54,12 +54,13 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         should_stop: Callable[[], bool] | None = None, device: devices.Device | None = None,
         data: datasets.LoadedDataset | None = None,
         progress: Callable[[str, float], None] | None = None, position: tuple[int, int] = (1, 1),
-        interrupt_is_user: bool = True) -> RunResult:
+        interrupt_is_user: bool = True, save_model: str | None = None) -> RunResult:
     """Run one config to its end and return the result; every outcome (also failure) ends with an Ended event.
 
     `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons);
     `position` is (this run, of how many) when several configs run together (session.run_configs).
-    `should_stop` is polled once per measurement window.
+    `should_stop` is polled once per measurement window. `save_model`: where a finished training run writes its
+    trained weights and their JSON (savedmodel.py); the summary says where (`saved_model`) or why not.
     """
     result = RunResult(config=config)
     emit = on_event or (lambda event: None)
@@ -107,6 +108,9 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         if loop is not None:
             loop.meter.close()
             loop.summarise()
+            if save_model and result.status == "finished":
+                loop.save_model(save_model)
+            result.summary.update(loop.saved)
         emit(Ended(result))
     return result
 
@@ -177,6 +181,52 @@ def global_settings(config: RunConfig):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
+MAX_EVAL_CLASSES = 100  # a confusion matrix is kept up to this many classes (10,000 cells)
+
+
+class EarlyStop:
+    """Early stopping on a validation figure: the best value, its epoch, and epochs since it improved.
+    Active when the config asks for early stopping or for the best epoch (keep_best)."""
+
+    def __init__(self, config: RunConfig):
+        self.patience = config.early_stop_patience
+        self.monitor = config.early_stop_monitor
+        self.mode = config.monitor_mode
+        self.active = config.early_stop_patience is not None or config.keep_best
+        self.best: float | None = None
+        self.best_epoch: int | None = None
+        self.since = 0
+        self.last_epoch = 0
+        self.stopped_at: int | None = None
+
+    def add(self, epoch: int, value: float | None) -> bool:
+        """One epoch's value (None: not measured, never an improvement); True when it is the best so far."""
+        self.last_epoch = epoch
+        better = value is not None and math.isfinite(value) and (
+            self.best is None or (value > self.best if self.mode == "max" else value < self.best))
+        if better:
+            self.best, self.best_epoch, self.since = value, epoch, 0
+        else:
+            self.since += 1
+        return better
+
+    def should_stop(self) -> bool:
+        if self.patience is not None and self.since >= self.patience:
+            self.stopped_at = self.last_epoch
+            return True
+        return False
+
+    def summary(self) -> dict:
+        """What the run's summary says about it (engine/summary.py copies these fields)."""
+        out = {"best_epoch": self.best_epoch, "best_value": self.best, "monitor": self.monitor,
+               "stopped_early_epoch": self.stopped_at}
+        if self.stopped_at is not None:
+            best = f"{self.best:.4g} at epoch {self.best_epoch}" if self.best is not None else "none measured"
+            out["stopped_early_reason"] = (f"{self.monitor} did not improve for {self.patience} epochs "
+                                           f"(mode {self.mode}; best {best})")
+        return out
+
+
 class _RunLoop:
     def __init__(self, config, result, emit, stop, device, data, progress, position=(1, 1)):
         self.config, self.result, self.emit, self.stop = config, result, emit, stop
@@ -196,6 +246,12 @@ class _RunLoop:
         self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
         self.memory_base = 0  # CPU runs: the process's resident size before the run's model and batches
         self.meter = energy.Meter()  # energy and busy share over spans of windows: the device's own once set up
+        self.micro = 0  # micro-batches since the run started (gradient accumulation)
+        self.watch = EarlyStop(config) if config.mode == "train" else None
+        self.best_state: dict | None = None  # the best epoch's weights, on the CPU (keep_best)
+        self.confusion = None  # the last validation's (true, predicted) counts, on the device; see _validate
+        self.best_confusion = None
+        self.saved: dict = {}  # saved_model (its path) or saved_model_error, for the summary
 
     # -- setup -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -217,6 +273,7 @@ class _RunLoop:
         if dev.kind == "cpu":
             self.memory_base = dev.in_use(dev.memory())
         model_spec = models.input_spec_for(cfg.model, data.spec)
+        self.model_spec = model_spec
         self.num_classes = model_spec.num_classes
         torch.manual_seed(cfg.seed)
         model = models.build_model(cfg.model, model_spec)
@@ -251,6 +308,9 @@ class _RunLoop:
                                             resident=cfg.resident, workers=cfg.workers, train=False)
         self.train_size = len(data.train)
         self.dataset_summary = data.summary()
+        if (cfg.early_stop_patience is not None or cfg.keep_best) and self.val_batches is None:
+            raise UserError(f"Early stopping and the best epoch watch the validation split, and {data.name} has "
+                            "none; choose a dataset with one (a folder of images gets one) or turn them off.")
         if self.train.steps_per_epoch < 1:
             raise UserError(f"{data.name} has {self.train_size} training samples, fewer than one batch of "
                             f"{cfg.batch_size}; use a batch size of at most {self.train_size}.")
@@ -305,6 +365,25 @@ class _RunLoop:
             self.optimizer.step()
         return loss.detach()
 
+    def _train_step_accumulate(self, x, y) -> torch.Tensor:
+        """One micro-batch of gradient accumulation: gradients add up over `accumulate` micro-batches (each loss
+        divided by it, so the step is that of their mean), then one optimizer step."""
+        n = self.config.accumulate
+        if self.micro % n == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = F.cross_entropy(self.forward(x), y)
+        scaled = loss / n
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+        self.micro += 1
+        if self.micro % n == 0:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        return loss.detach()
+
     def _infer_step(self, x, y) -> torch.Tensor:
         with torch.inference_mode(), self.autocast():
             return F.cross_entropy(self.forward(x), y)
@@ -341,6 +420,8 @@ class _RunLoop:
         cfg, dev = self.config, self.device
         if cfg.mode == "inference":
             step_fn = self._infer_step
+        elif cfg.accumulate > 1:
+            step_fn = self._train_step_accumulate
         else:
             step_fn = self._train_step if cfg.precision == "fp32" else self._train_step_amp
         if cfg.mode == "train":
@@ -411,6 +492,11 @@ class _RunLoop:
                                            "val_loss": self.val[0] if self.val else None,
                                            "val_accuracy": self.val[1] if self.val else None})
                 self.emit(EpochEnd(epoch, train_s, *(self.val or (None, None)), step=step))
+                t_best = time.perf_counter()
+                stop_early = self._after_epoch(epoch)
+                validation_s += time.perf_counter() - t_best  # a checkpoint copy is not training time either
+                if stop_early:
+                    break
             if self.stop():
                 self._close_span()
                 self._close_wall(warm_end, validation_s)
@@ -426,6 +512,53 @@ class _RunLoop:
             self.val = self._validate()
             validation_s += time.perf_counter() - t_val
         self._close_wall(warm_end, validation_s)
+        self._finish_training()
+
+    def save_model(self, path: str) -> None:
+        """Write the trained weights and their JSON; a disk that refuses is a sentence in the summary, never a
+        failed run (what it measured stands)."""
+        from . import savedmodel
+
+        if self.config.mode != "train":
+            self.saved = {"saved_model_error": "an inference run trains nothing, so there is no model to save"}
+            return
+        try:
+            meta = savedmodel.describe(self.config, self.data, self.model_spec, self.result.id, self.result.summary)
+            savedmodel.save(self.model, path, meta)
+        except Exception as exc:  # a full disk, a model whose state cannot be written: said, the run stands
+            self.saved = {"saved_model_error": f"the trained model could not be written to {path} "
+                                               f"({error_line(exc, with_type=False)})"}
+            return
+        self.saved = {"saved_model": str(path)}
+
+    def _after_epoch(self, epoch: int) -> bool:
+        """Early stopping and the best checkpoint after an epoch's validation; True to stop now."""
+        if self.watch is None or not self.watch.active:
+            return False
+        value = None
+        if self.val is not None:
+            value = self.val[1] if self.config.early_stop_monitor == "val_accuracy" else self.val[0]
+        improved = self.watch.add(epoch, value)
+        if improved:
+            self.best_confusion = self.confusion
+            if self.config.keep_best:
+                self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        return self.watch.should_stop()
+
+    def _finish_training(self) -> None:
+        """After the last step: the best epoch's weights back in the model (keep_best), and what early stopping,
+        the best epoch and the evaluation say, in the run's summary."""
+        cfg = self.config
+        if cfg.keep_best and self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+        counts = self.best_confusion if (cfg.keep_best and self.best_confusion is not None) else self.confusion
+        if counts is not None:
+            n = self.num_classes
+            matrix = counts.cpu().view(n, n).tolist()
+            epoch = self.watch.best_epoch if (cfg.keep_best and self.watch is not None and self.watch.best_epoch) \
+                else len(self.result.epochs) or None
+            self.result.evaluation = {"classes": [str(c)[:200] for c in self.data.classes][:n], "matrix": matrix,
+                                      "epoch": epoch, "split": "validation"}
 
     def _close_span(self) -> None:
         """A stop right after a window: its open energy span ends with that window (the device was synchronized
@@ -473,13 +606,21 @@ class _RunLoop:
         self.model.eval()
         loss_sum = torch.zeros((), device=self.tdev)
         correct = torch.zeros((), device=self.tdev)
+        classes = self.num_classes
+        confusion = None
+        if self.data.spec.kind == "image" and 1 < classes <= MAX_EVAL_CLASSES and self.data.name != "synthetic":
+            confusion = torch.zeros(classes * classes, dtype=torch.int64, device=self.tdev)
         n = 0
         with torch.inference_mode(), self.autocast():
             for x, y in self.val_batches.epoch():
                 out = self.forward(x)
                 loss_sum += F.cross_entropy(out.float(), y, reduction="sum")
-                correct += (out.argmax(1) == y).sum()
+                predicted = out.argmax(1)
+                correct += (predicted == y).sum()
+                if confusion is not None:  # (true, predicted) pairs, counted on the device: no sync here
+                    confusion += torch.bincount(y * classes + predicted, minlength=classes * classes)
                 n += int(y.shape[0])
+        self.confusion = confusion
         self.model.train(was_training)
         if n == 0:
             return None
@@ -496,4 +637,6 @@ class _RunLoop:
             warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=self.measured_wall_s,
             train_size=self.train_size, val=self.val, peak_memory=self.peak_memory,
             memory_measure=memory_measure(self.config.device)))
+        if self.watch is not None and self.watch.active:
+            self.result.summary.update(self.watch.summary())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Slot
@@ -63,6 +64,7 @@ class MainWindow(QMainWindow):
         self._launch_jobs = None
         self._epochs: dict[str, tuple[int, int]] = {}
         self._rechecking = False  # Check Again (the MPS banner) asked for the catalogue once more
+        self.trained: dict[str, str] = {}  # run id -> its trained model kept in the cache (the last Run's)
 
         store_problem = None
         if store is None:
@@ -130,6 +132,7 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.results, "Runs")
+        self.tabs.addTab(self.results.details, "Details")  # the selected run: epochs, note, evaluation
         self.tabs.addTab(self.tools, "Tools")
         self.right_split.addWidget(self.tabs)
         self.right_split.setStretchFactor(0, 3)
@@ -193,6 +196,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
         file_menu.addAction(self._action("Export Comparison…", self.export_comparison_dialog, "Ctrl+E"))
         file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
+        file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()
         self.close_action = self._action("Close Window", self.close, QKeySequence.Close)
         if self.close_action.shortcut().isEmpty():
@@ -236,7 +240,8 @@ class MainWindow(QMainWindow):
         window_menu.addAction(self._action("Zoom", self._zoom))
         window_menu.addSeparator()
         window_menu.addAction(self._action("Show Runs", lambda: self._show_tab(0), "Ctrl+1"))
-        window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(1), "Ctrl+2"))
+        window_menu.addAction(self._action("Show Run Details", lambda: self._show_tab(1), "Ctrl+2"))
+        window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(2), "Ctrl+3"))
 
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
@@ -259,6 +264,7 @@ class MainWindow(QMainWindow):
         self.setup.open_folder_requested.connect(self.open_folder)
         self.results.message.connect(self.say)
         self.results.selection_changed.connect(self.show_selected_runs)
+        self.results.save_model_requested.connect(lambda: self.save_trained_model())
         self.plots.emptied.connect(self._plots_emptied)
 
     # -- reviewing stored runs ------------------------------------------------------------------------------
@@ -375,7 +381,8 @@ class MainWindow(QMainWindow):
         self.run_ended = []
         self.rejected = ""
         self.probing = probing  # a launch-benchmark probe: its runs estimate the time and are not kept
-        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None, repeat=tags)
+        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None, repeat=tags,
+                                save_models=None if probing else self._model_slots(configs))
         self.worker.event.connect(self._on_event)
         self.worker.progress.connect(self._on_download)
         self.worker.rejected.connect(self._on_rejected)
@@ -445,6 +452,54 @@ class MainWindow(QMainWindow):
             self.worker.stop()
             self._stopping()
             self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
+
+    def _model_slots(self, configs) -> list:
+        """Where each training run of this Run keeps its trained model, in the cache folder; the last Run's
+        models are kept (until the next Run or Quit), older ones are removed. None for an inference run."""
+        from ..engine.paths import cache_dir
+
+        folder = cache_dir() / "trained-models"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in folder.iterdir():
+                if old.suffix in (".pt", ".json") and old.is_file():
+                    old.unlink()
+        except OSError:
+            return [None] * len(configs)  # nothing can be kept: Save Trained Model… will say so
+        self.trained = {}
+        stamp = f"{os.getpid()}-{int(time.time() * 1000)}"
+        return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" else None for i, c in enumerate(configs)]
+
+    def save_trained_model(self, path: str | None = None) -> str | None:
+        """Save the current run's trained model (weights + JSON) where the user says; returns the path written."""
+        from ..engine import savedmodel
+
+        runs = self.results.whole_runs(self.results.selected_ids()[:1])
+        if not runs:
+            self.say("Select a finished training run first; its trained model can be saved.")
+            return None
+        run = runs[0]
+        kept = self.trained.get(run.id) or run.summary.get("saved_model")
+        if run.status != "finished" or run.config.mode != "train" or not kept:
+            why = run.summary.get("saved_model_error") or (
+                "only a finished training run of the last Run has its model kept; run it again to save it")
+            self.say(f"No trained model to save: {why}.")
+            return None
+        if path is None:
+            name = f"{run.config.model}-{run.config.dataset}-{run.config.device.replace(':', '')}.pt"
+            path, _ = QFileDialog.getSaveFileName(self, "Save Trained Model", str(Path.home() / name),
+                                                  "PyTorch weights (*.pt)")
+            if not path:
+                return None
+            if not path.endswith(".pt"):
+                path += ".pt"
+        try:
+            written = savedmodel.copy_saved(kept, path)
+        except UserError as exc:
+            self.say(str(exc))
+            return None
+        self.say(f"Saved the trained model to {written.name} and {savedmodel.meta_path(written).name}.")
+        return str(written)
 
     def _stopping(self) -> None:
         self.stop_action.setEnabled(False)
@@ -585,6 +640,8 @@ class MainWindow(QMainWindow):
         except UserError as exc:  # locked, read-only, full: the run stays in the table for this session
             self.banner.show_message(f"This run was not kept: {exc} It stays in the table until you quit; "
                                      "Export JSON keeps a copy.", warning=True)
+        if result.summary.get("saved_model"):
+            self.trained[result.id] = result.summary["saved_model"]
         self.results.add_result(result)
         if result.id in self.plots.run_ids():
             self.plots.finish_run(result.id, result.status)
@@ -595,6 +652,9 @@ class MainWindow(QMainWindow):
                     f"windows)." if sps else f"{device}: finished.")
             if result.summary.get("stability") == "noisy":
                 text += f" Noisy: {result.summary.get('stability_reason')}."
+            if result.summary.get("stopped_early_reason"):
+                text += (f" Stopped early after epoch {result.summary.get('stopped_early_epoch')}: "
+                         f"{result.summary['stopped_early_reason']}.")
             self.say(text)
         elif result.status == "cancelled":
             self.say(f"{device}: stopped; the run is kept as cancelled.")

@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QItemSelection, QItemSelectionModel, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFrame, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QMenu, QMessageBox, QPushButton, QSplitter, QStackedLayout, QTableView, QTabWidget,
+                               QMenu, QMessageBox, QPushButton, QSplitter, QStackedLayout, QTableView,
                                QVBoxLayout, QWidget)
 
 from ..engine import runfiles
@@ -79,6 +79,7 @@ class ResultsPanel(QWidget):
 
     message = Signal(str)
     selection_changed = Signal(list)
+    save_model_requested = Signal()
     import_finished = Signal()
 
     def __init__(self, store: RunStore, parent=None):
@@ -103,10 +104,7 @@ class ResultsPanel(QWidget):
         self.details = RunDetails()
         self.details.note_changed.connect(self.set_note)
         self.details.export_steps.connect(self.export_steps_dialog)
-        self.side = QTabWidget()
-        self.side.setDocumentMode(True)
-        self.side.addTab(self.chart, "Comparison")
-        self.side.addTab(self.details, "Details")
+        self.details.save_model.connect(lambda _run_id: self.save_model_requested.emit())
 
         self.filter = QLineEdit()
         self.filter.setPlaceholderText("Filter runs: model, dataset, device, machine, status, note…")
@@ -128,7 +126,7 @@ class ResultsPanel(QWidget):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(left)
-        splitter.addWidget(self.side)
+        splitter.addWidget(self.chart)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([3000, 2000])  # scaled to the real width: the table gets three fifths

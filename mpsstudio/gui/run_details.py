@@ -3,15 +3,20 @@ export, and (for labelled image datasets) its evaluation. Everything shown comes
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from html import escape
 
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
+                               QScrollArea, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from ..engine import evaluation
 from ..engine.formatting import fmt_duration, is_finite, local_time, plural, printable
 from ..engine.results import RunResult
 from .style import placeholder_label
 
 EPOCH_HEADERS = ("Epoch", "Step", "Train time", "Val. loss", "Val. acc.")
+CLASS_HEADERS = ("Class", "Samples", "Correct", "Accuracy", "Most confused with")
 
 
 class RunDetails(QWidget):
@@ -20,6 +25,7 @@ class RunDetails(QWidget):
 
     note_changed = Signal(str, str)
     export_steps = Signal(str)
+    save_model = Signal(str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -50,26 +56,61 @@ class RunDetails(QWidget):
         self.empty = placeholder_label("<b>No run selected</b><br>Select a run in the table to see its epochs, "
                                        "its note and its evaluation.")
 
+        self.save_button = QPushButton("Save Trained Model…")
+        self.save_button.setToolTip("The trained weights (a state_dict: torch.load(..., weights_only=True)) and a "
+                                    "JSON of what rebuilding the model needs: name, input, classes, normalisation.")
+        self.save_button.clicked.connect(lambda: self.run is not None and self.save_model.emit(self.run.id))
+        self.eval_label = QLabel()
+        self.eval_label.setWordWrap(True)
+        self.classes = QTableWidget(0, len(CLASS_HEADERS))
+        self.classes.setHorizontalHeaderLabels(CLASS_HEADERS)
+        self.matrix = QTableWidget(0, 0)
+        for table in (self.classes, self.matrix):
+            table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+            table.setShowGrid(False)
+        self.classes.verticalHeader().hide()
+        self.classes.setAlternatingRowColors(True)
+        self.classes.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.matrix.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.matrix.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.matrix.setToolTip("Confusion matrix: rows are the true class, columns the predicted one; the "
+                               "darker a cell, the more of that row's samples it holds.")
         note_row = QHBoxLayout()
         note_row.addWidget(self.note, 1)
         note_row.addWidget(self.steps_button)
+        note_row.addWidget(self.save_button)
         self.body = QWidget()
-        body = QVBoxLayout(self.body)
+        body = QHBoxLayout(self.body)  # the run and its epochs | its evaluation
         body.setContentsMargins(8, 8, 8, 8)
-        body.setSpacing(6)
-        body.addWidget(self.title)
-        body.addLayout(note_row)
-        body.addWidget(self.epochs_label)
-        body.addWidget(self.epochs, 1)
+        body.setSpacing(16)
+        left = QVBoxLayout()
+        left.setSpacing(6)
+        left.addWidget(self.title)
+        left.addLayout(note_row)
+        left.addWidget(self.epochs_label)
+        left.addWidget(self.epochs, 1)
+        right = QVBoxLayout()
+        right.setSpacing(6)
+        right.addWidget(self.eval_label)
+        right.addWidget(self.classes, 2)
+        right.addWidget(self.matrix, 3)
+        body.addLayout(left, 1)
+        body.addLayout(right, 1)
+        scroll = QScrollArea()  # the evaluation of 100 classes is taller than any window
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(self.body)
+        self.scroll = scroll
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.body)
+        layout.addWidget(scroll)
         layout.addWidget(self.empty)
         self.show_run(None)
 
     def show_run(self, run: RunResult | None) -> None:
         """Show a whole run (steps, windows and epochs read), or the hint when None."""
         self.run = run
+        self.scroll.setVisible(run is not None)
         self.body.setVisible(run is not None)
         self.empty.setVisible(run is None)
         if run is None:
@@ -79,14 +120,81 @@ class RunDetails(QWidget):
         when = f"{dt:%d %b %Y %H:%M}" if dt else run.created_at
         status = {"finished": "finished", "failed": "failed", "cancelled": "stopped before the end"}.get(
             run.status, run.status)
-        self.title.setText(f"<b>{printable(cfg.device)} · {printable(cfg.model)} on {printable(cfg.dataset)} · "
-                           f"batch {cfg.batch_size} · {cfg.precision}</b><br>{when} · {printable(run.machine)} · "
-                           f"{status}" + (f"<br>{printable(run.error)}" if run.error else ""))
+        s = run.summary
+        lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.model))} on "
+                 f"{escape(printable(cfg.dataset))} · batch {cfg.batch_size}"
+                 + (f" × {cfg.accumulate} accumulated" if cfg.accumulate > 1 else "") + f" · {cfg.precision}</b>",
+                 f"{when} · {escape(printable(run.machine))} · {status}"]
+        if s.get("stopped_early_reason"):
+            lines.append(f"Stopped early after epoch {s.get('stopped_early_epoch')}: "
+                         f"{escape(printable(s['stopped_early_reason']))}.")
+        if cfg.keep_best and s.get("best_epoch"):
+            lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
+        if run.error:
+            lines.append(escape(printable(run.error)))
+        self.title.setText("<br>".join(lines))
         self.note.blockSignals(True)
         self.note.setText(run.note)
         self.note.blockSignals(False)
         self.steps_button.setEnabled(bool(run.losses))
+        self.save_button.setVisible(cfg.mode == "train")
+        self.save_button.setEnabled(run.status == "finished")
         self._fill_epochs(run)
+        self._fill_evaluation(run)
+
+    def _fill_evaluation(self, run: RunResult) -> None:
+        """Per-class accuracy and the confusion matrix on the validation split (labelled image datasets)."""
+        ev = run.evaluation
+        rows = evaluation.per_class(ev)
+        shown = bool(rows)
+        self.classes.setVisible(shown)
+        self.matrix.setVisible(shown)
+        if not shown:
+            self.eval_label.setText("No evaluation: it needs a finished epoch on a labelled image dataset with a "
+                                    "validation split (up to 100 classes)." if run.config.mode == "train" else "")
+            return
+        which = f"epoch {ev['epoch']}" if ev.get("epoch") else "the last epoch"
+        total = evaluation.overall(ev)
+        self.eval_label.setText(f"<b>Evaluation</b> on the {ev.get('split', 'validation')} split after {which}: "
+                                f"{100 * total:.1f} % correct of {sum(r.samples for r in rows):,} samples "
+                                "(measured)." if total is not None else "<b>Evaluation</b>: no samples.")
+        self.classes.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            cells = (r.name, f"{r.samples:,}", f"{r.correct:,}",
+                     f"{100 * r.accuracy:.1f} %" if r.accuracy is not None else "\u2014", r.confused_with)
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col in (1, 2, 3):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.classes.setItem(i, col, item)
+        names = [r.name for r in rows]
+        n = len(names)
+        self.matrix.setRowCount(n)
+        self.matrix.setColumnCount(n)
+        short = [name if len(name) <= 12 else name[:11] + "\u2026" for name in names]
+        self.matrix.setHorizontalHeaderLabels(short)
+        self.matrix.setVerticalHeaderLabels(short)
+        base = self.palette().color(QPalette.ColorRole.Highlight)
+        for i in range(n):
+            row_total = sum(ev["matrix"][i]) or 1
+            for j in range(n):
+                count = ev["matrix"][i][j]
+                item = QTableWidgetItem(f"{count:,}" if count else "")
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                share = count / row_total
+                if count:
+                    shade = QColor(base)
+                    shade.setAlphaF(0.12 + 0.78 * share)
+                    item.setBackground(shade)
+                    if share > 0.55:
+                        item.setForeground(QColor("white"))
+                item.setToolTip(f"true {names[i]}, predicted {names[j]}: {count:,} ({100 * share:.1f} % of "
+                                f"{names[i]})")
+                self.matrix.setItem(i, j, item)
+
+    def class_rows(self) -> list[list[str]]:
+        return [[self.classes.item(r, c).text() for c in range(self.classes.columnCount())]
+                for r in range(self.classes.rowCount())]
 
     def _fill_epochs(self, run: RunResult) -> None:
         rows = [e for e in run.epochs if isinstance(e, dict)] if run.config.steps is None else []

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QToolButton, QVBoxLayout, QWidget,
 )
 
-from ..engine.config import MODES, OPTIMIZERS, PRECISIONS, RunConfig
+from ..engine.config import MAX_ACCUMULATE, MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .setup_widgets import LearningRateBox, SectionHeading
 
 LOADING_TEXT = "Loading PyTorch…"
@@ -253,6 +253,38 @@ class SetupForm(QWidget):
                                       "range.")
         self.repeat_spin.setSuffix(" ×")
         self._row(form, "Repeat", self.repeat_spin)
+
+        self.accumulate_spin = self._spin(1, MAX_ACCUMULATE, defaults.accumulate,
+                                          "Gradient accumulation: one optimizer step every N batches, an effective "
+                                          "batch of N × the batch size. Steps and throughput still count batches "
+                                          "and samples, so runs stay comparable.")
+        self.accumulate_spin.setSuffix(" batches")
+        self.accumulate_spin.valueChanged.connect(self._emit_changed)
+        self._row(form, "Accumulate", self.accumulate_spin)
+
+        self.patience_spin = self._spin(0, 1000, 0,
+                                        "Early stopping: end the run when the monitored validation figure has not "
+                                        "improved for this many epochs (Off: train every epoch). Epoch runs with a "
+                                        "validation split only.")
+        self.patience_spin.setSpecialValueText("Off")
+        self.patience_spin.setSuffix(" epochs")
+        self.patience_spin.valueChanged.connect(self._emit_changed)
+        self._row(form, "Early stopping", self.patience_spin)
+
+        self.monitor_combo = QComboBox()
+        self.monitor_combo.addItem("Validation accuracy", "val_accuracy")
+        self.monitor_combo.addItem("Validation loss", "val_loss")
+        self.monitor_combo.setToolTip("What early stopping and the best epoch watch.")
+        self.monitor_combo.currentIndexChanged.connect(self._emit_changed)
+        self._row(form, "Monitor", self.monitor_combo)
+
+        self.monitor_mode_combo = QComboBox()
+        self.monitor_mode_combo.addItem("Automatic", None)
+        self.monitor_mode_combo.addItem("Higher is better (max)", "max")
+        self.monitor_mode_combo.addItem("Lower is better (min)", "min")
+        self.monitor_mode_combo.setToolTip("Automatic: higher accuracy, lower loss.")
+        self.monitor_mode_combo.currentIndexChanged.connect(self._emit_changed)
+        self._row(form, "Better is", self.monitor_mode_combo)
         box.addLayout(form)
 
         self.resident_check = QCheckBox("Keep data on the device (resident)")
@@ -270,7 +302,11 @@ class SetupForm(QWidget):
         self.mps_fallback_check.setToolTip(
             "Apple GPU runs: an operation MPS has no kernel for runs on the CPU, with a copy each way (slow), "
             "instead of stopping the run. Set in each run's own process and recorded with the run.")
-        for check in (self.resident_check, self.channels_last_check, self.compile_check, self.mps_fallback_check):
+        self.keep_best_check = QCheckBox("Keep the best epoch's weights")
+        self.keep_best_check.setToolTip("End the run with the weights of its best epoch by the monitored figure "
+                                        "(a best checkpoint, kept in memory): what Save Trained Model saves.")
+        for check in (self.resident_check, self.channels_last_check, self.compile_check, self.mps_fallback_check,
+                      self.keep_best_check):
             check.toggled.connect(self._emit_changed)
             box.addWidget(check)
         layout.addWidget(self.advanced)

@@ -316,7 +316,20 @@ class SetupPanel(SetupForm):
             self.length_spin.setValue(self._steps_value if mode == "steps" else self._epochs_value)
         finally:
             self._quiet -= 1
+        self._update_epoch_options()
         self._emit_changed()
+
+    def _update_epoch_options(self) -> None:
+        """Early stopping and the best epoch work per epoch: greyed out, saying why, for a steps run."""
+        by_epoch = self._length_mode == "epochs"
+        tips = self.__dict__.setdefault("_epoch_tips", {})
+        for w in (self.patience_spin, self.monitor_combo, self.monitor_mode_combo, self.keep_best_check):
+            tip = tips.setdefault(id(w), w.toolTip())
+            w.setEnabled(by_epoch)
+            w.setToolTip(tip)
+            if not by_epoch:
+                w.setToolTip("Early stopping and the best epoch watch the validation split after each epoch; set "
+                             "the length in epochs to use them.")
 
     def _on_length_value(self, value: int) -> None:
         if self._length_mode == "steps":
@@ -367,6 +380,12 @@ class SetupPanel(SetupForm):
             channels_last=self.channels_last_check.isChecked(),
             compile=self.compile_check.isChecked(),
             mps_fallback=self.mps_fallback_check.isChecked(),
+            accumulate=self.accumulate_spin.value(),
+            # early stopping and the best epoch are for epoch runs: a steps run leaves them off
+            early_stop_patience=(self.patience_spin.value() or None) if epochs is not None else None,
+            early_stop_monitor=self.monitor_combo.currentData(),
+            early_stop_mode=self.monitor_mode_combo.currentData(),
+            keep_best=self.keep_best_check.isChecked() and epochs is not None,
             options=dict(self._base.options),
         )
 
@@ -436,6 +455,11 @@ class SetupPanel(SetupForm):
         self.channels_last_check.setChecked(config.channels_last)
         self.compile_check.setChecked(config.compile)
         self.mps_fallback_check.setChecked(config.mps_fallback)
+        self.accumulate_spin.setValue(config.accumulate)
+        self.patience_spin.setValue(config.early_stop_patience or 0)
+        self._select(self.monitor_combo, config.early_stop_monitor)
+        self.monitor_mode_combo.setCurrentIndex(max(0, self.monitor_mode_combo.findData(config.early_stop_mode)))
+        self.keep_best_check.setChecked(config.keep_best)
         self._update_button()
 
     @staticmethod

@@ -118,12 +118,14 @@ class RunWorker(QThread):
     rejected = Signal(str)
     all_done = Signal()
 
-    def __init__(self, configs: list, parent=None, spare=None, repeat: list | None = None):
+    def __init__(self, configs: list, parent=None, spare=None, repeat: list | None = None,
+                 save_models: list | None = None):
         super().__init__(parent)
         from ..engine.isolation import STOP_GRACE_S
 
         self.configs = list(configs)
         self.repeat = repeat  # env["repeat"] tag per config (engine.repeat.interleave)
+        self.save_models = save_models  # where each run keeps its trained model (savedmodel.py), or None
         self.spare = spare
         self._stop = threading.Event()
         self._grace_s = STOP_GRACE_S
@@ -141,7 +143,7 @@ class RunWorker(QThread):
         try:
             isolation.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
                                    progress=self.progress.emit, spare=self.spare, grace_s=lambda: self._grace_s,
-                                   repeat=self.repeat)
+                                   repeat=self.repeat, save_models=self.save_models)
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # a bug must still end in a sentence, never a silent thread death
