@@ -290,3 +290,77 @@ def test_history_steps_and_note_on_the_command_line(history, tmp_path, capsys, m
     assert cli.main(["history", "--steps", "no-such-run", str(out)]) == 2
     err = capsys.readouterr().err
     assert "No run with id no-such-run in the history" in err and "Traceback" not in err
+
+
+def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path):
+    from mpsstudio.gui.run_details import RunDetails
+
+    run = stored_run("mps")
+    run.summary.update(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
+                       stopped_early_reason="val_accuracy did not improve for 1 epochs (mode max; best 0.5 at epoch 1)")
+    run.config.keep_best = True
+    run.evaluation = {"classes": ["cat", "dog", "bird"], "matrix": [[8, 2, 0], [1, 9, 0], [0, 5, 5]], "epoch": 1,
+                      "split": "validation"}
+    d = RunDetails()
+    qtbot.addWidget(d)
+    d.show_run(run)
+    assert "Stopped early after epoch 2: val_accuracy did not improve" in d.title.text()
+    assert "Ended with the weights of epoch 1" in d.title.text()
+    assert d.class_rows() == [["cat", "10", "8", "80.0 %", "dog"], ["dog", "10", "9", "90.0 %", "cat"],
+                              ["bird", "10", "5", "50.0 %", "dog"]]
+    assert "73.3 % correct of 30 samples" in d.eval_label.text() and "after epoch 1" in d.eval_label.text()
+    assert d.matrix.item(2, 1).text() == "5" and "true bird, predicted dog: 5 (50.0 % of bird)" in \
+        d.matrix.item(2, 1).toolTip()
+    run.evaluation = {}
+    d.show_run(run)
+    assert d.classes.isHidden() and "No evaluation" in d.eval_label.text()
+
+
+def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history, tmp_path):
+    from mpsstudio.engine import savedmodel
+
+    path, (cpu, mps, _) = history
+    w = open_window(qtbot, path)
+    kept = tmp_path / "cache" / "m.pt"
+    kept.parent.mkdir()
+
+    class Tiny(__import__("torch").nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = __import__("torch").nn.Linear(2, 2)
+    savedmodel.save(Tiny(), kept, {"model": "mlp"})
+    w.trained[mps.id] = str(kept)
+    w.results.select_ids([mps.id])
+    out = w.save_trained_model(str(tmp_path / "mine.pt"))
+    assert out == str(tmp_path / "mine.pt") and (tmp_path / "mine.json").is_file()
+    assert "Saved the trained model to mine.pt and mine.json" in w.statusBar().currentMessage()
+    w.results.select_ids([cpu.id])  # a stored run of an earlier Run: its model was not kept
+    assert w.save_trained_model(str(tmp_path / "other.pt")) is None
+    assert "No trained model to save: only a finished training run of the last Run" in \
+        w.statusBar().currentMessage()
+    kept.unlink()  # the cache was cleared meanwhile
+    w.results.select_ids([mps.id])
+    assert w.save_trained_model(str(tmp_path / "again.pt")) is None
+    assert "no longer kept" in w.statusBar().currentMessage()
+    w.close()
+
+
+def test_the_advanced_options_for_training_make_the_config(qtbot):
+    from mpsstudio.engine import datasets, devices, models
+    from mpsstudio.gui.setup_panel import SetupPanel
+
+    panel = SetupPanel()
+    qtbot.addWidget(panel)
+    panel.set_catalog(models.list_models(), datasets.list_datasets(), [devices.cpu_device()])
+    panel.apply_config(RunConfig(epochs=20, steps=None, early_stop_patience=5, early_stop_monitor="val_loss",
+                                 keep_best=True, accumulate=4))
+    [cfg] = panel.configs()
+    assert (cfg.early_stop_patience, cfg.early_stop_monitor, cfg.early_stop_mode, cfg.keep_best, cfg.accumulate) == \
+        (5, "val_loss", None, True, 4)
+    assert cfg.monitor_mode == "min"
+    panel.length_unit.setCurrentIndex(panel.length_unit.findData("steps"))
+    [cfg] = panel.configs()
+    assert cfg.early_stop_patience is None and not cfg.keep_best and cfg.accumulate == 4  # per epoch only
+    assert not panel.patience_spin.isEnabled() and "set the length in epochs" in panel.patience_spin.toolTip()
+    panel.length_unit.setCurrentIndex(panel.length_unit.findData("epochs"))
+    assert panel.patience_spin.isEnabled() and "Early stopping: end the run" in panel.patience_spin.toolTip()

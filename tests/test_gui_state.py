@@ -95,3 +95,64 @@ def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_pat
     w._set_running(False)
     assert w.setup.run_button.text().startswith("Run")
     w.close()
+
+
+def test_the_mac_facts_that_change_results_get_a_mark_and_a_fix(monkeypatch):
+    from mpsstudio.engine import environment
+
+    monkeypatch.setattr(devices, "apple_chip_name", lambda: "Apple M2 Pro")
+    monkeypatch.setattr(devices, "apple_gpu_cores", lambda: 19)
+    rows = {r.name: r for r in environment._mac_rows({"on_battery": True, "low_power_mode": True,
+                                                       "thermal": "throttled (CPU speed limit 70 %)"})}
+    assert rows["Chip"].value == "Apple M2 Pro · 19-core GPU" and "GiB, shared by CPU and GPU" in rows["Unified memory"].value
+    assert (rows["Power source"].ok, rows["Low Power Mode"].ok, rows["Thermal state"].ok) == (False, False, False)
+    assert "power adapter" in rows["Power source"].fix and "System Settings" in rows["Low Power Mode"].fix
+    calm = {r.name: r for r in environment._mac_rows({"on_battery": False, "low_power_mode": False,
+                                                       "thermal": "nominal"})}
+    assert all(calm[k].ok and not calm[k].fix for k in ("Power source", "Low Power Mode", "Thermal state"))
+    unknown = {r.name: r for r in environment._mac_rows({"on_battery": None, "low_power_mode": None, "thermal": None})}
+    assert unknown["Thermal state"].ok is None and unknown["Thermal state"].value == "unknown"
+
+
+def test_setup_rows_on_a_mac_under_rosetta(monkeypatch):
+    from mpsstudio.engine import environment, host
+
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(devices, "is_rosetta", lambda: True)
+    monkeypatch.setattr(devices, "mps_unavailable_reason", lambda: ROSETTA)
+    monkeypatch.setattr(devices, "cuda_unavailable_reason", lambda: "this PyTorch was built without CUDA")
+    monkeypatch.setattr(devices, "apple_gpu_cores", lambda: None)
+    monkeypatch.setattr(host, "conditions", lambda: {"on_battery": False, "low_power_mode": False,
+                                                     "thermal": "nominal"})
+    rows = {r.name: r for r in environment.setup_rows({})}
+    assert rows["Python"].ok is False and "arm64" in rows["Python"].fix
+    assert rows["Apple GPU (MPS)"].ok is False and "install torch torchvision" in rows["Apple GPU (MPS)"].fix
+    assert "CUDA" not in rows and rows["Power source"].ok
+    report = environment.setup_report(list(rows.values()))
+    assert "\u2715 Apple GPU (MPS): not available: this Python runs under Rosetta" in report and "    fix: " in report
+
+
+def test_the_setup_window_shows_marks_fixes_copies_and_checks_again(qtbot, tmp_path):
+    from PySide6.QtGui import QGuiApplication
+
+    from mpsstudio.engine.environment import SetupRow
+
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    w.show_doctor()
+    win = w.setup_window
+    assert "Loading PyTorch" in win.headline.text() and not win.copy_button.isEnabled()
+    rows = [SetupRow("PyTorch", "2.9.0"), SetupRow("Apple GPU (MPS)", "available", True),
+            SetupRow("Low Power Mode", "on", False, "Turn Low Power Mode off (System Settings → Battery).")]
+    w._on_catalog({**catalog([devices.cpu_device()]), "setup": rows})
+    assert "1 part needs attention" in win.headline.text()
+    assert [win.table.item(i, 0).text() for i in range(3)] == ["\u2022", "\u2713", "\u2715"]
+    assert win.table.item(2, 3).text().startswith("Turn Low Power Mode off")
+    win.copy_report()
+    assert QGuiApplication.clipboard().text().startswith("MPS Studio · PyTorch setup\n\u2022 PyTorch: 2.9.0")
+    looked = []
+    w.start_loading = lambda: looked.append(True)
+    win.again_button.click()
+    assert looked == [True] and "Loading PyTorch" in win.headline.text()
+    win.close()
+    w.close()

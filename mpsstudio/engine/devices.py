@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 import warnings
@@ -74,6 +75,19 @@ def is_apple_silicon() -> bool:
 def apple_chip_name() -> str:
     """The Apple chip ("Apple M1 Pro") on Apple Silicon, else ""."""
     return cpu_name() if is_apple_silicon() else ""
+
+
+def apple_gpu_cores() -> int | None:
+    """The Apple GPU's core count from the IORegistry ("gpu-core-count" of AGXAccelerator), None elsewhere."""
+    if not is_apple_silicon():
+        return None
+    try:
+        done = subprocess.run(["ioreg", "-rc", "AGXAccelerator", "-d", "1"], capture_output=True, text=True,
+                              timeout=2.0)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'"gpu-core-count"\s*=\s*(\d+)', done.stdout or "")
+    return int(match.group(1)) if match else None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

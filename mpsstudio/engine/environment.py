@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -147,3 +148,83 @@ def _cuda_row() -> str:
 def _fallback_row() -> str:
     return ("set per run (on by default; --no-mps-fallback, or Advanced in the window, turns it off), in the run's "
             "own process: with it, an op MPS lacks runs on the CPU, slowly; without it, the run stops there")
+
+
+@dataclass
+class SetupRow:
+    """One line of the setup window: what, its value, ok (True ✓, False ✗, None: a fact, neither) and the fix."""
+
+    name: str
+    value: str
+    ok: bool | None = None
+    fix: str = ""
+
+
+def setup_rows(checks: dict | None = None) -> list[SetupRow]:
+    """The PyTorch setup as the window shows it: doctor()'s facts with ✓/✗ and a fix for each ✗, plus on a Mac
+    what changes results (chip and GPU cores, unified memory, power source, Low Power Mode, thermal state)."""
+    from . import host, probe
+
+    mac = sys.platform == "darwin"
+    if checks is None:
+        checks = probe.check_all(devices.discover_devices())
+    mps_reason = devices.mps_unavailable_reason()
+    rows = [SetupRow("MPS Studio", mpsstudio.__version__),
+            SetupRow("Python", f"{platform.python_version()} ({platform.machine() or '?'})",
+                     False if devices.is_rosetta() else None,
+                     devices.mps_fix(mps_reason) if devices.is_rosetta() else ""),
+            SetupRow("PyTorch", str(torch.__version__)),
+            SetupRow("torchvision", torchvision_version() or "not installed", None if torchvision_version() else False,
+                     "" if torchvision_version() else "`python3 -m pip install torchvision` (image datasets and "
+                                                      "models need it)."),
+            SetupRow("System", os_label())]
+    if mac or not mps_reason:
+        rows.append(SetupRow("Apple GPU (MPS)", "available" if not mps_reason else f"not available: {mps_reason}",
+                             not mps_reason, devices.mps_fix(mps_reason)))
+    else:
+        rows.append(SetupRow("Apple GPU (MPS)", f"not here: {mps_reason}"))
+    for device_id, check in checks.items():
+        rows.append(SetupRow(f"{device_id} works", check.detail if check.ok else f"{probe.NOT_WORKING}: {check.detail}",
+                             check.ok, "" if check.ok else devices.mps_fix(f"{probe.NOT_WORKING}: {check.detail}")
+                             if device_id == "mps" else "Check the driver with `nvidia-smi`; restart the machine if "
+                             "it lists no GPU."))
+    cuda_reason = devices.cuda_unavailable_reason()
+    if not (mac and cuda_reason):  # a Mac has no CUDA: no row saying so
+        rows.append(SetupRow("CUDA", _cuda_row(), True if not cuda_reason else None))
+    rows.append(SetupRow("CPU", f"{devices.cpu_name()} · {torch.get_num_threads()} threads"))
+    if mac:
+        rows += _mac_rows(host.conditions())
+    rows += [SetupRow(f"Set: {name}", os.environ[name]) for name in RESULT_ENV_VARS if name in os.environ]
+    return rows
+
+
+def _mac_rows(conditions: dict) -> list[SetupRow]:
+    """The Mac facts that change results."""
+    import psutil
+
+    chip = devices.apple_chip_name() or devices.cpu_name()
+    cores = devices.apple_gpu_cores()
+    rows = [SetupRow("Chip", chip + (f" · {cores}-core GPU" if cores else "")),
+            SetupRow("Unified memory", f"{psutil.virtual_memory().total / 1024**3:.0f} GiB, shared by CPU and GPU")]
+    battery = conditions.get("on_battery")
+    rows.append(SetupRow("Power source", "unknown" if battery is None else "battery" if battery else "power adapter",
+                         None if battery is None else not battery,
+                         "Plug in the power adapter: on battery macOS may slow the chip, and results vary."
+                         if battery else ""))
+    low = conditions.get("low_power_mode")
+    rows.append(SetupRow("Low Power Mode", "unknown" if low is None else "on" if low else "off",
+                         None if low is None else not low,
+                         "Turn Low Power Mode off (System Settings → Battery) before measuring." if low else ""))
+    thermal = conditions.get("thermal")
+    rows.append(SetupRow("Thermal state", thermal or "unknown",
+                         None if thermal is None else thermal == "nominal",
+                         "Let the Mac cool down (or give it air) before measuring: a throttled chip runs slower."
+                         if thermal and thermal != "nominal" else ""))
+    return rows
+
+
+def setup_report(rows: list[SetupRow]) -> str:
+    """The rows as plain text, for Copy Report (an issue, a forum post)."""
+    mark = {True: "\u2713", False: "\u2715", None: "\u2022"}  # the window's marks
+    lines = [f"{mark[r.ok]} {r.name}: {r.value}" + (f"\n    fix: {r.fix}" if r.fix else "") for r in rows]
+    return "MPS Studio · PyTorch setup\n" + "\n".join(lines) + "\n"

@@ -65,6 +65,7 @@ class MainWindow(QMainWindow):
         self._epochs: dict[str, tuple[int, int]] = {}
         self._rechecking = False  # Check Again (the MPS banner) asked for the catalogue once more
         self.trained: dict[str, str] = {}  # run id -> its trained model kept in the cache (the last Run's)
+        self.setup_window = None  # Help → PyTorch Setup, made when first asked for
 
         store_problem = None
         if store is None:
@@ -244,7 +245,7 @@ class MainWindow(QMainWindow):
         window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(2), "Ctrl+3"))
 
         help_menu = menu.addMenu("Help")
-        help_menu.addAction(self._action("PyTorch Setup (Doctor)…", self.show_doctor))
+        help_menu.addAction(self._action("PyTorch Setup…", self.show_doctor))
 
     def find_runs(self) -> None:
         """⌘F: the Runs tab's filter box, text selected."""
@@ -297,6 +298,8 @@ class MainWindow(QMainWindow):
 
     def _on_catalog(self, catalog: dict) -> None:
         self.catalog = catalog
+        if self.setup_window is not None:
+            self.setup_window.show_rows(catalog.get("setup"))
         self.setup.set_catalog(catalog["models"], catalog["datasets"], catalog["devices"])
         last = settings().value("run/last_config")
         if last and not self.demo:
@@ -836,9 +839,16 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def show_doctor(self) -> None:
-        rows = (self.catalog or {}).get("doctor") or [("PyTorch", "still loading…")]
-        text = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in rows)
-        QMessageBox.information(self, "PyTorch setup", f"<table>{text}</table>")
+        """Help → PyTorch Setup: a window of its own (not modal), refreshed when the devices are checked again."""
+        from .setup_window import SetupWindow
+
+        if self.setup_window is None:
+            self.setup_window = SetupWindow(self)
+            self.setup_window.check_again.connect(self.check_devices_again)
+        self.setup_window.show_rows((self.catalog or {}).get("setup") if self.catalog else None)
+        self.setup_window.show()
+        self.setup_window.raise_()
+        self.setup_window.activateWindow()
 
     def say(self, text: str) -> None:
         self.statusBar().showMessage(text)

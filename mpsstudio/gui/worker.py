@@ -44,6 +44,7 @@ class CatalogLoader(QThread):
                 "mps_banner": devices.mps_banner(marked),
                 "checks": checks,
                 "doctor": environment.doctor(checks),
+                "setup": environment.setup_rows(checks),
             })
         except Exception as exc:  # a broken PyTorch install must still end in one sentence
             self.failed.emit(f"PyTorch could not be loaded ({type(exc).__name__}: {exc}); "
