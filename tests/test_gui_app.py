@@ -108,6 +108,9 @@ def test_dropping_a_class_folder_selects_it(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: window.setup.configs()[0].dataset == str(folder), timeout=30_000)
     assert "2 classes" in window.banner.text()
     assert "8 images" in window.banner.text()
+    summary = window.folder_summary  # what was found, shown before anything runs
+    assert summary is not None and summary.isVisible()
+    assert [r[:2] for r in summary.plan.classes] == [("cats", 4), ("dogs", 4)] and summary.thumbs_shown == 8
 
 
 @pytest.mark.parametrize("kind", ["file", "two", "flat", "missing"])

@@ -156,3 +156,32 @@ def test_the_setup_window_shows_marks_fixes_copies_and_checks_again(qtbot, tmp_p
     assert looked == [True] and "Loading PyTorch" in win.headline.text()
     win.close()
     w.close()
+
+
+def test_a_folder_summary_gives_counts_split_thumbnails_and_the_models_real_size(qtbot, tmp_path):
+    from PIL import Image
+
+    from mpsstudio.engine import folder
+    from mpsstudio.gui.folder_summary import FolderSummary
+
+    root = tmp_path / "flowers"
+    for c, n in (("daisy", 12), ("rose", 8), ("tulip", 3)):
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            Image.new("RGB", (40, 30), (10 * i, 80, 160)).save(root / c / f"{i}.jpg")
+    (root / "rose" / "broken.jpg").write_bytes(b"not an image at all")  # skipped, never a thumbnail
+    report = folder.inspect_folder(str(root))
+    p = folder.plan(report, seed=3)
+    labels = [label for _, label in report.files]
+    train, val = folder.split_indices(labels, folder.FOLDER_VAL_FRACTION, 3)  # what the loader will use
+    assert (p.train, p.val) == (len(train), len(val)) and sum(r[3] for r in p.classes) == len(val)
+    assert [r[:2] for r in p.classes] == [("daisy", 12), ("rose", 8), ("tulip", 3)]
+    size = models.input_size_for_folder("resnet18", report)
+    assert size == (224, 224)  # decoded at resnet18's preferred size, not the folder's 40x30
+    assert models.input_size_for_folder("mlp", report) == (32, 32)
+    w = FolderSummary(report, "resnet18", size, seed=3)
+    qtbot.addWidget(w)
+    text = w.text.text()
+    assert "3 classes, 23 images" in text and f"{p.train} training + {p.val} validation" in text
+    assert "Most images are 40×30; <b>resnet18 gets every image as 224×224 RGB</b>" in text
+    assert w.thumbs_shown == 4 + 4 + 3 and w.table.item(1, 1).text() == "8"

@@ -19,7 +19,7 @@ from . import downloads, paths
 from .config import DEFAULT_DATASET
 from .errors import UserError
 from .formatting import fmt_bytes, plural
-from .folder import FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
+from .folder import FOLDER_VAL_FRACTION, FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
 from .shapes import SHAPE_CLASSES, SHAPES_SEED, SHAPES_SIDE, SHAPES_TRAIN, SHAPES_VAL, generate_shapes
 from .spec import DataSpec
 
@@ -375,7 +375,7 @@ def _unknown(name: str) -> UserError:
 
 def load_dataset(name_or_path: str, *, model_spec: DataSpec | None = None, image_size: int | None = None,
                  cache_dir: Path | None = None, download: bool = True, progress: Progress | None = None,
-                 seed: int = 0, val_fraction: float = 0.1, synthetic_size: int = 1024) -> LoadedDataset:
+                 seed: int = 0, val_fraction: float = FOLDER_VAL_FRACTION, synthetic_size: int = 1024) -> LoadedDataset:
     """Load a named dataset or a class-per-subfolder image folder; raises UserError for bad input.
 
     model_spec shapes 'synthetic'; image_size sets the decode size of folders; cache_dir holds downloads;

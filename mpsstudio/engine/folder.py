@@ -290,3 +290,38 @@ def estimate_mean_std(dataset: ImageFiles, indices: Sequence[int], limit: int = 
     mean = pixels.mean(dim=(0, 2, 3))
     std = pixels.std(dim=(0, 2, 3)).clamp_min(1e-2)  # a blank image set must not divide by zero
     return tuple(round(v, 4) for v in mean.tolist()), tuple(round(v, 4) for v in std.tolist())
+
+
+FOLDER_VAL_FRACTION = 0.1  # of each class, for validation (datasets.load_dataset's default)
+
+
+@dataclass
+class FolderPlan:
+    """How a folder's images will be used: per class (name, images, training, validation), a few sample files
+    per class to show, and the split's totals."""
+
+    classes: list[tuple[str, int, int, int]]
+    samples: dict[str, list[Path]]
+    train: int
+    val: int
+    val_fraction: float
+    seed: int
+
+
+def plan(report: FolderReport, seed: int = 0, val_fraction: float = FOLDER_VAL_FRACTION,
+         per_class: int = 4) -> FolderPlan:
+    """The split a run with this seed will use (the same split_indices the loader calls) and sample files."""
+    labels = [label for _, label in report.files]
+    train_idx, val_idx = split_indices(labels, val_fraction, seed)
+    val_of = [0] * len(report.classes)
+    for i in val_idx:
+        val_of[labels[i]] += 1
+    rows, samples = [], {}
+    for c, name in enumerate(report.classes):
+        total = report.counts.get(name, 0)
+        rows.append((name, total, total - val_of[c], val_of[c]))
+    for path, label in report.files:
+        bucket = samples.setdefault(report.classes[label], [])
+        if len(bucket) < per_class:
+            bucket.append(path)
+    return FolderPlan(rows, samples, len(train_idx), len(val_idx), val_fraction, seed)

@@ -357,6 +357,15 @@ def input_spec_for(name: str, data_spec: DataSpec) -> DataSpec:
     return replace(data_spec, height=height, width=width)
 
 
+def input_size_for_folder(name: str, report, image_size: int | None = None) -> tuple[int, int]:
+    """(width, height) of the images `name` really gets from a checked folder (a FolderReport) in a run:
+    decoded at `image_size`, else the model's preferred size, else the folder's own, then fitted to what the
+    model needs (input_spec_for). UserError when the model is unknown."""
+    info = get_model_info(name)
+    spec = input_spec_for(name, report.spec(image_size or info.preferred_image_size))
+    return spec.width, spec.height
+
+
 def build_model(name: str, data_spec: DataSpec) -> nn.Module:
     """A freshly initialised model for ``data_spec`` (normally the result of ``input_spec_for``)."""
     spec = input_spec_for(name, data_spec)  # a no-op for a spec that already came from it

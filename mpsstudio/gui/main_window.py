@@ -66,6 +66,7 @@ class MainWindow(QMainWindow):
         self._rechecking = False  # Check Again (the MPS banner) asked for the catalogue once more
         self.trained: dict[str, str] = {}  # run id -> its trained model kept in the cache (the last Run's)
         self.setup_window = None  # Help → PyTorch Setup, made when first asked for
+        self.folder_summary = None  # the last checked folder's summary window
 
         store_problem = None
         if store is None:
@@ -760,6 +761,25 @@ class MainWindow(QMainWindow):
     def _on_folder_ok(self, path: str, report) -> None:
         self.setup.add_folder_dataset(path, report)
         self.banner.show_message(f"{Path(path).name}: {report.summary()}. Selected as the dataset.")
+        self.show_folder_summary(report)
+
+    def show_folder_summary(self, report) -> None:
+        """What the folder holds, its split and the size the chosen model gets (a window of its own)."""
+        from ..engine import models
+        from ..engine.errors import UserError as _UserError
+        from .folder_summary import FolderSummary
+
+        configs = self.setup.configs()
+        model = configs[0].model if configs else (self.setup.model_combo.currentData() or "mlp")
+        try:
+            size = models.input_size_for_folder(model, report, configs[0].image_size if configs else None)
+        except (_UserError, ValueError, KeyError):
+            size = None  # a model file's needs are known once it runs
+        seed = configs[0].seed if configs else 0
+        if self.folder_summary is not None:
+            self.folder_summary.close()
+        self.folder_summary = FolderSummary(report, str(model), size, seed, self)
+        self.folder_summary.show()
 
     def _on_folder_rejected(self, path: str, message: str) -> None:
         self.banner.show_message(message, warning=True)

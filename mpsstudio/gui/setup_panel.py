@@ -45,13 +45,15 @@ def dataset_facts(info, spec: DataSpec | None) -> str:
     return " · ".join(facts)
 
 
-def folder_facts(name: str, report) -> str:
-    """'pets · 2 classes · 8 images · 64×64 RGB' from the engine's FolderReport (None: not checked yet)."""
+def folder_facts(name: str, report, size: tuple[int, int] | None = None, model: str = "") -> str:
+    """'pets · 2 classes · 8 images · 224×224 RGB for resnet18' from the engine's FolderReport (None: not checked
+    yet); `size` is what the model gets (models.input_size_for_folder), else the folder's decode size is shown."""
     if report is None:
         return name
-    w, h = report.target_size
+    w, h = size or report.target_size
     colour = "grayscale" if report.channels == 1 else "RGB"
-    facts = [name, plural(len(report.classes), "class", "classes"), plural(report.total, "image"), f"{w}×{h} {colour}"]
+    shape = f"{w}×{h} {colour}" + (f" for {Path(model).name}" if size and model else "")
+    facts = [name, plural(len(report.classes), "class", "classes"), plural(report.total, "image"), shape]
     if report.skipped:
         facts.append(f"{plural(len(report.skipped), 'unreadable file')} skipped")
     return " · ".join(facts)
@@ -564,7 +566,14 @@ class SetupPanel(SetupForm):
         if report is None:
             return None, name
         preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
-        return report.spec(self._base.image_size or preferred), folder_facts(name, report)
+        spec = report.spec(self._base.image_size or preferred)
+        try:
+            from ..engine import models
+
+            size = models.input_size_for_folder(model, report, self._base.image_size)  # what the model gets
+        except Exception:  # a model file not read yet, an unknown model: the folder's own size
+            size = None
+        return spec, folder_facts(name, report, size, model)
 
     def _model_default_spec(self, model: str) -> DataSpec | None:
         info = self._model_infos.get(model)
