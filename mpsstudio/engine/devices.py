@@ -170,7 +170,8 @@ def mps_banner(devices: list) -> str:
     if mps is None or mps.available:
         return ""
     fix = mps_fix(mps.reason)
-    return f"The Apple GPU (MPS) cannot be used: {mps.reason}." + (f" {fix}" if fix else "")
+    reason = mps.reason.split(";")[0] if fix else mps.reason  # the fix says what the reason's advice says
+    return f"The Apple GPU (MPS) cannot be used: {reason}." + (f" {fix}" if fix else "")
 
 
 def worth_showing(devices: list) -> list:

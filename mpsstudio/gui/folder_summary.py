@@ -57,10 +57,11 @@ class FolderSummary(QDialog):
         p = self.plan
         lines = [f"<b>{plural(len(report.classes), 'class', 'classes')}, {report.total:,} images</b> in "
                  f"{printable(str(report.root))}",
-                 report.summary() + ".",
                  f"Split for a run with seed {p.seed}: {p.train:,} training + {p.val:,} validation images "
                  f"({p.val_fraction:.0%} of each class, the same every time).",
                  size_line + "."]
+        if report.skipped_note:
+            lines.append(printable(report.skipped_note[0].upper() + report.skipped_note[1:]) + ".")
         if report.loose_images:
             lines.append(f"{plural(report.loose_images, 'image')} directly in the folder (not in a class folder) "
                          "are left out.")

@@ -71,7 +71,7 @@ class RunDetails(QWidget):
         self.classes.verticalHeader().hide()
         self.classes.setAlternatingRowColors(True)
         self.classes.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.matrix.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.matrix.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)  # square-ish cells
         self.matrix.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.matrix.setToolTip("Confusion matrix: rows are the true class, columns the predicted one; the "
                                "darker a cell, the more of that row's samples it holds.")
@@ -172,8 +172,9 @@ class RunDetails(QWidget):
         self.matrix.setRowCount(n)
         self.matrix.setColumnCount(n)
         short = [name if len(name) <= 12 else name[:11] + "\u2026" for name in names]
-        self.matrix.setHorizontalHeaderLabels(short)
+        self.matrix.setHorizontalHeaderLabels([name if len(name) <= 6 else name[:5] + "\u2026" for name in names])
         self.matrix.setVerticalHeaderLabels(short)
+        self.matrix.horizontalHeader().setDefaultSectionSize(self.matrix.fontMetrics().horizontalAdvance("00000") + 12)
         base = self.palette().color(QPalette.ColorRole.Highlight)
         for i in range(n):
             row_total = sum(ev["matrix"][i]) or 1

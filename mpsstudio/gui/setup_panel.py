@@ -148,6 +148,7 @@ class SetupPanel(SetupForm):
     def _fill_devices(self, devices: list) -> None:
         for row in self._device_rows:
             self._devices_box.removeWidget(row)
+            row.hide()  # gone now, not when the event loop gets to deleting it
             row.deleteLater()
         self._device_rows = []
         for device in devices:
