@@ -114,10 +114,23 @@ def test_a_version_2_history_is_upgraded_with_its_window_rates(tmp_path):
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert all(r[0] for r in db.execute("SELECT rates FROM runs"))
+        assert all(r[0] for r in db.execute("SELECT seal FROM runs"))  # checked once, read fast from now on
     back = store.summaries()
     assert [r.window_rates for r in back] == [[100.0, 110.0, 90.0, 105.0], [300.0, 310.0]]
     assert [r.note for r in back] == ["", ""] and not store.notices
     assert [r.id for r in store.all()] == [r.id for r in runs]
+
+
+def test_a_bad_row_of_a_version_2_history_stays_as_it_was_and_is_named(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    good, bad = _schema_2(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET summary_json = ? WHERE id = ?", (json.dumps({"final_loss": "abc"}), bad.id))
+    store = RunStore(path)
+    assert [r.id for r in store.summaries()] == [good.id] and "1 stored run could not be read" in store.notices[0]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT summary_json FROM runs WHERE id = ?", (bad.id,)).fetchone()[0] == \
+            json.dumps({"final_loss": "abc"})  # left as it was
 
 
 def test_a_read_only_version_2_history_is_still_listed(tmp_path, monkeypatch):

@@ -161,14 +161,32 @@ class RunStore:
                 if "rates" not in have:
                     self._db.execute("ALTER TABLE runs ADD COLUMN rates BLOB")
                     self._fill_rates()
-                if "seal" not in have:  # rows written before version 3 are checked in full when read
-                    self._db.execute("ALTER TABLE runs ADD COLUMN seal BLOB")
                 if "evaluation_json" not in have:
                     self._db.execute("ALTER TABLE runs ADD COLUMN evaluation_json TEXT NOT NULL DEFAULT '{}'")
+                if "seal" not in have:
+                    self._db.execute("ALTER TABLE runs ADD COLUMN seal BLOB")
+                    self._seal_rows()
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _run_columns(self) -> set[str]:
         return {row[1] for row in self._db.execute("PRAGMA table_info(runs)").fetchall()}
+
+    def _seal_rows(self) -> None:
+        """Once, when a history written before version 3 is opened: every row that passes the whole check is
+        written again as checked (its summary re-derived from its windows) and sealed, so the table reads it
+        without checking it again; a row that does not stays as it was (named in `notices` when read)."""
+        ids = [row[0] for row in self._db.execute("SELECT id FROM runs").fetchall()]
+        for start in range(0, len(ids), 500):
+            rows = []
+            for run_id in ids[start:start + 500]:
+                try:
+                    row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+                    rows.append(_row(_result(row)))
+                except (UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
+                        sqlite3.DatabaseError):
+                    continue
+            self._db.executemany(f"INSERT OR REPLACE INTO runs ({','.join(_COLUMNS)}) VALUES "
+                                 f"({','.join('?' * len(_COLUMNS))})", rows)
 
     def _fill_rates(self) -> None:
         """Version 3 keeps each run's window throughputs beside it; a row whose windows cannot be read keeps
