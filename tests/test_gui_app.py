@@ -233,3 +233,18 @@ def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(q
     qtbot.waitUntil(lambda: window.worker is None and bool(window.store.all()), timeout=180_000)
     [run] = window.store.all()
     assert (run.config.model, run.config.batch_size, run.config.mode) == ("resnet50", 128, "inference")
+
+
+def test_a_run_whose_loss_becomes_nan_draws_what_it_measured(qtbot, window):
+    bad = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, steps=60, epochs=None,
+                    warmup_steps=2, lr=1000.0)
+    run_and_wait(qtbot, window, bad)
+    [result] = window.run_ended
+    assert result.status == "failed" and "became NaN" in result.error and "lower the learning rate" in result.error
+    assert "fp32" not in result.error  # the advice fits an fp32 run
+    assert window.plots.run_ids() == [result.id]  # drawn from what was kept, the failing window included
+    loss = window.plots.series(result.id)["loss"]
+    assert len(loss) == len(result.losses) > 0
+    assert "became NaN" in window.banner.text()
+    run_and_wait(qtbot, window, SHORT)
+    assert "became NaN" not in window.banner.text()  # the next run clears the last one's failure

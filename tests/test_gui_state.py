@@ -185,3 +185,18 @@ def test_a_folder_summary_gives_counts_split_thumbnails_and_the_models_real_size
     assert "3 classes, 23 images" in text and f"{p.train} training + {p.val} validation" in text
     assert "Most images are 40×30; <b>resnet18 gets every image as 224×224 RGB</b>" in text
     assert w.thumbs_shown == 4 + 4 + 3 and w.table.item(1, 1).text() == "8"
+
+
+def test_tab_goes_from_run_to_the_filter_and_the_table_and_cmd_w_closes(qtbot, tmp_path):
+    from PySide6.QtGui import QKeySequence
+
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    assert w.setup.run_button.nextInFocusChain() is w.results.filter
+    assert w.results.filter.nextInFocusChain() is w.results.table
+    assert QKeySequence("Ctrl+W") in w.close_action.shortcuts()  # ⌘W on a Mac
+    menus = [a.text() for a in w.menuBar().actions()]
+    assert menus == ["MPS Studio", "File", "Edit", "Run", "Tools", "Window", "Help"]
+    w.show()
+    w.close_action.trigger()
+    assert not w.isVisible()

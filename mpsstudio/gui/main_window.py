@@ -151,6 +151,9 @@ class MainWindow(QMainWindow):
         self.main_split.setChildrenCollapsible(False)
         self.setCentralWidget(self.main_split)
         self.resize(1440, 900)
+        # Tab goes down the setup to Run, then to the runs: filter, table, their buttons
+        QWidget.setTabOrder(self.setup.run_button, self.results.filter)
+        QWidget.setTabOrder(self.results.filter, self.results.table)
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -200,9 +203,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
         file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()
-        self.close_action = self._action("Close Window", self.close, QKeySequence.Close)
-        if self.close_action.shortcut().isEmpty():
-            self.close_action.setShortcut(QKeySequence("Ctrl+W"))
+        self.close_action = self._action("Close Window", self.close)
+        # ⌘W on a Mac ("Ctrl" is ⌘ there), and the platform's own Close where it differs (Ctrl+F4 elsewhere)
+        self.close_action.setShortcuts(list(dict.fromkeys([QKeySequence("Ctrl+W"),
+                                                           *QKeySequence.keyBindings(QKeySequence.Close)])))
         file_menu.addAction(self.close_action)
 
         edit_menu = menu.addMenu("Edit")
@@ -687,6 +691,10 @@ class MainWindow(QMainWindow):
             if self._launch_jobs is not None and not self.rejected:
                 QTimer.singleShot(0, self._after_probe)
             return
+        kept = [r.id for r in self.run_ended if self.results.model.row_of(r.id) is not None]
+        if kept:  # the Run's runs selected and drawn from what was kept: a failed run's last steps included
+            self.results.select_ids(kept)
+            self.show_selected_runs(self.results.selected_ids())  # (the selection may not have changed)
         if self.demo:
             failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
             failed += [self.rejected] if self.rejected else []
