@@ -239,12 +239,18 @@ def test_a_steps_run_has_no_epoch_table_and_says_why(qtbot):
     assert d.body.isHidden() and not d.empty.isHidden()
 
 
-def test_the_filter_keeps_runs_matching_every_word(qtbot, history):
-    path, (cpu, mps, h100) = history
+def panel_with_note(qtbot, path, run_id: str, note: str):
+    """The results panel on the history, one run carrying a note."""
     store = RunStore(path)
-    store.set_note(cpu.id, "Quiet machine, lid open")
+    store.set_note(run_id, note)
     panel = ResultsPanel(store)
     qtbot.addWidget(panel)
+    return store, panel
+
+
+def test_the_filter_keeps_runs_matching_every_word(qtbot, history):
+    path, (cpu, mps, h100) = history
+    _, panel = panel_with_note(qtbot, path, cpu.id, "Quiet machine, lid open")
     panel.set_filter("H100")
     assert panel.visible_ids() == [h100.id]
     panel.set_filter("mlp  apple")
@@ -259,10 +265,7 @@ def test_the_filter_keeps_runs_matching_every_word(qtbot, history):
 
 def test_delete_is_undone_within_its_window_and_not_after(qtbot, history):
     path, (cpu, mps, h100) = history
-    store = RunStore(path)
-    store.set_note(mps.id, "keep me")
-    panel = ResultsPanel(store)
-    qtbot.addWidget(panel)
+    store, panel = panel_with_note(qtbot, path, mps.id, "keep me")
     panel.select_ids([mps.id, h100.id])
     panel.delete_dialog()  # no question: Undo is offered instead
     assert store.get(mps.id) is None and panel.undo_bar.isVisibleTo(panel) and panel.undo_bar.can_undo()

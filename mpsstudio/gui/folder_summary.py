@@ -7,11 +7,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QImageReader, QPixmap
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QHeaderView, QLabel, QTableWidgetItem, QVBoxLayout, QWidget
 
 from ..engine.folder import FolderReport, plan
 from ..engine.formatting import plural, printable
+from .style import close_row, facts_table
 
 THUMB = 48  # pixels per side of a thumbnail
 MAX_THUMB_BYTES = 32 * 1024**2  # a bigger file is not decoded for a thumbnail
@@ -68,12 +68,7 @@ class FolderSummary(QDialog):
         self.text = QLabel("<br>".join(lines))
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.table = QTableWidget(len(p.classes), 5)
-        self.table.setHorizontalHeaderLabels(("Class", "Images", "Training", "Validation", "Samples"))
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setShowGrid(False)
-        self.table.setAlternatingRowColors(True)
+        self.table = facts_table(("Class", "Images", "Training", "Validation", "Samples"), len(p.classes))
         header = self.table.horizontalHeader()
         for col in range(4):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
@@ -86,16 +81,10 @@ class FolderSummary(QDialog):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(i, col, item)
             self.table.setCellWidget(i, 4, self._thumbs(p.samples.get(cls, [])))
-        close = QPushButton("Close")
-        close.setDefault(True)
-        close.clicked.connect(self.close)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        buttons.addWidget(close)
         layout = QVBoxLayout(self)
         layout.addWidget(self.text)
         layout.addWidget(self.table, 1)
-        layout.addLayout(buttons)
+        layout.addLayout(close_row(self))
         self.resize(720, min(640, 220 + (THUMB + 8) * len(p.classes)))
 
     def _thumbs(self, paths: list[Path]) -> QWidget:

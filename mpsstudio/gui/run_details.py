@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
 from ..engine import evaluation
 from ..engine.formatting import fmt_duration, is_finite, local_time, plural, printable
 from ..engine.results import RunResult
-from .style import placeholder_label
+from .style import facts_table, placeholder_label
 
 EPOCH_HEADERS = ("Epoch", "Step", "Train time", "Val. loss", "Val. acc.")
 CLASS_HEADERS = ("Class", "Samples", "Correct", "Accuracy", "Most confused with")
@@ -44,13 +44,7 @@ class RunDetails(QWidget):
         self.steps_button.clicked.connect(lambda: self.run is not None and self.export_steps.emit(self.run.id))
         self.epochs_label = QLabel()
         self.epochs_label.setWordWrap(True)
-        self.epochs = QTableWidget(0, len(EPOCH_HEADERS))
-        self.epochs.setHorizontalHeaderLabels(EPOCH_HEADERS)
-        self.epochs.verticalHeader().hide()
-        self.epochs.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.epochs.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.epochs.setAlternatingRowColors(True)
-        self.epochs.setShowGrid(False)
+        self.epochs = facts_table(EPOCH_HEADERS)
         self.epochs.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.epochs.horizontalHeader().setStretchLastSection(True)
         self.empty = placeholder_label("<b>No run selected</b><br>Select a run in the table to see its epochs, "
@@ -62,14 +56,10 @@ class RunDetails(QWidget):
         self.save_button.clicked.connect(lambda: self.run is not None and self.save_model.emit(self.run.id))
         self.eval_label = QLabel()
         self.eval_label.setWordWrap(True)
-        self.classes = QTableWidget(0, len(CLASS_HEADERS))
-        self.classes.setHorizontalHeaderLabels(CLASS_HEADERS)
+        self.classes = facts_table(CLASS_HEADERS)
         self.matrix = QTableWidget(0, 0)
-        for table in (self.classes, self.matrix):
-            table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-            table.setShowGrid(False)
-        self.classes.verticalHeader().hide()
-        self.classes.setAlternatingRowColors(True)
+        self.matrix.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.matrix.setShowGrid(False)
         self.classes.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.matrix.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)  # square-ish cells
         self.matrix.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout)
+from PySide6.QtWidgets import QDialog, QHeaderView, QLabel, QPushButton, QTableWidgetItem, QVBoxLayout
 
 from ..engine.environment import SetupRow, setup_report
+from .style import close_row, facts_table
 
 HEADERS = ("", "Part", "Found", "What to do")
 MARKS = {True: ("\u2713", "#248a3d"), False: ("\u2715", "#c4302b"), None: ("\u2022", "")}
@@ -26,14 +26,8 @@ class SetupWindow(QDialog):
         self.rows: list[SetupRow] = []
         self.headline = QLabel()
         self.headline.setWordWrap(True)
-        self.table = QTableWidget(0, len(HEADERS))
-        self.table.setHorizontalHeaderLabels(HEADERS)
-        self.table.verticalHeader().hide()
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setShowGrid(False)
+        self.table = facts_table(HEADERS)
         self.table.setWordWrap(True)
-        self.table.setAlternatingRowColors(True)
         header = self.table.horizontalHeader()
         for col, mode in enumerate((QHeaderView.ResizeMode.ResizeToContents, QHeaderView.ResizeMode.ResizeToContents,
                                     QHeaderView.ResizeMode.Interactive, QHeaderView.ResizeMode.Stretch)):
@@ -45,18 +39,10 @@ class SetupWindow(QDialog):
         self.again_button = QPushButton("Check Again")
         self.again_button.setToolTip("Look for the devices again and test each in a fresh process.")
         self.again_button.clicked.connect(self._again)
-        close = QPushButton("Close")
-        close.setDefault(True)
-        close.clicked.connect(self.close)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.copy_button)
-        buttons.addWidget(self.again_button)
-        buttons.addStretch(1)
-        buttons.addWidget(close)
         layout = QVBoxLayout(self)
         layout.addWidget(self.headline)
         layout.addWidget(self.table, 1)
-        layout.addLayout(buttons)
+        layout.addLayout(close_row(self, self.copy_button, self.again_button))
         self.resize(860, 480)
         self.show_rows(None)
 

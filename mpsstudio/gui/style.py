@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QFrame, QLabel
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QTableWidget,
+                               QWidget)
 
 TIMES = "\u00d7"
 
@@ -47,3 +48,29 @@ def placeholder_label(text: str) -> QLabel:
     label.setAutoFillBackground(True)
     label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
     return label
+
+
+def facts_table(headers, rows: int = 0) -> QTableWidget:
+    """A read-only table of facts (the Details tab, the setup window, a folder's summary): no grid, alternating
+    rows, no row numbers, whole rows selected."""
+    table = QTableWidget(rows, len(headers))
+    table.setHorizontalHeaderLabels(list(headers))
+    table.verticalHeader().hide()
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setAlternatingRowColors(True)
+    table.setShowGrid(False)
+    return table
+
+
+def close_row(dialog: QDialog, *left: QWidget) -> QHBoxLayout:
+    """A dialog's bottom row: its own buttons on the left, Close (the default) on the right."""
+    close = QPushButton("Close")
+    close.setDefault(True)
+    close.clicked.connect(dialog.close)
+    row = QHBoxLayout()
+    for widget in left:
+        row.addWidget(widget)
+    row.addStretch(1)
+    row.addWidget(close)
+    return row
