@@ -367,3 +367,25 @@ def test_the_advanced_options_for_training_make_the_config(qtbot):
     assert not panel.patience_spin.isEnabled() and "set the length in epochs" in panel.patience_spin.toolTip()
     panel.length_unit.setCurrentIndex(panel.length_unit.findData("epochs"))
     assert panel.patience_spin.isEnabled() and "Early stopping: end the run" in panel.patience_spin.toolTip()
+
+
+def test_kept_models_are_this_windows_until_the_next_run_or_quit(qtbot, tmp_path, monkeypatch):
+    import os
+    import time
+
+    from mpsstudio.engine import paths
+
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    folder = paths.cache_dir() / "trained-models"
+    folder.mkdir(parents=True)
+    other_fresh, other_stale = folder / "99999999-1-0.pt", folder / "99999998-1-0.pt"
+    for f in (other_fresh, other_stale):
+        f.write_bytes(b"x")
+    os.utime(other_stale, (time.time() - 2 * 86_400,) * 2)
+    slots = w._model_slots([RunConfig(device="cpu"), RunConfig(device="cpu", mode="inference")])
+    assert slots[0].startswith(str(folder / f"{os.getpid()}-")) and slots[1] is None  # inference trains nothing
+    assert other_fresh.exists() and not other_stale.exists()  # another window's models are left alone
+    open(slots[0], "wb").close()
+    w.close()
+    assert not os.path.exists(slots[0]) and other_fresh.exists()

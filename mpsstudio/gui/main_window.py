@@ -469,14 +469,26 @@ class MainWindow(QMainWindow):
         folder = cache_dir() / "trained-models"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for old in folder.iterdir():
-                if old.suffix in (".pt", ".json") and old.is_file():
-                    old.unlink()
+            self._forget_trained(folder)
         except OSError:
             return [None] * len(configs)  # nothing can be kept: Save Trained Model… will say so
         self.trained = {}
         stamp = f"{os.getpid()}-{int(time.time() * 1000)}"
         return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" else None for i, c in enumerate(configs)]
+
+    @staticmethod
+    def _forget_trained(folder: Path) -> None:
+        """Remove this window's kept models, and any another window left over a day ago (a crash, say)."""
+        if not folder.is_dir():
+            return
+        mine = f"{os.getpid()}-"
+        for old in folder.iterdir():
+            try:
+                if old.suffix in (".pt", ".json") and old.is_file() and (
+                        old.name.startswith(mine) or time.time() - old.stat().st_mtime > 86_400):
+                    old.unlink()
+            except OSError:
+                continue
 
     def save_trained_model(self, path: str | None = None) -> str | None:
         """Save the current run's trained model (weights + JSON) where the user says; returns the path written."""
@@ -915,6 +927,9 @@ class MainWindow(QMainWindow):
             QCoreApplication.sendPostedEvents(self, QEvent.MetaCall)
         self.setup.model_files.stop()
         self.spare.close()
+        from ..engine.paths import cache_dir
+
+        self._forget_trained(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
         for thread in [self.loader, *self.checkers]:
             if thread is not None and thread.isRunning():
                 thread.wait()
