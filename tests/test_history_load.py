@@ -97,6 +97,7 @@ def _schema_2(path):
     """A history as version 2 wrote it: no note, rates or seal columns."""
     store = RunStore(path)
     runs = [windowed("cpu"), windowed("mps", rates=(300.0, 310.0))]
+    runs[0].id, runs[1].id = "z-stored-first", "a-stored-second"  # id order is not the order they were stored
     for r in runs:
         store.save(r)
     store.close()

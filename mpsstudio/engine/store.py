@@ -175,7 +175,9 @@ class RunStore:
         """Once, when a history written before version 3 is opened: every row that passes the whole check is
         written again as checked (its summary re-derived from its windows) and sealed, so the table reads it
         without checking it again; a row that does not stays as it was (named in `notices` when read)."""
-        ids = [row[0] for row in self._db.execute("SELECT id FROM runs").fetchall()]
+        # in the order they were stored: INSERT OR REPLACE gives each row a new rowid, which breaks ties of
+        # created_at in the table's order
+        ids = [row[0] for row in self._db.execute("SELECT id FROM runs ORDER BY rowid").fetchall()]
         for start in range(0, len(ids), 500):
             rows = []
             for run_id in ids[start:start + 500]:
