@@ -7,7 +7,6 @@ Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Sequence
 from . import cli_tools
 from .engine.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, RunConfig
 from .engine.errors import UserError
+from .engine.files import check_writable_file
 from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -224,18 +224,8 @@ def available_devices() -> list[str]:
 
 def _check_json_path(path: str | None) -> None:
     """A --json that cannot be written is bad input: say so before the work, not after."""
-    if path is None:
-        return
-    if not path.strip():
-        raise UserError("--json needs a file name; name the file to write.")
-    target = Path(path).expanduser().resolve()
-    folder = target.parent
-    if not folder.is_dir():
-        raise UserError(f"The folder {printable(folder)} does not exist; choose another path for --json.")
-    if target.is_dir():
-        raise UserError(f"{printable(target)} is a folder; give --json a file name inside it.")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for --json.")
+    if path is not None:
+        check_writable_file(path, "--json")
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,

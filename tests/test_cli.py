@@ -228,17 +228,29 @@ def test_history_json_writes_the_shape_of_bench_json(tmp_path, capsys):
     assert cli.main(["history", "--json", str(tmp_path / "missing" / "x.json")]) == 2
 
 
-@pytest.mark.parametrize("target", ["folder", "empty"])
+BAD_TARGETS = {
+    "folder": ("{tmp}", "is a folder"),
+    "empty": ("  ", "needs a file name"),
+    "trailing slash": ("{tmp}/new.json/", "is a folder"),
+    "device": ("/dev/null", "not a regular file"),
+    "unknown user": ("~no-such-user-here-9/x.json", "not a path this user can reach"),
+    "NUL": ("{tmp}/a\x00b.json", "not a path this user can reach"),
+}
+
+
+@pytest.mark.parametrize("target", sorted(BAD_TARGETS))
 def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys, monkeypatch, target):
     def no_runs(*a, **k):
         raise AssertionError("a run started before --json was checked")
     from mpsstudio.engine import isolation
 
     monkeypatch.setattr(isolation, "run_isolated", no_runs)
-    path = str(tmp_path) if target == "folder" else "  "
+    path, says = BAD_TARGETS[target]
+    path = path.format(tmp=tmp_path)
     for argv in (["bench", "--devices", "cpu", "--steps", "2", "--json", path],
                  ["launch-benchmark", "--devices", "cpu", "--json", path],
                  ["history", "--json", path]):
         assert cli.main(argv) == 2, argv
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and ("is a folder" in err or "needs a file name" in err)
+        assert err.count("\n") == 1 and says in err, err
+    assert not (tmp_path / "new.json").exists()

@@ -71,6 +71,24 @@ def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == ["runs.json"]
 
 
+def test_an_atomic_write_never_replaces_a_folder_or_a_device_and_gives_a_new_file_the_usual_mode(tmp_path):
+    import os
+    import stat
+
+    (tmp_path / "folder").mkdir()
+    for dest in (tmp_path / "folder", "/dev/null"):
+        with pytest.raises(OSError, match="folder|not a regular file"):
+            write_atomic(dest, "x")
+    assert (tmp_path / "folder").is_dir() and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    write_atomic(tmp_path / "new.csv", "a")
+    assert stat.S_IMODE(os.stat(tmp_path / "new.csv").st_mode) == 0o666 & ~mask  # not mkstemp's 0600
+    os.chmod(tmp_path / "new.csv", 0o640)
+    write_atomic(tmp_path / "new.csv", "b")  # a file replaced keeps its mode
+    assert stat.S_IMODE(os.stat(tmp_path / "new.csv").st_mode) == 0o640
+
+
 def test_ratios_keep_the_digit_that_decides_no_clear_difference():
     from mpsstudio.engine.formatting import fmt_ratio
 

@@ -179,6 +179,31 @@ def test_save_model_on_the_command_line(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name, says", [
+    ("m.json", "weights and their description at once"),
+    ("m.JSON", "weights and their description at once"),
+    ("~no-such-user-here-9/m.pt", "not a path this user can reach"),
+    ("new/", "is a folder"),
+    ("/dev/null", "not a regular file"),
+    ("desc-is-a-folder.pt", "cannot be written"),
+])
+def test_a_save_model_target_that_would_go_wrong_is_refused_before_the_run(tmp_path, capsys, monkeypatch, name, says):
+    from mpsstudio import cli
+    from mpsstudio.engine import isolation
+
+    def no_runs(*a, **k):
+        raise AssertionError("a run started before --save-model was checked")
+
+    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "desc-is-a-folder.json").mkdir()
+    assert cli.main(["bench", "--devices", "cpu", "--save-model", name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    with pytest.raises(UserError, match="at once"):  # the window's copy too: model.json would replace model.json
+        savedmodel.copy_saved(tmp_path / "kept.pt", tmp_path / "m.json")
+
+
 def test_several_devices_save_one_file_each():
     from mpsstudio.cli import model_paths
 

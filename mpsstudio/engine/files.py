@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import UserError
+from .formatting import printable
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_NEW_FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file here (mkstemp gives 0600)
 
 
 @contextmanager
@@ -14,11 +28,19 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
     """Yield a fresh temporary path beside `dest` (same file system); when the block ends without an error
     the temporary file replaces `dest` in one step, otherwise it is removed and `dest` is left as it was."""
     dest = Path(dest)
+    try:
+        mode = os.stat(dest).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):  # a folder, a device, a pipe: never replaced by a file
+        raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EPERM,
+                      "it is a folder" if stat.S_ISDIR(mode) else "it is not a regular file", str(dest))
     fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
     os.close(fd)
     part = Path(name)
     try:
         yield part
+        os.chmod(part, stat.S_IMODE(mode) if mode is not None else _NEW_FILE_MODE)
         os.replace(part, dest)
     finally:
         part.unlink(missing_ok=True)
@@ -31,3 +53,26 @@ def write_atomic(dest: str | Path, data: str | bytes) -> None:
             part.write_bytes(data)
         else:
             part.write_text(data, encoding="utf-8", newline="")
+
+
+def check_writable_file(path: str, what: str) -> Path:
+    """Where `what` (e.g. "--json") may write a file: a file name (not a folder, not a device) in an existing
+    folder this user can write; the path made absolute. UserError (one sentence) otherwise, before any work."""
+    if not path.strip():
+        raise UserError(f"{what} needs a file name; name the file to write.")
+    try:
+        target = Path(path).expanduser().resolve()
+    except (RuntimeError, OSError, ValueError):
+        raise UserError(f"{printable(path)} is not a path this user can reach (unknown ~user, a loop of links, "
+                        f"or a NUL); choose another path for {what}.") from None
+    if path.endswith(("/", os.sep)) or target.is_dir():
+        raise UserError(f"{printable(target)} is a folder; give {what} a file name inside it.")
+    folder = target.parent
+    if not folder.is_dir():
+        raise UserError(f"The folder {printable(folder)} does not exist; choose another path for {what}.")
+    if target.exists() and not target.is_file():
+        raise UserError(f"{printable(target)} is not a regular file (a device or a pipe); choose another path "
+                        f"for {what}.")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for {what}.")
+    return target

@@ -9,11 +9,12 @@ copies one where the user asks (`copy_saved`).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 from .errors import UserError
-from .files import atomic_path, write_atomic
+from .files import atomic_path, check_writable_file, write_atomic
 from .formatting import printable
 
 FORMAT = "mpsstudio.model"
@@ -26,15 +27,21 @@ def meta_path(weights: str | Path) -> Path:
 
 
 def check_target(path: str | Path) -> Path:
-    """Where weights may be written: a file name in an existing, writable folder; UserError (one sentence)."""
-    target = Path(path).expanduser()
-    if not str(path).strip():
-        raise UserError("--save-model needs a file name, e.g. model.pt.")
-    if target.is_dir():
-        raise UserError(f"{printable(target)} is a folder; give a file name inside it, e.g. {printable(target / 'model.pt')}.")
-    if not target.parent.is_dir():
-        raise UserError(f"The folder {printable(target.parent)} does not exist; choose another path for the model.")
+    """Where weights may be written: a file name in an existing, writable folder, whose JSON (beside it, same
+    name, .json) can be written too; UserError (one sentence) before the run otherwise."""
+    target = check_writable_file(str(path), "--save-model")
+    _not_json(target)
+    meta = meta_path(target)
+    if meta.exists() and (not meta.is_file() or not os.access(meta, os.W_OK)):
+        raise UserError(f"{printable(meta)} (the model's description, written beside its weights) cannot be "
+                        "written; choose another name for the model.")
     return target
+
+
+def _not_json(weights: Path) -> None:
+    if weights.suffix.lower() == ".json":
+        raise UserError(f"{printable(weights.name)} would be the weights and their description at once; give the "
+                        "weights another suffix, e.g. model.pt (model.json is written beside it).")
 
 
 def save(model, path: str | Path, meta: dict) -> int:
@@ -75,6 +82,7 @@ def copy_saved(weights: str | Path, dest: str | Path) -> Path:
     """Copy kept weights and their JSON to `dest` (a .pt path; its JSON goes beside it); returns dest.
     UserError (one sentence) when the kept model is gone or the destination cannot be written."""
     weights, dest = Path(weights), Path(dest)
+    _not_json(dest)
     if not weights.is_file() or not meta_path(weights).is_file():
         raise UserError("This run's trained weights are no longer kept (only the last Run's models are); run it "
                         "again to save its model.")

@@ -526,8 +526,9 @@ class _RunLoop:
             meta = savedmodel.describe(self.config, self.data, self.model_spec, self.result.id, self.result.summary)
             savedmodel.save(self.model, path, meta)
         except Exception as exc:  # a full disk, a model whose state cannot be written: said, the run stands
-            self.saved = {"saved_model_error": f"the trained model could not be written to {path} "
-                                               f"({error_line(exc, with_type=False)})"}
+            # an OSError's own words without its file name (the temporary .part beside the target)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else error_line(exc, with_type=False)
+            self.saved = {"saved_model_error": f"the trained model could not be written to {path} ({reason})"}
             return
         self.saved = {"saved_model": str(path)}
 
