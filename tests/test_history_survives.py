@@ -271,3 +271,37 @@ def test_the_window_says_a_read_only_history_keeps_no_new_runs(history, qtbot, m
     assert "is read-only: earlier runs are shown, new runs will not be kept" in w.banner.text()
     assert len(w.results.results()) == 3
     w.close()
+
+
+def test_text_that_is_not_unicode_is_kept_as_question_marks_never_a_lost_run(history, tmp_path, capsys):
+    """A lone surrogate: an undecodable byte of a Linux file name (os.fsdecode), or \\udcff typed into a file
+    or a shell. SQLite cannot hold it; the run is kept with "?" in its place and nothing fails."""
+    run = good_run("a" * 32, device="cpu")
+    run.config.dataset = "/data/caf\udcff"
+    run.error = "could not open caf\udcff/x.png"
+    run.note = "\ud800 lone"
+    store = RunStore(history)
+    store.save(run)
+    back = store.get(run.id)
+    assert back.config.dataset == "/data/caf\udcff"  # its JSON keeps the escape; the text columns say "?"
+    assert back.error == "could not open caf?/x.png" and back.note == "? lone"
+    assert [r.id for r in store.summaries()].count(run.id) == 1 and not store.notices
+    store.set_note(run.id, "bad \udcff byte")
+    assert store.get(run.id).note == "bad ? byte"
+    assert store.get("\udcff") is None and store.delete(["\udcff", run.id]) == 1
+    store.set_note("\udcff", "x")  # names no run: nothing to do, nothing raised
+    store.close()
+    # an imported file with an escaped lone surrogate, the command line with one in an id or a note
+    exported = tmp_path / "runs.json"
+    other = good_run("b" * 32, device="cpu")
+    other.note = "\udcff"
+    export_json([other], exported)
+    assert cli.main(["history", "--import", str(exported)]) == 0
+    assert cli.main(["history", "--note", "b" * 32, "caf\udcff"]) == 0
+    assert cli.main(["history", "--note", "\udcff", "x"]) == 2
+    assert cli.main(["history", "--steps", "\udcff", str(tmp_path / "s.csv")]) == 2
+    assert cli.main(["history", "--delete", "\udcff"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "No run with id ?" in err and "0 runs (1 not found)" in err
+    assert RunStore(history).get("b" * 32).note == "caf?"
+    assert cli.main(["history", "--steps", "b" * 32, str(tmp_path / "s.csv")]) == 0

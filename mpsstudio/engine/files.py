@@ -52,7 +52,8 @@ def write_atomic(dest: str | Path, data: str | bytes) -> None:
         if isinstance(data, bytes):
             part.write_bytes(data)
         else:
-            part.write_text(data, encoding="utf-8", newline="")
+            # a lone surrogate (an undecodable byte of a file name) is written as "?", never a failed export
+            part.write_text(data, encoding="utf-8", errors="replace", newline="")
 
 
 def check_writable_file(path: str, what: str) -> Path:

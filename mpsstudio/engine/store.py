@@ -242,7 +242,7 @@ class RunStore:
         """Remove runs by id; returns how many were there."""
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only; nothing can be deleted from it.")
-        ids = list(dict.fromkeys(run_ids))
+        ids = [i for i in dict.fromkeys(run_ids) if _is_text(i)]  # an id that is not text names no run here
         known = [i for i in ids if self._db.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone()]
         if not known:
             return 0
@@ -272,7 +272,7 @@ class RunStore:
         try:
             with self._db:
                 return sum(self._db.execute("DELETE FROM tools WHERE id = ?", (i,)).rowcount
-                           for i in dict.fromkeys(ids))
+                           for i in dict.fromkeys(ids) if _is_text(i))
         except sqlite3.DatabaseError as exc:
             raise _explain(exc, self.path) from None
 
@@ -305,6 +305,8 @@ class RunStore:
     # -- reading --------------------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunResult | None:
         """One run, whole (steps, windows, epochs), or None when it is not here or cannot be read (`notices`)."""
+        if not _is_text(run_id):
+            return None
         rows = self._select("SELECT * FROM runs WHERE id = ?", (run_id,))
         return rows[0] if rows else None
 
@@ -327,7 +329,9 @@ class RunStore:
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so the note is not kept; make the file "
                             "writable or set MPSSTUDIO_DATA_DIR to another folder.")
-        note = str(note)
+        note = _text(note)
+        if not _is_text(run_id):
+            return
         if len(note) > MAX_NOTE:
             raise UserError(f"A note holds at most {MAX_NOTE:,} characters; this one has {len(note):,}.")
         try:
@@ -478,17 +482,34 @@ def _explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     return UserError(f"The run history at {path} cannot be used ({exc}).")
 
 
+def _text(value) -> str:
+    """Text SQLite can hold: a lone surrogate (an undecodable byte of a Linux file name, a hand-made \\udcff in an
+    imported file) becomes "?" instead of failing the write and losing the run. The JSON columns need nothing:
+    json.dumps escapes it."""
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str) and _text(value) == value
+
+
 def _row(result: RunResult) -> tuple:
     c = result.config
-    fields = (result.id, result.created_at, result.status, result.origin, result.error,
-              json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
+    fields = (_text(result.id), _text(result.created_at), _text(result.status), _text(result.origin),
+              _text(result.error), json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
               json.dumps(json_safe(result.summary), allow_nan=False))
     rates = _rates_blob(result.windows)
     return (
-        *fields[:4], c.model, c.dataset, c.device, c.batch_size, c.precision, result.machine, result.error,
+        *fields[:4], _text(c.model), _text(c.dataset), _text(c.device), c.batch_size, _text(c.precision),
+        _text(result.machine), fields[4],
         *fields[5:], json.dumps(json_safe(result.windows), allow_nan=False),
         json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
-        result.note, rates, _seal(*fields, rates) if result.checked else None,
+        _text(result.note), rates, _seal(*fields, rates) if result.checked else None,
         json.dumps(result.evaluation, allow_nan=False),
     )
 
