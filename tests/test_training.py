@@ -88,6 +88,18 @@ def test_early_stopping_needs_epochs_training_and_a_validation_split():
     data.val = None
     result = trainer.run(epochs_config(early_stop_patience=2), data=data)
     assert result.status == "failed" and "has none; choose a dataset with one" in result.error
+    with pytest.raises(UserError, match="synthetic has none"):  # known before the run: bad input, not a failed run
+        RunConfig(dataset="synthetic", epochs=3, steps=None, keep_best=True).validate()
+    too_long = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=3, epochs=None, warmup_steps=2, accumulate=8)
+    result = trainer.run(too_long, data=tiny_data())  # 5 micro-batches would never step the optimizer
+    assert result.status == "failed" and "accumulate over fewer or run longer" in result.error
+
+
+def test_early_stopping_on_synthetic_data_is_bad_input_on_the_command_line(capsys):
+    from mpsstudio import cli
+
+    assert cli.main(["bench", "--dataset", "synthetic", "--epochs", "2", "--early-stop", "2", "--devices", "cpu"]) == 2
+    assert "synthetic has none" in capsys.readouterr().err
 
 
 def test_gradient_accumulation_steps_the_optimizer_every_n_batches_and_counts_samples(monkeypatch):

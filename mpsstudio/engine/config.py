@@ -119,6 +119,9 @@ class RunConfig:
             _choice(self.early_stop_mode, "early-stopping mode", ("max", "min"))
         if self.keep_best and (self.epochs is None or self.steps is not None):
             raise UserError("Keeping the best epoch needs a number of epochs, not of steps.")
+        if (self.early_stop_patience is not None or self.keep_best) and str(self.dataset).lower() == "synthetic":
+            raise UserError("Early stopping and the best epoch watch the validation split, and synthetic has none; "
+                            "choose shapes, MNIST or a folder of images, or turn them off.")
         _whole(self.accumulate, "Gradient accumulation", 1, MAX_ACCUMULATE, unit=" micro-batches")
         if (self.early_stop_patience is not None or self.keep_best or self.accumulate > 1) and self.mode != "train":
             raise UserError("Early stopping, the best epoch and gradient accumulation are for training; set the "
