@@ -84,6 +84,8 @@ MALFORMED = {
                        "is not an export of runs"),
     "loss as text": (edit(steps=[{"step": 1, "loss": "abc"}]), "invalid 'steps[0].loss'"),
     "windows a number": (edit(windows=5), "invalid 'windows'"),
+    "windows removed under their summary": (edit(windows=[], **{"summary.windows": 4, "summary.samples_per_s": 1e9}),
+                                            "measurement windows the run does not have"),
     "env a list": (edit(env=[1]), "invalid 'env'"),
     "env nested too deep": (edit(env={"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}}), "nested more than"),
     "5,000 levels of nesting": (lambda: deep(5_000), "not an export of runs"),

@@ -184,6 +184,9 @@ def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> 
     """The throughput figures come from the window rates they summarise, whatever the summary says: a file whose
     summary disagrees with its windows cannot show another median, spread or stability."""
     if not rates:
+        counted = summary.get("windows")
+        if _number(counted) and counted > 0:  # figures whose windows are gone (a row or a file changed by hand)
+            raise _Bad("windows", f"the summary counts {counted:g} measurement windows the run does not have")
         return
     q1, med, q3 = quartiles(rates)
     old = summary.get("samples_per_s")
