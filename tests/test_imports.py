@@ -84,6 +84,7 @@ MALFORMED = {
                        "is not an export of runs"),
     "loss as text": (edit(steps=[{"step": 1, "loss": "abc"}]), "invalid 'steps[0].loss'"),
     "windows a number": (edit(windows=5), "invalid 'windows'"),
+    "a fractional epoch": (edit(**{"summary.best_epoch": 2.5}), "invalid 'summary.best_epoch'"),
     "windows removed under their summary": (edit(windows=[], **{"summary.windows": 4, "summary.samples_per_s": 1e9}),
                                             "measurement windows the run does not have"),
     "env a list": (edit(env=[1]), "invalid 'env'"),

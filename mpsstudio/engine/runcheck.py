@@ -240,6 +240,10 @@ def _summary(summary: dict) -> dict:
         v = summary.get(key)
         if v is not None and not (_number(v) and v >= 0):
             raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    for key in ("best_epoch", "stopped_early_epoch", "windows", "measured_steps", "warmup_steps"):  # counts
+        v = summary.get(key)
+        if v is not None and v != int(v):
+            raise _Bad(f"summary.{key}", "a whole number, or null, expected")
     for key in _LOSSES:
         v = summary.get(key)
         if v is not None and not _finite(v):
