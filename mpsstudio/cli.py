@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("history", help="list stored runs and comparisons")
     h.add_argument("--import", dest="import_file", metavar="FILE",
                    help="add the runs of a JSON export first (all of them or none; runs already here stay as they are)")
-    h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the JSON export shows ids)")
+    h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the table shows ids)")
     h.add_argument("--json", metavar="FILE", default=None,
                    help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")
     h.add_argument("--recover", action="store_true",

@@ -54,10 +54,10 @@ def test_the_window_table_uses_the_engine_columns():
     pytest.importorskip("PySide6")
     from mpsstudio.gui.run_table import COLUMNS
 
-    engine = [c for c in COLUMNS if c.key in columns.BY_KEY]  # beside them: the state and comparison badges, the note
-    assert [c.key for c in engine] == list(columns.TABLE_COLUMNS)
-    assert [c.header for c in engine] == [columns.BY_KEY[k].title for k in columns.TABLE_COLUMNS]
-    assert [c.key for c in COLUMNS if c.key not in columns.BY_KEY] == ["state", "comparison", "note"]
+    engine = [c for c in COLUMNS if c.key in columns.BY_KEY]  # beside them: the state and comparison badges
+    assert [c.key for c in engine] == [*columns.TABLE_COLUMNS, "note"]
+    assert [c.header for c in engine] == [columns.BY_KEY[k].title for k in (*columns.TABLE_COLUMNS, "note")]
+    assert [c.key for c in COLUMNS if c.key not in columns.BY_KEY] == ["state", "comparison"]
 
 
 def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path):

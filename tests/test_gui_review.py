@@ -287,6 +287,10 @@ def test_history_steps_and_note_on_the_command_line(history, tmp_path, capsys, m
     monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(path.parent))
     assert cli.main(["history", "--note", cpu.id, "baseline after reboot"]) == 0
     assert RunStore(path).get(cpu.id).note == "baseline after reboot"
+    capsys.readouterr()
+    assert cli.main(["history"]) == 0  # the table shows each run's id (what --note takes) and its note
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if cpu.id in ln]
+    assert line.rstrip().endswith(f"{cpu.id}  baseline after reboot")
     out = tmp_path / "steps.csv"
     assert cli.main(["history", "--steps", cpu.id, str(out)]) == 0
     assert len(out.read_text().splitlines()) == 20

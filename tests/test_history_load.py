@@ -54,7 +54,6 @@ def test_summaries_carry_what_the_table_needs_and_get_reads_the_whole_run(tmp_pa
     ("config_json", json.dumps({"model": "mlp"})),
     ("rates", b"\x00\x01\x02"),
     ("rates", bytes(8)),  # a throughput of 0
-    ("rates", b""),  # no windows under a summary that counts four (and its seal no longer matches)
     ("note", b"\xff"),  # a blob where text belongs
 ])
 def test_a_row_changed_by_hand_is_checked_in_full_and_named_not_shown(tmp_path, column, value):
@@ -67,6 +66,18 @@ def test_a_row_changed_by_hand_is_checked_in_full_and_named_not_shown(tmp_path, 
         db.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (value, bad.id))
     assert [r.id for r in store.summaries()] == [good.id]
     assert store.notices and "1 stored run could not be read" in store.notices[0]
+
+
+def test_a_row_whose_windows_are_gone_is_shown_without_the_throughput_they_backed(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    store = RunStore(path)
+    run = windowed("cpu")
+    store.save(run)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET rates = ?, windows_json = '[]'", (b"",))
+    for back in (store.summaries()[0], store.get(run.id)):
+        assert back.id == run.id and back.summary["samples_per_s"] is None and back.summary["windows"] == 0
+    assert not store.notices
 
 
 def test_an_unchecked_run_is_stored_unsealed_and_read_back_checked(tmp_path):

@@ -136,6 +136,8 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  lambda r, s: r.summary.get("energy_reason") if r.summary.get("j_per_sample") is None else None),
     ResultColumn("status", "Status", "finished, failed or cancelled.", "text", lambda r, s: r.status),
     ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
+    ResultColumn("note", "Note", "Your note on the run (the window's Details tab, or `mpsstudio history --note ID "
+                 "TEXT`).", "text", lambda r, s: r.note or None),
     ResultColumn("id", "Run id", "The run's unique id.", "text", lambda r, s: r.id),
 )
 BY_KEY = {c.key: c for c in COLUMNS}
@@ -146,7 +148,7 @@ CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "stability"
                      "speedup_interval", "warmup_s", "s_per_epoch", "peak_memory_bytes", "final_loss",
                      "val_accuracy_percent", "j_per_sample", "avg_power_w", "utilization_percent", "status")
 CLI_HISTORY_COLUMNS = ("time", "machine", "model", "dataset", "device", "batch", "precision", "samples_per_s",
-                       "stability", "status")
+                       "stability", "status", "id", "note")  # the id: what --note, --steps and --delete take
 TABLE_COLUMNS = ("time", "machine", "device", "model", "dataset", "batch", "precision", "samples_per_s",
                  "speedup_vs_cpu", "warmup_s", "s_per_epoch", "final_loss", "val_accuracy_percent",
                  "peak_memory_bytes", "j_per_sample", "status")

@@ -185,8 +185,10 @@ def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> 
     summary disagrees with its windows cannot show another median, spread or stability."""
     if not rates:
         counted = summary.get("windows")
-        if _number(counted) and counted > 0:  # figures whose windows are gone (a row or a file changed by hand)
-            raise _Bad("windows", f"the summary counts {counted:g} measurement windows the run does not have")
+        if _number(counted) and counted > 0:  # figures whose windows are gone (a row or a file changed by hand):
+            # the run is kept, its throughput is not shown (nothing backs it)
+            summary.update(samples_per_s=None, samples_per_s_q1=None, samples_per_s_q3=None, samples_per_s_iqr=None,
+                           windows=0, spread_percent=None, step_ms=None, s_per_epoch_estimate=None)
         return
     q1, med, q3 = quartiles(rates)
     old = summary.get("samples_per_s")

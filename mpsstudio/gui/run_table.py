@@ -39,7 +39,7 @@ COLUMNS = (
            "but its numbers were noisy."),
     Column("comparison", "", "Comparison: runs with the same letter share every setting but the device."),
     *(Column(k, BY_KEY[k].title, BY_KEY[k].tooltip, BY_KEY[k].numeric) for k in TABLE_COLUMNS),
-    Column("note", "Note", "Your note on the run (Details tab, or `mpsstudio history --note ID TEXT`)."),
+    Column("note", BY_KEY["note"].title, BY_KEY["note"].tooltip),
 )
 COL = {c.header or c.key.capitalize(): i for i, c in enumerate(COLUMNS)}
 # Hidden until the user shows them (right-click a column header): the table fits a 1280-pixel-wide window.
