@@ -143,6 +143,46 @@ def test_image_that_passes_inspection_but_fails_to_decode(tmp_path):
         ds[0]
 
 
+@pytest.mark.parametrize("name, size", [("cut.jpg", (256, 256)), ("cut.bmp", (64, 64)), ("cut.png", (64, 64))])
+def test_a_truncated_image_is_skipped_by_the_check_not_found_in_the_middle_of_a_run(tmp_path, name, size):
+    for i in range(3):
+        _image(tmp_path / "a" / f"{i}.png", seed=i)
+        _image(tmp_path / "b" / f"{i}.png", seed=10 + i)
+    cut = _image(tmp_path / "b" / name, size=size, seed=99)
+    cut.write_bytes(cut.read_bytes()[: len(cut.read_bytes()) * 2 // 3])
+    report = inspect_folder(tmp_path)
+    assert [p.name for p in report.skipped] == [name] and report.counts == {"a": 3, "b": 3}
+
+
+def test_links_are_followed_once_never_in_a_loop_or_into_another_class(tmp_path):
+    """A link back up the tree used to count the same 8 images 3,608 times, class b's under class a too."""
+    root = tmp_path / "loop"
+    for i in range(4):
+        _image(root / "a" / f"{i}.png", seed=i)
+        _image(root / "b" / f"{i}.png", seed=10 + i)
+    elsewhere = tmp_path / "elsewhere"
+    for i in range(2):
+        _image(elsewhere / f"{i}.png", seed=20 + i)
+    os.symlink("..", root / "a" / "up")  # the dataset root, from inside a class
+    os.symlink(".", root / "b" / "self")  # a loop
+    os.symlink(root / "b", root / "a" / "to-b")  # another class's folder
+    os.symlink(root / "a" / "0.png", root / "b" / "same-file.png")  # a's image again, under b
+    os.symlink(elsewhere, root / "a" / "more")  # images kept outside the dataset: followed, as ImageFolder does
+    report = inspect_folder(root)
+    assert report.counts == {"a": 6, "b": 4} and report.total == 10 and not report.skipped
+    assert len({os.path.realpath(p) for p, _ in report.files}) == 10
+
+
+def test_a_pipe_or_a_device_named_like_an_image_is_not_opened(tmp_path):
+    for i in range(2):
+        _image(tmp_path / "a" / f"{i}.png", seed=i)
+        _image(tmp_path / "b" / f"{i}.png", seed=10 + i)
+    os.mkfifo(tmp_path / "b" / "img.png")  # opening it would block until a writer comes: forever
+    os.symlink("/dev/zero", tmp_path / "a" / "zero.png")
+    report = inspect_folder(tmp_path)
+    assert report.counts == {"a": 2, "b": 2} and not report.skipped
+
+
 # --------------------------------------------------------------------------------------------- bad folders
 
 

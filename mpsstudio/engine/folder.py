@@ -7,6 +7,7 @@ decodes with PIL on demand (DataLoader workers can share the work) and always yi
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ MAX_DEFAULT_SIDE = 224
 GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "F", "I;16", "I;16L", "I;16B", "I;16N"})
 _ARCHIVE_SUFFIXES = (".zip", ".tar", ".gz", ".tgz", ".bz2", ".xz", ".7z", ".rar")
 _IGNORED_DIRS = frozenset({"__MACOSX"})
+MAX_CHECK_DECODE_PIXELS = 40_000_000  # above this a BMP, TIFF or WebP is only verified by the check, not decoded
+JPEG_TAIL_BYTES = 64  # where a JPEG's end-of-image marker must be (some writers pad a few bytes after it)
 _SHOWN_NAMES = 3
 
 
@@ -111,12 +114,48 @@ def _loose_images(root: Path) -> int:
     return sum(1 for e in os.scandir(root) if e.is_file() and _is_image_name(e.name))
 
 
-def _image_files(folder: Path) -> list[Path]:
-    """Image files under folder (recursively, like ImageFolder), in a stable order."""
+def _inode(path: str | Path) -> tuple[int, int] | None:
+    """The (device, inode) a path leads to (links followed); None when it leads nowhere."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _image_files(folder: Path, seen_dirs: set, seen_files: set) -> list[Path]:
+    """Image files under folder (recursively, like ImageFolder), in a stable order.
+
+    Links are followed (a class folder may link to images kept elsewhere), but each folder and each file is
+    taken once for the whole dataset: a link back up the tree (a loop) or into another class folder would
+    count the same images again, under the wrong class, and put copies in both splits. Only regular files
+    are listed (a pipe named img.png would block the check forever); a dangling link stays listed, so it is
+    skipped and counted as unreadable."""
     found = []
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _IGNORED_DIRS)
-        found.extend(Path(dirpath, f) for f in sorted(filenames) if _is_image_name(f))
+        keep = []
+        for d in sorted(dirnames):
+            if d.startswith(".") or d in _IGNORED_DIRS:
+                continue
+            node = _inode(os.path.join(dirpath, d))
+            if node is None or node in seen_dirs:
+                continue
+            seen_dirs.add(node)
+            keep.append(d)
+        dirnames[:] = keep
+        for f in sorted(filenames):
+            if not _is_image_name(f):
+                continue
+            path = os.path.join(dirpath, f)
+            try:
+                st = os.stat(path)
+            except (OSError, ValueError):
+                found.append(Path(path))  # a dangling link or an unreadable entry: skipped and counted
+                continue
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen_files:
+                continue
+            seen_files.add((st.st_dev, st.st_ino))
+            found.append(Path(path))
     return found
 
 
@@ -136,7 +175,9 @@ def _find_classes(root: Path) -> tuple[list[str], list[list[Path]], int]:
     if len(dirs) == 1:
         raise UserError(f"{root} has only one class folder ('{dirs[0].name}'); a classifier needs at least two, "
                         "so add another subfolder of images.")
-    files = [_image_files(d) for d in dirs]
+    seen_dirs = {node for node in map(_inode, [root, *dirs]) if node is not None}
+    seen_files: set = set()
+    files = [_image_files(d, seen_dirs, seen_files) for d in dirs]
     empty = [d.name for d, f in zip(dirs, files) if not f]
     if len(empty) == len(dirs):
         raise UserError(f"None of the class folders in {root} has images; add images "
@@ -150,11 +191,23 @@ def _find_classes(root: Path) -> tuple[list[str], list[list[Path]], int]:
 
 
 def _read_header(path: Path) -> tuple[str, tuple[int, int]] | None:
-    """(mode, (width, height)) of a readable image, or None when PIL cannot open or verify it."""
+    """(mode, (width, height)) of an image that decodes, or None when PIL cannot open or decode it.
+
+    A PNG's chunks are verified (their checksums run to the end of the file); a JPEG must end with its
+    end-of-image marker (a truncated copy or download does not; decoding every JPEG would make the check ~30x
+    slower); other formats are decoded whole unless they are huge. A file that passes and still fails to
+    decode stops the run with a sentence naming it (ImageFiles)."""
     try:
         with Image.open(path) as img:
             mode, size = img.mode, img.size
-            img.verify()
+            if img.format == "JPEG":
+                img.fp.seek(-JPEG_TAIL_BYTES, os.SEEK_END)
+                if b"\xff\xd9" not in img.fp.read():
+                    return None
+            elif img.format == "PNG" or size[0] * size[1] > MAX_CHECK_DECODE_PIXELS:
+                img.verify()
+            else:
+                img.load()
         return mode, size
     except Exception:  # PIL raises many kinds (OSError, SyntaxError, ValueError, DecompressionBombError...)
         return None
