@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"mpsstudio: {exc}", file=sys.stderr)
+        print(f"mpsstudio: {printable(exc)}", file=sys.stderr)  # a name from a folder may hold escape codes
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mpsstudio: interrupted.", file=sys.stderr)
@@ -228,14 +228,33 @@ def _check_json_path(path: str | None) -> None:
         check_writable_file(path, "--json")
 
 
+def _no_file_written_twice(json_path: str | None, model_files: list[str]) -> None:
+    """--json and --save-model (each model's weights and its description) must name different files: the
+    later write would replace the earlier one."""
+    from .engine.savedmodel import meta_path
+
+    names = [(Path(json_path).expanduser().resolve(), "--json")] if json_path else []
+    for weights in model_files:
+        names += [(Path(weights).resolve(), "--save-model"), (meta_path(Path(weights).resolve()),
+                                                              "--save-model's description")]
+    seen: dict = {}
+    for path, what in names:
+        if path in seen:
+            raise UserError(f"{seen[path]} and {what} would both write {printable(path)}; give them different "
+                            "names (the model's description is its name with .json).")
+        seen[path] = what
+
+
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
-    from .engine import isolation, models, repeat, session
+    from .engine import isolation, models, repeat, savedmodel, session
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
     order, tags = repeat.interleave(plan.configs, rounds)
+    model_files = model_paths(save_model, order) if save_model else None
+    _no_file_written_twice(json_path, model_files or [])
     for line in plan.skipped:
         print(line, file=sys.stderr)
     if cfg.model.endswith(".py"):
@@ -244,25 +263,28 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     try:
         results = isolation.run_isolated(order, on_event=progress, progress=_download_progress,
                                          timeout_s=timeout_s, repeat=tags,
-                                         save_models=model_paths(save_model, order) if save_model else None)
+                                         save_models=model_files)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
         print(format_table(progress.ended))
         _keep(progress, progress.ended, json_path)
-        print("mpsstudio: interrupted; the interrupted run is kept as cancelled.", file=sys.stderr)
+        kept_where = [w for w, on in (("in the history", save), (f"in {printable(json_path)}", json_path)) if on]
+        print("mpsstudio: interrupted; " + (f"the interrupted run is kept as cancelled {' and '.join(kept_where)}."
+                                            if kept_where else "nothing was kept (--no-save)."), file=sys.stderr)
         return EXIT_INTERRUPTED
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     inspections = cli_tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []
     kept = _keep(progress, results, json_path, inspections)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        print(f"mpsstudio: the run on {r.config.device} failed: {r.error}", file=sys.stderr)
+        print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
     for r in results:
         if r.summary.get("stopped_early_reason"):
             print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
                   f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)
         if r.summary.get("saved_model"):
             print(f"{r.config.device}: saved the trained model to {printable(r.summary['saved_model'])} "
-                  f"(and its .json)", file=sys.stderr)
+                  f"(and its description to {printable(savedmodel.meta_path(r.summary['saved_model']).name)})",
+                  file=sys.stderr)
         elif r.summary.get("saved_model_error"):
             print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     _print_verdicts(results, inspections)  # last: the answer in words
@@ -304,7 +326,8 @@ def _save(result) -> bool:
         finally:
             store.close()
     except UserError as exc:
-        print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {exc}", file=sys.stderr)
+        print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {printable(exc)}",
+              file=sys.stderr)
         return False
     return True
 
@@ -330,7 +353,7 @@ class _Progress:
         if isinstance(event, Started):
             self.device = event.config["device"]
             if event.run_index == 1:
-                print(f"{event.config['model']} on {event.dataset}", file=sys.stderr)
+                print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
             where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
             self._line(f"{self.device}{where}: warming up ({event.warmup_steps} steps)...", force=True)
         elif isinstance(event, Warmup):
@@ -408,7 +431,8 @@ def _cmd_launch_benchmark(args) -> int:
           f"than the CPU ({launch.CLAIM_SOURCE}).")
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        print(f"mpsstudio: {r.config.model} ({r.config.mode}) on {r.config.device} failed: {r.error}", file=sys.stderr)
+        print(f"mpsstudio: {r.config.model} ({r.config.mode}) on {r.config.device} failed: {printable(r.error)}",
+              file=sys.stderr)
     _print_verdicts(results)
     return EXIT_RUN_FAILED if failed or not kept else EXIT_OK
 

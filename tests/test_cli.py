@@ -235,6 +235,9 @@ BAD_TARGETS = {
     "device": ("/dev/null", "not a regular file"),
     "unknown user": ("~no-such-user-here-9/x.json", "not a path this user can reach"),
     "NUL": ("{tmp}/a\x00b.json", "not a path this user can reach"),
+    "name too long": ("{tmp}/" + "x" * 300 + ".json", "too long"),
+    "name too long for the temporary beside it": ("{tmp}/" + "x" * 240 + ".json", "too long"),
+    "through a file": ("{tmp}/file/x.json", "does not exist"),
 }
 
 
@@ -247,6 +250,7 @@ def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys,
     monkeypatch.setattr(isolation, "run_isolated", no_runs)
     path, says = BAD_TARGETS[target]
     path = path.format(tmp=tmp_path)
+    (tmp_path / "file").write_text("a file, not a folder")
     for argv in (["bench", "--devices", "cpu", "--steps", "2", "--json", path],
                  ["launch-benchmark", "--devices", "cpu", "--json", path],
                  ["history", "--json", path]):
@@ -254,3 +258,38 @@ def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys,
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and says in err, err
     assert not (tmp_path / "new.json").exists()
+
+
+def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine import isolation
+
+    def no_runs(*a, **k):
+        raise AssertionError("a run started before the output files were checked")
+    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    for json_name, model in (("m.json", "m.pt"), ("m-cpu.json", "m.pt")):
+        argv = ["bench", "--model", "mlp", "--dataset", "shapes", "--epochs", "1", "--json", str(tmp_path / json_name),
+                "--save-model", str(tmp_path / model), "--devices", "cpu"]
+        assert cli.main(argv + (["--repeat", "2"] if json_name == "m-cpu.json" else [])) == 2
+        err = capsys.readouterr().err
+        assert "would both write" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_bench_says_where_its_runs_were_kept(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine import isolation
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(isolation, "run_isolated", interrupted)
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path / "data"))
+    base = ["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "2", "--devices", "cpu", "--no-inspect"]
+    assert cli.main([*base, "--no-save"]) == cli.EXIT_INTERRUPTED
+    assert "nothing was kept (--no-save)" in capsys.readouterr().err
+    assert cli.main(base) == cli.EXIT_INTERRUPTED
+    assert "kept as cancelled in the history." in capsys.readouterr().err
+
+
+def test_a_name_with_terminal_escapes_is_printed_harmless(tmp_path, capsys):
+    assert cli.main(["bench", "--dataset", str(tmp_path / "\x1b[2Jev\nil"), "--devices", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and err.count("\n") == 1 and "?[2Jev" in err

@@ -183,7 +183,7 @@ def test_save_model_on_the_command_line(tmp_path, capsys):
     code = cli.main(["bench", "--model", "mlp", "--dataset", "shapes", "--devices", "cpu", "--epochs", "1",
                      "--batch-size", "256", "--warmup", "1", "--no-inspect", "--no-save", "--save-model", str(target)])
     err = capsys.readouterr().err
-    assert code == 0 and f"saved the trained model to {target}" in err
+    assert code == 0 and f"saved the trained model to {target} (and its description to shapes.json)" in err
     assert torch.load(target, weights_only=True) and savedmodel.meta_path(target).is_file()
     assert cli.main(["bench", "--save-model", str(tmp_path), "--devices", "cpu"]) == 2
     assert "is a folder" in capsys.readouterr().err
@@ -197,6 +197,7 @@ def test_save_model_on_the_command_line(tmp_path, capsys):
     ("~no-such-user-here-9/m.pt", "not a path this user can reach"),
     ("new/", "is a folder"),
     ("/dev/null", "not a regular file"),
+    ("y" * 236 + ".pt", "too long"),  # its description, y...y.json, and a -cuda0 would not fit
     ("desc-is-a-folder.pt", "cannot be written"),
 ])
 def test_a_save_model_target_that_would_go_wrong_is_refused_before_the_run(tmp_path, capsys, monkeypatch, name, says):

@@ -20,6 +20,13 @@ def _umask() -> int:
     return mask
 
 
+# A file name's limit on APFS, ext4 and most others is 255 bytes; atomic_path's temporary name adds 15.
+MAX_WRITTEN_NAME_BYTES = 255 - 15
+
+
+def name_bytes(name: str) -> int:
+    return len(name.encode("utf-8", "surrogatepass"))
+
 _NEW_FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file here (mkstemp gives 0600)
 
 
@@ -66,6 +73,18 @@ def check_writable_file(path: str, what: str) -> Path:
     except (RuntimeError, OSError, ValueError):
         raise UserError(f"{printable(path)} is not a path this user can reach (unknown ~user, a loop of links, "
                         f"or a NUL); choose another path for {what}.") from None
+    try:
+        _check_target(path, target, what)
+    except OSError as exc:  # a name too long for the file system, a path through a file
+        raise UserError(f"{printable(target)} cannot be written ({exc.strerror or type(exc).__name__}); choose "
+                        f"another path for {what}.") from None
+    return target
+
+
+def _check_target(path: str, target: Path, what: str) -> None:
+    if name_bytes(target.name) > MAX_WRITTEN_NAME_BYTES:
+        raise UserError(f"The file name {printable(target.name[:40])}... is too long; choose a shorter one for "
+                        f"{what}.")
     if path.endswith(("/", os.sep)) or target.is_dir():
         raise UserError(f"{printable(target)} is a folder; give {what} a file name inside it.")
     folder = target.parent
@@ -76,4 +95,3 @@ def check_writable_file(path: str, what: str) -> Path:
                         f"for {what}.")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for {what}.")
-    return target

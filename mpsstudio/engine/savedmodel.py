@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from .errors import UserError
-from .files import atomic_path, check_writable_file, write_atomic
+from .files import MAX_WRITTEN_NAME_BYTES, atomic_path, check_writable_file, name_bytes, write_atomic
 from .formatting import printable
 
 FORMAT = "mpsstudio.model"
@@ -32,6 +32,10 @@ def check_target(path: str | Path) -> Path:
     target = check_writable_file(str(path), "--save-model")
     _not_json(target)
     meta = meta_path(target)
+    # room for the description's name and for the -cuda0-2 a run on several devices adds
+    if max(name_bytes(target.name), name_bytes(meta.name)) + 10 > MAX_WRITTEN_NAME_BYTES:
+        raise UserError(f"The file name {printable(target.name[:40])}... is too long; choose a shorter one for "
+                        "--save-model.")
     if meta.exists() and (not meta.is_file() or not os.access(meta, os.W_OK)):
         raise UserError(f"{printable(meta)} (the model's description, written beside its weights) cannot be "
                         "written; choose another name for the model.")

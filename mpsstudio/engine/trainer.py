@@ -333,7 +333,7 @@ class _RunLoop:
             self.warm = min(cfg.warmup_steps, self.total - 1)
         if cfg.mode == "train" and cfg.accumulate > self.total:
             raise UserError(f"Gradient accumulation over {cfg.accumulate} micro-batches needs at least that many "
-                            f"steps, and this run has {self.total}; accumulate over fewer or run longer.")
+                            f"steps, and this run has {self.total} (warm-up included); accumulate over fewer or run longer.")
         self.emit(Started(run_id=self.result.id, config=cfg.to_dict(), env=env, device=dev.to_dict(),
                           dataset=self.dataset_summary, parameters=self.parameters, total_steps=self.total,
                           warmup_steps=self.warm, notes=list(data.notes), run_index=self.position[0],
