@@ -68,11 +68,16 @@ def test_a_row_changed_by_hand_is_checked_in_full_and_named_not_shown(tmp_path, 
     assert store.notices and "1 stored run could not be read" in store.notices[0]
 
 
-def test_a_row_whose_windows_are_gone_is_shown_without_the_throughput_they_backed(tmp_path):
+def _one_run_stored(tmp_path):
     path = tmp_path / "runs.sqlite3"
     store = RunStore(path)
     run = windowed("cpu")
     store.save(run)
+    return path, store, run
+
+
+def test_a_row_whose_windows_are_gone_is_shown_without_the_throughput_they_backed(tmp_path):
+    path, store, run = _one_run_stored(tmp_path)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE runs SET rates = ?, windows_json = '[]'", (b"",))
     for back in (store.summaries()[0], store.get(run.id)):
@@ -94,10 +99,7 @@ def test_an_unchecked_run_is_stored_unsealed_and_read_back_checked(tmp_path):
 
 def test_a_hand_edited_summary_that_still_reads_is_re_derived_from_its_windows(tmp_path):
     """The seal no longer matches, so the row is checked in full: a summary cannot claim another median."""
-    path = tmp_path / "runs.sqlite3"
-    store = RunStore(path)
-    run = windowed("cpu")
-    store.save(run)
+    path, store, _ = _one_run_stored(tmp_path)
     with sqlite3.connect(path) as db:
         summary = json.loads(db.execute("SELECT summary_json FROM runs").fetchone()[0])
         db.execute("UPDATE runs SET summary_json = ?", (json.dumps({**summary, "samples_per_s": 1e9}),))

@@ -20,14 +20,15 @@ def _umask() -> int:
     return mask
 
 
+_NEW_FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file here (mkstemp gives 0600)
 # A file name's limit on APFS, ext4 and most others is 255 bytes; atomic_path's temporary name adds 15.
 MAX_WRITTEN_NAME_BYTES = 255 - 15
 
 
-def name_bytes(name: str) -> int:
-    return len(name.encode("utf-8", "surrogatepass"))
-
-_NEW_FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file here (mkstemp gives 0600)
+def check_name_length(name: str, what: str, spare_bytes: int = 0) -> None:
+    """UserError when `name` (plus `spare_bytes` a caller will add to it) is too long to be written atomically."""
+    if len(name.encode("utf-8", "surrogatepass")) + spare_bytes > MAX_WRITTEN_NAME_BYTES:
+        raise UserError(f"The file name {printable(name[:40])}... is too long; choose a shorter one for {what}.")
 
 
 @contextmanager
@@ -82,9 +83,7 @@ def check_writable_file(path: str, what: str) -> Path:
 
 
 def _check_target(path: str, target: Path, what: str) -> None:
-    if name_bytes(target.name) > MAX_WRITTEN_NAME_BYTES:
-        raise UserError(f"The file name {printable(target.name[:40])}... is too long; choose a shorter one for "
-                        f"{what}.")
+    check_name_length(target.name, what)
     if path.endswith(("/", os.sep)) or target.is_dir():
         raise UserError(f"{printable(target)} is a folder; give {what} a file name inside it.")
     folder = target.parent

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from .errors import UserError
-from .files import MAX_WRITTEN_NAME_BYTES, atomic_path, check_writable_file, name_bytes, write_atomic
+from .files import atomic_path, check_name_length, check_writable_file, write_atomic
 from .formatting import printable
 
 FORMAT = "mpsstudio.model"
@@ -33,9 +33,8 @@ def check_target(path: str | Path) -> Path:
     _not_json(target)
     meta = meta_path(target)
     # room for the description's name and for the -cuda0-2 a run on several devices adds
-    if max(name_bytes(target.name), name_bytes(meta.name)) + 10 > MAX_WRITTEN_NAME_BYTES:
-        raise UserError(f"The file name {printable(target.name[:40])}... is too long; choose a shorter one for "
-                        "--save-model.")
+    longer = max(target.name, meta.name, key=lambda n: len(n.encode("utf-8", "surrogatepass")))
+    check_name_length(longer, "--save-model", spare_bytes=10)
     if meta.exists() and (not meta.is_file() or not os.access(meta, os.W_OK)):
         raise UserError(f"{printable(meta)} (the model's description, written beside its weights) cannot be "
                         "written; choose another name for the model.")
