@@ -24,6 +24,7 @@ This module imports no torch: the child must set its environment before torch lo
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import multiprocessing
 import os
@@ -106,6 +107,12 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
 
     faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
     _apply_memory_limit()
+    serve(conn, on_parent_gone=_end_own_group)
+
+
+def serve(conn, on_parent_gone: Callable[[], None]) -> None:
+    """The child's side of one job, wherever it runs (a run process, or a thread for InProcessRun): says it is
+    ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes."""
     from . import session  # imports torch and the engine: the expensive part a spare does ahead of time
 
     try:
@@ -114,7 +121,8 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
     except (EOFError, OSError):
         return  # the parent went away before giving a job
     stop = threading.Event()
-    threading.Thread(target=_watch_parent, args=(conn, stop), daemon=True, name="watch-parent").start()
+    threading.Thread(target=_watch_parent, args=(conn, stop, on_parent_gone), daemon=True,
+                     name="watch-parent").start()
     kind = job[0]
     try:
         if kind == "run":
@@ -138,13 +146,14 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
     conn.send(("done",))
 
 
-def _watch_parent(conn, stop: threading.Event) -> None:
-    """Set `stop` when the parent asks; end the whole process group when the parent is gone."""
+def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None]) -> None:
+    """Set `stop` when the parent asks; `on_parent_gone` (end the whole process group) when the parent is gone."""
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):  # the parent died: nobody is left to read the run, so end it now
-            _end_own_group()
+            stop.set()
+            on_parent_gone()
             return
         if message == ("stop",):
             stop.set()
@@ -314,6 +323,83 @@ class RunProcess:
         return f"{subject} exited with code {code} before its work was done{hint}; {where}."
 
 
+class _ThreadHandle:
+    """What RunProcess needs of a multiprocessing.Process, for a job served by a thread of this process."""
+
+    def __init__(self, target):
+        self.exitcode: int | None = None
+        self._target = target
+        self._thread = threading.Thread(target=self._main, name="mpsstudio-run-thread", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        code = 0
+        try:
+            self._target()
+        except BaseException:  # what would have ended a run process ends this "process" with code 1
+            code = 1
+        self.exitcode = code
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessRun(RunProcess):
+    """A run "process" that is a thread of this one: the same pipe, messages, checks, Stop and time limits as a
+    RunProcess, without the process boundary, so without its protection (a crash or a hang is the caller's, and
+    process-wide settings are shared). For tests and benchmarks that are not about isolation: they put it in
+    `new_process`. `context`: a callable giving a context manager the job runs in (in the serving thread)."""
+
+    def __init__(self, *, mps_fallback: bool = True, context: Callable[[], "contextlib.AbstractContextManager"]
+                 | None = None):
+        self.mps_fallback = mps_fallback
+        self.output_path = ""
+        self.conn, child_conn = multiprocessing.Pipe()
+        context = context or contextlib.nullcontext
+
+        def target():
+            try:
+                with context():
+                    serve(child_conn, on_parent_gone=lambda: None)
+            finally:
+                child_conn.close()
+        self.pid = None
+        self.ready = False
+        self.closed = False
+        self.exitcode: int | None = None
+        self.process = _ThreadHandle(target)
+
+    def _signal_group(self, sig: int) -> None:
+        """A thread cannot be signalled: closing the pipe asks it to stop (its watcher sets the stop flag)."""
+        self.conn.close()
+
+    def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.process.join(wait_s)
+        self.conn.close()
+        self.process.join(max(grace_s, 5.0))
+        self.exitcode = self.process.exitcode
+
+    def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return []
+
+    def discard_output(self) -> None:
+        pass
+
+
+# The seam that makes every run's, probe's and tool's process: RunProcess; tests of everything but isolation put
+# InProcessRun here (with monkeypatch), so the parent's whole path runs without starting a process.
+new_process: Callable[..., RunProcess] = RunProcess
+
+
 @atexit.register
 def _end_all() -> None:
     """No run process outlives the front end (multiprocessing would otherwise wait for them at exit)."""
@@ -352,7 +438,7 @@ class Spare:
             if self._proc is None or not self._proc.alive():
                 if self._proc is not None:
                     _discard(self._proc)
-                self._proc = RunProcess(mps_fallback=self.mps_fallback)
+                self._proc = new_process(mps_fallback=self.mps_fallback)
 
     def wait_ready(self, timeout: float) -> bool:
         """Wait until the spare has imported torch (benchmarks and tests; a front end never waits for it)."""
@@ -409,7 +495,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
             if tag is not None and isinstance(event, Ended):
                 event.result.env["repeat"] = dict(tag)
             forward(event)
-        proc = (spare.take(cfg.mps_fallback) if spare else None) or RunProcess(mps_fallback=cfg.mps_fallback)
+        proc = (spare.take(cfg.mps_fallback) if spare else None) or new_process(mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save)
         try:
@@ -655,7 +741,7 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
     than `timeout_s`, or its process dies. The caller must have the user's consent to run the file's code.
     """
     name = os.path.basename(model)
-    proc = (spare.take(True) if spare else None) or RunProcess(mps_fallback=True)
+    proc = (spare.take(True) if spare else None) or new_process(mps_fallback=True)
     late = (f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it was stopped; make "
             f"build_model and forward quicker, or check the file for a loop that never ends.")
     answer = _ask(proc, ("probe", model, spec), "probed", f"checking {name}", timeout_s=timeout_s,
@@ -674,7 +760,7 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
     """
     from . import tools
 
-    proc = RunProcess(mps_fallback=mps_fallback)
+    proc = new_process(mps_fallback=mps_fallback)
     late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
             if timeout_s is not None else "")
     answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
