@@ -79,3 +79,27 @@ def run_pids(monkeypatch):
     monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
     yield pids
     assert_gone(pids)
+
+
+@pytest.fixture
+def fake_mps(monkeypatch):
+    """`fake_mps(**kwargs)`: a faked Apple Silicon Mac whose GPU behaves like torch's MPS (tests/fake_mps.py), active
+    for the rest of the test in this thread and in every run, tool and check, which then run in-process."""
+    import contextlib
+    import functools
+
+    from mpsstudio.engine import isolation, probe
+
+    from .fake_mps import FakeMPS
+
+    with contextlib.ExitStack() as stack:
+        stack.callback(probe.forget)  # a device check cached in this process must not outlive its faked Mac
+
+        def make(**kwargs) -> FakeMPS:
+            probe.forget()
+            fake = FakeMPS(**kwargs).install(monkeypatch)
+            stack.enter_context(fake.activate())
+            monkeypatch.setattr(isolation, "new_process", functools.partial(isolation.InProcessRun,
+                                                                            context=fake.activate))
+            return fake
+        yield make

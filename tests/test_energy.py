@@ -10,6 +10,8 @@ import types
 
 import pytest
 
+from tests.fake_mps import FakeAppleMonitor, fake_mac
+
 from mpsstudio.engine import energy, runcheck, trainer
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.errors import UserError
@@ -242,19 +244,10 @@ def test_cuda_keeps_the_host_cpu_package_as_a_part_when_rapl_is_readable(fake_nv
 # ---------------------------------------------------------------- Apple silicon, faked
 
 
-class FakeAppleMonitor:
-    def __init__(self):
-        self.mj = {"cpu_total_mj": 1000, "gpu_mj": 2000, "gpu_sram_mj": 100, "dram_mj": 300, "ane_mj": 0}
-
-    def get_cumulative_energy(self):
-        return types.SimpleNamespace(**self.mj)
-
-
 def test_apple_silicon_energy_is_estimated_and_keeps_its_parts(monkeypatch):
-    monitor = FakeAppleMonitor()
-    monkeypatch.setattr(energy, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: monitor))
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr("platform.machine", lambda: "arm64")
+    monitor = FakeAppleMonitor(mj={"cpu_total_mj": 1000, "gpu_mj": 2000, "gpu_sram_mj": 100, "dram_mj": 300,
+                                   "ane_mj": 0})
+    fake_mac(monkeypatch, available=True, monitor=monitor)
     outputs = iter(['| |   "PerformanceStatistics" = {"Device Utilization %"=30,"Renderer Utilization %"=2}'] * 1000)
     monkeypatch.setattr(energy, "_ioreg", lambda: next(outputs))
     meter = energy.meter_for("mps")
@@ -275,13 +268,25 @@ def test_apple_silicon_energy_is_estimated_and_keeps_its_parts(monkeypatch):
     assert cpu.part == "cpu" and cpu.busy.measure == "cpu_busy"
 
 
+def test_apple_silicon_parts_macos_does_not_report_are_left_out(monkeypatch):
+    """zeus-apple-silicon's fields may each be None (a chip without that counter): the part is then missing."""
+    monitor = FakeAppleMonitor(mj={"cpu_total_mj": 10, "gpu_mj": 20, "gpu_sram_mj": None, "dram_mj": None,
+                                   "ane_mj": None})
+    fake_mac(monkeypatch, available=True, monitor=monitor)
+    meter = energy.meter_for("mps")
+    meter.begin()
+    monitor.mj.update(gpu_mj=2020, cpu_total_mj=1010)
+    w = meter.end(close=True)
+    meter.close()
+    assert w.energy_j == pytest.approx(2.0) and w.parts == {"gpu": pytest.approx(2.0), "cpu": pytest.approx(1.0)}
+
+
 def test_apple_silicon_without_zeus_says_how_to_install_it(monkeypatch):
     def missing():
         raise ImportError("no zeus_apple_silicon")
 
+    fake_mac(monkeypatch, available=True)
     monkeypatch.setattr(energy, "_apple", missing)
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr("platform.machine", lambda: "arm64")
     monkeypatch.setattr(energy, "_ioreg", lambda: "")
     meter = energy.meter_for("mps")
     assert meter.reason == "zeus-apple-silicon is not installed (pip install zeus-apple-silicon)"

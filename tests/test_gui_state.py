@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from tests.fake_mps import fake_mac
+
 pytest.importorskip("pytestqt")
 
 from mpsstudio.engine import datasets, devices, models  # noqa: E402
@@ -23,7 +25,8 @@ CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="this PyTorch 
 
 @pytest.mark.parametrize("reason, fix", [
     (ROSETTA, "install torch torchvision"),
-    ("macOS 12.3 or newer is needed (this Mac runs 12.1)", "Software Update"),
+    ("macOS 14.0 or newer is needed for the Apple GPU with PyTorch 2.14.1 (this Mac runs macOS 13.6)",
+     "Update to macOS 14 Sonoma or later"),
     ("this PyTorch was built without MPS", "--force-reinstall torch"),
     ("available but not working: MPS backend out of memory (MPS allocated: 0 bytes)", "Check Again"),
     ("PyTorch reports MPS unavailable even though this is an Apple Silicon Mac on macOS 15.1 with MPS built in "
@@ -44,7 +47,7 @@ def test_the_banner_and_the_device_list_are_for_a_mac_only(monkeypatch):
     found = [devices.cpu_device(), MPS_OFF, CUDA_OFF]
     monkeypatch.setattr(sys, "platform", "linux")
     assert devices.mps_banner(found) == "" and devices.worth_showing(found) == found
-    monkeypatch.setattr(sys, "platform", "darwin")
+    fake_mac(monkeypatch)
     text = devices.mps_banner(found)
     assert text.startswith("The Apple GPU (MPS) cannot be used: this Python runs under Rosetta") and "arm64" in text
     assert [d.id for d in devices.worth_showing(found)] == ["cpu", "mps"]  # a Mac lists CUDA only where it is
@@ -117,11 +120,8 @@ def test_the_mac_facts_that_change_results_get_a_mark_and_a_fix(monkeypatch):
 def test_setup_rows_on_a_mac_under_rosetta(monkeypatch):
     from mpsstudio.engine import environment, host
 
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(devices, "is_rosetta", lambda: True)
-    monkeypatch.setattr(devices, "mps_unavailable_reason", lambda: ROSETTA)
+    fake_mac(monkeypatch, machine="x86_64", sysctls={"sysctl.proc_translated": "1"})  # an x86_64 Python, translated
     monkeypatch.setattr(devices, "cuda_unavailable_reason", lambda: "this PyTorch was built without CUDA")
-    monkeypatch.setattr(devices, "apple_gpu_cores", lambda: None)
     monkeypatch.setattr(host, "conditions", lambda: {"on_battery": False, "low_power_mode": False,
                                                      "thermal": "nominal"})
     rows = {r.name: r for r in environment.setup_rows({})}

@@ -14,10 +14,9 @@ from mpsstudio import cli
 from mpsstudio.engine import devices, environment, probe, session
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.errors import UserError
-from tests.test_devices import fake_mac
+from tests.fake_mps import fake_mac, vm_error
 
-VM_ERROR = ("MPS backend out of memory (MPS allocated: 0 bytes, other allocations: 0 bytes, max allowed: 1.70 GB). "
-            "Tried to allocate 16.00 MiB on private pool.")
+VM_ERROR = vm_error(16 << 20)
 
 
 @pytest.fixture(autouse=True)
@@ -27,24 +26,14 @@ def fresh_checks():
     probe.forget()
 
 
-def broken_mps(monkeypatch, how: str = "oom"):
-    """MPS available on a faked Mac, then failing: "oom" (the VM error), "wrong" (wrong values), "nan"."""
-    fake_mac(monkeypatch, available=True)
-    if how == "oom":
-        def block_sum(device_id):
-            raise RuntimeError(VM_ERROR)
-        monkeypatch.setattr(probe, "_block_sum", block_sum)
-    else:
-        monkeypatch.setattr(probe, "_block_sum", lambda device_id: float(probe.PROBE_BYTES // 4))
-        value = 0.0 if how == "wrong" else float("nan")
-        monkeypatch.setattr(probe, "_product", lambda device_id, a: torch.full((32,), value))
+def broken_mps(fake_mps, how: str = "oom"):
+    """MPS available on a faked Mac (tests/fake_mps.py), then failing the way virtual Macs fail: "oom" (every
+    allocation raises the allocator's out-of-memory error), "wrong" (zeros from a matrix product), "nan"."""
+    return fake_mps(available=True, broken=how)
 
 
-def working_mps(monkeypatch):
-    fake_mac(monkeypatch, available=True)
-    monkeypatch.setattr(probe, "_block_sum", lambda device_id: float(probe.PROBE_BYTES // 4))
-    real = probe._product
-    monkeypatch.setattr(probe, "_product", lambda device_id, a: real("cpu", a))
+def working_mps(fake_mps):
+    return fake_mps(available=True)
 
 
 def test_cpu_needs_no_check():
@@ -56,17 +45,17 @@ def test_a_real_computation_passes_on_this_cpu():
     assert result.ok and "matched the CPU" in result.detail
 
 
-def test_vm_out_of_memory_is_not_working(monkeypatch):
-    broken_mps(monkeypatch, "oom")
+def test_vm_out_of_memory_is_not_working(monkeypatch, fake_mps):
+    broken_mps(fake_mps, "oom")
     result = probe.check("mps")
     assert not result.ok
     assert "MPS backend out of memory" in result.detail
 
 
-@pytest.mark.parametrize("how, words", [("wrong", "differed from the CPU's by 100.0%"),
+@pytest.mark.parametrize("how, words", [("wrong", "differed from the CPU's by 99.8%"),
                                         ("nan", "differed from the CPU's by not a number")])
-def test_wrong_values_are_not_working(monkeypatch, how, words):
-    broken_mps(monkeypatch, how)
+def test_wrong_values_are_not_working(monkeypatch, how, words, fake_mps):
+    broken_mps(fake_mps, how)
     result = probe.check("mps")
     assert not result.ok and words in result.detail
 
@@ -78,9 +67,9 @@ def test_a_wrong_block_sum_is_not_working(monkeypatch):
     assert not result.ok and "summed to 0" in result.detail
 
 
-def test_check_is_cached_until_forgotten(monkeypatch):
+def test_check_is_cached_until_forgotten(monkeypatch, fake_mps):
     calls = []
-    broken_mps(monkeypatch, "oom")
+    broken_mps(fake_mps, "oom")
     monkeypatch.setattr(probe, "_run", lambda d: calls.append(d) or probe.Check(False, "x"))
     probe.check("mps")
     probe.check("mps")
@@ -90,8 +79,8 @@ def test_check_is_cached_until_forgotten(monkeypatch):
     assert calls == ["mps", "mps"]
 
 
-def test_mark_turns_a_broken_accelerator_unavailable(monkeypatch):
-    broken_mps(monkeypatch, "oom")
+def test_mark_turns_a_broken_accelerator_unavailable(monkeypatch, fake_mps):
+    broken_mps(fake_mps, "oom")
     found = devices.discover_devices()
     marked = {d.id: d for d in probe.mark(found, probe.check_all(found))}
     assert marked["cpu"].available
@@ -99,16 +88,16 @@ def test_mark_turns_a_broken_accelerator_unavailable(monkeypatch):
     assert marked["mps"].reason.startswith("available but not working: ")
 
 
-def test_working_mps_stays_available(monkeypatch):
-    working_mps(monkeypatch)
+def test_working_mps_stays_available(monkeypatch, fake_mps):
+    working_mps(fake_mps)
     found = devices.discover_devices()
     checks = probe.check_all(found)
     assert checks["mps"].ok
     assert {d.id: d.available for d in probe.mark(found, checks)}["mps"]
 
 
-def test_cli_devices_says_available_but_not_working(monkeypatch, capsys):
-    broken_mps(monkeypatch, "oom")
+def test_cli_devices_says_available_but_not_working(monkeypatch, capsys, fake_mps):
+    broken_mps(fake_mps, "oom")
     code = cli.main(["devices"])
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("mps"))
@@ -116,21 +105,21 @@ def test_cli_devices_says_available_but_not_working(monkeypatch, capsys):
     assert code == cli.EXIT_RUN_FAILED
 
 
-def test_cli_devices_with_working_mps(monkeypatch, capsys):
-    working_mps(monkeypatch)
+def test_cli_devices_with_working_mps(capsys, fake_mps):
+    working_mps(fake_mps)
     assert cli.main(["devices"]) == cli.EXIT_OK
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("mps"))
     assert " yes " in row and "not working" not in row
 
 
-def test_doctor_reports_the_failed_check(monkeypatch):
-    broken_mps(monkeypatch, "wrong")
+def test_doctor_reports_the_failed_check(monkeypatch, fake_mps):
+    broken_mps(fake_mps, "wrong")
     rows = dict(environment.doctor())
     assert rows["mps works"].startswith("NO, available but not working: a 32x32 matrix product differed")
 
 
-def test_a_run_on_broken_mps_fails_with_the_check_not_oom_advice(monkeypatch):
-    broken_mps(monkeypatch, "oom")
+def test_a_run_on_broken_mps_fails_with_the_check_not_oom_advice(monkeypatch, fake_mps):
+    broken_mps(fake_mps, "oom")
     cfg = RunConfig(device="mps", steps=2, warmup_steps=0)
     [result] = session.run_configs([cfg])
     assert result.status == "failed"
@@ -138,7 +127,7 @@ def test_a_run_on_broken_mps_fails_with_the_check_not_oom_advice(monkeypatch):
     assert "batch size" not in result.error  # not the out-of-memory advice
 
 
-def test_require_raises_one_sentence(monkeypatch):
-    broken_mps(monkeypatch, "oom")
+def test_require_raises_one_sentence(monkeypatch, fake_mps):
+    broken_mps(fake_mps, "oom")
     with pytest.raises(UserError, match=r"^mps is available but not working: .*use another device\.$"):
         probe.require(devices.resolve_device("mps"))

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mpsstudio.engine import trainer
+from mpsstudio.engine import models, trainer
 from mpsstudio.engine.config import RunConfig
 from mpsstudio.engine.datasets import LoadedDataset, TensorSamples
 from mpsstudio.engine.devices import Device, resolve_device
@@ -108,20 +108,13 @@ def _median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
-def test_fake_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(monkeypatch):
-    calls = {"sync": 0, "current": 0, "driver": 0, "max": 0}
+def test_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(fake_mps):
+    """On a faked Mac whose GPU behaves like torch's MPS (tests/fake_mps.py): the model and batches live on the
+    device, syncs happen at window boundaries only, and memory is the allocator's, in bytes."""
+    from mpsstudio.engine import devices
 
-    def counter(key, value=0):
-        def f(*a, **k):
-            calls[key] += 1
-            return value
-        return f
-
-    monkeypatch.setattr(torch.mps, "synchronize", counter("sync"))
-    monkeypatch.setattr(torch.mps, "current_allocated_memory", counter("current", 123_000_000))
-    monkeypatch.setattr(torch.mps, "driver_allocated_memory", counter("driver", 456_000_000))
-    monkeypatch.setattr(torch.mps, "recommended_max_memory", counter("max", 16_000_000_000))
-    dev = Device(id="mps", kind="mps", available=True, name="Apple M1 (faked)", torch_device="cpu")
+    fake = fake_mps()
+    dev = devices.resolve_device("mps")
     # a window target no step reaches: windows are then capped at 1/8 of the steps, however slow a busy machine
     # is (with the default 0.1 s a loaded machine made every step a window, and every window two syncs)
     cfg = RunConfig(model="mlp", dataset="tiny", device="mps", batch_size=16, steps=48, epochs=None,
@@ -131,12 +124,14 @@ def test_fake_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(monkeyp
     windows = [e for e in events if isinstance(e, Window)]
     assert len(windows) <= 10  # the first window is one step, then windows of 6
     # synchronized at the start, at warm-up end, and at each window's end and restart: never per step
-    assert len(windows) + 2 <= calls["sync"] <= 2 * len(windows) + 6
-    assert calls["sync"] < 48
-    assert calls["current"] >= len(windows)
-    assert all(w.memory == 123_000_000 for w in windows)
-    assert all(w.memory_detail["driver_allocated"] == 456_000_000 for w in windows)
-    assert result.summary["peak_memory"] == 123_000_000
+    assert len(windows) + 2 <= fake.syncs <= 2 * len(windows) + 6
+    assert fake.syncs < 48
+    model_bytes = sum(p.numel() * 4 for p in models.build_model("mlp", tiny_data().spec).parameters())
+    assert all(type(w.memory) is int and w.memory >= model_bytes for w in windows)  # the model lives on the GPU
+    assert all(w.memory_detail["driver_allocated"] >= w.memory for w in windows)
+    assert all(w.memory_detail["recommended_max"] == fake.recommended_max for w in windows)
+    assert result.summary["peak_memory"] == max(w.memory for w in windows)
+    assert result.summary["memory_measure"] == "allocator"
 
 
 def test_cancel_within_one_window_keeps_what_ran():
@@ -328,7 +323,8 @@ def test_compile_in_the_frozen_app_is_refused_with_a_reason(monkeypatch):
     monkeypatch.setattr(_sys, "frozen", True, raising=False)
     result, _ = collect(RunConfig(model="mlp", dataset="tiny", steps=2, epochs=None, compile=True), data=tiny_data())
     assert result.status == "failed"
-    assert result.error.startswith("torch.compile needs a C++ compiler")
+    assert result.error.startswith("torch.compile cannot run in the MPS Studio app: on the Apple GPU PyTorch builds "
+                                   "Metal kernels from its C++ headers (torch/include/c10/metal)")
 
 
 def test_time_left_is_estimated_by_the_engine_from_every_step_since_warm_up(monkeypatch):

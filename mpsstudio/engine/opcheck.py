@@ -104,8 +104,12 @@ def fallback_ops(step: Callable[[], None], device_type: str, sync: Callable[[], 
 
 
 def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
-    """max|got - ref| / max|ref| in float64 (inf when the reference is all zero and the result is not)."""
-    got, ref = got.detach().to("cpu", torch.float64), ref.detach().to("cpu", torch.float64)
+    """max|got - ref| / max|ref| in float64 (inf when the reference is all zero and the result is not).
+
+    Each tensor is copied to the CPU first and converted there: MPS has no float64, and a device-to-CPU copy into
+    float64 in one `.to("cpu", torch.float64)` raises TypeError in torch <= 2.13 and silently copies nothing in
+    2.14.0-2.14.1 (pytorch#197715), which made every MPS result look 100 % wrong."""
+    got, ref = _cpu_float64(got), _cpu_float64(ref)
     diff = float((got - ref).abs().max()) if ref.numel() else 0.0
     scale = float(ref.abs().max()) if ref.numel() else 0.0
     if not math.isfinite(diff):
@@ -113,6 +117,11 @@ def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     if scale == 0.0:
         return 0.0 if diff == 0.0 else math.inf
     return diff / scale
+
+
+def _cpu_float64(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a float64 CPU tensor: moved in its own dtype, then converted on the CPU (see relative_error)."""
+    return t.detach().cpu().to(torch.float64)
 
 
 def for_parity(model: torch.nn.Module) -> torch.nn.Module:
