@@ -5,7 +5,8 @@ CFBundleName / CFBundleDisplayName  "MPS Studio"                         name in
 CFBundleIdentifier                  org.mpsstudio.MPSStudio              identifies the app (preferences, permissions)
 CFBundleShortVersionString          mpsstudio.__version__                "Version 0.1.0" in Finder and About
 CFBundleVersion                     mpsstudio.__version__                build number (same as the version)
-LSMinimumSystemVersion              12.3                                 the first macOS with PyTorch's MPS backend
+LSMinimumSystemVersion              14.0 (mpsstudio/engine/apple.py)     the first macOS on which the bundled PyTorch
+                                                                         runs MPS
 NSHighResolutionCapable             True                                 sharp text and plots on Retina displays
 NSRequiresAquaSystemAppearance      False                                follows the system's dark mode
 LSApplicationCategoryType           public.app-category.developer-tools  category in Finder and the App Store
@@ -23,9 +24,21 @@ from pathlib import Path
 APP_NAME = "MPS Studio"
 BUNDLE_NAME = f"{APP_NAME}.app"
 BUNDLE_IDENTIFIER = "org.mpsstudio.MPSStudio"
-MIN_MACOS = "12.3"
 CATEGORY = "public.app-category.developer-tools"
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _apple_facts():
+    """mpsstudio/engine/apple.py, loaded from the source tree by path (torch-free; no other installed copy)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mpsstudio_apple_facts", ROOT / "mpsstudio" / "engine" / "apple.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MIN_MACOS = _apple_facts().MPS_MIN_MACOS_TEXT
 
 
 def package_version() -> str:

@@ -15,21 +15,11 @@ import torch
 
 from mpsstudio.engine import devices, environment
 from mpsstudio.engine.devices import Device
+from mpsstudio.engine.apple import MPS_MIN_MACOS_TEXT
 from mpsstudio.engine.errors import UserError
+from tests.fake_mps import fake_mac
 
 ON_LINUX = sys.platform.startswith("linux")
-
-
-def fake_mac(monkeypatch, version="14.5", machine="arm64", built=True, available=False, sysctls=None):
-    """Pretend to be a Mac: platform facts, sysctl answers and what torch says about MPS."""
-    answers = {"machdep.cpu.brand_string": "Apple M1 Pro", "hw.memsize": str(32 * 2**30)}
-    answers.update(sysctls or {})
-    monkeypatch.setattr(sys, "platform", "darwin")
-    monkeypatch.setattr(platform, "mac_ver", lambda *a: (version, ("", "", ""), machine))
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    monkeypatch.setattr(devices, "sysctl", lambda name: answers.get(name, ""))
-    monkeypatch.setattr(torch.backends.mps, "is_built", lambda: built)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: available)
 
 
 def fake_cuda(monkeypatch, names=("NVIDIA H100 80GB HBM3",)):
@@ -117,9 +107,19 @@ def test_mps_reason_rosetta(monkeypatch):
     assert devices.apple_chip_name() == "Apple M1 Pro"
 
 
+TORCH = torch.__version__.split("+")[0]
+
+
 def test_mps_reason_old_macos(monkeypatch):
-    fake_mac(monkeypatch, version="12.1")
-    assert devices.mps_unavailable_reason() == "macOS 12.3 or newer is needed (this Mac runs 12.1)"
+    """torch 2.11-2.14 run MPS on macOS 14.0 and later (engine/apple.py): macOS 13.6 is told so, with the update."""
+    assert MPS_MIN_MACOS_TEXT == "14.0"
+    fake_mac(monkeypatch, version="13.6")
+    reason = devices.mps_unavailable_reason()
+    assert reason == f"macOS 14.0 or newer is needed for the Apple GPU with PyTorch {TORCH} (this Mac runs macOS 13.6)"
+    assert devices.mps_fix(reason) == ("Update to macOS 14 Sonoma or later in System Settings \u2192 General \u2192 "
+                                       "Software Update, then press Check Again.")
+    fake_mac(monkeypatch, version="14.0")
+    assert devices.mps_unavailable_reason().startswith("PyTorch reports MPS unavailable")
 
 
 def test_mps_reason_unexplained(monkeypatch):
@@ -141,21 +141,24 @@ def test_mps_available_on_faked_mac(monkeypatch):
 
 
 def test_mps_synchronize_and_memory(monkeypatch):
-    calls = []
-    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("sync"))
-    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 100)
-    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 300)
-    monkeypatch.setattr(torch.mps, "recommended_max_memory", lambda: 1000)
-    mps = Device(id="mps", kind="mps", available=True, torch_device="cpu")
-
-    mps.synchronize()
-    mps.synchronize()
-    assert calls == ["sync", "sync"]
-    reading = mps.memory()
-    assert reading == {"current_allocated": 100, "driver_allocated": 300, "recommended_max": 1000}
-    assert mps.in_use(reading) == 100
-    assert calls == ["sync", "sync"]  # a memory reading never syncs
-    assert torch.zeros(2, device=mps.torch_device).sum().item() == 0
+    fake = fake_mac(monkeypatch, available=True)
+    mps = devices.resolve_device("mps")
+    assert mps.torch_device == "mps"
+    with fake.activate():
+        mps.synchronize()
+        mps.synchronize()
+        assert fake.syncs == 2
+        before = mps.memory()
+        block = torch.zeros(1 << 18, device=mps.torch_device)  # 1 MiB on the faked GPU
+        reading = mps.memory()
+        assert set(reading) == {"current_allocated", "driver_allocated", "recommended_max"}
+        assert all(type(v) is int for v in reading.values())  # torch returns ints in bytes
+        assert reading["current_allocated"] - before["current_allocated"] == 1 << 20
+        assert reading["driver_allocated"] >= reading["current_allocated"]
+        assert reading["recommended_max"] == fake.recommended_max
+        assert mps.in_use(reading) == reading["current_allocated"]
+        assert fake.syncs == 2  # a memory reading never syncs
+        assert block.device.type == "mps" and block.sum().item() == 0
 
 
 # ---------------------------------------------------------------- CUDA
@@ -214,10 +217,11 @@ def test_resolve_unknown(spec):
 
 
 def test_resolve_unavailable(monkeypatch):
-    fake_mac(monkeypatch, version="12.1")
+    fake_mac(monkeypatch, version="13.6")
     with pytest.raises(UserError) as err:
         devices.resolve_device("mps")
-    assert str(err.value) == "mps is not available: macOS 12.3 or newer is needed (this Mac runs 12.1)."
+    assert str(err.value) == (f"mps is not available: macOS 14.0 or newer is needed for the Apple GPU with PyTorch "
+                              f"{TORCH} (this Mac runs macOS 13.6).")
 
     no_cuda_gpu(monkeypatch)
     with pytest.raises(UserError) as err:

@@ -37,7 +37,9 @@ def test_plist_values(info_plist):
     plist = info_plist.info_plist()
     assert info_plist.package_version() == mpsstudio.__version__
     assert plist["CFBundleShortVersionString"] == plist["CFBundleVersion"] == mpsstudio.__version__
-    assert plist["LSMinimumSystemVersion"] == "12.3"
+    from mpsstudio.engine.apple import MPS_MIN_MACOS_TEXT
+
+    assert plist["LSMinimumSystemVersion"] == MPS_MIN_MACOS_TEXT == "14.0"
     assert plist["NSHighResolutionCapable"] is True
     assert plist["NSRequiresAquaSystemAppearance"] is False
     assert plist["CFBundleIdentifier"] == info_plist.BUNDLE_IDENTIFIER == "org.mpsstudio.MPSStudio"

@@ -17,10 +17,9 @@ from functools import lru_cache
 import psutil
 import torch
 
+from .apple import MPS_MIN_MACOS, MPS_MIN_MACOS_NAME, MPS_MIN_MACOS_TEXT
 from .config import PRECISIONS
 from .errors import UserError
-
-MPS_MIN_MACOS = (12, 3)
 
 
 # ---------------------------------------------------------------- host facts
@@ -124,9 +123,10 @@ def mps_unavailable_reason() -> str:
             return "this Python runs under Rosetta (x86_64); install an arm64 Python and PyTorch to use the Apple GPU"
         return "not an Apple Silicon Mac"
     version = macos_version()
-    # Pythons built against old SDKs report Big Sur and later as "10.16"; that says nothing about 12.3.
+    # Pythons built against old SDKs report Big Sur and later as "10.16"; that says nothing about the minimum.
     if version and version != "10.16" and not _macos_at_least(*MPS_MIN_MACOS):
-        return f"macOS {MPS_MIN_MACOS[0]}.{MPS_MIN_MACOS[1]} or newer is needed (this Mac runs {version})"
+        return (f"macOS {MPS_MIN_MACOS_TEXT} or newer is needed for the Apple GPU with PyTorch "
+                f"{torch.__version__.split('+')[0]} (this Mac runs macOS {version})")
     if not torch.backends.mps.is_built():
         return "this PyTorch was built without MPS"
     return (
@@ -149,7 +149,8 @@ def mps_fix(reason: str) -> str:
                 "`python3 -m pip install torch torchvision` with it; `python3 -c \"import platform; "
                 "print(platform.machine())\"` must print arm64.")
     if reason.startswith("macOS"):
-        return "Update macOS in System Settings \u2192 General \u2192 Software Update, then press Check Again."
+        return (f"Update to {MPS_MIN_MACOS_NAME} or later in System Settings \u2192 General \u2192 Software Update, "
+                "then press Check Again.")
     if "built without MPS" in reason:
         return "Reinstall PyTorch from PyPI: `python3 -m pip install --upgrade --force-reinstall torch`."
     if "not working" in reason:
