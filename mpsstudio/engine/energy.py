@@ -252,7 +252,10 @@ class AppleCounter(_Counter):
             self.monitor = module.AppleEnergyMonitor()
         except Exception as exc:
             raise Unreadable(f"macOS's energy counters could not be opened ({_error(exc)})") from None
-        self.read()
+        try:  # its C++ side raises RuntimeError / ValueError (std::runtime_error, std::invalid_argument)
+            self.read()
+        except Exception as exc:
+            raise Unreadable(f"macOS's energy counters could not be read ({_error(exc)})") from None
 
     def read(self) -> dict[str, float]:
         m = self.monitor.get_cumulative_energy()
@@ -330,7 +333,7 @@ class CpuBusy(_Busy):
     def _sample(self) -> tuple[float, float] | None:
         try:
             t = self.process.cpu_times()
-        except (psutil.Error, OSError):
+        except Exception:
             return None
         return time.perf_counter(), t.user + t.system
 
@@ -382,7 +385,7 @@ class IoregBusy(_Busy):
         while not self._stop.wait(self.interval_s):
             try:
                 value = ioreg_utilization(self._read())
-            except (OSError, subprocess.SubprocessError):
+            except Exception:  # a failed or undecodable `ioreg` is a missing sample, never the run's end
                 value = None
             if value is not None:
                 with self._lock:
@@ -465,8 +468,7 @@ class Meter:
         if self._open:
             return
         self._open, self._windows = True, 0
-        if self.busy is not None:
-            self.busy.begin()
+        self._call_busy("begin")
         self._t0 = time.perf_counter()
         self._start = self._read() if self.counters else None
 
@@ -491,8 +493,7 @@ class Meter:
     def _close(self) -> SpanEnergy:
         now = time.perf_counter()
         self._open = False
-        out = SpanEnergy(seconds=now - self._t0, windows=self._windows,
-                         utilization=self.busy.end() if self.busy is not None else None)
+        out = SpanEnergy(seconds=now - self._t0, windows=self._windows, utilization=self._call_busy("end"))
         if not self.counters:
             return out
         end = self._read()
@@ -511,12 +512,30 @@ class Meter:
                 c.close()
             except Exception:
                 pass
-        if self.busy is not None:
-            self.busy.close()
+        self._call_busy("close")
+
+    def _call_busy(self, what: str) -> float | None:
+        """The busy reader's begin/end/close; one that raises gives no figure for this span (never ends the run)."""
+        if self.busy is None:
+            return None
+        try:
+            value = getattr(self.busy, what)()
+        except Exception:
+            return None
+        return value if is_finite(value) else None
 
 
 def meter_for(kind: str, index: int | None = None, uuid: str | None = None) -> Meter:
-    """The meter of a device ("cpu", "mps" or "cuda"); a source that cannot be used here gives its reason."""
+    """The meter of a device ("cpu", "mps" or "cuda"); a source that cannot be used here gives its reason. Never
+    raises: energy is optional, and a run must not fail because a meter did (docs/architecture.md, "Energy")."""
+    try:
+        return _meter_for(kind, index, uuid)
+    except Exception as exc:  # a source's library raised something of its own while it was set up
+        return Meter(span_s=SPAN_S, reason=f"the energy meter could not be set up ({_error(exc)})",
+                     busy_reason=f"the utilisation meter could not be set up ({_error(exc)})")
+
+
+def _meter_for(kind: str, index: int | None, uuid: str | None) -> Meter:
     meter = Meter(span_s=SPAN_S)
     try:
         if kind == "cuda":
@@ -536,7 +555,10 @@ def meter_for(kind: str, index: int | None = None, uuid: str | None = None) -> M
         meter.part = None
         meter.reason = meter.reason or "no energy counter readable here"
     if kind == "cpu" and meter.busy is None:
-        meter.busy = CpuBusy()
+        try:
+            meter.busy = CpuBusy()
+        except Exception as exc:
+            meter.busy_reason = f"this process's CPU time could not be read ({_error(exc)})"
     if meter.busy is None and meter.busy_reason is None:
         meter.busy_reason = meter.reason or "no utilisation reading here"
     return meter
@@ -563,7 +585,7 @@ def _cuda(meter: Meter, index: int | None, uuid: str | None) -> None:
     if sys.platform.startswith("linux"):
         try:
             meter.counters.append(RaplCounter())  # the host CPU's share, kept as a part when readable
-        except Unreadable:
+        except Exception:
             pass
 
 
@@ -574,7 +596,7 @@ def _apple_silicon(meter: Meter, kind: str) -> None:
     if kind == "mps":
         try:
             meter.busy = IoregBusy()
-        except (Unreadable, OSError, subprocess.SubprocessError) as exc:
+        except Exception as exc:
             meter.busy_reason = str(exc) if isinstance(exc, Unreadable) else \
                 f"the IORegistry could not be read ({_error(exc)})"
     if platform.machine() != "arm64":

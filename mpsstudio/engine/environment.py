@@ -16,6 +16,9 @@ from mpsstudio.engine import devices
 RESULT_ENV_VARS = (
     "PYTORCH_ENABLE_MPS_FALLBACK",
     "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
+    "PYTORCH_MPS_LOW_WATERMARK_RATIO",
+    "PYTORCH_MPS_FAST_MATH",
+    "PYTORCH_MPS_PREFER_METAL",
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
@@ -206,17 +209,22 @@ def _mac_rows(conditions: dict) -> list[SetupRow]:
     cores = devices.apple_gpu_cores()
     rows = [SetupRow("Chip", chip + (f" · {cores}-core GPU" if cores else "")),
             SetupRow("Unified memory", f"{psutil.virtual_memory().total / 1024**3:.0f} GiB, shared by CPU and GPU")]
+    unreadable = str(conditions.get("unreadable") or "")
+
+    def unknown(reader: str) -> str:
+        return f"unknown ({reader} could not be read)" if f"{reader} (" in unreadable else "unknown"
     battery = conditions.get("on_battery")
-    rows.append(SetupRow("Power source", "unknown" if battery is None else "battery" if battery else "power adapter",
+    rows.append(SetupRow("Power source", unknown("the battery state") if battery is None else "battery" if battery
+                         else "power adapter",
                          None if battery is None else not battery,
                          "Plug in the power adapter: on battery macOS may slow the chip, and results vary."
                          if battery else ""))
     low = conditions.get("low_power_mode")
-    rows.append(SetupRow("Low Power Mode", "unknown" if low is None else "on" if low else "off",
+    rows.append(SetupRow("Low Power Mode", unknown("pmset -g") if low is None else "on" if low else "off",
                          None if low is None else not low,
                          "Turn Low Power Mode off (System Settings → Battery) before measuring." if low else ""))
     thermal = conditions.get("thermal")
-    rows.append(SetupRow("Thermal state", thermal or "unknown",
+    rows.append(SetupRow("Thermal state", thermal or unknown("pmset -g therm"),
                          None if thermal is None else thermal == "nominal",
                          "Let the Mac cool down (or give it air) before measuring: a throttled chip runs slower."
                          if thermal and thermal != "nominal" else ""))

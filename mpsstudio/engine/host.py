@@ -53,7 +53,7 @@ class LoadMeter:
         self._start: tuple[float, float, float] | None = None
         try:
             self._process = psutil.Process()
-        except psutil.Error:
+        except Exception:
             self._process = None
 
     def _sample(self) -> tuple[float, float, float] | None:
@@ -61,7 +61,7 @@ class LoadMeter:
             return None
         try:
             return time.perf_counter(), _busy_s(psutil.cpu_times()), _own_s(self._process)
-        except (psutil.Error, OSError, AttributeError):
+        except Exception:  # any reader failing makes the figure unknown, never the run's end
             return None
 
     def start(self) -> None:
@@ -88,11 +88,12 @@ class LoadMeter:
 
 
 def _pmset(*args: str) -> str:
+    """`pmset` output; "" when it cannot be run or read (its bytes are decoded leniently: never an exception)."""
     try:
-        done = subprocess.run(["pmset", *args], capture_output=True, text=True, timeout=PMSET_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
+        done = subprocess.run(["pmset", *args], capture_output=True, timeout=PMSET_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError, ValueError):
         return ""
-    return done.stdout if done.returncode == 0 else ""
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 and done.stdout else ""
 
 
 def thermal_state(therm: str) -> str | None:
@@ -115,9 +116,11 @@ def low_power_mode(settings: str) -> bool | None:
 
 
 def on_battery() -> bool | None:
+    """Whether the machine runs on battery; None where the OS reports no battery. A reading that fails raises
+    (conditions() names it)."""
     try:
         battery = psutil.sensors_battery()
-    except (AttributeError, NotImplementedError, OSError, RuntimeError):
+    except (AttributeError, NotImplementedError):  # psutil has no battery reader on this OS
         return None
     if battery is None or battery.power_plugged is None:
         return None
@@ -125,9 +128,19 @@ def on_battery() -> bool | None:
 
 
 def conditions() -> dict:
-    """Host conditions at the start of a run, for env["host"]: keys with None are not known here."""
-    out: dict = {"on_battery": on_battery(), "thermal": None, "low_power_mode": None}
+    """Host conditions at the start of a run, for env["host"]: keys with None are not known here. Never raises: a
+    reader that fails leaves its key None and names itself in "unreadable" (the run goes on measuring)."""
+    out: dict = {"on_battery": None, "thermal": None, "low_power_mode": None}
+    failed: list[str] = []
+    readers = [("on_battery", "the battery state", on_battery)]
     if sys.platform == "darwin":
-        out["thermal"] = thermal_state(_pmset("-g", "therm"))
-        out["low_power_mode"] = low_power_mode(_pmset("-g"))
+        readers += [("thermal", "pmset -g therm", lambda: thermal_state(_pmset("-g", "therm"))),
+                    ("low_power_mode", "pmset -g", lambda: low_power_mode(_pmset("-g")))]
+    for key, name, read in readers:
+        try:
+            out[key] = read()
+        except Exception as exc:
+            failed.append(f"{name} ({type(exc).__name__})")
+    if failed:
+        out["unreadable"] = ", ".join(failed)
     return out
