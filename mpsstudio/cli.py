@@ -257,6 +257,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     _no_file_written_twice(json_path, model_files or [])
     for line in plan.skipped:
         print(line, file=sys.stderr)
+    for line in plan.notes:
+        print(f"mpsstudio: {line}", file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
     progress = _Progress(save)

@@ -158,6 +158,8 @@ def cmd_sweep(args) -> int:
     plan = session.plan(cfg, names)
     for line in plan.skipped:
         print(line, file=sys.stderr)
+    for line in plan.notes:
+        print(f"mpsstudio: {line}", file=sys.stderr)
     devices = [c.device for c in plan.configs]
 
     def on_point(result, done, total):

@@ -138,6 +138,9 @@ def main() -> None:
     method = os.environ.get(START_METHOD_VAR)
     if method:
         multiprocessing.set_start_method(method, force=True)
+    from mpsstudio.launcher import prepare_environment
+
+    prepare_environment()  # a PYTORCH_ENABLE_MPS_FALLBACK torch cannot read is corrected, before torch loads
     ensure_mps_fallback()  # before anything imports torch
     _ensure_std_streams()
     setup_crash_log()

@@ -16,8 +16,19 @@ def wants_window(argv: Sequence[str]) -> bool:
     return not argv or argv[0].split("=")[0] in GUI_FLAGS
 
 
+def prepare_environment() -> None:
+    """What must happen before anything imports torch: an environment variable torch would abort on is corrected,
+    and the user is told in one sentence (engine/apple.py, correct_fallback_env)."""
+    from .engine.apple import correct_fallback_env
+
+    said = correct_fallback_env()
+    if said:
+        print(f"mpsstudio: {said}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    prepare_environment()
     if wants_window(argv):
         return _open_window(argv)
     from .cli import main as cli_main

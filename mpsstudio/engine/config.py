@@ -138,8 +138,9 @@ class RunConfig:
         but not runnable here)."""
         self.validate()
         if self.compile and getattr(sys, "frozen", False):
-            raise UserError("torch.compile needs a C++ compiler, which the MPS Studio app does not carry; "
-                            "install MPS Studio with pip (README, Install) to use it.")
+            from .apple import FROZEN_COMPILE_REASON
+
+            raise UserError(FROZEN_COMPILE_REASON)
         return self
 
     def to_dict(self) -> dict:

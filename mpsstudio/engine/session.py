@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import datasets, devices, models, trainer
+from .apple import MPS_COMPILE_NOTE
 from .config import RunConfig
 from .errors import UserError
 from .events import Event
@@ -29,6 +30,7 @@ class Plan:
 
     configs: list[RunConfig]
     skipped: list[str] = field(default_factory=list)  # one sentence per device that cannot run this
+    notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
 
 
 def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
@@ -54,6 +56,8 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
             continue
         if dev.id not in (c.device for c in out.configs):
             out.configs.append(config.with_device(dev.id))
+            if config.compile and dev.kind == "mps":
+                out.notes.append(MPS_COMPILE_NOTE)
     if not out.configs:
         why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
         raise UserError(f"None of the devices can run this ({why}); "

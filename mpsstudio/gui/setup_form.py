@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QToolButton, QVBoxLayout, QWidget,
 )
 
+from ..engine.apple import FROZEN_COMPILE_REASON, MPS_COMPILE_NOTE
 from ..engine.config import MAX_ACCUMULATE, MODES, OPTIMIZERS, PRECISIONS, RunConfig
 from .setup_widgets import LearningRateBox, SectionHeading
 
@@ -292,11 +293,11 @@ class SetupForm(QWidget):
         self.channels_last_check = QCheckBox("channels_last")
         self.channels_last_check.setToolTip("Store images as NHWC; often faster for convolutions on GPUs.")
         self.compile_check = QCheckBox("torch.compile")
-        self.compile_check.setToolTip("Compile the model first; the compile time shows up in the warm-up.")
+        self.compile_check.setToolTip("Compile the model first; the compile time shows up in the warm-up. "
+                                      + MPS_COMPILE_NOTE)
         if getattr(sys, "frozen", False):
             self.compile_check.setEnabled(False)
-            self.compile_check.setToolTip("torch.compile needs a C++ compiler, which the app does not carry; "
-                                          "install MPS Studio with pip (README, Install) to use it.")
+            self.compile_check.setToolTip(FROZEN_COMPILE_REASON)
         self.mps_fallback_check = QCheckBox("Run operations MPS lacks on the CPU")
         self.mps_fallback_check.setChecked(defaults.mps_fallback)
         self.mps_fallback_check.setToolTip(

@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QStyle, QWidget
 
+from ..engine.apple import MPS_COMPILE_NOTE
 from ..engine.config import RunConfig
 from ..engine.formatting import error_line, fmt_bytes, fmt_count, plural
 from ..engine.spec import DataSpec
@@ -551,6 +552,8 @@ class SetupPanel(SetupForm):
             text = f"{facts} — {model_name}"
         if model not in self._model_infos:
             text += f"\n{MODEL_FILE_WARNING}"
+        if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
+            text += f"\n{MPS_COMPILE_NOTE}"
         return text
 
     def _model_title(self, model: str) -> str:
