@@ -25,6 +25,23 @@ def pytest_unconfigure(config):
         started[1].wait()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "processes: the test is about run processes themselves (crashes, hangs, signals, "
+                                       "Stop, spares): its runs get real processes, not InProcessRun")
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_process(request, monkeypatch):
+    """Runs, tools and device checks are served by a thread of the test process (isolation.InProcessRun: the same
+    pipe, messages and parent code, without ~3 s of `import torch` per process), except in tests about the
+    processes themselves: those marked `processes` or using `run_pids`."""
+    if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
+        return
+    from mpsstudio.engine import isolation
+
+    monkeypatch.setattr(isolation, "new_process", isolation.InProcessRun)
+
+
 @pytest.fixture(autouse=True)
 def _private_folders(tmp_path_factory, monkeypatch):
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):

@@ -384,6 +384,7 @@ def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_
     assert result.summary["parameters"] == 64 * 4 + 4
 
 
+@pytest.mark.processes  # the run must be a process apart from the busy ones this test starts
 def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_named():
     import os
     import subprocess
