@@ -12,7 +12,7 @@ import random
 import statistics
 import time
 
-from mpsstudio.engine import compare
+from mpsstudio.engine.analysis import compare
 
 
 def main() -> None:

@@ -18,9 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from mpsstudio.engine import devices, trainer  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.events import Warmup, Window  # noqa: E402
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.run import trainer  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.events import Warmup, Window  # noqa: E402
 
 
 def measure(model: str, batch_size: int, steps: int, precision: str, channels_last: bool) -> dict:

@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine import energy, trainer  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.events import Window  # noqa: E402
+from mpsstudio.engine.machine import energy
+from mpsstudio.engine.run import trainer  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.events import Window  # noqa: E402
 
 
 def smi_samples(path: Path) -> list[tuple[float, float]]:

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from PySide6.QtCore import QEventLoop  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.events import Ended, Started, Warmup, Window  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.events import Ended, Started, Warmup, Window  # noqa: E402
 from mpsstudio.gui.plots import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS, LivePlots  # noqa: E402
 from mpsstudio.gui.worker import RunWorker  # noqa: E402
 

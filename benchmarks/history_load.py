@@ -25,9 +25,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mpsstudio.engine import runfiles  # noqa: E402
-from mpsstudio.engine.results import new_run_id  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.history import runfiles  # noqa: E402
+from mpsstudio.engine.basics.results import new_run_id  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 
 
 def build(path: Path, runs: int, long_every: int) -> None:

@@ -29,10 +29,10 @@ def main() -> int:
     from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from mpsstudio.engine.config import RunConfig
-    from mpsstudio.engine.results import RunResult
-    from mpsstudio.engine.runfiles import export_json
-    from mpsstudio.engine.store import RunStore
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.results import RunResult
+    from mpsstudio.engine.history.runfiles import export_json
+    from mpsstudio.engine.history.store import RunStore
     from mpsstudio.gui.results_panel import ResultsPanel
 
     runs = [RunResult(RunConfig(device="cuda:0", steps=200, epochs=None), env={"machine_label": "server"},

@@ -25,8 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from mpsstudio.engine import devices, isolation, models, trainer  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.process import isolation
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.run import trainer  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 
 MODELS = ("mlp", "mnist_cnn", "resnet18")
 

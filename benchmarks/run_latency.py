@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine import isolation  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.events import Started, Window  # noqa: E402
+from mpsstudio.engine.process import isolation  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.events import Started, Window  # noqa: E402
 
 
 def one(cfg: RunConfig, spare: isolation.Spare | None) -> tuple[float, float]:

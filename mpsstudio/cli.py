@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Sequence
 
 from . import cli_tools
-from .engine.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, RunConfig
-from .engine.errors import UserError
-from .engine.files import check_writable_file
-from .engine.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
+from .engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, RunConfig
+from .engine.basics.errors import UserError
+from .engine.basics.files import check_writable_file
+from .engine.basics.formatting import fmt_bytes, fmt_count, fmt_duration, is_finite, plural, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- bench ------------------------------------------------------------------------------------------------
 
 def _config_from_args(args):
-    from .engine.config import RunConfig
+    from .engine.basics.config import RunConfig
 
     cfg = RunConfig()
     mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
@@ -186,7 +186,7 @@ def _cmd_bench(args) -> int:
     names = args.devices.split(",") if args.devices is not None else available_devices()
     save_model = None
     if args.save_model is not None:
-        from .engine.savedmodel import check_target
+        from .engine.models.saved import check_target
 
         save_model = str(check_target(args.save_model))
         if cfg.mode != "train":
@@ -217,7 +217,7 @@ def _check_timeout(timeout) -> None:
 
 def available_devices() -> list[str]:
     """Every device that can run here, cpu first (what the window checks by default)."""
-    from .engine import devices
+    from .engine.machine import devices
 
     return [d.id for d in devices.discover_devices() if d.available]
 
@@ -231,7 +231,7 @@ def _check_json_path(path: str | None) -> None:
 def _no_file_written_twice(json_path: str | None, model_files: list[str]) -> None:
     """--json and --save-model (each model's weights and its description) must name different files: the
     later write would replace the earlier one."""
-    from .engine.savedmodel import meta_path
+    from .engine.models.saved import meta_path
 
     names = [(Path(json_path).expanduser().resolve(), "--json")] if json_path else []
     for weights in model_files:
@@ -249,7 +249,10 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
-    from .engine import isolation, models, repeat, savedmodel, session
+    from .engine.process import isolation
+    from .engine.models import registry as models, saved as savedmodel
+    from .engine.run import session
+    from .engine.analysis import repeat
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
     order, tags = repeat.interleave(plan.configs, rounds)
@@ -294,8 +297,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
 
 
 def _print_verdicts(results, inspections=None) -> None:
-    from .engine.compare import compare
-    from .engine.verdict import verdicts
+    from .engine.analysis.compare import compare
+    from .engine.analysis.verdict import verdicts
 
     comparisons = compare(results)
     compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
@@ -310,7 +313,7 @@ def _print_verdicts(results, inspections=None) -> None:
 
 def _keep(progress: "_Progress", results, json_path, inspections=None) -> bool:
     """Write the runs to --json (the history took each as it ended); False when the history did not keep them."""
-    from .engine.runfiles import export_json
+    from .engine.history.runfiles import export_json
 
     if json_path:
         export_json(results, json_path, inspections)
@@ -319,7 +322,7 @@ def _keep(progress: "_Progress", results, json_path, inspections=None) -> bool:
 
 def _save(result) -> bool:
     """Keep one run in the history the moment it ends (a CLI killed later loses nothing that ended)."""
-    from .engine.store import RunStore
+    from .engine.history.store import RunStore
 
     try:
         store = RunStore()
@@ -350,7 +353,7 @@ class _Progress:
         self.ended = []  # every run that ended, also one interrupted by Ctrl-C
 
     def __call__(self, event) -> None:
-        from .engine.events import Ended, Started, Warmup, Window
+        from .engine.basics.events import Ended, Started, Warmup, Window
 
         if isinstance(event, Started):
             self.device = event.config["device"]
@@ -389,7 +392,9 @@ class _Progress:
 # -- launch benchmark -------------------------------------------------------------------------------------
 
 def _cmd_launch_benchmark(args) -> int:
-    from .engine import isolation, launch, session
+    from .engine.process import isolation
+    from .engine.tools import launch
+    from .engine.run import session
 
     _check_json_path(args.json)
     _check_timeout(args.timeout)
@@ -440,7 +445,7 @@ def _cmd_launch_benchmark(args) -> int:
 
 
 def _launch_table(rows) -> str:
-    from .engine.formatting import fmt_rate
+    from .engine.basics.formatting import fmt_rate
 
     lines = []
     for row in rows:
@@ -457,10 +462,10 @@ def _launch_table(rows) -> str:
 
 def format_table(results, keys: Sequence[str] | None = None) -> str:
     """Runs as a table (the CLI's bench columns by default), speedup against the CPU run of the same comparison."""
-    from .engine.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
-    from .engine.compare import compare, speedup_map
+    from .engine.history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
+    from .engine.analysis.compare import compare, speedup_map
 
-    from .engine.energy import notes
+    from .engine.machine.energy import notes
 
     keys = keys or CLI_BENCH_COLUMNS
     speedups = speedup_map(compare(results))
@@ -486,9 +491,9 @@ def _grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | N
 # -- listings ---------------------------------------------------------------------------------------------
 
 def _cmd_devices(args) -> int:
-    from .engine import devices
+    from .engine.machine import devices
 
-    from .engine import probe
+    from .engine.machine import probe
 
     found = devices.discover_devices()
     checks = probe.check_all(found)  # a short functional check of each accelerator that says it is available
@@ -504,7 +509,7 @@ def _cmd_devices(args) -> int:
 
 
 def _cmd_models(args) -> int:
-    from .engine import models
+    from .engine.models import registry as models
 
     rows = []
     for m in models.list_models():
@@ -517,7 +522,7 @@ def _cmd_models(args) -> int:
 
 
 def _cmd_datasets(args) -> int:
-    from .engine import datasets
+    from .engine.data import datasets
 
     rows = [[d.name, d.source, d.description] for d in datasets.list_datasets()]
     print(_grid(["dataset", "source", "description"], rows))
@@ -526,7 +531,7 @@ def _cmd_datasets(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from .engine import environment
+    from .engine.machine import environment
 
     rows = environment.doctor()
     width = max(len(k) for k, _ in rows)
@@ -537,17 +542,17 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_demo(args) -> int:
     """The default comparison: the built-in dataset and default model on every available device."""
-    from .engine.config import RunConfig
+    from .engine.basics.config import RunConfig
 
     return bench(RunConfig(), available_devices())
 
 
 def _cmd_history(args) -> int:
-    from .engine import store as history
-    from .engine.columns import CLI_BENCH_COLUMNS, CLI_HISTORY_COLUMNS
-    from .engine.compare import compare
-    from .engine.runfiles import import_json
-    from .engine.verdict import verdicts
+    from .engine.history import store as history
+    from .engine.history.columns import CLI_BENCH_COLUMNS, CLI_HISTORY_COLUMNS
+    from .engine.analysis.compare import compare
+    from .engine.history.runfiles import import_json
+    from .engine.analysis.verdict import verdicts
 
     _check_json_path(args.json)
     if args.recover:
@@ -572,7 +577,7 @@ def _cmd_history(args) -> int:
         store.set_note(run_id, text)
         print(f"kept the note on run {printable(run_id)[:64]}" if text else "removed the note", file=sys.stderr)
     if args.steps:
-        from .engine.runfiles import export_steps_csv
+        from .engine.history.runfiles import export_steps_csv
 
         run_id, out = args.steps
         run = store.get(run_id)
@@ -588,7 +593,7 @@ def _cmd_history(args) -> int:
     for notice in [*store.notices, *store.tool_notices]:
         print(f"mpsstudio: {notice}", file=sys.stderr)
     if args.json:
-        from .engine.runfiles import export_json
+        from .engine.history.runfiles import export_json
 
         export_json(results, args.json, inspections)
         print(f"wrote {plural(len(results), 'run')} to {printable(args.json)}", file=sys.stderr)

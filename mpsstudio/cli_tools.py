@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import sys
 
-from .engine.config import MODES, OPTIMIZERS, PRECISIONS
-from .engine.errors import UserError
-from .engine.formatting import printable
+from .engine.basics.config import MODES, OPTIMIZERS, PRECISIONS
+from .engine.basics.errors import UserError
+from .engine.basics.formatting import printable
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -88,7 +88,7 @@ def _default_device() -> str:
 
 
 def _checked_device(name: str | None) -> str:
-    from .engine.config import DEVICE_PATTERN
+    from .engine.basics.config import DEVICE_PATTERN
 
     device = (name or _default_device()).strip().lower()
     if not DEVICE_PATTERN.fullmatch(device):
@@ -98,7 +98,7 @@ def _checked_device(name: str | None) -> str:
 
 def _prelude(args):
     from .cli import _check_json_path, _check_timeout
-    from .engine import models
+    from .engine.models import registry as models
 
     _check_json_path(args.json)
     _check_timeout(args.timeout)
@@ -118,7 +118,7 @@ def _print_table(table) -> None:
 
 def _finish(kind: str, result: dict, args) -> None:
     """--json, then the history: the result is on screen first whatever happens to the files."""
-    from .engine.runfiles import export_tool_json
+    from .engine.history.runfiles import export_tool_json
 
     if args.json:
         export_tool_json(result, args.json)
@@ -127,7 +127,7 @@ def _finish(kind: str, result: dict, args) -> None:
 
 
 def _save_tool(kind: str, result: dict) -> None:
-    from .engine.store import RunStore, ToolRecord
+    from .engine.history.store import RunStore, ToolRecord
 
     try:
         store = RunStore()
@@ -146,7 +146,9 @@ def _progress(message: str, fraction: float) -> None:
 
 def cmd_sweep(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED, available_devices
-    from .engine import isolation, session, sweep, toolview
+    from .engine.process import isolation
+    from .engine.run import session
+    from .engine.tools import sweep, toolview
 
     cfg = _prelude(args)
     if args.mode:
@@ -178,7 +180,7 @@ def cmd_sweep(args) -> int:
 
 def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
     """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
-    from .engine import isolation
+    from .engine.process import isolation
 
     print(f"{doing}...", file=sys.stderr)
     try:
@@ -191,9 +193,9 @@ def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
 
 def cmd_max_batch(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine import toolview
-    from .engine.config import MAX_BATCH
-    from .engine.maxbatch import DEFAULT_CAP
+    from .engine.tools import toolview
+    from .engine.basics.config import MAX_BATCH
+    from .engine.tools.maxbatch import DEFAULT_CAP
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
@@ -211,7 +213,7 @@ def cmd_max_batch(args) -> int:
 
 def cmd_inspect(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine import toolview
+    from .engine.tools import toolview
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
@@ -234,7 +236,7 @@ def cmd_inspect(args) -> int:
 def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> list[dict]:
     """After a comparison: inspect each finished MPS run's setup (CPU fallbacks, parity with the CPU), in a run
     process, so the verdict can name what it found. A failed inspection is one line; the runs stay as they are."""
-    from .engine import isolation
+    from .engine.process import isolation
 
     found, seen = [], set()
     for r in results:

@@ -28,14 +28,14 @@ _log_stream = None  # kept open for faulthandler, which writes to its file descr
 
 
 def log_dir() -> Path:
-    from mpsstudio.engine.paths import log_dir as app_log_dir
+    from mpsstudio.engine.basics.paths import log_dir as app_log_dir
 
     return app_log_dir()
 
 
 def log_file_path() -> Path:
     """The crash log: `<user log dir>/mpsstudio.log` (macOS: ~/Library/Logs/MPS Studio/mpsstudio.log)."""
-    from mpsstudio.engine.paths import log_file
+    from mpsstudio.engine.basics.paths import log_file
 
     return log_file()
 

@@ -37,7 +37,7 @@ def _runs_in_process(request, monkeypatch):
     processes themselves: those marked `processes` or using `run_pids`."""
     if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
         return
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     monkeypatch.setattr(isolation, "new_process", isolation.InProcessRun)
 
@@ -82,7 +82,7 @@ def no_leftovers(qapp):
 def run_pids(monkeypatch):
     """Pids of every run process started during the test; after it, none of them (or their process groups) is
     left, and none is a zombie."""
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     from .processes import MEMORY_CAP_MB, assert_gone
 
@@ -105,7 +105,8 @@ def fake_mps(monkeypatch):
     import contextlib
     import functools
 
-    from mpsstudio.engine import isolation, probe
+    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine.machine import probe
 
     from .fake_mps import FakeMPS
 

@@ -347,7 +347,7 @@ class FakeMPS:
         self.fraction = fraction
 
     def install(self, monkeypatch) -> "FakeMPS":
-        from mpsstudio.engine import devices, energy
+        from mpsstudio.engine.machine import devices, energy
 
         answers = self.sysctls
         monkeypatch.setattr(sys, "platform", "darwin")

@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from mpsstudio.engine import isolation
+from mpsstudio.engine.process import isolation
 
 MEMORY_CAP_MB = "4500"  # a run process's address space in tests (torch takes ~3.5 GB of it): a model that
 # hoards memory fails there instead of pushing the test machine into swap

@@ -10,7 +10,7 @@ from mpsstudio import cli
 
 
 def test_bench_writes_the_promised_json_and_keeps_the_run(tmp_path, capsys):
-    from mpsstudio.engine.store import RunStore
+    from mpsstudio.engine.history.store import RunStore
     from mpsstudio.launcher import main
 
     out = tmp_path / "out.json"
@@ -125,8 +125,8 @@ def test_history_keeps_runs_and_imports_json(tmp_path, capsys):
 
 
 def test_format_table_shows_speedup():
-    from mpsstudio.engine.config import RunConfig
-    from mpsstudio.engine.results import RunResult
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.results import RunResult
 
     cpu = RunResult(RunConfig(device="cpu"), summary={"samples_per_s": 1000.0, "samples_per_s_iqr": 10.0})
     mps = RunResult(RunConfig(device="mps"), summary={"samples_per_s": 3500.0, "samples_per_s_iqr": 20.0})
@@ -135,7 +135,7 @@ def test_format_table_shows_speedup():
 
 
 def test_a_json_path_in_a_missing_folder_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     monkeypatch.setattr(isolation, "run_isolated", lambda *a, **k: pytest.fail("a run started"))
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--json", str(tmp_path / "no" / "o.json")])
@@ -151,9 +151,9 @@ def test_an_empty_history_says_how_to_start(capsys):
 
 def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch, capsys):
     """Ctrl-C reaches the CLI (the run's process has its own process group): the run is ended and kept."""
-    from mpsstudio.engine import isolation
-    from mpsstudio.engine.events import Window
-    from mpsstudio.engine.store import RunStore
+    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine.basics.events import Window
+    from mpsstudio.engine.history.store import RunStore
 
     real = cli._Progress.__call__
     seen = []
@@ -196,9 +196,9 @@ def test_repeat_interleaves_and_reports_paired_speedups(tmp_path, capsys):
 
 
 def test_repeat_order_is_a_b_b_a():
-    from mpsstudio.engine.config import RunConfig
-    from mpsstudio.engine.errors import UserError
-    from mpsstudio.engine.repeat import interleave
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.errors import UserError
+    from mpsstudio.engine.analysis.repeat import interleave
 
     a, b = RunConfig(device="cpu"), RunConfig(device="mps")
     order, tags = interleave([a, b], 3)
@@ -216,7 +216,7 @@ def test_bad_repeat_is_one_line(capsys):
 
 
 def test_history_json_writes_the_shape_of_bench_json(tmp_path, capsys):
-    from mpsstudio.engine.runfiles import import_json
+    from mpsstudio.engine.history.runfiles import import_json
 
     assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--batch-size", "8", "--steps", "5",
                      "--devices", "cpu"]) == 0
@@ -245,7 +245,7 @@ BAD_TARGETS = {
 def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys, monkeypatch, target):
     def no_runs(*a, **k):
         raise AssertionError("a run started before --json was checked")
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     monkeypatch.setattr(isolation, "run_isolated", no_runs)
     path, says = BAD_TARGETS[target]
@@ -261,7 +261,7 @@ def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys,
 
 
 def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     def no_runs(*a, **k):
         raise AssertionError("a run started before the output files were checked")
@@ -276,7 +276,7 @@ def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeyp
 
 
 def test_an_interrupted_bench_says_where_its_runs_were_kept(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt

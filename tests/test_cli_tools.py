@@ -9,9 +9,9 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.cli_tools import parse_size
-from mpsstudio.engine import isolation
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.store import RunStore
+from mpsstudio.engine.process import isolation
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.store import RunStore
 
 
 def one_line_error(capsys) -> str:
@@ -121,7 +121,7 @@ def test_a_hung_tool_is_ended_at_its_time_limit(tmp_path, capsys, run_pids):
 
 
 def test_run_tool_stop_returns_partial_result(run_pids):
-    from mpsstudio.engine.config import RunConfig
+    from mpsstudio.engine.basics.config import RunConfig
 
     seen = []
     result = isolation.run_tool("max-batch", {"config": RunConfig(model="mlp", dataset="synthetic").to_dict(),
@@ -132,7 +132,7 @@ def test_run_tool_stop_returns_partial_result(run_pids):
 
 def test_check_devices_without_accelerators_starts_nothing(monkeypatch):
     monkeypatch.setattr(isolation, "RunProcess", lambda **k: pytest.fail("a process was started"))
-    from mpsstudio.engine import devices
+    from mpsstudio.engine.machine import devices
 
     assert isolation.check_devices(devices.discover_devices()) == {}
 

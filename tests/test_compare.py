@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from mpsstudio.engine import host, stability
-from mpsstudio.engine.compare import bootstrap_ratio, compare
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.results import RunResult
-from mpsstudio.engine.summary import RunFacts, summarise
-from mpsstudio.engine.verdict import comparison_record, verdicts
+from mpsstudio.engine.machine import host
+from mpsstudio.engine.analysis import stability
+from mpsstudio.engine.analysis.compare import bootstrap_ratio, compare
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.analysis.summary import RunFacts, summarise
+from mpsstudio.engine.analysis.verdict import comparison_record, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +88,7 @@ def test_conditions_off_a_mac_record_no_mac_facts(monkeypatch):
 
 
 def test_a_file_cannot_call_a_noisy_run_stable():
-    from mpsstudio.engine.runcheck import run_from_dict
+    from mpsstudio.engine.analysis.runcheck import run_from_dict
 
     r = run_with("cpu", noisy_rates(1000, 0.6))
     data = r.to_dict()
@@ -135,7 +136,7 @@ def test_slower_device_names_the_measured_reason():
 
 
 def test_h200_import_is_divided_by_its_own_cpu():
-    from mpsstudio.engine.runfiles import import_json
+    from mpsstudio.engine.history.runfiles import import_json
 
     imported = import_json(ROOT / "docs" / "runs" / "h200-default-comparison.json")
     cpu_here = run_with("cpu", noisy_rates(10.0, 0.01), **{k: getattr(imported[0].config, k) for k in (
@@ -178,7 +179,7 @@ def test_stability_thresholds_are_the_documented_ones():
 def _import(tmp_path, runs):
     import json
 
-    from mpsstudio.engine.runfiles import JSON_FORMAT, JSON_VERSION, import_json
+    from mpsstudio.engine.history.runfiles import JSON_FORMAT, JSON_VERSION, import_json
 
     path = tmp_path / "runs.json"
     path.write_text(json.dumps({"format": JSON_FORMAT, "version": JSON_VERSION,
@@ -195,7 +196,7 @@ def test_a_summary_cannot_hide_what_its_windows_measured(tmp_path):
 
 
 def test_a_window_of_zero_throughput_is_refused(tmp_path):
-    from mpsstudio.engine.errors import UserError
+    from mpsstudio.engine.basics.errors import UserError
 
     data = run_with("cpu", noisy_rates(100, 0.01)).to_dict()
     data["windows"][2]["samples_per_s"] = 0

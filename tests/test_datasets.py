@@ -19,12 +19,10 @@ import torch
 import torchvision.datasets as tvd
 from torch import nn
 
-from mpsstudio.engine import downloads
-from mpsstudio.engine.datasets import (
-    DEFAULT_DATASET, LoadedDataset, TensorSamples, default_cache_dir, list_datasets, load_dataset,
-)
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.spec import DataSpec
+from mpsstudio.engine.data import downloads
+from mpsstudio.engine.data.datasets import DEFAULT_DATASET, LoadedDataset, TensorSamples, default_cache_dir, list_datasets, load_dataset
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.spec import DataSpec
 
 # --------------------------------------------------------------------------------------------- catalogue
 
@@ -476,7 +474,7 @@ def test_named_datasets_state_their_facts_as_fields_that_match_the_data(shapes):
 def test_a_folder_report_gives_the_spec_it_will_decode_to(tmp_path):
     from PIL import Image
 
-    from mpsstudio.engine.folder import inspect_folder
+    from mpsstudio.engine.data.folder import inspect_folder
 
     for c in ("cats", "dogs", "owls"):
         (tmp_path / c).mkdir()

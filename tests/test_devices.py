@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mpsstudio.engine import devices, environment
-from mpsstudio.engine.devices import Device
-from mpsstudio.engine.apple import MPS_MIN_MACOS_TEXT
-from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.machine import devices, environment
+from mpsstudio.engine.machine.devices import Device
+from mpsstudio.engine.machine.apple import MPS_MIN_MACOS_TEXT
+from mpsstudio.engine.basics.errors import UserError
 from tests.fake_mps import fake_mac
 
 ON_LINUX = sys.platform.startswith("linux")

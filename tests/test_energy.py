@@ -12,10 +12,12 @@ import pytest
 
 from tests.fake_mps import FakeAppleMonitor, fake_mac
 
-from mpsstudio.engine import energy, runcheck, trainer
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.machine import energy
+from mpsstudio.engine.analysis import runcheck
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.results import RunResult
 
 
 def write_rapl(root, packages=((1_000_000, 262_143_328_850),), dram=None):
@@ -428,7 +430,7 @@ def test_fmt_joules():
 
 
 def _measured_run(device, sps, jps=None, measure="measured", busy=None, reason=None):
-    from mpsstudio.engine import compare  # noqa: F401  (the comparison below)
+    from mpsstudio.engine.analysis import compare  # noqa: F401  (the comparison below)
 
     windows = [{"first_step": i, "steps": 4, "seconds": 0.5, "samples": int(sps / 2), "samples_per_s": sps * f,
                 "data_wait_s": 0.0, "memory": 0} for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
@@ -443,14 +445,14 @@ def _measured_run(device, sps, jps=None, measure="measured", busy=None, reason=N
 
 
 def _entry(cpu, other):
-    from mpsstudio.engine import compare
+    from mpsstudio.engine.analysis import compare
 
     [c] = compare.compare([cpu, other])
     return c, next(e for e in c.entries if e.device == other.config.device)
 
 
 def test_the_verdict_states_the_energy_ratio_when_both_runs_have_it():
-    from mpsstudio.engine import verdict
+    from mpsstudio.engine.analysis import verdict
 
     c, e = _entry(_measured_run("cpu", 300.0, jps=0.127, measure="estimated"),
                   _measured_run("mps", 1200.0, jps=0.031, measure="estimated"))
@@ -464,7 +466,7 @@ def test_the_verdict_states_the_energy_ratio_when_both_runs_have_it():
 
 
 def test_more_energy_and_a_missing_side_are_said_too():
-    from mpsstudio.engine import verdict
+    from mpsstudio.engine.analysis import verdict
 
     _, e = _entry(_measured_run("cpu", 300.0, jps=0.05), _measured_run("cuda:0", 600.0, jps=0.2))
     assert "It used 4.0x more energy per sample than the CPU" in verdict.sentence(e)
@@ -477,7 +479,7 @@ def test_more_energy_and_a_missing_side_are_said_too():
 
 
 def test_a_gpu_that_was_rarely_busy_gets_the_hint():
-    from mpsstudio.engine import verdict
+    from mpsstudio.engine.analysis import verdict
 
     _, e = _entry(_measured_run("cpu", 300.0), _measured_run("cuda:0", 600.0, busy=30.0))
     assert "The GPU was busy only 30 % of the measured time" in verdict.sentence(e)
@@ -486,7 +488,7 @@ def test_a_gpu_that_was_rarely_busy_gets_the_hint():
 
 
 def test_energy_columns_say_estimated_and_read_in_units():
-    from mpsstudio.engine import columns
+    from mpsstudio.engine.history import columns
 
     run = _measured_run("mps", 1200.0, jps=0.031, measure="estimated", busy=64.0)
     assert columns.cell_text("j_per_sample", run, {}) == "\u224831.0 mJ"

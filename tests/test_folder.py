@@ -11,9 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from mpsstudio.engine.datasets import load_dataset
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.folder import ImageFiles, inspect_folder, split_indices
+from mpsstudio.engine.data.datasets import load_dataset
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.data.folder import ImageFiles, inspect_folder, split_indices
 
 
 def _image(path: Path, mode: str = "RGB", size: tuple[int, int] = (16, 16), seed: int = 0) -> Path:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mpsstudio.engine import columns
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.files import atomic_path, write_atomic
-from mpsstudio.engine.formatting import error_line, fmt_bytes, fmt_count, fmt_duration, one_line, plural
-from mpsstudio.engine.results import RunResult
+from mpsstudio.engine.history import columns
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.files import atomic_path, write_atomic
+from mpsstudio.engine.basics.formatting import error_line, fmt_bytes, fmt_count, fmt_duration, one_line, plural
+from mpsstudio.engine.basics.results import RunResult
 
 
 @pytest.mark.parametrize("seconds, text", [
@@ -90,7 +90,7 @@ def test_an_atomic_write_never_replaces_a_folder_or_a_device_and_gives_a_new_fil
 
 
 def test_ratios_keep_the_digit_that_decides_no_clear_difference():
-    from mpsstudio.engine.formatting import fmt_ratio
+    from mpsstudio.engine.basics.formatting import fmt_ratio
 
     assert fmt_ratio(0.996) == "0.996" and fmt_ratio(1.004) == "1.004" and fmt_ratio(1.0) == "1.00"
     assert fmt_ratio(3.017) == "3.02" and fmt_ratio(48.46) == "48.5" and fmt_ratio(1210.4) == "1,210"

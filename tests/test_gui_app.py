@@ -11,8 +11,8 @@ pytest.importorskip("PySide6")
 from PIL import Image  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import MARGIN, export_scale, png_scale  # noqa: E402
 from mpsstudio.gui.main_window import MainWindow  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
@@ -209,7 +209,7 @@ def test_repeat_runs_the_devices_interleaved_and_tags_each_round(qtbot, window):
 
 
 def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(qtbot, window, monkeypatch):
-    from mpsstudio.engine import launch
+    from mpsstudio.engine.tools import launch
 
     full = launch.plan
     monkeypatch.setattr(launch, "plan", lambda devices: full(devices, ["resnet50"], ["inference"], steps=1, warmup=0))

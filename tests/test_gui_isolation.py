@@ -11,9 +11,9 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QTimer  # noqa: E402
 
-from mpsstudio.engine import isolation  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.process import isolation  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.main_window import MainWindow  # noqa: E402
 from mpsstudio.gui.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402

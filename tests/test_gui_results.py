@@ -12,10 +12,10 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QImage  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
 
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.errors import UserError  # noqa: E402
-from mpsstudio.engine.results import RunResult  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.errors import UserError  # noqa: E402
+from mpsstudio.engine.basics.results import RunResult  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import MARGIN, export_scale, png_scale, render_png  # noqa: E402
 from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
 from mpsstudio.gui.style import warning_color  # noqa: E402

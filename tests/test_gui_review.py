@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.results import RunResult  # noqa: E402
-from mpsstudio.engine.runcheck import checked_result  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.results import RunResult  # noqa: E402
+from mpsstudio.engine.analysis.runcheck import checked_result  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.banner import Banner  # noqa: E402
 from mpsstudio.gui.main_window import MAX_OVERLAY, MainWindow  # noqa: E402
 from mpsstudio.gui.plots import LivePlots  # noqa: E402
@@ -324,7 +324,7 @@ def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path)
 
 
 def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history, tmp_path):
-    from mpsstudio.engine import savedmodel
+    from mpsstudio.engine.models import saved as savedmodel
 
     path, (cpu, mps, _) = history
     w = open_window(qtbot, path)
@@ -353,7 +353,9 @@ def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history
 
 
 def test_the_advanced_options_for_training_make_the_config(qtbot):
-    from mpsstudio.engine import datasets, devices, models
+    from mpsstudio.engine.data import datasets
+    from mpsstudio.engine.machine import devices
+    from mpsstudio.engine.models import registry as models
     from mpsstudio.gui.setup_panel import SetupPanel
 
     panel = SetupPanel()
@@ -377,7 +379,7 @@ def test_kept_models_are_this_windows_until_the_next_run_or_quit(qtbot, tmp_path
     import os
     import time
 
-    from mpsstudio.engine import paths
+    from mpsstudio.engine.basics import paths
 
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)

@@ -8,10 +8,12 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine import datasets, devices, models  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.devices import Device  # noqa: E402
-from mpsstudio.engine.formatting import fmt_count  # noqa: E402
+from mpsstudio.engine.data import datasets
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.models import registry as models  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.machine.devices import Device  # noqa: E402
+from mpsstudio.engine.basics.formatting import fmt_count  # noqa: E402
 from mpsstudio.gui.setup_panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
 
 FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
@@ -191,7 +193,7 @@ def test_learning_rate_box_steps_and_shows_plain_numbers(fake_panel):
 def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
     from pathlib import Path
 
-    from mpsstudio.engine.folder import FolderReport
+    from mpsstudio.engine.data.folder import FolderReport
 
     folder = tmp_path / "flowers"
     report = FolderReport(root=Path(folder), classes=list("abcde"), counts={}, total=3670, skipped=[], modes=["RGB"],
@@ -263,7 +265,7 @@ def test_summary_mentions_mlp_parameters_on_shapes(fake_panel):
 
 
 def test_summary_shows_the_error_sentence(fake_panel, monkeypatch):
-    from mpsstudio.engine.errors import UserError
+    from mpsstudio.engine.basics.errors import UserError
 
     def refuse(name, spec):
         raise UserError("Model 'vgg16' needs more memory than this test allows.")

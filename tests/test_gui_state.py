@@ -11,10 +11,12 @@ from tests.fake_mps import fake_mac
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine import datasets, devices, models  # noqa: E402
-from mpsstudio.engine.devices import Device  # noqa: E402
-from mpsstudio.engine.events import RECENT_WINDOWS, Started, Window  # noqa: E402
-from mpsstudio.engine.store import RunStore  # noqa: E402
+from mpsstudio.engine.data import datasets
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.models import registry as models  # noqa: E402
+from mpsstudio.engine.machine.devices import Device  # noqa: E402
+from mpsstudio.engine.basics.events import RECENT_WINDOWS, Started, Window  # noqa: E402
+from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.main_window import MainWindow  # noqa: E402
 
 ROSETTA = "this Python runs under Rosetta (x86_64); install an arm64 Python and PyTorch to use the Apple GPU"
@@ -101,7 +103,7 @@ def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_pat
 
 
 def test_the_mac_facts_that_change_results_get_a_mark_and_a_fix(monkeypatch):
-    from mpsstudio.engine import environment
+    from mpsstudio.engine.machine import environment
 
     monkeypatch.setattr(devices, "apple_chip_name", lambda: "Apple M2 Pro")
     monkeypatch.setattr(devices, "apple_gpu_cores", lambda: 19)
@@ -118,7 +120,7 @@ def test_the_mac_facts_that_change_results_get_a_mark_and_a_fix(monkeypatch):
 
 
 def test_setup_rows_on_a_mac_under_rosetta(monkeypatch):
-    from mpsstudio.engine import environment, host
+    from mpsstudio.engine.machine import environment, host
 
     fake_mac(monkeypatch, machine="x86_64", sysctls={"sysctl.proc_translated": "1"})  # an x86_64 Python, translated
     monkeypatch.setattr(devices, "cuda_unavailable_reason", lambda: "this PyTorch was built without CUDA")
@@ -135,7 +137,7 @@ def test_setup_rows_on_a_mac_under_rosetta(monkeypatch):
 def test_the_setup_window_shows_marks_fixes_copies_and_checks_again(qtbot, tmp_path):
     from PySide6.QtGui import QGuiApplication
 
-    from mpsstudio.engine.environment import SetupRow
+    from mpsstudio.engine.machine.environment import SetupRow
 
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)
@@ -161,7 +163,7 @@ def test_the_setup_window_shows_marks_fixes_copies_and_checks_again(qtbot, tmp_p
 def test_a_folder_summary_gives_counts_split_thumbnails_and_the_models_real_size(qtbot, tmp_path):
     from PIL import Image
 
-    from mpsstudio.engine import folder
+    from mpsstudio.engine.data import folder
     from mpsstudio.gui.folder_summary import FolderSummary
 
     root = tmp_path / "flowers"

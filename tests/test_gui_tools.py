@@ -11,10 +11,11 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from mpsstudio.engine import probe, sweep  # noqa: E402
-from mpsstudio.engine.config import RunConfig  # noqa: E402
-from mpsstudio.engine.devices import Device  # noqa: E402
-from mpsstudio.engine.store import RunStore, ToolRecord  # noqa: E402
+from mpsstudio.engine.machine import probe
+from mpsstudio.engine.tools import sweep  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.machine.devices import Device  # noqa: E402
+from mpsstudio.engine.history.store import RunStore, ToolRecord  # noqa: E402
 from mpsstudio.gui.tools_panel import EMPTY_HINT, ToolsPanel  # noqa: E402
 from tests.test_gui_app import open_window  # noqa: E402
 from tests.test_tools import point  # noqa: E402
@@ -124,7 +125,7 @@ def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
 
 
 def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     seen = []
 
@@ -146,8 +147,8 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
 
 
 def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
-    from mpsstudio.engine import isolation
-    from mpsstudio.engine.errors import UserError
+    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine.basics.errors import UserError
 
     def refuse(*a, **k):
         raise UserError("The max-batch tool could not run: a reason.")
@@ -163,7 +164,8 @@ def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
 
 
 def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
-    from mpsstudio.engine import devices, isolation
+    from mpsstudio.engine.machine import devices
+    from mpsstudio.engine.process import isolation
 
     mps = Device(id="mps", kind="mps", available=True, name="Apple M1 (faked)")
     real = devices.discover_devices

@@ -7,11 +7,11 @@ import sqlite3
 
 import pytest
 
-from mpsstudio.engine.compare import compare
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.runcheck import checked_result
-from mpsstudio.engine.runfiles import export_json, import_json
-from mpsstudio.engine.store import SCHEMA_VERSION, RunStore
+from mpsstudio.engine.analysis.compare import compare
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.analysis.runcheck import checked_result
+from mpsstudio.engine.history.runfiles import export_json, import_json
+from mpsstudio.engine.history.store import SCHEMA_VERSION, RunStore
 
 from .test_results import make_run
 

@@ -9,9 +9,9 @@ import stat
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.runfiles import export_json
-from mpsstudio.engine.store import DamagedHistory, RunStore, recover
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.runfiles import export_json
+from mpsstudio.engine.history.store import DamagedHistory, RunStore, recover
 
 from .test_imports import good_run
 
@@ -40,7 +40,7 @@ def damage(path):
 
 
 def test_a_locked_history_waits_then_says_so_and_the_run_is_not_exit_0(history, tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine import store as store_module
+    from mpsstudio.engine.history import store as store_module
 
     monkeypatch.setattr(store_module, "LOCK_WAIT_S", 0.2)
     holder = sqlite3.connect(history)
@@ -203,7 +203,7 @@ def test_a_large_import_runs_off_the_gui_thread_with_progress(history, tmp_path,
 
 _WRITER = """
 import sys
-from mpsstudio.engine.store import RunStore
+from mpsstudio.engine.history.store import RunStore
 from tests.test_imports import good_run
 store = RunStore(sys.argv[1])
 prefix, count = sys.argv[2], int(sys.argv[3])

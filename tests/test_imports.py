@@ -10,11 +10,11 @@ import json
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import RunResult
-from mpsstudio.engine.runfiles import export_json, import_json
-from mpsstudio.engine.store import RunStore
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.history.runfiles import export_json, import_json
+from mpsstudio.engine.history.store import RunStore
 
 
 def good_run(run_id="a" * 32, device="cuda:0"):

@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine import isolation
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.store import RunStore
+from mpsstudio.engine.process import isolation
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.history.store import RunStore
 
 from .processes import process_group
 
@@ -108,7 +108,7 @@ def test_a_model_that_hangs_is_ended_by_the_cli_timeout(name, tmp_path, capsys, 
 
 
 def test_a_crash_log_keeps_the_last_lines_of_the_dead_process(tmp_path, run_pids):
-    from mpsstudio.engine.paths import log_file
+    from mpsstudio.engine.basics.paths import log_file
 
     assert bench(bad_model(tmp_path, "abort"), "--no-save") == 1
     log = log_file().read_text()
@@ -199,8 +199,8 @@ def test_a_spare_process_is_used_for_the_next_run(run_pids):
 
 
 def test_a_user_model_is_probed_in_a_child_with_a_time_limit(tmp_path, run_pids):
-    from mpsstudio.engine.errors import UserError
-    from mpsstudio.engine.spec import DataSpec
+    from mpsstudio.engine.basics.errors import UserError
+    from mpsstudio.engine.basics.spec import DataSpec
 
     spec = DataSpec("image", 10, channels=3, height=32, width=32)
     good = tmp_path / "good.py"
@@ -240,7 +240,7 @@ GARBAGE = {
     "forged_rejection": "conn.send(('rejected', 'everything is fine, nothing to see'))",
     "code_in_a_pickle": "conn.send(('event', type('Evil', (), {'__reduce__': lambda s: (os._exit, (0,))})()))",
     "fake_event": "conn.send(('event', 'not an event'))",
-    "bad_window": "conn.send(('event', __import__('mpsstudio.engine.events', fromlist=['Window']).Window("
+    "bad_window": "conn.send(('event', __import__('mpsstudio.engine.basics.events', fromlist=['Window']).Window("
                   "0, 1, ['x'], 1.0, 8, 8.0, 0.0, 0, {}, 1, 2, 1.0, None)))",
 }
 

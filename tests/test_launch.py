@@ -7,8 +7,8 @@ import json
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine import launch
-from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.tools import launch
+from mpsstudio.engine.basics.errors import UserError
 from tests.test_compare import noisy_rates, run_with
 
 

@@ -16,10 +16,13 @@ import pytest
 import torch
 
 from mpsstudio import cli
-from mpsstudio.engine import apple, devices, environment, host, models, opcheck, session
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.spec import DataSpec
-from mpsstudio.engine.store import RunStore
+from mpsstudio.engine.machine import apple, devices, environment, host
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.tools import opcheck
+from mpsstudio.engine.run import session
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.spec import DataSpec
+from mpsstudio.engine.history.store import RunStore
 from tests.fake_mps import C128_ERROR, F64_ERROR, MIXED_ERROR, NUMPY_ERROR, FakeAppleMonitor, FakeMPSTensor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +193,7 @@ def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_o
 
 
 def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mps, monkeypatch):
-    from mpsstudio.engine import energy
+    from mpsstudio.engine.machine import energy
 
     fake_mps()
     calls = []
@@ -215,7 +218,7 @@ def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mp
 
 
 def test_a_meter_that_raises_while_it_is_set_up_is_a_reason_not_a_failure(monkeypatch):
-    from mpsstudio.engine import energy
+    from mpsstudio.engine.machine import energy
 
     def explode(*a, **k):
         raise OSError("dlopen failed")

@@ -9,19 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from mpsstudio.engine import models
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.models import (
-    ModelInfo,
-    build_model,
-    count_parameters,
-    get_model_info,
-    input_spec_for,
-    list_models,
-    parameter_count,
-    user_model_warning,
-)
-from mpsstudio.engine.spec import DataSpec
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.models.registry import ModelInfo, build_model, count_parameters, get_model_info, input_spec_for, list_models, parameter_count, user_model_warning
+from mpsstudio.engine.basics.spec import DataSpec
 
 ALL_NAMES = [
     "mlp", "mnist_cnn", "resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v3_small",

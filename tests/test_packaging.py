@@ -37,7 +37,7 @@ def test_plist_values(info_plist):
     plist = info_plist.info_plist()
     assert info_plist.package_version() == mpsstudio.__version__
     assert plist["CFBundleShortVersionString"] == plist["CFBundleVersion"] == mpsstudio.__version__
-    from mpsstudio.engine.apple import MPS_MIN_MACOS_TEXT
+    from mpsstudio.engine.machine.apple import MPS_MIN_MACOS_TEXT
 
     assert plist["LSMinimumSystemVersion"] == MPS_MIN_MACOS_TEXT == "14.0"
     assert plist["NSHighResolutionCapable"] is True

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from mpsstudio import cli
-from mpsstudio.engine import devices, environment, probe, session
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
+from mpsstudio.engine.machine import devices, environment, probe
+from mpsstudio.engine.run import session
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
 from tests.fake_mps import fake_mac, vm_error
 
 VM_ERROR = vm_error(16 << 20)

@@ -7,12 +7,12 @@ import sqlite3
 
 import pytest
 
-from mpsstudio.engine.compare import compare
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import RunResult
-from mpsstudio.engine.runfiles import export_json, import_json
-from mpsstudio.engine.store import SCHEMA_VERSION, RunStore
+from mpsstudio.engine.analysis.compare import compare
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.history.runfiles import export_json, import_json
+from mpsstudio.engine.history.store import SCHEMA_VERSION, RunStore
 
 
 def make_run(device="cpu", sps=100.0, created="2026-01-01T00:00:00+00:00", status="finished", machine="Mac", **cfg):
@@ -115,7 +115,7 @@ def test_newest_run_stands_for_its_device_and_no_cpu_means_no_speedup():
 
 
 def test_every_folder_honours_its_override(monkeypatch, tmp_path):
-    from mpsstudio.engine import paths
+    from mpsstudio.engine.basics import paths
 
     for var, fn in (("MPSSTUDIO_DATA_DIR", paths.data_dir), ("MPSSTUDIO_CONFIG_DIR", paths.config_dir),
                     ("MPSSTUDIO_CACHE_DIR", paths.cache_dir), ("MPSSTUDIO_LOG_DIR", paths.log_dir)):

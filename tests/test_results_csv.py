@@ -4,11 +4,11 @@ import csv
 
 import pytest
 
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.columns import CSV_COLUMNS
-from mpsstudio.engine.results import RunResult
-from mpsstudio.engine.runfiles import export_csv
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.columns import CSV_COLUMNS
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.history.runfiles import export_csv
 
 
 def make_run(device="cpu", sps=100.0, status="finished", created="2026-01-01T00:00:00+00:00", error=""):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mpsstudio.engine import session, trainer
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.events import Ended, Started
+from mpsstudio.engine.run import session, trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.events import Ended, Started
 
 from .test_trainer import tiny_data
 
@@ -81,7 +81,7 @@ def test_the_cli_and_the_window_both_run_through_run_isolated(monkeypatch, qtbot
     """One run path: bench and the window's worker call isolation.run_isolated (a process per run, each running
     session.run_one), nothing else."""
     from mpsstudio import cli
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
     from mpsstudio.gui.worker import RunWorker
 
     seen = []

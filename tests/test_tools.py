@@ -11,11 +11,11 @@ import sqlite3
 import pytest
 import torch
 
-from mpsstudio.engine import inspection, maxbatch, opcheck, sweep, tools
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.results import RunResult
-from mpsstudio.engine.store import RunStore, ToolRecord
+from mpsstudio.engine.tools import inspection, maxbatch, opcheck, sweep, registry as tools
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.history.store import RunStore, ToolRecord
 
 MLP = RunConfig(model="mlp", dataset="synthetic", seed=1)
 
@@ -242,8 +242,9 @@ DRIFT = ("import torch\nclass M(torch.nn.Module):\n    def __init__(self, n, siz
 @pytest.mark.parametrize("cpu_drifts, ok", [(True, True), (False, False)])
 def test_parity_judges_against_the_cpu_in_the_same_precision(tmp_path, monkeypatch, cpu_drifts, ok):
     """An error the CPU makes too in that precision is the arithmetic's, not the device's; one it does not is."""
-    from mpsstudio.engine import models, opcheck
-    from mpsstudio.engine.spec import DataSpec
+    from mpsstudio.engine.models import registry as models
+    from mpsstudio.engine.tools import opcheck
+    from mpsstudio.engine.basics.spec import DataSpec
 
     path = tmp_path / "drifts.py"
     path.write_text(DRIFT)
@@ -416,7 +417,7 @@ def test_a_damaged_tool_row_is_skipped_with_a_notice(tmp_path):
 def test_an_older_history_gains_the_tools_table(tmp_path):
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
-        from mpsstudio.engine.store import _SCHEMA
+        from mpsstudio.engine.history.store import _SCHEMA
 
         db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
         db.execute("PRAGMA user_version=1")
@@ -431,7 +432,7 @@ def test_a_read_only_older_history_shows_no_tools(tmp_path, monkeypatch):
     (Root ignores file modes, so the decision itself is faked, as in test_history_survives.)"""
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
-        from mpsstudio.engine.store import _SCHEMA
+        from mpsstudio.engine.history.store import _SCHEMA
 
         db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
         db.execute("PRAGMA user_version=1")
@@ -464,8 +465,8 @@ def an_inspection(run, ok=True, ops=(("aten::nonzero", 12, 0.4), ("aten::_unique
 
 
 def test_the_verdict_names_fallbacks_and_a_parity_failure():
-    from mpsstudio.engine.compare import compare
-    from mpsstudio.engine.verdict import comparison_record, verdicts
+    from mpsstudio.engine.analysis.compare import compare
+    from mpsstudio.engine.analysis.verdict import comparison_record, verdicts
 
     cpu, mps = mac_pair()
     [c] = compare([cpu, mps])
@@ -484,8 +485,8 @@ def test_the_verdict_names_fallbacks_and_a_parity_failure():
     lambda r: r["env"].update(hostname="other.local"), lambda r: r.update(device="cuda:0"),
 ])
 def test_an_inspection_of_another_setup_or_machine_is_not_used(change):
-    from mpsstudio.engine.compare import compare
-    from mpsstudio.engine.verdict import verdicts
+    from mpsstudio.engine.analysis.compare import compare
+    from mpsstudio.engine.analysis.verdict import verdicts
 
     cpu, mps = mac_pair()
     other = an_inspection(mps)
@@ -495,8 +496,8 @@ def test_an_inspection_of_another_setup_or_machine_is_not_used(change):
 
 
 def test_the_latest_matching_inspection_is_used():
-    from mpsstudio.engine.compare import compare
-    from mpsstudio.engine.verdict import verdicts
+    from mpsstudio.engine.analysis.compare import compare
+    from mpsstudio.engine.analysis.verdict import verdicts
 
     cpu, mps = mac_pair()
     [c] = compare([cpu, mps])
@@ -506,7 +507,7 @@ def test_the_latest_matching_inspection_is_used():
 
 def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
     from mpsstudio import cli_tools
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     cpu, mps = mac_pair()
     asked = []
@@ -520,7 +521,7 @@ def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
 
 def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
     from mpsstudio import cli_tools
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     cpu, mps = mac_pair()
 
@@ -535,7 +536,7 @@ def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
 
 def test_no_inspection_without_an_mps_run(monkeypatch):
     from mpsstudio import cli_tools
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     monkeypatch.setattr(isolation, "run_tool", lambda *a, **k: pytest.fail("inspected a CPU-only comparison"))
     cpu, _ = mac_pair()

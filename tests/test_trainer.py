@@ -7,12 +7,13 @@ import math
 import pytest
 import torch
 
-from mpsstudio.engine import models, trainer
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.datasets import LoadedDataset, TensorSamples
-from mpsstudio.engine.devices import Device, resolve_device
-from mpsstudio.engine.events import Ended, EpochEnd, Started, Warmup, Window
-from mpsstudio.engine.spec import DataSpec
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.data.datasets import LoadedDataset, TensorSamples
+from mpsstudio.engine.machine.devices import Device, resolve_device
+from mpsstudio.engine.basics.events import Ended, EpochEnd, Started, Warmup, Window
+from mpsstudio.engine.basics.spec import DataSpec
 
 
 def tiny_data(n: int = 256, classes: int = 4, val: int = 64) -> LoadedDataset:
@@ -111,7 +112,7 @@ def _median(xs):
 def test_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(fake_mps):
     """On a faked Mac whose GPU behaves like torch's MPS (tests/fake_mps.py): the model and batches live on the
     device, syncs happen at window boundaries only, and memory is the allocator's, in bytes."""
-    from mpsstudio.engine import devices
+    from mpsstudio.engine.machine import devices
 
     fake = fake_mps()
     dev = devices.resolve_device("mps")
@@ -390,7 +391,7 @@ def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_n
     import subprocess
     import sys
 
-    from mpsstudio.engine.isolation import run_isolated
+    from mpsstudio.engine.process.isolation import run_isolated
 
     # the run in its own process, as the window and the CLI run it: the busy loops are other programs to it
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8))]

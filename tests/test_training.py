@@ -8,12 +8,14 @@ import json
 import pytest
 import torch
 
-from mpsstudio.engine import evaluation, savedmodel, trainer
-from mpsstudio.engine.config import RunConfig
-from mpsstudio.engine.errors import UserError
-from mpsstudio.engine.runcheck import run_from_dict
-from mpsstudio.engine.runfiles import export_json, import_json
-from mpsstudio.engine.trainer import EarlyStop
+from mpsstudio.engine.analysis import evaluation
+from mpsstudio.engine.models import saved as savedmodel
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.analysis.runcheck import run_from_dict
+from mpsstudio.engine.history.runfiles import export_json, import_json
+from mpsstudio.engine.run.trainer import EarlyStop
 
 from .test_trainer import tiny_data
 
@@ -153,8 +155,8 @@ def test_a_saved_model_loads_with_weights_only_and_says_how_to_rebuild_it(tmp_pa
     result = trainer.run(epochs_config(epochs=2), data=tiny_data(), save_model=str(target))
     assert result.summary["saved_model"] == str(target)
     state = torch.load(target, weights_only=True)
-    from mpsstudio.engine import models
-    from mpsstudio.engine.spec import DataSpec
+    from mpsstudio.engine.models import registry as models
+    from mpsstudio.engine.basics.spec import DataSpec
 
     model = models.build_model("mlp", models.input_spec_for("mlp", DataSpec("image", 4, channels=1, height=8,
                                                                           width=8)))
@@ -202,7 +204,7 @@ def test_save_model_on_the_command_line(tmp_path, capsys):
 ])
 def test_a_save_model_target_that_would_go_wrong_is_refused_before_the_run(tmp_path, capsys, monkeypatch, name, says):
     from mpsstudio import cli
-    from mpsstudio.engine import isolation
+    from mpsstudio.engine.process import isolation
 
     def no_runs(*a, **k):
         raise AssertionError("a run started before --save-model was checked")

@@ -11,7 +11,7 @@ import sys
 import time
 from importlib import resources
 
-from ..engine.paths import APP_NAME
+from ..engine.basics.paths import APP_NAME
 
 
 def app_icon():

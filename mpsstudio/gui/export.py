@@ -8,8 +8,8 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFont, QFontMetrics, QGuiApplication, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import QWidget
 
-from ..engine.errors import UserError
-from ..engine.files import atomic_path
+from ..engine.basics.errors import UserError
+from ..engine.basics.files import atomic_path
 
 MARGIN = 20  # logical pixels around the header and the widget
 

@@ -9,8 +9,8 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QImageReader, QPixmap
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QHeaderView, QLabel, QTableWidgetItem, QVBoxLayout, QWidget
 
-from ..engine.folder import FolderReport, plan
-from ..engine.formatting import plural, printable
+from ..engine.data.folder import FolderReport, plan
+from ..engine.basics.formatting import plural, printable
 from .style import close_row, facts_table
 
 THUMB = 48  # pixels per side of a thumbnail

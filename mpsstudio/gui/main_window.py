@@ -21,14 +21,14 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from ..engine import toolview
-from ..engine.config import RunConfig
-from ..engine.errors import UserError
-from ..engine.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
-from ..engine.formatting import fmt_duration, fmt_rate, one_line
-from ..engine.formatting import plural
-from ..engine.isolation import STOP_GRACE_S, Spare
-from ..engine.store import DamagedHistory, RunStore
+from ..engine.tools import toolview
+from ..engine.basics.config import RunConfig
+from ..engine.basics.errors import UserError
+from ..engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
+from ..engine.basics.formatting import fmt_duration, fmt_rate, one_line
+from ..engine.basics.formatting import plural
+from ..engine.process.isolation import STOP_GRACE_S, Spare
+from ..engine.history.store import DamagedHistory, RunStore
 from .banner import Banner
 from .plots import LivePlots
 from .settings import settings
@@ -106,7 +106,7 @@ class MainWindow(QMainWindow):
 
     def recover_history(self, path=None) -> None:
         """Copy every readable run of the damaged history to a fresh one (the damaged file is kept)."""
-        from ..engine.store import recover
+        from ..engine.history.store import recover
 
         try:
             kept, copied, lost = recover(path)
@@ -378,7 +378,7 @@ class MainWindow(QMainWindow):
             prefs.apply(cfg)
         settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
         settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
-        from ..engine.repeat import interleave
+        from ..engine.analysis.repeat import interleave
 
         order, tags = interleave(configs, self.setup.rounds())
         self._start_worker(order, tags)
@@ -464,7 +464,7 @@ class MainWindow(QMainWindow):
     def _model_slots(self, configs) -> list:
         """Where each training run of this Run keeps its trained model, in the cache folder; the last Run's
         models are kept (until the next Run or Quit), older ones are removed. None for an inference run."""
-        from ..engine.paths import cache_dir
+        from ..engine.basics.paths import cache_dir
 
         folder = cache_dir() / "trained-models"
         try:
@@ -492,7 +492,7 @@ class MainWindow(QMainWindow):
 
     def save_trained_model(self, path: str | None = None) -> str | None:
         """Save the current run's trained model (weights + JSON) where the user says; returns the path written."""
-        from ..engine import savedmodel
+        from ..engine.models import saved as savedmodel
 
         runs = self.results.whole_runs(self.results.selected_ids()[:1])
         if not runs:
@@ -530,7 +530,7 @@ class MainWindow(QMainWindow):
     def launch_benchmark(self) -> None:
         """PyTorch's launch workloads on every available device: a short probe first, whose estimate the user
         sees before anything long starts; then ordinary runs (stored, compared, stoppable with Stop)."""
-        from ..engine import launch
+        from ..engine.tools import launch
 
         if self.worker is not None or self.catalog is None:
             return
@@ -549,7 +549,7 @@ class MainWindow(QMainWindow):
         self.say("Probing each device to estimate the launch benchmark's time…")
 
     def _after_probe(self) -> None:
-        from ..engine import launch
+        from ..engine.tools import launch
 
         jobs, self._launch_jobs = self._launch_jobs, None
         probes = {r.config.device: r.summary.get("samples_per_s") for r in self.run_ended if r.status == "finished"}
@@ -785,8 +785,8 @@ class MainWindow(QMainWindow):
 
     def show_folder_summary(self, report) -> None:
         """What the folder holds, its split and the size the chosen model gets (a window of its own)."""
-        from ..engine import models
-        from ..engine.errors import UserError as _UserError
+        from ..engine.models import registry as models
+        from ..engine.basics.errors import UserError as _UserError
         from .folder_summary import FolderSummary
 
         configs = self.setup.configs()
@@ -851,7 +851,7 @@ class MainWindow(QMainWindow):
         from PySide6.QtGui import QDesktopServices
 
         from .. import __version__
-        from ..engine.paths import log_dir
+        from ..engine.basics.paths import log_dir
 
         torch_version = sys.modules["torch"].__version__ if "torch" in sys.modules else "loading…"
         box = QMessageBox(self)
@@ -927,7 +927,7 @@ class MainWindow(QMainWindow):
             QCoreApplication.sendPostedEvents(self, QEvent.MetaCall)
         self.setup.model_files.stop()
         self.spare.close()
-        from ..engine.paths import cache_dir
+        from ..engine.basics.paths import cache_dir
 
         self._forget_trained(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
         for thread in [self.loader, *self.checkers]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ..engine.spec import DataSpec
+from ..engine.basics.spec import DataSpec
 from .settings import settings
 from .worker import ModelChecker
 

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from ..engine.files import write_atomic
-from ..engine.paths import config_dir, log_dir
+from ..engine.basics.files import write_atomic
+from ..engine.basics.paths import config_dir, log_dir
 
 
 @dataclass
@@ -67,7 +67,7 @@ class PreferencesDialog(QDialog):
         self.window.setToolTip("How much work one measurement window holds: the device is synchronized and "
                                "losses fetched once per window.")
         form.addRow("Measurement window:", self.window)
-        from ..engine.paths import cache_dir
+        from ..engine.basics.paths import cache_dir
 
         for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
                               ("Logs:", log_dir())):

@@ -15,12 +15,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFrame, QHBoxLayo
                                QMenu, QMessageBox, QPushButton, QSplitter, QStackedLayout, QTableView,
                                QVBoxLayout, QWidget)
 
-from ..engine import runfiles
-from ..engine.compare import Comparison
-from ..engine.errors import UserError
-from ..engine.formatting import local_time, plural, printable
-from ..engine.results import RunResult
-from ..engine.store import RunStore
+from ..engine.history import runfiles
+from ..engine.analysis.compare import Comparison
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import local_time, plural, printable
+from ..engine.basics.results import RunResult
+from ..engine.history.store import RunStore
 from .comparison_sheet import ComparisonSheet
 from .export import render_png
 from .run_table import COL, COLUMNS, DEFAULT_HIDDEN, RUN_ID_ROLE, GroupBadgeDelegate, RunSortProxy, RunTableModel, fit_columns

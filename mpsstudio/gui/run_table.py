@@ -15,11 +15,12 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSortFilter
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
-from ..engine import energy, stability
-from ..engine.columns import BY_KEY, TABLE_COLUMNS, cell_text
-from ..engine.compare import Comparison, compare, speedup_map
-from ..engine.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
-from ..engine.results import RunResult
+from ..engine.machine import energy
+from ..engine.analysis import stability
+from ..engine.history.columns import BY_KEY, TABLE_COLUMNS, cell_text
+from ..engine.analysis.compare import Comparison, compare, speedup_map
+from ..engine.basics.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
+from ..engine.basics.results import RunResult
 from .style import group_color, warning_color
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings
 
-from ..engine.paths import config_dir
+from ..engine.basics.paths import config_dir
 
 SETTINGS_FILE = "window.ini"
 

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import (
     QToolButton, QVBoxLayout, QWidget,
 )
 
-from ..engine.apple import FROZEN_COMPILE_REASON, MPS_COMPILE_NOTE
-from ..engine.config import MAX_ACCUMULATE, MODES, OPTIMIZERS, PRECISIONS, RunConfig
+from ..engine.basics.config import FROZEN_COMPILE_REASON, MAX_ACCUMULATE, MODES, OPTIMIZERS, PRECISIONS, RunConfig
+from ..engine.machine.apple import MPS_COMPILE_NOTE
 from .setup_widgets import LearningRateBox, SectionHeading
 
 LOADING_TEXT = "Loading PyTorch…"

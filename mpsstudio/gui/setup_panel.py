@@ -18,10 +18,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QComboBox, QFileDialog, QLabel, QStyle, QWidget
 
-from ..engine.apple import MPS_COMPILE_NOTE
-from ..engine.config import RunConfig
-from ..engine.formatting import error_line, fmt_bytes, fmt_count, plural
-from ..engine.spec import DataSpec
+from ..engine.machine.apple import MPS_COMPILE_NOTE
+from ..engine.basics.config import RunConfig
+from ..engine.basics.formatting import error_line, fmt_bytes, fmt_count, plural
+from ..engine.basics.spec import DataSpec
 from .setup_form import LOADING_TEXT, NO_DEVICE_TIP, PRECISION_TIPS, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
 from .setup_widgets import DeviceRow, run_target
@@ -208,7 +208,7 @@ class SetupPanel(SetupForm):
         index = combo.findData(path)
         if index >= 0:
             return index
-        from ..engine import models
+        from ..engine.models import registry as models
 
         index = combo.findData(_CHOOSE_FILE) - 1  # before the separator that precedes "Choose .py File…"
         icon = self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon)
@@ -254,7 +254,7 @@ class SetupPanel(SetupForm):
 
     @staticmethod
     def _file_model_spec(path: str, spec: DataSpec) -> DataSpec:
-        from ..engine import models
+        from ..engine.models import registry as models
 
         return models.input_spec_for(path, spec)  # checks the path only: runs nothing
 
@@ -278,7 +278,7 @@ class SetupPanel(SetupForm):
 
     def _update_precisions(self) -> None:
         """Disable precisions a checked device cannot run (the reason becomes the tooltip); fall back to fp32."""
-        from ..engine import devices as engine_devices
+        from ..engine.machine import devices as engine_devices
 
         checked = self._checked_device_objects()
         model = self.precision_combo.model()
@@ -572,7 +572,7 @@ class SetupPanel(SetupForm):
         preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
         spec = report.spec(self._base.image_size or preferred)
         try:
-            from ..engine import models
+            from ..engine.models import registry as models
 
             size = models.input_size_for_folder(model, report, self._base.image_size)  # what the model gets
         except Exception:  # a model file not read yet, an unknown model: the folder's own size
@@ -584,7 +584,7 @@ class SetupPanel(SetupForm):
         if info is not None:
             return info.default_spec
         try:
-            from ..engine import models
+            from ..engine.models import registry as models
 
             return models.get_model_info(model).default_spec
         except Exception:
@@ -594,8 +594,8 @@ class SetupPanel(SetupForm):
         """The model's parameter count for the data (cached); the error's sentence if it cannot be built."""
         if spec is None:
             return ""
-        from ..engine import models
-        from ..engine.errors import UserError
+        from ..engine.models import registry as models
+        from ..engine.basics.errors import UserError
 
         if model not in self._model_infos:  # a user's file: never run here (model_files.py)
             try:

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication
 from PySide6.QtWidgets import QDialog, QHeaderView, QLabel, QPushButton, QTableWidgetItem, QVBoxLayout
 
-from ..engine.environment import SetupRow, setup_report
+from ..engine.machine.environment import SetupRow, setup_report
 from .style import close_row, facts_table
 
 HEADERS = ("", "Part", "Found", "What to do")

@@ -19,10 +19,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QFrame, QHBoxLayo
                                QListWidgetItem, QPushButton, QSplitter, QStackedWidget, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..engine import toolview
-from ..engine.errors import UserError
-from ..engine.formatting import fmt_timestamp
-from ..engine.runfiles import export_tool_json
+from ..engine.tools import toolview
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import fmt_timestamp
+from ..engine.history.runfiles import export_tool_json
 from .style import device_color, placeholder_label, warning_color
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch or Inspect Model use the setup "

@@ -32,7 +32,10 @@ class CatalogLoader(QThread):
 
     def run(self) -> None:
         try:
-            from ..engine import datasets, devices, environment, isolation, models, probe
+            from ..engine.data import datasets
+            from ..engine.machine import devices, environment, probe
+            from ..engine.process import isolation
+            from ..engine.models import registry as models
 
             found = devices.discover_devices()
             checks = isolation.check_devices(found)  # "available" is not "working": checked in a run process
@@ -63,10 +66,10 @@ class FolderChecker(QThread):
         _live.add(self)
 
     def run(self) -> None:
-        from ..engine.errors import UserError
+        from ..engine.basics.errors import UserError
 
         try:
-            from ..engine.datasets import inspect_folder
+            from ..engine.data.datasets import inspect_folder
 
             self.checked.emit(self.path, inspect_folder(self.path))
         except UserError as exc:
@@ -88,8 +91,8 @@ class ImportWorker(QThread):
         _live.add(self)
 
     def run(self) -> None:
-        from ..engine import runfiles
-        from ..engine.errors import UserError
+        from ..engine.history import runfiles
+        from ..engine.basics.errors import UserError
 
         try:
             runs = runfiles.import_json(self.path, progress=self.progress.emit)
@@ -98,7 +101,7 @@ class ImportWorker(QThread):
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # never a silent thread death
-            from ..engine.formatting import error_line
+            from ..engine.basics.formatting import error_line
 
             self.rejected.emit(f"The import failed ({error_line(exc)}); nothing was added.")
 
@@ -122,7 +125,7 @@ class RunWorker(QThread):
     def __init__(self, configs: list, parent=None, spare=None, repeat: list | None = None,
                  save_models: list | None = None):
         super().__init__(parent)
-        from ..engine.isolation import STOP_GRACE_S
+        from ..engine.process.isolation import STOP_GRACE_S
 
         self.configs = list(configs)
         self.repeat = repeat  # env["repeat"] tag per config (engine.repeat.interleave)
@@ -138,8 +141,8 @@ class RunWorker(QThread):
         self._stop.set()
 
     def run(self) -> None:
-        from ..engine import isolation
-        from ..engine.errors import UserError
+        from ..engine.process import isolation
+        from ..engine.basics.errors import UserError
 
         try:
             isolation.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
@@ -148,7 +151,7 @@ class RunWorker(QThread):
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # a bug must still end in a sentence, never a silent thread death
-            from ..engine.formatting import error_line
+            from ..engine.basics.formatting import error_line
 
             self.rejected.emit(f"The run could not start ({error_line(exc)}).")
         finally:
@@ -172,8 +175,8 @@ class ModelChecker(QThread):
         self._stop.set()
 
     def run(self) -> None:
-        from ..engine import isolation
-        from ..engine.errors import UserError
+        from ..engine.process import isolation
+        from ..engine.basics.errors import UserError
 
         try:
             self.checked.emit(self.path, self.spec,
@@ -181,7 +184,7 @@ class ModelChecker(QThread):
         except UserError as exc:
             self.rejected.emit(self.path, self.spec, str(exc))
         except Exception as exc:
-            from ..engine.formatting import error_line
+            from ..engine.basics.formatting import error_line
 
             self.rejected.emit(self.path, self.spec, f"{self.path} could not be checked ({error_line(exc)}).")
 
@@ -207,7 +210,8 @@ class ToolWorker(QThread):
         self._stop.set()
 
     def _result(self) -> dict:
-        from ..engine import isolation, sweep
+        from ..engine.process import isolation
+        from ..engine.tools import sweep
 
         if self.kind == "sweep":
             def on_point(result, done, total):
@@ -222,8 +226,8 @@ class ToolWorker(QThread):
                                   mps_fallback=self.config.mps_fallback)
 
     def run(self) -> None:
-        from ..engine.errors import UserError
-        from ..engine.store import ToolRecord
+        from ..engine.basics.errors import UserError
+        from ..engine.history.store import ToolRecord
 
         try:
             record = ToolRecord(kind=self.kind, result=self._result())
@@ -231,7 +235,7 @@ class ToolWorker(QThread):
             self.rejected.emit(str(exc))
             return
         except Exception as exc:  # a bug must still end in a sentence
-            from ..engine.formatting import error_line
+            from ..engine.basics.formatting import error_line
 
             self.rejected.emit(f"The {self.kind} tool failed ({error_line(exc)}).")
             return

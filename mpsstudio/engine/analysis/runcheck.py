@@ -1,0 +1,389 @@
+"""Checking a run that comes from outside this process (an imported file, a row of an older history).
+
+Every field is checked before anything is written: types from the dataclasses, the config through
+RunConfig.validate(), finite non-negative numbers where a number is promised, ISO timestamps, bounded sizes
+and nesting. A problem raises UserError naming the run and the field, in one sentence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import fields
+from datetime import datetime
+
+from ..machine import energy
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..basics.formatting import one_line, printable
+from ..basics.results import STATUSES, RunResult
+from .stability import assess
+from .summary import quartiles
+
+ORIGINS = ("local", "imported")
+RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs",
+            "note", "evaluation"}
+MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
+ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_TEXT = 10_000  # characters of any one string
+MAX_STEPS = 10_000_000  # per-step losses of one run
+MAX_ROWS = 1_000_000  # windows or epochs of one run
+MAX_ITEMS = 1_000  # keys of env, summary or options; items of a list in them
+MAX_DEPTH = 4  # nesting inside env, summary or options
+MAX_NUMBER = 1e18  # no measured quantity (time, rate, bytes, joules) comes near this; losses may (see _LOSSES)
+ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long before it becomes inf or NaN
+
+# Summary fields that are measured quantities: a finite number >= 0, or null.
+_NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
+                 "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
+                 "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
+                 "wall_samples_per_s", "peak_memory", "best_epoch", "stopped_early_epoch")
+_LOSSES = ("final_loss", "val_loss", "best_value")  # any finite number, or null: a diverging run's last losses are huge
+_FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
+# Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
+_ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
+_WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
+                   "energy_j", "energy_s", "energy_windows", "utilization")
+_EPOCH_NUMBERS = ("epoch", "step", "seconds", "val_accuracy")
+
+
+class _Bad(Exception):
+    """A field that is wrong: `field` names it (config.batch_size), `why` says what it should be."""
+
+    def __init__(self, field: str, why: str):
+        super().__init__(f"{field}: {why}")
+        self.field, self.why = field, why
+
+
+def run_from_dict(data, where: str) -> RunResult:
+    """A RunResult from a JSON-like dict, every field checked; UserError naming `where` and the field."""
+    try:
+        return _run(data)
+    except _Bad as bad:
+        raise UserError(f"{where} has an invalid '{bad.field}' ({bad.why}); the file was not written by "
+                        "this version of MPS Studio or was changed by hand, so nothing was imported.") from None
+
+
+def summary_from_dict(data, rates: list[float], where: str) -> RunResult:
+    """A run without its steps, windows and epochs (the history table's load): the same checks as a whole run,
+    with the throughput re-derived from `rates` (its windows' samples/s, kept beside it) and the stored energy
+    figures checked as numbers. `window_rates` of the result is `rates`; the store's get() reads the whole run."""
+    try:
+        return _run(data, rates=rates)
+    except _Bad as bad:
+        raise UserError(f"{where} has an invalid '{bad.field}' ({bad.why})") from None
+
+
+def checked_result(result: RunResult, where: str) -> RunResult:
+    """A validated copy of a run that came from outside this process (a run's own process); UserError naming
+    `where` and the field when any field is wrong."""
+    try:
+        return _run(result.to_dict())
+    except _Bad as bad:
+        raise UserError(f"{where} sent an invalid '{bad.field}' ({bad.why})") from None
+    except Exception as exc:  # an object that is not what it claims to be
+        raise UserError(f"{where} sent a run that could not be read ({type(exc).__name__})") from None
+
+
+def _run(data, rates: list[float] | None = None) -> RunResult:
+    if not isinstance(data, dict):
+        raise _Bad("run", f"a JSON object is expected, not {_kind(data)}")
+    unknown = sorted(str(k) for k in data if k not in RUN_KEYS)
+    if unknown:
+        raise _Bad(_short(unknown[0]), "not a field of a run")
+    for key in ("id", "status", "config", "summary"):
+        if key not in data:
+            raise _Bad(key, "missing")
+    run_id = data["id"]
+    if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
+        raise _Bad("id", "1 to 64 letters, digits, '.', '_' or '-' expected")
+    created = data.get("created_at")
+    if not isinstance(created, str) or len(created) > 64 or not _is_iso(created):
+        raise _Bad("created_at", "an ISO 8601 date and time expected")
+    if data["status"] not in STATUSES:
+        raise _Bad("status", f"one of {', '.join(STATUSES)} expected")
+    origin = data.get("origin", "local")
+    if origin not in ORIGINS:
+        raise _Bad("origin", f"one of {', '.join(ORIGINS)} expected")
+    error = data.get("error", "")
+    if not isinstance(error, str) or len(error) > MAX_TEXT:
+        raise _Bad("error", f"text of at most {MAX_TEXT:,} characters expected")
+    note = data.get("note", "")
+    if not isinstance(note, str) or len(note) > MAX_TEXT:
+        raise _Bad("note", f"text of at most {MAX_TEXT:,} characters expected")
+    config = _config(data["config"])
+    env = _object(data.get("env", {}), "env")
+    summary = _summary(_object(data["summary"], "summary"))
+    if rates is None:
+        losses = _steps(data.get("steps", []))
+        windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
+        epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
+        for i, e in enumerate(epochs):
+            if e.get("val_loss") is not None and not _finite(e["val_loss"]):
+                raise _Bad(f"epochs[{i}].val_loss", "a finite number, or null, expected")
+        _rederive_throughput(summary, _window_rates(windows), config.batch_size)
+        _check_energy(windows)
+        summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
+    else:
+        losses, windows, epochs = [], [], []
+        if rates and not (min(rates) > 0 and math.isfinite(sum(rates)) and max(rates) <= MAX_NUMBER):
+            raise _Bad("rates", "window throughputs above 0 expected")
+        _rederive_throughput(summary, rates, config.batch_size)
+        for key in _ENERGY_NUMBERS:
+            v = summary.get(key)
+            if v is not None and not (_number(v) and v >= 0):
+                raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    evaluation = _evaluation(data.get("evaluation", {})) if rates is None else {}
+    # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
+    if summary.get("windows") or "stability" in summary:
+        summary["stability"], summary["stability_reason"] = assess(summary, env)
+    return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
+                     windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin,
+                     note=note, window_rates=None if rates is None else list(rates), checked=rates is None,
+                     evaluation=evaluation)
+
+
+def _evaluation(ev) -> dict:
+    """{} or {"classes": n names, "matrix": n rows of n counts, "epoch": a number or null, "split": text}."""
+    if ev == {}:
+        return {}
+    if not isinstance(ev, dict) or set(ev) - {"classes", "matrix", "epoch", "split"}:
+        raise _Bad("evaluation", "an object with classes, matrix, epoch and split expected")
+    classes, matrix = ev.get("classes"), ev.get("matrix")
+    if not isinstance(classes, list) or not 1 < len(classes) <= MAX_CLASSES or not all(
+            isinstance(c, str) and len(c) <= 200 for c in classes):
+        raise _Bad("evaluation.classes", f"2 to {MAX_CLASSES:,} class names expected")
+    n = len(classes)
+    if not isinstance(matrix, list) or len(matrix) != n or not all(
+            isinstance(row, list) and len(row) == n and all(
+                type(v) is int and 0 <= v <= MAX_NUMBER for v in row) for row in matrix):
+        raise _Bad("evaluation.matrix", f"{n} rows of {n} counts expected (one per class)")
+    epoch = ev.get("epoch")
+    if epoch is not None and (type(epoch) is not int or epoch < 0):
+        raise _Bad("evaluation.epoch", "an epoch number or null expected")
+    split = ev.get("split", "validation")
+    if not isinstance(split, str) or len(split) > 40:
+        raise _Bad("evaluation.split", "a short text expected")
+    return {"classes": classes, "matrix": matrix, "epoch": epoch, "split": split}
+
+
+def _window_rates(windows: list[dict]) -> list[float]:
+    """The windows' throughputs (a window of 0 s, an infinite rate, is exported as null and left out)."""
+    rates = []
+    for i, w in enumerate(windows):
+        v = w.get("samples_per_s")
+        if v is None:
+            continue
+        if v <= 0:
+            raise _Bad(f"windows[{i}].samples_per_s", "a throughput above 0 expected")
+        rates.append(float(v))
+    return rates
+
+
+def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> None:
+    """The throughput figures come from the window rates they summarise, whatever the summary says: a file whose
+    summary disagrees with its windows cannot show another median, spread or stability."""
+    if not rates:
+        counted = summary.get("windows")
+        if _number(counted) and counted > 0:  # figures whose windows are gone (a row or a file changed by hand):
+            # the run is kept, its throughput is not shown (nothing backs it)
+            summary.update(samples_per_s=None, samples_per_s_q1=None, samples_per_s_q3=None, samples_per_s_iqr=None,
+                           windows=0, spread_percent=None, step_ms=None, s_per_epoch_estimate=None)
+        return
+    q1, med, q3 = quartiles(rates)
+    old = summary.get("samples_per_s")
+    summary.update(samples_per_s=med, samples_per_s_q1=q1, samples_per_s_q3=q3, samples_per_s_iqr=q3 - q1,
+                   windows=len(rates), spread_percent=100 * (q3 - q1) / med, step_ms=1000 * batch_size / med)
+    estimate = summary.get("s_per_epoch_estimate")
+    if _number(old) and old > 0 and _number(estimate):  # train size / median: follows the median
+        summary["s_per_epoch_estimate"] = estimate * old / med
+
+
+def _check_energy(windows: list[dict]) -> None:
+    """A window's busy share is a percentage and its energy parts joules (>= 0) of the parts a source gives."""
+    for i, w in enumerate(windows):
+        busy = w.get("utilization")
+        if busy is not None and busy > 100:
+            raise _Bad(f"windows[{i}].utilization", "a percentage from 0 to 100, or null, expected")
+        span = w.get("energy_windows")
+        if span is not None and (not isinstance(span, int) or isinstance(span, bool) or span < 1):
+            raise _Bad(f"windows[{i}].energy_windows", "a whole number of at least 1, or null, expected")
+        parts = w.get("energy_parts")
+        if parts is None:
+            continue
+        if not isinstance(parts, dict) or any(k not in energy.PARTS for k in parts):
+            raise _Bad(f"windows[{i}].energy_parts", f"an object with some of {', '.join(energy.PARTS)} expected")
+        for key, v in parts.items():
+            if not (_number(v) and v >= 0):
+                raise _Bad(f"windows[{i}].energy_parts.{key}", "a finite number of at least 0 expected")
+
+
+def _config(cfg) -> RunConfig:
+    if not isinstance(cfg, dict):
+        raise _Bad("config", f"a JSON object expected, not {_kind(cfg)}")
+    names = {f.name for f in fields(RunConfig)}
+    unknown = sorted(str(k) for k in cfg if k not in names)
+    if unknown:
+        raise _Bad(f"config.{_short(unknown[0])}", "not a setting of a run")
+    for key in ("model", "dataset", "device", "batch_size"):
+        if key not in cfg:
+            raise _Bad(f"config.{key}", "missing")
+    _object(cfg.get("options", {}), "config.options")
+    config = RunConfig(**cfg)
+    try:
+        config.validate()
+    except UserError as exc:
+        raise _Bad("config", str(exc).rstrip(".")) from None
+    return config
+
+
+def _summary(summary: dict) -> dict:
+    for key in _NON_NEGATIVE:
+        v = summary.get(key)
+        if v is not None and not (_number(v) and v >= 0):
+            raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
+    for key in ("best_epoch", "stopped_early_epoch", "windows", "measured_steps", "warmup_steps"):  # counts
+        v = summary.get(key)
+        if v is not None and v != int(v):
+            raise _Bad(f"summary.{key}", "a whole number, or null, expected")
+    for key in _LOSSES:
+        v = summary.get(key)
+        if v is not None and not _finite(v):
+            raise _Bad(f"summary.{key}", "a finite number, or null, expected")
+    for key in _FRACTIONS:
+        v = summary.get(key)
+        if v is not None and not (_number(v) and 0 <= v <= 1):
+            raise _Bad(f"summary.{key}", "a number from 0 to 1, or null, expected")
+    epochs = summary.get("epoch_s")
+    if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
+        raise _Bad("summary.epoch_s", "a list of seconds expected")
+    for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
+                "saved_model_error"):
+        value = summary.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _Bad(f"summary.{key}", "text expected")
+    return summary
+
+
+def _steps(steps) -> list[float]:
+    if not isinstance(steps, list) or len(steps) > MAX_STEPS:
+        raise _Bad("steps", f"a list of at most {MAX_STEPS:,} steps expected")
+    losses = []
+    for i, row in enumerate(steps):
+        if not isinstance(row, dict) or "loss" not in row or set(row) - {"step", "loss"}:
+            raise _Bad(f"steps[{i}]", "an object with a step and a loss expected")
+        loss = row["loss"]
+        if loss is None:  # a NaN loss is exported as null
+            losses.append(math.nan)
+        elif _finite(loss):
+            losses.append(float(loss))
+        else:
+            raise _Bad(f"steps[{i}].loss", "a finite number or null expected")
+    return losses
+
+
+def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
+        raise _Bad(name, f"a list of at most {MAX_ROWS:,} rows expected")
+    for i, row in enumerate(rows):
+        _object(row, (name, i))
+        for key in numbers:
+            v = row.get(key)
+            if v is not None and not (_number(v) and v >= 0):
+                raise _Bad(f"{name}[{i}].{key}", "a finite number of at least 0, or null, expected")
+    return rows
+
+
+def _object(value, name, depth: int = 0) -> dict:
+    """A JSON object of bounded size and nesting holding only text, finite numbers, booleans and nulls."""
+    if not isinstance(value, dict):
+        raise _Bad(_path(name), f"a JSON object expected, not {_kind(value)}")
+    _value(value, name, depth)
+    return value
+
+
+def _value(value, name, depth: int) -> None:
+    """`name` is the field's path: text, or (parent path, key or index), spelled out only for an error (a stored
+    history of 10,000 runs has millions of values, and almost never a bad one)."""
+    if depth > MAX_DEPTH:
+        raise _Bad(_path(name), f"nested more than {MAX_DEPTH} levels deep")
+    if value is None or isinstance(value, (bool, str)):
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise _Bad(_path(name), f"text of at most {MAX_TEXT:,} characters expected")
+        return
+    if isinstance(value, (int, float)):
+        if not _finite(value):
+            raise _Bad(_path(name), "a finite number expected")
+        return
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} items expected")
+        for i, item in enumerate(value):
+            if not _flat(item):
+                _value(item, (name, i), depth + 1)
+        return
+    if isinstance(value, dict):
+        if len(value) > MAX_ITEMS:
+            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} keys expected")
+        for key, item in value.items():
+            if type(key) is not str or len(key) > 200:
+                raise _Bad(_path(name), "keys of at most 200 characters expected")
+            kind = type(item)  # the common flat values inline (see _flat)
+            if kind is str:
+                if len(item) <= MAX_TEXT:
+                    continue
+            elif kind is float or kind is int:
+                if -ANY_FINITE <= item <= ANY_FINITE:
+                    continue
+            elif item is None or kind is bool:
+                continue
+            _value(item, (name, key), depth + 1)
+        return
+    raise _Bad(_path(name), f"{_kind(value)} is not allowed")
+
+
+def _flat(item) -> bool:
+    """A valid text, number, boolean or null: the common case, checked without a call per value (a history's
+    table load checks hundreds of thousands); anything else goes through _value, which says what is wrong."""
+    kind = type(item)
+    return (item is None or kind is bool or (kind is str and len(item) <= MAX_TEXT)
+            or (kind is int and -ANY_FINITE <= item <= ANY_FINITE)
+            or (kind is float and -ANY_FINITE <= item <= ANY_FINITE))  # NaN and infinities fail the comparison
+
+
+def _path(name) -> str:
+    """env.gpu.name or windows[3] from the (parent, key) pairs _value builds."""
+    if isinstance(name, str):
+        return name
+    parent, key = name
+    return f"{_path(parent)}[{key}]" if isinstance(key, int) else f"{_path(parent)}.{_short(key)}"
+
+
+def _finite(v) -> bool:
+    """Any finite JSON number (a loss; ints of any size compare exactly, without overflowing a float)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and -ANY_FINITE <= v <= ANY_FINITE
+
+
+def _number(v) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return abs(v) <= MAX_NUMBER
+    return math.isfinite(v) and abs(v) <= MAX_NUMBER
+
+
+def _is_iso(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _kind(v) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return one_line(printable(text), limit)

@@ -1,0 +1,111 @@
+"""A run's summary from what it measured: one function for the run loop and for a run whose process died.
+
+The run loop (trainer.py) calls it when a run ends in any way; the parent of a run's process (isolation.py)
+calls it with what the events it received carry, when the process ended before it could.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from ..machine import energy
+from ..basics.formatting import is_finite
+from ..basics.results import RunResult
+from .stability import assess, spread
+
+FINAL_LOSS_STEPS = 10
+
+
+@dataclass
+class RunFacts:
+    """What a summary needs beyond the result's windows, losses and epochs."""
+
+    batch_size: int
+    parameters: int = 0
+    dataset: str = ""
+    warmup_steps: int = 0  # 0 when warm-up did not finish
+    warmup_s: float | None = None
+    measured_wall_s: float = 0.0  # warm-up end to run end, validation excluded; 0 when unknown
+    train_size: int = 0
+    val: tuple[float, float] | None = None
+    peak_memory: int = 0
+    memory_measure: str = "allocator"  # or "rss_growth": the CPU process's resident size over its level before the run
+
+
+def summarise(result: RunResult, facts: RunFacts) -> None:
+    """Fill result.summary from result.windows / losses / epochs (also for failed and cancelled runs)."""
+    rates = [w["samples_per_s"] for w in result.windows]
+    s = result.summary
+    s["parameters"] = facts.parameters
+    s["dataset"] = facts.dataset
+    s["warmup_steps"] = facts.warmup_steps if facts.warmup_s is not None else 0
+    s["warmup_s"] = facts.warmup_s
+    s["measured_steps"] = sum(w["steps"] for w in result.windows)
+    measured_s = sum(w["seconds"] for w in result.windows)
+    s["measured_s"] = measured_s
+    s["windows"] = len(rates)
+    if rates:
+        q1, med, q3 = quartiles(rates)
+        s["samples_per_s"] = med
+        s["samples_per_s_q1"], s["samples_per_s_q3"] = q1, q3
+        s["samples_per_s_iqr"] = q3 - q1
+        s["step_ms"] = 1000 * facts.batch_size / med
+        s["s_per_epoch_estimate"] = facts.train_size / med if facts.train_size else None
+        wait = sum(w["data_wait_s"] for w in result.windows)
+        s["data_wait_s"] = wait
+        s["data_wait_fraction"] = wait / measured_s if measured_s > 0 else None
+        if facts.measured_wall_s > 0:
+            s["wall_samples_per_s"] = s["measured_steps"] * facts.batch_size / facts.measured_wall_s
+    else:
+        s["samples_per_s"] = None
+        s["samples_per_s_iqr"] = None
+    if result.epochs:
+        s["epoch_s"] = [e["seconds"] for e in result.epochs]
+    s["s_per_epoch_measured"] = measured_epoch_s(s.get("epoch_s"))
+    s["peak_memory"] = facts.peak_memory or None
+    s["memory_measure"] = facts.memory_measure
+    tail = result.losses[-FINAL_LOSS_STEPS:]
+    s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
+    s["val_loss"], s["val_accuracy"] = facts.val if facts.val else (None, None)
+    s.update(energy.summary_fields(result.windows, result.env))
+    rel = spread(s)
+    s["spread_percent"] = 100 * rel if rel is not None else None
+    s["stability"], s["stability_reason"] = assess(s, result.env)
+
+
+def measured_epoch_s(epoch_s) -> float | None:
+    """Seconds per epoch as measured: the median of the epochs after the first (the first also ran the warm-up
+    steps), or the first when it is the only one; validation is never inside. None without whole epochs."""
+    if not isinstance(epoch_s, list) or not epoch_s:
+        return None
+    values = epoch_s[1:] if len(epoch_s) > 1 else epoch_s
+    return statistics.median(values)
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, med, q3
+
+
+def memory_measure(device: str) -> str:
+    """What a run's memory figure is: the CPU process's growth in resident size over its level before the
+    run ("rss_growth"), or the GPU allocator's bytes ("allocator")."""
+    return "rss_growth" if device == "cpu" else "allocator"
+
+
+def epoch_seconds(summary: dict) -> tuple[float | None, bool]:
+    """(seconds per epoch, measured?): measured where whole epochs ran, else the estimate (also from runs
+    written before the two were told apart)."""
+    measured = summary.get("s_per_epoch_measured")
+    if measured is None:
+        measured = measured_epoch_s(summary.get("epoch_s"))
+    if is_finite(measured):
+        return measured, True
+    for key in ("s_per_epoch_estimate", "s_per_epoch"):
+        if is_finite(summary.get(key)):
+            return summary[key], False
+    return None, False

@@ -1,0 +1,218 @@
+"""A comparison's verdict in words: one sentence per accelerator, with the measured reason when it is slower or
+no faster than the CPU. Never a guess: every hint names the number that triggered it.
+
+The window shows these sentences above the chart; the CLI prints them last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .compare import Comparison, Entry, device_name, interval_name, short_machine
+from ..machine.energy import fmt_joules
+from ..basics.formatting import fmt_duration, fmt_ratio, is_finite
+from .summary import epoch_seconds
+
+LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
+DATA_BOUND_FRACTION = 0.20  # data waiting above this share of step time
+LOW_BUSY_PERCENT = 50.0  # a GPU busy less than this share of the measured time waits on the host or on data
+
+
+def inspection_for(run, inspections: Sequence[dict] | None) -> dict | None:
+    """The latest `mpsstudio inspect` result (oldest first in `inspections`) of this run's model, dataset,
+    precision and TF32 setting on this run's device and machine; None when there is none."""
+    if not inspections:
+        return None
+    cfg, env = run.config, run.env or {}
+    for r in reversed(inspections):
+        rc, renv = r.get("config") or {}, r.get("env") or {}
+        if (r.get("device") == cfg.device and rc.get("model") == cfg.model and rc.get("dataset") == cfg.dataset
+                and rc.get("precision") == cfg.precision and rc.get("tf32") == cfg.tf32
+                and renv.get("machine_label") == env.get("machine_label")
+                and renv.get("hostname") == env.get("hostname")):
+            return r
+    return None
+
+
+def findings(inspection: dict | None) -> list[str]:
+    """What an inspection of the run's setup found that bears on the verdict: a parity failure, CPU fallbacks."""
+    if not inspection:
+        return []
+    out = []
+    par = inspection.get("parity") or {}
+    if par and par.get("ok") is False:
+        out.append(f"an inspection found its results differ from the float64 CPU reference beyond tolerance "
+                   f"(relative error {par.get('worst_rel_err', float('nan')):.1e}, {par.get('precision')}): do not "
+                   f"trust what it computes here")
+    ops = inspection.get("fallback_ops") or []
+    if ops:
+        names = ", ".join(str(o.get("op")) for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
+        share = inspection.get("fallback_share")
+        timing = f", {100 * share:.0f} % of the time spent in operations" if is_finite(share) else ""
+        out.append(f"{len(ops)} operation{'s' if len(ops) != 1 else ''} ran on the CPU ({names}{timing}), each "
+                   f"with a copy to the CPU and back, which explains part of its time")
+    return out
+
+
+def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[str]:
+    """The sentences of a comparison: one per device with a speedup, then the cross-machine ratios.
+    `inspections`: stored `inspect` results, oldest first; each device's latest matching one adds its findings."""
+    out = []
+    for e in c.entries:
+        if e.is_baseline:
+            continue
+        if e.speedup is not None:
+            out.append(sentence(e, inspection_for(e.run, inspections)))
+        elif e.device != "cpu":
+            where = "this machine" if e.local else short_machine(e.machine)
+            out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
+                       "that machine to divide by (another machine's CPU would not be a fair baseline).")
+    out += [f"Across machines, {x.label()}." for x in c.cross]
+    return out
+
+
+def _what(e: Entry) -> str:
+    cfg = e.run.config
+    text = f"for {cfg.model} on {cfg.dataset} at batch {cfg.batch_size}"
+    if cfg.precision != "fp32":
+        text += f" in {cfg.precision}"
+    if cfg.mode != "train":
+        text += f" ({cfg.mode})"
+    return text
+
+
+def _interval(e: Entry) -> str:
+    if e.low is None or e.high is None:
+        return "no interval: too few measurement windows"
+    rng = f"{_x(e.low)}-{_x(e.high)}"
+    if e.method == "paired":
+        return f"median of {len(e.round_speedups)} paired rounds, range {rng}"
+    return rng
+
+
+def _x(v: float) -> str:
+    return f"{fmt_ratio(v, two_decimals_below=2)}x"
+
+
+def _epochs(e: Entry) -> str:
+    (a, a_measured), (b, b_measured) = epoch_seconds(e.run.summary), epoch_seconds(
+        e.baseline.summary if e.baseline else {})
+    if a is None or b is None:
+        return ""
+    if a_measured and b_measured:
+        return f"{fmt_duration(a)} vs {fmt_duration(b)} per epoch (measured)"
+    if not a_measured and not b_measured:
+        return f"about {fmt_duration(a)} vs {fmt_duration(b)} per epoch (estimated from throughput)"
+    return (f"{fmt_duration(a)} vs {fmt_duration(b)} per epoch ({'measured' if a_measured else 'estimated'} vs "
+            f"{'measured' if b_measured else 'estimated'})")
+
+
+def hints(e: Entry) -> list[str]:
+    """Measured reasons an accelerator is slow, and warnings about the numbers themselves."""
+    out = []
+    s = e.run.summary
+    slow = e.speedup is not None and (e.speedup < 1.0 or e.unclear())
+    if slow and is_finite(s.get("step_ms")) and s["step_ms"] < LAUNCH_BOUND_STEP_MS:
+        out.append(f"each step takes {s['step_ms']:.2f} ms on {e.device}, under {LAUNCH_BOUND_STEP_MS:g} ms: "
+                   "per-operation launch cost dominates, try a larger batch or model")
+    for run in (e.run, e.baseline):
+        if run is None:
+            continue
+        wait = run.summary.get("data_wait_fraction")
+        if slow and is_finite(wait) and wait > DATA_BOUND_FRACTION:
+            out.append(f"data waiting was {100 * wait:.0f} % of step time on {run.config.device}: "
+                       "try resident data or more workers")
+    busy = s.get("utilization")
+    if s.get("utilization_measure") == "gpu_busy" and is_finite(busy) and busy < LOW_BUSY_PERCENT:
+        out.append(f"the GPU was busy only {busy:.0f} % of the measured time: the run waits on the host (Python, "
+                   "launches) or on data, so a larger batch, resident data or more workers would help")
+    for run in (e.run, e.baseline):
+        if run is not None and run.summary.get("stability") == "noisy":
+            reason = run.summary.get("stability_reason") or "its throughput varied"
+            out.append(f"the {run.config.device} run was noisy: {reason}")
+    return out
+
+
+def _energy_kind(summary: dict) -> str:
+    return "estimated" if summary.get("energy_measure") == "estimated" else "measured"
+
+
+def energy_sentence(e: Entry) -> str:
+    """"It used 4.1x less energy per sample than the CPU (31.0 mJ vs 127 mJ per sample; GPU vs CPU, estimated)." when
+    both runs measured energy; why not when only one did; "" when neither did."""
+    if e.baseline is None:
+        return ""
+    a, b = e.run.summary, e.baseline.summary
+    cpu = "the CPU" if e.local else "its CPU"
+    ratio = e.energy_ratio
+    if ratio is None:
+        if e.j_per_sample is None and is_finite(b.get("j_per_sample")):
+            return f"No energy comparison: the {e.device} run has no energy figure ({a.get('energy_reason') or 'not measured'})."
+        if e.j_per_sample is not None:
+            return f"No energy comparison: the CPU run has no energy figure ({b.get('energy_reason') or 'not measured'})."
+        return ""
+    kinds = {_energy_kind(a), _energy_kind(b)}
+    how = kinds.pop() if len(kinds) == 1 else f"{_energy_kind(a)} vs {_energy_kind(b)}"
+    parts = f"{str(a.get('energy_part', '')).upper()} vs {str(b.get('energy_part', '')).upper()}"
+    figures = f"{fmt_joules(e.j_per_sample)} vs {fmt_joules(b['j_per_sample'])} per sample; {parts}, {how}"
+    if ratio >= 1:
+        return f"It used {_x(ratio)} less energy per sample than {cpu} ({figures})."
+    return f"It used {_x(1 / ratio)} more energy per sample than {cpu} ({figures})."
+
+
+def sentence(e: Entry, inspection: dict | None = None) -> str:
+    """"Apple GPU (mps) is 3.2x faster than the CPU (3.0x-3.4x) for resnet18 on cifar10 at batch 128: 12.3 s vs
+    39.4 s per epoch (measured)." plus hints."""
+    name = device_name(e.device)
+    where = "" if e.local else f"On {short_machine(e.machine)}, "
+    cpu = "the CPU" if e.local else "its CPU"
+    if e.unclear():
+        head = f"No clear difference between {name} and {cpu} {_what(e)}: {_x(e.speedup)} ({_interval(e)})"
+    elif e.speedup >= 1.0:
+        head = f"{name} is {_x(e.speedup)} faster than {cpu} ({_interval(e)}) {_what(e)}"
+    else:
+        head = (f"{name} is {_x(1 / e.speedup)} slower than {cpu} ({_x(e.speedup)}; {_interval(e)}) "
+                f"{_what(e)}")
+    if where and head.startswith("No clear"):
+        head = "n" + head[1:]
+    head = where + head
+    epochs = _epochs(e)
+    text = f"{head}: {epochs}." if epochs else f"{head}."
+    energy = energy_sentence(e)
+    if energy:
+        text += f" {energy}"
+    text += "".join(f" {h[0].upper()}{h[1:]}." for h in [*hints(e), *findings(inspection)])
+    return text[0].upper() + text[1:]
+
+
+def _num(v):
+    return v if is_finite(v) else None
+
+
+def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) -> dict:
+    """A comparison as JSON (`bench --json`, `history --json`, the window's export), its verdicts included."""
+    cfg = c.config
+    return {
+        "model": cfg.model, "dataset": cfg.dataset, "batch_size": cfg.batch_size, "precision": cfg.precision,
+        "mode": cfg.mode, "repeat": c.repeat,
+        "baseline_run": c.baseline.id if c.baseline else None,
+        "devices": [
+            {"run": e.run.id, "runs": [r.id for r in e.runs], "device": e.device, "machine": e.machine,
+             "samples_per_s": e.samples_per_s, "stability": "noisy" if e.noisy else "stable",
+             "speedup_vs_cpu": e.speedup, "speedup_low": e.low, "speedup_high": e.high,
+             "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
+             "baseline_run": e.baseline.id if e.baseline else None,
+             "j_per_sample": e.j_per_sample, "avg_power_w": _num(e.run.summary.get("avg_power_w")),
+             "energy_measure": e.run.summary.get("energy_measure") if e.j_per_sample is not None else None,
+             "energy_reason": e.run.summary.get("energy_reason") if e.j_per_sample is None else None,
+             "energy_ratio_vs_cpu": None if e.is_baseline else e.energy_ratio,
+             "utilization": _num(e.run.summary.get("utilization")),
+             "utilization_measure": e.run.summary.get("utilization_measure"),
+             "verdict": (sentence(e, inspection_for(e.run, inspections))
+                         if not e.is_baseline and e.speedup is not None else None)}
+            for e in c.entries
+        ],
+        "cross_machine": [{"a_run": x.a.run.id, "b_run": x.b.run.id, "ratio": x.ratio, "label": x.label()}
+                          for x in c.cross],
+        "verdict": " ".join(verdicts(c, inspections)) or None,
+    }

@@ -1,0 +1,199 @@
+"""RunConfig: everything that defines one run, and its validation."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from .errors import UserError
+from .formatting import is_finite, one_line
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+MODES = ("train", "inference")
+MONITORS = ("val_accuracy", "val_loss")  # what early stopping watches
+MAX_ACCUMULATE = 1024  # micro-batches per optimizer step
+
+# Bounds of every number a config may hold (RunConfig.validate says them when a value is outside).
+MAX_NAME = 4096  # characters of a model or dataset name or path
+MAX_BATCH = 1 << 20
+MAX_STEPS = 1_000_000_000
+MAX_EPOCHS = 1_000_000
+MAX_LR = 1000.0
+MAX_WORKERS = 256
+MAX_THREADS = 4096
+MAX_SEED = 2**63 - 1
+MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's images are decoded
+MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
+DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
+
+DEFAULT_MODEL = "mlp"
+DEFAULT_DATASET = "shapes"  # generated, offline, learns: see datasets.py
+
+
+# Why the .app cannot compile (checked in the torch 2.14.1 wheel): inductor's Metal kernels #include
+# <c10/metal/...> headers from torch's include/ folder (torch/_inductor/runtime/runtime_utils.py,
+# compile_mps_shaders), which the bundle leaves out (packaging/mpsstudio.spec, DROP); on the CPU inductor also
+# compiles C++ against Python's headers with a C++ compiler, neither of which a bundle carries.
+FROZEN_COMPILE_REASON = ("torch.compile cannot run in the MPS Studio app: on the Apple GPU PyTorch builds Metal "
+                         "kernels from its C++ headers (torch/include/c10/metal), which the app leaves out, and on "
+                         "the CPU it also needs a C++ compiler (Xcode's command line tools) and Python's headers; "
+                         "install MPS Studio with pip (README, Install) to use it.")
+
+
+@dataclass
+class RunConfig:
+    """One run: a model on a dataset on one device. Comparisons group configs equal but for `device`."""
+
+    model: str = DEFAULT_MODEL
+    dataset: str = DEFAULT_DATASET
+    device: str = "cpu"
+    batch_size: int = 64
+    steps: int | None = None  # measured steps after warm-up; None when `epochs` is used
+    epochs: int | None = 2
+    warmup_steps: int = 10
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    workers: int = 0
+    resident: bool = False
+    mode: str = "train"
+    seed: int = 0
+    threads: int | None = None  # CPU threads torch uses; None = torch's default, recorded either way
+    tf32: bool = False
+    image_size: int | None = None  # folder datasets: decode size; None = the model's preferred size
+    window_s: float = 0.1  # target length of one measurement window
+    # operations MPS lacks run on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1 in the run's own process) instead of
+    # stopping the run; copies each way make them slow, so a run records whether it allowed them
+    mps_fallback: bool = True
+    # Training for real (epoch runs with a validation split): stop when `early_stop_monitor` has not improved for
+    # `early_stop_patience` epochs (None: never), in `early_stop_mode` ("max"/"min"; None: max for accuracy, min
+    # for loss); `keep_best` ends the run with the best epoch's weights (a best checkpoint, kept in memory).
+    early_stop_patience: int | None = None
+    early_stop_monitor: str = "val_accuracy"
+    early_stop_mode: str | None = None
+    keep_best: bool = False
+    # Gradient accumulation: one optimizer step every `accumulate` micro-batches of `batch_size` (an effective
+    # batch of accumulate x batch_size); steps and throughput count micro-batches and samples, as without it.
+    accumulate: int = 1
+    options: dict = field(default_factory=dict)
+
+    @property
+    def monitor_mode(self) -> str:
+        """"max" or "min": the early-stopping direction, the monitor's natural one unless set."""
+        return self.early_stop_mode or ("min" if self.early_stop_monitor == "val_loss" else "max")
+
+    def validate(self) -> "RunConfig":
+        """Raise UserError (one sentence naming the field) for values no run can use; return self for chaining.
+
+        Types are checked strictly (a bool is not a number, 1e30 is not a batch size) and every number has a
+        stated bound, so a config read from a file can never reach the engine with a value it cannot use.
+        """
+        _text(self.model, "The model", MAX_NAME)
+        _text(self.dataset, "The dataset", MAX_NAME)
+        if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
+            raise UserError(f"The device must be cpu, mps, cuda or cuda:N, not {_shown(self.device)}.")
+        _whole(self.batch_size, "Batch size", 1, MAX_BATCH)
+        if self.steps is None and self.epochs is None:
+            raise UserError("Give a number of steps or of epochs.")
+        if self.steps is not None:
+            _whole(self.steps, "Steps", 1, MAX_STEPS)
+        if self.epochs is not None:
+            _whole(self.epochs, "Epochs", 1, MAX_EPOCHS)
+        _whole(self.warmup_steps, "Warm-up steps", 0, MAX_STEPS)
+        _choice(self.precision, "precision", PRECISIONS)
+        _choice(self.optimizer, "optimizer", OPTIMIZERS)
+        _choice(self.mode, "mode", MODES)
+        if not is_finite(self.lr) or not (0 < self.lr <= MAX_LR):
+            raise UserError(f"Learning rate must be a number above 0 and at most {MAX_LR:g}, not {_shown(self.lr)}.")
+        _whole(self.workers, "Data workers", 0, MAX_WORKERS)
+        if self.threads is not None:
+            _whole(self.threads, "CPU threads", 1, MAX_THREADS)
+        _whole(self.seed, "The seed", 0, MAX_SEED)
+        if self.image_size is not None:
+            _whole(self.image_size, "The image size", MIN_IMAGE_SIZE, MAX_IMAGE_SIZE, unit=" pixels")
+        if not is_finite(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
+            raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
+                            f"not {_shown(self.window_s)}.")
+        if self.early_stop_patience is not None:
+            _whole(self.early_stop_patience, "Early-stopping patience", 1, MAX_EPOCHS, unit=" epochs")
+            if self.epochs is None or self.steps is not None:
+                raise UserError("Early stopping watches the validation set after each epoch; give a number of "
+                                "epochs, not of steps.")
+        _choice(self.early_stop_monitor, "early-stopping monitor", MONITORS)
+        if self.early_stop_mode is not None:
+            _choice(self.early_stop_mode, "early-stopping mode", ("max", "min"))
+        if self.keep_best and (self.epochs is None or self.steps is not None):
+            raise UserError("Keeping the best epoch needs a number of epochs, not of steps.")
+        if (self.early_stop_patience is not None or self.keep_best) and str(self.dataset).lower() == "synthetic":
+            raise UserError("Early stopping and the best epoch watch the validation split, and synthetic has none; "
+                            "choose shapes, MNIST or a folder of images, or turn them off.")
+        _whole(self.accumulate, "Gradient accumulation", 1, MAX_ACCUMULATE, unit=" micro-batches")
+        if (self.early_stop_patience is not None or self.keep_best or self.accumulate > 1) and self.mode != "train":
+            raise UserError("Early stopping, the best epoch and gradient accumulation are for training; set the "
+                            "mode to train.")
+        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback", "keep_best"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
+        if not isinstance(self.options, dict):
+            raise UserError(f"'options' must be a JSON object, not {_shown(self.options)}.")
+        return self
+
+    def check_runs_here(self) -> "RunConfig":
+        """validate(), plus what this installation can run (a config from another machine may be valid
+        but not runnable here)."""
+        self.validate()
+        if self.compile and getattr(sys, "frozen", False):
+            raise UserError(FROZEN_COMPILE_REASON)
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        """Build from a dict (an imported JSON run); unknown keys are kept in `options`."""
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        extra = {k: v for k, v in data.items() if k not in known}
+        cfg = cls(**kwargs)
+        if extra:
+            cfg.options = {**cfg.options, **extra}
+        return cfg
+
+    def with_device(self, device: str) -> "RunConfig":
+        return replace(self, device=device, options=dict(self.options))
+
+    def comparison_key(self) -> tuple:
+        """What must be equal for two runs to be compared: everything except the device."""
+        return tuple((name, repr(getattr(self, name))) for name in _key_names())
+
+
+@functools.cache
+def _key_names() -> tuple[str, ...]:
+    """RunConfig's field names but the device, sorted (once: a history of 10,000 runs asks 10,000 times)."""
+    return tuple(sorted(f.name for f in fields(RunConfig) if f.name != "device"))
+
+
+def _shown(v) -> str:
+    """A value for a message: repr, cut short (a 400-digit number must not fill the terminal)."""
+    return one_line(repr(v), 40)
+
+
+def _whole(v, what: str, low: int, high: int, unit: str = "") -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not (low <= v <= high):
+        raise UserError(f"{what} must be a whole number from {low:,} to {high:,}{unit}, not {_shown(v)}.")
+
+
+def _choice(v, what: str, choices: tuple[str, ...]) -> None:
+    if v not in choices or not isinstance(v, str):
+        raise UserError(f"Unknown {what} {_shown(v)}; choose one of: {', '.join(choices)}.")
+
+
+def _text(v, what: str, limit: int) -> None:
+    if not isinstance(v, str) or not v.strip() or len(v) > limit:
+        raise UserError(f"{what} must be a name or path of 1 to {limit:,} characters, not {_shown(v)}.")

@@ -1,0 +1,178 @@
+"""The one run path of both front ends: a list of configs (one per device) over one loaded dataset.
+
+Rules, the same for the CLI and the window:
+- Everything that can be checked before a run starts is checked first (configs, model, devices, the dataset
+  and whether one batch fits in it); a problem there raises UserError: one sentence, nothing recorded.
+- Then each config runs in turn, never two devices at once. A run that fails or is stopped ends as a failed or
+  cancelled RunResult (an Ended event) and the next device still runs, unless the user asked to stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..data import datasets
+from ..machine import devices
+from ..models import registry as models
+from . import trainer
+from ..machine.apple import MPS_COMPILE_NOTE
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..basics.events import Event
+from ..basics.formatting import error_line, fmt_bytes
+from ..basics.results import RunResult
+from ..basics.spec import DataSpec
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class Plan:
+    """Configs that can run here (one per device, in order) and the devices left out, each with its reason."""
+
+    configs: list[RunConfig]
+    skipped: list[str] = field(default_factory=list)  # one sentence per device that cannot run this
+    notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
+
+
+def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
+    """One config per named device that exists here and supports the config's precision.
+
+    Raises UserError when the config is invalid, the model unknown, or no named device can run it.
+    """
+    config.check_runs_here()
+    models.get_model_info(config.model)  # an unknown model is bad input before anything runs
+    names = [n.strip() for n in device_names if n and n.strip()]
+    if not names:
+        raise UserError("No devices given; name at least one of cpu, mps, cuda.")
+    out = Plan(configs=[])
+    for name in dict.fromkeys(names):
+        try:
+            dev = devices.resolve_device(name)
+        except UserError as exc:
+            out.skipped.append(f"skipping {name}: {exc}")
+            continue
+        reason = devices.precision_unsupported_reason(dev, config.precision)
+        if reason:
+            out.skipped.append(f"skipping {dev.id}: {config.precision} is not available there: {reason}.")
+            continue
+        if dev.id not in (c.device for c in out.configs):
+            out.configs.append(config.with_device(dev.id))
+            if config.compile and dev.kind == "mps":
+                out.notes.append(MPS_COMPILE_NOTE)
+    if not out.configs:
+        why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
+        raise UserError(f"None of the devices can run this ({why}); "
+                        f"see `mpsstudio devices` for what is available.")
+    return out
+
+
+def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None) -> datasets.LoadedDataset:
+    """Check the configs and load their (shared) dataset once; UserError for anything that stops every run."""
+    if not configs:
+        raise UserError("Nothing to run: check at least one available device.")
+    first = configs[0]
+    if any(c.comparison_key() != first.comparison_key() for c in configs):
+        raise ValueError("configs run together must differ only by device")
+    for c in configs:
+        c.check_runs_here()
+    models.get_model_info(first.model)
+    try:
+        data = trainer.load_data(first, progress=progress)
+    except UserError:
+        raise
+    except Exception as exc:  # an unreadable file deep in a dataset: still one sentence, nothing recorded
+        raise UserError(f"The dataset {first.dataset} could not be loaded ({error_line(exc)}); "
+                        "check its files.") from exc
+    if len(data.train) < first.batch_size:
+        raise UserError(f"{data.name} has {len(data.train):,} training samples, fewer than one batch of "
+                        f"{first.batch_size:,}; use a batch size of at most {len(data.train):,}.")
+    _check_batch_memory(first, data)
+    return data
+
+
+def _check_batch_memory(config: RunConfig, data: datasets.LoadedDataset) -> None:
+    """Refuse, before anything is decoded, a batch that cannot fit in memory (a huge --image-size, say)."""
+    import math
+
+    import psutil
+
+    spec = models.input_spec_for(config.model, data.spec)
+    values = math.prod(spec.sample_shape) * config.batch_size
+    need = values * (1 + 4 + 4)  # decoded uint8, the float32 input, and at least as much again for the model
+    free = psutil.virtual_memory().available
+    if need > free:
+        what = "x".join(str(v) for v in spec.sample_shape)
+        raise UserError(f"One batch of {config.batch_size:,} samples of {what} needs about {fmt_bytes(need)}, more "
+                        f"than the {fmt_bytes(free)} of memory free; use a smaller batch size"
+                        + (" or image size." if spec.kind == "image" else "."))
+
+
+def run_configs(configs: Sequence[RunConfig], *, on_event: Callable[[Event], None] | None = None,
+                should_stop: Callable[[], bool] | None = None, progress: Progress | None = None,
+                data: datasets.LoadedDataset | None = None) -> list[RunResult]:
+    """Run each config in turn over one dataset; returns the results of the runs that started.
+
+    Raises UserError (before any run starts) for bad input: see the module docstring.
+    """
+    stop = should_stop or (lambda: False)
+    if data is None:
+        data = prepare_data(configs, progress)
+    results = []
+    for i, cfg in enumerate(configs, start=1):
+        if stop():
+            break
+        results.append(trainer.run(cfg, data=data, on_event=on_event, should_stop=stop, progress=progress,
+                                   position=(i, len(configs))))
+    return results
+
+
+def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: Callable[[Event], None] | None = None,
+            should_stop: Callable[[], bool] | None = None, progress: Progress | None = None,
+            prepared: Callable[[], None] | None = None, save_model: str | None = None) -> RunResult:
+    """One config, its data loaded here: what a run's process does (isolation.py). UserError as prepare_data;
+    `prepared()` is called once the setup checks have passed, before any of the model's code runs. A
+    KeyboardInterrupt inside the run is the model's (the process gets no Ctrl-C): a failed run."""
+    data = prepare_data([config], progress)
+    if prepared is not None:
+        prepared()
+    return trainer.run(config, data=data, on_event=on_event, should_stop=should_stop, progress=progress,
+                       position=position, interrupt_is_user=False, save_model=save_model)
+
+
+@dataclass
+class ModelProbe:
+    """What checking a model found: its parameter count, and the shapes of one forward pass."""
+
+    parameters: int
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+
+
+def probe_model(model: str, data_spec: DataSpec) -> ModelProbe:
+    """Build `model` for data shaped like `data_spec` on the CPU, count its parameters and check that one
+    forward pass of two samples returns logits (2, num_classes). Runs a user's file: call it in a run process.
+    """
+    import torch
+
+    spec = models.input_spec_for(model, data_spec)
+    torch.manual_seed(0)
+    built = models.build_model(model, spec)
+    if spec.kind == "image":
+        x = torch.zeros((2, *spec.sample_shape))
+    else:
+        x = torch.zeros((2, *spec.sample_shape), dtype=torch.long)
+    built.eval()
+    try:
+        with torch.no_grad():
+            out = built(x)
+    except Exception as exc:
+        raise UserError(f"{model} failed on a batch of two {spec.describe()} samples "
+                        f"({error_line(exc, 200)}); fix its forward.") from exc
+    parameters = models.count_parameters(built)  # after the forward pass: lazy layers have their shapes
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+    if got != (2, spec.num_classes):
+        raise UserError(f"{model} returned {got if got else type(out).__name__} for 2 samples; MPS Studio needs "
+                        f"logits of shape (N, num_classes), here (2, {spec.num_classes}).")
+    return ModelProbe(parameters=parameters, input_shape=tuple(x.shape), output_shape=got)

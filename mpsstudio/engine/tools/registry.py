@@ -1,0 +1,155 @@
+"""The measuring tools a run process can carry out (isolation.run_tool), and the check of what it sends back.
+
+`run` executes in the child; `checked` in the parent, on a dict that came over the pipe from a process that ran
+a user's model: only plain JSON values, within size limits, with the fields the front ends read of the right
+types. This module imports no torch (the parent may not have loaded it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+
+TOOLS = ("max-batch", "inspect", "devices")
+MAX_DEPTH = 8
+MAX_ITEMS = 100_000
+MAX_TEXT = 20_000
+
+
+def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
+        should_stop: Callable[[], bool] | None = None) -> dict:
+    """Carry out one tool in this process (a run's process); UserError (one sentence) for bad input."""
+    if name == "devices":
+        from ..machine import devices, probe
+
+        return {"checks": {d: c.to_dict() for d, c in probe.check_all(devices.discover_devices()).items()}}
+    if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
+        raise UserError(f"The {name} tool needs a run configuration.")
+    config = RunConfig.from_dict(payload["config"])
+    if name == "max-batch":
+        from . import maxbatch
+
+        return maxbatch.search(config, memory_limit=payload.get("memory_limit"),
+                               cap=payload.get("cap", maxbatch.DEFAULT_CAP), progress=progress,
+                               should_stop=should_stop)
+    if name == "inspect":
+        from . import inspection
+
+        return inspection.inspect(config, progress=progress, should_stop=should_stop)
+    raise UserError(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")
+
+
+def plain(value, depth: int = 0):
+    """`value` when it holds only JSON values within the limits; ValueError otherwise."""
+    if depth > MAX_DEPTH:
+        raise ValueError("nested too deep")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > 2**63:
+            raise ValueError("an integer out of range")
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise ValueError("a text too long")
+        return value
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise ValueError("a list too long")
+        return [plain(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        if len(value) > MAX_ITEMS or not all(isinstance(k, str) for k in value):
+            raise ValueError("an object with non-text keys or too many of them")
+        return {k: plain(v, depth + 1) for k, v in value.items()}
+    raise ValueError(f"a value of type {type(value).__name__}")
+
+
+def _number(v, allow_none: bool = True) -> bool:
+    if v is None:
+        return allow_none
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (math.isfinite(v) or math.isinf(v))
+
+
+def _whole(v, allow_none: bool = True) -> bool:
+    if v is None:
+        return allow_none
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _need(condition) -> None:
+    if not condition:
+        raise ValueError("a field of the wrong type")
+
+
+def _check_max_batch(r: dict) -> None:
+    _need(_whole(r.get("largest_batch")) and _whole(r.get("fastest_batch")))
+    _need(isinstance(r.get("probes"), list))
+    for p in r["probes"]:
+        _need(isinstance(p, dict) and _whole(p.get("batch_size"), False) and isinstance(p.get("fits"), bool))
+        _need(_number(p.get("samples_per_s")) and _whole(p.get("memory")) and isinstance(p.get("reason"), str))
+
+
+def _check_inspect(r: dict) -> None:
+    par = r.get("parity")
+    if par is not None:
+        _need(isinstance(par, dict) and isinstance(par.get("ok"), bool) and _number(par.get("tolerance"), False))
+        _need(isinstance(par.get("precision"), str))
+        for key in ("loss_rel_err", "logits_max_rel_err", "worst_rel_err"):
+            _need(_number(par.get(key), False))
+        _need(isinstance(par.get("grads"), list))
+        for g in par["grads"]:
+            _need(isinstance(g, dict) and isinstance(g.get("name"), str) and _number(g.get("max_rel_err"), False))
+            _need(_number(g.get("cpu_rel_err")) and isinstance(g.get("ok", True), bool))
+    _need(isinstance(r.get("fallback_ops"), list))
+    for o in r["fallback_ops"]:
+        _need(isinstance(o, dict) and isinstance(o.get("op"), str) and _whole(o.get("count"), False))
+        _need(_number(o.get("share")))
+    check = r.get("probe")
+    _need(isinstance(check, dict) and isinstance(check.get("ok"), bool) and isinstance(check.get("detail"), str))
+
+
+def _check_devices(r: dict) -> None:
+    _need(isinstance(r.get("checks"), dict))
+    for check in r["checks"].values():
+        _need(isinstance(check, dict) and isinstance(check.get("ok"), bool) and isinstance(check.get("detail"), str))
+
+
+def _check_sweep(r: dict) -> None:
+    _need(isinstance(r.get("points"), list) and isinstance(r.get("best"), dict))
+    for p in r["points"]:
+        _need(isinstance(p, dict) and isinstance(p.get("device"), str) and _whole(p.get("batch_size"), False))
+        _need(p["batch_size"] >= 1 and (p.get("samples_per_s") is None or p["samples_per_s"] > 0))
+        _need(_number(p.get("samples_per_s")) and _number(p.get("samples_per_s_iqr")) and _number(p.get("step_ms")))
+    _need(isinstance(r.get("crossovers", []), list))
+    for c in [*(r.get("crossovers") or []), *([r["crossover"]] if r.get("crossover") is not None else [])]:
+        _need(isinstance(c, dict) and isinstance(c.get("device"), str) and _whole(c.get("batch_size")))
+        _need(c["batch_size"] is None or c["batch_size"] >= 1)
+        _need(_number(c.get("speedup_at_largest"), False) and isinstance(c.get("ratios"), list))
+
+
+_CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices}
+
+
+def checked(name: str, result) -> dict:
+    """`result` of tool `name` as the front ends may read it; UserError when it is not one (a forged answer)."""
+    try:
+        result = plain(result)
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
+        if name in _CHECKS and name != "devices" and not isinstance(result.get("sentence"), str):
+            raise ValueError("no sentence")
+        _CHECKS[name](result)
+        if name == "inspect":  # the words follow the numbers, on every read (a file cannot make them disagree)
+            from .toolview import inspect_sentence
+
+            result["sentence"] = inspect_sentence(result)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UserError(f"The {name} tool's process sent a result that could not be read ({why}); it was not "
+                        "kept.") from None
+    return result

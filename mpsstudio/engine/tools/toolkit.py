@@ -1,0 +1,91 @@
+"""What the measuring tools (max-batch, inspect) share with a run: the same checks, data, model and env.
+
+Each tool runs in a run's own process (isolation.run_tool), so a user's model or a broken device never takes
+the front end down, and it builds the model exactly as a run does: same seed, same input spec, same device
+checks (the functional probe included), same environment record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..machine import devices, environment, host, probe
+from ..models import registry as models
+from ..run import trainer
+from ..data.batches import InputConverter
+from ..basics.config import RunConfig
+from ..data.datasets import LoadedDataset
+from ..basics.errors import UserError
+from ..basics.spec import DataSpec
+
+
+class Stopped(Exception):
+    """The user asked a tool to stop; it returns what it found so far."""
+
+
+@dataclass
+class Setup:
+    config: RunConfig
+    device: devices.Device
+    tdev: torch.device
+    data: LoadedDataset
+    model_spec: DataSpec
+    env: dict
+
+
+def prepare(config: RunConfig, progress=None) -> Setup:
+    """Check the config and the device (UserError: one sentence) and load the data, as a run's setup does."""
+    cfg = config.check_runs_here()
+    info = models.get_model_info(cfg.model)
+    dev = devices.resolve_device(cfg.device)
+    probe.require(dev)
+    reason = devices.precision_unsupported_reason(dev, cfg.precision)
+    if reason:
+        raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
+    data = trainer.load_data(cfg, progress)
+    if data.spec.kind not in info.input_kind:
+        raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
+                        f"pick another model or dataset.")
+    return Setup(cfg, dev, torch.device(dev.torch_device or dev.id), data,
+                 models.input_spec_for(cfg.model, data.spec), tool_env(dev))
+
+
+def tool_env(dev: devices.Device) -> dict:
+    """The environment record of a run, for a tool's result."""
+    env = environment.environment()
+    env["device_name"] = dev.name
+    env["machine_label"] = environment.machine_label(env)
+    env["host"] = host.conditions()
+    return env
+
+
+def build(setup: Setup) -> torch.nn.Module:
+    """The model as a run builds it (seeded), on the CPU."""
+    torch.manual_seed(setup.config.seed)
+    return models.build_model(setup.config.model, setup.model_spec)
+
+
+def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first `n` training samples (repeated when the set is smaller), shaped and normalised as a run's are."""
+    train = setup.data.train
+    count = len(train)
+    if count < 1:
+        raise UserError(f"{setup.data.name} has no training samples.")
+    items = [train[i % count] for i in range(n)]
+    x = torch.stack([torch.as_tensor(item[0]) for item in items])
+    y = torch.as_tensor([int(item[1]) for item in items], dtype=torch.long)
+    convert = InputConverter(setup.data.spec, setup.model_spec, setup.data.mean, setup.data.std, device)
+    return convert(x.to(device)), y.to(device)
+
+
+def synthetic_batch(spec: DataSpec, n: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch shaped like the model's input (normalised images or token ids), made on the device."""
+    gen = torch.Generator().manual_seed(seed)
+    if spec.kind == "image":
+        x = torch.randn((n, *spec.sample_shape), generator=gen)
+    else:
+        x = torch.randint(0, max(1, spec.vocab_size), (n, *spec.sample_shape), generator=gen)
+    y = torch.randint(0, spec.num_classes, (n,), generator=gen)
+    return x.to(device), y.to(device)

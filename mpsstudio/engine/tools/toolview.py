@@ -1,0 +1,158 @@
+"""Tables of the tools' results, in words and units, for every front end (the CLI prints them, the window shows
+them): one place decides what a cell says, so the two never disagree."""
+
+from __future__ import annotations
+
+from ..basics.formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
+from ..machine.probe import NOT_WORKING
+
+TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection"}
+
+
+def _ms(v) -> str:
+    return f"{v:,.2f}" if is_finite(v) else DASH
+
+
+def _err(v) -> str:
+    if v is None:
+        return DASH
+    return f"{v:.1e}" if is_finite(v) else "not finite"
+
+
+def _iqr_percent(sps, iqr) -> str:
+    if not (is_finite(sps) and is_finite(iqr)) or sps <= 0:
+        return DASH
+    return f"±{50 * iqr / sps:.0f} %"
+
+
+def sweep_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    headers = ["device", "batch", "samples/s (median, measured)", "spread (±IQR/2)", "step ms", "status"]
+    rows = []
+    for p in result.get("points", []):
+        status = p.get("status") or ""
+        if p.get("stability") == "noisy" and status == "finished":
+            status = "noisy"
+        if p.get("error"):
+            status = f"{status}: {p['error']}"
+        rows.append([p["device"], f"{p['batch_size']:,}", fmt_rate(p.get("samples_per_s")),
+                     _iqr_percent(p.get("samples_per_s"), p.get("samples_per_s_iqr")), _ms(p.get("step_ms")),
+                     status])
+    return headers, rows, [False, True, True, True, True, False]
+
+
+def max_batch_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    headers = ["batch", "fits", "samples/s (measured)", "step ms", "memory", "why not"]
+    rows = []
+    for p in sorted(result.get("probes", []), key=lambda p: p["batch_size"]):
+        memory = fmt_bytes(p.get("memory")) if p.get("memory") is not None else DASH
+        rows.append([f"{p['batch_size']:,}", "yes" if p["fits"] else "no", fmt_rate(p.get("samples_per_s")),
+                     _ms(p.get("step_ms")), memory, p.get("reason") or ""])
+    return headers, rows, [True, False, True, True, True, False]
+
+
+def parity_table(result: dict, limit: int = 12) -> tuple[list[str], list[list[str]], list[bool]]:
+    """Loss, logits and the gradients (failures first, then the largest errors) against the float64 CPU reference,
+    beside the CPU's own error in the same precision."""
+    par = result.get("parity") or {}
+    headers = ["tensor", "max relative error", "CPU's own error, same precision", "within tolerance"]
+    numeric = [False, True, True, False]
+    if not par:
+        return headers, [], numeric
+
+    def row(name, err, cpu_err, ok):
+        return [name, _err(err), _err(cpu_err), "yes" if ok else "NO"]
+    rows = [row("loss", par.get("loss_rel_err"), par.get("loss_cpu_rel_err"), par.get("loss_ok", True)),
+            row("logits", par.get("logits_max_rel_err"), par.get("logits_cpu_rel_err"), par.get("logits_ok", True))]
+    grads = par.get("grads") or []
+    rows += [row(f"grad {g['name']}", g.get("max_rel_err"), g.get("cpu_rel_err"), g.get("ok", True))
+             for g in grads[:limit]]
+    if len(grads) > limit:
+        rows.append([f"... {len(grads) - limit} more gradients" + ("" if all(g.get("ok", True) for g in grads[limit:])
+                                                                    else ", some beyond tolerance"), "", "", ""])
+    return headers, rows, numeric
+
+
+def fallback_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    headers = ["operation on the CPU", "calls per step", "share of time in operations"]
+    rows = [[o["op"], f"{o['count']:,}", f"{o['share']:.0%}" if is_finite(o.get("share")) else DASH]
+            for o in result.get("fallback_ops") or []]
+    return headers, rows, [False, True, True]
+
+
+def title(kind: str, result: dict) -> str:
+    """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
+    cfg = result.get("config") or {}
+    what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
+    if kind == "sweep":
+        devices = list(dict.fromkeys(p["device"] for p in result.get("points", [])))
+        return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
+    precision = f", {cfg.get('precision')}" if kind == "inspect" and cfg.get("precision") else ""
+    if precision and cfg.get("tf32") is True:
+        precision += " with TF32"
+    return f"{TITLES.get(kind, kind)}: {what} on {result.get('device', '?')}{precision}"
+
+
+def inspect_sentence(result: dict) -> str:
+    """What inspect found, in words: parity first (wrong results matter most), then fallbacks, then the probe."""
+    device = result.get("device", "?")
+    parts = []
+    check = result.get("probe") or {}
+    if check and not check.get("ok", True):
+        parts.append(f"{device} is {NOT_WORKING}: {check.get('detail', '')}.")
+    par = result.get("parity")
+    if par:
+        what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
+        if par["ok"]:
+            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
+                         f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
+                         f"{par['worst_rel_err']:.1e}.")
+        else:
+            bad = _bad_error(par)
+            advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
+                      if par["precision"] == "tf32" else "its results here are not to be trusted")
+            parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
+                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
+                         f"error {bad:.1e} in {_worst_name(par)}; {advice}.")
+    ops = result.get("fallback_ops") or []
+    if ops:
+        names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
+        share = result.get("fallback_share")
+        timing = f" ({share:.0%} of the time spent in operations)" if share is not None else ""
+        parts.append(f"{plural(len(ops), 'operation')} ran on the CPU{timing}: {names}; each copies its tensors "
+                     f"to the CPU and back, which slows every step.")
+    elif result.get("fallback_applies"):
+        parts.append(f"Every operation of a training step ran on {device} (no CPU fallback).")
+    if result.get("stopped"):
+        parts.append("Stopped before every check ran.")
+    return " ".join(parts) or f"Nothing was checked on {device}."
+
+
+def _cpu_precision(par: dict) -> str:
+    return par.get("cpu_precision") or ("fp32" if par.get("precision") == "tf32" else par.get("precision", "?"))
+
+
+def _bad_error(par: dict) -> float:
+    if not par.get("loss_ok", True):
+        return par["loss_rel_err"]
+    if not par.get("logits_ok", True):
+        return par["logits_max_rel_err"]
+    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
+    return bad["max_rel_err"] if bad else par["worst_rel_err"]
+
+
+def _worst_name(par: dict) -> str:
+    """The tensor to name: the first beyond tolerance (parity_of sorts failures first), else the largest error."""
+    if not par.get("loss_ok", True):
+        return "the loss"
+    if not par.get("logits_ok", True):
+        return "the logits"
+    grads = par.get("grads") or []
+    bad = next((g for g in grads if not g.get("ok", True)), None)
+    if bad is not None:
+        return f"the gradient of {bad['name']}"
+    worst = par["worst_rel_err"]
+    if par["loss_rel_err"] == worst:
+        return "the loss"
+    if par["logits_max_rel_err"] == worst:
+        return "the logits"
+    return f"the gradient of {grads[0]['name']}" if grads else "the gradients"
