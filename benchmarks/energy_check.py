@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine.machine import energy
+from mpsstudio.engine.machine.energy import meter as energy
 from mpsstudio.engine.run import trainer  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.basics.events import Window  # noqa: E402

@@ -465,7 +465,7 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     from .engine.history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
     from .engine.analysis.compare import compare, speedup_map
 
-    from .engine.machine.energy import notes
+    from .engine.analysis.energy import notes
 
     keys = keys or CLI_BENCH_COLUMNS
     speedups = speedup_map(compare(results))

@@ -347,7 +347,8 @@ class FakeMPS:
         self.fraction = fraction
 
     def install(self, monkeypatch) -> "FakeMPS":
-        from mpsstudio.engine.machine import devices, energy
+        from mpsstudio.engine.machine import devices
+        from mpsstudio.engine.machine.energy import ioreport
 
         answers = self.sysctls
         monkeypatch.setattr(sys, "platform", "darwin")
@@ -370,8 +371,8 @@ class FakeMPS:
         monkeypatch.setattr(C, "_mps_get_default_generator", lambda: self._generator)
         monkeypatch.setattr(C, "_mps_is_in_bad_fork", lambda: False)
         monkeypatch.setattr(torch.mps, "_default_mps_generator", None)
-        monkeypatch.setattr(energy, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: self.monitor))
-        monkeypatch.setattr(energy, "_ioreg", lambda: '"Device Utilization %"=73')
+        monkeypatch.setattr(ioreport, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: self.monitor))
+        monkeypatch.setattr(ioreport, "_ioreg", lambda: '"Device Utilization %"=73')
         self._fake_dispatcher(monkeypatch)
         version = tuple(int(p) for p in self.macos.split(".")[:2])
         monkeypatch.setattr(torch._C, "_mps_is_on_macos_or_newer", lambda major, minor: version >= (major, minor))

@@ -12,7 +12,10 @@ import pytest
 
 from tests.fake_mps import FakeAppleMonitor, fake_mac
 
-from mpsstudio.engine.machine import energy
+from mpsstudio.engine.analysis import energy as figures
+from mpsstudio.engine.machine.energy import base, ioreport, rapl
+from mpsstudio.engine.machine.energy import nvml as nvml_source
+from mpsstudio.engine.machine.energy import meter as meters
 from mpsstudio.engine.analysis import runcheck
 from mpsstudio.engine.run import trainer
 from mpsstudio.engine.basics.config import RunConfig
@@ -50,8 +53,8 @@ def set_uj(root, name, value):
 
 def test_rapl_counts_packages_and_dram_but_not_their_subdomains(tmp_path):
     root = write_rapl(tmp_path / "powercap", packages=((1_000_000, 10**12), (2_000_000, 10**12)), dram=500_000)
-    counter = energy.RaplCounter(str(root))
-    meter = energy.Meter(part="cpu", counters=[counter])
+    counter = rapl.RaplCounter(str(root))
+    meter = meters.Meter(part="cpu", counters=[counter])
     meter.begin()
     set_uj(root, "intel-rapl:0", 4_000_000)  # +3 J
     set_uj(root, "intel-rapl:1", 3_000_000)  # +1 J
@@ -65,7 +68,7 @@ def test_rapl_counts_packages_and_dram_but_not_their_subdomains(tmp_path):
 def test_rapl_counter_wrapping_in_a_window_adds_its_range_once(tmp_path):
     span = 262_143_328_850  # µJ, a real package's max_energy_range_uj
     root = write_rapl(tmp_path / "powercap", packages=((span - 2_000_000, span),))
-    meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
+    meter = meters.Meter(part="cpu", counters=[rapl.RaplCounter(str(root))])
     meter.begin()
     set_uj(root, "intel-rapl:0", 3_000_000)  # wrapped: 2 J to the top, then 3 J
     w = meter.end(close=True)
@@ -78,7 +81,7 @@ def test_rapl_counter_wrapping_in_a_window_adds_its_range_once(tmp_path):
 def test_a_counter_that_goes_backwards_with_no_range_gives_an_unknown_window_never_a_negative_one(tmp_path):
     root = write_rapl(tmp_path / "powercap")
     (root / "intel-rapl:0" / "max_energy_range_uj").unlink()
-    meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
+    meter = meters.Meter(part="cpu", counters=[rapl.RaplCounter(str(root))])
     meter.begin()
     set_uj(root, "intel-rapl:0", 10)
     w = meter.end(close=True)
@@ -89,8 +92,8 @@ def test_a_counter_that_goes_backwards_with_no_range_gives_an_unknown_window_nev
 def test_root_only_rapl_files_say_so(tmp_path):
     root = write_rapl(tmp_path / "powercap")
     (root / "intel-rapl:0" / "energy_uj").chmod(0o000)
-    with pytest.raises(energy.Unreadable, match="readable by root only"):
-        energy.RaplCounter(str(root))
+    with pytest.raises(base.Unreadable, match="readable by root only"):
+        rapl.RaplCounter(str(root))
 
 
 def test_root_only_rapl_files_say_so_also_as_root(tmp_path, monkeypatch):
@@ -103,13 +106,13 @@ def test_root_only_rapl_files_say_so_also_as_root(tmp_path, monkeypatch):
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr("builtins.open", deny)
-    with pytest.raises(energy.Unreadable, match="readable by root only"):
-        energy.RaplCounter(str(root))
+    with pytest.raises(base.Unreadable, match="readable by root only"):
+        rapl.RaplCounter(str(root))
 
 
 def test_a_counter_unreadable_mid_run_loses_that_window_only(tmp_path):
     root = write_rapl(tmp_path / "powercap")
-    meter = energy.Meter(part="cpu", counters=[energy.RaplCounter(str(root))])
+    meter = meters.Meter(part="cpu", counters=[rapl.RaplCounter(str(root))])
     meter.begin()
     (root / "intel-rapl:0" / "energy_uj").write_text("garbage\n")
     assert meter.end(close=True).energy_j is None
@@ -120,10 +123,10 @@ def test_a_counter_unreadable_mid_run_loses_that_window_only(tmp_path):
 
 
 def test_no_powercap_folder_gives_the_vm_phrase(tmp_path, monkeypatch):
-    monkeypatch.setattr(energy, "POWERCAP", str(tmp_path / "missing"))
-    monkeypatch.setattr(energy, "_is_virtual_machine", lambda: True)
+    monkeypatch.setattr(rapl, "POWERCAP", str(tmp_path / "missing"))
+    monkeypatch.setattr(rapl, "_is_virtual_machine", lambda: True)
     monkeypatch.setattr(sys, "platform", "linux")
-    meter = energy.meter_for("cpu")
+    meter = meters.meter_for("cpu")
     assert meter.reason.startswith("no energy counter readable on this Linux VM")
     assert meter.describe()["source"] is None and meter.part is None
     assert meter.busy is not None  # CPU utilisation still measured
@@ -131,10 +134,10 @@ def test_no_powercap_folder_gives_the_vm_phrase(tmp_path, monkeypatch):
 
 def test_an_amd_cpu_without_the_driver_is_named(tmp_path, monkeypatch):
     (tmp_path / "powercap").mkdir()
-    monkeypatch.setattr(energy, "POWERCAP", str(tmp_path / "powercap"))
-    monkeypatch.setattr(energy, "_cpu_vendor", lambda: "AuthenticAMD")
+    monkeypatch.setattr(rapl, "POWERCAP", str(tmp_path / "powercap"))
+    monkeypatch.setattr(rapl, "_cpu_vendor", lambda: "AuthenticAMD")
     monkeypatch.setattr(sys, "platform", "linux")
-    assert "AMD" in energy.meter_for("cpu").reason
+    assert "AMD" in meters.meter_for("cpu").reason
 
 
 # ---------------------------------------------------------------- NVML, faked
@@ -181,14 +184,14 @@ class FakeNvml(types.SimpleNamespace):
 @pytest.fixture
 def fake_nvml(monkeypatch, tmp_path):
     nvml = FakeNvml(samples=(40, 60))
-    monkeypatch.setattr(energy, "_nvml", lambda: nvml)
-    monkeypatch.setattr(energy, "POWERCAP", str(tmp_path / "no-powercap"))
+    monkeypatch.setattr(nvml_source, "_nvml", lambda: nvml)
+    monkeypatch.setattr(rapl, "POWERCAP", str(tmp_path / "no-powercap"))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return nvml
 
 
 def test_nvml_energy_and_busy_share_of_a_window(fake_nvml):
-    meter = energy.meter_for("cuda", 0, None)
+    meter = meters.meter_for("cuda", 0, None)
     assert meter.reason is None and meter.part == "gpu"
     assert meter.describe()["source"] == "NVML total-energy counter (GPU 0)"
     assert meter.describe()["measure"] == "measured"
@@ -204,9 +207,9 @@ def test_nvml_energy_and_busy_share_of_a_window(fake_nvml):
 
 def test_nvml_finds_the_gpu_by_uuid_when_cuda_renumbers_them(fake_nvml, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    assert energy.meter_for("cuda", 0, "abc").reason is None
+    assert meters.meter_for("cuda", 0, "abc").reason is None
     assert fake_nvml.handles[-1] in ("GPU-abc", b"GPU-abc")
-    meter = energy.meter_for("cuda", 0, None)
+    meter = meters.meter_for("cuda", 0, None)
     assert "CUDA_VISIBLE_DEVICES" in meter.reason and meter.part is None
 
 
@@ -215,9 +218,9 @@ def test_nvml_finds_the_gpu_by_uuid_when_cuda_renumbers_them(fake_nvml, monkeypa
     (FakeNvml(start_error="Driver Not Loaded"), "NVML could not start (Driver Not Loaded)"),
 ])
 def test_nvml_that_cannot_measure_says_why(monkeypatch, nvml, phrase):
-    monkeypatch.setattr(energy, "_nvml", lambda: nvml)
+    monkeypatch.setattr(nvml_source, "_nvml", lambda: nvml)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    meter = energy.meter_for("cuda", 0, None)
+    meter = meters.meter_for("cuda", 0, None)
     assert phrase in meter.reason and meter.counters == []
     meter.begin()
     assert meter.end(close=True).energy_j is None
@@ -227,15 +230,15 @@ def test_nvml_not_installed(monkeypatch):
     def missing():
         raise ImportError("No module named 'pynvml'")
 
-    monkeypatch.setattr(energy, "_nvml", missing)
-    assert energy.meter_for("cuda", 0, None).reason == "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+    monkeypatch.setattr(nvml_source, "_nvml", missing)
+    assert meters.meter_for("cuda", 0, None).reason == "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
 
 
 def test_cuda_keeps_the_host_cpu_package_as_a_part_when_rapl_is_readable(fake_nvml, monkeypatch, tmp_path):
     root = write_rapl(tmp_path / "powercap")
-    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(rapl, "POWERCAP", str(root))
     monkeypatch.setattr(sys, "platform", "linux")
-    meter = energy.meter_for("cuda", 0, None)
+    meter = meters.meter_for("cuda", 0, None)
     meter.begin()
     fake_nvml.energy_mj += 10_000
     set_uj(root, "intel-rapl:0", 3_000_000)
@@ -251,8 +254,8 @@ def test_apple_silicon_energy_is_estimated_and_keeps_its_parts(monkeypatch):
                                    "ane_mj": 0})
     fake_mac(monkeypatch, available=True, monitor=monitor)
     outputs = iter(['| |   "PerformanceStatistics" = {"Device Utilization %"=30,"Renderer Utilization %"=2}'] * 1000)
-    monkeypatch.setattr(energy, "_ioreg", lambda: next(outputs))
-    meter = energy.meter_for("mps")
+    monkeypatch.setattr(ioreport, "_ioreg", lambda: next(outputs))
+    meter = meters.meter_for("mps")
     try:
         info = meter.describe()
         assert info["part"] == "gpu" and info["measure"] == "estimated" and "zeus-apple-silicon" in info["source"]
@@ -266,7 +269,7 @@ def test_apple_silicon_energy_is_estimated_and_keeps_its_parts(monkeypatch):
         assert w.utilization == 30.0
     finally:
         meter.close()
-    cpu = energy.meter_for("cpu")
+    cpu = meters.meter_for("cpu")
     assert cpu.part == "cpu" and cpu.busy.measure == "cpu_busy"
 
 
@@ -275,7 +278,7 @@ def test_apple_silicon_parts_macos_does_not_report_are_left_out(monkeypatch):
     monitor = FakeAppleMonitor(mj={"cpu_total_mj": 10, "gpu_mj": 20, "gpu_sram_mj": None, "dram_mj": None,
                                    "ane_mj": None})
     fake_mac(monkeypatch, available=True, monitor=monitor)
-    meter = energy.meter_for("mps")
+    meter = meters.meter_for("mps")
     meter.begin()
     monitor.mj.update(gpu_mj=2020, cpu_total_mj=1010)
     w = meter.end(close=True)
@@ -288,16 +291,16 @@ def test_apple_silicon_without_zeus_says_how_to_install_it(monkeypatch):
         raise ImportError("no zeus_apple_silicon")
 
     fake_mac(monkeypatch, available=True)
-    monkeypatch.setattr(energy, "_apple", missing)
-    monkeypatch.setattr(energy, "_ioreg", lambda: "")
-    meter = energy.meter_for("mps")
+    monkeypatch.setattr(ioreport, "_apple", missing)
+    monkeypatch.setattr(ioreport, "_ioreg", lambda: "")
+    meter = meters.meter_for("mps")
     assert meter.reason == "zeus-apple-silicon is not installed (pip install zeus-apple-silicon)"
     assert "Device Utilization" in meter.busy_reason
 
 
 def test_ioreg_utilization_parses_activity_monitors_figure():
-    assert energy.ioreg_utilization('"Device Utilization %"=73,"Tiler Utilization %"=5') == 73.0
-    assert energy.ioreg_utilization("nothing here") is None
+    assert ioreport.ioreg_utilization('"Device Utilization %"=73,"Tiler Utilization %"=5') == 73.0
+    assert ioreport.ioreg_utilization("nothing here") is None
 
 
 # ---------------------------------------------------------------- the run's figures
@@ -316,7 +319,7 @@ ENV = {"energy": {"source": "NVML total-energy counter (GPU 0)", "part": "gpu", 
 
 
 def test_summary_sums_the_windows():
-    s = energy.summary_fields(_windows(100.0, 120.0), ENV)
+    s = figures.summary_fields(_windows(100.0, 120.0), ENV)
     assert s["energy_j"] == pytest.approx(220.0)
     assert s["avg_power_w"] == pytest.approx(220.0)  # over 1 s of windows
     assert s["j_per_sample"] == pytest.approx(220.0 / 128)
@@ -326,7 +329,7 @@ def test_summary_sums_the_windows():
 
 
 def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero():
-    s = energy.summary_fields(_windows(100.0, None, 90.0), ENV)
+    s = figures.summary_fields(_windows(100.0, None, 90.0), ENV)
     assert s["energy_j"] is None and s["j_per_sample"] is None and s["avg_power_w"] is None
     assert s["energy_reason"] == "the energy counter could not be read in 1 of 3 energy spans"
 
@@ -334,15 +337,15 @@ def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero()
 def test_no_source_gives_null_fields_and_the_sources_reason():
     env = {"energy": {"source": None, "part": None, "measure": None, "reason": "no energy counter readable on "
                       "this Linux VM (/sys/class/powercap is missing)", "utilization": "cpu_busy"}}
-    s = energy.summary_fields(_windows(None, None), env)
+    s = figures.summary_fields(_windows(None, None), env)
     assert all(s[k] is None for k in ("energy_j", "avg_power_w", "j_per_sample", "energy_parts"))
     assert s["energy_reason"].startswith("no energy counter readable on this Linux VM")
     assert s["utilization"] == pytest.approx(50.0)
 
 
 def test_runs_recorded_before_energy_say_so():
-    s = energy.summary_fields(_windows(5.0), {})
-    assert s["energy_j"] is None and s["energy_reason"] == energy.BEFORE
+    s = figures.summary_fields(_windows(5.0), {})
+    assert s["energy_j"] is None and s["energy_reason"] == figures.BEFORE
 
 
 def _file_run(windows, env=ENV, summary=None):
@@ -377,24 +380,24 @@ def test_a_hostile_energy_description_is_shown_bounded():
     assert s["energy_j"] is None  # an unknown measure is not trusted
     env = {"energy": {**ENV["energy"], "source": "A\x00B " * 500}}
     s = runcheck.run_from_dict(_file_run(_windows(1.0), env=env), "x.json").summary
-    assert len(s["energy_source"]) <= energy.MAX_TEXT and "\x00" not in s["energy_source"]
+    assert len(s["energy_source"]) <= figures.MAX_TEXT and "\x00" not in s["energy_source"]
 
 
 def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, monkeypatch):
     """The whole path through the run loop: counters read at window boundaries, summed in the summary."""
     root = write_rapl(tmp_path / "powercap")
-    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(rapl, "POWERCAP", str(root))
     monkeypatch.setattr(sys, "platform", "linux")
     reads = {"n": 0}
-    real_read = energy.RaplCounter.read
+    real_read = rapl.RaplCounter.read
 
     def moving(self):
         reads["n"] += 1
         set_uj(root, "intel-rapl:0", 1_000_000 + reads["n"] * 250_000)  # +0.25 J per read
         return real_read(self)
 
-    monkeypatch.setattr(energy.RaplCounter, "read", moving)
-    monkeypatch.setattr(energy, "SPAN_S", 0.0)  # every window closes its own span
+    monkeypatch.setattr(rapl.RaplCounter, "read", moving)
+    monkeypatch.setattr(meters, "SPAN_S", 0.0)  # every window closes its own span
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=12,
                                    warmup_steps=2))
     assert result.status == "finished"
@@ -410,7 +413,7 @@ def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, m
 
 
 def test_a_run_without_a_counter_has_null_energy_and_a_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(energy, "POWERCAP", str(tmp_path / "missing"))
+    monkeypatch.setattr(rapl, "POWERCAP", str(tmp_path / "missing"))
     monkeypatch.setattr(sys, "platform", "linux")
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=6))
     s = result.summary
@@ -420,10 +423,10 @@ def test_a_run_without_a_counter_has_null_energy_and_a_reason(tmp_path, monkeypa
 
 
 def test_fmt_joules():
-    assert energy.fmt_joules(0.13) == "130 mJ"
-    assert energy.fmt_joules(1234.5) == "1.23 kJ"
-    assert energy.fmt_joules(12.4) == "12.4 J"
-    assert energy.fmt_joules(None) == "\u2014"
+    assert figures.fmt_joules(0.13) == "130 mJ"
+    assert figures.fmt_joules(1234.5) == "1.23 kJ"
+    assert figures.fmt_joules(12.4) == "12.4 J"
+    assert figures.fmt_joules(None) == "\u2014"
 
 
 # ---------------------------------------------------------------- comparisons and the verdict
@@ -503,9 +506,9 @@ def test_spans_cover_every_measured_window_and_close_at_breaks(tmp_path, monkeyp
     """Default spans: about a second each, the last one closed by the run's end; every window covered once,
     warm-up and validation never inside."""
     root = write_rapl(tmp_path / "powercap")
-    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(rapl, "POWERCAP", str(root))
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(energy, "SPAN_S", 0.3)
+    monkeypatch.setattr(meters, "SPAN_S", 0.3)
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=32, epochs=2,
                                    window_s=0.05))
     assert result.status == "finished"
@@ -543,7 +546,7 @@ def test_the_cli_table_says_what_measured_energy_or_why_not():
 
 def test_a_stopped_run_keeps_the_energy_of_the_windows_it_ran(tmp_path, monkeypatch):
     root = write_rapl(tmp_path / "powercap")
-    monkeypatch.setattr(energy, "POWERCAP", str(root))
+    monkeypatch.setattr(rapl, "POWERCAP", str(root))
     monkeypatch.setattr(sys, "platform", "linux")
     seen = []
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=5000,

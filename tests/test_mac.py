@@ -193,7 +193,7 @@ def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_o
 
 
 def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mps, monkeypatch):
-    from mpsstudio.engine.machine import energy
+    from mpsstudio.engine.machine.energy import ioreport
 
     fake_mps()
     calls = []
@@ -203,7 +203,7 @@ def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mp
         if len(calls) > 1:
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
         return '"Device Utilization %"=40'
-    monkeypatch.setattr(energy, "_ioreg", ioreg)
+    monkeypatch.setattr(ioreport, "_ioreg", ioreg)
     monkeypatch.setattr(host, "_pmset", lambda *a: (_ for _ in ()).throw(ValueError("bad pmset")))
     monkeypatch.setattr(host.psutil, "sensors_battery", lambda: (_ for _ in ()).throw(SystemError("no battery")))
     monkeypatch.setattr(host.psutil, "cpu_times", lambda *a, **k: (_ for _ in ()).throw(PermissionError("no")))
@@ -218,13 +218,13 @@ def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mp
 
 
 def test_a_meter_that_raises_while_it_is_set_up_is_a_reason_not_a_failure(monkeypatch):
-    from mpsstudio.engine.machine import energy
+    from mpsstudio.engine.machine.energy import meter
 
     def explode(*a, **k):
         raise OSError("dlopen failed")
-    monkeypatch.setattr(energy, "_meter_for", explode)
-    meter = energy.meter_for("cuda", 0, None)
-    assert meter.counters == [] and meter.reason == "the energy meter could not be set up (dlopen failed)"
+    monkeypatch.setattr(meter, "_meter_for", explode)
+    found = meter.meter_for("cuda", 0, None)
+    assert found.counters == [] and found.reason == "the energy meter could not be set up (dlopen failed)"
 
 
 def test_the_setup_window_names_a_reader_that_failed(fake_mps, monkeypatch):

@@ -15,7 +15,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSortFilter
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPalette
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
-from ..engine.machine import energy
+from ..engine.analysis import energy
 from ..engine.analysis import stability
 from ..engine.history.columns import BY_KEY, TABLE_COLUMNS, cell_text
 from ..engine.analysis.compare import Comparison, compare, speedup_map

@@ -12,7 +12,7 @@ import re
 from dataclasses import fields
 from datetime import datetime
 
-from ..machine import energy
+from . import energy
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable

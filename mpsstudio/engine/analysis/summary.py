@@ -10,7 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ..machine import energy
+from . import energy
 from ..basics.formatting import is_finite
 from ..basics.results import RunResult
 from .stability import assess, spread

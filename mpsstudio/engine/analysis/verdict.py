@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
-from ..machine.energy import fmt_joules
+from .energy import fmt_joules
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite
 from .summary import epoch_seconds
 

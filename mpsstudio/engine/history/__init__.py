@@ -1,6 +1,5 @@
 """The run history: the SQLite store under the user's data folder (runs and tool results, upgrades, recovery), run
 files (JSON export and validated import, CSV), and the columns every table shows.
 
-Owns: store, runfiles, columns. Uses: tools (tool results are checked as the tools define them), analysis, machine
-(energy figures), basics.
+Owns: store, runfiles, columns. Uses: tools (tool results are checked as the tools define them), analysis, basics.
 """

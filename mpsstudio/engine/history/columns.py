@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..machine.energy import fmt_joules
+from ..analysis.energy import fmt_joules
 from ..basics.formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, one_line, printable
 from ..basics.results import RunResult
 from ..analysis.summary import epoch_seconds

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from ..data import datasets
-from ..machine import devices, energy, environment, host, probe
+from ..machine import devices, environment, host, probe
+from ..machine.energy import meter as energy
 from ..models import registry as models
 from ..data.batches import InputConverter, make_batches
 from ..basics.config import RunConfig
