@@ -26,7 +26,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from mpsstudio.engine.machine import devices
-from mpsstudio.engine.process import isolation
+from mpsstudio.engine import process
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import trainer  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
@@ -86,12 +86,12 @@ def _bare_loop(model_name, dev, data, batch_size, warmup, steps, seed) -> float:
 def engine_run(model_name: str, dev: devices.Device, data, batch_size: int, warmup: int, steps: int,
                isolated: bool = False):
     """The engine's run: in this process (trainer.run), or as the front ends run it, in a process of its own
-    (isolation.run_isolated; the child loads the same synthetic data itself). Process start-up is not in the
+    (process.run_isolated; the child loads the same synthetic data itself). Process start-up is not in the
     measured phase either way: throughput counts from the end of the warm-up."""
     cfg = RunConfig(model=model_name, dataset="synthetic", device=dev.id, batch_size=batch_size, steps=steps,
                     epochs=None, warmup_steps=warmup)
     if isolated:
-        [result] = isolation.run_isolated([cfg])
+        [result] = process.run_isolated([cfg])
     else:
         result = trainer.run(cfg, device=dev, data=data)
     if result.status != "finished":

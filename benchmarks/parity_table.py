@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: the repo's mpsstudio
 
-from mpsstudio.engine.process import isolation  # noqa: E402
+from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.basics.errors import UserError  # noqa: E402
 
@@ -40,7 +40,7 @@ def main() -> int:
                             tf32=setting == "tf32")
             start = time.perf_counter()
             try:
-                r = isolation.run_tool("inspect", {"config": cfg.to_dict()}, timeout_s=600)
+                r = process.run_tool("inspect", {"config": cfg.to_dict()}, timeout_s=600)
             except UserError as exc:
                 print(f"| {model} | {setting} | {exc} |||||||")
                 continue

@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine.process import isolation  # noqa: E402
+from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.basics.events import Started, Window  # noqa: E402
 
 
-def one(cfg: RunConfig, spare: isolation.Spare | None) -> tuple[float, float]:
+def one(cfg: RunConfig, spare: process.Spare | None) -> tuple[float, float]:
     """Seconds from Run to the Started event and to the first measurement window."""
     marks: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -33,7 +33,7 @@ def one(cfg: RunConfig, spare: isolation.Spare | None) -> tuple[float, float]:
             marks.setdefault("started", time.perf_counter() - t0)
         elif isinstance(event, Window):
             marks.setdefault("window", time.perf_counter() - t0)
-    [result] = isolation.run_isolated([cfg], on_event=on_event, spare=spare)
+    [result] = process.run_isolated([cfg], on_event=on_event, spare=spare)
     if result.status != "finished":
         raise SystemExit(f"run failed: {result.error}")
     return marks["started"], marks["window"]
@@ -48,7 +48,7 @@ def main() -> int:
     args = ap.parse_args()
     cfg = RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
                     epochs=None, warmup_steps=1)
-    spare = isolation.Spare(cfg.mps_fallback)
+    spare = process.Spare(cfg.mps_fallback)
     fresh, warm = [], []
     try:
         for rep in range(args.reps):

@@ -249,7 +249,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
-    from .engine.process import isolation
+    from .engine import process
     from .engine.models import registry as models, saved as savedmodel
     from .engine.run import session
     from .engine.analysis import repeat
@@ -266,7 +266,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
     progress = _Progress(save)
     try:
-        results = isolation.run_isolated(order, on_event=progress, progress=_download_progress,
+        results = process.run_isolated(order, on_event=progress, progress=_download_progress,
                                          timeout_s=timeout_s, repeat=tags,
                                          save_models=model_files)
     except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
@@ -392,7 +392,7 @@ class _Progress:
 # -- launch benchmark -------------------------------------------------------------------------------------
 
 def _cmd_launch_benchmark(args) -> int:
-    from .engine.process import isolation
+    from .engine import process
     from .engine.tools import launch
     from .engine.run import session
 
@@ -417,13 +417,13 @@ def _cmd_launch_benchmark(args) -> int:
     try:
         if not args.no_estimate:
             print("Estimating the time with a short probe on each device...", file=sys.stderr)
-            sps = launch.probe(devices, lambda configs: isolation.run_isolated(configs, timeout_s=300))
+            sps = launch.probe(devices, lambda configs: process.run_isolated(configs, timeout_s=300))
             estimate = launch.estimate_s(jobs, {d: sps.get(d) for d in devices})
             parts = [f"{d}: {launch.fmt_estimate(estimate[d])}" for d in devices]
             print(f"Estimated time (from the probe; could be off by 2-3x): {'; '.join(parts)}. "
                   "Ctrl-C stops it; the runs done so far are kept.", file=sys.stderr)
         configs = [c for job in jobs for c in job.configs]
-        results = isolation.run_isolated(configs, on_event=progress, progress=_download_progress,
+        results = process.run_isolated(configs, on_event=progress, progress=_download_progress,
                                          timeout_s=args.timeout)
     except KeyboardInterrupt:
         results = progress.ended

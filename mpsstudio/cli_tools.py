@@ -146,7 +146,7 @@ def _progress(message: str, fraction: float) -> None:
 
 def cmd_sweep(args) -> int:
     from .cli import EXIT_OK, EXIT_RUN_FAILED, available_devices
-    from .engine.process import isolation
+    from .engine import process
     from .engine.run import session
     from .engine.tools import sweep, toolview
 
@@ -170,7 +170,7 @@ def cmd_sweep(args) -> int:
         print(f"{result.config.device} batch {result.config.batch_size}: {shown}  ({done} of up to {total})",
               file=sys.stderr, flush=True)
     results = sweep.run(cfg, devices, sizes, steps=steps, warmup=warmup, on_point=on_point,
-                        run_point=lambda c: isolation.run_point(c, progress=_progress, timeout_s=args.timeout))
+                        run_point=lambda c: process.run_point(c, progress=_progress, timeout_s=args.timeout))
     result = sweep.analyse(results, cfg, steps)
     _print_table(toolview.sweep_table(result))
     _finish("sweep", result, args)
@@ -180,11 +180,11 @@ def cmd_sweep(args) -> int:
 
 def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
     """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
-    from .engine.process import isolation
+    from .engine import process
 
     print(f"{doing}...", file=sys.stderr)
     try:
-        return isolation.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=_progress,
+        return process.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=_progress,
                                   timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
     finally:
         if sys.stderr.isatty():
@@ -236,7 +236,7 @@ def cmd_inspect(args) -> int:
 def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> list[dict]:
     """After a comparison: inspect each finished MPS run's setup (CPU fallbacks, parity with the CPU), in a run
     process, so the verdict can name what it found. A failed inspection is one line; the runs stay as they are."""
-    from .engine.process import isolation
+    from .engine import process
 
     found, seen = [], set()
     for r in results:
@@ -247,7 +247,7 @@ def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> lis
         print(f"inspecting {r.config.model} on {r.config.device} (CPU fallbacks, parity; --no-inspect skips it)...",
               file=sys.stderr)
         try:
-            result = isolation.run_tool("inspect", {"config": r.config.to_dict()}, timeout_s=timeout_s,
+            result = process.run_tool("inspect", {"config": r.config.to_dict()}, timeout_s=timeout_s,
                                         mps_fallback=r.config.mps_fallback)
         except UserError as exc:
             print(f"mpsstudio: the inspection after the {r.config.device} run did not finish: {exc}", file=sys.stderr)

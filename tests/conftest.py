@@ -32,14 +32,15 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _runs_in_process(request, monkeypatch):
-    """Runs, tools and device checks are served by a thread of the test process (isolation.InProcessRun: the same
+    """Runs, tools and device checks are served by a thread of the test process (process.InProcessRun: the same
     pipe, messages and parent code, without ~3 s of `import torch` per process), except in tests about the
     processes themselves: those marked `processes` or using `run_pids`."""
     if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
         return
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
+    from mpsstudio.engine.process import handles
 
-    monkeypatch.setattr(isolation, "new_process", isolation.InProcessRun)
+    monkeypatch.setattr(handles, "new_process", process.InProcessRun)
 
 
 @pytest.fixture(autouse=True)
@@ -82,18 +83,18 @@ def no_leftovers(qapp):
 def run_pids(monkeypatch):
     """Pids of every run process started during the test; after it, none of them (or their process groups) is
     left, and none is a zombie."""
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     from .processes import MEMORY_CAP_MB, assert_gone
 
     pids: list[int] = []
-    real = isolation.RunProcess.__init__
+    real = process.RunProcess.__init__
 
     def recording(self, *args, **kwargs):
         real(self, *args, **kwargs)
         pids.append(self.pid)
-    monkeypatch.setattr(isolation.RunProcess, "__init__", recording)
-    monkeypatch.setenv(isolation.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
+    monkeypatch.setattr(process.RunProcess, "__init__", recording)
+    monkeypatch.setenv(process.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
     yield pids
     assert_gone(pids)
 
@@ -105,8 +106,9 @@ def fake_mps(monkeypatch):
     import contextlib
     import functools
 
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
     from mpsstudio.engine.machine import probe
+    from mpsstudio.engine.process import handles
 
     from .fake_mps import FakeMPS
 
@@ -117,7 +119,7 @@ def fake_mps(monkeypatch):
             probe.forget()
             fake = FakeMPS(**kwargs).install(monkeypatch)
             stack.enter_context(fake.activate())
-            monkeypatch.setattr(isolation, "new_process", functools.partial(isolation.InProcessRun,
+            monkeypatch.setattr(handles, "new_process", functools.partial(process.InProcessRun,
                                                                             context=fake.activate))
             return fake
         yield make

@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from mpsstudio.engine.process import isolation
+from mpsstudio.engine import process
 
 MEMORY_CAP_MB = "4500"  # a run process's address space in tests (torch takes ~3.5 GB of it): a model that
 # hoards memory fails there instead of pushing the test machine into swap
@@ -21,7 +21,7 @@ def assert_gone(pids: list[int]) -> None:
             break
         time.sleep(0.1)
     assert left == [], f"processes left behind: {left}"
-    assert isolation.live_processes() == []
+    assert process.live_processes() == []
 
 
 def process_group(pid: int) -> int | None:

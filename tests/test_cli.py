@@ -135,9 +135,9 @@ def test_format_table_shows_speedup():
 
 
 def test_a_json_path_in_a_missing_folder_is_refused_before_any_run(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
-    monkeypatch.setattr(isolation, "run_isolated", lambda *a, **k: pytest.fail("a run started"))
+    monkeypatch.setattr(process, "run_isolated", lambda *a, **k: pytest.fail("a run started"))
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--json", str(tmp_path / "no" / "o.json")])
     err = capsys.readouterr().err
     assert code == 2 and f"The folder {tmp_path / 'no'} does not exist" in err
@@ -151,7 +151,7 @@ def test_an_empty_history_says_how_to_start(capsys):
 
 def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch, capsys):
     """Ctrl-C reaches the CLI (the run's process has its own process group): the run is ended and kept."""
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
     from mpsstudio.engine.basics.events import Window
     from mpsstudio.engine.history.store import RunStore
 
@@ -172,7 +172,7 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     [run] = RunStore().all()
     assert run.status == "cancelled" and run.summary["windows"] == 2
     assert "cancelled" in captured.out
-    assert isolation.live_processes() == []
+    assert process.live_processes() == []
 
 
 
@@ -245,9 +245,9 @@ BAD_TARGETS = {
 def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys, monkeypatch, target):
     def no_runs(*a, **k):
         raise AssertionError("a run started before --json was checked")
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
-    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    monkeypatch.setattr(process, "run_isolated", no_runs)
     path, says = BAD_TARGETS[target]
     path = path.format(tmp=tmp_path)
     (tmp_path / "file").write_text("a file, not a folder")
@@ -261,11 +261,11 @@ def test_an_unwritable_json_target_is_bad_input_before_any_run(tmp_path, capsys,
 
 
 def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     def no_runs(*a, **k):
         raise AssertionError("a run started before the output files were checked")
-    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    monkeypatch.setattr(process, "run_isolated", no_runs)
     for json_name, model in (("m.json", "m.pt"), ("m-cpu.json", "m.pt")):
         argv = ["bench", "--model", "mlp", "--dataset", "shapes", "--epochs", "1", "--json", str(tmp_path / json_name),
                 "--save-model", str(tmp_path / model), "--devices", "cpu"]
@@ -276,11 +276,11 @@ def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeyp
 
 
 def test_an_interrupted_bench_says_where_its_runs_were_kept(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(isolation, "run_isolated", interrupted)
+    monkeypatch.setattr(process, "run_isolated", interrupted)
     monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path / "data"))
     base = ["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "2", "--devices", "cpu", "--no-inspect"]
     assert cli.main([*base, "--no-save"]) == cli.EXIT_INTERRUPTED

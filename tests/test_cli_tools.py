@@ -9,7 +9,8 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.cli_tools import parse_size
-from mpsstudio.engine.process import isolation
+from mpsstudio.engine import process
+from mpsstudio.engine.process import handles
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.store import RunStore
 
@@ -124,21 +125,21 @@ def test_run_tool_stop_returns_partial_result(run_pids):
     from mpsstudio.engine.basics.config import RunConfig
 
     seen = []
-    result = isolation.run_tool("max-batch", {"config": RunConfig(model="mlp", dataset="synthetic").to_dict(),
+    result = process.run_tool("max-batch", {"config": RunConfig(model="mlp", dataset="synthetic").to_dict(),
                                               "memory_limit": 2**30, "cap": 2**16},
                                 progress=lambda m, f: seen.append(m), should_stop=lambda: len(seen) >= 4)
     assert result["stopped"] and result["largest_batch"] and "Stopped before the search ended." in result["sentence"]
 
 
 def test_check_devices_without_accelerators_starts_nothing(monkeypatch):
-    monkeypatch.setattr(isolation, "RunProcess", lambda **k: pytest.fail("a process was started"))
+    monkeypatch.setattr(process, "RunProcess", lambda **k: pytest.fail("a process was started"))
     from mpsstudio.engine.machine import devices
 
-    assert isolation.check_devices(devices.discover_devices()) == {}
+    assert process.check_devices(devices.discover_devices()) == {}
 
 
 def test_devices_tool_in_a_run_process(run_pids):
-    assert isolation.run_tool("devices", {}) == {"checks": {}}
+    assert process.run_tool("devices", {}) == {"checks": {}}
 
 
 @pytest.mark.parametrize("text, size", [("8G", 8 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", int(1.5 * 2**30)),
@@ -155,20 +156,20 @@ def test_parse_size_refuses(text):
 
 def test_a_spare_filled_after_close_starts_nothing(monkeypatch):
     """A window closed before its queued fill() ran must not leave a process behind (it would hang exit)."""
-    spare = isolation.Spare()
+    spare = process.Spare()
     spare.close()
-    monkeypatch.setattr(isolation, "RunProcess", lambda **k: pytest.fail("a process was started after close"))
+    monkeypatch.setattr(handles, "new_process", lambda **k: pytest.fail("a process was started after close"))
     spare.fill()
     assert spare.take(True) is None
 
 
 def test_a_forgotten_run_process_is_still_ended_at_exit():
-    proc = isolation.RunProcess()
+    proc = process.RunProcess()
     pid = proc.pid
     del proc  # its owner forgot it: no end() was called
-    assert pid in isolation.live_processes()
-    isolation._end_all()
-    assert pid not in isolation.live_processes()
+    assert pid in process.live_processes()
+    handles._end_all()
+    assert pid not in process.live_processes()
     from tests.processes import assert_gone
 
     assert_gone([pid])

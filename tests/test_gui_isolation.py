@@ -11,7 +11,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QTimer  # noqa: E402
 
-from mpsstudio.engine.process import isolation  # noqa: E402
+from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.main_window import MainWindow  # noqa: E402
@@ -102,7 +102,7 @@ def test_stop_ends_a_model_stuck_in_forward(qtbot, window, tmp_path):
     stopped = time.monotonic()
     window.stop_run()
     qtbot.waitUntil(lambda: window.worker is None, timeout=30_000)
-    assert time.monotonic() - stopped < isolation.STOP_GRACE_S + 5
+    assert time.monotonic() - stopped < process.STOP_GRACE_S + 5
     assert beat.stop() < 5
     [result] = window.run_ended
     assert result.status == "cancelled"

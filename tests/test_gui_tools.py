@@ -125,7 +125,7 @@ def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
 
 
 def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     seen = []
 
@@ -134,7 +134,7 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
         r = point(cfg.device, cfg.batch_size, 100.0 * cfg.batch_size)
         r.config = cfg
         return r
-    monkeypatch.setattr(isolation, "run_point", fake_point)
+    monkeypatch.setattr(process, "run_point", fake_point)
     w = open_window(qtbot)
     try:
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
@@ -147,12 +147,12 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
 
 
 def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
     from mpsstudio.engine.basics.errors import UserError
 
     def refuse(*a, **k):
         raise UserError("The max-batch tool could not run: a reason.")
-    monkeypatch.setattr(isolation, "run_tool", refuse)
+    monkeypatch.setattr(process, "run_tool", refuse)
     w = open_window(qtbot)
     try:
         w.start_tool("max-batch")
@@ -165,12 +165,12 @@ def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
 
 def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
     from mpsstudio.engine.machine import devices
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     mps = Device(id="mps", kind="mps", available=True, name="Apple M1 (faked)")
     real = devices.discover_devices
     monkeypatch.setattr(devices, "discover_devices", lambda: [*real()[:1], mps])
-    monkeypatch.setattr(isolation, "check_devices", lambda found: {
+    monkeypatch.setattr(process, "check_devices", lambda found: {
         "mps": probe.Check(False, "a 16 MiB test allocation failed (RuntimeError: MPS backend out of memory)")})
     w = open_window(qtbot)
     try:

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine.process import isolation
+from mpsstudio.engine import process
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.history.store import RunStore
 
@@ -122,7 +122,7 @@ def test_the_next_device_still_runs_after_a_crash(tmp_path, run_pids):
                       epochs=None, warmup_steps=1)
     fine = RunConfig(dataset="synthetic", batch_size=8, steps=3, epochs=None, warmup_steps=1)
     ended = []
-    results = isolation.run_isolated([crash, fine], on_event=lambda e: ended.append(e)
+    results = process.run_isolated([crash, fine], on_event=lambda e: ended.append(e)
                                      if type(e).__name__ == "Ended" else None)
     assert [r.status for r in results] == ["failed", "finished"]
     assert [e.result.id for e in ended] == [r.id for r in results]
@@ -140,7 +140,7 @@ def test_stop_ends_a_hung_run_and_keeps_it_as_cancelled(tmp_path, run_pids):
         if any(type(e).__name__ == "Started" for e in events) and not asked:
             asked.append(time.monotonic())
         return bool(asked)
-    [result] = isolation.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.5)
+    [result] = process.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.5)
     assert result.status == "cancelled" and result.error == ""
     assert time.monotonic() - asked[0] < 30
     assert events[0].run_id == result.id  # the same run the child started
@@ -167,7 +167,7 @@ def test_dataloader_workers_end_with_their_run(tmp_path, run_pids):
             if len(members) >= 3:  # the run's process and its two workers
                 workers_seen.append(members)
         return bool(workers_seen)
-    [result] = isolation.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.2, timeout_s=60)
+    [result] = process.run_isolated([cfg], on_event=events.append, should_stop=stop, grace_s=0.2, timeout_s=60)
     assert workers_seen, "the DataLoader workers never started"
     assert result.status == "cancelled"
 
@@ -186,12 +186,12 @@ def test_the_mps_fallback_setting_reaches_the_run_process_before_torch(tmp_path,
 
 
 def test_a_spare_process_is_used_for_the_next_run(run_pids):
-    spare = isolation.Spare(mps_fallback=True)
+    spare = process.Spare(mps_fallback=True)
     spare.fill()
     first = run_pids[-1]
     try:
         cfg = RunConfig(dataset="synthetic", batch_size=8, steps=3, epochs=None, warmup_steps=1)
-        [result] = isolation.run_isolated([cfg], spare=spare)
+        [result] = process.run_isolated([cfg], spare=spare)
         assert result.status == "finished" and run_pids == [first]  # no other process was started
         assert spare.take(mps_fallback=False) is None  # a spare started with other settings is not reused
     finally:
@@ -207,16 +207,16 @@ def test_a_user_model_is_probed_in_a_child_with_a_time_limit(tmp_path, run_pids)
     good.write_text("import os, torch\nPID = os.getpid()\n"
                     "def build_model(num_classes, input_shape):\n"
                     "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, num_classes))\n")
-    probe = isolation.probe_model(str(good), spec)
+    probe = process.probe_model(str(good), spec)
     assert probe.parameters == 3 * 32 * 32 * 10 + 10 and probe.output_shape == (2, 10)
     with pytest.raises(UserError, match=r"sleep_in_init.py took longer than 1.00 s to build and check"):
-        isolation.probe_model(bad_model(tmp_path, "sleep_in_init"), spec, timeout_s=1)
+        process.probe_model(bad_model(tmp_path, "sleep_in_init"), spec, timeout_s=1)
     with pytest.raises(UserError, match=r"The process checking os_exit.py exited with code 0"):
-        isolation.probe_model(bad_model(tmp_path, "os_exit"), spec)
+        process.probe_model(bad_model(tmp_path, "os_exit"), spec)
 
 
 def test_ending_a_process_twice_or_after_it_died_is_harmless(run_pids):
-    proc = isolation.RunProcess()
+    proc = process.RunProcess()
     os.kill(proc.pid, signal.SIGKILL)
     proc.end()
     proc.end()
@@ -226,7 +226,7 @@ def test_ending_a_process_twice_or_after_it_died_is_harmless(run_pids):
 
 def test_a_process_ended_right_after_its_start_is_gone(run_pids):
     """Ended before it could make itself a process group leader: it must still be ended, and at once."""
-    proc = isolation.RunProcess()
+    proc = process.RunProcess()
     started = time.monotonic()
     proc.end()
     assert proc.exitcode is not None

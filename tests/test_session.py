@@ -78,10 +78,10 @@ def test_a_dataset_that_breaks_while_loading_is_one_sentence(monkeypatch):
 
 
 def test_the_cli_and_the_window_both_run_through_run_isolated(monkeypatch, qtbot):
-    """One run path: bench and the window's worker call isolation.run_isolated (a process per run, each running
+    """One run path: bench and the window's worker call process.run_isolated (a process per run, each running
     session.run_one), nothing else."""
     from mpsstudio import cli
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
     from mpsstudio.gui.worker import RunWorker
 
     seen = []
@@ -89,7 +89,7 @@ def test_the_cli_and_the_window_both_run_through_run_isolated(monkeypatch, qtbot
     def fake(configs, **kw):
         seen.append([c.device for c in configs])
         return []
-    monkeypatch.setattr(isolation, "run_isolated", fake)
+    monkeypatch.setattr(process, "run_isolated", fake)
     assert cli.main(["bench", "--model", "mlp", "--devices", "cpu", "--no-save"]) == 0
     worker = RunWorker([CFG])
     with qtbot.waitSignal(worker.all_done, timeout=10_000):

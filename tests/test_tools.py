@@ -507,11 +507,11 @@ def test_the_latest_matching_inspection_is_used():
 
 def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
     from mpsstudio import cli_tools
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     cpu, mps = mac_pair()
     asked = []
-    monkeypatch.setattr(isolation, "run_tool", lambda name, payload, **k: asked.append(payload) or {
+    monkeypatch.setattr(process, "run_tool", lambda name, payload, **k: asked.append(payload) or {
         **an_inspection(mps), "sentence": "s", "probe": {"ok": True, "detail": ""}})
     found = cli_tools.inspect_after([cpu, mps, mps], save=True)
     assert len(asked) == 1 and asked[0]["config"]["device"] == "mps" and len(found) == 1
@@ -521,13 +521,13 @@ def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
 
 def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
     from mpsstudio import cli_tools
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     cpu, mps = mac_pair()
 
     def fails(*a, **k):
         raise UserError("The process running the inspect tool was killed by signal 6 (abort).")
-    monkeypatch.setattr(isolation, "run_tool", fails)
+    monkeypatch.setattr(process, "run_tool", fails)
     assert cli_tools.inspect_after([cpu, mps], save=True) == []
     err = capsys.readouterr().err
     assert "the inspection after the mps run did not finish: The process running the inspect tool was killed" in err
@@ -536,9 +536,9 @@ def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
 
 def test_no_inspection_without_an_mps_run(monkeypatch):
     from mpsstudio import cli_tools
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
-    monkeypatch.setattr(isolation, "run_tool", lambda *a, **k: pytest.fail("inspected a CPU-only comparison"))
+    monkeypatch.setattr(process, "run_tool", lambda *a, **k: pytest.fail("inspected a CPU-only comparison"))
     cpu, _ = mac_pair()
     assert cli_tools.inspect_after([cpu], save=True) == []
 

@@ -391,7 +391,7 @@ def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_n
     import subprocess
     import sys
 
-    from mpsstudio.engine.process.isolation import run_isolated
+    from mpsstudio.engine.process import run_isolated
 
     # the run in its own process, as the window and the CLI run it: the busy loops are other programs to it
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(min(os.cpu_count() or 1, 8))]

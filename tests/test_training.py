@@ -204,12 +204,12 @@ def test_save_model_on_the_command_line(tmp_path, capsys):
 ])
 def test_a_save_model_target_that_would_go_wrong_is_refused_before_the_run(tmp_path, capsys, monkeypatch, name, says):
     from mpsstudio import cli
-    from mpsstudio.engine.process import isolation
+    from mpsstudio.engine import process
 
     def no_runs(*a, **k):
         raise AssertionError("a run started before --save-model was checked")
 
-    monkeypatch.setattr(isolation, "run_isolated", no_runs)
+    monkeypatch.setattr(process, "run_isolated", no_runs)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "desc-is-a-folder.json").mkdir()
     assert cli.main(["bench", "--devices", "cpu", "--save-model", name]) == 2

@@ -1,6 +1,6 @@
 """The main window: setup sidebar, live plots, results; menus, shortcuts, drag and drop, run lifecycle.
 
-It is a thin view over the engine: runs go through RunWorker -> engine.isolation.run_isolated (a process per run); nothing is measured
+It is a thin view over the engine: runs go through RunWorker -> engine.process.run_isolated (a process per run); nothing is measured
 or estimated here (progress and time left come with the engine's events).
 About 550 lines, on purpose: the window's wiring (menus, run lifecycle, drops, exports, settings, closing)
 in one place; every panel it wires lives in its own module.
@@ -27,7 +27,7 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
 from ..engine.basics.formatting import fmt_duration, fmt_rate, one_line
 from ..engine.basics.formatting import plural
-from ..engine.process.isolation import STOP_GRACE_S, Spare
+from ..engine.process import STOP_GRACE_S, Spare
 from ..engine.history.store import DamagedHistory, RunStore
 from .banner import Banner
 from .plots import LivePlots

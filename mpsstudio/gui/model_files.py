@@ -2,7 +2,7 @@
 
 - Consent is asked once per file content (SHA-256): "Run the code in model.py?". The answer Yes is remembered
   in the window settings; a file that changes is asked about again. No is never remembered.
-- Counting parameters and checking the output shape happen in a short-lived process (engine.isolation.
+- Counting parameters and checking the output shape happen in a short-lived process (engine.process.
   probe_model, with a time limit) started by ModelChecker; a file that hangs, crashes or exits takes only that
   process with it.
 - Restoring the last setup at launch runs nothing: the summary says the file has not been checked yet.

@@ -34,11 +34,11 @@ class CatalogLoader(QThread):
         try:
             from ..engine.data import datasets
             from ..engine.machine import devices, environment, probe
-            from ..engine.process import isolation
+            from ..engine import process
             from ..engine.models import registry as models
 
             found = devices.discover_devices()
-            checks = isolation.check_devices(found)  # "available" is not "working": checked in a run process
+            checks = process.check_devices(found)  # "available" is not "working": checked in a run process
             marked = probe.mark(found, checks)
             self.loaded.emit({
                 "models": models.list_models(),
@@ -107,7 +107,7 @@ class ImportWorker(QThread):
 
 
 class RunWorker(QThread):
-    """Runs configs one after another, each in its own process (engine.isolation.run_isolated, the engine's one
+    """Runs configs one after another, each in its own process (engine.process.run_isolated, the engine's one
     run path), and forwards every engine event unchanged.
 
     `event` carries the engine's events (Started, Warmup, Window, EpochEnd, Ended); `progress` dataset download
@@ -125,7 +125,7 @@ class RunWorker(QThread):
     def __init__(self, configs: list, parent=None, spare=None, repeat: list | None = None,
                  save_models: list | None = None):
         super().__init__(parent)
-        from ..engine.process.isolation import STOP_GRACE_S
+        from ..engine.process import STOP_GRACE_S
 
         self.configs = list(configs)
         self.repeat = repeat  # env["repeat"] tag per config (engine.repeat.interleave)
@@ -141,11 +141,11 @@ class RunWorker(QThread):
         self._stop.set()
 
     def run(self) -> None:
-        from ..engine.process import isolation
+        from ..engine import process
         from ..engine.basics.errors import UserError
 
         try:
-            isolation.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
+            process.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
                                    progress=self.progress.emit, spare=self.spare, grace_s=lambda: self._grace_s,
                                    repeat=self.repeat, save_models=self.save_models)
         except UserError as exc:
@@ -175,12 +175,12 @@ class ModelChecker(QThread):
         self._stop.set()
 
     def run(self) -> None:
-        from ..engine.process import isolation
+        from ..engine import process
         from ..engine.basics.errors import UserError
 
         try:
             self.checked.emit(self.path, self.spec,
-                              isolation.probe_model(self.path, self.spec, should_stop=self._stop.is_set))
+                              process.probe_model(self.path, self.spec, should_stop=self._stop.is_set))
         except UserError as exc:
             self.rejected.emit(self.path, self.spec, str(exc))
         except Exception as exc:
@@ -191,7 +191,7 @@ class ModelChecker(QThread):
 
 class ToolWorker(QThread):
     """Runs one measuring tool off the GUI thread: a batch-size sweep (a series of runs, each in its own process)
-    or a max-batch search / an inspection (engine.isolation.run_tool, in a run process), and keeps its result.
+    or a max-batch search / an inspection (engine.process.run_tool, in a run process), and keeps its result.
 
     `progress` carries one line of what it is doing; `done` the stored ToolRecord (or one kept in memory when the
     history could not take it, with the sentence why); `rejected` the one sentence when it could not run."""
@@ -210,7 +210,7 @@ class ToolWorker(QThread):
         self._stop.set()
 
     def _result(self) -> dict:
-        from ..engine.process import isolation
+        from ..engine import process
         from ..engine.tools import sweep
 
         if self.kind == "sweep":
@@ -219,9 +219,9 @@ class ToolWorker(QThread):
                 self.progress.emit(f"Sweep: {result.config.device} at batch {result.config.batch_size:,}: "
                                    + (f"{sps:,.0f} samples/s" if sps else result.status) + f" ({done} of up to {total})")
             runs = sweep.run(self.config, self.devices, None, should_stop=self._stop.is_set, on_point=on_point,
-                             run_point=lambda c: isolation.run_point(c, should_stop=self._stop.is_set))
+                             run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set))
             return sweep.analyse(runs, self.config)
-        return isolation.run_tool(self.kind, {"config": self.config.to_dict()}, should_stop=self._stop.is_set,
+        return process.run_tool(self.kind, {"config": self.config.to_dict()}, should_stop=self._stop.is_set,
                                   progress=lambda message, fraction: self.progress.emit(message),
                                   mps_fallback=self.config.mps_fallback)
 

@@ -1,6 +1,6 @@
 """`mpsstudio inspect`: does the device compute this model correctly, and which operations left it for the CPU?
 
-Three checks of one config, in a run's own process (isolation.run_tool):
+Three checks of one config, in a run's own process (process.run_tool):
 
 1. The device's functional probe (probe.py).
 2. CPU fallback: one training step (forward, backward, optimizer) runs under a TorchDispatchMode that sees

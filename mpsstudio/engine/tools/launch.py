@@ -104,7 +104,7 @@ def estimate_s(jobs: Sequence[Job], probe_sps: dict[str, float]) -> dict[str, fl
 
 def probe(devices: Sequence[str], run: Callable[[list[RunConfig]], list[RunResult]]) -> dict[str, float]:
     """A short ResNet50 inference run per device (batch 8, one warm-up and two measured steps): its
-    samples/s, for estimate_s. `run` is isolation.run_isolated (or a stand-in)."""
+    samples/s, for estimate_s. `run` is process.run_isolated (or a stand-in)."""
     results = run([PROBE.with_device(d) for d in devices])
     return {r.config.device: r.summary.get("samples_per_s") for r in results if r.status == "finished"}
 

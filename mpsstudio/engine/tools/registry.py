@@ -1,4 +1,4 @@
-"""The measuring tools a run process can carry out (isolation.run_tool), and the check of what it sends back.
+"""The measuring tools a run process can carry out (process.run_tool), and the check of what it sends back.
 
 `run` executes in the child; `checked` in the parent, on a dict that came over the pipe from a process that ran
 a user's model: only plain JSON values, within size limits, with the fields the front ends read of the right

@@ -67,7 +67,7 @@ def run(config: RunConfig, devices: Sequence[str], batch_sizes: Sequence[int] | 
         on_point: Callable[[RunResult, int, int], None] | None = None) -> list[RunResult]:
     """Run every point (see the module docstring); returns the runs, in the order they ran.
 
-    `run_point(cfg)` runs one point (isolation.run_point in the front ends) and returns its result (a point
+    `run_point(cfg)` runs one point (process.run_point in the front ends) and returns its result (a point
     refused before it started is a failed run with the sentence), or None to leave the point out."""
     stop = should_stop or (lambda: False)
     sizes = list(batch_sizes) if batch_sizes else default_batch_sizes()

@@ -1,6 +1,6 @@
 """What the measuring tools (max-batch, inspect) share with a run: the same checks, data, model and env.
 
-Each tool runs in a run's own process (isolation.run_tool), so a user's model or a broken device never takes
+Each tool runs in a run's own process (process.run_tool), so a user's model or a broken device never takes
 the front end down, and it builds the model exactly as a run does: same seed, same input spec, same device
 checks (the functional probe included), same environment record.
 """

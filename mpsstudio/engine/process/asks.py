@@ -1,0 +1,130 @@
+"""One-answer jobs in a run process: a user's model built and checked (probe_model), a measuring tool (run_tool)
+and the functional check of the devices (check_devices); each raises UserError (one sentence) when it cannot
+answer."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from ..basics.errors import UserError
+from ..basics.formatting import fmt_duration, one_line
+from ..basics.spec import DataSpec
+from . import handles
+from .handles import POLL_S, RunProcess, log_output
+from .messages import Garbled
+from .runs import STOP_GRACE_S
+from .spare import Spare
+
+PROBE_TIMEOUT_S = 60.0  # building a user's model to count its parameters and check its output
+
+
+def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_S,
+                should_stop: Callable[[], bool] | None = None, spare: Spare | None = None):
+    """Build `model` for `spec` in a short-lived process, count its parameters and check one forward pass:
+    the session.ModelProbe that session.probe_model returns there.
+
+    Raises UserError (one sentence) when the model cannot be built, returns the wrong shape, takes longer
+    than `timeout_s`, or its process dies. The caller must have the user's consent to run the file's code.
+    """
+    name = os.path.basename(model)
+    proc = (spare.take(True) if spare else None) or handles.new_process(mps_fallback=True)
+    late = (f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it was stopped; make "
+            f"build_model and forward quicker, or check the file for a loop that never ends.")
+    answer = _ask(proc, ("probe", model, spec), "probed", f"checking {name}", timeout_s=timeout_s,
+                  should_stop=should_stop, late=late, stop_grace_s=0.0)
+    return _checked_probe(answer, name)
+
+
+def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
+             should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
+             mps_fallback: bool = True) -> dict:
+    """Run one measuring tool (tools.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
+    its result, a dict of plain JSON values checked here (the child runs a user's model: it is not trusted).
+
+    Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or
+    runs past `timeout_s`, is ended and raises UserError, as does one that dies or sends something else.
+    """
+    from ..tools import registry as tools
+
+    proc = handles.new_process(mps_fallback=mps_fallback)
+    late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
+            if timeout_s is not None else "")
+    answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
+                  should_stop=should_stop, late=late, stop_grace_s=STOP_GRACE_S, progress=progress)
+    return tools.checked(name, answer)
+
+
+def check_devices(devices_list: list, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """probe.check of every available accelerator among `devices_list`, done in a run process (the front end's
+    own process never starts a GPU context); a check whose process dies or hangs fails every accelerator."""
+    from ..machine import probe
+
+    wanted = [d.id for d in devices_list if d.available and d.kind != "cpu"]
+    if not wanted:
+        return {}
+    try:
+        answer = run_tool("devices", {}, timeout_s=timeout_s)["checks"]
+    except UserError as exc:
+        return {d: probe.Check(False, f"the check itself failed: {exc}") for d in wanted}
+    return {d: probe.Check(bool(answer[d]["ok"]), answer[d]["detail"]) if d in answer
+            else probe.Check(False, "the check's process did not find it") for d in wanted}
+
+
+def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeout_s: float | None,
+         should_stop: Callable[[], bool] | None, late: str, stop_grace_s: float,
+         progress: Callable[[str, float], None] | None = None):
+    """Send `job` to `proc`, wait for its `answer_kind` message and return what it holds; UserError otherwise.
+
+    With `stop_grace_s` the child is asked to stop and given that long to answer first; with 0 it is ended."""
+    stop = should_stop or (lambda: False)
+    try:
+        proc.send(job)
+        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        stop_at: float | None = None
+        while True:
+            try:
+                message = proc.receive(POLL_S)
+            except EOFError:
+                proc.end()
+                sentence = proc.death_sentence(f"The process {subject}")
+                log_output(proc, sentence)
+                raise UserError(sentence) from None
+            except Garbled as exc:
+                raise UserError(f"The process {subject} sent {exc} instead of its answer; check the "
+                                "model file.") from None
+            if message is not None:
+                kind = message[0]
+                if kind == answer_kind and len(message) == 2:
+                    return message[1]
+                if kind == "rejected" and len(message) == 2:
+                    raise UserError(one_line(str(message[1]), 2000))
+                if kind == "progress" and progress is not None and len(message) == 3:
+                    try:
+                        progress(one_line(str(message[1]), 200), float(message[2]))
+                    except (TypeError, ValueError):
+                        raise UserError(f"The process {subject} sent a malformed progress message.") from None
+                if kind == "done":
+                    raise UserError(f"{subject[0].upper()}{subject[1:]} ended without an answer; see the log.")
+                continue
+            now = time.monotonic()
+            if stop_at is None and stop():
+                if stop_grace_s <= 0:
+                    raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
+                proc.send(("stop",))
+                stop_at = now + stop_grace_s
+            if stop_at is not None and now >= stop_at:
+                raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
+            if deadline is not None and now > deadline:
+                raise UserError(late)
+    finally:
+        proc.end()
+        proc.discard_output()
+
+
+def _checked_probe(probe, name: str):
+    parameters = getattr(probe, "parameters", None)
+    if isinstance(parameters, bool) or not isinstance(parameters, int) or parameters < 0:
+        raise UserError(f"The process checking {name} sent an answer that could not be read; check the file.")
+    return probe

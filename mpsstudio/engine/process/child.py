@@ -1,0 +1,110 @@
+"""The child's side of a run process: settings first (the MPS fallback before torch loads, its own process group,
+output to a file the parent reads if it dies, faulthandler, the optional memory cap), then one job from the parent,
+served by `serve` (also what InProcessRun's thread runs). This module imports no torch at import time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+
+MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
+FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
+
+
+def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
+    """Entry point of a run's process: settings first, then torch, then one job from the parent."""
+    os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
+    if hasattr(os, "setsid"):
+        os.setsid()  # its own process group: the parent can end it with its DataLoader workers
+    _send_output_to(output_path)
+    import faulthandler
+
+    faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
+    _apply_memory_limit()
+    serve(conn, on_parent_gone=_end_own_group)
+
+
+def serve(conn, on_parent_gone: Callable[[], None]) -> None:
+    """The child's side of one job, wherever it runs (a run process, or a thread for InProcessRun): says it is
+    ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes."""
+    from ..run import session  # imports torch and the engine: the expensive part a spare does ahead of time
+
+    try:
+        conn.send(("ready",))
+        job = conn.recv()
+    except (EOFError, OSError):
+        return  # the parent went away before giving a job
+    stop = threading.Event()
+    threading.Thread(target=_watch_parent, args=(conn, stop, on_parent_gone), daemon=True,
+                     name="watch-parent").start()
+    kind = job[0]
+    try:
+        if kind == "run":
+            _, config, position, save_model = job
+            session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
+                            on_event=lambda event: conn.send(("event", event)), should_stop=stop.is_set,
+                            progress=lambda message, fraction: conn.send(("progress", message, fraction)),
+                            prepared=lambda: conn.send(("prepared",)))
+        elif kind == "probe":
+            _, model, spec = job
+            conn.send(("probed", session.probe_model(model, spec)))
+        elif kind == "tool":
+            from ..tools import registry as tools
+
+            _, name, payload = job
+            conn.send(("tooled", tools.run(name, payload, should_stop=stop.is_set,
+                                           progress=lambda message, fraction: conn.send(("progress", message,
+                                                                                         fraction)))))
+    except UserError as exc:  # found before a run started: one sentence, nothing recorded
+        conn.send(("rejected", str(exc)))
+    conn.send(("done",))
+
+
+def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None]) -> None:
+    """Set `stop` when the parent asks; `on_parent_gone` (end the whole process group) when the parent is gone."""
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent died: nobody is left to read the run, so end it now
+            stop.set()
+            on_parent_gone()
+            return
+        if message == ("stop",):
+            stop.set()
+
+
+def _end_own_group() -> None:
+    try:
+        os.killpg(os.getpgid(0), signal.SIGKILL) if hasattr(os, "killpg") else os._exit(1)
+    finally:
+        os._exit(1)
+
+
+def _send_output_to(path: str) -> None:
+    """stdout and stderr (Python's and native code's) go to a file the parent reads if the child dies."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
+
+
+def _apply_memory_limit() -> None:
+    """Cap the address space when MPSSTUDIO_RUN_MEMORY_LIMIT_MB is set (tests use it; so can a careful user)."""
+    value = os.environ.get(MEMORY_LIMIT_VAR, "").strip()
+    if not value:
+        return
+    try:
+        import resource
+
+        limit = int(value) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ImportError, ValueError, OSError) as exc:  # not POSIX, a bad number, or not allowed here
+        print(f"mpsstudio: {MEMORY_LIMIT_VAR}={value!r} was not applied ({exc})", flush=True)

@@ -1,0 +1,312 @@
+"""The parent's handle on a run process (RunProcess), its in-process stand-in (InProcessRun), the seam that
+chooses between them (`new_process`), and the processes still alive.
+
+Every run in its own process: a crash, a hang or a user's model never takes the front end down.
+
+The parent (the CLI, or the window's worker thread) starts one child per run with the `spawn` method, sends it
+the config over a pipe and receives the run's events, the plain dataclasses of events.py, as they happen. The
+child runs the engine's one run path (session.run_one) and never touches the history: the parent owns the
+store, so a dying child cannot damage it.
+
+- Stop: the parent asks the child (the run loop honours it at the next warm-up step or measurement window and
+  between setup stages); if the run has not ended `grace_s` later the parent ends the child's whole process
+  group (its DataLoader workers too): SIGTERM, then SIGKILL. The run is kept as cancelled with every window the
+  parent received.
+- A child that dies (a signal, os._exit, an abort in native code, the system's out-of-memory killer) ends its
+  run as failed with one sentence naming what happened; the last lines it wrote go to the app's log. The next
+  device of a comparison still runs.
+- Per-run process settings: PYTORCH_ENABLE_MPS_FALLBACK (read by PyTorch when it loads, so set before the
+  child imports torch) comes from the run's config; threads, TF32 and denormal flushing are set by the run
+  loop in a process that ends with the run, so nothing leaks into the next run.
+- A user's model file is only ever imported in a child: `probe_model` builds it there, with a time limit.
+- `Spare` keeps one child with torch already imported, so Run does not wait for `import torch` (~2-5 s).
+
+This module imports no torch: the child must set its environment before torch loads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from ..basics.formatting import one_line
+from .child import _child_main, serve
+from .messages import KINDS, Garbled, load
+
+TERM_GRACE_S = 0.5  # after SIGTERM: time before SIGKILL
+POLL_S = 0.05  # how often the parent looks at Stop while it waits for the child
+LOG_TAIL_LINES = 40
+
+_SIGNAL_HINTS = {
+    "SIGABRT": ("abort", "PyTorch's Metal backend aborts on some errors, and so does a failed check in native "
+                "code"),
+    "SIGSEGV": ("segmentation fault", "native code (the model's, PyTorch's or a library's) crashed"),
+    "SIGBUS": ("bus error", "native code (the model's, PyTorch's or a library's) crashed"),
+    "SIGILL": ("illegal instruction", "a library was built for another processor"),
+    "SIGFPE": ("arithmetic error", "native code divided by zero"),
+    "SIGKILL": ("kill", "the system ends processes this way when memory runs out"),
+    "SIGTERM": ("terminate", "another program asked it to end"),
+}
+
+# Every run process not yet ended, held strongly: one whose owner forgot it (a window closed before its spare was
+# started, say) must still be ended at exit, or multiprocessing would wait for it forever.
+_live: "set[RunProcess]" = set()
+_live_lock = threading.Lock()
+
+
+class RunProcess:
+    """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
+
+    def __init__(self, *, mps_fallback: bool = True):
+        ctx = multiprocessing.get_context("spawn")
+        self.mps_fallback = mps_fallback
+        fd, self.output_path = tempfile.mkstemp(prefix="mpsstudio-run-", suffix=".txt")
+        os.close(fd)
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, self.output_path),
+                                   name="mpsstudio-run")
+        self.process.start()
+        child_conn.close()
+        self.pid = self.process.pid
+        self.ready = False
+        self.closed = False
+        self.exitcode: int | None = None
+        with _live_lock:
+            _live.add(self)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the child has imported torch and the engine (True), or `timeout` passed (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready and time.monotonic() < deadline:
+            if self.receive(POLL_S) is not None:
+                raise RuntimeError("a run process spoke before it was given a job")
+        return self.ready
+
+    def alive(self) -> bool:
+        return not self.closed and self.process.is_alive()
+
+    def send(self, message: tuple) -> bool:
+        try:
+            self.conn.send(message)
+            return True
+        except (OSError, ValueError):  # the child is gone; its exit code says why
+            return False
+
+    def receive(self, timeout: float):
+        """The child's next message, None when there is none within `timeout`, EOFError when it is gone."""
+        try:
+            if self.conn.poll(timeout):
+                message = load(self.conn.recv_bytes())  # EOFError when the child closed the pipe
+            else:
+                message = None
+        except (EOFError, OSError):  # closed, or reset by a dying child
+            raise EOFError from None
+        except Exception as exc:  # bytes that are not one of our messages (a model wrote to the pipe)
+            raise Garbled(f"unreadable data ({type(exc).__name__})") from None
+        if message is not None and not (isinstance(message, tuple) and message and message[0] in KINDS):
+            raise Garbled(f"a message of type {type(message).__name__}")
+        if message is not None:
+            if message == ("ready",):
+                self.ready = True
+                return None
+            return message
+        if self.process.exitcode is not None:  # dead, though a grandchild may still hold the pipe open
+            raise EOFError
+        return None
+
+    def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
+        """End the child's whole process group (SIGTERM, then SIGKILL) and reap it; safe to call twice.
+
+        `wait_s`: time the child has to exit by itself first (one that has sent its result is tidying up)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.process.join(wait_s)
+        if self.process.exitcode is None:
+            self._signal_group(signal.SIGTERM)
+            self.process.join(grace_s)
+        self._signal_group(signal.SIGKILL)  # also any grandchild left after the child itself ended
+        self.process.join(5)
+        self.exitcode = self.process.exitcode
+        self.conn.close()
+        try:
+            self.process.close()
+        except ValueError:
+            pass
+        with _live_lock:
+            _live.discard(self)
+
+    def _signal_group(self, sig: int) -> None:
+        """Signal the child's process group (its DataLoader workers too) and the child itself: one ended
+        before it called setsid has no group of its own yet."""
+        if hasattr(os, "killpg"):
+            try:
+                os.killpg(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.process.exitcode is None:
+            try:
+                os.kill(self.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        try:
+            with open(self.output_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 64 * 1024))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    def discard_output(self) -> None:
+        try:
+            os.unlink(self.output_path)
+        except OSError:
+            pass
+
+    def death_sentence(self, subject: str = "The run's process") -> str:
+        """One sentence on how the child ended without finishing its job."""
+        code = self.exitcode
+        log = log_path()
+        where = f"see {log}" if log else "its output was not kept"
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            what, hint = _SIGNAL_HINTS.get(name, (name, "it crashed"))
+            return f"{subject} was killed by signal {-code} ({what}); {hint}: {where}."
+        if code is None:
+            return f"{subject} stopped answering; {where}."
+        hint = " (a model that calls os._exit(0) does this)" if code == 0 else ""
+        return f"{subject} exited with code {code} before its work was done{hint}; {where}."
+
+
+class _ThreadHandle:
+    """What RunProcess needs of a multiprocessing.Process, for a job served by a thread of this process."""
+
+    def __init__(self, target):
+        self.exitcode: int | None = None
+        self._target = target
+        self._thread = threading.Thread(target=self._main, name="mpsstudio-run-thread", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        code = 0
+        try:
+            self._target()
+        except BaseException:  # what would have ended a run process ends this "process" with code 1
+            code = 1
+        self.exitcode = code
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessRun(RunProcess):
+    """A run "process" that is a thread of this one: the same pipe, messages, checks, Stop and time limits as a
+    RunProcess, without the process boundary, so without its protection (a crash or a hang is the caller's, and
+    process-wide settings are shared). For tests and benchmarks that are not about isolation: they put it in
+    `new_process`. `context`: a callable giving a context manager the job runs in (in the serving thread)."""
+
+    def __init__(self, *, mps_fallback: bool = True, context: Callable[[], "contextlib.AbstractContextManager"]
+                 | None = None):
+        self.mps_fallback = mps_fallback
+        self.output_path = ""
+        self.conn, child_conn = multiprocessing.Pipe()
+        context = context or contextlib.nullcontext
+
+        def target():
+            try:
+                with context():
+                    serve(child_conn, on_parent_gone=lambda: None)
+            finally:
+                child_conn.close()
+        self.pid = None
+        self.ready = False
+        self.closed = False
+        self.exitcode: int | None = None
+        self.process = _ThreadHandle(target)
+
+    def _signal_group(self, sig: int) -> None:
+        """A thread cannot be signalled: closing the pipe asks it to stop (its watcher sets the stop flag)."""
+        self.conn.close()
+
+    def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.process.join(wait_s)
+        self.conn.close()
+        self.process.join(max(grace_s, 5.0))
+        self.exitcode = self.process.exitcode
+
+    def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        return []
+
+    def discard_output(self) -> None:
+        pass
+
+
+# The seam that makes every run's, probe's and tool's process: RunProcess; tests of everything but isolation put
+# InProcessRun here (with monkeypatch), so the parent's whole path runs without starting a process.
+new_process: Callable[..., RunProcess] = RunProcess
+
+
+@atexit.register
+def _end_all() -> None:
+    """No run process outlives the front end (multiprocessing would otherwise wait for them at exit)."""
+    with _live_lock:
+        procs = list(_live)
+    for proc in procs:
+        proc.end(grace_s=0.2)
+        proc.discard_output()
+
+
+def live_processes() -> list[int]:
+    """Pids of run processes that are still running (tests check none is left)."""
+    with _live_lock:
+        procs = list(_live)
+    return [p.pid for p in procs if p.alive()]
+
+
+
+def log_path():
+    try:
+        from ..basics.paths import log_file
+
+        return log_file()
+    except Exception:
+        return None
+
+
+def log_output(proc: RunProcess, heading: str) -> None:
+    """Append a dead child's last output lines to the app's log under `heading` (what it was doing, how it ended)."""
+    path = log_path()
+    if path is None:
+        return
+    lines = proc.output_tail()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {heading}\n")
+            log.write("    last output of its process:\n" if lines else "    its process wrote nothing.\n")
+            for line in lines:
+                log.write(f"    {one_line(line, 2000)}\n")
+    except OSError:
+        pass
