@@ -137,13 +137,15 @@ def test_opening_and_listing_a_current_history_writes_nothing(history):
 
 def test_a_read_only_wal_history_without_its_shared_memory_file_is_still_read(history, monkeypatch):
     """In a read-only folder SQLite cannot make the -shm file a WAL history needs; immutable=1 reads it."""
-    real = RunStore._connect
+    from mpsstudio.engine.history import schema
 
-    def no_shm(self, target, uri=False):
+    real = schema.connect
+
+    def no_shm(target, uri=False):
         if uri and "immutable=1" not in target:
             raise sqlite3.OperationalError("unable to open database file")
-        return real(self, target, uri)
-    monkeypatch.setattr(RunStore, "_connect", no_shm)
+        return real(target, uri)
+    monkeypatch.setattr(schema, "connect", no_shm)
     monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
     store = RunStore()
     assert store.read_only and len(store.all()) == 3

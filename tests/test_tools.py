@@ -417,7 +417,7 @@ def test_a_damaged_tool_row_is_skipped_with_a_notice(tmp_path):
 def test_an_older_history_gains_the_tools_table(tmp_path):
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
-        from mpsstudio.engine.history.store import _SCHEMA
+        from mpsstudio.engine.history.schema import _SCHEMA
 
         db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
         db.execute("PRAGMA user_version=1")
@@ -432,7 +432,7 @@ def test_a_read_only_older_history_shows_no_tools(tmp_path, monkeypatch):
     (Root ignores file modes, so the decision itself is faked, as in test_history_survives.)"""
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as db:
-        from mpsstudio.engine.history.store import _SCHEMA
+        from mpsstudio.engine.history.schema import _SCHEMA
 
         db.executescript(_SCHEMA.split("CREATE TABLE IF NOT EXISTS tools")[0])
         db.execute("PRAGMA user_version=1")
