@@ -29,6 +29,7 @@ from mpsstudio.engine.machine import devices
 from mpsstudio.engine import process
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import trainer  # noqa: E402
+from mpsstudio.engine.run.setup import load_data  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 
 MODELS = ("mlp", "mnist_cnn", "resnet18")
@@ -126,7 +127,7 @@ def main() -> int:
     for name in args.models.split(","):
         # the data a run loads for itself (trainer.load_data): the model's own input shape, 1,024 samples, so the
         # engine in its own process (--isolated) and the bare loop here compute the same thing
-        data = trainer.load_data(RunConfig(model=name, dataset="synthetic"))
+        data = load_data(RunConfig(model=name, dataset="synthetic"))
         steps = calibrate(name, dev, data, args.batch_size, args.seconds)
         bare, wall, med = [], [], []
         for rep in range(args.reps):

@@ -62,7 +62,7 @@ def test_stop_between_devices_runs_no_more():
 
 
 def test_a_batch_larger_than_the_dataset_is_bad_input_before_any_run(monkeypatch):
-    monkeypatch.setattr(trainer, "load_data", lambda cfg, progress=None: tiny_data(n=8))
+    monkeypatch.setattr(session, "load_data", lambda cfg, progress=None: tiny_data(n=8))
     with pytest.raises(UserError, match="fewer than one batch of 16; use a batch size of at most 8"):
         session.prepare_data([CFG])
 
@@ -70,7 +70,7 @@ def test_a_batch_larger_than_the_dataset_is_bad_input_before_any_run(monkeypatch
 def test_a_dataset_that_breaks_while_loading_is_one_sentence(monkeypatch):
     def explode(cfg, progress=None):
         raise OSError("Input/output error\nat sector 7")
-    monkeypatch.setattr(trainer, "load_data", explode)
+    monkeypatch.setattr(session, "load_data", explode)
     with pytest.raises(UserError) as err:
         session.run_configs([CFG])
     assert str(err.value) == ("The dataset tiny could not be loaded (OSError: Input/output error at sector 7); "
@@ -104,6 +104,6 @@ def test_a_batch_that_cannot_fit_in_memory_is_refused_before_decoding(monkeypatc
     class Memory:
         available = 4096
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory())
-    monkeypatch.setattr(trainer, "load_data", lambda cfg, progress=None: tiny_data(n=64))
+    monkeypatch.setattr(session, "load_data", lambda cfg, progress=None: tiny_data(n=64))
     with pytest.raises(UserError, match=r"One batch of 16 samples of 1x\d+x\d+ needs about .* KiB, more than the 4.0 KiB of memory free"):
         session.prepare_data([CFG])

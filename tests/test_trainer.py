@@ -9,6 +9,7 @@ import torch
 
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import trainer
+from mpsstudio.engine.run.failures import explain_failure
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.data.datasets import LoadedDataset, TensorSamples
 from mpsstudio.engine.machine.devices import Device, resolve_device
@@ -176,13 +177,13 @@ def test_nan_loss_fails_with_the_step(tmp_path):
 def test_a_cpu_allocation_failure_gets_the_out_of_memory_sentence():
     exc = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you "
                        "tried to allocate 1099511627776 bytes. Error code 12 (Cannot allocate memory)")
-    assert trainer.explain_failure(exc, RunConfig(batch_size=512)) == \
+    assert explain_failure(exc, RunConfig(batch_size=512)) == \
         "Batch size 512 ran out of memory on cpu; try a batch size of 256 or less."
 
 
 def test_a_python_memory_error_does_not_blame_the_batch_alone():
     """A model that hoards Python objects raises MemoryError: a smaller batch may not help, so it says both."""
-    assert trainer.explain_failure(MemoryError(), RunConfig(batch_size=512)) == (
+    assert explain_failure(MemoryError(), RunConfig(batch_size=512)) == (
         "The run ran out of memory on cpu (Python could not allocate more at batch size 512); try a smaller "
         "batch size, or check the model for memory it keeps.")
 
@@ -201,8 +202,10 @@ def test_out_of_memory_suggests_a_smaller_batch(monkeypatch):
     def boom(self, x, y):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(trainer._RunLoop, "_train_step", boom)
-    monkeypatch.setattr(trainer._RunLoop, "_train_step_amp", boom)
+    from mpsstudio.engine.run.steps import Steps
+
+    monkeypatch.setattr(Steps, "train", boom)
+    monkeypatch.setattr(Steps, "train_amp", boom)
     cfg = RunConfig(model="mlp", dataset="tiny", batch_size=64, steps=5, epochs=None)
     result, _ = collect(cfg, data=tiny_data())
     assert result.status == "failed"
@@ -212,7 +215,7 @@ def test_out_of_memory_suggests_a_smaller_batch(monkeypatch):
 def test_mps_missing_operator_is_explained():
     exc = NotImplementedError("The operator 'aten::_linalg_eigh' is not currently implemented for the MPS device. "
                               "If you want this op to be added...")
-    msg = trainer.explain_failure(exc, RunConfig(device="mps"))
+    msg = explain_failure(exc, RunConfig(device="mps"))
     assert msg.startswith("aten::_linalg_eigh is not supported on MPS")
     assert "turn on 'Run operations MPS lacks on the CPU' (--mps-fallback)" in msg
 

@@ -15,7 +15,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.analysis.runcheck import run_from_dict
 from mpsstudio.engine.history.runfiles import export_json, import_json
-from mpsstudio.engine.run.trainer import EarlyStop
+from mpsstudio.engine.run.epochs import EarlyStop
 
 from .test_trainer import tiny_data
 
@@ -46,21 +46,23 @@ def test_early_stop_counts_epochs_without_improvement(values, patience, mode, st
 
 def test_a_run_that_stops_early_says_when_and_why_and_keeps_its_best_weights(monkeypatch):
     accs = iter([0.5, 0.9, 0.8, 0.7, 0.6, 0.95, 0.99, 0.99])
-    real = trainer._RunLoop._validate
+    from mpsstudio.engine.run.epochs import Epochs
+
+    real = Epochs.validate
 
     def scripted(self):  # the real validation pass, with an accuracy that peaks at epoch 2
         out = real(self)
         return (out[0], next(accs)) if out is not None else out
-    monkeypatch.setattr(trainer._RunLoop, "_validate", scripted)
+    monkeypatch.setattr(Epochs, "validate", scripted)
     kept = {}
-    real_after = trainer._RunLoop._after_epoch
+    real_after = Epochs.after_epoch
 
     def spy(self, epoch):
         stop = real_after(self, epoch)
         kept[epoch] = {k: v.clone() for k, v in self.model.state_dict().items()}
         kept["model"] = self.model
         return stop
-    monkeypatch.setattr(trainer._RunLoop, "_after_epoch", spy)
+    monkeypatch.setattr(Epochs, "after_epoch", spy)
     cfg = epochs_config(early_stop_patience=2, keep_best=True)
     result = trainer.run(cfg, data=tiny_data())
     s = result.summary

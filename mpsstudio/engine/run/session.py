@@ -16,6 +16,7 @@ from ..data import datasets
 from ..machine import devices
 from ..models import registry as models
 from . import trainer
+from .setup import load_data
 from ..machine.apple import MPS_COMPILE_NOTE
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
@@ -79,7 +80,7 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
         c.check_runs_here()
     models.get_model_info(first.model)
     try:
-        data = trainer.load_data(first, progress=progress)
+        data = load_data(first, progress=progress)
     except UserError:
         raise
     except Exception as exc:  # an unreadable file deep in a dataset: still one sentence, nothing recorded

@@ -77,10 +77,10 @@ def inspect(config: RunConfig, *, progress: Callable[[str, float], None] | None 
 
 
 def _step_ops(setup: toolkit.Setup, base: torch.nn.Module, decide) -> dict:
-    from ..run import trainer
+    from ..run import steps
 
     model = copy.deepcopy(base).to(setup.tdev)
-    opt = trainer.make_optimizer(setup.config, model)
+    opt = steps.make_optimizer(setup.config, model)
     x, y = toolkit.real_batch(setup, max(2, min(setup.config.batch_size, 64)), setup.tdev)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision)
 

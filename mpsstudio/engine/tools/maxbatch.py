@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from . import toolkit
-from ..run import trainer
+from ..run import steps
 from ..basics.config import MAX_BATCH, RunConfig
 from ..basics.errors import UserError
 from ..basics.formatting import error_line, fmt_bytes, fmt_rate
@@ -113,7 +113,7 @@ class _Search:
         self.probes: list[dict] = []
         self.current = 1  # the batch being probed
         self.model = toolkit.build(setup).to(setup.tdev)
-        self.optimizer = trainer.make_optimizer(setup.config, self.model)
+        self.optimizer = steps.make_optimizer(setup.config, self.model)
         self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision)
         # one untimed batch-1 step first: PyTorch's one-time set-up (thread pools, kernels, optimizer state) is
         # not memory a batch needs, so CPU growth counts from the level after it
@@ -258,7 +258,7 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     setup = toolkit.prepare(config.with_device(config.device), progress)
     limit, source = limit_for(setup, memory_limit)
     stopped, probes = False, []
-    with trainer.global_settings(setup.config):
+    with steps.global_settings(setup.config):
         finder = None
         try:
             finder = _Search(setup, limit, cap, progress, stop)

@@ -13,7 +13,7 @@ import torch
 
 from ..machine import devices, environment, host, probe
 from ..models import registry as models
-from ..run import trainer
+from ..run.setup import load_data
 from ..data.batches import InputConverter
 from ..basics.config import RunConfig
 from ..data.datasets import LoadedDataset
@@ -44,7 +44,7 @@ def prepare(config: RunConfig, progress=None) -> Setup:
     reason = devices.precision_unsupported_reason(dev, cfg.precision)
     if reason:
         raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
-    data = trainer.load_data(cfg, progress)
+    data = load_data(cfg, progress)
     if data.spec.kind not in info.input_kind:
         raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
                         f"pick another model or dataset.")

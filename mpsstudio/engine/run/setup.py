@@ -1,0 +1,138 @@
+"""Everything a run needs before its first step, checked in order (bad input is one sentence, nothing recorded):
+the device (and that it works), the precision, the data, the model on the device, its step functions, the batch
+sources, the environment the result carries and the energy meter, and how many warm-up and measured steps run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..data import datasets
+from ..data.batches import InputConverter, make_batches
+from ..machine import devices, environment, host, probe
+from ..machine.energy import meter as energy
+from ..models import registry as models
+from .epochs import Epochs
+from .steps import Steps
+
+# Largest image folder the 'resident' option will decode into device memory.
+RESIDENT_LIMIT_BYTES = 4 * 1024**3
+
+
+def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
+    """Load the config's dataset shaped for its model (synthetic data takes the model's input shape)."""
+    info = models.get_model_info(config.model)
+    return datasets.load_dataset(config.dataset, model_spec=info.default_spec,
+                                 image_size=config.image_size or info.preferred_image_size,
+                                 seed=config.seed, progress=progress)
+
+
+@dataclass
+class Prepared:
+    """A run ready for its first step."""
+
+    device: devices.Device
+    data: datasets.LoadedDataset
+    model_spec: object
+    model: torch.nn.Module
+    tdev: torch.device
+    steps: Steps
+    epochs: Epochs
+    train: object  # the training batch source (data/batches.py)
+    memory_base: int  # CPU runs: the process's resident size before the model and batches
+    env: dict
+    meter: energy.Meter
+    warm: int  # warm-up steps
+    total: int  # all steps, warm-up included
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.train.steps_per_epoch
+
+
+def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.LoadedDataset | None,
+            progress, check_stop: Callable[[], None], flush_denormal: bool, noted: dict) -> Prepared:
+    """The run's device, data, model, steps, batches, environment and meter; UserError for bad input. `noted`
+    gets the facts a failed run's summary still reports as soon as they are known (parameters, memory base,
+    training-set size, dataset summary)."""
+    cfg.check_runs_here()
+    dev = device or devices.resolve_device(cfg.device)
+    probe.require(dev)  # "available but not working" now, not a misleading out-of-memory error later
+    reason = devices.precision_unsupported_reason(dev, cfg.precision)
+    if reason:
+        raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
+    info = models.get_model_info(cfg.model)
+    data = data if data is not None else load_data(cfg, progress)
+    if data.spec.kind not in info.input_kind:
+        raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
+                        f"pick another model or dataset.")
+    check_stop()
+    memory_base = noted["memory_base"] = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
+    model_spec = models.input_spec_for(cfg.model, data.spec)
+    torch.manual_seed(cfg.seed)
+    model = models.build_model(cfg.model, model_spec)
+    noted["parameters"] = models.count_parameters(model)
+    check_stop()
+    tdev = torch.device(dev.torch_device or dev.id)
+    model = model.to(tdev)
+    if cfg.channels_last and data.spec.kind == "image":
+        model = model.to(memory_format=torch.channels_last)
+    steps = Steps(cfg, model, dev, tdev, model_spec.num_classes)
+    train, val = _batch_sources(cfg, data, model_spec, tdev)
+    epochs = Epochs(cfg, model, steps.forward, steps.autocast, val, tdev, model_spec.num_classes, data)
+    noted.update(train_size=len(data.train), dataset=data.summary())
+    if (cfg.early_stop_patience is not None or cfg.keep_best) and val is None:
+        raise UserError(f"Early stopping and the best epoch watch the validation split, and {data.name} has "
+                        "none; choose a dataset with one (a folder of images gets one) or turn them off.")
+    if train.steps_per_epoch < 1:
+        raise UserError(f"{data.name} has {len(data.train)} training samples, fewer than one batch of "
+                        f"{cfg.batch_size}; use a batch size of at most {len(data.train)}.")
+    env, meter = _environment(cfg, dev, flush_denormal)
+    if cfg.steps is not None:
+        warm, total = cfg.warmup_steps, cfg.warmup_steps + cfg.steps
+    else:
+        total = cfg.epochs * train.steps_per_epoch
+        warm = min(cfg.warmup_steps, total - 1)
+    if cfg.mode == "train" and cfg.accumulate > total:
+        meter.close()
+        raise UserError(f"Gradient accumulation over {cfg.accumulate} micro-batches needs at least that many "
+                        f"steps, and this run has {total} (warm-up included); accumulate over fewer or run longer.")
+    return Prepared(device=dev, data=data, model_spec=model_spec, model=model, tdev=tdev, steps=steps,
+                    epochs=epochs, train=train, memory_base=memory_base, env=env, meter=meter, warm=warm,
+                    total=total)
+
+
+def _batch_sources(cfg: RunConfig, data, model_spec, tdev):
+    """(training batches, validation batches or None), uint8 samples normalised on the device."""
+    convert = InputConverter(data.spec, model_spec, data.mean, data.std, tdev, cfg.channels_last)
+    if cfg.resident and not hasattr(data.train, "x"):
+        need = len(data.train) * math.prod(data.spec.sample_shape)
+        if need > RESIDENT_LIMIT_BYTES:
+            raise UserError(f"{data.name} needs {need / 1024**3:.1f} GiB to keep on the device, more than the "
+                            f"{RESIDENT_LIMIT_BYTES / 1024**3:.0f} GiB limit; turn off 'resident'.")
+    train = make_batches(data.train, batch_size=cfg.batch_size, device=tdev, convert=convert, resident=cfg.resident,
+                         workers=cfg.workers, synthetic=data.name == "synthetic", seed=cfg.seed)
+    val = None
+    if data.val is not None and len(data.val) > 0:
+        val = make_batches(data.val, batch_size=cfg.batch_size, device=tdev, convert=convert, resident=cfg.resident,
+                           workers=cfg.workers, train=False)
+    return train, val
+
+
+def _environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool) -> tuple[dict, energy.Meter]:
+    """What the result carries about where it ran, and the device's energy meter (described in env["energy"])."""
+    env = environment.environment()
+    env["threads"] = torch.get_num_threads()
+    env["tf32"] = cfg.tf32
+    env["flush_denormal"] = flush_denormal
+    env["device_name"] = dev.name
+    env["machine_label"] = environment.machine_label(env)
+    env["host"] = host.conditions()
+    meter = energy.meter_for(dev.kind, dev.index, devices.cuda_uuid(dev))
+    env["energy"] = meter.describe()
+    return env, meter

@@ -1,0 +1,144 @@
+"""One step of a run: the training step (fp32, mixed precision with a GradScaler where the device has one,
+gradient accumulation) or the inference step, the optimizer they use, and the process-wide settings a run sets.
+
+The fp32 training step is the hot path: kept as lean as the bare PyTorch loop it is benchmarked against."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
+
+import torch
+import torch.nn.functional as F
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..machine import devices
+from ..models import registry as models
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The config's optimizer over `model`'s parameters (runs and the measuring tools use the same)."""
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=config.lr)
+    return torch.optim.AdamW(model.parameters(), lr=config.lr)
+
+
+@contextmanager
+def global_settings(config: RunConfig):
+    """Thread count, TF32 and denormal flushing are process-wide: set them for the run, then put them back.
+
+    Denormals are flushed to zero on the CPU because a model that fits its data drives gradients into
+    denormal floats, which the CPU computes several times slower (measured: 150 -> 430 us per step of a
+    tiny model after ~750 steps); GPUs flush them anyway, so not flushing would inflate GPU speedups.
+    """
+    threads = torch.get_num_threads()
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.backends.cuda.matmul.allow_tf32 = config.tf32
+        torch.backends.cudnn.allow_tf32 = config.tf32
+        flushing = torch.set_flush_denormal(True)
+        yield flushing
+    finally:
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+class Steps:
+    """The step functions of one run over its model on its device; `step(x, y)` returns the step's loss, still on
+    the device (fetched once per window, never per step)."""
+
+    def __init__(self, config: RunConfig, model: torch.nn.Module, device: devices.Device, tdev: torch.device,
+                 num_classes: int):
+        self.config, self.model, self.num_classes = config, model, num_classes
+        self.optimizer = make_optimizer(config, model) if config.mode == "train" else None
+        self.forward = torch.compile(model) if config.compile else model
+        self.scaler = None
+        if config.precision == "fp16" and config.mode == "train" and devices.grad_scaler_supported(device):
+            self.scaler = torch.amp.GradScaler(tdev.type)
+        dtype = DTYPES.get(config.precision)
+        self.autocast: Callable = (lambda: torch.autocast(tdev.type, dtype=dtype)) if dtype else nullcontext
+        self.micro = 0  # micro-batches since the run started (gradient accumulation)
+        self.parameters = models.count_parameters(model)
+
+    def choose(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The step function this config runs."""
+        cfg = self.config
+        if cfg.mode == "inference":
+            return self.infer
+        if cfg.accumulate > 1:
+            return self.train_accumulate
+        return self.train if cfg.precision == "fp32" else self.train_amp
+
+    def train(self, x, y) -> torch.Tensor:
+        """fp32 training step: the hot path, kept as lean as the bare loop it is benchmarked against."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def train_amp(self, x, y) -> torch.Tensor:
+        """Mixed-precision training step (autocast; a GradScaler for fp16 where the device has one)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = F.cross_entropy(self.forward(x), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()
+
+    def train_accumulate(self, x, y) -> torch.Tensor:
+        """One micro-batch of gradient accumulation: gradients add up over `accumulate` micro-batches (each loss
+        divided by it, so the step is that of their mean), then one optimizer step."""
+        n = self.config.accumulate
+        if self.micro % n == 0:
+            self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = F.cross_entropy(self.forward(x), y)
+        scaled = loss / n
+        (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+        self.micro += 1
+        if self.micro % n == 0:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        return loss.detach()
+
+    def infer(self, x, y) -> torch.Tensor:
+        with torch.inference_mode(), self.autocast():
+            return F.cross_entropy(self.forward(x), y)
+
+    def first(self, step_fn, x, y) -> torch.Tensor:
+        """The first step, checking once that the model returns logits (N, num_classes): a user's model that
+        does not gets a sentence naming the shape, not a loss function's error."""
+        forward = self.forward
+        expected = (int(x.shape[0]), self.num_classes)
+
+        def checked(inputs):
+            out = forward(inputs)
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            if got != expected:
+                raise UserError(f"{self.config.model} returned {'an output of shape ' if isinstance(got, tuple) else ''}"
+                                f"{got}; MPS Studio needs logits of shape (N, num_classes), here {expected}: "
+                                "return one score per class for each sample.")
+            return out
+        self.forward = checked
+        try:
+            return step_fn(x, y)
+        finally:
+            self.forward = forward
+            self.parameters = models.count_parameters(self.model)  # lazy modules have their shapes now

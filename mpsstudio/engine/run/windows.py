@@ -1,0 +1,75 @@
+"""The measured phase's windows: how many steps the next window takes (about `window_s` of work, at least ~8 windows
+a run so there is a median and an IQR), each window's losses fetched in one transfer and checked for NaN/inf, and
+its throughput, memory, time left and energy span recorded and sent as a Window event."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+
+import torch
+
+from ..basics.config import RunConfig
+from ..basics.events import RECENT_WINDOWS, Window
+from ..machine import devices
+from ..machine.energy import meter as energy
+from .failures import NonFinite
+
+
+def span_fields(span: energy.SpanEnergy) -> dict:
+    """The Window fields of the energy span a window closed."""
+    return {"energy_j": span.energy_j, "energy_s": span.seconds, "energy_windows": span.windows,
+            "energy_parts": span.parts, "utilization": span.utilization}
+
+
+class Windows:
+    """Window bookkeeping of one run; `records` and `losses` are the RunResult's own lists."""
+
+    def __init__(self, config: RunConfig, device: devices.Device, meter: energy.Meter, losses: list[float],
+                 records: list[dict], emit: Callable, warm: int, total: int, memory_base: int):
+        self.config, self.device, self.meter, self.emit = config, device, meter, emit
+        self.losses, self.records = losses, records
+        self.total, self.memory_base = total, memory_base
+        self.target = 1  # steps per window; adapted after each window to ~window_s of work
+        self.cap = max(1, math.ceil((total - warm) / 8))  # at least ~8 windows for a median and IQR
+        self.peak_memory = 0
+
+    def full(self, steps_in_window: int) -> bool:
+        return steps_in_window >= self.target
+
+    def fetch(self, win_losses: list[torch.Tensor], first: int) -> list[float]:
+        """One device-to-host transfer for the whole window; checks for NaN/inf."""
+        values = torch.stack(win_losses).float().cpu().tolist()
+        self.losses.extend(values)
+        for i, v in enumerate(values):
+            if not math.isfinite(v):
+                raise NonFinite(first + i, v)
+        return values
+
+    def record(self, first: int, values: list[float], seconds: float, wait: float, step: int, elapsed: float,
+               eta: float | None, reading: energy.SpanEnergy | None) -> None:
+        """A measured window ended: adapt the next window's length, then record and send this one."""
+        n = len(values)
+        self.target = max(1, min(self.cap, round(self.config.window_s * n / seconds) if seconds > 0 else self.cap))
+        memory = self.device.memory()
+        in_use = max(0, self.device.in_use(memory) - self.memory_base)
+        self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
+        samples = n * self.config.batch_size
+        sps = samples / seconds if seconds > 0 else float("inf")
+        recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
+        recent = [v for v in recent if math.isfinite(v)]
+        window = Window(index=len(self.records), first_step=first, losses=values, seconds=seconds,
+                        samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
+                        memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
+                        eta_s=eta, recent_samples_per_s=statistics.median(recent) if recent else None,
+                        **(span_fields(reading) if reading is not None else {}))
+        self.records.append(window.record())
+        self.emit(window)
+
+    def close_span(self) -> None:
+        """A stop right after a window: its open energy span ends with that window (the device was synchronized
+        there, and nothing ran since but bookkeeping)."""
+        span = self.meter.flush()
+        if span is not None and self.records:
+            self.records[-1].update(span_fields(span))
