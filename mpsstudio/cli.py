@@ -556,7 +556,9 @@ def _cmd_history(args) -> int:
 
     _check_json_path(args.json)
     if args.recover:
-        kept, copied, lost = history.recover()
+        from .engine.history.recovery import recover
+
+        kept, copied, lost = recover()
         print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
               + f"; the damaged file is kept as {kept}", file=sys.stderr)
     if args.import_file:

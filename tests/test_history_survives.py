@@ -11,7 +11,8 @@ import pytest
 from mpsstudio import cli
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.runfiles import export_json
-from mpsstudio.engine.history.store import DamagedHistory, RunStore, recover
+from mpsstudio.engine.history.recovery import recover
+from mpsstudio.engine.history.store import DamagedHistory, RunStore
 
 from .test_imports import good_run
 

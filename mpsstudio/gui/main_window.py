@@ -106,7 +106,7 @@ class MainWindow(QMainWindow):
 
     def recover_history(self, path=None) -> None:
         """Copy every readable run of the damaged history to a fresh one (the damaged file is kept)."""
-        from ..engine.history.store import recover
+        from ..engine.history.recovery import recover
 
         try:
             kept, copied, lost = recover(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..basics import paths
 from ..basics.errors import UserError
-from . import rows
+from . import rows, schema
 
 
 def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
@@ -32,21 +32,20 @@ def recover(path: str | Path | None = None) -> tuple[Path, int, int]:
         old.row_factory = sqlite3.Row
     except sqlite3.DatabaseError as exc:
         raise UserError(f"The run history at {path} cannot be opened at all ({exc}); nothing could be copied.") from None
-    from .store import RunStore
-
-    store = RunStore(fresh)
+    new, _ = schema.open_history(fresh)
     try:
         ids = _readable_ids(old)
         for run_id in ids:
             try:
                 row = old.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-                store.save(rows.result(row))
+                with new:  # one transaction per run, as RunStore.save
+                    new.execute(rows.INSERT.format(verb="INSERT OR REPLACE"), rows.to_row(rows.result(row)))
                 copied += 1
             except (sqlite3.DatabaseError, UserError, ValueError, TypeError, KeyError, IndexError):
                 lost += 1
     finally:
         old.close()
-        store.close()
+        new.close()
     path.replace(kept)
     for suffix in ("-wal", "-shm"):  # the damaged file's journal belongs with it
         side = path.with_name(path.name + suffix)

@@ -19,11 +19,10 @@ from ..basics.errors import UserError
 from ..basics.formatting import plural
 from ..basics.results import RunResult, new_run_id, now_iso
 from . import rows, schema
-from .recovery import recover
 from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory
 
 MAX_NOTE = 10_000  # characters of a run's note (runcheck.MAX_TEXT)
-__all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "RunStore", "ToolRecord", "recover"]
+__all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "RunStore", "ToolRecord"]
 
 
 def default_data_dir() -> Path:
