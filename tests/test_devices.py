@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mpsstudio.engine.machine import devices, environment
+from mpsstudio.engine.machine import devices, environment, precision
 from mpsstudio.engine.machine.devices import Device
 from mpsstudio.engine.machine.apple import MPS_MIN_MACOS_TEXT
 from mpsstudio.engine.basics.errors import UserError
@@ -241,42 +241,42 @@ CPU = Device(id="cpu", kind="cpu", available=True)
 def test_mps_bf16_needs_macos_14(monkeypatch):
     fake_mac(monkeypatch, version="13.6", available=True)
     monkeypatch.setattr(torch, "__version__", "2.6.0")
-    reason = devices.precision_unsupported_reason(MPS, "bf16")
+    reason = precision.precision_unsupported_reason(MPS, "bf16")
     assert reason == "bf16 autocast on MPS needs macOS 14 or newer (this Mac runs 13.6)"
     fake_mac(monkeypatch, version="14.0", available=True)
-    assert devices.precision_unsupported_reason(MPS, "bf16") == ""
+    assert precision.precision_unsupported_reason(MPS, "bf16") == ""
     monkeypatch.setattr(torch, "__version__", "2.5.1")
-    assert "PyTorch 2.6 or newer (this is 2.5.1)" in devices.precision_unsupported_reason(MPS, "bf16")
+    assert "PyTorch 2.6 or newer (this is 2.5.1)" in precision.precision_unsupported_reason(MPS, "bf16")
 
 
 def test_mps_fp16_needs_torch_2_5(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.0")
-    reason = devices.precision_unsupported_reason(MPS, "fp16")
+    reason = precision.precision_unsupported_reason(MPS, "fp16")
     assert reason == "fp16 autocast on MPS needs PyTorch 2.5 or newer (this is 2.4.0)"
     monkeypatch.setattr(torch, "__version__", "2.5.0+cpu")
-    assert devices.precision_unsupported_reason(MPS, "fp16") == ""
-    assert devices.precision_unsupported_reason(MPS, "fp32") == ""
+    assert precision.precision_unsupported_reason(MPS, "fp16") == ""
+    assert precision.precision_unsupported_reason(MPS, "fp32") == ""
 
 
 def test_unknown_precision():
-    reason = devices.precision_unsupported_reason(CPU, "int8")
+    reason = precision.precision_unsupported_reason(CPU, "int8")
     assert reason == "unknown precision 'int8'; choose fp32, fp16 or bf16"
 
 
 def test_cpu_precisions_on_this_torch():
     # Probed, not assumed: this torch runs both autocast dtypes on the CPU.
-    assert devices.precision_unsupported_reason(CPU, "fp32") == ""
-    assert devices.precision_unsupported_reason(CPU, "bf16") == ""
-    assert devices.precision_unsupported_reason(CPU, "fp16") == ""
+    assert precision.precision_unsupported_reason(CPU, "fp32") == ""
+    assert precision.precision_unsupported_reason(CPU, "bf16") == ""
+    assert precision.precision_unsupported_reason(CPU, "fp16") == ""
 
 
 def test_grad_scaler(monkeypatch):
-    assert devices.grad_scaler_supported(Device(id="cuda:0", kind="cuda", available=True)) is True
-    assert devices.grad_scaler_supported(CPU) is True
+    assert precision.grad_scaler_supported(Device(id="cuda:0", kind="cuda", available=True)) is True
+    assert precision.grad_scaler_supported(CPU) is True
     monkeypatch.setattr(torch, "__version__", "2.7.1")
-    assert devices.grad_scaler_supported(MPS) is False
+    assert precision.grad_scaler_supported(MPS) is False
     monkeypatch.setattr(torch, "__version__", "2.8.0")
-    assert devices.grad_scaler_supported(MPS) is True
+    assert precision.grad_scaler_supported(MPS) is True
 
 
 def test_version_parsing():

@@ -26,7 +26,9 @@ def fake_precisions(monkeypatch):
     """CPU runs everything; the fake MPS lacks bf16 (no real MPS here to ask)."""
     def reason(device, precision):
         return BF16_REASON if device.kind == "mps" and precision == "bf16" else ""
-    monkeypatch.setattr(devices, "precision_unsupported_reason", reason)
+    from mpsstudio.engine.machine import precision
+
+    monkeypatch.setattr(precision, "precision_unsupported_reason", reason)
 
 
 @pytest.fixture

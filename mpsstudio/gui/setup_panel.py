@@ -278,7 +278,7 @@ class SetupPanel(SetupForm):
 
     def _update_precisions(self) -> None:
         """Disable precisions a checked device cannot run (the reason becomes the tooltip); fall back to fp32."""
-        from ..engine.machine import devices as engine_devices
+        from ..engine.machine import precision as engine_precision
 
         checked = self._checked_device_objects()
         model = self.precision_combo.model()
@@ -287,7 +287,7 @@ class SetupPanel(SetupForm):
             reasons: list[str] = []
             for device in checked:
                 try:
-                    reason = engine_devices.precision_unsupported_reason(device, precision)
+                    reason = engine_precision.precision_unsupported_reason(device, precision)
                 except Exception as exc:  # a device that cannot even be asked cannot run it either
                     reason = f"{precision} could not be checked on {device.id} ({exc})"
                 if reason and reason not in reasons:

@@ -1,4 +1,5 @@
-"""Devices a run can use (CPU, Apple GPU via MPS, CUDA GPUs): discovery, sync, memory and precision support.
+"""Devices a run can use (CPU, Apple GPU via MPS, CUDA GPUs): discovery, why one cannot be used, sync and memory
+(which precisions each runs: precision.py).
 
 Every "reason" string here is a short phrase for the user (no trailing full stop), "" when nothing is wrong.
 """
@@ -10,15 +11,12 @@ import platform
 import re
 import subprocess
 import sys
-import warnings
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 
 import psutil
 import torch
 
 from .apple import MPS_MIN_MACOS, MPS_MIN_MACOS_NAME, MPS_MIN_MACOS_TEXT
-from ..basics.config import PRECISIONS
 from ..basics.errors import UserError
 
 
@@ -347,75 +345,3 @@ def _resolve_cuda(device_id: str) -> Device:
         available=False,
         reason=f"this machine has {count} CUDA {plural} (cuda:0 to cuda:{count - 1})",
     )
-
-
-# ---------------------------------------------------------------- precision
-
-
-def precision_unsupported_reason(device: Device, precision: str) -> str:
-    """Why this precision (fp32, or fp16/bf16 autocast) cannot run on the device, or "" when it can."""
-    if precision not in PRECISIONS:
-        return f"unknown precision {precision!r}; choose fp32, fp16 or bf16"
-    if precision == "fp32":
-        return ""
-    if device.kind == "mps":
-        return _mps_precision_reason(precision)
-    if device.kind == "cuda":
-        return _cuda_precision_reason(device, precision)
-    if not _cpu_autocast_works(precision):
-        return f"{precision} autocast does not run on the CPU with PyTorch {torch.__version__}"
-    return ""
-
-
-def _mps_precision_reason(precision: str) -> str:
-    if precision == "fp16":
-        if not torch_at_least(2, 5):
-            return f"fp16 autocast on MPS needs PyTorch 2.5 or newer (this is {torch.__version__})"
-        return ""
-    missing = []
-    if not torch_at_least(2, 6):
-        missing.append(f"PyTorch 2.6 or newer (this is {torch.__version__})")
-    if not _macos_at_least(14):
-        missing.append(f"macOS 14 or newer (this Mac runs {macos_version() or 'no macOS'})")
-    return "bf16 autocast on MPS needs " + " and ".join(missing) if missing else ""
-
-
-def _cuda_precision_reason(device: Device, precision: str) -> str:
-    if precision == "bf16":
-        # Emulated bf16 on pre-Ampere GPUs runs, but slowly; a benchmark must not present it as supported.
-        with torch.cuda.device(device.index):
-            try:
-                native = torch.cuda.is_bf16_supported(including_emulation=False)
-            except TypeError:  # torch without the including_emulation argument
-                native = torch.cuda.is_bf16_supported()
-        if not native:
-            return f"{device.name or device.id} has no native bf16 (an Ampere or newer GPU is needed)"
-    return ""
-
-
-@lru_cache(maxsize=None)
-def _cpu_autocast_works(precision: str) -> bool:
-    """Probe with a tiny matmul: unsupported CPU autocast dtypes only warn and fall back to fp32."""
-    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with torch.autocast("cpu", dtype=dtype):
-                out = torch.ones(2, 2) @ torch.ones(2, 2)
-    except (RuntimeError, TypeError, ValueError):
-        return False
-    return out.dtype == dtype
-
-
-def grad_scaler_supported(device: Device) -> bool:
-    """Whether torch.amp.GradScaler works for the device (fp16 training needs it to avoid underflow)."""
-    if device.kind == "cuda":
-        return True
-    if device.kind == "mps":
-        return torch_at_least(2, 8)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return bool(torch.amp.GradScaler("cpu").is_enabled())
-    except (RuntimeError, TypeError, ValueError, AttributeError):
-        return False

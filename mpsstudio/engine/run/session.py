@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..data import datasets
-from ..machine import devices
+from ..machine import devices, precision
 from ..models import registry as models
 from . import trainer
 from .setup import load_data
@@ -54,7 +54,7 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
         except UserError as exc:
             out.skipped.append(f"skipping {name}: {exc}")
             continue
-        reason = devices.precision_unsupported_reason(dev, config.precision)
+        reason = precision.precision_unsupported_reason(dev, config.precision)
         if reason:
             out.skipped.append(f"skipping {dev.id}: {config.precision} is not available there: {reason}.")
             continue

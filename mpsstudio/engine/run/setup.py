@@ -14,7 +14,7 @@ from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..data import datasets
 from ..data.batches import InputConverter, make_batches
-from ..machine import devices, environment, host, probe
+from ..machine import devices, environment, host, precision, probe
 from ..machine.energy import meter as energy
 from ..models import registry as models
 from .epochs import Epochs
@@ -63,7 +63,7 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     cfg.check_runs_here()
     dev = device or devices.resolve_device(cfg.device)
     probe.require(dev)  # "available but not working" now, not a misleading out-of-memory error later
-    reason = devices.precision_unsupported_reason(dev, cfg.precision)
+    reason = precision.precision_unsupported_reason(dev, cfg.precision)
     if reason:
         raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
     info = models.get_model_info(cfg.model)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
-from ..machine import devices
+from ..machine import devices, precision
 from ..models import registry as models
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -61,7 +61,7 @@ class Steps:
         self.optimizer = make_optimizer(config, model) if config.mode == "train" else None
         self.forward = torch.compile(model) if config.compile else model
         self.scaler = None
-        if config.precision == "fp16" and config.mode == "train" and devices.grad_scaler_supported(device):
+        if config.precision == "fp16" and config.mode == "train" and precision.grad_scaler_supported(device):
             self.scaler = torch.amp.GradScaler(tdev.type)
         dtype = DTYPES.get(config.precision)
         self.autocast: Callable = (lambda: torch.autocast(tdev.type, dtype=dtype)) if dtype else nullcontext

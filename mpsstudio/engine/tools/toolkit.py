@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..machine import devices, environment, host, probe
+from ..machine import devices, environment, host, precision, probe
 from ..models import registry as models
 from ..run.setup import load_data
 from ..data.batches import InputConverter
@@ -41,7 +41,7 @@ def prepare(config: RunConfig, progress=None) -> Setup:
     info = models.get_model_info(cfg.model)
     dev = devices.resolve_device(cfg.device)
     probe.require(dev)
-    reason = devices.precision_unsupported_reason(dev, cfg.precision)
+    reason = precision.precision_unsupported_reason(dev, cfg.precision)
     if reason:
         raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
     data = load_data(cfg, progress)
