@@ -155,7 +155,9 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     from mpsstudio.engine.basics.events import Window
     from mpsstudio.engine.history.store import RunStore
 
-    real = cli._Progress.__call__
+    from mpsstudio.cli.progress import Progress
+
+    real = Progress.__call__
     seen = []
 
     def interrupt_at_the_second_window(self, event):
@@ -163,7 +165,7 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
         seen.append(event)
         if sum(isinstance(e, Window) for e in seen) == 2 and isinstance(event, Window):
             raise KeyboardInterrupt
-    monkeypatch.setattr(cli._Progress, "__call__", interrupt_at_the_second_window)
+    monkeypatch.setattr(Progress, "__call__", interrupt_at_the_second_window)
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "50", "--warmup", "1",
                      "--batch-size", "8"])
     captured = capsys.readouterr()
@@ -178,8 +180,10 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
 
 def test_bench_without_devices_runs_every_available_device(monkeypatch):
     seen = {}
-    monkeypatch.setattr(cli, "available_devices", lambda: ["cpu", "mps", "cuda:0"])
-    monkeypatch.setattr(cli, "bench", lambda cfg, names, **kw: seen.setdefault("names", names) and 0)
+    from mpsstudio.cli import bench
+
+    monkeypatch.setattr(bench, "available_devices", lambda: ["cpu", "mps", "cuda:0"])
+    monkeypatch.setattr(bench, "bench", lambda cfg, names, **kw: seen.setdefault("names", names) and 0)
     assert cli.main(["bench", "--steps", "5"]) == 0
     assert seen["names"] == ["cpu", "mps", "cuda:0"]
 

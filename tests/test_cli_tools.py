@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.cli_tools import parse_size
+from mpsstudio.cli.common import parse_size
 from mpsstudio.engine import process
 from mpsstudio.engine.process import handles
 from mpsstudio.engine.basics.errors import UserError

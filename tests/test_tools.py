@@ -506,7 +506,7 @@ def test_the_latest_matching_inspection_is_used():
 
 
 def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
-    from mpsstudio import cli_tools
+    from mpsstudio.cli import tools as cli_tools
     from mpsstudio.engine import process
 
     cpu, mps = mac_pair()
@@ -520,7 +520,7 @@ def test_bench_inspects_after_an_mps_run(monkeypatch, capsys):
 
 
 def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
-    from mpsstudio import cli_tools
+    from mpsstudio.cli import tools as cli_tools
     from mpsstudio.engine import process
 
     cpu, mps = mac_pair()
@@ -535,7 +535,7 @@ def test_bench_inspection_failure_is_one_line(monkeypatch, capsys):
 
 
 def test_no_inspection_without_an_mps_run(monkeypatch):
-    from mpsstudio import cli_tools
+    from mpsstudio.cli import tools as cli_tools
     from mpsstudio.engine import process
 
     monkeypatch.setattr(process, "run_tool", lambda *a, **k: pytest.fail("inspected a CPU-only comparison"))

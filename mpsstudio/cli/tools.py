@@ -2,93 +2,26 @@
 
 Each prints a table and one sentence (the engine's), writes `--json FILE` and keeps the result in the history
 unless `--no-save`. Exit codes as the rest of the CLI: 0, 1 (the tool ran but found nothing usable), 2 (bad
-input), 130 (interrupted).
+input), 130 (interrupted). After a comparison with an MPS run, `inspect_after` inspects it for the verdict.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 
-from .engine.basics.config import MODES, OPTIMIZERS, PRECISIONS
-from .engine.basics.errors import UserError
-from .engine.basics.formatting import printable
-
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(text: str) -> int:
-    """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024); UserError for anything else."""
-    match = _SIZE.fullmatch(text or "")
-    if not match:
-        raise UserError(f"--memory-limit must be a size such as 8G, 512M or 1.5GiB, not {printable(text)!r}.")
-    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if value < 1024**2 or value > 2**62:
-        raise UserError(f"--memory-limit must be between 1 MiB and 4 EiB, not {printable(text)!r}.")
-    return int(value)
-
-
-def _config_args(p, *, precision: bool = True) -> None:
-    p.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file (default: mlp)")
-    p.add_argument("--dataset", default=None, help="dataset name or an image folder (default: shapes)")
-    if precision:
-        p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    p.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
-    p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
-                   help="stop at an operation MPS lacks instead of running it on the CPU")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="end the tool (a sweep: each point) when it takes longer")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
-    p.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
-
-
-def add_parsers(sub) -> None:
-    s = sub.add_parser("sweep", help="throughput against batch size per device, and where the accelerator wins")
-    _config_args(s)
-    s.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
-    s.add_argument("--batch-sizes", default=None, metavar="LIST",
-                   help="comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the first "
-                        "that does not fit)")
-    s.add_argument("--steps", type=int, default=None, help="measured steps per point (default: 24)")
-    s.add_argument("--warmup", type=int, default=None, help="warm-up steps per point (default: 3)")
-    s.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
-
-    m = sub.add_parser("max-batch", help="the largest batch that trains (full training steps) and the fastest")
-    _config_args(m)
-    m.add_argument("--device", default=None, help="the device to search on (default: the first accelerator, else cpu)")
-    m.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="memory a batch may use, e.g. 8G (default: MPS's recommended maximum; on the CPU half the "
-                        "available RAM; CUDA: the card)")
-    m.add_argument("--max-batch", type=int, default=None, metavar="N", help="largest batch to try (default: 65536)")
-
-    i = sub.add_parser("inspect", help="CPU-fallback operations and numerical parity with the CPU (float64) on one "
-                                       "device, and its functional check")
-    _config_args(i)
-    i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
-    i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")
-
-
-def _base_config(args):
-    from .cli import _config_from_args
-
-    return _config_from_args(args)
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import printable
+from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
+                     grid, parse_size)
 
 
 def _default_device() -> str:
-    from .cli import available_devices
-
     found = available_devices()
     return next((d for d in found if d != "cpu"), "cpu")
 
 
 def _checked_device(name: str | None) -> str:
-    from .engine.basics.config import DEVICE_PATTERN
+    from ..engine.basics.config import DEVICE_PATTERN
 
     device = (name or _default_device()).strip().lower()
     if not DEVICE_PATTERN.fullmatch(device):
@@ -97,12 +30,11 @@ def _checked_device(name: str | None) -> str:
 
 
 def _prelude(args):
-    from .cli import _check_json_path, _check_timeout
-    from .engine.models import registry as models
+    from ..engine.models import registry as models
 
-    _check_json_path(args.json)
-    _check_timeout(args.timeout)
-    cfg = _base_config(args)
+    check_json_path(args.json)
+    check_timeout(args.timeout)
+    cfg = config_from_args(args)
     models.get_model_info(cfg.model)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
@@ -110,24 +42,22 @@ def _prelude(args):
 
 
 def _print_table(table) -> None:
-    from .cli import _grid
-
     headers, rows, numeric = table
-    print(_grid(headers, [[printable(c) for c in row] for row in rows], numeric))
+    print(grid(headers, [[printable(c) for c in row] for row in rows], numeric))
 
 
 def _finish(kind: str, result: dict, args) -> None:
     """--json, then the history: the result is on screen first whatever happens to the files."""
-    from .engine.history.runfiles import export_tool_json
+    from ..engine.history.runfiles import export_tool_json
 
     if args.json:
         export_tool_json(result, args.json)
     if not args.no_save:
-        _save_tool(kind, result)
+        save_tool(kind, result)
 
 
-def _save_tool(kind: str, result: dict) -> None:
-    from .engine.history.store import RunStore, ToolRecord
+def save_tool(kind: str, result: dict) -> None:
+    from ..engine.history.store import RunStore, ToolRecord
 
     try:
         store = RunStore()
@@ -145,10 +75,9 @@ def _progress(message: str, fraction: float) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from .cli import EXIT_OK, EXIT_RUN_FAILED, available_devices
-    from .engine import process
-    from .engine.run import session
-    from .engine.tools import sweep, toolview
+    from ..engine import process
+    from ..engine.run import session
+    from ..engine.tools import sweep, toolview
 
     cfg = _prelude(args)
     if args.mode:
@@ -180,7 +109,7 @@ def cmd_sweep(args) -> int:
 
 def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
     """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
-    from .engine import process
+    from ..engine import process
 
     print(f"{doing}...", file=sys.stderr)
     try:
@@ -192,10 +121,9 @@ def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
 
 
 def cmd_max_batch(args) -> int:
-    from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine.tools import toolview
-    from .engine.basics.config import MAX_BATCH
-    from .engine.tools.maxbatch import DEFAULT_CAP
+    from ..engine.tools import toolview
+    from ..engine.basics.config import MAX_BATCH
+    from ..engine.tools.maxbatch import DEFAULT_CAP
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
@@ -212,8 +140,7 @@ def cmd_max_batch(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .cli import EXIT_OK, EXIT_RUN_FAILED
-    from .engine.tools import toolview
+    from ..engine.tools import toolview
 
     cfg = _prelude(args)
     cfg.device = _checked_device(args.device)
@@ -236,7 +163,7 @@ def cmd_inspect(args) -> int:
 def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> list[dict]:
     """After a comparison: inspect each finished MPS run's setup (CPU fallbacks, parity with the CPU), in a run
     process, so the verdict can name what it found. A failed inspection is one line; the runs stay as they are."""
-    from .engine import process
+    from ..engine import process
 
     found, seen = [], set()
     for r in results:
@@ -254,8 +181,5 @@ def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> lis
             continue
         found.append(result)
         if save:
-            _save_tool("inspect", result)
+            save_tool("inspect", result)
     return found
-
-
-COMMANDS = {"sweep": cmd_sweep, "max-batch": cmd_max_batch, "inspect": cmd_inspect}

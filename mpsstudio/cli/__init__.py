@@ -1,0 +1,50 @@
+"""`mpsstudio <subcommand>`: the headless front end over the same engine the window uses.
+
+Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback), 130 interrupted.
+(`mpsstudio` with no subcommand opens the window: see launcher.py.) One module per group of subcommands: bench
+(bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), history, info (devices, models,
+datasets, doctor); what they share is in common and progress, the arguments in parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import printable
+from . import bench, history, info, launch, tools
+from .bench import model_paths
+from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table
+from .parser import build_parser
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
+           "model_paths"]
+
+COMMANDS = {
+    "bench": bench.cmd_bench, "demo": bench.cmd_demo, "launch-benchmark": launch.cmd_launch_benchmark,
+    "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
+    "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
+    "datasets": info.cmd_datasets, "doctor": info.cmd_doctor,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; bad input is one line on stderr and exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad argument already reported in one line
+        return int(exc.code or 0)
+    if args.command is None:
+        print("mpsstudio: name a subcommand (see 'mpsstudio --help'), or run `mpsstudio` alone to open the window.",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"mpsstudio: {printable(exc)}", file=sys.stderr)  # a name from a folder may hold escape codes
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("mpsstudio: interrupted.", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,120 @@
+"""`mpsstudio bench` and `mpsstudio demo`: one config on each device in turn, each run in its own process, the
+comparison and its verdict printed, the runs kept and exported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import printable
+from . import tools
+from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+                     config_from_args, format_table)
+from .progress import Progress, download_progress, keep, print_verdicts
+
+
+def cmd_bench(args) -> int:
+    cfg = config_from_args(args)
+    check_json_path(args.json)
+    check_timeout(args.timeout)
+    names = args.devices.split(",") if args.devices is not None else available_devices()
+    save_model = None
+    if args.save_model is not None:
+        from ..engine.models.saved import check_target
+
+        save_model = str(check_target(args.save_model))
+        if cfg.mode != "train":
+            raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
+    return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
+                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model)
+
+
+def model_paths(path: str, configs) -> list[str]:
+    """--save-model's file for each run: PATH itself for one run, PATH-<device>[-<round>].pt for several."""
+    if len(configs) == 1:
+        return [path]
+    target = Path(path)
+    suffix = target.suffix or ".pt"
+    names, out = {}, []
+    for cfg in configs:
+        tag = cfg.device.replace(":", "")
+        names[tag] = names.get(tag, 0) + 1
+        out.append(str(target.with_name(f"{target.stem}-{tag}{'' if names[tag] == 1 else f'-{names[tag]}'}{suffix}")))
+    return out
+
+
+def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None:
+    """--json and --save-model (each model's weights and its description) must name different files: the
+    later write would replace the earlier one."""
+    from ..engine.models.saved import meta_path
+
+    names = [(Path(json_path).expanduser().resolve(), "--json")] if json_path else []
+    for weights in model_files:
+        names += [(Path(weights).resolve(), "--save-model"), (meta_path(Path(weights).resolve()),
+                                                              "--save-model's description")]
+    seen: dict = {}
+    for path, what in names:
+        if path in seen:
+            raise UserError(f"{seen[path]} and {what} would both write {printable(path)}; give them different "
+                            "names (the model's description is its name with .json).")
+        seen[path] = what
+
+
+def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
+          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
+    """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
+    (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
+    from ..engine import process
+    from ..engine.models import registry as models, saved as savedmodel
+    from ..engine.run import session
+    from ..engine.analysis import repeat
+
+    plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
+    order, tags = repeat.interleave(plan.configs, rounds)
+    model_files = model_paths(save_model, order) if save_model else None
+    no_file_written_twice(json_path, model_files or [])
+    for line in plan.skipped:
+        print(line, file=sys.stderr)
+    for line in plan.notes:
+        print(f"mpsstudio: {line}", file=sys.stderr)
+    if cfg.model.endswith(".py"):
+        print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
+    progress = Progress(save)
+    try:
+        results = process.run_isolated(order, on_event=progress, progress=download_progress,
+                                         timeout_s=timeout_s, repeat=tags,
+                                         save_models=model_files)
+    except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
+        print(format_table(progress.ended))
+        keep(progress, progress.ended, json_path)
+        kept_where = [w for w, on in (("in the history", save), (f"in {printable(json_path)}", json_path)) if on]
+        print("mpsstudio: interrupted; " + (f"the interrupted run is kept as cancelled {' and '.join(kept_where)}."
+                                            if kept_where else "nothing was kept (--no-save)."), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
+    inspections = tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []
+    kept = keep(progress, results, json_path, inspections)
+    failed = [r for r in results if r.status == "failed"]
+    for r in failed:
+        print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
+    for r in results:
+        if r.summary.get("stopped_early_reason"):
+            print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
+                  f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)
+        if r.summary.get("saved_model"):
+            print(f"{r.config.device}: saved the trained model to {printable(r.summary['saved_model'])} "
+                  f"(and its description to {printable(savedmodel.meta_path(r.summary['saved_model']).name)})",
+                  file=sys.stderr)
+        elif r.summary.get("saved_model_error"):
+            print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
+    print_verdicts(results, inspections)  # last: the answer in words
+    return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
+
+
+
+def cmd_demo(args) -> int:
+    """The default comparison: the built-in dataset and default model on every available device."""
+    from ..engine.basics.config import RunConfig
+
+    return bench(RunConfig(), available_devices())

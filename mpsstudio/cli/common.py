@@ -1,0 +1,111 @@
+"""What every subcommand shares: exit codes, one-line argument errors, the run config from arguments, checks done
+before any work (--json, --timeout, sizes), the available devices, and plain-text tables."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Sequence
+
+from ..engine.basics.config import RunConfig
+from ..engine.basics.errors import UserError
+from ..engine.basics.files import check_writable_file
+from ..engine.basics.formatting import is_finite, printable
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
+DEFAULTS = RunConfig()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments in one line (exit 2) instead of usage plus error."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"mpsstudio: {message} (see '{self.prog} --help').\n")
+
+
+def config_from_args(args) -> RunConfig:
+    """The run config the arguments describe (defaults where they say nothing), validated."""
+    cfg = RunConfig()
+    mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
+               "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
+               "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed",
+               "early_stop": "early_stop_patience", "early_stop_monitor": "early_stop_monitor",
+               "early_stop_mode": "early_stop_mode", "accumulate": "accumulate"}
+    for arg, field in mapping.items():
+        value = getattr(args, arg, None)
+        if value is not None:
+            setattr(cfg, field, value)
+    if getattr(args, "steps", None) is not None:
+        cfg.steps, cfg.epochs = args.steps, None
+    elif getattr(args, "epochs", None) is not None:
+        cfg.epochs, cfg.steps = args.epochs, None
+    for flag, field in (("resident", "resident"), ("channels_last", "channels_last"), ("compile", "compile"),
+                        ("tf32", "tf32"), ("keep_best", "keep_best")):
+        if getattr(args, flag, False):
+            setattr(cfg, field, True)
+    if getattr(args, "mps_fallback", None) is not None:
+        cfg.mps_fallback = args.mps_fallback
+    return cfg.validate()
+
+
+def check_timeout(timeout) -> None:
+    if timeout is not None and not (is_finite(timeout) and MIN_TIMEOUT_S <= timeout <= MAX_TIMEOUT_S):
+        raise UserError(f"--timeout must be a number of seconds from {MIN_TIMEOUT_S:g} to {MAX_TIMEOUT_S:,}, "
+                        f"not {timeout:g}.")
+
+
+def available_devices() -> list[str]:
+    """Every device that can run here, cpu first (what the window checks by default)."""
+    from ..engine.machine import devices
+
+    return [d.id for d in devices.discover_devices() if d.available]
+
+
+def check_json_path(path: str | None) -> None:
+    """A --json that cannot be written is bad input: say so before the work, not after."""
+    if path is not None:
+        check_writable_file(path, "--json")
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024); UserError for anything else."""
+    match = _SIZE.fullmatch(text or "")
+    if not match:
+        raise UserError(f"--memory-limit must be a size such as 8G, 512M or 1.5GiB, not {printable(text)!r}.")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if value < 1024**2 or value > 2**62:
+        raise UserError(f"--memory-limit must be between 1 MiB and 4 EiB, not {printable(text)!r}.")
+    return int(value)
+
+
+def format_table(results, keys: Sequence[str] | None = None) -> str:
+    """Runs as a table (the CLI's bench columns by default), speedup against the CPU run of the same comparison."""
+    from ..engine.history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
+    from ..engine.analysis.compare import compare, speedup_map
+
+    from ..engine.analysis.energy import notes
+
+    keys = keys or CLI_BENCH_COLUMNS
+    speedups = speedup_map(compare(results))
+    rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
+    table = grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
+    if "j_per_sample" in keys and results:  # what the energy figures are, or why they are empty
+        table += "\n" + "\n".join(printable(line) for line in notes(results))
+    return table
+
+
+def grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None) -> str:
+    """A plain-text table: numbers right-aligned, text left-aligned (`numeric` per column; default: none)."""
+    right = list(numeric) if numeric is not None else [False] * len(headers)
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+    out = [line(headers), "-" * len(line(headers))]
+    out += [line(row) for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,75 @@
+"""`mpsstudio history`: the stored runs and their comparisons; import, delete, notes, a run's loss curve as CSV,
+JSON export, and recovery of a damaged history."""
+
+from __future__ import annotations
+
+import sys
+
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import plural, printable
+from .common import EXIT_OK, check_json_path, format_table
+
+
+def cmd_history(args) -> int:
+    from ..engine.history import store as history
+    from ..engine.history.columns import CLI_BENCH_COLUMNS, CLI_HISTORY_COLUMNS
+    from ..engine.analysis.compare import compare
+    from ..engine.history.runfiles import import_json
+    from ..engine.analysis.verdict import verdicts
+
+    check_json_path(args.json)
+    if args.recover:
+        from ..engine.history.recovery import recover
+
+        kept, copied, lost = recover()
+        print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
+              + f"; the damaged file is kept as {kept}", file=sys.stderr)
+    if args.import_file:
+        imported = import_json(args.import_file)  # checked whole before the history is opened for writing
+    store = history.RunStore()
+    if args.import_file:
+        added, known = store.add_imported(imported)
+        note = f" ({known} already in the history)" if known else ""
+        print(f"imported {plural(added, 'run')} from {printable(args.import_file)}{note}", file=sys.stderr)
+    if args.delete:
+        gone = store.delete(args.delete)
+        print(f"deleted {plural(gone, 'run')}" + (f" ({len(args.delete) - gone} not found)"
+                                                  if gone < len(args.delete) else ""), file=sys.stderr)
+    if args.note:
+        run_id, text = args.note
+        if store.get(run_id) is None:
+            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+        store.set_note(run_id, text)
+        print(f"kept the note on run {printable(run_id)[:64]}" if text else "removed the note", file=sys.stderr)
+    if args.steps:
+        from ..engine.history.runfiles import export_steps_csv
+
+        run_id, out = args.steps
+        run = store.get(run_id)
+        if run is None:
+            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+        rows = export_steps_csv(run, out)
+        print(f"wrote {plural(rows, 'step')} of run {printable(run_id)[:64]} to {printable(out)}", file=sys.stderr)
+        return EXIT_OK
+    if store.read_only:
+        print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
+    results = store.all() if args.json else store.summaries()  # the table needs no steps or windows
+    inspections = [t.result for t in store.tools() if t.kind == "inspect"]
+    for notice in [*store.notices, *store.tool_notices]:
+        print(f"mpsstudio: {notice}", file=sys.stderr)
+    if args.json:
+        from ..engine.history.runfiles import export_json
+
+        export_json(results, args.json, inspections)
+        print(f"wrote {plural(len(results), 'run')} to {printable(args.json)}", file=sys.stderr)
+    if not results:
+        print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
+        return EXIT_OK
+    print(format_table(results, CLI_HISTORY_COLUMNS))
+    for c in compare(results):
+        print(f"\n{printable(c.title())}")
+        keys = ("machine", *CLI_BENCH_COLUMNS) if len(c.machines()) > 1 else None
+        print(format_table(c.all_runs, keys))
+        for sentence in verdicts(c, inspections):
+            print(printable(sentence))
+    return EXIT_OK

@@ -1,0 +1,56 @@
+"""`mpsstudio devices`, `models`, `datasets` and `doctor`: what this machine and this install offer, in plain words."""
+
+from __future__ import annotations
+
+from ..engine.basics.formatting import fmt_bytes, fmt_count
+from .common import EXIT_OK, EXIT_RUN_FAILED, grid
+
+
+def cmd_devices(args) -> int:
+    from ..engine.machine import devices
+
+    from ..engine.machine import probe
+
+    found = devices.discover_devices()
+    checks = probe.check_all(found)  # a short functional check of each accelerator that says it is available
+    rows = []
+    for d in probe.mark(found, checks):
+        check = checks.get(d.id)
+        works = "-" if check is None else ("yes" if check.ok else "NO")
+        rows.append([d.id, "yes" if d.available else "no", works, d.name or "-", fmt_bytes(d.memory_total, dash="-"),
+                     str(d.threads) if d.threads else "-", d.reason or ""])
+    print(grid(["device", "available", "works", "name", "memory", "threads", "why not"], rows,
+                [False, False, False, False, True, True, False]))
+    return EXIT_OK if all(c.ok for c in checks.values()) else EXIT_RUN_FAILED
+
+
+def cmd_models(args) -> int:
+    from ..engine.models import registry as models
+
+    rows = []
+    for m in models.list_models():
+        params = models.parameter_count(m.name, m.default_spec)
+        rows.append([m.name, m.input_kind, fmt_count(params), m.default_spec.describe(), m.description])
+    print(grid(["model", "input", "parameters (default input)", "default input", "description"], rows,
+                [False, False, True, False, False]))
+    print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
+    return EXIT_OK
+
+
+def cmd_datasets(args) -> int:
+    from ..engine.data import datasets
+
+    rows = [[d.name, d.source, d.description] for d in datasets.list_datasets()]
+    print(grid(["dataset", "source", "description"], rows))
+    print("\nA folder path works too: one subfolder of images per class.")
+    return EXIT_OK
+
+
+def cmd_doctor(args) -> int:
+    from ..engine.machine import environment
+
+    rows = environment.doctor()
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    return EXIT_OK

@@ -1,0 +1,153 @@
+"""The command line's arguments: every subcommand, its options and their help (what `mpsstudio --help` shows)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS
+from .common import DEFAULTS, Parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="mpsstudio", description="Measure PyTorch training speed on CPU, Apple GPU (MPS) and CUDA. "
+                "Without a subcommand, `mpsstudio` opens the window (`mpsstudio --demo --screenshot PATH`: "
+                "run the default comparison there, save a screenshot, exit).")
+    sub = p.add_subparsers(dest="command", parser_class=Parser)
+
+    b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")
+    b.add_argument("--model", default=None,
+                   help=f"model name (see `mpsstudio models`) or a .py file (default: {DEFAULTS.model})")
+    b.add_argument("--dataset", default=None,
+                   help=f"dataset name (see `mpsstudio datasets`) or an image folder (default: {DEFAULTS.dataset})")
+    b.add_argument("--devices", default=None,
+                   help="comma-separated devices, e.g. cpu,mps,cuda (default: every available device, cpu first)")
+    b.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run the devices N times, interleaved (A B B A ...), and report the median of the paired "
+                        "speedups with their range (default: 1)")
+    b.add_argument("--batch-size", type=int, default=None,
+                   help=f"samples per step (default: {DEFAULTS.batch_size})")
+    group = b.add_mutually_exclusive_group()
+    group.add_argument("--steps", type=int, default=None, help="measured steps after warm-up")
+    group.add_argument("--epochs", type=int, default=None,
+                       help=f"whole passes over the training set (default: {DEFAULTS.epochs})")
+    b.add_argument("--warmup", type=int, default=None,
+                   help=f"warm-up steps, timed apart (default: {DEFAULTS.warmup_steps})")
+    b.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help=f"fp16/bf16: autocast where the device supports it (default: {DEFAULTS.precision})")
+    b.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=f"(default: {DEFAULTS.optimizer})")
+    b.add_argument("--lr", type=float, default=None, help=f"learning rate (default: {DEFAULTS.lr})")
+    b.add_argument("--mode", choices=MODES, default=None, help=f"(default: {DEFAULTS.mode})")
+    b.add_argument("--workers", type=int, default=None, help="data loader worker processes")
+    b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
+    b.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
+    b.add_argument("--compile", action="store_true", help="torch.compile the model")
+    b.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    b.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
+    b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
+    fallback = b.add_mutually_exclusive_group()
+    fallback.add_argument("--mps-fallback", dest="mps_fallback", action="store_true", default=None,
+                          help="run operations MPS lacks on the CPU, slowly (the default)")
+    fallback.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false",
+                          help="stop a run that uses an operation MPS lacks instead")
+    b.add_argument("--early-stop", type=int, default=None, metavar="PATIENCE",
+                   help="stop when the monitored validation figure has not improved for PATIENCE epochs")
+    b.add_argument("--early-stop-monitor", choices=MONITORS, default=None,
+                   help="what early stopping watches (default: val_accuracy)")
+    b.add_argument("--early-stop-mode", choices=("max", "min"), default=None,
+                   help="better is higher (max) or lower (min) (default: max for accuracy, min for loss)")
+    b.add_argument("--keep-best", action="store_true",
+                   help="end with the best epoch's weights (a best checkpoint), e.g. to save them")
+    b.add_argument("--accumulate", type=int, default=None, metavar="N",
+                   help="gradient accumulation: one optimizer step every N batches (an effective batch of "
+                        "N x batch size); throughput still counts samples")
+    b.add_argument("--save-model", metavar="PATH", default=None,
+                   help="write the trained model's weights to PATH (torch state_dict; loads with "
+                        "weights_only=True) and what rebuilding it needs to PATH's .json; with several devices, "
+                        "one file per device (PATH-cpu.pt, PATH-mps.pt)")
+    b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="end a run that takes longer (setup included) and record it as failed")
+    b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
+    b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+    b.add_argument("--no-inspect", action="store_true",
+                   help="after an MPS run, skip the inspection (operations that fell back to the CPU, parity with "
+                        "the CPU) whose findings the verdict names")
+
+    lb = sub.add_parser("launch-benchmark",
+                        help="PyTorch's MPS launch benchmark (ResNet50, BERT-base, VGG16; training and inference) on "
+                             "every available device, beside the published claim")
+    lb.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    lb.add_argument("--steps", type=int, default=None, help="measured steps per run (default: 10)")
+    lb.add_argument("--warmup", type=int, default=None, help="warm-up steps per run (default: 2)")
+    lb.add_argument("--workloads", default=None, help="comma-separated subset of resnet50,bert-base,vgg16")
+    lb.add_argument("--modes", default=None, help="comma-separated subset of train,inference")
+    lb.add_argument("--no-estimate", action="store_true", help="skip the short probe that estimates the time")
+    lb.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="limit per run")
+    lb.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
+    lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+
+    _tool_parsers(sub)
+    sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
+    sub.add_parser("models", help="list models")
+    sub.add_parser("datasets", help="list datasets")
+    sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
+    sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
+    h = sub.add_parser("history", help="list stored runs and comparisons")
+    h.add_argument("--import", dest="import_file", metavar="FILE",
+                   help="add the runs of a JSON export first (all of them or none; runs already here stay as they are)")
+    h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the table shows ids)")
+    h.add_argument("--json", metavar="FILE", default=None,
+                   help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")
+    h.add_argument("--recover", action="store_true",
+                   help="copy every readable run of a damaged history to a fresh one (the damaged file is kept)")
+    h.add_argument("--steps", nargs=2, metavar=("ID", "FILE"), default=None,
+                   help="write run ID's loss curve (step, phase, loss, training time, its window's samples/s and "
+                        "memory) to the CSV FILE")
+    h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
+                   help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+    return p
+
+
+def config_args(p, *, precision: bool = True) -> None:
+    p.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file (default: mlp)")
+    p.add_argument("--dataset", default=None, help="dataset name or an image folder (default: shapes)")
+    if precision:
+        p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    p.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
+    p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
+                   help="stop at an operation MPS lacks instead of running it on the CPU")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="end the tool (a sweep: each point) when it takes longer")
+    p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
+    p.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
+
+
+def _tool_parsers(sub) -> None:
+    s = sub.add_parser("sweep", help="throughput against batch size per device, and where the accelerator wins")
+    config_args(s)
+    s.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    s.add_argument("--batch-sizes", default=None, metavar="LIST",
+                   help="comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the first "
+                        "that does not fit)")
+    s.add_argument("--steps", type=int, default=None, help="measured steps per point (default: 24)")
+    s.add_argument("--warmup", type=int, default=None, help="warm-up steps per point (default: 3)")
+    s.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
+
+    m = sub.add_parser("max-batch", help="the largest batch that trains (full training steps) and the fastest")
+    config_args(m)
+    m.add_argument("--device", default=None, help="the device to search on (default: the first accelerator, else cpu)")
+    m.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="memory a batch may use, e.g. 8G (default: MPS's recommended maximum; on the CPU half the "
+                        "available RAM; CUDA: the card)")
+    m.add_argument("--max-batch", type=int, default=None, metavar="N", help="largest batch to try (default: 65536)")
+
+    i = sub.add_parser("inspect", help="CPU-fallback operations and numerical parity with the CPU (float64) on one "
+                                       "device, and its functional check")
+    config_args(i)
+    i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
+    i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")

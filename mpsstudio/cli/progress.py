@@ -1,0 +1,103 @@
+"""What a subcommand shows and keeps while runs go on: one progress line per run (live on a terminal), each run kept
+in the history the moment it ends, --json written at the end, and the verdicts printed last."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import fmt_duration, printable
+
+
+def print_verdicts(results, inspections=None) -> None:
+    from ..engine.analysis.compare import compare
+    from ..engine.analysis.verdict import verdicts
+
+    comparisons = compare(results)
+    compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
+    for r in results:
+        if r.summary.get("stability") == "noisy" and r.id not in compared:
+            print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
+                  f"{printable(r.summary.get('stability_reason') or '')}.")
+    for c in comparisons:
+        for sentence in verdicts(c, inspections):
+            print(f"\n{printable(sentence)}")
+
+
+def keep(progress: "Progress", results, json_path, inspections=None) -> bool:
+    """Write the runs to --json (the history took each as it ended); False when the history did not keep them."""
+    from ..engine.history.runfiles import export_json
+
+    if json_path:
+        export_json(results, json_path, inspections)
+    return progress.kept
+
+
+def save_run(result) -> bool:
+    """Keep one run in the history the moment it ends (a CLI killed later loses nothing that ended)."""
+    from ..engine.history.store import RunStore
+
+    try:
+        store = RunStore()
+        try:
+            store.save(result)
+        finally:
+            store.close()
+    except UserError as exc:
+        print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {printable(exc)}",
+              file=sys.stderr)
+        return False
+    return True
+
+
+def download_progress(message: str, fraction: float) -> None:
+    if sys.stderr.isatty():
+        print(f"\r{message} {fraction:5.0%}", end="" if fraction < 1 else "\n", file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Prints one progress line per run: a live line on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, save: bool = False):
+        self.save, self.kept = save, True
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.device = ""
+        self.ended = []  # every run that ended, also one interrupted by Ctrl-C
+
+    def __call__(self, event) -> None:
+        from ..engine.basics.events import Ended, Started, Warmup, Window
+
+        if isinstance(event, Started):
+            self.device = event.config["device"]
+            if event.run_index == 1:
+                print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
+            where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
+            self._line(f"{self.device}{where}: warming up ({event.warmup_steps} steps)...", force=True)
+        elif isinstance(event, Warmup):
+            self._line(f"{self.device}: warm-up {fmt_duration(event.seconds)}", force=True)
+        elif isinstance(event, Window):
+            done = event.steps_done / event.total_steps
+            left = f", about {fmt_duration(event.eta_s)} left" if event.eta_s is not None else ""
+            bar = "#" * int(done * 20)
+            self._line(f"{self.device}: [{bar:<20}] {done:4.0%} {event.samples_per_s:,.0f} samples/s, "
+                       f"loss {event.losses[-1]:.4f}{left}")
+        elif isinstance(event, Ended):
+            r = event.result
+            self.ended.append(r)
+            if self.save:
+                self.kept = save_run(r) and self.kept
+            if self.tty:
+                print("\r\033[K", end="", file=sys.stderr)
+            print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
+
+    def _line(self, text: str, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.tty:
+            print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
+        elif force or now - self.last >= 5:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            return
+        self.last = now
