@@ -7,7 +7,8 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from mpsstudio.gui.plots import EMA_ALPHA, GrowingSeries, LivePlots, _BytesAxis, _StepAxis  # noqa: E402
+from mpsstudio.gui.plots import EMA_ALPHA, GrowingSeries, LivePlots
+from mpsstudio.gui.plots.axes import BytesAxis as _BytesAxis, StepAxis as _StepAxis  # noqa: E402
 
 
 @pytest.fixture

@@ -1,0 +1,7 @@
+"""The live plots (live.py: loss, throughput, memory and power, each its own class in panes.py), their buffers
+(series.py), axes, controls, and stored runs replayed through the same calls (stored.py)."""
+
+from .live import BUSY_REDRAW_INTERVAL_MS, EMA_ALPHA, REDRAW_INTERVAL_MS, LivePlots
+from .series import GrowingSeries
+
+__all__ = ["BUSY_REDRAW_INTERVAL_MS", "EMA_ALPHA", "REDRAW_INTERVAL_MS", "GrowingSeries", "LivePlots"]

@@ -1,0 +1,54 @@
+"""What the live plots keep per run: its buffers (series.py), curves, colour, status, what changed since the last
+redraw, and the knots that map steps to training seconds for the time axis."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor
+
+from .series import GrowingSeries
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies. Black and the darkest blue are
+# dropped or moved back on dark backgrounds, where they would vanish.
+OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
+OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
+ENDED_BADLY = ("failed", "cancelled")
+SERIES = ("loss", "loss_smooth", "throughput", "memory", "power")
+
+
+@dataclass
+class PlotRun:
+    """Everything drawn for one run: its buffers, curves and what changed since the last redraw."""
+
+    run_id: str
+    label: str
+    colour: QColor
+    warmup_steps: int
+    series: dict[str, GrowingSeries] = field(default_factory=lambda: {key: GrowingSeries() for key in SERIES})
+    val: GrowingSeries = field(default_factory=lambda: GrowingSeries(capacity=16))
+    curves: dict[str, pg.PlotDataItem] = field(default_factory=dict)
+    status: str = "running"
+    dirty: set[str] = field(default_factory=set)
+    # Training time at known steps, (step, seconds): warm-up, then the end of each measurement window; the time
+    # axis interpolates between them. Validation and setup are not training time and are left out.
+    knot_steps: list[float] = field(default_factory=lambda: [0.0])
+    knot_seconds: list[float] = field(default_factory=lambda: [0.0])
+
+    def add_time(self, step: int, seconds: float | None) -> None:
+        if seconds is None or not math.isfinite(seconds) or seconds < 0 or step <= self.knot_steps[-1]:
+            return
+        self.knot_steps.append(float(step))
+        self.knot_seconds.append(self.knot_seconds[-1] + float(seconds))
+
+    @property
+    def legend_text(self) -> str:
+        return self.label if self.status in ("running", "finished") else f"{self.label} — {self.status}"
+
+    def colour_at(self, alpha: float) -> QColor:
+        """The run's colour at `alpha`, faded further once the run failed or was cancelled."""
+        c = QColor(self.colour)
+        c.setAlphaF(alpha * (0.55 if self.status in ENDED_BADLY else 1.0))
+        return c

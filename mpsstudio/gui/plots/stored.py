@@ -1,0 +1,66 @@
+"""Stored runs drawn the way they were drawn live: each run replayed through the live plots' own calls (start_run,
+add_warmup, add_window per stored window, add_epoch, finish_run), so a reopened run looks as it did live and a
+failed run's steps after its last window are drawn too."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .axes import number, positive
+
+
+def legend_labels(results: Sequence) -> list[str]:
+    """Each run by its device, and by machine and setup where the runs drawn together differ in them."""
+    machines = {r.machine for r in results}
+    setups = {(r.config.model, r.config.dataset, r.config.batch_size, r.config.precision) for r in results}
+    labels = []
+    for r in results:
+        label = r.config.device
+        if len(machines) > 1:
+            label += f" · {r.machine}"
+        if len(setups) > 1:
+            label += f" · {r.config.model} batch {r.config.batch_size}"
+        labels.append(label)
+    return labels
+
+
+def power_note(results: Sequence) -> str:
+    """Why none of these runs has a power curve ("" when one has, or there is nothing to say)."""
+    notes = [str(r.summary.get("energy_reason") or "") for r in results if not r.summary.get("energy_j")]
+    if not (notes and notes[0] and len(notes) == len(results)):
+        return ""
+    return "Power " + (notes[0] if notes[0].lower().startswith("not measured") else f"not measured: {notes[0]}")
+
+
+def draw(plots, r, label: str) -> None:
+    """One stored run (a whole RunResult: steps, windows, epochs) on `plots` (a LivePlots)."""
+    s = r.summary
+    losses = list(r.losses)
+    warm = int(s.get("warmup_steps") or 0) if isinstance(s.get("warmup_steps"), (int, float)) else 0
+    warm = max(0, min(warm, len(losses)))
+    plots.start_run(r.id, label, warm)
+    warmup_s = s.get("warmup_s")
+    plots.add_warmup(r.id, losses[:warm], warmup_s if isinstance(warmup_s, (int, float)) else None)
+    drawn = warm
+    for w in r.windows:
+        first, steps = w.get("first_step"), w.get("steps")
+        if not isinstance(first, int) or not isinstance(steps, int) or first < 1 or steps < 0:
+            continue
+        if first - 1 > drawn:  # steps between windows (none in a run of this version): drawn as they are
+            plots.append_losses(r.id, drawn + 1, losses[drawn:first - 1])
+        window_losses = losses[first - 1:first - 1 + steps]
+        energy_j, energy_s = w.get("energy_j"), w.get("energy_s")
+        power = energy_j / energy_s if positive(energy_j) and positive(energy_s) else None
+        sps = w.get("samples_per_s")
+        plots.add_window(r.id, first, window_losses, sps if number(sps) else math.nan,
+                         w.get("memory") if number(w.get("memory")) else math.nan, power,
+                         seconds=w.get("seconds") if number(w.get("seconds")) else None)
+        drawn = max(drawn, first - 1 + len(window_losses))
+    if drawn < len(losses):  # a failed run's steps after its last window: what it measured until it failed
+        plots.append_losses(r.id, drawn + 1, losses[drawn:])
+    for e in r.epochs:
+        step = r.epoch_step(e)
+        if step is not None and number(e.get("val_loss")):
+            plots.add_epoch(r.id, step, e["val_loss"])
+    plots.finish_run(r.id, r.status)
