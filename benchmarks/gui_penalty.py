@@ -42,7 +42,7 @@ def one_run(config: RunConfig, plots: LivePlots | None) -> float:
             return
         elif isinstance(e, Started):
             plots.start_run(e.run_id, e.config["device"], e.warmup_steps)
-            if REDRAW_MS is None:  # the window's rule (main_window._on_event)
+            if REDRAW_MS is None:  # the window's rule (window.live._on_event)
                 threads = e.env.get("threads")
                 plots.set_cores_busy(e.config["device"] == "cpu" and threads >= (os.cpu_count() or 1))
             else:

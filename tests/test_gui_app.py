@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import MARGIN, export_scale, png_scale  # noqa: E402
-from mpsstudio.gui.main_window import MainWindow  # noqa: E402
+from mpsstudio.gui.window import MainWindow  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")

@@ -14,7 +14,7 @@ from PySide6.QtCore import QTimer  # noqa: E402
 from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.main_window import MainWindow  # noqa: E402
+from mpsstudio.gui.window import MainWindow  # noqa: E402
 from mpsstudio.gui.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
 

@@ -14,7 +14,7 @@ from mpsstudio.engine.basics.results import RunResult  # noqa: E402
 from mpsstudio.engine.analysis.runcheck import checked_result  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.banner import Banner  # noqa: E402
-from mpsstudio.gui.main_window import MAX_OVERLAY, MainWindow  # noqa: E402
+from mpsstudio.gui.window import MAX_OVERLAY, MainWindow  # noqa: E402
 from mpsstudio.gui.plots import LivePlots  # noqa: E402
 from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
 from mpsstudio.gui.run_table import DEFAULT_HIDDEN  # noqa: E402

@@ -17,7 +17,7 @@ from mpsstudio.engine.models import registry as models  # noqa: E402
 from mpsstudio.engine.machine.devices import Device  # noqa: E402
 from mpsstudio.engine.basics.events import RECENT_WINDOWS, Started, Window  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.main_window import MainWindow  # noqa: E402
+from mpsstudio.gui.window import MainWindow  # noqa: E402
 
 ROSETTA = "this Python runs under Rosetta (x86_64); install an arm64 Python and PyTorch to use the Apple GPU"
 MPS_OFF = Device(id="mps", kind="mps", available=False, reason=ROSETTA)

@@ -154,7 +154,7 @@ def test_a_read_only_wal_history_without_its_shared_memory_file_is_still_read(hi
 
 def test_the_window_starts_with_a_damaged_history_and_offers_recovery(history, qtbot):
     pytest.importorskip("pytestqt")
-    from mpsstudio.gui.main_window import MainWindow
+    from mpsstudio.gui.window import MainWindow
 
     damage(history)
     w = MainWindow()
@@ -172,7 +172,7 @@ def test_the_window_starts_with_a_bad_row_and_names_it(history, qtbot):
     pytest.importorskip("pytestqt")
     import json
 
-    from mpsstudio.gui.main_window import MainWindow
+    from mpsstudio.gui.window import MainWindow
 
     with sqlite3.connect(history) as db:
         db.execute("UPDATE runs SET summary_json = ? WHERE id = ?", (json.dumps({"final_loss": "abc"}), "1" * 32))
@@ -265,7 +265,7 @@ def test_concurrent_writers_lose_nothing(tmp_path):
 
 def test_the_window_says_a_read_only_history_keeps_no_new_runs(history, qtbot, monkeypatch):
     pytest.importorskip("pytestqt")
-    from mpsstudio.gui.main_window import MainWindow
+    from mpsstudio.gui.window import MainWindow
 
     monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)
     w = MainWindow()

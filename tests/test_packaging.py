@@ -136,6 +136,8 @@ def test_a_built_wheel_carries_the_resources(tmp_path):
     expected |= {f"mpsstudio/resources/icons/icon-{size}.png" for size in ICON_SIZES}
     assert expected <= names
     assert not any(n.startswith("resources/") for n in names)  # installed as a package, not a stray folder
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "mpsstudio").rglob("*.py")}
+    assert modules <= names, f"not in the wheel (pyproject's packages): {sorted(modules - names)}"
 
 
 def test_make_icons_writes_an_icns_that_pillow_reads_back(tmp_path):

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationDisplayName(APP_NAME)
     app.setWindowIcon(app_icon())
 
-    from .main_window import MainWindow
+    from .window import MainWindow
 
     window = MainWindow(demo_screenshot=args.screenshot if args.demo else None, demo=args.demo)
     _forward_file_open(app, window)

@@ -1,0 +1,64 @@
+"""The run in progress, drawn and said as its events arrive; nothing is measured or estimated here."""
+
+from __future__ import annotations
+
+import os
+
+from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
+from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line
+
+
+class LiveMixin:
+    """A run's events as they come: the plots, the status bar's step, samples/s (the engine's rolling median) and time left (the engine's estimate), notes and the power note."""
+
+    def _on_event(self, event) -> None:
+        if isinstance(event, Started):
+            device = event.config["device"]
+            epochs = event.config.get("epochs") if event.config.get("steps") is None else None
+            if epochs:
+                self._epochs[event.run_id] = (epochs, event.total_steps)
+            self.plots.start_run(event.run_id, device, event.warmup_steps)
+            threads, cores = event.env.get("threads"), os.cpu_count() or 1
+            self.plots.set_cores_busy(device == "cpu" and isinstance(threads, int) and threads >= cores)
+            self.progress.setRange(0, max(1, event.total_steps))
+            self.set_progress(0)
+            where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
+            self.run_label.setText(f"{where}{device}")
+            self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
+            for note in event.notes:
+                self.banner.show_message(note)
+            meter = event.env.get("energy") if isinstance(event.env.get("energy"), dict) else {}
+            reason = meter.get("reason")
+            self.plots.set_power_note(f"Power of {device} not measured: {one_line(str(reason), 120)}" if reason
+                                      else "")
+        elif isinstance(event, Warmup):
+            self.plots.add_warmup(self._current_id(), event.losses, event.seconds)
+            self.set_progress(event.steps)
+            self.say(f"Warm-up took {fmt_duration(event.seconds)}; measuring…")
+        elif isinstance(event, Window):
+            power = event.power_w
+            self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
+                                  event.memory, power, seconds=event.seconds)
+            self.set_progress(event.steps_done)
+            left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
+            watts = f" · {power:,.0f} W" if power is not None else ""
+            rate = event.recent_samples_per_s if event.recent_samples_per_s is not None else event.samples_per_s
+            self.rate_label.setText(f"{fmt_rate(rate)} samples/s{watts}{left}")
+            self.rate_label.setToolTip(f"Samples/s: the median of the last {RECENT_WINDOWS} measurement windows "
+                                       "(one window's rate jumps). Time left: the steps left at the pace of every "
+                                       "step since warm-up, validation included (the engine's estimate).")
+        elif isinstance(event, EpochEnd):
+            run_id = self._current_id()
+            epochs, total = self._epochs.get(run_id, (0, 0))
+            if event.step is not None:
+                self.plots.add_epoch(run_id, event.step, event.val_loss)
+            elif epochs:
+                self.plots.add_epoch(run_id, event.epoch * total // epochs, event.val_loss)
+            if event.val_accuracy is not None:
+                self.say(f"Epoch {event.epoch}: validation accuracy {event.val_accuracy:.1%}")
+        elif isinstance(event, Ended):
+            self._on_run_ended(event.result)
+
+    def _current_id(self) -> str:
+        ids = self.plots.run_ids()
+        return ids[-1] if ids else ""

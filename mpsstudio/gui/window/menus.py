@@ -1,0 +1,104 @@
+"""The window's menus, actions and shortcuts."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+
+
+class MenusMixin:
+    """The menus and their shortcuts (the macOS conventions: ⌘R Run, ⌘. Stop, ⌘W, ⌘1-3, ⌘F), and what the Window menu does."""
+
+    def _action(self, text: str, slot, shortcut=None, role=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        if role is not None:
+            action.setMenuRole(role)
+        action.triggered.connect(slot)
+        return action
+
+    def _build_menus(self) -> None:
+        menu = self.menuBar()
+        app_menu = menu.addMenu("MPS Studio")
+        self.about_action = self._action("About MPS Studio", self.show_about, role=QAction.AboutRole)
+        self.prefs_action = self._action("Preferences…", self.show_preferences, QKeySequence.Preferences,
+                                         QAction.PreferencesRole)
+        if self.prefs_action.shortcut().isEmpty():
+            self.prefs_action.setShortcut(QKeySequence("Ctrl+,"))
+        self.quit_action = self._action("Quit MPS Studio", self.close, QKeySequence.Quit, QAction.QuitRole)
+        if self.quit_action.shortcut().isEmpty():
+            self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        for a in (self.about_action, self.prefs_action, self.quit_action):
+            app_menu.addAction(a)
+
+        file_menu = menu.addMenu("File")
+        file_menu.addAction(self._action("Open Folder…", self.open_folder, QKeySequence.Open))
+        file_menu.addSeparator()
+        file_menu.addAction(self._action("Import Runs…", self.results.import_dialog, "Ctrl+I"))
+        file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
+        file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
+        file_menu.addAction(self._action("Export Comparison…", self.export_comparison_dialog, "Ctrl+E"))
+        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
+        file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
+        file_menu.addSeparator()
+        self.close_action = self._action("Close Window", self.close)
+        # ⌘W on a Mac ("Ctrl" is ⌘ there), and the platform's own Close where it differs (Ctrl+F4 elsewhere)
+        self.close_action.setShortcuts(list(dict.fromkeys([QKeySequence("Ctrl+W"),
+                                                           *QKeySequence.keyBindings(QKeySequence.Close)])))
+        file_menu.addAction(self.close_action)
+
+        edit_menu = menu.addMenu("Edit")
+        self.undo_action = self._action("Undo Delete", self.results.undo_delete, QKeySequence.Undo)
+        self.undo_action.setEnabled(False)
+        self.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
+        self.results.message.connect(lambda _: self.undo_action.setEnabled(self.results.undo_bar.can_undo()))
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addSeparator()
+        edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.Find))
+        edit_menu.addAction(self._action("Select All Runs", self.results.table.selectAll, QKeySequence.SelectAll))
+
+        run_menu = menu.addMenu("Run")
+        self.run_action = self._action("Run", self.start_run, "Ctrl+R")
+        self.stop_action = self._action("Stop", self.stop_run, "Ctrl+.")
+        self.run_action.setEnabled(False)
+        self.stop_action.setEnabled(False)
+        run_menu.addAction(self.run_action)
+        run_menu.addAction(self.stop_action)
+        run_menu.addSeparator()
+        self.launch_action = self._action("PyTorch Launch Benchmark…", self.launch_benchmark)
+        self.launch_action.setEnabled(False)
+        run_menu.addAction(self.launch_action)
+
+        tools_menu = menu.addMenu("Tools")
+        self.tool_actions = [
+            self._action("Batch-Size Sweep", lambda: self.start_tool("sweep"), "Ctrl+Shift+B"),
+            self._action("Find Largest Batch", lambda: self.start_tool("max-batch"), "Ctrl+Shift+M"),
+            self._action("Inspect Model (CPU Fallback, Parity)", lambda: self.start_tool("inspect"), "Ctrl+Shift+I"),
+        ]
+        for a in self.tool_actions:
+            a.setEnabled(False)
+            tools_menu.addAction(a)
+
+        window_menu = menu.addMenu("Window")
+        window_menu.addAction(self._action("Minimize", self.showMinimized, "Ctrl+M"))
+        window_menu.addAction(self._action("Zoom", self._zoom))
+        window_menu.addSeparator()
+        window_menu.addAction(self._action("Show Runs", lambda: self._show_tab(0), "Ctrl+1"))
+        window_menu.addAction(self._action("Show Run Details", lambda: self._show_tab(1), "Ctrl+2"))
+        window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(2), "Ctrl+3"))
+
+        help_menu = menu.addMenu("Help")
+        help_menu.addAction(self._action("PyTorch Setup…", self.show_doctor))
+
+    def find_runs(self) -> None:
+        """⌘F: the Runs tab's filter box, text selected."""
+        self._show_tab(0)
+        self.results.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.results.filter.selectAll()
+
+    def _show_tab(self, index: int) -> None:
+        self.tabs.setCurrentIndex(index)
+
+    def _zoom(self) -> None:
+        self.showNormal() if self.isMaximized() else self.showMaximized()

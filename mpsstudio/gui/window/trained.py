@@ -1,0 +1,75 @@
+"""Trained models of the last Run: where each is kept, and saving one where the user says."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from PySide6.QtWidgets import QFileDialog
+
+from ...engine.basics.errors import UserError
+
+
+class TrainedModelsMixin:
+    """The last Run's trained models, kept in the cache folder (removed at the next Run and at Quit), and Save Trained Model…."""
+
+    def _model_slots(self, configs) -> list:
+        """Where each training run of this Run keeps its trained model, in the cache folder; the last Run's
+        models are kept (until the next Run or Quit), older ones are removed. None for an inference run."""
+        from ...engine.basics.paths import cache_dir
+
+        folder = cache_dir() / "trained-models"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._forget_trained(folder)
+        except OSError:
+            return [None] * len(configs)  # nothing can be kept: Save Trained Model… will say so
+        self.trained = {}
+        stamp = f"{os.getpid()}-{int(time.time() * 1000)}"
+        return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" else None for i, c in enumerate(configs)]
+
+    @staticmethod
+    def _forget_trained(folder: Path) -> None:
+        """Remove this window's kept models, and any another window left over a day ago (a crash, say)."""
+        if not folder.is_dir():
+            return
+        mine = f"{os.getpid()}-"
+        for old in folder.iterdir():
+            try:
+                if old.suffix in (".pt", ".json") and old.is_file() and (
+                        old.name.startswith(mine) or time.time() - old.stat().st_mtime > 86_400):
+                    old.unlink()
+            except OSError:
+                continue
+
+    def save_trained_model(self, path: str | None = None) -> str | None:
+        """Save the current run's trained model (weights + JSON) where the user says; returns the path written."""
+        from ...engine.models import saved as savedmodel
+
+        runs = self.results.whole_runs(self.results.selected_ids()[:1])
+        if not runs:
+            self.say("Select a finished training run first; its trained model can be saved.")
+            return None
+        run = runs[0]
+        kept = self.trained.get(run.id) or run.summary.get("saved_model")
+        if run.status != "finished" or run.config.mode != "train" or not kept:
+            why = run.summary.get("saved_model_error") or (
+                "only a finished training run of the last Run has its model kept; run it again to save it")
+            self.say(f"No trained model to save: {why}.")
+            return None
+        if path is None:
+            name = f"{run.config.model}-{run.config.dataset}-{run.config.device.replace(':', '')}.pt"
+            path, _ = QFileDialog.getSaveFileName(self, "Save Trained Model", str(Path.home() / name),
+                                                  "PyTorch weights (*.pt)")
+            if not path:
+                return None
+            if not path.endswith(".pt"):
+                path += ".pt"
+        try:
+            written = savedmodel.copy_saved(kept, path)
+        except UserError as exc:
+            self.say(str(exc))
+            return None
+        self.say(f"Saved the trained model to {written.name} and {savedmodel.meta_path(written).name}.")
+        return str(written)
