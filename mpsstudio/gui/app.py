@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationDisplayName(APP_NAME)
     app.setWindowIcon(app_icon())
+    from .collector import install
+
+    install(app)  # garbage is collected in the GUI thread only (collector.py says why)
 
     from .window import MainWindow
 
