@@ -94,7 +94,7 @@ def main() -> None:
 
         from PySide6.QtWidgets import QApplication
 
-        from mpsstudio.gui.results_panel import ResultsPanel
+        from mpsstudio.gui.results.panel import ResultsPanel
 
         app = QApplication.instance() or QApplication([])
 

@@ -33,7 +33,7 @@ def main() -> int:
     from mpsstudio.engine.basics.results import RunResult
     from mpsstudio.engine.history.runfiles import export_json
     from mpsstudio.engine.history.store import RunStore
-    from mpsstudio.gui.results_panel import ResultsPanel
+    from mpsstudio.gui.results.panel import ResultsPanel
 
     runs = [RunResult(RunConfig(device="cuda:0", steps=200, epochs=None), env={"machine_label": "server"},
                       summary={"samples_per_s": 900.0 + i, "samples_per_s_iqr": 9.0}, losses=[1.0] * 200,

@@ -52,7 +52,7 @@ def test_every_view_takes_its_columns_from_one_list():
 
 def test_the_window_table_uses_the_engine_columns():
     pytest.importorskip("PySide6")
-    from mpsstudio.gui.run_table import COLUMNS
+    from mpsstudio.gui.results.run_table import COLUMNS
 
     engine = [c for c in COLUMNS if c.key in columns.BY_KEY]  # beside them: the state and comparison badges
     assert [c.key for c in engine] == [*columns.TABLE_COLUMNS, "note"]

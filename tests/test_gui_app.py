@@ -248,3 +248,32 @@ def test_a_run_whose_loss_becomes_nan_draws_what_it_measured(qtbot, window):
     assert "became NaN" in window.banner.text()
     run_and_wait(qtbot, window, SHORT)
     assert "became NaN" not in window.banner.text()  # the next run clears the last one's failure
+
+
+def test_garbage_is_collected_in_the_gui_thread_only(qapp):
+    """A collection in a worker thread that frees a Qt object deadlocks PySide (gui/collector.py): the app turns the
+    automatic collector off and collects from a GUI-thread timer, by generation, as Python would."""
+    import gc
+
+    from mpsstudio.gui import collector
+
+    made = collector.MainThreadCollector(qapp)
+    try:
+        assert not gc.isenabled() and made.timer.isActive() and made.thresholds == gc.get_threshold()
+        cycle = [[]]
+        cycle[0].append(cycle)
+        freed = []
+        import weakref
+
+        class Node:
+            pass
+        node = Node()
+        node.self = node
+        weakref.finalize(node, lambda: freed.append(True))
+        del node, cycle
+        made.thresholds = (0, 0, 0)  # every count is past its threshold: the next check collects everything
+        made.check()
+        assert freed == [True]
+    finally:
+        made.timer.stop()
+        made.deleteLater()

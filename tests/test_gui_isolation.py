@@ -15,7 +15,7 @@ from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.window import MainWindow  # noqa: E402
-from mpsstudio.gui.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
+from mpsstudio.gui.setup.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
 from mpsstudio.gui.worker import running_threads  # noqa: E402
 
 from .test_gui_app import open_window  # noqa: E402

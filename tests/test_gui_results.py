@@ -17,7 +17,7 @@ from mpsstudio.engine.basics.errors import UserError  # noqa: E402
 from mpsstudio.engine.basics.results import RunResult  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import MARGIN, export_scale, png_scale, render_png  # noqa: E402
-from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
+from mpsstudio.gui.results.panel import COL, ResultsPanel  # noqa: E402
 from mpsstudio.gui.style import warning_color  # noqa: E402
 
 MAC = {"machine_label": "Apple M2 Pro, macOS 14.5", "os": "macOS 14.5", "torch": "2.8.0"}
@@ -262,7 +262,7 @@ def test_export_comparison_png_is_large_and_not_blank(qtbot, store, tmp_path):
 
 
 def test_delete_key_deletes_with_undo_and_asks_only_beyond_what_undo_holds(qtbot, store, monkeypatch):
-    from mpsstudio.gui import results_panel
+    from mpsstudio.gui.results import deleting as results_panel
 
     a, b, c = make_run("cpu", 100.0), make_run("mps", 450.0), make_run("cpu", 90.0, model="mlp")
     panel = open_panel(qtbot, store, [a, b, c])

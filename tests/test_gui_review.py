@@ -16,8 +16,8 @@ from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.banner import Banner  # noqa: E402
 from mpsstudio.gui.window import MAX_OVERLAY, MainWindow  # noqa: E402
 from mpsstudio.gui.plots import LivePlots  # noqa: E402
-from mpsstudio.gui.results_panel import COL, ResultsPanel  # noqa: E402
-from mpsstudio.gui.run_table import DEFAULT_HIDDEN  # noqa: E402
+from mpsstudio.gui.results.panel import COL, ResultsPanel  # noqa: E402
+from mpsstudio.gui.results.run_table import DEFAULT_HIDDEN  # noqa: E402
 
 MAC = {"machine_label": "Apple M2 Pro, macOS 14.5"}
 H100 = {"machine_label": "NVIDIA H100 on gpu-node-07"}
@@ -227,7 +227,7 @@ def test_the_details_tab_shows_epochs_keeps_a_note_and_exports_the_loss_curve(qt
 
 
 def test_a_steps_run_has_no_epoch_table_and_says_why(qtbot):
-    from mpsstudio.gui.run_details import RunDetails
+    from mpsstudio.gui.results.run_details import RunDetails
 
     d = RunDetails()
     qtbot.addWidget(d)
@@ -300,7 +300,7 @@ def test_history_steps_and_note_on_the_command_line(history, tmp_path, capsys, m
 
 
 def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path):
-    from mpsstudio.gui.run_details import RunDetails
+    from mpsstudio.gui.results.run_details import RunDetails
 
     run = stored_run("mps")
     run.summary.update(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
@@ -356,7 +356,7 @@ def test_the_advanced_options_for_training_make_the_config(qtbot):
     from mpsstudio.engine.data import datasets
     from mpsstudio.engine.machine import devices
     from mpsstudio.engine.models import registry as models
-    from mpsstudio.gui.setup_panel import SetupPanel
+    from mpsstudio.gui.setup.panel import SetupPanel
 
     panel = SetupPanel()
     qtbot.addWidget(panel)

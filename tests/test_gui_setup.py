@@ -14,7 +14,7 @@ from mpsstudio.engine.models import registry as models  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.machine.devices import Device  # noqa: E402
 from mpsstudio.engine.basics.formatting import fmt_count  # noqa: E402
-from mpsstudio.gui.setup_panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
+from mpsstudio.gui.setup.panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
 
 FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
 FAKE_CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="no NVIDIA GPU or driver found")
@@ -236,7 +236,7 @@ def test_apply_config_round_trips(fake_panel, tmp_path):
 
 
 def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
-    from mpsstudio.gui.model_files import ModelFileGuard
+    from mpsstudio.gui.setup.model_files import ModelFileGuard
 
     asked = []
     monkeypatch.setattr(ModelFileGuard, "ask", lambda self, path: asked.append(path) or True)

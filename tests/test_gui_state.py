@@ -164,7 +164,7 @@ def test_a_folder_summary_gives_counts_split_thumbnails_and_the_models_real_size
     from PIL import Image
 
     from mpsstudio.engine.data import folder
-    from mpsstudio.gui.folder_summary import FolderSummary
+    from mpsstudio.gui.setup.folder_summary import FolderSummary
 
     root = tmp_path / "flowers"
     for c, n in (("daisy", 12), ("rose", 8), ("tulip", 3)):

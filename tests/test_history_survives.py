@@ -186,7 +186,7 @@ def test_the_window_starts_with_a_bad_row_and_names_it(history, qtbot):
 
 def test_a_large_import_runs_off_the_gui_thread_with_progress(history, tmp_path, qtbot):
     pytest.importorskip("pytestqt")
-    from mpsstudio.gui.results_panel import ResultsPanel
+    from mpsstudio.gui.results.panel import ResultsPanel
 
     path = tmp_path / "many.json"
     export_json([good_run(f"r{i:05d}", device="cuda:0") for i in range(100)], path)

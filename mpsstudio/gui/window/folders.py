@@ -67,7 +67,7 @@ class FoldersMixin:
         """What the folder holds, its split and the size the chosen model gets (a window of its own)."""
         from ...engine.models import registry as models
         from ...engine.basics.errors import UserError as _UserError
-        from ..folder_summary import FolderSummary
+        from ..setup.folder_summary import FolderSummary
 
         configs = self.setup.configs()
         model = configs[0].model if configs else (self.setup.model_combo.currentData() or "mlp")

@@ -17,9 +17,9 @@ from ...engine.history.store import RunStore
 from ...engine.process import Spare
 from ..banner import Banner
 from ..plots import LivePlots
-from ..results_panel import ResultsPanel
+from ..results.panel import ResultsPanel
 from ..settings import settings
-from ..setup_panel import SetupPanel
+from ..setup.panel import SetupPanel
 from ..tools_panel import ToolsPanel
 from ..worker import CatalogLoader, FolderChecker, RunWorker, ToolWorker
 from .catalog import CatalogMixin

@@ -9,9 +9,9 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QImageReader, QPixmap
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QHeaderView, QLabel, QTableWidgetItem, QVBoxLayout, QWidget
 
-from ..engine.data.folder import FolderReport, plan
-from ..engine.basics.formatting import plural, printable
-from .style import close_row, facts_table
+from ...engine.data.folder import FolderReport, plan
+from ...engine.basics.formatting import plural, printable
+from ..style import close_row, facts_table
 
 THUMB = 48  # pixels per side of a thumbnail
 MAX_THUMB_BYTES = 32 * 1024**2  # a bigger file is not decoded for a thumbnail

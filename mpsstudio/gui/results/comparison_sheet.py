@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QTableView, QVBoxLayout, QWidget
 
-from ..engine.analysis.compare import Comparison
+from ...engine.analysis.compare import Comparison
 from .run_table import COL, ComparisonProxy, RunTableModel, fit_columns
 from .speedup_chart import SpeedupChart
 

@@ -8,8 +8,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QFont, QPalette, QValidator
 from PySide6.QtWidgets import QAbstractSpinBox, QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QWidget
 
-from ..engine.basics.formatting import fmt_bytes
-from ..engine.machine.probe import NOT_WORKING
+from ...engine.basics.formatting import fmt_bytes
+from ...engine.machine.probe import NOT_WORKING
 
 
 def _clean_chip_name(name: str) -> str:

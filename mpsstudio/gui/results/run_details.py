@@ -10,10 +10,10 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton,
                                QScrollArea, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..engine.analysis import evaluation
-from ..engine.basics.formatting import fmt_duration, is_finite, local_time, plural, printable
-from ..engine.basics.results import RunResult
-from .style import facts_table, placeholder_label
+from ...engine.analysis import evaluation
+from ...engine.basics.formatting import fmt_duration, is_finite, local_time, plural, printable
+from ...engine.basics.results import RunResult
+from ..style import facts_table, placeholder_label
 
 EPOCH_HEADERS = ("Epoch", "Step", "Train time", "Val. loss", "Val. acc.")
 CLASS_HEADERS = ("Class", "Samples", "Correct", "Accuracy", "Most confused with")

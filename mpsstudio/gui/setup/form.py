@@ -1,4 +1,5 @@
-"""The widgets of the setup sidebar, built and laid out (SetupPanel in setup_panel.py gives them meaning).
+"""The widgets of the setup sidebar, built and laid out (SetupPanel in panel.py gives them meaning; the Advanced section is
+advanced.py's).
 
 The handlers the widgets connect to (_on_model_index, _emit_changed, ...) are SetupPanel's methods.
 """
@@ -10,13 +11,13 @@ import sys
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QPalette, QStandardItemModel
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QSpinBox,
-    QToolButton, QVBoxLayout, QWidget,
+    QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QSpinBox,
+    QVBoxLayout, QWidget,
 )
 
-from ..engine.basics.config import FROZEN_COMPILE_REASON, MAX_ACCUMULATE, MODES, OPTIMIZERS, PRECISIONS, RunConfig
-from ..engine.machine.apple import MPS_COMPILE_NOTE
-from .setup_widgets import LearningRateBox, SectionHeading
+from ...engine.basics.config import PRECISIONS, RunConfig
+from .advanced import AdvancedSectionMixin
+from .widgets import SectionHeading
 
 LOADING_TEXT = "Loading PyTorch…"
 NO_DEVICE_TIP = "Check at least one device to run on."
@@ -27,13 +28,9 @@ PRECISION_TIPS = {
     "fp16": "Mixed precision: matrix work in 16-bit floats (torch.autocast), weights kept in fp32.",
     "bf16": "Mixed precision with bfloat16 (torch.autocast): fp32's range with half the bits.",
 }
-_OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
-_MODE_TITLES = {"train": "Train", "inference": "Inference"}
-_MODE_TIPS = {"train": "Forward pass, backward pass and optimizer step.",
-              "inference": "Forward passes only, under torch.inference_mode()."}
 
 
-class SetupForm(QWidget):
+class SetupForm(AdvancedSectionMixin, QWidget):
     """The sidebar's widgets: sections for model, dataset, devices, training and advanced options, and Run."""
 
     # ------------------------------------------------------------------------------------------- building
@@ -191,126 +188,6 @@ class SetupForm(QWidget):
         self._row(form, "Precision", self.precision_combo)
         layout.addLayout(form)
 
-    def _add_advanced_section(self, layout: QVBoxLayout) -> None:
-        layout.addSpacing(8)
-        self.advanced_toggle = QToolButton()
-        self.advanced_toggle.setText("Advanced")
-        self.advanced_toggle.setAutoRaise(True)
-        self.advanced_toggle.setArrowType(Qt.ArrowType.RightArrow)
-        self.advanced_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.advanced_toggle.setToolTip("Optimizer, warm-up, data loading and compilation options")
-        font = QFont(self.advanced_toggle.font())
-        font.setBold(True)
-        font.setPointSizeF(max(8.0, font.pointSizeF() - 1))
-        self.advanced_toggle.setFont(font)
-        self.advanced_toggle.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.advanced_toggle.clicked.connect(lambda: self.set_advanced_open(not self.advanced.isVisible()))
-        layout.addWidget(self.advanced_toggle)
-
-        self.advanced = QWidget()
-        self.advanced.setVisible(False)
-        box = QVBoxLayout(self.advanced)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.setSpacing(6)
-        form = self._new_form()
-        defaults = RunConfig()
-
-        self.lr_box = LearningRateBox()
-        self.lr_box.setValue(defaults.lr)
-        self.lr_box.setAlignment(Qt.AlignmentFlag.AlignRight)
-        self.lr_box.setToolTip("Optimizer learning rate. The arrows step 0.01 → 0.02 → 0.05 → 0.1.")
-        self.lr_box.valueChanged.connect(self._emit_changed)
-        self._row(form, "Learning rate", self.lr_box)
-
-        self.optimizer_combo = QComboBox()
-        for o in OPTIMIZERS:
-            self.optimizer_combo.addItem(_OPTIMIZER_TITLES.get(o, o), o)
-        self.optimizer_combo.setCurrentIndex(OPTIMIZERS.index(defaults.optimizer))
-        self.optimizer_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Optimizer", self.optimizer_combo)
-
-        self.warmup_spin = self._spin(0, 100_000, defaults.warmup_steps,
-                                      "Steps run first and timed apart (Metal graph compilation, cuDNN autotuning, "
-                                      "torch.compile); never mixed into throughput.")
-        self.warmup_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Warm-up steps", self.warmup_spin)
-
-        self.workers_spin = self._spin(0, 64, defaults.workers,
-                                       "DataLoader worker processes; 0 loads batches in the main process.")
-        self.workers_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Data workers", self.workers_spin)
-
-        self.mode_combo = QComboBox()
-        for i, m in enumerate(MODES):
-            self.mode_combo.addItem(_MODE_TITLES.get(m, m), m)
-            self.mode_combo.setItemData(i, _MODE_TIPS.get(m, ""), Qt.ItemDataRole.ToolTipRole)
-        self.mode_combo.setCurrentIndex(MODES.index(defaults.mode))
-        self.mode_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Mode", self.mode_combo)
-
-        self.repeat_spin = self._spin(1, 100, 1,
-                                      "Run the devices this many times, interleaved (A B B A …), so drift and heat "
-                                      "affect both; the speedup is then the median of the paired rounds with their "
-                                      "range.")
-        self.repeat_spin.setSuffix(" ×")
-        self._row(form, "Repeat", self.repeat_spin)
-
-        self.accumulate_spin = self._spin(1, MAX_ACCUMULATE, defaults.accumulate,
-                                          "Gradient accumulation: one optimizer step every N batches, an effective "
-                                          "batch of N × the batch size. Steps and throughput still count batches "
-                                          "and samples, so runs stay comparable.")
-        self.accumulate_spin.setSuffix(" batches")
-        self.accumulate_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Accumulate", self.accumulate_spin)
-
-        self.patience_spin = self._spin(0, 1000, 0,
-                                        "Early stopping: end the run when the monitored validation figure has not "
-                                        "improved for this many epochs (Off: train every epoch). Epoch runs with a "
-                                        "validation split only.")
-        self.patience_spin.setSpecialValueText("Off")
-        self.patience_spin.setSuffix(" epochs")
-        self.patience_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Early stopping", self.patience_spin)
-
-        self.monitor_combo = QComboBox()
-        self.monitor_combo.addItem("Validation accuracy", "val_accuracy")
-        self.monitor_combo.addItem("Validation loss", "val_loss")
-        self.monitor_combo.setToolTip("What early stopping and the best epoch watch.")
-        self.monitor_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Monitor", self.monitor_combo)
-
-        self.monitor_mode_combo = QComboBox()
-        self.monitor_mode_combo.addItem("Automatic", None)
-        self.monitor_mode_combo.addItem("Higher is better (max)", "max")
-        self.monitor_mode_combo.addItem("Lower is better (min)", "min")
-        self.monitor_mode_combo.setToolTip("Automatic: higher accuracy, lower loss.")
-        self.monitor_mode_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Better is", self.monitor_mode_combo)
-        box.addLayout(form)
-
-        self.resident_check = QCheckBox("Keep data on the device (resident)")
-        self.resident_check.setToolTip("Copy the whole dataset to the device once, so no step waits for data.")
-        self.channels_last_check = QCheckBox("channels_last")
-        self.channels_last_check.setToolTip("Store images as NHWC; often faster for convolutions on GPUs.")
-        self.compile_check = QCheckBox("torch.compile")
-        self.compile_check.setToolTip("Compile the model first; the compile time shows up in the warm-up. "
-                                      + MPS_COMPILE_NOTE)
-        if getattr(sys, "frozen", False):
-            self.compile_check.setEnabled(False)
-            self.compile_check.setToolTip(FROZEN_COMPILE_REASON)
-        self.mps_fallback_check = QCheckBox("Run operations MPS lacks on the CPU")
-        self.mps_fallback_check.setChecked(defaults.mps_fallback)
-        self.mps_fallback_check.setToolTip(
-            "Apple GPU runs: an operation MPS has no kernel for runs on the CPU, with a copy each way (slow), "
-            "instead of stopping the run. Set in each run's own process and recorded with the run.")
-        self.keep_best_check = QCheckBox("Keep the best epoch's weights")
-        self.keep_best_check.setToolTip("End the run with the weights of its best epoch by the monitored figure "
-                                        "(a best checkpoint, kept in memory): what Save Trained Model saves.")
-        for check in (self.resident_check, self.channels_last_check, self.compile_check, self.mps_fallback_check,
-                      self.keep_best_check):
-            check.toggled.connect(self._emit_changed)
-            box.addWidget(check)
-        layout.addWidget(self.advanced)
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
         """Follow a light/dark switch: the primary button's colours come from the palette."""

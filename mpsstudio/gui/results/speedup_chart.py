@@ -12,10 +12,10 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QBrush, QColor, QPalette
 from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
 
-from ..engine.analysis.compare import Comparison, short_machine
-from ..engine.basics.formatting import DASH, fmt_rate
-from ..engine.analysis.verdict import verdicts
-from .style import TIMES, device_color, placeholder_label
+from ...engine.analysis.compare import Comparison, short_machine
+from ...engine.basics.formatting import DASH, fmt_rate
+from ...engine.analysis.verdict import verdicts
+from ..style import TIMES, device_color, placeholder_label
 
 NO_COMPARISON_HINT = "Run the same setup on two devices to compare them"
 

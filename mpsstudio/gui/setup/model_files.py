@@ -17,9 +17,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ..engine.basics.spec import DataSpec
-from .settings import settings
-from .worker import ModelChecker
+from ...engine.basics.spec import DataSpec
+from ..settings import settings
+from ..worker import ModelChecker
 
 TRUSTED_KEY = "trusted_model_files"
 MAX_MODEL_FILE_BYTES = 16 * 1024 * 1024  # a model file is Python source; anything larger is refused unread

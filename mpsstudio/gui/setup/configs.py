@@ -1,0 +1,137 @@
+"""Form <-> RunConfig."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtWidgets import QComboBox
+
+from ...engine.basics.config import RunConfig
+from .names import CHOOSE_FILE
+
+
+class ConfigsMixin:
+    """The form's choices as one RunConfig per checked device, and a RunConfig (a restored setup, a stored run) put back into the form."""
+
+    def rounds(self) -> int:
+        """How many times the devices run, interleaved (Advanced, Repeat)."""
+        return self.repeat_spin.value()
+
+    def configs(self) -> list[RunConfig]:
+        """One RunConfig per checked device, identical but for `device` (the engine validates them)."""
+        if not self._loaded:
+            return []
+        base = self._form_config()
+        return [base.with_device(device) for device in self.checked_devices()]
+
+    def _form_config(self) -> RunConfig:
+        """The form's choices on top of the fields it does not show; `device` is left as it was."""
+        model = self.model_combo.currentData()
+        if model in (None, CHOOSE_FILE):
+            model = self._base.model
+        steps = self.length_spin.value() if self._length_mode == "steps" else None
+        epochs = self.length_spin.value() if self._length_mode == "epochs" else None
+        return replace(
+            self._base,
+            model=model,
+            dataset=self.dataset_combo.currentData() or self._base.dataset,
+            batch_size=self.batch_spin.value(),
+            steps=steps,
+            epochs=epochs,
+            precision=self.precision_combo.currentData() or "fp32",
+            lr=float(self.lr_box.value()),
+            optimizer=self.optimizer_combo.currentData(),
+            warmup_steps=self.warmup_spin.value(),
+            workers=self.workers_spin.value(),
+            mode=self.mode_combo.currentData(),
+            resident=self.resident_check.isChecked(),
+            channels_last=self.channels_last_check.isChecked(),
+            compile=self.compile_check.isChecked(),
+            mps_fallback=self.mps_fallback_check.isChecked(),
+            accumulate=self.accumulate_spin.value(),
+            # early stopping and the best epoch are for epoch runs: a steps run leaves them off
+            early_stop_patience=(self.patience_spin.value() or None) if epochs is not None else None,
+            early_stop_monitor=self.monitor_combo.currentData(),
+            early_stop_mode=self.monitor_mode_combo.currentData(),
+            keep_best=self.keep_best_check.isChecked() and epochs is not None,
+            options=dict(self._base.options),
+        )
+
+    def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
+        """Set the form from a config (restoring the last setup); `devices`: every device to check (a comparison).
+
+        Before set_catalog it waits for the catalog."""
+        self._pending_devices = devices
+        if not self._loaded:
+            self._pending = config
+            return
+        self._quiet += 1
+        try:
+            self._apply(config, check_all_available=False)
+        finally:
+            self._quiet -= 1
+        self._refresh()
+        self.changed.emit()
+
+    def _apply(self, config: RunConfig, check_all_available: bool) -> None:
+        self._base = replace(config, options=dict(config.options))
+        index = self.model_combo.findData(config.model)
+        if index < 0 and config.model.lower().endswith(".py"):
+            index = self._add_model_file(config.model)
+        if index >= 0:
+            self.model_combo.setCurrentIndex(index)
+        index = self.dataset_combo.findData(config.dataset)
+        if index < 0 and config.dataset not in self._dataset_infos:
+            index = self._folder_index(config.dataset)
+            if index < 0:
+                self._folder_reports[config.dataset] = None
+                index = self._insert_folder(config.dataset, None)
+        if index >= 0:
+            self.dataset_combo.setCurrentIndex(index)
+
+        known = {row.device.id for row in self._device_rows if row.device.available}
+        wanted = set(getattr(self, "_pending_devices", None) or [config.device]) & known
+        for row in self._device_rows:
+            if check_all_available:
+                row.checkbox.setChecked(row.device.available)
+            elif wanted:
+                row.checkbox.setChecked(row.device.id in wanted)
+        if not self.checked_devices():  # the config's device is gone (a restored MPS setup on another machine)
+            first_available = next((row for row in self._device_rows if row.device.available), None)
+            if first_available is not None:
+                first_available.checkbox.setChecked(True)
+
+        self.batch_spin.setValue(config.batch_size)
+        if config.steps is not None:
+            self._steps_value = config.steps
+            self.length_unit.setCurrentIndex(self.length_unit.findData("steps"))
+        else:
+            self._epochs_value = config.epochs or self._epochs_value
+            self.length_unit.setCurrentIndex(self.length_unit.findData("epochs"))
+        self.length_spin.setValue(self._steps_value if self._length_mode == "steps" else self._epochs_value)
+
+        self._update_precisions()
+        index = self.precision_combo.findData(config.precision)
+        if index >= 0 and self._precision_enabled(index):
+            self.precision_combo.setCurrentIndex(index)
+        self.lr_box.setValue(config.lr)
+        self._select(self.optimizer_combo, config.optimizer)
+        self.warmup_spin.setValue(config.warmup_steps)
+        self.workers_spin.setValue(config.workers)
+        self._select(self.mode_combo, config.mode)
+        self.resident_check.setChecked(config.resident)
+        self.channels_last_check.setChecked(config.channels_last)
+        self.compile_check.setChecked(config.compile)
+        self.mps_fallback_check.setChecked(config.mps_fallback)
+        self.accumulate_spin.setValue(config.accumulate)
+        self.patience_spin.setValue(config.early_stop_patience or 0)
+        self._select(self.monitor_combo, config.early_stop_monitor)
+        self.monitor_mode_combo.setCurrentIndex(max(0, self.monitor_mode_combo.findData(config.early_stop_mode)))
+        self.keep_best_check.setChecked(config.keep_best)
+        self._update_button()
+
+    @staticmethod
+    def _select(combo: QComboBox, value: str) -> None:
+        index = combo.findData(value)
+        if index >= 0:
+            combo.setCurrentIndex(index)

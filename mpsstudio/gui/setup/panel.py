@@ -1,0 +1,132 @@
+"""The run setup sidebar: model, dataset, devices and training options, turned into RunConfig objects.
+
+The widgets are built in form.py; the panel gives them meaning, in parts that share its state: the catalogue
+(catalog.py), how choices depend on each other (choices.py), the RunConfigs (configs.py) and the summary line
+(summary.py).
+
+It is built before torch is imported (disabled, "Loading PyTorch…") and comes alive in set_catalog().
+Torch-side engine modules (models, devices) are imported only inside the methods that need them.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QLabel, QWidget
+
+from ...engine.basics.config import RunConfig
+from .catalog import CatalogMixin
+from .choices import ChoicesMixin
+from .configs import ConfigsMixin
+from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
+from .model_files import ModelFileGuard
+from .names import MODEL_FILE_WARNING
+from .summary import SummaryMixin, dataset_facts, folder_facts
+from .widgets import DeviceRow, run_target
+
+__all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP", "SetupPanel", "dataset_facts",
+           "folder_facts"]
+
+DEFAULT_STEPS = 200
+
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupForm):
+    """The sidebar form that turns the user's choices into one RunConfig per checked device."""
+
+    run_requested = Signal()
+    stop_requested = Signal()  # the Run button while a run is in progress: it reads Stop (⌘.)
+    open_folder_requested = Signal()
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._device_rows: list[DeviceRow] = []
+        self._dataset_infos: dict = {}
+        self._model_infos: dict = {}
+        self._folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
+        self._param_cache: dict[tuple, int | str] = {}
+        self._base = RunConfig()  # carries fields the form does not show (seed, threads, tf32, ...)
+        self._pending: RunConfig | None = None
+        self._loaded = False
+        self._running = False
+        self._quiet = 0
+        self._steps_value = DEFAULT_STEPS
+        self._epochs_value = RunConfig().epochs or 2
+        self._length_mode = "epochs"
+        self._model_index = 0
+        self._labels: list[QLabel] = []
+        self.setMinimumWidth(300)
+        self.setMaximumWidth(360)
+        self.model_files = ModelFileGuard(self)
+        self.model_files.changed.connect(self._refresh)
+        self._build()
+        self._update_enabled()
+        self._refresh()
+
+    # ------------------------------------------------------------------------------------------- datasets
+
+    # ------------------------------------------------------------------------------------------- devices
+
+    # ------------------------------------------------------------------------------------------- configs
+
+    # ------------------------------------------------------------------------------------------- state
+
+    def set_running(self, running: bool) -> None:
+        """Disable editing while a run is in progress; the Run button becomes Stop meanwhile."""
+        self._running = running
+        self._stopping = False
+        self._update_enabled()
+        self._update_button()
+
+    def set_stopping(self) -> None:
+        """Stop was asked for: the button says so until the run ends."""
+        self._stopping = True
+        self._update_button()
+
+    def _run_clicked(self) -> None:
+        if self._running:
+            if not getattr(self, "_stopping", False):
+                self.stop_requested.emit()
+        else:
+            self.run_requested.emit()
+
+    def _update_enabled(self) -> None:
+        editable = self._loaded and not self._running
+        self._form.setEnabled(editable)
+        self._update_button()
+
+    def _update_button(self) -> None:
+        checked = self._checked_device_objects()
+        button = self.run_button
+        if self._running:
+            stopping = getattr(self, "_stopping", False)
+            button.setText("Stopping…" if stopping else "Stop")
+            button.setEnabled(not stopping)
+            button.setToolTip("Stop at the end of the current measurement window; what was measured is kept "
+                              f"({QKeySequence('Ctrl+.').toString(QKeySequence.SequenceFormat.NativeText)}).")
+            return
+        elif len(checked) > 1:
+            button.setText(f"Compare {len(checked)} devices")
+        elif checked:
+            button.setText(f"Run on {run_target(checked[0])}")
+        else:
+            button.setText("Run")
+        button.setEnabled(self._loaded and not self._running and bool(checked))
+        if not self._loaded:
+            button.setToolTip(LOADING_TEXT)
+        elif not checked:
+            button.setToolTip(NO_DEVICE_TIP)
+        else:
+            button.setToolTip(RUN_TIP)
+
+    def _emit_changed(self, *_args) -> None:
+        if self._quiet:
+            return
+        self._refresh()
+        self.changed.emit()
+
+    # ------------------------------------------------------------------------------------------- summary
+
+
+
+
+

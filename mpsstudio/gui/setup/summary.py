@@ -1,0 +1,128 @@
+"""The setup's one-line summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...engine.basics.formatting import error_line, fmt_bytes, fmt_count, plural
+from ...engine.basics.spec import DataSpec
+from ...engine.machine.apple import MPS_COMPILE_NOTE
+from .form import LOADING_TEXT
+from .names import CHOOSE_FILE, MODEL_FILE_WARNING
+
+
+def dataset_facts(info, spec: DataSpec | None) -> str:
+    """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo's fields."""
+    if info.spec is None:
+        return f"{info.name} · random data shaped for the model · throughput only, no learning"
+    facts = [info.name]
+    if info.train_size is not None:
+        facts.append(f"{info.train_size:,} + {info.val_size or 0:,} images")
+    if spec is not None:
+        facts += [f"{spec.channels}×{spec.height}×{spec.width}", plural(spec.num_classes, "class", "classes")]
+    if info.download_bytes:
+        facts.append(f"{fmt_bytes(info.download_bytes)} download")
+    return " · ".join(facts)
+
+
+def folder_facts(name: str, report, size: tuple[int, int] | None = None, model: str = "") -> str:
+    """'pets · 2 classes · 8 images · 224×224 RGB for resnet18' from the engine's FolderReport (None: not checked
+    yet); `size` is what the model gets (models.input_size_for_folder), else the folder's decode size is shown."""
+    if report is None:
+        return name
+    w, h = size or report.target_size
+    colour = "grayscale" if report.channels == 1 else "RGB"
+    shape = f"{w}×{h} {colour}" + (f" for {Path(model).name}" if size and model else "")
+    facts = [name, plural(len(report.classes), "class", "classes"), plural(report.total, "image"), shape]
+    if report.skipped:
+        facts.append(f"{plural(len(report.skipped), 'unreadable file')} skipped")
+    return " · ".join(facts)
+
+
+# ----------------------------------------------------------------------------------------------- the panel
+
+
+class SummaryMixin:
+    """The line under the form: the dataset's facts and the model's parameter count (from the engine's structured fields, never its text), and the warnings that apply."""
+
+    def _refresh(self) -> None:
+        self.summary.setText(self.summary_text())
+
+    def summary_text(self) -> str:
+        """One line on the dataset and the model, e.g. 'shapes · 6,000 + 1,000 images · … — mlp · 1.5 M parameters'."""
+        if not self._loaded:
+            return LOADING_TEXT
+        model = self.model_combo.currentData()
+        dataset = self.dataset_combo.currentData()
+        if model in (None, CHOOSE_FILE) or dataset is None:
+            return ""
+        spec, facts = self._dataset_spec_and_facts(model, dataset)
+        model_name = self._model_title(model)
+        params = self._parameters(model, spec)
+        if isinstance(params, int):
+            text = f"{facts} — {model_name} · {fmt_count(params)} parameters"
+        elif params:
+            text = f"{facts} — {model_name}: {params}"
+        else:
+            text = f"{facts} — {model_name}"
+        if model not in self._model_infos:
+            text += f"\n{MODEL_FILE_WARNING}"
+        if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
+            text += f"\n{MPS_COMPILE_NOTE}"
+        return text
+
+    def _model_title(self, model: str) -> str:
+        return model if model in self._model_infos else Path(model).name
+
+    def _dataset_spec_and_facts(self, model: str, dataset: str) -> tuple[DataSpec | None, str]:
+        info = self._dataset_infos.get(dataset)
+        if info is not None:
+            if info.spec is None:  # synthetic: shaped like the model's input
+                return self._model_default_spec(model), dataset_facts(info, None)
+            return info.spec, dataset_facts(info, info.spec)
+        report = self._folder_reports.get(dataset)
+        name = Path(dataset).expanduser().name or dataset
+        if report is None:
+            return None, name
+        preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
+        spec = report.spec(self._base.image_size or preferred)
+        try:
+            from ...engine.models import registry as models
+
+            size = models.input_size_for_folder(model, report, self._base.image_size)  # what the model gets
+        except Exception:  # a model file not read yet, an unknown model: the folder's own size
+            size = None
+        return spec, folder_facts(name, report, size, model)
+
+    def _model_default_spec(self, model: str) -> DataSpec | None:
+        info = self._model_infos.get(model)
+        if info is not None:
+            return info.default_spec
+        try:
+            from ...engine.models import registry as models
+
+            return models.get_model_info(model).default_spec
+        except Exception:
+            return None
+
+    def _parameters(self, model: str, spec: DataSpec | None) -> int | str:
+        """The model's parameter count for the data (cached); the error's sentence if it cannot be built."""
+        if spec is None:
+            return ""
+        from ...engine.models import registry as models
+        from ...engine.basics.errors import UserError
+
+        if model not in self._model_infos:  # a user's file: never run here (model_files.py)
+            try:
+                return self.model_files.parameters(model, self._file_model_spec(model, spec))
+            except UserError as exc:
+                return str(exc)
+        key = (model, spec)
+        if key not in self._param_cache:
+            try:
+                self._param_cache[key] = models.parameter_count(model, models.input_spec_for(model, spec))
+            except UserError as exc:
+                self._param_cache[key] = str(exc)
+            except Exception as exc:
+                self._param_cache[key] = f"the model could not be built ({error_line(exc, 120)})"
+        return self._param_cache[key]
