@@ -32,7 +32,7 @@ def _apple_facts():
     """mpsstudio/engine/apple.py, loaded from the source tree by path (torch-free; no other installed copy)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("mpsstudio_apple_facts", ROOT / "mpsstudio" / "engine" / "apple.py")
+    spec = importlib.util.spec_from_file_location("mpsstudio_apple_facts", ROOT / "mpsstudio" / "engine" / "machine" / "apple.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -10,12 +10,35 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def pytest_sessionstart(session):
-    """Garbage is collected in the main thread only, after each test (see _collected_in_the_main_thread): the window
+    """The session's own folders and run processes' memory cap in the environment (each test then gets folders of
+    its own: _private_folders; pooled run processes keep the session's: tests/processes.py, WarmPool).
+
+    Garbage is collected in the main thread only, after each test (see _collected_in_the_main_thread): the window
     does the same (gui/collector.py), because Qt objects freed by a collection in another thread (a run thread of
     InProcessRun, a QThread) deadlock PySide."""
     import gc
+    import tempfile
+
+    from mpsstudio.engine.process import MEMORY_LIMIT_VAR
+
+    from . import processes
+
+    base = tempfile.mkdtemp(prefix="mpsstudio-tests-")
+    for name in ("DATA", "CONFIG", "CACHE", "LOG"):
+        os.environ[f"MPSSTUDIO_{name}_DIR"] = os.path.join(base, name.lower())
+    os.environ[MEMORY_LIMIT_VAR] = processes.MEMORY_CAP_MB
+    processes.POOL = processes.WarmPool()
 
     gc.disable()
+    import torch  # noqa: F401  (with the engine and Qt: frozen below, so full collections skip them)
+
+    import mpsstudio.engine.process  # noqa: F401
+    import mpsstudio.engine.run.session  # noqa: F401
+    try:
+        import mpsstudio.gui.window  # noqa: F401
+    except ImportError:  # no PySide6
+        pass
+    gc.freeze()
 
 
 _tests_since_full_collection = [0]
@@ -44,6 +67,13 @@ def pytest_collection_finish(session):
         session.config.mpsstudio_demo = start_demo()
 
 
+def pytest_sessionfinish(session):
+    from . import processes
+
+    if processes.POOL is not None:
+        processes.POOL.close()
+
+
 def pytest_unconfigure(config):
     started = getattr(config, "mpsstudio_demo", None)
     if started is not None and started[1].poll() is None:  # its test did not run (-x, a deselection)
@@ -58,15 +88,19 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _runs_in_process(request, monkeypatch):
-    """Runs, tools and device checks are served by a thread of the test process (process.InProcessRun: the same
+    """Runs, tools and device checks are served by a thread of the test process (isolation.InProcessRun: the same
     pipe, messages and parent code, without ~3 s of `import torch` per process), except in tests about the
-    processes themselves: those marked `processes` or using `run_pids`."""
-    if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
-        return
+    processes themselves (marker `processes` or fixture `run_pids`): those take warm run processes from the pool."""
     from mpsstudio.engine import process
     from mpsstudio.engine.process import handles
 
-    monkeypatch.setattr(handles, "new_process", process.InProcessRun)
+    from . import processes
+
+    processes.POOL.refill()  # first, while the environment is the session's (see WarmPool)
+    if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
+        monkeypatch.setattr(handles, "new_process", processes.POOL.take)
+    else:
+        monkeypatch.setattr(handles, "new_process", process.InProcessRun)
 
 
 @pytest.fixture(autouse=True)
@@ -110,17 +144,23 @@ def run_pids(monkeypatch):
     """Pids of every run process started during the test; after it, none of them (or their process groups) is
     left, and none is a zombie."""
     from mpsstudio.engine import process
+    from mpsstudio.engine.process import handles
 
-    from .processes import MEMORY_CAP_MB, assert_gone
+    from .processes import assert_gone
 
     pids: list[int] = []
-    real = process.RunProcess.__init__
+    real, handing = process.RunProcess.__init__, handles.new_process  # the warm pool's take (_runs_in_process)
 
     def recording(self, *args, **kwargs):
         real(self, *args, **kwargs)
         pids.append(self.pid)
+
+    def handed(**kwargs):
+        proc = handing(**kwargs)
+        pids.append(proc.pid)
+        return proc
     monkeypatch.setattr(process.RunProcess, "__init__", recording)
-    monkeypatch.setenv(process.MEMORY_LIMIT_VAR, MEMORY_CAP_MB)
+    monkeypatch.setattr(handles, "new_process", handed)
     yield pids
     assert_gone(pids)
 

@@ -21,7 +21,16 @@ def assert_gone(pids: list[int]) -> None:
             break
         time.sleep(0.1)
     assert left == [], f"processes left behind: {left}"
-    assert process.live_processes() == []
+    assert live_processes() == []
+
+
+def live_processes() -> list[int]:
+    """Run processes alive, but for those the warm pool keeps for the next tests."""
+    waiting = POOL.waiting() if POOL is not None else set()
+    return [pid for pid in process.live_processes() if pid not in waiting]
+
+
+POOL: "WarmPool | None" = None  # the session's pool (conftest sets it)
 
 
 def process_group(pid: int) -> int | None:
@@ -29,3 +38,49 @@ def process_group(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+class WarmPool:
+    """Run processes started ahead of time for the tests about run processes (marker `processes`, fixture
+    `run_pids`): a process a test takes was started during earlier tests and has imported torch meanwhile, so the
+    test does not wait ~2-3 s for it. Each process is still used for one job, as in the app.
+
+    It is refilled at the start of every test (conftest), before that test's environment is set: a pooled process
+    sees the session's folders (MPSSTUDIO_*_DIR) and memory cap, never another test's."""
+
+    SIZES = {True: 2, False: 1}  # processes kept per MPS-fallback setting
+
+    def __init__(self):
+        self._ready: dict[bool, list] = {True: [], False: []}
+        self.wanted = False  # set by the first test that takes one: until then nothing is started
+        self.made: set[int] = set()  # pids of every process the pool started
+
+    def take(self, *, mps_fallback: bool = True):
+        self.wanted = True
+        ready = self._ready[mps_fallback]
+        while ready:
+            proc = ready.pop(0)
+            if proc.alive():
+                return proc
+            proc.end(grace_s=0.1)
+            proc.discard_output()
+        return process.RunProcess(mps_fallback=mps_fallback)
+
+    def refill(self) -> None:
+        if not self.wanted:
+            return
+        for setting, size in self.SIZES.items():
+            while len(self._ready[setting]) < size:
+                proc = process.RunProcess(mps_fallback=setting)
+                self.made.add(proc.pid)
+                self._ready[setting].append(proc)
+
+    def waiting(self) -> set[int]:
+        return {p.pid for procs in self._ready.values() for p in procs}
+
+    def close(self) -> None:
+        for procs in self._ready.values():
+            for proc in procs:
+                proc.end(grace_s=0.1)
+                proc.discard_output()
+            procs.clear()

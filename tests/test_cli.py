@@ -174,7 +174,9 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     [run] = RunStore().all()
     assert run.status == "cancelled" and run.summary["windows"] == 2
     assert "cancelled" in captured.out
-    assert process.live_processes() == []
+    from tests.processes import live_processes
+
+    assert live_processes() == []
 
 
 

@@ -1,5 +1,6 @@
-"""`mpsstudio sweep`, `max-batch` and `inspect` end to end on this CPU (each in run processes), their JSON files,
-their history records, and one sentence for every kind of bad input."""
+"""`mpsstudio sweep`, `max-batch` and `inspect` end to end on this CPU, their JSON files, their history records, and
+one sentence for every kind of bad input. The sweep, the crashes, hangs and Stop run in real run processes (and
+leave none behind: run_pids); the JSON checks run in-process."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_sweep_writes_points_best_and_keeps_it(tmp_path, capsys, run_pids):
     assert record.kind == "sweep" and record.result["env"]["machine_label"]
 
 
-def test_sweep_point_larger_than_the_dataset_is_a_failed_point(tmp_path, capsys, run_pids):
+def test_sweep_point_larger_than_the_dataset_is_a_failed_point(tmp_path, capsys):
     folder = tmp_path / "imgs"
     from PIL import Image
 
@@ -55,7 +56,7 @@ def test_sweep_point_larger_than_the_dataset_is_a_failed_point(tmp_path, capsys,
     assert RunStore().tools() == []
 
 
-def test_max_batch_json_and_limit(tmp_path, capsys, run_pids):
+def test_max_batch_json_and_limit(tmp_path, capsys):
     out = tmp_path / "mb.json"
     code = cli.main(["max-batch", "--model", "mlp", "--dataset", "synthetic", "--device", "cpu",
                      "--memory-limit", "64M", "--max-batch", "64", "--json", str(out)])
@@ -69,7 +70,7 @@ def test_max_batch_json_and_limit(tmp_path, capsys, run_pids):
     assert RunStore().tools()[0].kind == "max-batch"
 
 
-def test_inspect_json(tmp_path, capsys, run_pids):
+def test_inspect_json(tmp_path, capsys):
     out = tmp_path / "in.json"
     code = cli.main(["inspect", "--model", "mlp", "--dataset", "synthetic", "--device", "cpu", "--json", str(out)])
     assert code == cli.EXIT_OK

@@ -210,7 +210,9 @@ def test_repeat_runs_the_devices_interleaved_and_tags_each_round(qtbot, window):
 
 def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(qtbot, window, monkeypatch):
     from mpsstudio.engine.tools import launch
+    from tests.test_launch import small_images
 
+    small_images(monkeypatch)
     full = launch.plan
     monkeypatch.setattr(launch, "plan", lambda devices: full(devices, ["resnet50"], ["inference"], steps=1, warmup=0))
     questions = []

@@ -251,6 +251,7 @@ def test_a_model_that_writes_to_the_pipe_cannot_confuse_the_parent(name, tmp_pat
     path = tmp_path / f"{name}.py"
     path.write_text("import gc, multiprocessing.connection, os, torch\n"
                     "def build_model(num_classes, input_shape):\n"
+                    "    gc.unfreeze()  # the run process froze what it had when it started (a model can undo that)\n"
                     "    [conn] = [c for c in gc.get_objects() if isinstance(c, multiprocessing.connection.Connection)]\n"
                     f"    {GARBAGE[name]}\n"
                     "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, num_classes))\n")

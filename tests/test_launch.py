@@ -50,7 +50,22 @@ def test_report_puts_the_claim_beside_the_measured_speedup():
     assert rows[1].speedup == pytest.approx(5.0, rel=0.05) and rows[1].low < rows[1].speedup < rows[1].high
 
 
-def test_launch_benchmark_runs_on_the_cpu(tmp_path, capsys):
+def small_images(monkeypatch) -> None:
+    """ResNet50 on 32x32 synthetic images instead of 224x224 (the run's data takes the model's input shape): the
+    same model, batch sizes and path through the CLI and the window, ~50x less arithmetic on a 2-core test machine.
+    Runs and tools run in-process in tests, so the registry patched here is the one they read."""
+    from dataclasses import replace
+
+    from mpsstudio.engine.models import registry
+
+    entry = registry._REGISTRY["resnet50"]
+    small = replace(entry.info.default_spec, height=32, width=32)
+    monkeypatch.setitem(registry._REGISTRY, "resnet50",
+                        replace(entry, info=replace(entry.info, default_spec=small, preferred_image_size=32)))
+
+
+def test_launch_benchmark_runs_on_the_cpu(tmp_path, capsys, monkeypatch):
+    small_images(monkeypatch)
     out = tmp_path / "launch.json"
     assert cli.main(["launch-benchmark", "--devices", "cpu", "--workloads", "resnet50", "--modes", "inference",
                      "--steps", "1", "--warmup", "0", "--json", str(out)]) == 0
