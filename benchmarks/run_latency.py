@@ -48,7 +48,7 @@ def main() -> int:
     args = ap.parse_args()
     cfg = RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
                     epochs=None, warmup_steps=1)
-    spare = process.Spare(cfg.mps_fallback)
+    spare = process.Spare(cfg.mps_fallback, cfg.device)  # as the window makes it: for the device Run starts on
     fresh, warm = [], []
     try:
         for rep in range(args.reps):

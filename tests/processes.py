@@ -55,16 +55,16 @@ class WarmPool:
         self.wanted = False  # set by the first test that takes one: until then nothing is started
         self.made: set[int] = set()  # pids of every process the pool started
 
-    def take(self, *, mps_fallback: bool = True):
+    def take(self, *, mps_fallback: bool = True, device: str | None = None):
         self.wanted = True
         ready = self._ready[mps_fallback]
-        while ready:
+        while ready and device is None:  # pooled processes are prepared for no device (a spare asks for one)
             proc = ready.pop(0)
             if proc.alive():
                 return proc
             proc.end(grace_s=0.1)
             proc.discard_output()
-        return process.RunProcess(mps_fallback=mps_fallback)
+        return process.RunProcess(mps_fallback=mps_fallback, device=device)
 
     def refill(self) -> None:
         if not self.wanted:

@@ -359,3 +359,22 @@ def test_the_setup_window_on_macos_13_6_says_which_update_to_make(qtbot, fake_mp
     assert table.item(row, 3).text().startswith("Update to macOS 14 Sonoma or later")
     w.setup_window.close()
     w.close()
+
+
+def test_the_window_s_spare_is_made_for_the_first_checked_device(qtbot, fake_mps):
+    pytest.importorskip("PySide6")
+    from tests.test_gui_app import SHORT, open_window
+
+    fake_mps()
+    w = open_window(qtbot)
+    try:
+        w.setup.apply_config(SHORT, devices=["cpu"])
+        qtbot.waitUntil(lambda: w.spare.device == "cpu", timeout=10_000)
+        w.setup.apply_config(SHORT.with_device("mps"), devices=["mps"])
+        qtbot.waitUntil(lambda: w.spare.device == "mps", timeout=10_000)  # replaced: a spare for mps now
+        assert w.spare.wait_ready(30)
+        proc = w.spare.take(True, "mps")
+        assert proc is not None and proc.device == "mps"
+        proc.end()
+    finally:
+        w.close()

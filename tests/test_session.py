@@ -107,3 +107,44 @@ def test_a_batch_that_cannot_fit_in_memory_is_refused_before_decoding(monkeypatc
     monkeypatch.setattr(session, "load_data", lambda cfg, progress=None: tiny_data(n=64))
     with pytest.raises(UserError, match=r"One batch of 16 samples of 1x\d+x\d+ needs about .* KiB, more than the 4.0 KiB of memory free"):
         session.prepare_data([CFG])
+
+
+# ---------------------------------------------------------------- the spare run process
+
+
+def test_a_spare_is_made_for_a_device_and_never_used_for_another():
+    """The spare prepares the device the next run starts on (child.warm_up): a run on another device, or with the
+    other MPS-fallback setting, gets a fresh process and the spare is ended; configure() replaces it."""
+    from mpsstudio.engine import process
+
+    spare = process.Spare(mps_fallback=True, device="cpu")
+    try:
+        spare.fill()
+        assert spare.wait_ready(30)
+        assert spare.take(True, "cuda:0") is None  # another device: not used, and ended
+        spare.fill()
+        held = spare.take(True, "cpu")
+        assert held is not None and held.device == "cpu"
+        held.end()
+        spare.fill()
+        assert spare.take(False, "cpu") is None  # the other fallback setting
+        spare.configure(True, "mps")
+        assert spare.device == "mps" and spare.wait_ready(30)
+        taken = spare.take(True, "mps")
+        assert taken is not None and taken.device == "mps"
+        taken.end()
+        assert spare.take(True) is None  # nothing held until the next fill
+    finally:
+        spare.close()
+
+
+def test_a_spare_s_warm_up_pays_the_first_run_s_costs_and_never_fails():
+    """torch.optim's first optimizer imports torch._dynamo; a device that cannot be prepared is left for the run."""
+    import sys
+
+    from mpsstudio.engine.process.child import warm_up
+
+    warm_up("cpu")
+    assert "torch._dynamo" in sys.modules
+    warm_up("cuda:7")  # no such GPU here: nothing raised (the run will say why it cannot use it)
+    warm_up("tpu")  # not even a device torch knows

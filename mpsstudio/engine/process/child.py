@@ -16,7 +16,7 @@ MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run proc
 FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 
-def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
+def _child_main(conn, mps_fallback: bool, output_path: str, device: str | None = None) -> None:
     """Entry point of a run's process: settings first, then torch, then one job from the parent."""
     os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
     if hasattr(os, "setsid"):
@@ -26,12 +26,13 @@ def _child_main(conn, mps_fallback: bool, output_path: str) -> None:
 
     faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
     _apply_memory_limit()
-    serve(conn, on_parent_gone=_end_own_group)
+    serve(conn, on_parent_gone=_end_own_group, device=device)
 
 
-def serve(conn, on_parent_gone: Callable[[], None]) -> None:
+def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None) -> None:
     """The child's side of one job, wherever it runs (a run process, or a thread for InProcessRun): says it is
-    ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes."""
+    ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes.
+    `device`: a spare's, which it prepares before it says it is ready (warm_up)."""
     import gc
 
     from ..run import session  # imports torch and the engine: the expensive part a spare does ahead of time
@@ -39,6 +40,8 @@ def serve(conn, on_parent_gone: Callable[[], None]) -> None:
     # torch, the engine and the libraries are here for good: the collector need not walk their ~400,000 objects in
     # every full collection (~0.13 s each, a pause inside a measured window or between max-batch probes)
     gc.freeze()
+    if device is not None:
+        warm_up(device)
 
     try:
         conn.send(("ready",))
@@ -69,6 +72,21 @@ def serve(conn, on_parent_gone: Callable[[], None]) -> None:
     except UserError as exc:  # found before a run started: one sentence, nothing recorded
         conn.send(("rejected", str(exc)))
     conn.send(("done",))
+
+
+def warm_up(device: str) -> None:
+    """What the first run of a process pays before its first step, paid by a spare while it waits: torch.optim's
+    first optimizer imports torch._dynamo (~1.2 s on the 2-core build machine), and the first tensor on a GPU
+    creates its context (~3 s for CUDA on an H100; Metal's command queue on MPS). A failure here is left for the
+    run to meet and explain."""
+    try:
+        import torch
+
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        if device != "cpu":
+            torch.zeros(1, device=device).add_(1).cpu()  # a round trip: the context and the first kernel
+    except Exception:
+        pass
 
 
 def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None]) -> None:

@@ -64,13 +64,13 @@ _live_lock = threading.Lock()
 class RunProcess:
     """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
 
-    def __init__(self, *, mps_fallback: bool = True):
+    def __init__(self, *, mps_fallback: bool = True, device: str | None = None):
         ctx = multiprocessing.get_context("spawn")
-        self.mps_fallback = mps_fallback
+        self.mps_fallback, self.device = mps_fallback, device
         fd, self.output_path = tempfile.mkstemp(prefix="mpsstudio-run-", suffix=".txt")
         os.close(fd)
         self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, self.output_path),
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, self.output_path, device),
                                    name="mpsstudio-run")
         self.process.start()
         child_conn.close()
@@ -224,9 +224,9 @@ class InProcessRun(RunProcess):
     process-wide settings are shared). For tests and benchmarks that are not about isolation: they put it in
     `new_process`. `context`: a callable giving a context manager the job runs in (in the serving thread)."""
 
-    def __init__(self, *, mps_fallback: bool = True, context: Callable[[], "contextlib.AbstractContextManager"]
-                 | None = None):
-        self.mps_fallback = mps_fallback
+    def __init__(self, *, mps_fallback: bool = True, device: str | None = None,
+                 context: Callable[[], "contextlib.AbstractContextManager"] | None = None):
+        self.mps_fallback, self.device = mps_fallback, device
         self.output_path = ""
         self.conn, child_conn = multiprocessing.Pipe()
         context = context or contextlib.nullcontext
@@ -234,7 +234,7 @@ class InProcessRun(RunProcess):
         def target():
             try:
                 with context():
-                    serve(child_conn, on_parent_gone=lambda: None)
+                    serve(child_conn, on_parent_gone=lambda: None, device=device)
             finally:
                 child_conn.close()
         self.pid = None

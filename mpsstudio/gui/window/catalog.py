@@ -58,7 +58,7 @@ class CatalogMixin:
                                      f"It is left out of runs; this happens in virtual machines.", warning=True)
         self._rechecking = False
         if self.keep_spare:
-            QTimer.singleShot(0, self.spare.fill)  # after the window is painted: imports torch in the background
+            QTimer.singleShot(0, self._fill_spare)  # after the window is painted: imports torch in the background
         if self.demo:
             QTimer.singleShot(0, self.start_run)
 

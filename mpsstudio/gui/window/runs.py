@@ -71,6 +71,16 @@ class RunsMixin:
             self._stopping()
             self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
 
+    def _fill_spare(self) -> None:
+        """Idle: a spare run process for the setting the next Run starts with (its first device, prepared, and the
+        MPS-fallback switch); one made for another setting is replaced in the background, never used."""
+        if not self.keep_spare or self.catalog is None or self.worker is not None or self.tool_worker is not None:
+            return
+        configs = self.setup.configs()
+        if configs:
+            self.spare.configure(configs[0].mps_fallback, configs[0].device)
+        self.spare.fill()
+
     def _stopping(self) -> None:
         self.stop_action.setEnabled(False)
         self.setup.set_stopping()
@@ -143,8 +153,7 @@ class RunsMixin:
         self._set_running(False)
         self.plots.set_cores_busy(False)
         self.plots.redraw()
-        if self.keep_spare:
-            self.spare.fill()  # idle again: the next Run starts without waiting for torch
+        self._fill_spare()  # idle again: the next Run starts without waiting for torch
         if self.probing:
             self.probing = False
             if self._launch_jobs is not None and not self.rejected:
