@@ -46,7 +46,7 @@ def one_run(config: RunConfig, plots: LivePlots | None) -> float:
                 threads = e.env.get("threads")
                 plots.set_cores_busy(e.config["device"] == "cpu" and threads >= (os.cpu_count() or 1))
             else:
-                plots._timer.setInterval(REDRAW_MS)
+                plots.redraws.set_interval_ms(REDRAW_MS)
             INTERVALS.append(plots.redraw_interval_ms())
         elif isinstance(e, Warmup):
             plots.add_warmup(plots.run_ids()[-1], e.losses)

@@ -1,11 +1,12 @@
 """Run to first step: how long after Run the first training step starts, with a spare run process and without.
 
-Each run executes in a process of its own (mpsstudio/engine/isolation.py). Without a spare, Run waits for a
-fresh process to import torch and the engine; with one (started earlier, as the window does once it is idle),
-only the data and the model are left to set up. Repetitions alternate the two; medians are printed with the
-ratio. "First step" is the Started event, which the run loop sends right before its first step.
+Each run executes in a process of its own (mpsstudio/engine/process/). Without a spare, Run waits for a
+fresh process to import torch and the engine; with one (started earlier for the chosen device, as the window
+does once it is idle: torch imported, the device's context created), only the data and the model are left to
+set up. Repetitions alternate the two; medians are printed with the ratio. "First step" is the Started event,
+which the run loop sends right before its first step.
 
-    python benchmarks/run_latency.py [--reps 5] [--model mlp] [--dataset synthetic]
+    python benchmarks/run_latency.py [--reps 5] [--model mlp] [--dataset synthetic] [--device cpu]
 """
 
 from __future__ import annotations

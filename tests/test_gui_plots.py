@@ -184,17 +184,17 @@ def test_calls_do_not_redraw_and_idle_redraw_sets_nothing(plots):
 def test_timer_backs_off_when_drawing_is_expensive(plots):
     plots.start_run("r1", "cpu", 0)
     calls = count_set_data(plots.curves("r1")["loss"])
-    plots._tick()  # nothing to draw yet
+    plots.redraws.tick()  # nothing to draw yet
     assert calls == []
     plots.add_window("r1", 1, [1.0], 10.0, 1)
     plots._view.last_paint_s = 0.5  # as if the last paint of a huge run took half a second
-    plots._tick()
+    plots.redraws.tick()
     assert len(calls) == 1
     plots.add_window("r1", 2, [0.9], 10.0, 1)
-    plots._tick()  # too soon: drawing would take more than a third of the GUI thread
+    plots.redraws.tick()  # too soon: drawing would take more than a third of the GUI thread
     assert len(calls) == 1
-    plots._next_redraw_at = 0.0
-    plots._tick()
+    plots.redraws.next_at = 0.0
+    plots.redraws.tick()
     assert len(calls) == 2
 
 

@@ -1,7 +1,8 @@
 """The live plots (live.py: loss, throughput, memory and power, each its own class in panes.py), their buffers
-(series.py), axes, controls, and stored runs replayed through the same calls (stored.py)."""
+(series.py), when they redraw (redraw.py), axes, controls, and stored runs replayed through the same calls (stored.py)."""
 
-from .live import BUSY_REDRAW_INTERVAL_MS, EMA_ALPHA, REDRAW_INTERVAL_MS, LivePlots
+from .live import EMA_ALPHA, LivePlots
+from .redraw import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS
 from .series import GrowingSeries
 
 __all__ = ["BUSY_REDRAW_INTERVAL_MS", "EMA_ALPHA", "REDRAW_INTERVAL_MS", "GrowingSeries", "LivePlots"]

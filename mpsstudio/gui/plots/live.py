@@ -1,40 +1,28 @@
 """Live loss, throughput, memory and power plots of runs as they stream in from the engine, and of stored runs.
 
-Data is appended into growing numpy buffers (series.py) and drawn only from a timer (REDRAW_INTERVAL_MS,
-10 Hz; BUSY_REDRAW_INTERVAL_MS while a CPU run uses every core), and only when something changed
-(docs/architecture.md, "Live plots"): a long run costs memory in proportion to its steps, never a redraw per step.
+Data is appended into growing numpy buffers (series.py) and drawn only from a timer (redraw.py: 10 Hz; 2 Hz
+while a CPU run uses every core), and only when something changed (docs/architecture.md, "Live plots"): a long run costs memory in proportion to its steps, never a redraw per step.
 Each plot is its own class (panes.py); this widget shares their runs, colours, x axis and redraw budget.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QTimer, Signal
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtCore import QEvent, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from . import stored, theme
 from .axes import TimedView
 from .controls import PlotControls, empty_label
-from .panes import WindowPlot, stack
 from .curves import RunCurves
+from .panes import WindowPlot, stack
+from .redraw import RedrawClock
 from .runs import OKABE_ITO_DARK, OKABE_ITO_LIGHT
 from .series import GrowingSeries
 
-# Runs execute in their own process, so drawing no longer takes the GIL from a run: 10 Hz. It still takes CPU
-# time, which a CPU run that uses every core loses (its threads wait for each other at every parallel region):
-# measured on the 2-core build machine (benchmarks/gui_penalty.py, docs/benchmarks.md), 10 Hz cost such a run
-# ~18 % of its throughput, so while one runs the plots redraw at 2 Hz; a run that leaves a core free (fewer
-# torch threads than cores, or a GPU run) gets 10 Hz.
-REDRAW_INTERVAL_MS = 100
-BUSY_REDRAW_INTERVAL_MS = 500
-# Drawing may take at most this share of the GUI thread: it competes with the run for cores and for the GIL.
-# Measured (benchmarks/gui_penalty.py, 2-core machine): at 0.33 a CPU run read 10,237 samples/s in the window
-# against 19,409 without plots; at 0.1, 18,679.
-REDRAW_SHARE = 0.03
 EMA_ALPHA = 0.05  # weight of the newest loss in the smoothed line
 
 
@@ -48,7 +36,6 @@ class LivePlots(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._next_redraw_at = 0.0
         self._x_mode = "step"
         self._power_text = ""
         self._view = TimedView(self)
@@ -61,17 +48,17 @@ class LivePlots(QWidget):
         for widget, stretch in ((self._controls, 0), (self._view, 1), (self._empty_label, 1)):
             layout.addWidget(widget, stretch)
         self._loss, self._throughput, self._memory, self._power = stack(
-            self._view, self._small_pt(), lambda item: self._curves.legend_clicked(item))
+            self._view, theme.small_pt(self), lambda item: self._curves.legend_clicked(item))
         self._window_plots: dict[str, WindowPlot] = {p.key: p for p in (self._throughput, self._memory, self._power)}
         self._curves = RunCurves(self._loss, self._window_plots,
-                                 lambda: OKABE_ITO_DARK if self._is_dark() else OKABE_ITO_LIGHT,
-                                 lambda: self.palette().color(QPalette.ColorRole.Base), self._text, self._secondary_text)
+                                 lambda: OKABE_ITO_DARK if theme.is_dark(self) else OKABE_ITO_LIGHT,
+                                 lambda: self.palette().color(QPalette.ColorRole.Base),
+                                 lambda: theme.text(self), lambda: theme.secondary(self))
         self._curves.alpha = EMA_ALPHA
         self._legend, self._warmup_regions, self._hint = self._loss.legend, self._loss.regions, self._loss.hint
         self._view.scene().sigMouseMoved.connect(self._hover)
-        self._timer = QTimer(self)
-        self._timer.setInterval(REDRAW_INTERVAL_MS)
-        self._timer.timeout.connect(self._tick)
+        self.redraws = RedrawClock(self, lambda: any(run.dirty for run in self._curves.runs.values()),
+                                   self.redraw, lambda: self._view.last_paint_s)
         self._apply_theme()
         self._show_empty(True)
 
@@ -81,11 +68,11 @@ class LivePlots(QWidget):
     # ---- runs (their buffers and curves: curves.py) ---------------------------------------------------
 
     def set_cores_busy(self, busy: bool) -> None:
-        """A CPU run that uses every core is being measured: redraw less often (see BUSY_REDRAW_INTERVAL_MS)."""
-        self._timer.setInterval(BUSY_REDRAW_INTERVAL_MS if busy else REDRAW_INTERVAL_MS)
+        """A CPU run that uses every core is being measured: redraw less often (redraw.py)."""
+        self.redraws.set_cores_busy(busy)
 
     def redraw_interval_ms(self) -> int:
-        return self._timer.interval()
+        return self.redraws.interval_ms()
 
     def start_run(self, run_id: str, label: str, warmup_steps: int) -> None:
         """Begin a new series set in the next palette colour; the legend names it `label`."""
@@ -142,15 +129,6 @@ class LivePlots(QWidget):
     def redraw(self) -> None:
         """Push new data to the curves that changed since the last redraw (the timer calls this)."""
         self._curves.redraw(self._x_mode)
-
-    def _tick(self) -> None:
-        """Timer slot: redraw, but back off while a redraw (update plus last paint) costs much of a frame."""
-        start = time.perf_counter()
-        if start < self._next_redraw_at or not any(run.dirty for run in self._curves.runs.values()):
-            return
-        self.redraw()
-        cost = time.perf_counter() - start + self._view.last_paint_s
-        self._next_redraw_at = start + cost / REDRAW_SHARE
 
     def set_x_axis(self, mode: str) -> None:
         """"step" (every step, warm-up included) or "time": training seconds (warm-up and measured windows, as
@@ -231,7 +209,7 @@ class LivePlots(QWidget):
         return self._hint.isVisible()
 
     def timer_active(self) -> bool:
-        return self._timer.isActive()
+        return self.redraws.active()
 
     def is_empty(self) -> bool:
         return not self._curves.runs
@@ -256,32 +234,20 @@ class LivePlots(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         self.redraw()
-        self._timer.start()
+        self.redraws.start()
 
     def hideEvent(self, event) -> None:  # noqa: N802
-        self._timer.stop()
+        self.redraws.stop()
         super().hideEvent(event)
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        self._timer.stop()
+        self.redraws.stop()
         super().closeEvent(event)
 
     def changeEvent(self, event) -> None:  # noqa: N802
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self._apply_theme()
         super().changeEvent(event)
-
-    def _text(self) -> QColor:
-        return theme.text(self)
-
-    def _secondary_text(self) -> QColor:
-        return theme.secondary(self)
-
-    def _is_dark(self) -> bool:
-        return theme.is_dark(self)
-
-    def _small_pt(self) -> str:
-        return theme.small_pt(self)
 
     def _apply_theme(self) -> None:
         """Background from the palette's Base, axes and labels from its Text, so dark mode just works."""
