@@ -21,18 +21,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-_TMP = tempfile.mkdtemp(prefix="mpsstudio-latency-")
-for _name in ("DATA", "CONFIG", "CACHE", "LOG"):
-    os.environ.setdefault(f"MPSSTUDIO_{_name}_DIR", os.path.join(_TMP, _name.lower()))
-
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.basics.events import Started, Window  # noqa: E402
-from mpsstudio.gui.window import MainWindow  # noqa: E402
+
+# Qt and the window are imported in main(): run processes are spawned and import this script again (as
+# __mp_main__), and a run process importing Qt would start slower than the window's own do.
 
 
-def wait(app: QApplication, done, timeout: float, what: str) -> None:
+def wait(app, done, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while not done():
         if time.monotonic() > end:
@@ -41,7 +38,7 @@ def wait(app: QApplication, done, timeout: float, what: str) -> None:
         time.sleep(0.002)
 
 
-def one(app: QApplication, window: MainWindow, cfg: RunConfig) -> tuple[float, float]:
+def one(app, window, cfg: RunConfig) -> tuple[float, float]:
     if window.keep_spare:  # the user pressed Run after the window had been idle a while
         wait(app, lambda: window.spare.wait_ready(0.01), 180, "the spare process getting ready")
     marks: dict[str, float] = {}
@@ -68,8 +65,15 @@ def main() -> int:
     ap.add_argument("--dataset", default="synthetic")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="mpsstudio-latency-")  # here, not at import: run processes import this script
+    for name in ("DATA", "CONFIG", "CACHE", "LOG"):
+        os.environ.setdefault(f"MPSSTUDIO_{name}_DIR", os.path.join(tmp, name.lower()))
     cfg = RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
                     epochs=None, warmup_steps=1)
+    from PySide6.QtWidgets import QApplication
+
+    from mpsstudio.gui.window import MainWindow
+
     app = QApplication.instance() or QApplication([])
     windows = {}
     for keep in (True, False):
@@ -86,7 +90,7 @@ def main() -> int:
     finally:
         for w in windows.values():
             w.close()
-        shutil.rmtree(_TMP, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     (w_start, w_win), (f_start, f_win) = ((statistics.median(v) for v in zip(*timings[k])) for k in (True, False))
     print(f"the window, {args.model} on {args.dataset} ({args.device}), {args.reps} alternating repetitions, medians:")
     print(f"  without a spare: Run -> first step drawn {f_start:.2f} s, -> first window drawn {f_win:.2f} s")

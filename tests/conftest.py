@@ -23,7 +23,7 @@ def pytest_sessionstart(session):
 
     from . import processes
 
-    base = tempfile.mkdtemp(prefix="mpsstudio-tests-")
+    base = session.config.mpsstudio_base = tempfile.mkdtemp(prefix="mpsstudio-tests-")
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):
         os.environ[f"MPSSTUDIO_{name}_DIR"] = os.path.join(base, name.lower())
     os.environ[MEMORY_LIMIT_VAR] = processes.MEMORY_CAP_MB
@@ -72,6 +72,9 @@ def pytest_sessionfinish(session):
 
     if processes.POOL is not None:
         processes.POOL.close()
+    import shutil
+
+    shutil.rmtree(getattr(session.config, "mpsstudio_base", ""), ignore_errors=True)
 
 
 def pytest_unconfigure(config):
