@@ -211,3 +211,25 @@ def test_crash_log_is_rotated_when_large(tmp_path):
 
 def test_psn_argument_is_dropped():
     assert frozen._clean_argv(["MPS Studio", "-psn_0_12345", "--demo"]) == ["MPS Studio", "--demo"]
+
+
+# ---- the house: rooms of a readable size (docs/architecture.md, "Layers, checked by a machine") -------------
+
+PACKAGE_DIR = Path(mpsstudio.__file__).parent
+MAX_MODULE_LINES = 400
+MAX_FOLDER_MODULES = 15
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(PACKAGE_DIR)): n for p in PACKAGE_DIR.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, "split these along their responsibilities"
+
+
+def test_no_folder_holds_over_15_modules():
+    crowded = {}
+    for folder in [PACKAGE_DIR, *(p for p in PACKAGE_DIR.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        modules = list(folder.glob("*.py"))  # __init__.py counted too
+        if len(modules) > MAX_FOLDER_MODULES:
+            crowded[str(folder.relative_to(PACKAGE_DIR))] = len(modules)
+    assert crowded == {}, "group these modules into packages by responsibility"
