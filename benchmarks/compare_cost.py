@@ -1,4 +1,4 @@
-"""What a speedup's bootstrap interval costs (engine/compare.py), by the number of measurement windows per run.
+"""What a speedup's bootstrap interval costs (engine/analysis/compare.py), by the number of measurement windows per run.
 
 Usage: python benchmarks/compare_cost.py [--reps 5]
 Prints the median time of one uncached bootstrap_ratio per window count (the table computes each comparison's

@@ -115,7 +115,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=2.0, help="target length of one measured phase")
     ap.add_argument("--isolated", action="store_true",
-                    help="run the engine in its own process, as the CLI and the window do (isolation.py)")
+                    help="run the engine in its own process, as the CLI and the window do (engine/process/)")
     args = ap.parse_args()
     dev = devices.resolve_device(args.device)
     print(f"device {dev.id} ({dev.name}); torch {torch.__version__}; threads {torch.get_num_threads()}; "

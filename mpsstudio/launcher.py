@@ -18,7 +18,7 @@ def wants_window(argv: Sequence[str]) -> bool:
 
 def prepare_environment() -> None:
     """What must happen before anything imports torch: an environment variable torch would abort on is corrected,
-    and the user is told in one sentence (engine/apple.py, correct_fallback_env)."""
+    and the user is told in one sentence (engine/machine/apple.py, correct_fallback_env)."""
     from .engine.machine.apple import correct_fallback_env
 
     said = correct_fallback_env()

@@ -5,7 +5,7 @@ CFBundleName / CFBundleDisplayName  "MPS Studio"                         name in
 CFBundleIdentifier                  org.mpsstudio.MPSStudio              identifies the app (preferences, permissions)
 CFBundleShortVersionString          mpsstudio.__version__                "Version 0.1.0" in Finder and About
 CFBundleVersion                     mpsstudio.__version__                build number (same as the version)
-LSMinimumSystemVersion              14.0 (mpsstudio/engine/apple.py)     the first macOS on which the bundled PyTorch
+LSMinimumSystemVersion              14.0 (engine/machine/apple.py)       the first macOS on which the bundled PyTorch
                                                                          runs MPS
 NSHighResolutionCapable             True                                 sharp text and plots on Retina displays
 NSRequiresAquaSystemAppearance      False                                follows the system's dark mode
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _apple_facts():
-    """mpsstudio/engine/apple.py, loaded from the source tree by path (torch-free; no other installed copy)."""
+    """mpsstudio/engine/machine/apple.py, loaded from the source tree by path (torch-free; no other installed copy)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("mpsstudio_apple_facts", ROOT / "mpsstudio" / "engine" / "machine" / "apple.py")

@@ -91,7 +91,7 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _runs_in_process(request, monkeypatch):
-    """Runs, tools and device checks are served by a thread of the test process (isolation.InProcessRun: the same
+    """Runs, tools and device checks are served by a thread of the test process (engine.process.InProcessRun: the same
     pipe, messages and parent code, without ~3 s of `import torch` per process), except in tests about the
     processes themselves (marker `processes` or fixture `run_pids`): those take warm run processes from the pool."""
     from mpsstudio.engine import process

@@ -111,7 +111,7 @@ TORCH = torch.__version__.split("+")[0]
 
 
 def test_mps_reason_old_macos(monkeypatch):
-    """torch 2.11-2.14 run MPS on macOS 14.0 and later (engine/apple.py): macOS 13.6 is told so, with the update."""
+    """torch 2.11-2.14 run MPS on macOS 14.0 and later (engine/machine/apple.py): macOS 13.6 is told so, with the update."""
     assert MPS_MIN_MACOS_TEXT == "14.0"
     fake_mac(monkeypatch, version="13.6")
     reason = devices.mps_unavailable_reason()

@@ -1,4 +1,4 @@
-"""Energy and utilisation (engine/energy.py) with fake counters: RAPL files written in the kernel's layout (a
+"""Energy and utilisation (engine/machine/energy/) with fake counters: RAPL files written in the kernel's layout (a
 wrap-around, root-only files, none at all), a fake NVML module and a fake zeus-apple-silicon module; the run's
 figures in its summary; a file cannot claim figures its windows do not have."""
 

@@ -64,7 +64,7 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
-    (engine/isolation.py), print the comparison and its verdict, keep and export the runs."""
+    (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
     from ..engine.models import registry as models, saved as savedmodel
     from ..engine.run import session

@@ -129,7 +129,7 @@ class RunWorker(QThread):
 
         self.configs = list(configs)
         self.repeat = repeat  # env["repeat"] tag per config (engine.repeat.interleave)
-        self.save_models = save_models  # where each run keeps its trained model (savedmodel.py), or None
+        self.save_models = save_models  # where each run keeps its trained model (engine/models/saved.py), or None
         self.spare = spare
         self._stop = threading.Event()
         self._grace_s = STOP_GRACE_S

@@ -1,6 +1,6 @@
 """A run's summary from what it measured: one function for the run loop and for a run whose process died.
 
-The run loop (trainer.py) calls it when a run ends in any way; the parent of a run's process (isolation.py)
+The run loop (trainer.py) calls it when a run ends in any way; the parent of a run's process (engine/process/)
 calls it with what the events it received carry, when the process ended before it could.
 """
 

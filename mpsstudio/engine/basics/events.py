@@ -55,7 +55,7 @@ class Window:
     total_steps: int
     elapsed_s: float  # since the run started (setup excluded)
     eta_s: float | None  # estimated time left: the steps left at the pace of every step since warm-up, validation included
-    # set on the window that closes an energy span (engine/energy.py), else None:
+    # set on the window that closes an energy span (engine/machine/energy/), else None:
     energy_j: float | None = None  # joules of the device's part over the span; None: not measured
     energy_s: float | None = None  # the span's seconds (between its two counter readings)
     energy_windows: int | None = None  # how many windows the span covers, this one included

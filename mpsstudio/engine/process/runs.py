@@ -32,7 +32,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
     KeyboardInterrupt after keeping the interrupted run as cancelled (an Ended event carries it).
     `grace_s` may be a callable, read when Stop is seen (a closing window allows less time than Stop).
     `repeat[i]` (repeat.interleave) is recorded as env["repeat"] of run i before its Ended event goes out.
-    `save_models[i]`: where run i, if it finishes training, writes its trained model (savedmodel.py).
+    `save_models[i]`: where run i, if it finishes training, writes its trained model (models/saved.py).
     """
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)

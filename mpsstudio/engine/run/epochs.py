@@ -47,7 +47,7 @@ class EarlyStop:
         return False
 
     def summary(self) -> dict:
-        """What the run's summary says about it (engine/summary.py copies these fields)."""
+        """What the run's summary says about it (engine/analysis/summary.py copies these fields)."""
         out = {"best_epoch": self.best_epoch, "best_value": self.best, "monitor": self.monitor,
                "stopped_early_epoch": self.stopped_at}
         if self.stopped_at is not None:

@@ -132,7 +132,7 @@ def run_configs(configs: Sequence[RunConfig], *, on_event: Callable[[Event], Non
 def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: Callable[[Event], None] | None = None,
             should_stop: Callable[[], bool] | None = None, progress: Progress | None = None,
             prepared: Callable[[], None] | None = None, save_model: str | None = None) -> RunResult:
-    """One config, its data loaded here: what a run's process does (isolation.py). UserError as prepare_data;
+    """One config, its data loaded here: what a run's process does (engine/process/). UserError as prepare_data;
     `prepared()` is called once the setup checks have passed, before any of the model's code runs. A
     KeyboardInterrupt inside the run is the model's (the process gets no Ctrl-C): a failed run."""
     data = prepare_data([config], progress)

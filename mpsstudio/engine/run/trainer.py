@@ -38,7 +38,7 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons);
     `position` is (this run, of how many) when several configs run together (session.run_configs).
     `should_stop` is polled once per measurement window. `save_model`: where a finished training run writes its
-    trained weights and their JSON (savedmodel.py); the summary says where (`saved_model`) or why not.
+    trained weights and their JSON (models/saved.py); the summary says where (`saved_model`) or why not.
     """
     result = RunResult(config=config)
     loop = RunLoop(config, result, on_event or (lambda event: None), should_stop or (lambda: False), device, data,

@@ -8,7 +8,7 @@ the announcement's charts, so the claim is kept as the text states it.
 
 Here: the same three workloads, in training and in inference, on synthetic data (224 px images; BERT-base-size
 encoder on 128-token sequences, `transformer_base`), every run an ordinary run (own process, stored, compared).
-No torch here: the front ends plan, estimate and run through this module and isolation.py.
+No torch here: the front ends plan, estimate and run through this module and engine/process/.
 """
 
 from __future__ import annotations
