@@ -24,31 +24,59 @@ from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.basics.events import Started, Window  # noqa: E402
 
 
+class Marks:
+    """Seconds from `start()` to the first Started event (the first step) and to the first measurement window."""
+
+    def __init__(self):
+        self.t0, self.seen = 0.0, {}
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def on_event(self, event) -> None:
+        if isinstance(event, Started):
+            self.seen.setdefault("started", time.perf_counter() - self.t0)
+        elif isinstance(event, Window):
+            self.seen.setdefault("window", time.perf_counter() - self.t0)
+
+    def times(self) -> tuple[float, float]:
+        return self.seen["started"], self.seen["window"]
+
+
 def one(cfg: RunConfig, spare: process.Spare | None) -> tuple[float, float]:
     """Seconds from Run to the Started event and to the first measurement window."""
-    marks: dict[str, float] = {}
-    t0 = time.perf_counter()
-
-    def on_event(event) -> None:
-        if isinstance(event, Started):
-            marks.setdefault("started", time.perf_counter() - t0)
-        elif isinstance(event, Window):
-            marks.setdefault("window", time.perf_counter() - t0)
-    [result] = process.run_isolated([cfg], on_event=on_event, spare=spare)
+    marks = Marks()
+    marks.start()
+    [result] = process.run_isolated([cfg], on_event=marks.on_event, spare=spare)
     if result.status != "finished":
         raise SystemExit(f"run failed: {result.error}")
-    return marks["started"], marks["window"]
+    return marks.times()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str) -> tuple[argparse.Namespace, RunConfig]:
+    """The command line both latency benchmarks take, and the config of the run they time."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--model", default="mlp")
     ap.add_argument("--dataset", default="synthetic")
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
-    cfg = RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
-                    epochs=None, warmup_steps=1)
+    return args, RunConfig(model=args.model, dataset=args.dataset, device=args.device, batch_size=64, steps=20,
+                           epochs=None, warmup_steps=1)
+
+
+def report(what: str, reps: int, fresh: list, warm: list, drawn: str = "") -> None:
+    """Medians of (first step, first window) without the spare and with it, and what the spare saves."""
+    f_start, f_win = (statistics.median(v) for v in zip(*fresh))
+    w_start, w_win = (statistics.median(v) for v in zip(*warm))
+    print(f"{what}, {reps} alternating repetitions, medians:")
+    print(f"  fresh process: Run -> first step{drawn} {f_start:.2f} s, -> first window{drawn} {f_win:.2f} s")
+    print(f"  spare process: Run -> first step{drawn} {w_start:.2f} s, -> first window{drawn} {w_win:.2f} s")
+    print(f"  the spare saves {f_start - w_start:.2f} s ({w_start / f_start:.2f} of the fresh latency)")
+
+
+def main() -> int:
+    args, cfg = arguments(__doc__)
     spare = process.Spare(cfg.mps_fallback, cfg.device)  # as the window makes it: for the device Run starts on
     fresh, warm = [], []
     try:
@@ -63,12 +91,7 @@ def main() -> int:
                     fresh.append(one(cfg, None))
     finally:
         spare.close()
-    f_start, f_win = (statistics.median(v) for v in zip(*fresh))
-    w_start, w_win = (statistics.median(v) for v in zip(*warm))
-    print(f"{args.model} on {args.dataset} ({args.device}), {args.reps} alternating repetitions, medians:")
-    print(f"  fresh process: Run -> first step {f_start:.2f} s, -> first window {f_win:.2f} s")
-    print(f"  spare process: Run -> first step {w_start:.2f} s, -> first window {w_win:.2f} s")
-    print(f"  the spare saves {f_start - w_start:.2f} s ({w_start / f_start:.2f} of the fresh latency)")
+    report(f"{args.model} on {args.dataset} ({args.device})", args.reps, fresh, warm)
     return 0
 
 
