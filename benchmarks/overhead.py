@@ -125,7 +125,7 @@ def main() -> int:
           f"{'wall/bare':>10} {'median/bare':>12}")
     ratios = []
     for name in args.models.split(","):
-        # the data a run loads for itself (trainer.load_data): the model's own input shape, 1,024 samples, so the
+        # the data a run loads for itself (run/setup.load_data): the model's own input shape, 1,024 samples, so the
         # engine in its own process (--isolated) and the bare loop here compute the same thing
         data = load_data(RunConfig(model=name, dataset="synthetic"))
         steps = calibrate(name, dev, data, args.batch_size, args.seconds)

@@ -18,9 +18,10 @@ import os
 import sys
 from pathlib import Path
 
+from mpsstudio.engine.machine.apple import FALLBACK_VAR  # torch-free, like everything this module imports first
+
 APP_NAME = "MPS Studio"
 LOG_MAX_BYTES = 512 * 1024
-FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
 FALLBACK_SET_BY_APP_VAR = "MPSSTUDIO_SET_MPS_FALLBACK"
 START_METHOD_VAR = "MPSSTUDIO_MP_START_METHOD"  # testing only: see main()
 

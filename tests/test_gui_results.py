@@ -262,7 +262,7 @@ def test_export_comparison_png_is_large_and_not_blank(qtbot, store, tmp_path):
 
 
 def test_delete_key_deletes_with_undo_and_asks_only_beyond_what_undo_holds(qtbot, store, monkeypatch):
-    from mpsstudio.gui.results import deleting as results_panel
+    from mpsstudio.gui.results import deleting
 
     a, b, c = make_run("cpu", 100.0), make_run("mps", 450.0), make_run("cpu", 90.0, model="mlp")
     panel = open_panel(qtbot, store, [a, b, c])
@@ -273,7 +273,7 @@ def test_delete_key_deletes_with_undo_and_asks_only_beyond_what_undo_holds(qtbot
     monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or False)
     qtbot.keyClick(panel.table, Qt.Key.Key_Delete)
     assert asked == [] and store.get(a.id) is None and panel.undo_bar.can_undo()  # at once, with Undo
-    monkeypatch.setattr(results_panel, "UNDO_UP_TO", 1)  # more runs than Undo holds: asked first
+    monkeypatch.setattr(deleting, "UNDO_UP_TO", 1)  # more runs than Undo holds: asked first
     panel.select_ids([b.id, c.id])
     qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
     assert asked == [2] and panel.model.rowCount() == 2  # declined: nothing deleted

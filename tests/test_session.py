@@ -1,4 +1,4 @@
-"""The one run path of the CLI and the window (engine.session): checks before any run, runs in turn."""
+"""The one run path of the CLI and the window (engine.run.session): checks before any run, runs in turn."""
 
 from __future__ import annotations
 

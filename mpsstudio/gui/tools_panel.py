@@ -1,6 +1,6 @@
 """The Tools tab: every stored sweep, max-batch search and inspection, and the one selected, drawn.
 
-It shows what the engine computed (engine.toolview's tables, the engine's sentence); nothing is re-derived here.
+It shows what the engine computed (engine.tools.toolview's tables, the engine's sentence); nothing is re-derived here.
 A sweep is drawn as samples/s against batch size (log-x, one line per device, whiskers of ±IQR/2) with the
 crossover marked; a max-batch search as samples/s and memory per probe; an inspection as its parity and
 fallback tables.

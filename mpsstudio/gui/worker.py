@@ -128,7 +128,7 @@ class RunWorker(QThread):
         from ..engine.process import STOP_GRACE_S
 
         self.configs = list(configs)
-        self.repeat = repeat  # env["repeat"] tag per config (engine.repeat.interleave)
+        self.repeat = repeat  # env["repeat"] tag per config (engine.analysis.repeat.interleave)
         self.save_models = save_models  # where each run keeps its trained model (engine/models/saved.py), or None
         self.spare = spare
         self._stop = threading.Event()

@@ -1,4 +1,4 @@
-"""Checking a run that comes from outside this process (an imported file, a row of an older history).
+"""Checking a run that comes from outside this process (a run's own process, an imported file, a history row).
 
 Every field is checked before anything is written: types from the dataclasses, the config through
 RunConfig.validate(), finite non-negative numbers where a number is promised, ISO timestamps, bounded sizes

@@ -2,5 +2,5 @@
 formatting of numbers and messages, atomic file writes and the app's folders.
 
 Owns: config, spec, events, results, errors, formatting, files, paths. Uses: nothing of the engine, and no torch
-(an import-linter contract checks both), so the front ends can read and show runs without loading PyTorch.
+(import-linter contracts check both), so the front ends can read and show runs without loading PyTorch.
 """

@@ -46,7 +46,7 @@ class RunResult:
     # steps, windows and epochs are then empty, and RunStore.get(id) reads the whole run.
     window_rates: list[float] | None = None
     # True on a run made by runcheck (every field checked, its summary re-derived from its windows): only such a
-    # run is sealed when stored (history/rows.seal), so that the table can read it back without checking it again.
+    # run is sealed when stored (history/rows.py, _seal), so that the table can read it back without checking it again.
     checked: bool = field(default=False, repr=False, compare=False)
 
     def epoch_step(self, epoch: dict) -> int | None:

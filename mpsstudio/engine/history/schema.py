@@ -1,6 +1,6 @@
 """The history file: its tables and version, opening it (another program holding it, a read-only file or folder, a
-damaged file found at once), upgrading an older version once, one sentence per SQLite failure, and recovering the
-readable runs of a damaged file into a fresh one."""
+damaged file found at once), upgrading an older version once, and one sentence per SQLite failure. Recovering the
+readable runs of a damaged file is recovery.py's."""
 
 from __future__ import annotations
 

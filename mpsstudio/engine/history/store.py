@@ -206,7 +206,7 @@ class RunStore:
 
 @dataclass
 class ToolRecord:
-    """One stored tool result: kind ("sweep", "max-batch", "inspect") and its result dict (tools.checked)."""
+    """One stored tool result: kind ("sweep", "max-batch", "inspect") and its result dict (tools/registry.checked)."""
 
     kind: str
     result: dict

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-import mpsstudio
-from mpsstudio.engine.machine import devices
+from ... import __version__
+from . import devices
 
 # Environment variables that change what a run measures; recorded only when set.
 RESULT_ENV_VARS = (
@@ -82,7 +82,7 @@ def environment() -> dict:
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "env": {name: os.environ[name] for name in RESULT_ENV_VARS if name in os.environ},
-        "mpsstudio": mpsstudio.__version__,
+        "mpsstudio": __version__,
     }
 
 
@@ -106,7 +106,7 @@ def doctor(checks: dict | None = None) -> list[tuple[str, str]]:
     run process); without, they are done here."""
     mps_reason = devices.mps_unavailable_reason()
     rows = [
-        ("MPS Studio", mpsstudio.__version__),
+        ("MPS Studio", __version__),
         ("Python", platform.python_version()),
         ("PyTorch", str(torch.__version__)),
         ("torchvision", torchvision_version() or "not installed"),
@@ -172,7 +172,7 @@ def setup_rows(checks: dict | None = None) -> list[SetupRow]:
     if checks is None:
         checks = probe.check_all(devices.discover_devices())
     mps_reason = devices.mps_unavailable_reason()
-    rows = [SetupRow("MPS Studio", mpsstudio.__version__),
+    rows = [SetupRow("MPS Studio", __version__),
             SetupRow("Python", f"{platform.python_version()} ({platform.machine() or '?'})",
                      False if devices.is_rosetta() else None,
                      devices.mps_fix(mps_reason) if devices.is_rosetta() else ""),

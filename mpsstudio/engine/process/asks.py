@@ -40,7 +40,7 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
 def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
              should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
              mps_fallback: bool = True) -> dict:
-    """Run one measuring tool (tools.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
+    """Run one measuring tool (tools/registry.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
     its result, a dict of plain JSON values checked here (the child runs a user's model: it is not trusted).
 
     Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or

@@ -10,10 +10,10 @@ import threading
 from collections.abc import Callable
 
 from ..basics.config import RunConfig
+from ..machine.apple import FALLBACK_VAR
 from ..basics.errors import UserError
 
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
-FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
 
 
 def _child_main(conn, mps_fallback: bool, output_path: str, device: str | None = None) -> None:

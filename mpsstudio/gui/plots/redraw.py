@@ -15,9 +15,10 @@ from PySide6.QtCore import QObject, QTimer
 # torch threads than cores, or a GPU run) gets 10 Hz.
 REDRAW_INTERVAL_MS = 100
 BUSY_REDRAW_INTERVAL_MS = 500
-# Drawing may take at most this share of the GUI thread: it competes with the run for cores and for the GIL.
-# Measured (benchmarks/gui_penalty.py, 2-core machine): at 0.33 a CPU run read 10,237 samples/s in the window
-# against 19,409 without plots; at 0.1, 18,679.
+# Drawing may take at most this share of the GUI thread (after a redraw that took t, the next waits t / share):
+# it competes with a CPU run for cores. Measured (benchmarks/gui_penalty.py, 2-core machine, docs/benchmarks.md):
+# when runs still shared the window's process, a CPU run read 10,237 samples/s with a share of 0.33 against 19,409
+# without plots, 18,679 at 0.1; with runs in their own process, 0.03 kept a run with a free core within noise.
 REDRAW_SHARE = 0.03
 
 

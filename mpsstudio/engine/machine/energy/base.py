@@ -35,7 +35,7 @@ class SpanEnergy:
 
 class Counter:
     """Cumulative energy counters of one source, in joules per part (a counter that wraps is unwrapped by its
-    source, so these only grow; one that goes backwards anyway makes its window unknown)."""
+    source, so these only grow; one that goes backwards anyway makes its span unknown)."""
 
     name = ""
     measure = MEASURED

@@ -12,10 +12,10 @@ Where the numbers come from (the field's own libraries; no private-API code here
   estimates from activity, frequency and voltage (so these are labelled "estimated"); the GPU busy share is the
   IORegistry's "Device Utilization %" that Activity Monitor shows, read with the `ioreg` command.
 - Linux CPUs: the RAPL counters under /sys/class/powercap (whole packages: every program's share, idle included).
-- CPU utilisation: the run process's CPU time over the window, as a share of all the machine's logical cores.
+- CPU utilisation: the run process's CPU time over the energy span, as a share of all the machine's logical cores.
 
-Counters wrap (RAPL at max_energy_range_uj): a window whose end reads below its start adds the range once. A
-counter that goes backwards with no known range (a driver reset) makes that window's energy unknown, never
+Counters wrap (RAPL at max_energy_range_uj): each source unwraps its counter at every reading (rapl.py), so the
+counters only grow. A counter that goes backwards anyway (a driver reset) makes that span's energy unknown, never
 negative. Where no source works, every energy figure is None and `reason` says why in one phrase.
 No torch here: the trainer passes what it knows about the device.
 """
