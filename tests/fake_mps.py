@@ -20,7 +20,8 @@ refuses what the real one refuses, the way torch does, and each behaviour names 
 - torch.mps's functions run torch's own Python (torch/mps/__init__.py, with its argument checks) over faked
   `torch._C._mps_*` bindings: memory figures are ints in bytes (the bytes of the live device tensors, the driver's
   rounded up to 1 MiB pages plus the faked driver overhead), `set_per_process_memory_fraction` validates as torch
-  does, `recommended_max_memory` is the faked GPU's.
+  does and then caps the faked allocator as torch's does (a new storage past fraction x the recommended maximum
+  raises the allocator's RuntimeError "MPS backend out of memory ..."), `recommended_max_memory` is the faked GPU's.
 - autocast("mps") casts like the CPU's autocast lists (both lower matmul/conv/linear); GradScaler("mps") is torch's.
 - The energy monitor (zeus-apple-silicon's AppleEnergyMonitor, whose C++ side raises RuntimeError/ValueError:
   apple_energy.hpp) returns cumulative mJ fields, each may be None, and can be told to raise.
@@ -73,6 +74,27 @@ def vm_error(nbytes: int) -> str:
             f"Tried to allocate {nbytes / MiB:.2f} MiB on private pool.")
 
 
+def format_size(size: int) -> str:
+    """aten/src/ATen/mps/MPSAllocator.h, format_size: two decimals in bytes, KiB, MiB or GiB."""
+    if size <= 1024:
+        return f"{size} bytes"
+    if size <= 1 << 20:
+        return f"{size / 1024:.2f} KiB"
+    if size <= 1 << 30:
+        return f"{size / (1 << 20):.2f} MiB"
+    return f"{size / (1 << 30):.2f} GiB"
+
+
+def oom_error(allocated: int, other: int, allowed: int, size: int) -> str:
+    """The MPS allocator's out-of-memory error (aten/src/ATen/mps/MPSAllocator.mm, alloc_buffer_block: a
+    RuntimeError from TORCH_CHECK) when an allocation would pass the high watermark that
+    set_per_process_memory_fraction sets (fraction x recommendedMaxWorkingSetSize)."""
+    return (f"MPS backend out of memory (MPS allocated: {format_size(allocated)}, other allocations: "
+            f"{format_size(other)}, max allowed: {format_size(allowed)}). Tried to allocate {format_size(size)} on "
+            f"private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations "
+            f"(may cause system failure).")
+
+
 def _refuse_dtype(dtype) -> None:
     if dtype == torch.float64:
         raise TypeError(F64_ERROR)
@@ -96,6 +118,7 @@ class FakeMPSTensor(torch.Tensor):
             raise RuntimeError(vm_error(elem.untyped_storage().nbytes()))
         r.elem = elem
         if device is not None:
+            device.allow(elem)
             device.track(elem)  # the values, not the wrapper: Module.to swaps wrappers, which weakrefs forbid
         return r
 
@@ -320,8 +343,26 @@ class FakeMPS:
                 return x + (x.abs() * wobble * self.noise).to(x.dtype)
         return x
 
+    def allow(self, elem: torch.Tensor) -> None:
+        """Raise the allocator's out-of-memory error when a new storage for `elem` would pass the limit that
+        torch.mps.set_per_process_memory_fraction set (0: unlimited, as in torch; never set: torch's default
+        of 1.7x the recommended maximum, which these tests never reach)."""
+        if not self.fraction:
+            return
+        storage = elem.untyped_storage()
+        live = self.storages()
+        if storage.data_ptr() in live:  # a view of a tensor already on the device: nothing new is allocated
+            return
+        allowed, used, size = int(self.fraction * self.recommended_max), sum(live.values()), storage.nbytes()
+        if used + size > allowed:
+            raise RuntimeError(oom_error(used, self.driver_overhead, allowed, size))
+
     def allocated(self) -> int:
         """Bytes of the live device tensors' storages (each storage once)."""
+        return int(sum(self.storages().values()))
+
+    def storages(self) -> dict[int, int]:
+        """The live device tensors' storages: data pointer -> bytes."""
         with self._lock:
             tensors = [ref() for ref in list(self._live.values())]
         seen: dict[int, int] = {}
@@ -333,7 +374,7 @@ class FakeMPS:
                 seen[storage.data_ptr()] = storage.nbytes()
             except (RuntimeError, AttributeError):
                 continue
-        return int(sum(seen.values()))
+        return seen
 
     def driver(self) -> int:
         return int(math.ceil(self.allocated() / MiB) * MiB + self.driver_overhead)

@@ -146,6 +146,61 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
         w.close()
 
 
+def max_batch_result(device="cpu", largest=94):
+    from mpsstudio.engine.tools import maxbatch
+
+    probes = [{"batch_size": b, "fits": b <= largest, "samples_per_s": 10.0 * b if b <= largest else None,
+               "step_ms": 1.0, "memory": b << 20, "memory_measure": "allocator_peak",
+               "why": "" if b <= largest else "out of memory", "reason": "" if b <= largest else "out of memory (x)"}
+              for b in (1, 2, 4, 8, 16, 32, 64, 128, 96, 80, 88, 92, 94, 95) if b <= largest + 1]
+    return maxbatch.report(probes, device=device, limit=8 << 30, limit_source="--memory-limit", cap=65536,
+                           stopped=False, env={}, config=RunConfig(model="mlp", dataset="synthetic").to_dict())
+
+
+def test_a_largest_batch_search_offers_to_sweep_its_sizes(qtbot, monkeypatch):
+    from mpsstudio.engine import process
+
+    seen = []
+
+    def fake_point(cfg, **kwargs):
+        seen.append((cfg.device, cfg.batch_size))
+        r = point(cfg.device, cfg.batch_size, 100.0 * cfg.batch_size)
+        r.config = cfg
+        return r
+    monkeypatch.setattr(process, "run_point", fake_point)
+    w = open_window(qtbot)
+    try:
+        w.store.save_tool(ToolRecord(kind="max-batch", result=max_batch_result()))
+        w.tools.reload()
+        assert w.tools.sweep_button.isVisibleTo(w.tools)
+        assert "Measure batches 16, 32, 64, 94 on cpu" in w.tools.sweep_button.toolTip()
+        w.tools.sweep_button.click()
+        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=60_000)
+        assert seen == [("cpu", 16), ("cpu", 32), ("cpu", 64), ("cpu", 94)]
+        assert w.tools.current().kind == "sweep" and w.tools.current().result["best"] == {"cpu": 94}
+        assert not w.tools.sweep_button.isVisibleTo(w.tools)  # a sweep offers no sweep
+    finally:
+        w.close()
+
+
+def test_sweeping_a_search_s_sizes_needs_its_device_here(qtbot, monkeypatch):
+    from mpsstudio.engine import process
+
+    monkeypatch.setattr(process, "run_point", lambda *a, **k: pytest.fail("swept on a device this machine lacks"))
+    w = open_window(qtbot)
+    try:
+        w.sweep_sizes_of(max_batch_result(device="cuda:0"))
+        assert w.tool_worker is None
+        assert "cuda:0 is not available on this machine" in w.statusBar().currentMessage()
+        old = max_batch_result()
+        del old["sweep_sizes"]  # a search stored by an earlier version
+        w.store.save_tool(ToolRecord(kind="max-batch", result=old))
+        w.tools.reload()
+        assert not w.tools.sweep_button.isVisibleTo(w.tools)
+    finally:
+        w.close()
+
+
 def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
     from mpsstudio.engine import process
     from mpsstudio.engine.basics.errors import UserError

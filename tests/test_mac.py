@@ -152,6 +152,38 @@ def test_sweep_max_batch_and_inspect_on_mps(fake_mps, capsys, tmp_path):
     assert {o["kind"] for o in doc["ops"]} <= {"native", "composite"}
 
 
+def test_max_batch_on_mps_finds_the_allocator_s_own_boundary(fake_mps, monkeypatch):
+    """The search caps the MPS allocator at the limit (set_per_process_memory_fraction of the recommended maximum),
+    so the largest batch is the last before a real "MPS backend out of memory", found exactly."""
+    from mpsstudio.engine.tools import maxbatch
+
+    fake = fake_mps(recommended_max=64 << 20)
+    fractions = []
+    real_set = fake._set_fraction
+    monkeypatch.setattr(torch._C, "_mps_setMemoryFraction", lambda f: (fractions.append(f), real_set(f)))
+    r = maxbatch.search(RunConfig(model="mlp", dataset="synthetic", device="mps", seed=1), memory_limit=24 << 20)
+    assert fractions == [0.375, 1.7]  # capped at 24 MiB of the 64 MiB recommended, then lifted to torch's default
+    assert "the MPS allocator capped at 24.0 MiB (torch.mps.set_per_process_memory_fraction(0.3750))" == \
+        r["limit_enforced"]
+    failed = r["smallest_failed"]
+    assert r["largest_batch"] > 8 and failed["batch_size"] == r["largest_batch"] + 1
+    assert failed["why"] == "out of memory" and failed["reason"].startswith("out of memory (under the 24.0 MiB cap, ")
+    assert "MPS backend out of memory (MPS allocated:" in failed["reason"]
+    assert all(p["memory_measure"] != "predicted" for p in r["probes"])  # the allocator decides: nothing predicted
+
+
+def test_max_batch_on_mps_never_asks_more_than_the_allocator_can_allow(fake_mps):
+    from mpsstudio.engine.tools import maxbatch, toolkit
+
+    fake_mps(recommended_max=64 << 20)
+    setup = toolkit.prepare(RunConfig(model="mlp", dataset="synthetic", device="mps"))
+    assert maxbatch.limit_for(setup, None) == (64 << 20, "torch.mps.recommended_max_memory()")
+    limit, source = maxbatch.limit_for(setup, 1 << 30)
+    assert limit == 128 << 20 and "lowered to 2x torch.mps.recommended_max_memory()" in source
+    with pytest.raises(ValueError, match="Allowed range: 0~2"):  # what torch says past its ceiling
+        torch.mps.set_per_process_memory_fraction(2.5)
+
+
 def test_inspect_names_the_operations_that_fall_back_to_the_cpu(fake_mps, capsys, tmp_path):
     fake_mps(fallback_ops=("aten::addmm",))
     found = tmp_path / "in.json"

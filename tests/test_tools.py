@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 import torch
 
-from mpsstudio.engine.tools import inspection, maxbatch, opcheck, sweep, registry as tools
+from mpsstudio.engine.tools import inspection, maxbatch, memory, opcheck, sweep, registry as tools
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.basics.results import RunResult
@@ -41,14 +41,19 @@ def fake_memory(monkeypatch, fits_up_to: int, per_sample: int = 1024 * 1024):
 def test_max_batch_finds_a_batch_that_trains_and_a_double_that_does_not(monkeypatch):
     fake_memory(monkeypatch, fits_up_to=100)
     r = maxbatch.search(MLP, memory_limit=10 * 2**30)
-    assert 100 - 100 // maxbatch.RESOLUTION <= r["largest_batch"] <= 100
+    assert r["largest_batch"] == 100  # bisected to the exact boundary below EXACT_UP_TO
     fits = {p["batch_size"]: p["fits"] for p in r["probes"]}
-    assert fits[64] and not fits[128]
+    assert fits[64] and not fits[128] and fits[100] and not fits[101]
     assert [p["batch_size"] for p in r["probes"]][:8] == [1, 2, 4, 8, 16, 32, 64, 128]  # doubling, then bisecting
+    assert [p["batch_size"] for p in r["probes"]][8:] == [96, 112, 104, 100, 102, 101]
     failed = [p for p in r["probes"] if not p["fits"]]
     assert all(p["reason"].startswith("out of memory (CUDA out of memory") for p in failed)
+    assert r["smallest_failed"] == {"batch_size": 101, "why": "out of memory", "reason": failed[-1]["reason"]}
     assert r["fastest_batch"] in fits and fits[r["fastest_batch"]]
-    assert f"Largest batch that trains on cpu: {r['largest_batch']:,}" in r["sentence"]
+    assert r["sweep_sizes"] == [16, 32, 64, 100] and r["limit_enforced"] == ""  # the CPU has no allocator cap
+    assert (f"Largest batch that trains on cpu: 100 (100 MiB peak allocated by PyTorch); 101 did not: out of memory "
+            f"(CUDA out of memory" in r["sentence"])
+    assert "3 training steps each, too few to rank batch sizes: sweep 16, 32, 64, 100" in r["sentence"]
     assert tools.checked("max-batch", json.loads(json.dumps(r)))["largest_batch"] == r["largest_batch"]
 
 
@@ -58,8 +63,59 @@ def test_max_batch_skips_a_batch_predicted_above_the_limit(monkeypatch):
     predicted = [p for p in r["probes"] if p["memory_measure"] == "predicted"]
     assert predicted and all(p["reason"].startswith("not run: it would need about") for p in predicted)
     assert all(p["memory"] <= 40 * 2**20 for p in r["probes"] if p["fits"])
-    assert 36 <= r["largest_batch"] <= 40
-    assert "would not fit (predicted from the smaller batches)" in r["sentence"] or "did not fit" in r["sentence"]
+    assert r["largest_batch"] == 40  # predicted 64 MiB at 64: skipped; 48 (under 1.25x the limit): measured
+    assert [p["batch_size"] for p in predicted] == [64]
+    assert r["smallest_failed"]["batch_size"] == 41 and r["smallest_failed"]["why"] == "over the limit"
+    assert "; 41 did not: used 41.0 MiB, above the limit of 40.0 MiB" in r["sentence"]
+
+
+def test_a_prediction_is_never_above_a_larger_batch_s_measured_memory():
+    """Memory is not monotonic in the batch (cuDNN picks other algorithms and workspaces at other sizes): the
+    extrapolation from 64 and 80 says 88 needs 8.4 GiB, but 96 measured 8.0 GiB, so 88 needs at most that."""
+    GiB = 2**30
+    probes = [{"batch_size": 64, "fits": True, "memory": 6 * GiB, "memory_measure": "allocator_peak"},
+              {"batch_size": 80, "fits": True, "memory": int(7.6 * GiB), "memory_measure": "allocator_peak"},
+              {"batch_size": 96, "fits": False, "memory": 8 * GiB, "memory_measure": "allocator_peak"},
+              {"batch_size": 128, "fits": False, "memory": 99 * GiB, "memory_measure": "predicted"}]
+    search = type("S", (), {"probes": probes})()
+    assert maxbatch._Search.predicted(search, 88) == 8 * GiB
+    assert abs(maxbatch._Search.predicted(search, 112) - (7.6 + 0.1 * 32) * GiB) < 2  # nothing measured above
+
+
+def test_a_batch_is_never_ruled_out_by_prediction_below_one_that_trained(monkeypatch):
+    from mpsstudio.engine.tools import toolkit
+
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=2**20)
+    monkeypatch.setattr(maxbatch._Search, "predicted", lambda self, batch: 10**15)  # wildly pessimistic
+    search = maxbatch._Search(toolkit.prepare(MLP), 100 * 2**20, 256, lambda *a: None, lambda: False)
+    search.probes.append({"batch_size": 64, "fits": True, "memory": 64 * 2**20, "memory_measure": "allocator_peak",
+                          "samples_per_s": 1.0})
+    assert search.probe(48)["fits"]  # measured, although predicted far past the limit: 64 trained
+    assert search.probe(128)["memory_measure"] == "predicted"  # above every batch that trained: skipped
+
+
+def test_max_batch_caps_the_cuda_allocator_at_the_limit_and_lifts_the_cap(monkeypatch):
+    """On CUDA the limit is enforced by PyTorch's own allocator (torch.cuda.set_per_process_memory_fraction, the
+    real function, over a faked binding: its checks run as they do on a GPU)."""
+    from types import SimpleNamespace
+
+    import torch.cuda.memory
+
+    from mpsstudio.engine.machine.devices import Device
+
+    calls = []
+    monkeypatch.setattr(torch.cuda.memory, "_lazy_init", lambda: None)
+    monkeypatch.setattr(torch._C, "_cuda_setMemoryFraction", lambda fraction, device: calls.append((fraction, device)),
+                        raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 * 2**30))
+    gpu = Device(id="cuda:1", kind="cuda", available=True)
+    words, lift = maxbatch.enforce_limit(gpu, 8 * 2**30)
+    assert calls == [(0.1, 1)] and words == ("PyTorch's CUDA allocator capped at 8.0 GiB "
+                                             "(torch.cuda.set_per_process_memory_fraction(0.1000))")
+    lift()
+    assert calls[-1] == (1.0, 1)
+    assert maxbatch.enforce_limit(gpu, 81 * 2**30)[0] == ""  # above the card: the card's own out-of-memory error
+    assert maxbatch.enforce_limit(gpu, None)[0] == "" and len(calls) == 2
 
 
 def test_max_batch_measured_above_the_limit_does_not_fit(monkeypatch):
@@ -73,7 +129,7 @@ def test_max_batch_measured_above_the_limit_does_not_fit(monkeypatch):
 def test_max_batch_swap_growth_does_not_fit(monkeypatch):
     fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
     counter = iter(range(0, 10**12, 2**30))  # every reading 1 GiB more swapped out
-    monkeypatch.setattr(maxbatch, "_swapped_out", lambda: next(counter))
+    monkeypatch.setattr(maxbatch, "swapped_out", lambda: next(counter))
     r = maxbatch.search(MLP, memory_limit=2**30, cap=4)
     assert r["largest_batch"] is None
     assert r["probes"][0]["reason"].startswith("the system swapped out 1.0 GiB")
@@ -574,9 +630,11 @@ def test_the_documented_rules_are_the_code_s():
     assert (f"fp32 {t['fp32']:.0e}, TF32 {t['tf32']:.0e}, fp16 {t['fp16']:.0e}, bf16\n  {t['bf16']:.0e}"
             .replace("e-0", "e-") in doc)
     assert f"at most {opcheck.CPU_FACTOR:.0f}x the CPU's own error" in doc
-    assert f"within 1/{maxbatch.RESOLUTION}" in doc and f"{maxbatch.PROBE_STEPS} timed full training steps" in doc
+    assert f"within 1/{maxbatch.RESOLUTION}" in doc and f"{maxbatch.PROBE_STEPS} timed full\n  training steps" in doc
+    assert f"up to a\n  batch of {maxbatch.EXACT_UP_TO:,}" in doc and f"exceed {maxbatch.PREDICT_MARGIN:g}x the limit" in doc
     assert f"more than {maxbatch.SWAP_LIMIT >> 20} MiB" in doc and "below half the best" in doc
-    assert maxbatch.COLLAPSE == 0.5 and maxbatch.CPU_SHARE == 0.5 and maxbatch.PRESSURE_SHARE == 0.5
+    assert maxbatch.COLLAPSE == 0.5 and memory.CPU_SHARE == 0.5 and maxbatch.PRESSURE_SHARE == 0.5
+    assert memory.MPS_FRACTION_MAX == 2.0 and "at most\n  twice that" in doc
     assert "while it used at least half the\n  limit" in doc
     assert f"(default {sweep.DEFAULT_STEPS}:" in doc and f"... {sweep.DEFAULT_MAX}." in doc
 

@@ -147,6 +147,7 @@ class ToolsPanel(QWidget):
     """Stored tool results on the left, the selected one on the right."""
 
     selected = Signal(object)  # the ToolRecord shown, or None
+    sweep_requested = Signal(object)  # a largest-batch search's result: sweep its sizes
 
     def __init__(self, store, parent=None):
         super().__init__(parent)
@@ -170,7 +171,10 @@ class ToolsPanel(QWidget):
         self.export_button.clicked.connect(self.export_dialog)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_current)
+        self.sweep_button = QPushButton("Sweep These Sizes")
+        self.sweep_button.clicked.connect(lambda: self.current() and self.sweep_requested.emit(self.current().result))
         buttons = QHBoxLayout()
+        buttons.addWidget(self.sweep_button)
         buttons.addStretch(1)
         buttons.addWidget(self.export_button)
         buttons.addWidget(self.delete_button)
@@ -233,6 +237,13 @@ class ToolsPanel(QWidget):
         record = self.records[row] if 0 <= row < len(self.records) else None
         self.export_button.setEnabled(record is not None)
         self.delete_button.setEnabled(record is not None)
+        sizes = record.result.get("sweep_sizes") if record is not None and record.kind == "max-batch" else None
+        self.sweep_button.setVisible(bool(sizes))
+        if sizes:
+            self.sweep_button.setToolTip(
+                f"Measure batches {', '.join(f'{b:,}' for b in sizes)} on {record.result.get('device')} with the "
+                f"run's rules (warm-up apart, at least 8 measured windows each) to find the fastest: the search's "
+                f"{record.result.get('probe_steps', 3)} steps per probe are too few to rank them.")
         if record is None:
             self.headline.setText("")
             self.detail.setCurrentWidget(self.empty)

@@ -200,9 +200,10 @@ class ToolWorker(QThread):
     done = Signal(object, str)  # ToolRecord, "" or why it was not kept
     rejected = Signal(str)
 
-    def __init__(self, kind: str, config, devices: list[str], store, parent=None):
+    def __init__(self, kind: str, config, devices: list[str], store, parent=None, batch_sizes: list[int] | None = None):
         super().__init__(parent)
         self.kind, self.config, self.devices, self.store = kind, config, list(devices), store
+        self.batch_sizes = batch_sizes  # a sweep's sizes (None: the default powers of two)
         self._stop = threading.Event()
         _live.add(self)
 
@@ -218,7 +219,7 @@ class ToolWorker(QThread):
                 sps = result.summary.get("samples_per_s")
                 self.progress.emit(f"Sweep: {result.config.device} at batch {result.config.batch_size:,}: "
                                    + (f"{sps:,.0f} samples/s" if sps else result.status) + f" ({done} of up to {total})")
-            runs = sweep.run(self.config, self.devices, None, should_stop=self._stop.is_set, on_point=on_point,
+            runs = sweep.run(self.config, self.devices, self.batch_sizes, should_stop=self._stop.is_set, on_point=on_point,
                              run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set))
             return sweep.analyse(runs, self.config)
         return process.run_tool(self.kind, {"config": self.config.to_dict()}, should_stop=self._stop.is_set,

@@ -1,28 +1,36 @@
-"""The largest batch that trains: full training steps, doubling then bisecting, stopping before memory runs out.
+"""The largest batch that trains: full training steps, doubling then bisecting to the exact boundary.
 
 The usual recipe (double the batch until "out of memory", forward pass only) misses the backward pass and the
 optimizer's state, and on a Mac it can push the machine into swap before MPS raises anything: the GPU shares
 RAM with everything else. So each probe here is `PROBE_STEPS` full training steps (forward, backward, optimizer
-step) after one untimed step, on a batch shaped like the run's, and a probe does not fit when:
+step) after one untimed step, on a batch shaped like the run's.
+
+The limit is enforced by the allocator itself where there is one (`enforce_limit`): on CUDA
+`torch.cuda.set_per_process_memory_fraction` caps PyTorch's caching allocator at --memory-limit (without one, the
+card itself is the limit); on MPS `torch.mps.set_per_process_memory_fraction` caps the MPS allocator at the limit,
+by default `torch.mps.recommended_max_memory()` (what Metal says the GPU may use without hurting the system). So
+the boundary there is a real out-of-memory error in the search's own process, not a prediction. A probe does not
+fit when:
 
 - it raised out of memory (CUDA, MPS, or the host);
-- its memory went above the limit: on MPS `torch.mps.recommended_max_memory()` (what Metal says the GPU may
-  use without hurting the system), on the CPU a safe share of the RAM available when the search began
-  (`CPU_SHARE`, or --memory-limit), on CUDA the card itself (a real out-of-memory error);
-- the next batch's memory, extrapolated from the probes so far, would be above the limit (it is then not run:
-  this is what keeps a CPU or MPS search out of swap);
-- the system swapped out more than `SWAP_LIMIT` bytes during it;
+- its memory went above a limit no allocator enforces: on the CPU a safe share of the RAM available when the
+  search began (`CPU_SHARE`, or --memory-limit);
+- where no allocator enforces the limit (the CPU), its memory, extrapolated from the two largest batches that fit,
+  would be more than `PREDICT_MARGIN` times the limit (it is then not run: this keeps a CPU search out of swap); a
+  prediction is never above the memory measured for a larger batch and never rules out a batch smaller than one
+  that trained;
+- the system swapped out more than `SWAP_LIMIT` bytes during it (CPU and MPS: the GPU shares the RAM);
 - its throughput fell below `COLLAPSE` of the best smaller batch's, measured twice, while it used at least
-  `PRESSURE_SHARE` of the limit (memory pressure; slow far below the limit is another program's load).
+  `PRESSURE_SHARE` of the limit (CPU and MPS: memory pressure; slow far below the limit is another program's load).
 
 Between probes the allocator is emptied (torch.mps.empty_cache / torch.cuda.empty_cache) and Python's garbage
-collected. Bisection stops when the gap is at most 1/`RESOLUTION` of the batch that fits (the result says it).
+collected. Bisection ends at the exact boundary (a gap of 1) up to `EXACT_UP_TO`, and within 1/`RESOLUTION` of
+the batch above it. The probes' throughput comes from a few steps, too few to rank batch sizes: the result names
+the sizes worth a sweep (`sweep_sizes`), which measures them with the run's rules.
 """
 
 from __future__ import annotations
 
-import gc
-import threading
 import time
 from collections.abc import Callable
 
@@ -31,83 +39,27 @@ import torch
 import torch.nn.functional as F
 
 from . import toolkit
+from .memory import RssPeak, enforce_limit, free, is_oom, limit_for, swapped_out
 from ..run import steps
 from ..basics.config import MAX_BATCH, RunConfig
 from ..basics.errors import UserError
 from ..basics.formatting import error_line, fmt_bytes, fmt_rate
 
 PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
-CPU_SHARE = 0.5  # CPU runs: default limit, this share of the memory available when the search starts
 SWAP_LIMIT = 256 * 1024 * 1024  # swapped out during one probe: the machine is short of memory
 COLLAPSE = 0.5  # throughput below this share of the best smaller batch's: memory pressure ...
 PRESSURE_SHARE = 0.5  # ... when the probe used at least this share of the limit (else: another program's load)
-RESOLUTION = 16  # bisect until the gap is at most largest/RESOLUTION (and at least 1)
+EXACT_UP_TO = 1024  # bisect to a gap of 1 below this batch ...
+RESOLUTION = 128  # ... and to largest/RESOLUTION above it
+PREDICT_MARGIN = 1.25  # a batch is skipped unrun only when predicted above this multiple of the limit
 DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits batches nobody trains with)
-RSS_SAMPLE_S = 0.01
-
-
-def limit_for(setup: toolkit.Setup, memory_limit: int | None) -> tuple[int | None, str]:
-    """The memory a probe may use (bytes, or None: the device's own out-of-memory error), and where it comes from."""
-    if memory_limit is not None:
-        return memory_limit, "--memory-limit"
-    kind = setup.device.kind
-    if kind == "mps":
-        return int(torch.mps.recommended_max_memory()), "torch.mps.recommended_max_memory()"
-    if kind == "cpu":
-        available = int(psutil.virtual_memory().available)
-        return int(available * CPU_SHARE), f"{CPU_SHARE:.0%} of the {fmt_bytes(available)} available at the start"
-    return None, "the GPU's own memory (a real out-of-memory error)"
-
-
-class _RssPeak:
-    """The process's peak resident size while a probe runs (sampled in a thread; CPU and MPS share RAM)."""
-
-    def __init__(self):
-        self.peak = 0
-        self._stop = threading.Event()
-        self._proc = psutil.Process()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="rss-peak")
-
-    def _watch(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-            self._stop.wait(RSS_SAMPLE_S)
-
-    def __enter__(self):
-        self.peak = self._proc.memory_info().rss
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
-
-
-def _swapped_out() -> int:
-    try:
-        return int(psutil.swap_memory().sout)
-    except Exception:  # no swap information here (some containers)
-        return 0
-
-
-def _is_oom(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text \
-        or "cannot allocate memory" in text or "can't allocate memory" in text
-
-
-def _free(device_kind: str) -> None:
-    gc.collect()
-    if device_kind == "cuda":
-        torch.cuda.empty_cache()
-    elif device_kind == "mps":
-        torch.mps.empty_cache()
 
 
 class _Search:
-    def __init__(self, setup: toolkit.Setup, limit: int | None, cap: int, progress, stop):
+    def __init__(self, setup: toolkit.Setup, limit: int | None, cap: int, progress, stop, enforced: str = ""):
         self.setup, self.limit, self.cap = setup, limit, cap
+        self.enforced = enforced  # how the allocator enforces the limit ("": it does not)
+        self.shares_ram = setup.device.kind in ("cpu", "mps")  # swap and memory pressure can hit these
         self.progress, self.stop = progress, stop
         self.dev = setup.device
         self.probes: list[dict] = []
@@ -121,7 +73,7 @@ class _Search:
         self._step(x, y)
         del x, y
         self.optimizer.zero_grad(set_to_none=True)
-        _free(self.dev.kind)
+        free(self.dev.kind)
         self.base_rss = psutil.Process().memory_info().rss
 
     def _memory(self, rss_peak: int) -> tuple[int, str]:
@@ -153,14 +105,18 @@ class _Search:
         return time.perf_counter() - start
 
     def predicted(self, batch: int) -> int | None:
-        """Memory of `batch` extrapolated linearly from the two largest probes that fit."""
+        """Memory of `batch` extrapolated linearly from the two largest probes that fit, and never above the memory
+        measured for a larger batch (memory is not monotonic in the batch: other kernels, other workspaces)."""
         fits = sorted((p for p in self.probes if p["fits"] and p["memory"] is not None),
                       key=lambda p: p["batch_size"])
         if len(fits) < 2:
             return None
         a, b = fits[-2], fits[-1]
         slope = (b["memory"] - a["memory"]) / max(1, b["batch_size"] - a["batch_size"])
-        return int(b["memory"] + max(0.0, slope) * (batch - b["batch_size"]))
+        guess = int(b["memory"] + max(0.0, slope) * (batch - b["batch_size"]))
+        larger = [p["memory"] for p in self.probes if p["batch_size"] > batch and p["memory"] is not None
+                  and p["memory_measure"] != "predicted"]
+        return min([guess, *larger])
 
     def probe(self, batch: int) -> dict:
         if self.stop():
@@ -169,20 +125,24 @@ class _Search:
         self.progress(f"batch {batch:,}: training {PROBE_STEPS} steps", 0.0)
         record = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                   "memory_measure": None, "reason": ""}
-        guess = self.predicted(batch)
-        if self.limit is not None and guess is not None and guess > self.limit:
-            record["reason"] = (f"not run: it would need about {fmt_bytes(guess)}, above the limit of "
-                                f"{fmt_bytes(self.limit)}")
-            record["memory_measure"] = "predicted"
+        # where an allocator enforces the limit, every batch is run (an out-of-memory error there is cheap and
+        # exact); elsewhere a batch predicted far past the limit is skipped, unless a larger one trained
+        guess = None if self.enforced else self.predicted(batch)
+        trained_larger = any(p["fits"] and p["batch_size"] >= batch for p in self.probes)
+        if (self.limit is not None and guess is not None and guess > PREDICT_MARGIN * self.limit
+                and not trained_larger):
+            record.update(why="predicted", memory_measure="predicted",
+                          reason=f"not run: it would need about {fmt_bytes(guess)}, far above the limit of "
+                                 f"{fmt_bytes(self.limit)}")
             self.probes.append(record)
             return record
-        _free(self.dev.kind)
+        free(self.dev.kind)
         if self.dev.kind == "cuda":
             torch.cuda.reset_peak_memory_stats(self.dev.index)
-        swap_before = _swapped_out()
+        swap_before = swapped_out()
         x = y = None
         try:
-            with _RssPeak() as rss:
+            with RssPeak() as rss:
                 x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed)
                 self._step(x, y)
                 self.dev.synchronize()
@@ -194,28 +154,31 @@ class _Search:
         except toolkit.Stopped:
             raise
         except Exception as exc:
-            if not _is_oom(exc):
+            if not is_oom(exc):
                 raise
-            record["reason"] = f"out of memory ({error_line(exc, 160, with_type=False)})"
+            under = f"under the {fmt_bytes(self.limit)} cap, " if self.enforced else ""
+            record.update(why="out of memory", reason=f"out of memory ({under}{error_line(exc, 160, with_type=False)})")
             self.probes.append(record)
             return record
         finally:
             del x, y
             self.optimizer.zero_grad(set_to_none=True)
-            _free(self.dev.kind)
+            free(self.dev.kind)
         sps = batch * PROBE_STEPS / seconds if seconds > 0 else None
         record.update(samples_per_s=sps, step_ms=seconds / PROBE_STEPS * 1000, memory=memory,
                       memory_measure=measure)
-        swapped = _swapped_out() - swap_before
+        swapped = swapped_out() - swap_before
         best = max((p["samples_per_s"] or 0 for p in self.probes if p["fits"]), default=0)
-        if self.limit is not None and memory > self.limit:
-            record["reason"] = f"used {fmt_bytes(memory)}, above the limit of {fmt_bytes(self.limit)}"
-        elif swapped > SWAP_LIMIT:
-            record["reason"] = f"the system swapped out {fmt_bytes(swapped)} while it ran"
-        elif (sps is not None and best and sps < COLLAPSE * best and self.limit is not None
+        if self.limit is not None and not self.enforced and memory > self.limit:
+            record.update(why="over the limit", reason=f"used {fmt_bytes(memory)}, above the limit of "
+                                                       f"{fmt_bytes(self.limit)}")
+        elif self.shares_ram and swapped > SWAP_LIMIT:
+            record.update(why="swap", reason=f"the system swapped out {fmt_bytes(swapped)} while it ran")
+        elif (self.shares_ram and sps is not None and best and sps < COLLAPSE * best and self.limit is not None
               and memory >= PRESSURE_SHARE * self.limit):  # slow far from the limit is a busy machine, not memory
-            record["reason"] = (f"throughput fell to {fmt_rate(sps)} samples/s, under {COLLAPSE:.0%} of the "
-                                f"{fmt_rate(best)} of a smaller batch (memory pressure)")
+            record.update(why="memory pressure", reason=f"throughput fell to {fmt_rate(sps)} samples/s, under "
+                                                        f"{COLLAPSE:.0%} of the {fmt_rate(best)} of a smaller batch "
+                                                        f"(memory pressure)")
         else:
             record["fits"] = True
         self.probes.append(record)
@@ -234,7 +197,7 @@ class _Search:
                 break
         if fit is None:
             return
-        while fail - fit > max(1, fit // RESOLUTION):  # bisecting
+        while fail - fit > (1 if fit < EXACT_UP_TO else max(1, fit // RESOLUTION)):  # bisecting
             mid = (fit + fail) // 2
             if self.probe(mid)["fits"]:
                 fit = mid
@@ -258,10 +221,21 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     setup = toolkit.prepare(config.with_device(config.device), progress)
     limit, source = limit_for(setup, memory_limit)
     stopped, probes = False, []
+    enforced, lift = enforce_limit(setup.device, limit)
+    try:
+        probes, stopped = _searched(setup, config, limit, cap, progress, stop, enforced, start)
+    finally:
+        lift()
+    return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap, stopped=stopped,
+                  env=setup.env, config=setup.config.to_dict(), enforced=enforced)
+
+
+def _searched(setup, config, limit, cap, progress, stop, enforced, start) -> tuple[list[dict], bool]:
+    stopped, probes = False, []
     with steps.global_settings(setup.config):
         finder = None
         try:
-            finder = _Search(setup, limit, cap, progress, stop)
+            finder = _Search(setup, limit, cap, progress, stop, enforced)
             probes = finder.probes
             finder.run(max(1, min(start, cap)))
         except toolkit.Stopped:
@@ -269,51 +243,66 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
         except UserError:
             raise
         except Exception as exc:
-            if finder is None and _is_oom(exc):  # even the first batch-1 step ran out of memory
+            if finder is None and is_oom(exc):  # even the first batch-1 step ran out of memory
                 probes = [{"batch_size": 1, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
-                           "memory_measure": None, "reason": f"out of memory ({error_line(exc, 160, with_type=False)})"}]
+                           "memory_measure": None, "why": "out of memory",
+                           "reason": f"out of memory ({error_line(exc, 160, with_type=False)})"}]
             else:
                 at = finder.current if finder is not None else 1
                 raise UserError(f"{config.model} failed a training step at batch {at:,} for another reason than "
                                 f"memory ({error_line(exc, 200)}); fix the model or pick another.") from exc
-    return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap,
-                  stopped=stopped, env=setup.env, config=setup.config.to_dict())
+    return probes, stopped
+
+
+def sweep_sizes(largest: int) -> list[int]:
+    """The batch sizes worth measuring with the run's rules to find the fastest: the largest that trains and the
+    powers of two below it down to an eighth of it."""
+    sizes, b = [largest], 1 << (max(1, largest).bit_length() - 1)
+    while b >= max(1, largest // 8):
+        if b != largest:
+            sizes.append(b)
+        b //= 2
+    return sorted(sizes)
 
 
 def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
-           env: dict, config: dict) -> dict:
-    """The result of a search: largest and fastest batch, every probe, and one sentence."""
+           env: dict, config: dict, enforced: str = "") -> dict:
+    """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
+    sizes worth a sweep, and one sentence."""
     fits = [p for p in probes if p["fits"]]
     largest = max(fits, key=lambda p: p["batch_size"]) if fits else None
     fastest = max(fits, key=lambda p: p["samples_per_s"] or 0) if fits else None
-    failed_above = sorted(p["batch_size"] for p in probes if not p["fits"]
-                          and largest is not None and p["batch_size"] > largest["batch_size"])
-    capped = largest is not None and largest["batch_size"] >= cap and not failed_above
+    above = sorted((p for p in probes if not p["fits"]
+                    and (largest is None or p["batch_size"] > largest["batch_size"])), key=lambda p: p["batch_size"])
+    failed = above[0] if above else None
+    capped = largest is not None and largest["batch_size"] >= cap and failed is None
+    sizes = sweep_sizes(largest["batch_size"]) if largest else []
     if largest is None:
-        first = probes[0] if probes else None
-        sentence = (f"No batch trained on {device}" + (f": batch {first['batch_size']:,} {first['reason']}" if first
-                                                        else "") + ".")
+        sentence = f"No batch trained on {device}" + (f": batch {failed['batch_size']:,} {failed['reason']}"
+                                                       if failed else "") + "."
     else:
         sentence = (f"Largest batch that trains on {device}: {largest['batch_size']:,} "
                     f"({fmt_bytes(largest['memory'])} {_measure_words(largest['memory_measure'])})")
-        if failed_above:
-            above = next(p for p in probes if p["batch_size"] == failed_above[0] and not p["fits"])
-            sentence += (f"; {failed_above[0]:,} would not fit (predicted from the smaller batches)"
-                         if above["memory_measure"] == "predicted" else f"; {failed_above[0]:,} did not fit")
+        if failed is not None:
+            sentence += f"; {failed['batch_size']:,} did not: {failed['reason']}"
         elif capped:
             sentence += f"; the search stopped at the cap of {cap:,}, not at a memory limit"
-        sentence += (f". Fastest: batch {fastest['batch_size']:,} at {fmt_rate(fastest['samples_per_s'])} "
-                     f"samples/s (measured over {PROBE_STEPS} training steps).")
+        sentence += (f". The probes' throughput comes from {PROBE_STEPS} training steps each, too few to rank batch "
+                     f"sizes: sweep {', '.join(f'{b:,}' for b in sizes)} to find the fastest with the run's rules.")
     if stopped:
         sentence += " Stopped before the search ended."
     return {
         "tool": "max-batch",
         "device": device,
         "largest_batch": largest["batch_size"] if largest else None,
+        "smallest_failed": ({"batch_size": failed["batch_size"], "why": failed.get("why") or "",
+                             "reason": failed["reason"]} if failed else None),
         "fastest_batch": fastest["batch_size"] if fastest else None,
+        "sweep_sizes": sizes,
         "probes": probes,
         "limit": limit,
         "limit_source": limit_source,
+        "limit_enforced": enforced,
         "cap": cap,
         "capped": capped,
         "stopped": stopped,

@@ -92,6 +92,12 @@ def _check_max_batch(r: dict) -> None:
     for p in r["probes"]:
         _need(isinstance(p, dict) and _whole(p.get("batch_size"), False) and isinstance(p.get("fits"), bool))
         _need(_number(p.get("samples_per_s")) and _whole(p.get("memory")) and isinstance(p.get("reason"), str))
+    failed = r.get("smallest_failed")  # results of earlier versions have neither of these
+    _need(failed is None or (isinstance(failed, dict) and _whole(failed.get("batch_size"), False)
+                             and isinstance(failed.get("why"), str) and isinstance(failed.get("reason"), str)))
+    sizes = r.get("sweep_sizes", [])
+    _need(isinstance(sizes, list) and all(_whole(b, False) and b >= 1 for b in sizes))
+    _need(isinstance(r.get("limit_enforced", ""), str))
 
 
 def _check_inspect(r: dict) -> None:

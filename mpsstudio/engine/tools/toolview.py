@@ -41,7 +41,8 @@ def sweep_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
 
 
 def max_batch_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
-    headers = ["batch", "fits", "samples/s (measured)", "step ms", "memory", "why not"]
+    steps = result.get("probe_steps") or 3
+    headers = ["batch", "fits", f"samples/s (measured, {steps} steps: rough)", "step ms", "memory", "why not"]
     rows = []
     for p in sorted(result.get("probes", []), key=lambda p: p["batch_size"]):
         memory = fmt_bytes(p.get("memory")) if p.get("memory") is not None else DASH

@@ -97,6 +97,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.results.save_model_requested.connect(lambda: self.save_trained_model())
         self.plots.emptied.connect(self._plots_emptied)
         self.setup.changed.connect(self._fill_spare)  # another first device or fallback: another spare
+        self.tools.sweep_requested.connect(self.sweep_sizes_of)
 
     # -- reviewing stored runs ------------------------------------------------------------------------------
     def show_selected_runs(self, ids: list) -> None:

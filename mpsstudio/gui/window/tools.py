@@ -10,10 +10,11 @@ from ..worker import ToolWorker
 class ToolsMixin:
     """The measuring tools from the Tools menu (sweep, max-batch, inspect) on a ToolWorker; their results land in the Tools tab and the history."""
 
-    def start_tool(self, kind: str, config: RunConfig | None = None) -> None:
+    def start_tool(self, kind: str, config: RunConfig | None = None, batch_sizes: list[int] | None = None) -> None:
         """Run a tool on the setup's config: a sweep over every checked device; max-batch and inspect on the first
-        checked accelerator (else the CPU). `config`: a run's own config (the inspection after an MPS run, whose
-        model file the user already allowed). Its result lands in the Tools tab and the history."""
+        checked accelerator (else the CPU). `config`: a config whose model file the user already allowed (a run's,
+        for the inspection after an MPS run), run on its own device; `batch_sizes`: a sweep's sizes. Its result
+        lands in the Tools tab and the history."""
         if self.worker is not None or self.tool_worker is not None or self.catalog is None:
             return
         if config is None:
@@ -29,7 +30,7 @@ class ToolsMixin:
             config = next((c for c in configs if c.device != "cpu"), configs[0])
         else:
             devices = [config.device]
-        self.tool_worker = ToolWorker(kind, config, devices, self.store, self)
+        self.tool_worker = ToolWorker(kind, config, devices, self.store, self, batch_sizes=batch_sizes)
         self.tool_worker.progress.connect(self.say)
         self.tool_worker.done.connect(self._on_tool_done)
         self.tool_worker.rejected.connect(self._on_tool_rejected)
@@ -39,6 +40,29 @@ class ToolsMixin:
         where = ", ".join(devices) if kind == "sweep" else config.device
         self.say(f"{toolview.TITLES[kind]} of {config.model} on {where}…")
         self.tool_worker.start()
+
+    def sweep_sizes_of(self, result: dict) -> None:
+        """A largest-batch search's sizes worth measuring (`sweep_sizes`), swept on its device with the run's rules:
+        the fastest batch, which the search's few steps per probe cannot tell."""
+        from ...engine.basics.errors import UserError
+
+        if self.worker is not None or self.tool_worker is not None or self.catalog is None:
+            return
+        try:
+            config = RunConfig.from_dict(result.get("config") or {})
+        except (UserError, TypeError, ValueError):
+            self.say("This search's setup cannot be read back; set up the sweep from the sidebar instead.")
+            return
+        device, sizes = result.get("device"), result.get("sweep_sizes") or []
+        if device not in [d.id for d in self.catalog["devices"] if d.available]:
+            self.say(f"{device} is not available on this machine, so its batch sizes cannot be swept here.")
+            return
+        if config.model not in {m.name for m in self.catalog["models"]}:  # a model file: its code runs again
+            allowed = self.setup.model_files.confirm(config.model)
+            if allowed is not True:
+                self.say(allowed or "Not run: the model file's code runs only if you allow it.")
+                return
+        self.start_tool("sweep", config.with_device(device), batch_sizes=list(sizes))
 
     def _on_tool_done(self, record, why_not_kept: str) -> None:
         self.tools.add(record)

@@ -1,0 +1,117 @@
+"""The memory side of the max-batch search: the limit a probe may use and the allocator that enforces it, the
+process's peak resident size, swap, out-of-memory errors, and emptying the allocator between probes."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections.abc import Callable
+
+import psutil
+import torch
+
+from ..basics.formatting import fmt_bytes
+from .toolkit import Setup
+
+CPU_SHARE = 0.5  # CPU runs: default limit, this share of the memory available when the search starts
+MPS_FRACTION_MAX = 2.0  # torch.mps.set_per_process_memory_fraction takes 0..2 (of the recommended maximum)
+RSS_SAMPLE_S = 0.01
+
+
+def limit_for(setup: Setup, memory_limit: int | None) -> tuple[int | None, str]:
+    """The memory a probe may use (bytes, or None: the device's own out-of-memory error), and where it comes from."""
+    kind = setup.device.kind
+    if kind == "mps":
+        recommended = int(torch.mps.recommended_max_memory())
+        if memory_limit is None:
+            return recommended, "torch.mps.recommended_max_memory()"
+        if memory_limit > MPS_FRACTION_MAX * recommended:  # the most the MPS allocator can be allowed
+            return int(MPS_FRACTION_MAX * recommended), (f"--memory-limit, lowered to {MPS_FRACTION_MAX:g}x "
+                                                         f"torch.mps.recommended_max_memory(), MPS's ceiling")
+    if memory_limit is not None:
+        return memory_limit, "--memory-limit"
+    if kind == "cpu":
+        available = int(psutil.virtual_memory().available)
+        return int(available * CPU_SHARE), f"{CPU_SHARE:.0%} of the {fmt_bytes(available)} available at the start"
+    return None, "the GPU's own memory (a real out-of-memory error)"
+
+
+def enforce_limit(device, limit: int | None) -> tuple[str, Callable[[], None]]:
+    """Cap the device's allocator at `limit` bytes in this process, so a batch above it fails with a real
+    out-of-memory error. Returns how (words; "" when no allocator enforces the limit: the CPU, or no limit below the
+    card) and a function that lifts the cap again."""
+    if limit is None:
+        return "", lambda: None
+    if device.kind == "cuda":
+        total = int(torch.cuda.get_device_properties(device.index).total_memory)
+        if limit >= total:
+            return "", lambda: None
+        fraction = limit / total
+        torch.cuda.set_per_process_memory_fraction(fraction, device.index)
+        return (f"PyTorch's CUDA allocator capped at {fmt_bytes(limit)} "
+                f"(torch.cuda.set_per_process_memory_fraction({fraction:.4f}))",
+                lambda: torch.cuda.set_per_process_memory_fraction(1.0, device.index))
+    if device.kind == "mps":
+        fraction = limit / int(torch.mps.recommended_max_memory())
+        torch.mps.set_per_process_memory_fraction(float(fraction))
+        return (f"the MPS allocator capped at {fmt_bytes(limit)} "
+                f"(torch.mps.set_per_process_memory_fraction({fraction:.4f}))",
+                lambda: torch.mps.set_per_process_memory_fraction(_mps_default_ratio()))
+    return "", lambda: None
+
+
+def _mps_default_ratio() -> float:
+    """The MPS allocator's limit before the search capped it: PYTORCH_MPS_HIGH_WATERMARK_RATIO, else torch's default
+    for unified memory (1.7; aten/src/ATen/mps/MPSAllocator.h, default_high_watermark_ratio)."""
+    try:
+        ratio = float(os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.7"))
+    except ValueError:
+        ratio = 1.7
+    return ratio if 0.0 <= ratio <= MPS_FRACTION_MAX else 1.7
+
+
+class RssPeak:
+    """The process's peak resident size while a probe runs (sampled in a thread; CPU and MPS share RAM)."""
+
+    def __init__(self):
+        self.peak = 0
+        self._stop = threading.Event()
+        self._proc = psutil.Process()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="rss-peak")
+
+    def _watch(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+            self._stop.wait(RSS_SAMPLE_S)
+
+    def __enter__(self):
+        self.peak = self._proc.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+
+def swapped_out() -> int:
+    try:
+        return int(psutil.swap_memory().sout)
+    except Exception:  # no swap information here (some containers)
+        return 0
+
+
+def is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or "out of memory" in text \
+        or "cannot allocate memory" in text or "can't allocate memory" in text
+
+
+def free(device_kind: str) -> None:
+    gc.collect()
+    if device_kind == "cuda":
+        torch.cuda.empty_cache()
+    elif device_kind == "mps":
+        torch.mps.empty_cache()
