@@ -246,3 +246,32 @@ def test_a_verdict_from_another_machine_reads_as_one_sentence():
     mps = run_with("mps", noisy_rates(100, 0.3, seed=2), env=env, origin="imported")
     [c] = compare([cpu, mps])
     assert verdicts(c)[0].startswith("On Apple M3, no clear difference between")
+
+
+# ---- CUDA in full fp32: explained wherever the run is shown (one wording: config.TF32_NOTE) ------------------
+
+def test_only_a_cuda_run_in_full_fp32_carries_the_tf32_note():
+    from mpsstudio.engine.basics.config import TF32_NOTE, precision_note
+
+    assert precision_note(RunConfig(device="cuda:0")) == TF32_NOTE
+    assert "PyTorch's default lets cuDNN run convolutions in TF32" in TF32_NOTE and "--tf32" in TF32_NOTE
+    for cfg in (RunConfig(device="cuda:0", tf32=True), RunConfig(device="cuda:1", precision="bf16"),
+                RunConfig(device="cpu"), RunConfig(device="mps")):
+        assert precision_note(cfg) == ""
+    assert run_with("cuda:0", [100.0] * 8).summary["precision_note"] == TF32_NOTE
+    assert run_with("cpu", [100.0] * 8).summary["precision_note"] == ""
+
+
+def test_a_cuda_comparison_s_verdict_and_an_import_say_why_tf32_was_off(tmp_path):
+    from mpsstudio.engine.basics.config import TF32_NOTE
+
+    cpu, gpu = run_with("cpu", [100.0] * 10, machine="H100 box"), run_with("cuda:0", [900.0] * 10, machine="H100 box")
+    [c] = compare([cpu, gpu])
+    lines = verdicts(c)
+    assert lines[-1] == TF32_NOTE and sum(line == TF32_NOTE for line in lines) == 1
+    data = gpu.to_dict()
+    data["summary"]["precision_note"] = "TF32 was on."  # a file cannot say otherwise than its config
+    [back] = _import(tmp_path, [data])
+    assert back.summary["precision_note"] == TF32_NOTE
+    [c] = compare([run_with("cpu", [100.0] * 10), run_with("mps", [300.0] * 10)])
+    assert TF32_NOTE not in verdicts(c)

@@ -298,3 +298,18 @@ def test_a_restored_comparison_checks_all_its_devices(fake_panel):
     assert [c.device for c in fake_panel.configs()] == ["cpu", "mps"]
     fake_panel.apply_config(RunConfig(device="mps"))
     assert fake_panel.checked_devices() == ["mps"]
+
+
+def test_a_cuda_run_in_full_fp32_is_explained_and_tf32_is_a_switch(make_panel, fake_precisions):
+    from mpsstudio.engine.basics.config import TF32_NOTE, RunConfig
+
+    gpu = Device(id="cuda:0", kind="cuda", available=True, name="NVIDIA H100")
+    panel = make_panel([devices.cpu_device(), gpu])
+    _check(panel, {"cpu", "cuda:0"})
+    assert TF32_NOTE in panel.summary_text() and not any(c.tf32 for c in panel.configs())
+    panel.tf32_check.setChecked(True)
+    assert TF32_NOTE not in panel.summary_text() and all(c.tf32 for c in panel.configs())
+    panel.apply_config(RunConfig(model="mlp", dataset="shapes", tf32=False), ["cuda:0"])
+    assert not panel.tf32_check.isChecked() and TF32_NOTE in panel.summary_text()
+    _check(panel, {"cpu"})
+    assert TF32_NOTE not in panel.summary_text()

@@ -79,3 +79,10 @@ def test_launch_benchmark_runs_on_the_cpu(tmp_path, capsys, monkeypatch):
 def test_launch_benchmark_bad_input_is_one_line(capsys):
     assert cli.main(["launch-benchmark", "--modes", "training"]) == 2
     assert "Unknown mode training" in capsys.readouterr().err
+
+
+def test_the_launch_benchmark_says_why_tf32_is_off_on_cuda():
+    from mpsstudio.engine.basics.config import TF32_NOTE
+
+    assert launch.notes(launch.plan(["cpu", "cuda:0"])) == [TF32_NOTE]
+    assert launch.notes(launch.plan(["cpu", "mps"])) == []

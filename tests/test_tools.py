@@ -360,6 +360,16 @@ def point(device: str, batch: int, sps: float, spread: float = 0.01, status: str
     return r
 
 
+def test_a_sweep_on_cuda_in_full_fp32_says_why_tf32_was_off():
+    from mpsstudio.engine.basics.config import TF32_NOTE
+
+    results = [point(d, b, 100.0 * b) for d in ("cpu", "cuda:0") for b in (1, 2, 4)]
+    r = sweep.analyse(results, RunConfig())
+    assert r["notes"] == [TF32_NOTE] and r["sentence"].endswith(TF32_NOTE)
+    assert tools.checked("sweep", json.loads(json.dumps(r)))["notes"] == [TF32_NOTE]
+    assert sweep.analyse([point("cpu", 1, 10.0)], RunConfig())["notes"] == []
+
+
 def test_sweep_crossover_and_best():
     results = [point("cpu", b, 100.0 * b ** 0.5) for b in (1, 2, 4, 8, 16, 32)]
     results += [point("mps", b, 30.0 * b) for b in (1, 2, 4, 8, 16, 32)]  # slower until 16 (120 vs 30*4)

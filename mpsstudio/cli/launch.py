@@ -33,6 +33,8 @@ def cmd_launch_benchmark(args) -> int:
     print(f"PyTorch launch benchmark: {', '.join(workloads)} "
           f"({' and '.join(modes)}) on {', '.join(devices)}: {plural(len(jobs) * len(devices), 'run')}.",
           file=sys.stderr)
+    for line in launch.notes(jobs):
+        print(line, file=sys.stderr)
     progress = Progress(not args.no_save)
     try:
         if not args.no_estimate:

@@ -13,7 +13,7 @@ from dataclasses import fields
 from datetime import datetime
 
 from . import energy
-from ..basics.config import RunConfig
+from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
 from ..basics.results import STATUSES, RunResult
@@ -134,6 +134,7 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
             if v is not None and not (_number(v) and v >= 0):
                 raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
     evaluation = _evaluation(data.get("evaluation", {})) if rates is None else {}
+    summary["precision_note"] = precision_note(config)  # from the config, whatever the summary says
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
         summary["stability"], summary["stability_reason"] = assess(summary, env)
@@ -258,7 +259,7 @@ def _summary(summary: dict) -> dict:
     if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
         raise _Bad("summary.epoch_s", "a list of seconds expected")
     for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
-                "saved_model_error"):
+                "saved_model_error", "precision_note"):
         value = summary.get(key)
         if value is not None and not isinstance(value, str):
             raise _Bad(f"summary.{key}", "text expected")

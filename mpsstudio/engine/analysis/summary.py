@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 
 from . import energy
+from ..basics.config import precision_note
 from ..basics.formatting import is_finite
 from ..basics.results import RunResult
 from .stability import assess, spread
@@ -40,6 +41,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     s = result.summary
     s["parameters"] = facts.parameters
     s["dataset"] = facts.dataset
+    s["precision_note"] = precision_note(result.config)
     s["warmup_steps"] = facts.warmup_steps if facts.warmup_s is not None else 0
     s["warmup_s"] = facts.warmup_s
     s["measured_steps"] = sum(w["steps"] for w in result.windows)

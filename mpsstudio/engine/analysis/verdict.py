@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
 from .energy import fmt_joules
+from ..basics.config import precision_note
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite
 from .summary import epoch_seconds
 
@@ -68,7 +69,8 @@ def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[s
             out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
                        "that machine to divide by (another machine's CPU would not be a fair baseline).")
     out += [f"Across machines, {x.label()}." for x in c.cross]
-    return out
+    notes = {precision_note(e.run.config) for e in c.entries} - {""}
+    return out + sorted(notes)
 
 
 def _what(e: Entry) -> str:

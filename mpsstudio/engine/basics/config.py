@@ -42,6 +42,20 @@ FROZEN_COMPILE_REASON = ("torch.compile cannot run in the MPS Studio app: on the
                          "the CPU it also needs a C++ compiler (Xcode's command line tools) and Python's headers; "
                          "install MPS Studio with pip (README, Install) to use it.")
 
+# PyTorch's defaults: torch.backends.cudnn.allow_tf32 = True (convolutions in TF32 on Ampere and newer),
+# torch.backends.cuda.matmul.allow_tf32 = False. Runs keep both off unless asked (like with like: the CPU and MPS
+# compute fp32 in full), which on an H100 made resnet18 at 224 px and batch 64 ~1.8x slower than PyTorch's default
+# (docs/benchmarks.md). `tf32` turns both on.
+TF32_NOTE = ("TF32 was off: PyTorch's default lets cuDNN run convolutions in TF32 on this GPU, so a script of yours "
+             "on PyTorch's defaults can be much faster than this full-fp32 run. MPS Studio keeps full fp32 so that "
+             "devices compare like with like; turn on TF32 (--tf32, or Advanced ▸ TF32) to measure with it, for "
+             "convolutions as PyTorch's default does and for matrix products too.")
+
+
+def precision_note(config: "RunConfig") -> str:
+    """What a run's precision means for its numbers: TF32_NOTE for a CUDA run in full fp32 ("" otherwise)."""
+    return TF32_NOTE if config.device.startswith("cuda") and config.precision == "fp32" and not config.tf32 else ""
+
 
 @dataclass
 class RunConfig:

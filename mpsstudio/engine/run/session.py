@@ -18,7 +18,7 @@ from ..models import registry as models
 from . import trainer
 from .setup import load_data
 from ..machine.apple import MPS_COMPILE_NOTE
-from ..basics.config import RunConfig
+from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.events import Event
 from ..basics.formatting import error_line, fmt_bytes
@@ -62,6 +62,9 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
             out.configs.append(config.with_device(dev.id))
             if config.compile and dev.kind == "mps":
                 out.notes.append(MPS_COMPILE_NOTE)
+            note = precision_note(config.with_device(dev.id))
+            if note and note not in out.notes:
+                out.notes.append(note)
     if not out.configs:
         why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
         raise UserError(f"None of the devices can run this ({why}); "

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from ..analysis.summary import RunFacts, memory_measure, summarise
-from ..basics.config import RunConfig
+from ..basics.config import RunConfig, precision_note
 from ..basics.events import Ended, EpochEnd, Event, Started, Warmup
 from ..basics.formatting import error_line
 from ..basics.results import RunResult
@@ -91,7 +91,8 @@ class RunLoop:
                                p.warm, p.total, p.memory_base)
         self.emit(Started(run_id=self.result.id, config=self.config.to_dict(), env=p.env, device=p.device.to_dict(),
                           dataset=self.noted["dataset"], parameters=p.steps.parameters, total_steps=p.total,
-                          warmup_steps=p.warm, notes=list(p.data.notes), run_index=self.position[0],
+                          warmup_steps=p.warm, notes=[*p.data.notes, *filter(None, [precision_note(self.config)])],
+                          run_index=self.position[0],
                           run_count=self.position[1], train_size=self.noted["train_size"]))
         return p
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..basics.config import RunConfig
+from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import is_finite
 from ..basics.results import RunResult
@@ -79,6 +79,11 @@ def plan(devices: Sequence[str], workloads: Sequence[str] | None = None, modes: 
                              epochs=None, warmup_steps=warmup, mode=mode).validate()
             jobs.append(Job(w, mode, [base.with_device(d) for d in devices]))
     return jobs
+
+
+def notes(jobs: Sequence[Job]) -> list[str]:
+    """What the user should know about these runs' precision (the TF32 note for CUDA runs in full fp32)."""
+    return sorted({precision_note(c) for job in jobs for c in job.configs} - {""})
 
 
 def estimate_s(jobs: Sequence[Job], probe_sps: dict[str, float]) -> dict[str, float | None]:

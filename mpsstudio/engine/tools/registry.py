@@ -136,6 +136,8 @@ def _check_sweep(r: dict) -> None:
         _need(isinstance(c, dict) and isinstance(c.get("device"), str) and _whole(c.get("batch_size")))
         _need(c["batch_size"] is None or c["batch_size"] >= 1)
         _need(_number(c.get("speedup_at_largest"), False) and isinstance(c.get("ratios"), list))
+    notes = r.get("notes", [])  # sweeps of earlier versions have none
+    _need(isinstance(notes, list) and all(isinstance(n, str) for n in notes))
 
 
 _CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices}

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..analysis.compare import bootstrap_ratio
-from ..basics.config import MAX_BATCH, RunConfig
+from ..basics.config import MAX_BATCH, RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import fmt_ratio, is_finite
 from ..basics.results import RunResult
@@ -125,7 +125,8 @@ def analyse(results: Sequence[RunResult], config: RunConfig | None = None, steps
     result = {"tool": "sweep", "points": points, "best": best,
               "crossover": crossovers[0] if crossovers else None, "crossovers": crossovers,
               "steps": steps, "config": (config or (results[0].config if results else RunConfig())).to_dict(),
-              "env": envs[0] if envs else {}}
+              "env": envs[0] if envs else {},
+              "notes": sorted({precision_note(r.config) for r in results} - {""})}
     result["sentence"] = sentence(result)
     return result
 
@@ -173,4 +174,4 @@ def sentence(result: dict) -> str:
         parts.append("Best throughput: " + ", ".join(f"{d} at batch {b}" for d, b in best.items()) + ".")
     if not parts:
         return "No point of the sweep finished, so there is nothing to compare."
-    return " ".join(parts)
+    return " ".join(parts + list(result.get("notes") or []))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...engine.analysis import energy, stability
 from ...engine.analysis.compare import Comparison
+from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
 from ...engine.basics.results import RunResult
 from ...engine.history.columns import BY_KEY, TABLE_COLUMNS, cell_text
@@ -112,7 +113,8 @@ class CellsMixin:
         flags = [name for name, on in (("channels-last", cfg.channels_last), ("torch.compile", cfg.compile),
                                        ("TF32", cfg.tf32), ("data on the device", cfg.resident)) if on]
         text = f"{cfg.precision}, {cfg.optimizer} lr {cfg.lr:g}, {length}, {cfg.mode}"
-        return text + (f"; {', '.join(flags)}" if flags else "")
+        text += f"; {', '.join(flags)}" if flags else ""
+        return text + (f".\n{precision_note(cfg)}" if precision_note(cfg) else "")
 
     @staticmethod
     def _rate_tooltip(r: RunResult) -> str:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
                                QScrollArea, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ...engine.analysis import evaluation
+from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import fmt_duration, is_finite, local_time, plural, printable
 from ...engine.basics.results import RunResult
 from ..style import facts_table, placeholder_label
@@ -122,6 +123,8 @@ class RunDetails(QWidget):
             lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
         if run.error:
             lines.append(escape(printable(run.error)))
+        if precision_note(cfg):
+            lines.append(escape(precision_note(cfg)))
         self.title.setText("<br>".join(lines))
         self.note.blockSignals(True)
         self.note.setText(run.note)

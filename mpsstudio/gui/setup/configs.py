@@ -47,6 +47,7 @@ class ConfigsMixin:
             resident=self.resident_check.isChecked(),
             channels_last=self.channels_last_check.isChecked(),
             compile=self.compile_check.isChecked(),
+            tf32=self.tf32_check.isChecked(),
             mps_fallback=self.mps_fallback_check.isChecked(),
             accumulate=self.accumulate_spin.value(),
             # early stopping and the best epoch are for epoch runs: a steps run leaves them off
@@ -122,6 +123,7 @@ class ConfigsMixin:
         self.resident_check.setChecked(config.resident)
         self.channels_last_check.setChecked(config.channels_last)
         self.compile_check.setChecked(config.compile)
+        self.tf32_check.setChecked(config.tf32)
         self.mps_fallback_check.setChecked(config.mps_fallback)
         self.accumulate_spin.setValue(config.accumulate)
         self.patience_spin.setValue(config.early_stop_patience or 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import error_line, fmt_bytes, fmt_count, plural
 from ...engine.basics.spec import DataSpec
 from ...engine.machine.apple import MPS_COMPILE_NOTE
@@ -69,7 +70,8 @@ class SummaryMixin:
             text += f"\n{MODEL_FILE_WARNING}"
         if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
             text += f"\n{MPS_COMPILE_NOTE}"
-        return text
+        notes = {precision_note(c) for c in self.configs()} - {""}
+        return text + "".join(f"\n{note}" for note in sorted(notes))
 
     def _model_title(self, model: str) -> str:
         return model if model in self._model_infos else Path(model).name

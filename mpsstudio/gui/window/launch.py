@@ -25,6 +25,7 @@ class LaunchMixin:
                 f"published claim ({launch.CLAIMS['train'][1]} training, {launch.CLAIMS['inference'][1]} "
                 f"evaluation on an M1 Ultra).\n\nA short probe on each device first estimates how long it takes; "
                 "you decide then.")
+        text += "".join(f"\n\n{note}" for note in launch.notes(jobs))
         if not self.ask("PyTorch Launch Benchmark", text, "Estimate"):
             return
         self._launch_jobs = jobs
