@@ -90,6 +90,15 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
+def _short_idle_readings(monkeypatch):
+    """A run with an energy counter reads its device's idle power for IDLE_S (1 s) before its measured phase; runs
+    in tests read it for 10 ms (tests/test_energy_idle.py checks the reading itself at its real length)."""
+    from mpsstudio.engine.machine.energy import meter
+
+    monkeypatch.setattr(meter, "IDLE_S", 0.01)
+
+
+@pytest.fixture(autouse=True)
 def _runs_in_process(request, monkeypatch):
     """Runs, tools and device checks are served by a thread of the test process (engine.process.InProcessRun: the same
     pipe, messages and parent code, without ~3 s of `import torch` per process), except in tests about the

@@ -208,8 +208,11 @@ def test_a_virtual_mac_s_gpu_fails_its_check_before_any_model_code(fake_mps, cap
 
 
 @pytest.mark.parametrize("fail_on, error", [({1}, RuntimeError), ({3}, ValueError), ({"all"}, RuntimeError)])
-def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_on, error):
+def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_on, error, monkeypatch):
+    from mpsstudio.engine.machine.energy import meter
+
     fake = fake_mps(monitor=FakeAppleMonitor(fail_on=fail_on, error=error))
+    monkeypatch.setattr(meter.Meter, "idle", lambda self, seconds=None: (None, 0.0, "not read in this test"))
     cfg = RunConfig(model="mlp", dataset="synthetic", device="mps", batch_size=16, steps=24, epochs=None,
                     warmup_steps=2)
     [result] = session.run_configs([cfg])
@@ -222,6 +225,29 @@ def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_o
     else:  # mid-run: the run's energy is all of its spans or nothing, and says why
         assert s["j_per_sample"] is None and "could not be read in" in s["energy_reason"]
     assert fake.monitor.readings >= 1
+
+
+def test_an_idle_reading_that_fails_leaves_the_energy_measured(fake_mps, monkeypatch):
+    from mpsstudio.engine.machine.energy import meter
+
+    monkeypatch.setattr(meter, "IDLE_S", 0.05)
+    fake = fake_mps()
+    real_idle = meter.Meter.idle
+
+    def failing_idle(self, seconds=None):  # macOS refuses every reading of the idle window, then recovers
+        fake.monitor.fail_on = {"all"}
+        try:
+            return real_idle(self, seconds)
+        finally:
+            fake.monitor.fail_on = set()
+    monkeypatch.setattr(meter.Meter, "idle", failing_idle)
+    cfg = RunConfig(model="mlp", dataset="synthetic", device="mps", batch_size=16, steps=24, epochs=None,
+                    warmup_steps=2)
+    [result] = session.run_configs([cfg])
+    s = result.summary
+    assert result.status == "finished" and s["j_per_sample"] > 0 and fake.monitor.readings > 2
+    assert s["idle_w"] is None and s["j_per_sample_above_idle"] is None
+    assert s["idle_reason"] == "the energy counter could not be read"
 
 
 def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mps, monkeypatch):

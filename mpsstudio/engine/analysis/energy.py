@@ -13,10 +13,13 @@ def _percent(v: float) -> float:
     return min(100.0, max(0.0, v))
 
 
+IDLE_KEYS = ("idle_w", "idle_s", "idle_reason", "energy_above_idle_j", "power_above_idle_w", "j_per_sample_above_idle")
 SUMMARY_KEYS = ("energy_j", "avg_power_w", "j_per_sample", "energy_parts", "energy_part", "energy_source",
                 "energy_measure", "energy_scope", "energy_reason", "utilization", "utilization_measure",
-                "utilization_reason")
+                "utilization_reason", *IDLE_KEYS)
 BEFORE = "not measured (recorded before MPS Studio measured energy)"
+IDLE_BEFORE = "not measured (recorded before MPS Studio measured idle power)"
+MAX_WATTS = 1e5
 MAX_TEXT = 300
 
 
@@ -50,8 +53,11 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
             out["energy_reason"] = bad
         else:
             _energy(out, spans, part)
+            _above_idle(out, info, spans)
     else:
         out["energy_reason"] = _text(info.get("reason")) or "no energy counter readable here"
+    if out["idle_w"] is None and out["idle_reason"] is None:
+        out["idle_reason"] = out["energy_reason"] or "no energy counter readable here"
     busy = info.get("utilization") if info.get("utilization") in ("gpu_busy", "cpu_busy") else None
     weighted = [(w.get("utilization"), w.get("energy_s")) for w, _ in spans]
     weighted = [(u, t) for u, t in weighted if is_finite(u) and 0 <= u <= 100 and is_finite(t) and t > 0]
@@ -106,6 +112,31 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
     out["energy_parts"] = {name: parts[name] for name in PARTS if name in parts}
 
 
+def _above_idle(out: dict, info: dict, spans: list[tuple[dict, float]]) -> None:
+    """The device's idle power (read before the measured phase) and the run's energy above it: what the work
+    itself cost, without the power the device draws doing nothing."""
+    if "idle_w" not in info and "idle_reason" not in info:
+        out["idle_reason"] = IDLE_BEFORE
+        return
+    watts, seconds = info.get("idle_w"), info.get("idle_s")
+    if not (is_finite(watts) and 0 <= watts <= MAX_WATTS and is_finite(seconds) and seconds > 0):
+        out["idle_reason"] = _text(info.get("idle_reason")) or "the idle power could not be read"
+        return
+    out["idle_w"], out["idle_s"] = float(watts), float(seconds)
+    if out["energy_j"] is None:
+        return
+    span_s = sum(w["energy_s"] for w, _ in spans)
+    samples = sum(n for _, n in spans)
+    above = out["energy_j"] - watts * span_s
+    if above < 0:
+        out["idle_reason"] = (f"the run drew less than the idle reading before it ({out['avg_power_w']:,.1f} W vs "
+                              f"{watts:,.1f} W idle), so there is no figure above idle")
+        return
+    out["energy_above_idle_j"] = above
+    out["power_above_idle_w"] = above / span_s
+    out["j_per_sample_above_idle"] = above / samples if samples > 0 else None
+
+
 def describe(summary: dict) -> str:
     """"0.130 J/sample · 559 W (GPU, measured)" or the reason energy is missing, for a tooltip or a report."""
     jps = summary.get("j_per_sample")
@@ -115,7 +146,20 @@ def describe(summary: dict) -> str:
     power = f" at {watts:,.1f} W" if is_finite(watts) else ""
     how = "estimated by macOS with" if summary.get("energy_measure") == ESTIMATED else "measured by"
     return (f"Energy: {fmt_joules(jps)} per sample{power}, {how} the {summary.get('energy_source')} "
-            f"({summary.get('energy_scope') or 'the device'}).")
+            f"({summary.get('energy_scope') or 'the device'}). {describe_idle(summary)}")
+
+
+def describe_idle(summary: dict) -> str:
+    """"Idle: 92.0 W (read for 1.0 s before the measured phase); above idle 0.041 J per sample at 467 W." or why
+    there is no such figure."""
+    idle = summary.get("idle_w")
+    if not is_finite(idle):
+        return f"Idle power: {summary.get('idle_reason') or 'not measured'}."
+    text = f"Idle: {idle:,.1f} W (read for {summary.get('idle_s') or 0:.1f} s before the measured phase)"
+    above = summary.get("j_per_sample_above_idle")
+    if is_finite(above):
+        return text + f"; above idle {fmt_joules(above)} per sample at {summary.get('power_above_idle_w'):,.1f} W."
+    return text + (f"; {summary['idle_reason']}." if summary.get("idle_reason") else ".")
 
 
 def fmt_joules(v) -> str:
@@ -144,4 +188,6 @@ def notes(runs) -> list[str]:
         else:
             text = f"not measured: {s.get('energy_reason') or 'no reading'}"
         seen.setdefault(text, []).append(str(r.config.device))
-    return [f"Energy of {', '.join(dict.fromkeys(devices))}: {text}." for text, devices in seen.items()]
+    lines = [f"Energy of {', '.join(dict.fromkeys(devices))}: {text}." for text, devices in seen.items()]
+    return lines + [f"{r.config.device}: {describe_idle(r.summary)}" for r in runs
+                    if is_finite(r.summary.get("j_per_sample"))]

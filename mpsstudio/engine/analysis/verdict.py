@@ -69,6 +69,7 @@ def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[s
             out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
                        "that machine to divide by (another machine's CPU would not be a fair baseline).")
     out += [f"Across machines, {x.label()}." for x in c.cross]
+    out += [text for x in c.cross for text in [cross_energy_sentence(x)] if text]
     notes = {precision_note(e.run.config) for e in c.entries} - {""}
     return out + sorted(notes)
 
@@ -157,9 +158,40 @@ def energy_sentence(e: Entry) -> str:
     how = kinds.pop() if len(kinds) == 1 else f"{_energy_kind(a)} vs {_energy_kind(b)}"
     parts = f"{str(a.get('energy_part', '')).upper()} vs {str(b.get('energy_part', '')).upper()}"
     figures = f"{fmt_joules(e.j_per_sample)} vs {fmt_joules(b['j_per_sample'])} per sample; {parts}, {how}"
+    above = _above_idle(a, b)
     if ratio >= 1:
-        return f"It used {_x(ratio)} less energy per sample than {cpu} ({figures})."
-    return f"It used {_x(1 / ratio)} more energy per sample than {cpu} ({figures})."
+        return f"It used {_x(ratio)} less energy per sample than {cpu} ({figures}{above})."
+    return f"It used {_x(1 / ratio)} more energy per sample than {cpu} ({figures}{above})."
+
+
+def _above_idle(a: dict, b: dict) -> str:
+    """"; above idle: 12.0 mJ vs 95.1 mJ (7.9x less)" when both runs have a figure above their idle power."""
+    x, y = a.get("j_per_sample_above_idle"), b.get("j_per_sample_above_idle")
+    if not (is_finite(x) and is_finite(y) and x > 0 and y > 0):
+        return ""
+    return f"; above idle: {fmt_joules(x)} vs {fmt_joules(y)} ({_less_or_more(y / x)})"
+
+
+def _less_or_more(ratio: float) -> str:
+    return f"{_x(ratio)} less" if ratio >= 1 else f"{_x(1 / ratio)} more"
+
+
+def cross_energy_sentence(x) -> str:
+    """Energy of two accelerators on different machines (a Mac beside an imported CUDA server, say), when both
+    measured it: each side's J/sample and watts, labelled whole device (idle included) and measured or estimated,
+    and their ratio, also above idle where both have that; "" otherwise."""
+    a, b = x.a.run.summary, x.b.run.summary
+    if not all(is_finite(s.get("j_per_sample")) and s["j_per_sample"] > 0 for s in (a, b)):
+        return ""
+
+    def side(e, s) -> str:
+        watts = s.get("avg_power_w")
+        kind = "estimated by macOS" if s.get("energy_measure") == "estimated" else "measured"
+        power = f" at {watts:,.1f} W" if is_finite(watts) else ""
+        return (f"{device_name(e.device)} on {short_machine(e.machine)} {fmt_joules(s['j_per_sample'])}{power} "
+                f"({str(s.get('energy_part') or 'device').upper()}, whole device, idle included; {kind})")
+    return (f"Energy per sample across machines: {side(x.a, a)} vs {side(x.b, b)}: {device_name(x.a.device)} used "
+            f"{_less_or_more(b['j_per_sample'] / a['j_per_sample'])}{_above_idle(a, b)} (different machines).")
 
 
 def sentence(e: Entry, inspection: dict | None = None) -> str:
@@ -205,6 +237,8 @@ def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) 
              "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
              "baseline_run": e.baseline.id if e.baseline else None,
              "j_per_sample": e.j_per_sample, "avg_power_w": _num(e.run.summary.get("avg_power_w")),
+             "idle_w": _num(e.run.summary.get("idle_w")),
+             "j_per_sample_above_idle": _num(e.run.summary.get("j_per_sample_above_idle")),
              "energy_measure": e.run.summary.get("energy_measure") if e.j_per_sample is not None else None,
              "energy_reason": e.run.summary.get("energy_reason") if e.j_per_sample is None else None,
              "energy_ratio_vs_cpu": None if e.is_baseline else e.energy_ratio,
@@ -214,7 +248,8 @@ def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) 
                          if not e.is_baseline and e.speedup is not None else None)}
             for e in c.entries
         ],
-        "cross_machine": [{"a_run": x.a.run.id, "b_run": x.b.run.id, "ratio": x.ratio, "label": x.label()}
+        "cross_machine": [{"a_run": x.a.run.id, "b_run": x.b.run.id, "ratio": x.ratio, "label": x.label(),
+                           "energy": cross_energy_sentence(x) or None}
                           for x in c.cross],
         "verdict": " ".join(verdicts(c, inspections)) or None,
     }

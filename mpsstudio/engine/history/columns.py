@@ -126,6 +126,12 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  "energy divided by their time; idle power included.", "watts", _summary("avg_power_w")),
     ResultColumn("energy_j", "Energy", "Joules of that device over all measurement windows.", "joules",
                  _summary("energy_j")),
+    ResultColumn("idle_w", "Idle power", "Watts the same device drew doing nothing, read for about a second "
+                 "before the measured phase (after the warm-up, the device synchronized and quiet).", "watts",
+                 _summary("idle_w")),
+    ResultColumn("j_per_sample_above_idle", "J/sample above idle", "Energy per sample above the device's idle "
+                 "power: what the work itself cost, without what the device draws doing nothing.", "joules",
+                 _summary("j_per_sample_above_idle")),
     ResultColumn("utilization_percent", "Busy", "How busy the device was while measured: on a GPU the share of "
                  "time it ran work (NVML; the IORegistry's Device Utilization on a Mac), on the CPU the run "
                  "process's CPU time as a share of all cores.", "percent", _summary("utilization")),
@@ -194,7 +200,8 @@ def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, ti
         return f"\u2248{text}" if times != "x" else f"~{text}"  # estimated, not measured
     if key == "peak_memory_bytes" and _memory_measure(run, speedups) == "rss_growth":
         return f"+{text}"  # the CPU process's growth, not an allocator's bytes
-    if key in ("j_per_sample", "avg_power_w", "energy_j") and energy_is_estimate(run):
+    if key in ("j_per_sample", "avg_power_w", "energy_j", "idle_w", "j_per_sample_above_idle") \
+            and energy_is_estimate(run):
         return f"\u2248{text}" if times != "x" else f"~{text}"  # macOS's model, not a meter
     if key == "speedup_interval":
         return f"{text}{times}"

@@ -96,6 +96,16 @@ class RunLoop:
                           run_count=self.position[1], train_size=self.noted["train_size"]))
         return p
 
+    def _idle(self, meter) -> None:
+        """The device's idle power, read before the measured phase (env["energy"]: idle_w, idle_s, idle_reason),
+        so energy can be given above idle as well as for the whole device."""
+        if self.stop():
+            return
+        watts, seconds, why = meter.idle()
+        info = self.result.env.get("energy") if isinstance(self.result.env, dict) else None
+        if isinstance(info, dict):
+            info.update(idle_w=watts, idle_s=seconds, idle_reason=why)
+
     def execute(self) -> None:
         p = self._start()
         cfg, dev, steps, win, meter = self.config, p.device, p.steps, self.windows, p.meter
@@ -109,6 +119,7 @@ class RunLoop:
         epoch = 0
         dev.synchronize()
         if p.warm == 0:
+            self._idle(meter)
             meter.begin()
         run_start = epoch_start = clock = time.perf_counter()
         warm_end = run_start
@@ -139,9 +150,11 @@ class RunLoop:
             values = win.fetch(win_losses, first)
             if in_warm:
                 if step == p.warm:
-                    self.warmup_s, warm_end = now - run_start, now
-                    self.load.start()
+                    self.warmup_s = now - run_start
                     self.emit(Warmup(steps=p.warm, seconds=self.warmup_s, losses=self.result.losses[:p.warm]))
+                    self._idle(meter)  # the device quiet after its warm-up; not training time
+                    warm_end = time.perf_counter()
+                    self.load.start()
             else:
                 spent, done = now - warm_end, step - p.warm  # validation included, so the estimate covers it too
                 eta = spent / done * (p.total - step) if done > 0 else None

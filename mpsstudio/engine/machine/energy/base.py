@@ -9,6 +9,9 @@ from ...basics.formatting import error_line
 
 PARTS = ("gpu", "cpu", "dram", "ane")  # the parts a source may give, in the order they are shown
 SPAN_S = 1.0  # shortest energy span: the counters are read about once a second, at window boundaries
+IDLE_S = 1.0  # the idle reading before the measured phase: about this long, from one counter update to another
+EDGE_WAIT_S = 0.3  # how long the idle reading waits for a counter to move (NVML's moves every ~0.1 s)
+EDGE_POLL_S = 0.002
 MEASURED, ESTIMATED = "measured", "estimated"
 
 

@@ -1,5 +1,5 @@
-"""The CPU busy share of a run: the run process's CPU time over the window, as a share of every logical core
-(data-loader workers apart)."""
+"""The CPU busy share of a run: the CPU time of the run's process and of its children (data-loader workers) over
+the span, as a share of every logical core."""
 
 from __future__ import annotations
 
@@ -11,22 +11,45 @@ import psutil
 from .base import Busy, percent as _percent
 
 
+def _cpu_s(process: psutil.Process) -> float:
+    t = process.cpu_times()
+    return t.user + t.system
+
+
 class CpuBusy(Busy):
-    """The run process's CPU time over the window as a share of all logical cores (data-loader workers apart)."""
+    """CPU time of the run process and its children over the span, as a share of all logical cores.
+
+    Children are the DataLoader's worker processes: those alive at the span's end count with their time since
+    the span began (or since they started); those that ended and were reaped during it count through the
+    process's reaped-children times (os.times), less what they had used before the span began."""
 
     measure = "cpu_busy"
 
     def __init__(self):
         self.process = psutil.Process()
         self.cores = psutil.cpu_count() or os.cpu_count() or 1
-        self._start: tuple[float, float] | None = None
+        self._start: tuple[float, float, float, dict[int, float]] | None = None
 
-    def _sample(self) -> tuple[float, float] | None:
+    def _children(self) -> dict[int, float]:
+        out = {}
         try:
-            t = self.process.cpu_times()
+            children = self.process.children(recursive=True)
+        except Exception:
+            return out
+        for child in children:
+            try:
+                out[child.pid] = _cpu_s(child)
+            except Exception:  # ended between the listing and the reading: counted once reaped
+                continue
+        return out
+
+    def _sample(self) -> tuple[float, float, float, dict[int, float]] | None:
+        try:
+            own = _cpu_s(self.process)
         except Exception:
             return None
-        return time.perf_counter(), t.user + t.system
+        reaped = os.times()
+        return time.perf_counter(), own, reaped.children_user + reaped.children_system, self._children()
 
     def begin(self) -> None:
         self._start = self._sample()
@@ -35,4 +58,8 @@ class CpuBusy(Busy):
         end = self._sample()
         if self._start is None or end is None or end[0] <= self._start[0]:
             return None
-        return _percent(100.0 * (end[1] - self._start[1]) / ((end[0] - self._start[0]) * self.cores))
+        (t0, own0, reaped0, kids0), (t1, own1, reaped1, kids1) = self._start, end
+        used = own1 - own0 + (reaped1 - reaped0)
+        used += sum(s - kids0.get(pid, 0.0) for pid, s in kids1.items())
+        used -= sum(s for pid, s in kids0.items() if pid not in kids1)  # ended: reaped time counts from their start
+        return _percent(100.0 * max(0.0, used) / ((t1 - t0) * self.cores))

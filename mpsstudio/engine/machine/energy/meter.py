@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ...basics.formatting import is_finite
 from . import cpu, ioreport, nvml, rapl
-from .base import PARTS, SPAN_S, Busy, SpanEnergy, Unreadable, error_phrase as _error
+from .base import EDGE_POLL_S, EDGE_WAIT_S, IDLE_S, PARTS, SPAN_S, Busy, SpanEnergy, Unreadable, error_phrase as _error
 
 
 @dataclass
@@ -76,6 +76,36 @@ class Meter:
             for part, joules in values.items():
                 out.setdefault(part, joules)  # the first source of a part is its best one
         return out
+
+    def idle(self, seconds: float | None = None) -> tuple[float | None, float, str | None]:
+        """The device's power while nothing runs on it (the run loop calls this after its warm-up, the device
+        synchronized and the run's process waiting): the device's counter read at one of its updates and again at
+        the first update `seconds` (IDLE_S) later, so a counter that moves every ~0.1 s (NVML) is not off by a step.
+        (watts, seconds measured, None), or (None, 0.0, why not)."""
+        if not self.counters or self.part is None:
+            return None, 0.0, self.reason or "no energy counter readable here"
+        try:
+            t0, e0 = self._edge()
+            time.sleep(IDLE_S if seconds is None else seconds)
+            t1, e1 = self._edge()
+        except Exception as exc:
+            return None, 0.0, f"the energy counter could not be read ({_error(exc)})"
+        if e0 is None or e1 is None:
+            return None, 0.0, "the energy counter could not be read"
+        if e1 < e0 or t1 <= t0:
+            return None, 0.0, "the energy counter went backwards"
+        return (e1 - e0) / (t1 - t0), t1 - t0, None
+
+    def _edge(self) -> tuple[float, float | None]:
+        """(time, joules of the device's part) right after the counter next moves, or after EDGE_WAIT_S."""
+        first = self._read().get(self.part)
+        deadline = time.perf_counter() + EDGE_WAIT_S
+        while True:
+            now = time.perf_counter()
+            value = self._read().get(self.part)
+            if value is None or first is None or value != first or now >= deadline:
+                return now, value
+            time.sleep(EDGE_POLL_S)
 
     def begin(self) -> None:
         """A measured window's clock is about to start (the device was just synchronized): open a span unless
