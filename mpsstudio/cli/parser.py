@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
     b.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
     b.add_argument("--compile", action="store_true", help="torch.compile the model")
-    b.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    b.add_argument("--tf32", action="store_true",
+                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
     b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     b.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
     b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
@@ -115,7 +116,8 @@ def config_args(p, *, precision: bool = True) -> None:
         p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    p.add_argument("--tf32", action="store_true",
+                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     p.add_argument("--image-size", type=int, default=None, help="decode image folders at this size")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")

@@ -10,12 +10,14 @@ from pathlib import Path
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
-    QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
-    QVBoxLayout, QWidget,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QMessageBox, QPushButton,
+    QSpinBox, QVBoxLayout, QWidget,
 )
 
 from ..engine.basics.files import write_atomic
+from ..engine.basics.formatting import error_line
 from ..engine.basics.paths import config_dir, log_dir
+from .plots.redraw import REFRESH_CHOICES
 
 
 @dataclass
@@ -24,14 +26,18 @@ class Preferences:
 
     cpu_threads: int = 0  # 0: PyTorch's default
     window_s: float = 0.1  # length of one measurement window
+    plot_refresh: str = "auto"  # live plots: "auto" (10 Hz; 2 Hz while a CPU run uses every core), "10", "2"
 
     @classmethod
     def load(cls) -> "Preferences":
         try:
             data = json.loads((config_dir() / "preferences.json").read_text())
-            prefs = cls(cpu_threads=int(data.get("cpu_threads", 0)), window_s=float(data.get("window_s", 0.1)))
+            prefs = cls(cpu_threads=int(data.get("cpu_threads", 0)), window_s=float(data.get("window_s", 0.1)),
+                        plot_refresh=str(data.get("plot_refresh", "auto")))
         except (OSError, ValueError, TypeError, AttributeError):
             return cls()
+        if prefs.plot_refresh not in REFRESH_CHOICES:
+            prefs.plot_refresh = "auto"
         prefs.cpu_threads = max(0, prefs.cpu_threads)
         prefs.window_s = min(2.0, max(0.02, prefs.window_s))
         return prefs
@@ -67,6 +73,15 @@ class PreferencesDialog(QDialog):
         self.window.setToolTip("How much work one measurement window holds: the device is synchronized and "
                                "losses fetched once per window.")
         form.addRow("Measurement window:", self.window)
+        self.refresh = QComboBox()
+        for label, value in (("Automatic: 10 Hz, 2 Hz while a CPU run uses every core", "auto"),
+                             ("Always 10 Hz", "10"), ("Always 2 Hz", "2")):
+            self.refresh.addItem(label, value)
+        self.refresh.setCurrentIndex(max(0, self.refresh.findData(self.prefs.plot_refresh)))
+        self.refresh.setToolTip("How often the live plots redraw during a run. Drawing takes CPU time, which a CPU run "
+                                "that uses every core loses (~18 % at 10 Hz on a 2-core machine); a GPU run, or a "
+                                "CPU run that leaves a core free, loses none measurably (docs/benchmarks.md).")
+        form.addRow("Live plot refresh:", self.refresh)
         from ..engine.basics.paths import cache_dir
 
         for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
@@ -82,10 +97,14 @@ class PreferencesDialog(QDialog):
     def accept(self) -> None:
         self.prefs.cpu_threads = self.threads.value()
         self.prefs.window_s = self.window.value()
+        self.prefs.plot_refresh = self.refresh.currentData()
         try:
             self.prefs.save()
-        except OSError:
-            pass
+        except OSError as exc:
+            QMessageBox.warning(self, "Preferences Not Saved",
+                                f"The preferences could not be saved in {config_dir()} ({error_line(exc)}); "
+                                "check that this folder can be written, or press Cancel to keep the old ones.")
+            return
         super().accept()
 
 

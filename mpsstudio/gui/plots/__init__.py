@@ -4,7 +4,8 @@ they redraw (redraw.py), axes, controls, colours from the palette (theme.py), an
 same calls (stored.py)."""
 
 from .live import EMA_ALPHA, LivePlots
-from .redraw import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS
+from .redraw import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS, REFRESH_CHOICES, interval_for
 from .series import GrowingSeries
 
-__all__ = ["BUSY_REDRAW_INTERVAL_MS", "EMA_ALPHA", "REDRAW_INTERVAL_MS", "GrowingSeries", "LivePlots"]
+__all__ = ["BUSY_REDRAW_INTERVAL_MS", "EMA_ALPHA", "REDRAW_INTERVAL_MS", "REFRESH_CHOICES", "GrowingSeries",
+           "LivePlots", "interval_for"]

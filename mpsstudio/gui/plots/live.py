@@ -67,9 +67,9 @@ class LivePlots(QWidget):
 
     # ---- runs (their buffers and curves: curves.py) ---------------------------------------------------
 
-    def set_cores_busy(self, busy: bool) -> None:
-        """A CPU run that uses every core is being measured: redraw less often (redraw.py)."""
-        self.redraws.set_cores_busy(busy)
+    def set_redraw_interval_ms(self, ms: int) -> None:
+        """How often the plots redraw while a run is measured (redraw.interval_for decides, from Preferences)."""
+        self.redraws.set_interval_ms(ms)
 
     def redraw_interval_ms(self) -> int:
         return self.redraws.interval_ms()

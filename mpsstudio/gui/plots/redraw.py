@@ -22,6 +22,20 @@ BUSY_REDRAW_INTERVAL_MS = 500
 REDRAW_SHARE = 0.03
 
 
+REFRESH_CHOICES = ("auto", "10", "2")  # Preferences: automatic, always 10 Hz, always 2 Hz
+
+
+def interval_for(refresh: str, device: str, threads: int | None, cores: int) -> int:
+    """The redraw interval (ms) for a run: "auto" redraws at 10 Hz unless the run is on the CPU with a thread on
+    every core, then at 2 Hz (the measured cost, docs/benchmarks.md); "10" and "2" are the user's fixed choice."""
+    if refresh == "10":
+        return REDRAW_INTERVAL_MS
+    if refresh == "2":
+        return BUSY_REDRAW_INTERVAL_MS
+    every_core = device == "cpu" and isinstance(threads, int) and threads >= cores
+    return BUSY_REDRAW_INTERVAL_MS if every_core else REDRAW_INTERVAL_MS
+
+
 class RedrawClock:
     """Calls `redraw` on each tick of a timer while `dirty()` says something changed, then waits until the
     redraw's cost (the update plus `last_paint_s()`, the last paint) is at most REDRAW_SHARE of the time since."""
@@ -41,10 +55,6 @@ class RedrawClock:
         self._redraw()
         cost = time.perf_counter() - start + self._last_paint_s()
         self.next_at = start + cost / REDRAW_SHARE
-
-    def set_cores_busy(self, busy: bool) -> None:
-        """A CPU run that uses every core is being measured: tick less often (see BUSY_REDRAW_INTERVAL_MS)."""
-        self.set_interval_ms(BUSY_REDRAW_INTERVAL_MS if busy else REDRAW_INTERVAL_MS)
 
     def set_interval_ms(self, ms: int) -> None:
         self._timer.setInterval(ms)

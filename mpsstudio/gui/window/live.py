@@ -6,6 +6,8 @@ import os
 
 from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
 from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line
+from ..plots.redraw import interval_for
+from ..preferences import Preferences
 
 
 class LiveMixin:
@@ -19,7 +21,7 @@ class LiveMixin:
                 self._epochs[event.run_id] = (epochs, event.total_steps)
             self.plots.start_run(event.run_id, device, event.warmup_steps)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
-            self.plots.set_cores_busy(device == "cpu" and isinstance(threads, int) and threads >= cores)
+            self.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))
             self.progress.setRange(0, max(1, event.total_steps))
             self.set_progress(0)
             where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""

@@ -10,6 +10,7 @@ from PySide6.QtCore import QTimer, Slot
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import fmt_rate
 from ...engine.process import STOP_GRACE_S
+from ..plots.redraw import REDRAW_INTERVAL_MS
 from ..settings import settings
 from ..worker import RunWorker
 
@@ -151,7 +152,7 @@ class RunsMixin:
             worker.wait()
             worker.deleteLater()
         self._set_running(False)
-        self.plots.set_cores_busy(False)
+        self.plots.set_redraw_interval_ms(REDRAW_INTERVAL_MS)  # idle: reviewing stored runs
         self.plots.redraw()
         self._fill_spare()  # idle again: the next Run starts without waiting for torch
         if self.probing:
