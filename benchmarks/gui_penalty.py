@@ -30,7 +30,8 @@ from overhead import median_interval  # noqa: E402  (this folder is on the path:
 INTERVALS = []
 
 
-def one_run(config: RunConfig, plots, spare: process.Spare, refresh: str) -> tuple[float, float]:
+def one_run(config: RunConfig, plots, spare: process.Spare, refresh: str, redraw_ms: int | None = None
+            ) -> tuple[float, float]:
     """(wall-clock samples/s of the measured phase, the run's reported median samples/s)."""
     from PySide6.QtCore import QEventLoop
 
@@ -46,8 +47,9 @@ def one_run(config: RunConfig, plots, spare: process.Spare, refresh: str) -> tup
             return
         elif isinstance(e, Started):
             plots.start_run(e.run_id, e.config["device"], e.warmup_steps)
-            plots.set_redraw_interval_ms(interval_for(refresh, e.config["device"], e.env.get("threads"),
-                                                      os.cpu_count() or 1))  # the window's rule (window/live.py)
+            plots.set_redraw_interval_ms(redraw_ms or interval_for(refresh, e.config["device"], e.env.get("threads"),
+                                                                   os.cpu_count() or 1))  # the window's rule
+
             INTERVALS.append(plots.redraw_interval_ms())
         elif isinstance(e, Warmup):
             plots.add_warmup(plots.run_ids()[-1], e.losses)
@@ -78,6 +80,7 @@ def main() -> int:
                     help="the Preferences' live plot refresh (default: auto: 10 Hz, 2 Hz while a CPU run uses "
                          "every core)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads of the run (default: torch's)")
+    ap.add_argument("--redraw-ms", type=int, default=None, help="a fixed redraw interval instead (diagnosis)")
     ap.add_argument("--min-pairs", type=int, default=6)
     ap.add_argument("--max-pairs", type=int, default=24)
     ap.add_argument("--precision", type=float, default=0.02, help="stop when the interval is within +- this")
@@ -97,7 +100,7 @@ def main() -> int:
                     plots = LivePlots()
                     plots.resize(1100, 520)
                     plots.show()
-                    watched.append(one_run(config, plots, spare, args.refresh))
+                    watched.append(one_run(config, plots, spare, args.refresh, args.redraw_ms))
                     plots.close()
                 else:
                     plain.append(one_run(config, None, spare, args.refresh))

@@ -44,7 +44,7 @@ class Bare:
         self.name, self.device, self.dtype = model, torch.device(device), DTYPES.get(precision)
         self.spec = models.input_spec_for(model, load_data(RunConfig(model=model, dataset="synthetic")).spec)
 
-    def trains(self, batch: int) -> bool:
+    def trains(self, batch: int, steps: int = 2) -> bool:
         torch.manual_seed(0)
         model = models.build_model(self.name, self.spec).to(self.device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -52,7 +52,7 @@ class Bare:
         try:
             x = torch.randn((batch, *self.spec.sample_shape), device=self.device)
             y = torch.randint(0, self.spec.num_classes, (batch,), device=self.device)
-            for _ in range(2):
+            for _ in range(steps):
                 opt.zero_grad(set_to_none=True)
                 with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
                     loss = F.cross_entropy(model(x), y)
@@ -118,10 +118,14 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     ap.add_argument("--memory-limit", default="8G")
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)  # a fresh process trying one batch
     args = ap.parse_args()
     limit = parse_size(args.memory_limit)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     fraction = cap(args.device, limit)
+    if args.one is not None:  # as a run does it: a fresh process, the model built, 4 training steps
+        print("trains" if Bare(args.model, args.device, args.precision).trains(args.one, steps=4) else "oom")
+        return 0
     start = time.perf_counter()
     largest, tries = independent(Bare(args.model, args.device, args.precision))
     took = time.perf_counter() - start
@@ -134,6 +138,14 @@ def main() -> int:
           f"({failed.get('why')}); {len(result.get('probes', []))} probes; {result.get('limit_enforced')}")
     if found and largest:
         print(f"  tool / independent = {found / largest:.3f}")
+        # which of the two boundaries a run would meet: each batch in a process of its own, as a run starts
+        verdicts = []
+        for batch in sorted({largest, largest + 1, found, found + 1}):
+            out = subprocess.run([sys.executable, __file__, "--model", args.model, "--device", args.device,
+                                  "--precision", args.precision, "--memory-limit", args.memory_limit,
+                                  "--one", str(batch)], capture_output=True, text=True, cwd=ROOT)
+            verdicts.append(f"{batch} {(out.stdout.strip().splitlines() or ['failed'])[-1]}")
+        print(f"  fresh processes, 4 steps each: {', '.join(verdicts)}")
     return 0
 
 

@@ -51,8 +51,8 @@ def test_max_batch_finds_a_batch_that_trains_and_a_double_that_does_not(monkeypa
     assert r["smallest_failed"] == {"batch_size": 101, "why": "out of memory", "reason": failed[-1]["reason"]}
     assert r["fastest_batch"] in fits and fits[r["fastest_batch"]]
     assert r["sweep_sizes"] == [16, 32, 64, 100] and r["limit_enforced"] == ""  # the CPU has no allocator cap
-    assert (f"Largest batch that trains on cpu: 100 (100 MiB peak allocated by PyTorch); 101 did not: out of memory "
-            f"(CUDA out of memory" in r["sentence"])
+    assert ("Largest batch that trains on cpu: 100 (100 MiB peak allocated by PyTorch); 101 did not: out of memory "
+            "(CUDA out of memory" in r["sentence"])
     assert "3 training steps each, too few to rank batch sizes: sweep 16, 32, 64, 100" in r["sentence"]
     assert tools.checked("max-batch", json.loads(json.dumps(r)))["largest_batch"] == r["largest_batch"]
 

@@ -76,6 +76,15 @@ class _Search:
         free(self.dev.kind)
         self.base_rss = psutil.Process().memory_info().rss
 
+    def _fresh(self) -> None:
+        """Each probe starts as a run does: the model built and moved to the device, a new optimizer whose state
+        is made in the first step at the probe's batch size, the allocator emptied before. Where the optimizer's
+        state and the weights land among a step's memory moves the boundary by a few batches near a cap."""
+        self.model = self.optimizer = None
+        free(self.dev.kind)
+        self.model = toolkit.build(self.setup).to(self.setup.tdev)
+        self.optimizer = steps.make_optimizer(self.setup.config, self.model)
+
     def _memory(self, rss_peak: int) -> tuple[int, str]:
         kind = self.dev.kind
         if kind == "cuda":
@@ -136,7 +145,7 @@ class _Search:
                                  f"{fmt_bytes(self.limit)}")
             self.probes.append(record)
             return record
-        free(self.dev.kind)
+        self._fresh()
         if self.dev.kind == "cuda":
             torch.cuda.reset_peak_memory_stats(self.dev.index)
         swap_before = swapped_out()

@@ -8,13 +8,16 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer
 
-# Runs execute in their own process, so drawing no longer takes the GIL from a run: 10 Hz. It still takes CPU
-# time, which a CPU run that uses every core loses (its threads wait for each other at every parallel region):
-# measured on the 2-core build machine (benchmarks/gui_penalty.py, docs/benchmarks.md), 10 Hz cost such a run
-# ~18 % of its throughput, so while one runs the plots redraw at 2 Hz; a run that leaves a core free (fewer
-# torch threads than cores, or a GPU run) gets 10 Hz.
+# Runs execute in their own process, so drawing no longer takes the GIL from a run. It still takes CPU time, which a
+# CPU run that uses every core loses (its threads wait for each other at every parallel region). Measured on the
+# 2-core build machine (benchmarks/gui_penalty.py: wall-clock throughput with plots / without, median of pairs and
+# its 95 % interval, docs/benchmarks.md): a run leaving a core free (the case of a GPU run, whose host thread
+# launches work) at 10 Hz 1.008 [0.996, 1.023]; a run on every core at 10 Hz 0.864 [0.849, 0.884], at 2 Hz 0.950
+# [0.931, 0.963], every 2 s 1.013 [0.995, 1.019], with plots that never redraw 0.989 [0.976, 1.003]. So: 10 Hz, and
+# every 2 s while a CPU run uses every core (the cost within 2 %); Preferences can fix 10 Hz or 2 Hz instead.
 REDRAW_INTERVAL_MS = 100
-BUSY_REDRAW_INTERVAL_MS = 500
+BUSY_REDRAW_INTERVAL_MS = 2000
+FIXED_2HZ_MS = 500
 # Drawing may take at most this share of the GUI thread (after a redraw that took t, the next waits t / share):
 # it competes with a CPU run for cores. Measured (benchmarks/gui_penalty.py, 2-core machine, docs/benchmarks.md):
 # when runs still shared the window's process, a CPU run read 10,237 samples/s with a share of 0.33 against 19,409
@@ -27,11 +30,11 @@ REFRESH_CHOICES = ("auto", "10", "2")  # Preferences: automatic, always 10 Hz, a
 
 def interval_for(refresh: str, device: str, threads: int | None, cores: int) -> int:
     """The redraw interval (ms) for a run: "auto" redraws at 10 Hz unless the run is on the CPU with a thread on
-    every core, then at 2 Hz (the measured cost, docs/benchmarks.md); "10" and "2" are the user's fixed choice."""
+    every core, then every 2 s (the measured cost, above); "10" and "2" are the user's fixed choice in Hz."""
     if refresh == "10":
         return REDRAW_INTERVAL_MS
     if refresh == "2":
-        return BUSY_REDRAW_INTERVAL_MS
+        return FIXED_2HZ_MS
     every_core = device == "cpu" and isinstance(threads, int) and threads >= cores
     return BUSY_REDRAW_INTERVAL_MS if every_core else REDRAW_INTERVAL_MS
 
