@@ -192,6 +192,27 @@ def test_max_batch_slow_far_below_the_limit_is_not_memory_pressure(monkeypatch):
     assert r["largest_batch"] == 8 and all(p["fits"] for p in r["probes"])
 
 
+def test_max_batch_a_machine_that_became_busy_is_not_memory_pressure(monkeypatch):
+    """Another program starts while the search runs: from batch 16 on, every step is slow, the smaller batches'
+    too. The batch that looked collapsed trains; the smaller batch measured again just after was just as slow."""
+    fake_memory(monkeypatch, fits_up_to=10**6, per_sample=2**20)
+    monkeypatch.setattr(maxbatch, "COLLAPSE", 0.5)
+    monkeypatch.setattr(maxbatch._Search, "predicted", lambda self, batch: None)
+    real = maxbatch._Search._step
+    clock = slow_clock(monkeypatch)
+    busy = []
+
+    def busy_from_16(self, x, y):
+        real(self, x, y)
+        if x.shape[0] >= 16:
+            busy.append(True)
+        if busy:
+            clock.wait(1.0)  # every step, whatever its batch, takes a second more
+    monkeypatch.setattr(maxbatch._Search, "_step", busy_from_16)
+    r = maxbatch.search(MLP, memory_limit=20 * 2**20, cap=16)
+    assert r["largest_batch"] == 16 and all(p["fits"] for p in r["probes"])
+
+
 def test_max_batch_cap_is_said(monkeypatch):
     fake_memory(monkeypatch, fits_up_to=10**6, per_sample=1)
     r = maxbatch.search(MLP, memory_limit=2**30, cap=8)

@@ -21,7 +21,8 @@ fit when:
   that trained;
 - the system swapped out more than `SWAP_LIMIT` bytes during it (CPU and MPS: the GPU shares the RAM);
 - its throughput fell below `COLLAPSE` of the best smaller batch's, measured twice, while it used at least
-  `PRESSURE_SHARE` of the limit (CPU and MPS: memory pressure; slow far below the limit is another program's load).
+  `PRESSURE_SHARE` of the limit, and that smaller batch measured again just after is still fast (CPU and MPS:
+  memory pressure; slow far below the limit, or slow with the smaller batch slow too, is another program's load).
 
 Between probes the allocator is emptied (torch.mps.empty_cache / torch.cuda.empty_cache) and Python's garbage
 collected. Bisection ends at the exact boundary (a gap of 1) up to `EXACT_UP_TO`, and within 1/`RESOLUTION` of
@@ -113,6 +114,36 @@ class _Search:
         self.dev.synchronize()
         return time.perf_counter() - start
 
+    def _pressure(self, sps: float | None, memory: int, best: float) -> str:
+        """Why a probe that trained is memory pressure ("" when it is not): its throughput collapsed below
+        `COLLAPSE` of the best smaller batch's while it used at least `PRESSURE_SHARE` of the limit (slow far from
+        the limit is a busy machine), and that smaller batch, measured again just after, is still fast."""
+        if (sps is None or not best or sps >= COLLAPSE * best or self.limit is None
+                or memory < PRESSURE_SHARE * self.limit):
+            return ""
+        reference = max(p["batch_size"] for p in self.probes if p["fits"] and p["samples_per_s"] == best)
+        now = self._rate_now(reference)
+        if sps >= COLLAPSE * now:
+            return ""
+        return (f"throughput fell to {fmt_rate(sps)} samples/s, under {COLLAPSE:.0%} of the {fmt_rate(now)} of batch "
+                f"{reference:,} measured again just after (memory pressure)")
+
+    def _rate_now(self, batch: int) -> float:
+        """The throughput of a smaller batch that trained, measured again now: a collapse is memory pressure only
+        when that batch is still fast (a machine that became busy slows both: measured under load, a faked MPS
+        search took its own boundary for memory pressure)."""
+        x = y = None
+        try:
+            x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed)
+            self._step(x, y)
+            self.dev.synchronize()
+            seconds = self._timed(x, y)
+        finally:
+            del x, y
+            self.optimizer.zero_grad(set_to_none=True)
+            free(self.dev.kind)
+        return batch * PROBE_STEPS / seconds if seconds > 0 else float("inf")
+
     def predicted(self, batch: int) -> int | None:
         """Memory of `batch` extrapolated linearly from the two largest probes that fit, and never above the memory
         measured for a larger batch (memory is not monotonic in the batch: other kernels, other workspaces)."""
@@ -183,11 +214,8 @@ class _Search:
                                                        f"{fmt_bytes(self.limit)}")
         elif self.shares_ram and swapped > SWAP_LIMIT:
             record.update(why="swap", reason=f"the system swapped out {fmt_bytes(swapped)} while it ran")
-        elif (self.shares_ram and sps is not None and best and sps < COLLAPSE * best and self.limit is not None
-              and memory >= PRESSURE_SHARE * self.limit):  # slow far from the limit is a busy machine, not memory
-            record.update(why="memory pressure", reason=f"throughput fell to {fmt_rate(sps)} samples/s, under "
-                                                        f"{COLLAPSE:.0%} of the {fmt_rate(best)} of a smaller batch "
-                                                        f"(memory pressure)")
+        elif self.shares_ram and (pressure := self._pressure(sps, memory, best)):
+            record.update(why="memory pressure", reason=pressure)
         else:
             record["fits"] = True
         self.probes.append(record)
