@@ -5,10 +5,12 @@ counts the run's data-loader workers."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from mpsstudio.engine.analysis import compare, energy as figures, runcheck, verdict
@@ -143,6 +145,26 @@ def test_the_cpu_busy_share_counts_the_runs_worker_processes():
     share = 100.0 / busy.cores  # one core busy
     assert mid > 0.4 * share  # this process sleeps: only the worker's time can make it busy
     assert after > 0.2 * share
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's children lists are Linux's")
+def test_the_run_s_descendants_come_from_the_kernel_s_lists_as_psutil_finds_them(monkeypatch):
+    """Grandchildren too (a worker's own helper); where the kernel keeps no such lists, psutil's scan is used."""
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(psutil.Process().children(recursive=True)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        expected = sorted(p.pid for p in psutil.Process().children(recursive=True))
+        assert len(expected) == 3 and sorted(cpu.descendants(os.getpid())) == expected
+        busy = cpu.CpuBusy()
+        assert sorted(busy._children()) == expected
+        monkeypatch.setattr(cpu.os.path, "exists", lambda path: False)  # a kernel without the lists
+        assert cpu.descendants(os.getpid()) is None and sorted(busy._children()) == expected
+    finally:
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+        shell.wait(10)
 
 
 def test_a_comparison_with_the_cpu_also_compares_the_energy_above_idle():

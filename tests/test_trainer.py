@@ -422,3 +422,4 @@ def test_cpu_memory_is_the_runs_growth_and_named_so():
     assert s["peak_memory"] is None or s["peak_memory"] < psutil.Process().memory_info().rss / 2
     assert "host" in result.env and "host_load" in result.env
     assert s["s_per_epoch_estimate"] and "s_per_epoch" not in s and s["s_per_epoch_measured"] is None
+
