@@ -150,20 +150,23 @@ def test_the_cpu_busy_share_counts_the_runs_worker_processes():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's children lists are Linux's")
 def test_the_run_s_descendants_come_from_the_kernel_s_lists_as_psutil_finds_them(monkeypatch):
     """Grandchildren too (a worker's own helper); where the kernel keeps no such lists, psutil's scan is used."""
-    shell = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    shell = subprocess.Popen(["sh", "-c", "sh -c 'sleep 30; true' & sleep 30 & wait"])  # a child, 2 grandchildren
+    top = psutil.Process(shell.pid)
     try:
         deadline = time.monotonic() + 10
-        while len(psutil.Process().children(recursive=True)) < 3 and time.monotonic() < deadline:
+        while len(top.children(recursive=True)) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        expected = sorted(p.pid for p in psutil.Process().children(recursive=True))
-        assert len(expected) == 3 and sorted(cpu.descendants(os.getpid())) == expected
+        expected = sorted(p.pid for p in top.children(recursive=True))
+        assert len(expected) == 3 and sorted(cpu.descendants(shell.pid)) == expected
         busy = cpu.CpuBusy()
+        busy.process = top  # the busy share of that shell's "run"
         assert sorted(busy._children()) == expected
         monkeypatch.setattr(cpu.os.path, "exists", lambda path: False)  # a kernel without the lists
-        assert cpu.descendants(os.getpid()) is None and sorted(busy._children()) == expected
+        assert cpu.descendants(shell.pid) is None and sorted(busy._children()) == expected
     finally:
-        for child in psutil.Process().children(recursive=True):
+        for child in top.children(recursive=True):
             child.kill()
+        shell.kill()
         shell.wait(10)
 
 

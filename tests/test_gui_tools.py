@@ -124,7 +124,8 @@ def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
         w.close()
 
 
-def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
+def fake_run_point(monkeypatch) -> list[tuple[str, int]]:
+    """Sweep points answered at once (100 samples/s per sample of batch); the (device, batch) asked, in order."""
     from mpsstudio.engine import process
 
     seen = []
@@ -135,6 +136,11 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
         r.config = cfg
         return r
     monkeypatch.setattr(process, "run_point", fake_point)
+    return seen
+
+
+def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
+    seen = fake_run_point(monkeypatch)
     w = open_window(qtbot)
     try:
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
@@ -158,16 +164,7 @@ def max_batch_result(device="cpu", largest=94):
 
 
 def test_a_largest_batch_search_offers_to_sweep_its_sizes(qtbot, monkeypatch):
-    from mpsstudio.engine import process
-
-    seen = []
-
-    def fake_point(cfg, **kwargs):
-        seen.append((cfg.device, cfg.batch_size))
-        r = point(cfg.device, cfg.batch_size, 100.0 * cfg.batch_size)
-        r.config = cfg
-        return r
-    monkeypatch.setattr(process, "run_point", fake_point)
+    seen = fake_run_point(monkeypatch)
     w = open_window(qtbot)
     try:
         w.store.save_tool(ToolRecord(kind="max-batch", result=max_batch_result()))
