@@ -5,7 +5,6 @@ counts the run's data-loader workers."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
