@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 
 import pytest
 
@@ -178,6 +181,56 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
 
     assert live_processes() == []
 
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_or_sighup_keeps_the_run_as_cancelled_with_the_reason(monkeypatch, capsys, sig, code):
+    """A job scheduler's SIGTERM, a closed terminal's SIGHUP: handled as Ctrl-C, with the signal's exit status."""
+    from mpsstudio.cli.progress import Progress
+    from mpsstudio.engine.basics.events import Window
+    from mpsstudio.engine.history.store import RunStore
+
+    real = Progress.__call__
+    windows = []
+
+    def signal_at_the_second_window(self, event):
+        real(self, event)
+        if isinstance(event, Window):
+            windows.append(event)
+            if len(windows) == 2:
+                os.kill(os.getpid(), sig)  # the signal itself: the CLI's handler turns it into the interruption
+    monkeypatch.setattr(Progress, "__call__", signal_at_the_second_window)
+    before = signal.getsignal(sig)
+    got = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "50", "--warmup", "1",
+                    "--batch-size", "8"])
+    captured = capsys.readouterr()
+    assert got == code
+    assert f"stopped by {sig.name}; the interrupted run is kept as cancelled in the history" in captured.err
+    [run] = RunStore().all()
+    assert run.status == "cancelled" and run.summary["windows"] == 2
+    assert run.error.startswith(f"Stopped by {sig.name} (the front end was asked to end)")
+    assert signal.getsignal(sig) == before  # the command's handlers are gone with it
+    from tests.processes import live_processes
+
+    assert live_processes() == []
+
+
+def test_a_second_ending_signal_while_the_run_is_kept_is_ignored():
+    from mpsstudio.engine.basics.errors import Terminated
+    from mpsstudio.engine.process import ending_signals
+
+    with pytest.raises(Terminated) as caught:
+        with ending_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode
+    assert caught.value.signum == signal.SIGTERM and caught.value.name == "SIGTERM"
+    with ending_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(1)
+        except Terminated:
+            os.kill(os.getpid(), signal.SIGHUP)  # while the run is being kept: nothing happens
+            time.sleep(0.05)
 
 
 def test_bench_without_devices_runs_every_available_device(monkeypatch):

@@ -1,6 +1,7 @@
 """`mpsstudio <subcommand>`: the headless front end over the same engine the window uses.
 
-Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback), 130 interrupted.
+Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback), 130 interrupted (Ctrl-C),
+143 / 129 stopped by SIGTERM / SIGHUP (handled as Ctrl-C: the run in progress kept as cancelled).
 (`mpsstudio` with no subcommand opens the window: see launcher.py.) One module per group of subcommands: bench
 (bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), history, info (devices, models,
 datasets, doctor); what they share is in common and progress, the arguments in parser.
@@ -15,7 +16,7 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import bench, history, info, launch, tools
 from .bench import model_paths
-from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table
+from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table, interrupted
 from .parser import build_parser
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
@@ -40,11 +41,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("mpsstudio: name a subcommand (see 'mpsstudio --help'), or run `mpsstudio` alone to open the window.",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    from ..engine.process.ending import ending_signals
+
     try:
-        return COMMANDS[args.command](args)
+        with ending_signals():  # SIGTERM / SIGHUP: as Ctrl-C, the run in progress kept
+            return COMMANDS[args.command](args)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)  # a name from a folder may hold escape codes
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("mpsstudio: interrupted.", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        code, words = interrupted(exc)
+        print(f"mpsstudio: {words}.", file=sys.stderr)
+        return code

@@ -9,8 +9,8 @@ from pathlib import Path
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import tools
-from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
-                     config_from_args, format_table)
+from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+                     config_from_args, format_table, interrupted)
 from .progress import Progress, download_progress, keep, print_verdicts
 
 
@@ -85,13 +85,14 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         results = process.run_isolated(order, on_event=progress, progress=download_progress,
                                          timeout_s=timeout_s, repeat=tags,
                                          save_models=model_files)
-    except KeyboardInterrupt:  # Ctrl-C: keep what ran (the interrupted run as cancelled), as the window does
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: keep what ran (the interrupted run as cancelled)
+        code, words = interrupted(exc)
         print(format_table(progress.ended))
         keep(progress, progress.ended, json_path)
         kept_where = [w for w, on in (("in the history", save), (f"in {printable(json_path)}", json_path)) if on]
-        print("mpsstudio: interrupted; " + (f"the interrupted run is kept as cancelled {' and '.join(kept_where)}."
-                                            if kept_where else "nothing was kept (--no-save)."), file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"mpsstudio: {words}; " + (f"the interrupted run is kept as cancelled {' and '.join(kept_where)}."
+                                         if kept_where else "nothing was kept (--no-save)."), file=sys.stderr)
+        return code
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     inspections = tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []
     kept = keep(progress, results, json_path, inspections)
@@ -99,6 +100,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
     for r in results:
+        if r.summary.get("leftover_processes"):
+            print(f"mpsstudio: {r.config.device}: {printable(r.summary['leftover_processes'])}", file=sys.stderr)
         if r.summary.get("stopped_early_reason"):
             print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
                   f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)

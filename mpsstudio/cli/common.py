@@ -8,13 +8,21 @@ import re
 from typing import Sequence
 
 from ..engine.basics.config import RunConfig
-from ..engine.basics.errors import UserError
+from ..engine.basics.errors import Terminated, UserError
 from ..engine.basics.files import check_writable_file
 from ..engine.basics.formatting import is_finite, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
 DEFAULTS = RunConfig()
+
+
+def interrupted(exc: KeyboardInterrupt) -> tuple[int, str]:
+    """The exit status and the words for an interrupted command: Ctrl-C 130 "interrupted"; SIGTERM 143 and SIGHUP
+    129 "stopped by SIGTERM" (Terminated, process/ending.py)."""
+    if isinstance(exc, Terminated):
+        return 128 + exc.signum, f"stopped by {exc.name}"
+    return EXIT_INTERRUPTED, "interrupted"
 
 
 class Parser(argparse.ArgumentParser):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 from ..engine.basics.formatting import plural, printable
-from .common import (EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
-                     grid)
+from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+                     grid, interrupted)
 from .progress import Progress, download_progress, keep, print_verdicts
 
 
@@ -47,13 +47,14 @@ def cmd_launch_benchmark(args) -> int:
         configs = [c for job in jobs for c in job.configs]
         results = process.run_isolated(configs, on_event=progress, progress=download_progress,
                                          timeout_s=args.timeout)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
+        code, words = interrupted(exc)
         results = progress.ended
         keep(progress, results, args.json)
         print(launch_table(launch.report(jobs, results)))
-        print("mpsstudio: interrupted; the runs done so far are kept (the interrupted one as cancelled).",
+        print(f"mpsstudio: {words}; the runs done so far are kept (the interrupted one as cancelled).",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return code
     kept = keep(progress, results, args.json)
     print(launch_table(launch.report(jobs, results)))
     print(f"\nPublished: training {launch.CLAIMS['train'][1]}, evaluation {launch.CLAIMS['inference'][1]} faster "

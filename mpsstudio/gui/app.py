@@ -51,6 +51,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+SIGNAL_CHECK_MS = 250  # how soon the window notices SIGTERM / SIGHUP
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     t_import = time.perf_counter()
@@ -88,5 +91,20 @@ def main(argv: list[str] | None = None) -> int:
         window.close()
         return 0
     QTimer.singleShot(0, window.start_loading)
-    code = app.exec()
+    from ..engine.process.ending import ending_signals
+
+    ended_by: list[int] = []
+
+    def on_signal(signum: int) -> None:  # SIGTERM / SIGHUP: stop the run, keep it (closeEvent), quit
+        ended_by.append(signum)
+        QTimer.singleShot(0, window.close)
+    # Python runs a signal's handler only between its own bytecodes: a timer gives it the chance while Qt waits
+    ticker = QTimer()
+    ticker.timeout.connect(lambda: None)
+    ticker.start(SIGNAL_CHECK_MS)
+    with ending_signals(on_signal):
+        code = app.exec()
+    ticker.stop()
+    if ended_by:
+        return 128 + ended_by[0]
     return window.exit_code if args.demo else code

@@ -6,3 +6,20 @@ class UserError(Exception):
 
     Front ends print ``str(err)`` as it is (the CLI exits 2); never a traceback.
     """
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal asking the front end to end (SIGTERM: `kill`, a job scheduler, a logout; SIGHUP: its terminal
+    closed), handled as Ctrl-C is: the run in progress is kept as cancelled, with `reason`, and the command exits
+    with 128 + the signal's number (143, 129)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        import signal
+
+        self.signum = signum
+        try:
+            self.name = signal.Signals(signum).name
+        except ValueError:
+            self.name = f"signal {signum}"
+        self.reason = f"Stopped by {self.name} (the front end was asked to end); what it measured until then is kept."

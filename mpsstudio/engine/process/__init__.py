@@ -2,16 +2,18 @@
 before a front end reads them; Stop, time limits, crashes, and the spare process that hides `import torch`.
 
 Owns: child (the child's side), messages (what may cross the pipe, checked), handles (RunProcess, InProcessRun, the
-`new_process` seam), spare, runs (run_isolated, run_point), asks (probe_model, run_tool, check_devices).
+`new_process` seam), spare, runs (run_isolated, run_point), asks (probe_model, run_tool, check_devices), ending
+(SIGTERM / SIGHUP to a front end, handled as Ctrl-C).
 Uses: run, tools, analysis, machine, basics. This package imports no torch: a child sets its environment first.
 The names below are the package's face, what the front ends call.
 """
 
 from .asks import PROBE_TIMEOUT_S, check_devices, probe_model, run_tool
 from .child import FALLBACK_VAR, MEMORY_LIMIT_VAR
+from .ending import ending_signals
 from .handles import InProcessRun, RunProcess, live_processes
 from .runs import STOP_GRACE_S, run_isolated, run_point
 from .spare import Spare
 
 __all__ = ["FALLBACK_VAR", "MEMORY_LIMIT_VAR", "PROBE_TIMEOUT_S", "STOP_GRACE_S", "InProcessRun", "RunProcess", "Spare",
-           "check_devices", "live_processes", "probe_model", "run_isolated", "run_point", "run_tool"]
+           "check_devices", "ending_signals", "live_processes", "probe_model", "run_isolated", "run_point", "run_tool"]

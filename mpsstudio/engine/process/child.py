@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 from ..basics.config import RunConfig
+from ..basics.events import Ended
 from ..machine.apple import FALLBACK_VAR
 from ..basics.errors import UserError
 
@@ -21,21 +22,26 @@ def _child_main(conn, mps_fallback: bool, output_path: str, device: str | None =
     os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
     if hasattr(os, "setsid"):
         os.setsid()  # its own process group: the parent can end it with its DataLoader workers
+    from .leftovers import become_subreaper
+
+    become_subreaper()  # Linux: orphans of what the model starts stay this process's (leftovers.py)
     _send_output_to(output_path)
     import faulthandler
 
     faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
     _apply_memory_limit()
-    serve(conn, on_parent_gone=_end_own_group, device=device)
+    serve(conn, on_parent_gone=_end_own_group, device=device, contain=True)
 
 
-def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None) -> None:
+def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, contain: bool = False) -> None:
     """The child's side of one job, wherever it runs (a run process, or a thread for InProcessRun): says it is
     ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes.
-    `device`: a spare's, which it prepares before it says it is ready (warm_up)."""
+    `device`: a spare's, which it prepares before it says it is ready (warm_up). `contain` (a run process, never a
+    thread of another program): processes the job left running are ended, and a run's result says so."""
     import gc
 
     from ..run import session  # imports torch and the engine: the expensive part a spare does ahead of time
+    from .leftovers import end_leftovers
 
     # torch, the engine and the libraries are here for good: the collector need not walk their ~400,000 objects in
     # every full collection (~0.13 s each, a pause inside a measured window or between max-batch probes)
@@ -55,8 +61,14 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None) -
     try:
         if kind == "run":
             _, config, position, save_model = job
+            def send(event) -> None:
+                if contain and isinstance(event, Ended):  # the run is over: what its model left running ends now
+                    left = end_leftovers()
+                    if left:
+                        event.result.summary["leftover_processes"] = left
+                conn.send(("event", event))
             session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
-                            on_event=lambda event: conn.send(("event", event)), should_stop=stop.is_set,
+                            on_event=send, should_stop=stop.is_set,
                             progress=lambda message, fraction: conn.send(("progress", message, fraction)),
                             prepared=lambda: conn.send(("prepared",)))
         elif kind == "probe":
@@ -71,6 +83,9 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None) -
                                                                                          fraction)))))
     except UserError as exc:  # found before a run started: one sentence, nothing recorded
         conn.send(("rejected", str(exc)))
+    finally:
+        if contain:
+            end_leftovers()  # a probe's or a tool's too (a run's were ended before its result went out)
     conn.send(("done",))
 
 

@@ -124,9 +124,9 @@ class _RunJob:
                 if self.timeout_s is not None and now - started > self.timeout_s and stop_at is None:
                     proc.send(("stop",))
                     stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
-        except KeyboardInterrupt:  # Ctrl-C in the CLI: keep the run so far as cancelled, then go on up
-            proc.end()
-            self.emit(Ended(self.recorder.finish("cancelled", "")))
+        except KeyboardInterrupt as exc:  # Ctrl-C in the CLI, or SIGTERM / SIGHUP (Terminated, with its reason):
+            proc.end()  # keep the run so far as cancelled, then go on up
+            self.emit(Ended(self.recorder.finish("cancelled", getattr(exc, "reason", ""))))
             raise
         proc.end()
         if why == "garbled":

@@ -123,6 +123,8 @@ class RunDetails(QWidget):
             lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
         if run.error:
             lines.append(escape(printable(run.error)))
+        if s.get("leftover_processes"):
+            lines.append(escape(printable(s["leftover_processes"])))
         if precision_note(cfg):
             lines.append(escape(precision_note(cfg)))
         self.title.setText("<br>".join(lines))

@@ -1,0 +1,46 @@
+"""SIGTERM and SIGHUP to a front end: raised as `Terminated` (a KeyboardInterrupt) in the main thread, so every path
+that keeps a run on Ctrl-C keeps it on these too. Used by the CLI around a command and by the window (which closes,
+keeping the run, instead of dying with it)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+from ..basics.errors import Terminated
+
+ENDING_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
+
+
+@contextlib.contextmanager
+def ending_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[None]:
+    """While inside: SIGTERM / SIGHUP raise Terminated in the main thread (or call `on_signal(signum)` instead);
+    only the first counts (a second, while the run is being kept, is ignored); the handlers before are restored
+    after. Outside the main thread, where Python cannot set handlers, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[int, object] = {}
+
+    def handler(signum, frame):
+        for sig in saved:
+            signal.signal(sig, signal.SIG_IGN)  # keeping the run must not be cut short by a second signal
+        if on_signal is not None:
+            on_signal(signum)
+        else:
+            raise Terminated(signum)
+    for sig in ENDING_SIGNALS:
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            try:
+                signal.signal(sig, old)
+            except (ValueError, OSError, TypeError):
+                pass

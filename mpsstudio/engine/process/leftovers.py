@@ -1,0 +1,121 @@
+"""What a run's process leaves behind: processes its model started (a helper server, a daemon that called setsid, a
+double fork) are ended when the run ends, and the run says so in one sentence.
+
+On Linux the run's process makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so an orphan among its
+descendants is re-parented to it instead of init and stays findable; at the run's end every descendant still alive
+is ended, except the run's own data-loader workers (multiprocessing's, which end with the process). On macOS there
+is no subreaper: the descendants still in the run's tree at its end are ended, and those still in its process group
+when the process is ended (RunProcess.end); a daemon that left both earlier is out of reach there. Only the run's
+own descendants are ever signalled: the run's process reads them from its own tree.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+from ..basics.formatting import one_line, plural
+from ..machine.energy.cpu import descendants
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+END_GRACE_S = 0.3  # after SIGTERM: time the leftovers have to end before SIGKILL
+SHOWN = 3  # processes named in the sentence
+
+
+def become_subreaper() -> bool:
+    """Linux: orphans among this process's descendants are re-parented to it. False elsewhere or when refused."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:
+        return False
+
+
+def _descendants() -> list[psutil.Process]:
+    me = os.getpid()
+    pids = descendants(me)
+    try:
+        if pids is None:
+            return psutil.Process(me).children(recursive=True)
+        return [psutil.Process(pid) for pid in pids]
+    except psutil.Error:
+        return []
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return one_line(proc.name(), 40) or "a process"
+    except psutil.Error:
+        return "a process"
+
+
+def end_leftovers() -> str:
+    """End every descendant of this process still alive but the data-loader workers; one sentence when there were
+    any ("" when none): "The model left 2 processes running (python, pid 4242; sleep, pid 4243); they were ended."."""
+    ours = {p.pid for p in multiprocessing.active_children()}  # the run's DataLoader workers end with it
+    _reap()  # a process that already ended is not left running (its parent never waited for it)
+    left = [p for p in _descendants() if p.pid not in ours and _running(p)]
+    if not left:
+        return ""
+    named = [f"{_name(p)}, pid {p.pid}" for p in left]
+    _signal(left, signal.SIGTERM)
+    if _wait(left, END_GRACE_S):
+        _signal(left, signal.SIGKILL)
+        _wait(left, 2.0)
+    shown = "; ".join(named[:SHOWN]) + (f"; and {len(named) - SHOWN} more" if len(named) > SHOWN else "")
+    return (f"The model left {plural(len(named), 'process', 'processes')} running ({shown}) when the run ended; "
+            f"{'it was' if len(named) == 1 else 'they were'} ended.")
+
+
+def _signal(procs: list[psutil.Process], sig: int) -> None:
+    for p in procs:
+        try:
+            p.send_signal(sig)  # psutil checks the pid still names the process it found (no reused pid)
+        except psutil.Error:
+            pass
+
+
+def _wait(procs: list[psutil.Process], seconds: float) -> list[psutil.Process]:
+    """Wait up to `seconds` for `procs` to end, reaping those re-parented to this process; those still running."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _reap()
+        running = [p for p in procs if _running(p)]
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.01)
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _reap() -> None:
+    """Collect the exit status of re-parented orphans that ended (a subreaper's zombies), leaving multiprocessing's
+    own children to it."""
+    ours = {p.pid for p in multiprocessing.active_children()}
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        if child.pid in ours:
+            continue
+        try:
+            os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        except OSError:
+            pass
