@@ -18,20 +18,28 @@ from ..worker import RunWorker
 class RunsMixin:
     """Run control: Run (the setup's configs, interleaved when repeated) on a RunWorker, Stop, the end of each run (kept in the history, said in the status bar) and of all of them."""
 
-    @Slot()
-    def start_run(self) -> None:
-        if self.worker is not None or self.catalog is None:
-            return
+    def configs_to_run(self, then: str, banner: bool = False) -> list:
+        """The setup's configs, once a device is checked and the user allowed the model file's code; [] after
+        saying why not (in the status bar; with `banner`, a refusal with its own words in the banner too)."""
         configs = self.setup.configs()
         if not configs:
-            self.say("Check at least one available device, then press Run.")
-            return
+            self.say(f"Check at least one available device, then {then}.")
+            return []
         allowed = self.setup.confirm_model_file()
         if allowed is not True:
             message = allowed or "Not run: the model file's code runs only if you allow it."
             self.say(message)
-            if allowed:
+            if allowed and banner:
                 self.banner.show_message(message, warning=True)
+            return []
+        return configs
+
+    @Slot()
+    def start_run(self) -> None:
+        if self.worker is not None or self.catalog is None:
+            return
+        configs = self.configs_to_run("press Run", banner=True)
+        if not configs:
             return
         from ..preferences import Preferences
 

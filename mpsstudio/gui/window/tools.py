@@ -18,13 +18,8 @@ class ToolsMixin:
         if self.worker is not None or self.tool_worker is not None or self.catalog is None:
             return
         if config is None:
-            configs = self.setup.configs()
+            configs = self.configs_to_run("choose the tool again")  # RunsMixin's
             if not configs:
-                self.say("Check at least one available device, then choose the tool again.")
-                return
-            allowed = self.setup.confirm_model_file()
-            if allowed is not True:
-                self.say(allowed or "Not run: the model file's code runs only if you allow it.")
                 return
             devices = [c.device for c in configs]
             config = next((c for c in configs if c.device != "cpu"), configs[0])
