@@ -22,7 +22,7 @@ def one_line_error(capsys) -> str:
     return err[-1]
 
 
-def test_sweep_writes_points_best_and_keeps_it(tmp_path, capsys, run_pids):
+def test_sweep_writes_points_best_and_keeps_it(tmp_path, capsys):  # in real processes: test_containment
     out = tmp_path / "sweep.json"
     code = cli.main(["sweep", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-sizes", "2,8",
                      "--steps", "8", "--warmup", "1", "--json", str(out)])

@@ -7,6 +7,7 @@ setsid. Each test asserts the process table, the history and the exit status.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -99,3 +100,244 @@ def test_the_window_closes_on_sigterm_keeping_what_it_has(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-2000:]
     assert (box.folders["config"] / "window.ini").is_file()  # closeEvent ran: the window's settings were saved
+
+
+SIGNALLER = '''import os, signal, torch
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+        self.steps = 0
+    def forward(self, x):
+        self.steps += 1
+        if self.steps == {at}:
+            os.kill(os.getppid(), signal.{sig})  # its parent: the front end
+        return self.l(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def _entries(folder) -> set[str]:
+    import os
+
+    return set(os.listdir(folder))
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_model_that_signals_its_front_end_is_kept_as_cancelled(tmp_path, capsys, run_pids, sig, code):
+    import tempfile
+
+    from mpsstudio.engine.process import journal
+
+    model = tmp_path / "signaller.py"
+    model.write_text(SIGNALLER.format(at=6, sig=sig))
+    temp_before = _entries(tempfile.gettempdir())
+    got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "200",
+                    "--warmup", "1", "--devices", "cpu", "--no-inspect"])
+    err = capsys.readouterr().err
+    assert got == code, err
+    [run] = RunStore().all()
+    assert run.status == "cancelled" and run.error.startswith(f"Stopped by {sig}"), run.error
+    assert not journal.folder().exists() or not list(journal.folder().iterdir())  # handed on, then forgotten
+    assert not {e for e in _entries(tempfile.gettempdir()) - temp_before if e.startswith(("mpsstudio", "pymp"))}
+
+
+PRINTER = '''import os, sys, torch
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+        self.steps = 0
+    def forward(self, x):
+        self.steps += 1
+        print(f"step {{self.steps}} " + "x" * 1023 * 1024 * 10)  # 10 MB a step, 50 MB in all
+        if {crash} and self.steps == 5:
+            print("the last words before the crash", flush=True)
+            os.abort()
+        return self.l(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_output_is_capped_and_nothing_is_left_in_the_temp_folder(tmp_path, capsys, run_pids, crash):
+    import os
+    import tempfile
+
+    from mpsstudio.engine.basics.paths import log_dir, log_file
+    from mpsstudio.engine.process import output
+
+    model = tmp_path / "printer.py"
+    model.write_text(PRINTER.format(crash=crash))
+    temp_before = _entries(tempfile.gettempdir())
+    got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "4",
+                    "--warmup", "1", "--devices", "cpu", "--no-inspect"])
+    err = capsys.readouterr().err
+    [run] = RunStore().all()
+    sentence = run.summary["output_note"]
+    kept = log_dir() / "runs" / f"{run.id}.txt"
+    assert sentence.startswith("The run's process wrote ") and f"kept in {kept} (the " in sentence, sentence
+    assert kept.stat().st_size <= 2 * output.KEEP_BYTES + 100 and "of output dropped here" in kept.read_text()
+    assert f"cpu: {sentence}" in err
+    if crash:
+        assert got == 1 and run.status == "failed" and "signal 6" in run.error
+        assert "    the last words before the crash" in log_file().read_text()  # the log has its last lines
+    else:
+        assert got == 0 and run.status == "finished", err
+        assert "50.0 MiB" in sentence or "50.1 MiB" in sentence
+    new = _entries(tempfile.gettempdir()) - temp_before
+    assert not {e for e in new if e.startswith(("mpsstudio", "pymp"))}, new
+    assert not os.path.exists(log_dir() / "runs" / f"{run.id}.txt.part")
+
+
+LOCKER = '''import os, sqlite3, subprocess, sys, time, torch
+HISTORY, READY = {history!r}, {ready!r}
+HOLD = ("import sqlite3, sys, time\\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\\n"
+        "db.execute('BEGIN EXCLUSIVE')\\n"
+        "open(sys.argv[2], 'w').close()\\n"
+        "time.sleep(120)\\n")
+def build_model(num_classes, input_shape):
+    subprocess.Popen([sys.executable, "-c", HOLD, HISTORY, READY], start_new_session=True)
+    while not os.path.exists(READY):
+        time.sleep(0.02)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[0] * input_shape[1] * input_shape[2],
+                                                                    num_classes))
+'''
+
+
+def test_a_model_that_holds_the_history_lock_cannot_keep_its_run_out(tmp_path, capsys, run_pids):
+    from mpsstudio.engine.history.pending import folder_for
+
+    store = RunStore()
+    store.close()
+    model = tmp_path / "locker.py"
+    model.write_text(LOCKER.format(history=str(store.path), ready=str(tmp_path / "locked")))
+    got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "3",
+                    "--warmup", "1", "--devices", "cpu", "--no-inspect"])
+    err = capsys.readouterr().err
+    assert got == 0, err
+    [run] = RunStore().all()  # saved at once: its process and what it started had ended before the save
+    assert run.status == "finished" and run.summary["leftover_processes"].startswith("The model left 1 process")
+    assert not folder_for(store.path).exists()
+
+
+SLOW = '''import time, torch
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+    def forward(self, x):
+        time.sleep(0.02)
+        return self.l(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def test_a_killed_front_end_leaves_its_run_to_the_next_start_as_interrupted(tmp_path, capsys):
+    """SIGKILL cannot be caught: the run's journal is what the next start keeps, as interrupted."""
+    import signal
+
+    from mpsstudio.engine.process import journal
+
+    model = tmp_path / "slow.py"
+    model.write_text(SLOW)
+    cmd = [sys.executable, "-m", "mpsstudio", "bench", "--model", str(model), "--dataset", "synthetic",
+           "--batch-size", "8", "--steps", "2000", "--warmup", "1", "--devices", "cpu", "--no-inspect"]
+    front = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the journal holds a few windows (~0.5 s each)
+            files = list(journal.folder().glob("*.journal")) if journal.folder().exists() else []
+            if files and files[0].stat().st_size > 4000:
+                break
+            assert front.poll() is None, front.stderr.read()
+            time.sleep(0.1)
+        run_process = [c.pid for c in psutil.Process(front.pid).children() if "python" in c.name().lower()]
+        front.send_signal(signal.SIGKILL)
+        front.wait(10)
+    finally:
+        front.kill()
+        front.stderr.close()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in run_process) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the run's process sees its parent gone and ends itself with its group
+    assert run_process and not any(_alive(pid) for pid in run_process)
+    assert cli.main(["history"]) == 0
+    err = capsys.readouterr().err
+    assert "1 run in progress when MPS Studio last ended is kept as interrupted" in err
+    [run] = RunStore().all()
+    assert run.status == "interrupted" and run.error == journal.INTERRUPTED
+    assert run.summary["windows"] >= 1 and run.summary["samples_per_s"] > 0
+    assert list(journal.folder().iterdir()) == []
+    assert cli.main(["history"]) == 0 and "interrupted" not in capsys.readouterr().err  # kept once
+
+
+ORPHANER = '''import os, subprocess, sys, time, torch
+PIDS = {pids!r}
+def build_model(num_classes, input_shape):
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    with open(PIDS, "w") as f:
+        f.write(str(helper.pid))
+    time.sleep(1.2)  # the parent notes the run's descendants every 0.5 s
+    os.abort()  # dies before it can end what it started
+'''
+
+
+def test_what_a_crashed_run_process_started_is_ended_by_its_parent(tmp_path, capsys, run_pids):
+    pids = tmp_path / "pids"
+    model = tmp_path / "orphaner.py"
+    model.write_text(ORPHANER.format(pids=str(pids)))
+    got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "3",
+                    "--warmup", "1", "--devices", "cpu", "--no-inspect"])
+    capsys.readouterr()
+    helper = int(pids.read_text())
+    assert got == 1 and not _alive(helper)
+    [run] = RunStore().all()
+    assert run.status == "failed" and "signal 6" in run.error
+    assert re.fullmatch(rf"The run's process left 1 process running \(python[\d.]*, pid {helper}\) when it ended; it "
+                        "was ended.", run.summary["leftover_processes"]), run.summary["leftover_processes"]
+
+
+BY_BATCH = '''import os, signal, torch
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+        self.sent = False
+    def forward(self, x):
+        if x.shape[0] >= {at} and not self.sent:
+            self.sent = True
+            os.kill(os.getppid(), signal.SIGTERM)  # the front end (max-batch: the tool's process is its child)
+        return self.l(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_path, capsys, run_pids):
+    model = tmp_path / "by_batch.py"
+    model.write_text(BY_BATCH.format(at=16))
+    common = ["--model", str(model), "--dataset", "synthetic"]
+    got = cli.main(["sweep", *common, "--devices", "cpu", "--batch-sizes", "8,16,32", "--steps", "6", "--warmup",
+                    "1"])
+    err = capsys.readouterr().err
+    assert got == 143, err
+    assert "stopped by SIGTERM; the points measured so far are kept as a sweep" in err
+    [sweep] = RunStore().tools()
+    assert sweep.kind == "sweep"
+    statuses = [(p["batch_size"], p["status"]) for p in sweep.result["points"]]
+    assert statuses == [(8, "finished"), (16, "cancelled")], statuses
+    model.write_text(BY_BATCH.format(at=4))
+    got = cli.main(["max-batch", *common, "--device", "cpu", "--max-batch", "64"])
+    err = capsys.readouterr().err
+    assert got == 143, err
+    assert "stopped by SIGTERM; the search so far is kept." in err
+    search = RunStore().tools()[-1]
+    assert search.kind == "max-batch" and search.result["stopped"] is True
+    from tests.processes import live_processes
+
+    assert live_processes() == []

@@ -344,8 +344,14 @@ def test_no_source_gives_null_fields_and_the_sources_reason():
 
 
 def test_runs_recorded_before_energy_say_so():
-    s = figures.summary_fields(_windows(5.0), {})
+    s = figures.summary_fields(_windows(5.0), {"machine_label": "an older record"})
     assert s["energy_j"] is None and s["energy_reason"] == figures.BEFORE
+    s = figures.summary_fields([], {})  # a run that failed in its setup: never started, nothing to measure
+    assert s["energy_reason"] == "not measured (the run ended before its first step)"
+    from mpsstudio.engine.basics.results import RunResult
+
+    failed = RunResult(config=RunConfig(device="cpu"), status="failed", summary=s)
+    assert figures.notes([failed]) == ["Energy of cpu: not measured (the run ended before its first step)."]
 
 
 def _file_run(windows, env=ENV, summary=None):

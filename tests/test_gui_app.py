@@ -166,12 +166,21 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
 
 
 def test_runs_survive_into_a_fresh_window(qtbot, window):
+    from mpsstudio.engine.process import journal
+
+    from .test_containment_files import _events, _gone_pid, _journal
+
     run_and_wait(qtbot, window, SHORT)
     run_id = window.run_ended[0].id
+    assert list(journal.folder().iterdir()) == []  # its journal went once the run was handed on
     window.close()
+    _journal(journal.folder(), _events(), pid=_gone_pid())  # a window killed mid-run left this
     again = MainWindow()
     qtbot.addWidget(again)
-    assert run_id in [r.id for r in again.results.results()]
+    again.show()
+    runs = {r.id: r.status for r in again.results.results()}
+    assert runs[run_id] == "finished" and runs["a" * 32] == "interrupted"
+    assert "1 run in progress when MPS Studio last ended is kept as interrupted" in again.banner.text()
     again.close()
 
 

@@ -18,6 +18,7 @@ from . import bench, history, info, launch, tools
 from .bench import model_paths
 from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table, interrupted
 from .parser import build_parser
+from .progress import keep_interrupted_runs
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
            "model_paths"]
@@ -28,6 +29,9 @@ COMMANDS = {
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor,
 }
+
+
+KEEPS_RUNS = ("bench", "demo", "launch-benchmark", "history")  # these first keep what a killed front end left
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with ending_signals():  # SIGTERM / SIGHUP: as Ctrl-C, the run in progress kept
+            if args.command in KEEPS_RUNS and not getattr(args, "no_save", False):
+                keep_interrupted_runs()
             return COMMANDS[args.command](args)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)  # a name from a folder may hold escape codes

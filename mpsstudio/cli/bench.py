@@ -84,7 +84,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     try:
         results = process.run_isolated(order, on_event=progress, progress=download_progress,
                                          timeout_s=timeout_s, repeat=tags,
-                                         save_models=model_files)
+                                         save_models=model_files, journal=save)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: keep what ran (the interrupted run as cancelled)
         code, words = interrupted(exc)
         print(format_table(progress.ended))
@@ -100,8 +100,9 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
     for r in results:
-        if r.summary.get("leftover_processes"):
-            print(f"mpsstudio: {r.config.device}: {printable(r.summary['leftover_processes'])}", file=sys.stderr)
+        for key in ("leftover_processes", "output_note"):
+            if r.summary.get(key):
+                print(f"mpsstudio: {r.config.device}: {printable(r.summary[key])}", file=sys.stderr)
         if r.summary.get("stopped_early_reason"):
             print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
                   f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)

@@ -55,7 +55,7 @@ def cmd_history(args) -> int:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all() if args.json else store.summaries()  # the table needs no steps or windows
     inspections = [t.result for t in store.tools() if t.kind == "inspect"]
-    for notice in [*store.notices, *store.tool_notices]:
+    for notice in [*store.pending_notices, *store.notices, *store.tool_notices]:
         print(f"mpsstudio: {notice}", file=sys.stderr)
     if args.json:
         from ..engine.history.runfiles import export_json

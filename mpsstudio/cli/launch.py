@@ -46,7 +46,7 @@ def cmd_launch_benchmark(args) -> int:
                   "Ctrl-C stops it; the runs done so far are kept.", file=sys.stderr)
         configs = [c for job in jobs for c in job.configs]
         results = process.run_isolated(configs, on_event=progress, progress=download_progress,
-                                         timeout_s=args.timeout)
+                                         timeout_s=args.timeout, journal=progress.save)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP
         code, words = interrupted(exc)
         results = progress.ended

@@ -36,19 +36,40 @@ def keep(progress: "Progress", results, json_path, inspections=None) -> bool:
 
 def save_run(result) -> bool:
     """Keep one run in the history the moment it ends (a CLI killed later loses nothing that ended)."""
-    from ..engine.history.store import RunStore
+    from ..engine.history.store import keep_run
 
     try:
-        store = RunStore()
-        try:
-            store.save(result)
-        finally:
-            store.close()
+        note = keep_run(result)
+        if note:
+            print(f"mpsstudio: {printable(note)}", file=sys.stderr)
     except UserError as exc:
         print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {printable(exc)}",
               file=sys.stderr)
         return False
     return True
+
+
+def keep_interrupted_runs() -> None:
+    """Keep the runs a killed window or command left in progress as interrupted (process/journal.py), and say so."""
+    from ..engine.history.store import RunStore, keep_run
+    from ..engine.process.journal import folder, keep_interrupted
+    from ..engine.process.output import remove_old_temp_files
+
+    remove_old_temp_files()  # what earlier versions left in the temp folder
+    if not folder().is_dir():
+        return
+    try:
+        store = RunStore()
+    except UserError:
+        return  # the history cannot be used now: they wait for the next start (the command says why)
+    try:
+        notes = [] if store.read_only else keep_interrupted(lambda r: keep_run(r, store),
+                                                            lambda run_id: store.get(run_id) is not None)
+        notes = [*store.pending_notices, *notes]
+    finally:
+        store.close()
+    for note in notes:
+        print(f"mpsstudio: {printable(note)}", file=sys.stderr)
 
 
 def download_progress(message: str, fraction: float) -> None:

@@ -12,7 +12,7 @@ import sys
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
-                     grid, parse_size)
+                     grid, interrupted, parse_size)
 
 
 def _default_device() -> str:
@@ -57,14 +57,13 @@ def _finish(kind: str, result: dict, args) -> None:
 
 
 def save_tool(kind: str, result: dict) -> None:
-    from ..engine.history.store import RunStore, ToolRecord
+    from ..engine.history.store import keep_tool
+    from ..engine.history.store import ToolRecord
 
     try:
-        store = RunStore()
-        try:
-            store.save_tool(ToolRecord(kind=kind, result=result))
-        finally:
-            store.close()
+        note = keep_tool(ToolRecord(kind=kind, result=result))
+        if note:
+            print(f"mpsstudio: {printable(note)}", file=sys.stderr)
     except UserError as exc:
         print(f"mpsstudio: the {kind} result was not kept in the history: {exc}", file=sys.stderr)
 
@@ -76,6 +75,7 @@ def _progress(message: str, fraction: float) -> None:
 
 def cmd_sweep(args) -> int:
     from ..engine import process
+    from ..engine.basics.events import Ended
     from ..engine.run import session
     from ..engine.tools import sweep, toolview
 
@@ -98,12 +98,27 @@ def cmd_sweep(args) -> int:
         shown = f"{sps:,.0f} samples/s" if sps else result.status
         print(f"{result.config.device} batch {result.config.batch_size}: {shown}  ({done} of up to {total})",
               file=sys.stderr, flush=True)
-    results = sweep.run(cfg, devices, sizes, steps=steps, warmup=warmup, on_point=on_point,
-                        run_point=lambda c: process.run_point(c, progress=_progress, timeout_s=args.timeout))
+    stopped: list[KeyboardInterrupt] = []  # Ctrl-C, SIGTERM, SIGHUP: the points so far are kept, as a sweep
+
+    def point(c):
+        ended = []
+        try:
+            return process.run_point(c, progress=_progress, timeout_s=args.timeout,
+                                     on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
+        except KeyboardInterrupt as exc:  # the point was kept as cancelled (its Ended event) and its process ended
+            stopped.append(exc)
+            return ended[-1] if ended else None
+    results = sweep.run(cfg, devices, sizes, steps=steps, warmup=warmup, on_point=on_point, run_point=point,
+                        should_stop=lambda: bool(stopped))
     result = sweep.analyse(results, cfg, steps)
     _print_table(toolview.sweep_table(result))
     _finish("sweep", result, args)
     print(f"\n{printable(result['sentence'])}")
+    if stopped:
+        code, words = interrupted(stopped[0])
+        print(f"mpsstudio: {words}; the points measured so far are kept as a sweep (the interrupted one as "
+              "cancelled).", file=sys.stderr)
+        return code
     return EXIT_OK if result["best"] else EXIT_RUN_FAILED
 
 
@@ -131,11 +146,20 @@ def cmd_max_batch(args) -> int:
     cap = args.max_batch if args.max_batch is not None else DEFAULT_CAP
     if not 1 <= cap <= MAX_BATCH:
         raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
-    result = _run_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that trains on "
-                       f"{cfg.device}", memory_limit=limit, cap=cap)
+    try:
+        result, stopped = _run_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that "
+                                    f"trains on {cfg.device}", memory_limit=limit, cap=cap), None
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the search was asked to stop; what it found is kept
+        if getattr(exc, "partial", None) is None:
+            raise
+        result, stopped = exc.partial, exc
     _print_table(toolview.max_batch_table(result))
     _finish("max-batch", result, args)
     print(f"\n{printable(result['sentence'])}")
+    if stopped is not None:
+        code, words = interrupted(stopped)
+        print(f"mpsstudio: {words}; the search so far is kept.", file=sys.stderr)
+        return code
     return EXIT_OK if result["largest_batch"] else EXIT_RUN_FAILED
 
 

@@ -147,7 +147,7 @@ class RunWorker(QThread):
         try:
             process.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
                                    progress=self.progress.emit, spare=self.spare, grace_s=lambda: self._grace_s,
-                                   repeat=self.repeat, save_models=self.save_models)
+                                   repeat=self.repeat, save_models=self.save_models, journal=True)
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # a bug must still end in a sentence, never a silent thread death
@@ -197,7 +197,7 @@ class ToolWorker(QThread):
     history could not take it, with the sentence why); `rejected` the one sentence when it could not run."""
 
     progress = Signal(str)
-    done = Signal(object, str)  # ToolRecord, "" or why it was not kept
+    done = Signal(object, str, str)  # ToolRecord, "" or why it was not kept, "" or where it went instead
     rejected = Signal(str)
 
     def __init__(self, kind: str, config, devices: list[str], store, parent=None, batch_sizes: list[int] | None = None):
@@ -240,12 +240,14 @@ class ToolWorker(QThread):
 
             self.rejected.emit(f"The {self.kind} tool failed ({error_line(exc)}).")
             return
-        why = ""
+        why = pending = ""
         try:
             if self.store is None or self.store.read_only:
                 why = "the history is read-only"
             else:
-                self.store.save_tool(record)
+                from ..engine.history.store import keep_tool
+
+                pending = keep_tool(record, self.store)  # "" when kept in the history
         except UserError as exc:
             why = str(exc)
-        self.done.emit(record, why)
+        self.done.emit(record, why, pending)

@@ -19,6 +19,7 @@ SUMMARY_KEYS = ("energy_j", "avg_power_w", "j_per_sample", "energy_parts", "ener
                 "utilization_reason", *IDLE_KEYS)
 BEFORE = "not measured (recorded before MPS Studio measured energy)"
 IDLE_BEFORE = "not measured (recorded before MPS Studio measured idle power)"
+NOT_STARTED = "not measured (the run ended before its first step)"
 MAX_WATTS = 1e5
 MAX_TEXT = 300
 
@@ -41,7 +42,7 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
     out: dict = dict.fromkeys(SUMMARY_KEYS)
     info = (env or {}).get("energy")
     if not isinstance(info, dict):
-        out["energy_reason"] = out["utilization_reason"] = BEFORE
+        out["energy_reason"] = out["utilization_reason"] = BEFORE if env else NOT_STARTED
         return out
     spans, bad = _spans(windows)
     part = info.get("part") if info.get("part") in PARTS else None
@@ -186,7 +187,8 @@ def notes(runs) -> list[str]:
             how = "estimated by macOS" if s.get("energy_measure") == ESTIMATED else "measured"
             text = f"{how} with the {s.get('energy_source')}: {s.get('energy_scope') or 'the device'}"
         else:
-            text = f"not measured: {s.get('energy_reason') or 'no reading'}"
+            reason = str(s.get("energy_reason") or "no reading")
+            text = reason if reason.startswith("not measured") else f"not measured: {reason}"
         seen.setdefault(text, []).append(str(r.config.device))
     lines = [f"Energy of {', '.join(dict.fromkeys(devices))}: {text}." for text, devices in seen.items()]
     return lines + [f"{r.config.device}: {describe_idle(r.summary)}" for r in runs

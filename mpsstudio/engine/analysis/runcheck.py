@@ -259,7 +259,8 @@ def _summary(summary: dict) -> dict:
     if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
         raise _Bad("summary.epoch_s", "a list of seconds expected")
     for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
-                "saved_model_error", "precision_note", "leftover_processes"):
+                "saved_model_error", "precision_note", "leftover_processes",
+                "output_note"):
         value = summary.get(key)
         if value is not None and not isinstance(value, str):
             raise _Bad(f"summary.{key}", "text expected")

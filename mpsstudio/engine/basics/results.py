@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from .config import RunConfig
 from .errors import UserError
 
-STATUSES = ("finished", "failed", "cancelled")
+STATUSES = ("finished", "failed", "cancelled", "interrupted")  # interrupted: its front end was killed
 
 
 def new_run_id() -> str:

@@ -139,7 +139,7 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  "estimated.", "text", lambda r, s: _energy_source(r)),
     ResultColumn("energy_reason", "Energy missing because", "Why the run has no energy figures.", "text",
                  lambda r, s: r.summary.get("energy_reason") if r.summary.get("j_per_sample") is None else None),
-    ResultColumn("status", "Status", "finished, failed or cancelled.", "text", lambda r, s: r.status),
+    ResultColumn("status", "Status", "finished, failed, cancelled or interrupted (MPS Studio ended during the run).", "text", lambda r, s: r.status),
     ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
     ResultColumn("note", "Note", "Your note on the run (the window's Details tab, or `mpsstudio history --note ID "
                  "TEXT`).", "text", lambda r, s: r.note or None),

@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from dataclasses import dataclass, field
 from array import array
 
 from ..analysis.runcheck import run_from_dict, summary_from_dict
 from ..basics.config import RunConfig
 from ..basics.formatting import is_finite
-from ..basics.results import RunResult, json_safe
+from ..basics.results import RunResult, json_safe, new_run_id, now_iso
 
 COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
             "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses",
@@ -125,3 +126,13 @@ def summary(row: sqlite3.Row) -> RunResult:
         except TypeError:  # a field this version does not know: checked below, which names it
             pass
     return summary_from_dict(data, rates.tolist(), where=f"stored run {str(row['id'])[:64]}")
+
+
+@dataclass
+class ToolRecord:
+    """One stored tool result: kind ("sweep", "max-batch", "inspect") and its result dict (tools/registry.checked)."""
+
+    kind: str
+    result: dict
+    id: str = field(default_factory=new_run_id)
+    created_at: str = field(default_factory=now_iso)

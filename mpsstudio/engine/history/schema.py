@@ -186,11 +186,15 @@ class DamagedHistory(UserError):
         self.path = path
 
 
+class HistoryBusy(UserError):
+    """Another program held the history for longer than the bounded wait (LOCK_WAIT_S)."""
+
+
 def explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     """One accurate sentence per cause."""
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
-        return UserError(f"The run history at {path} is in use by another program (still after {LOCK_WAIT_S:g} s); "
+        return HistoryBusy(f"The run history at {path} is in use by another program (still after {LOCK_WAIT_S:g} s); "
                          "close the other MPS Studio window or command and try again.")
     if "readonly" in text or "read-only" in text:
         return UserError(f"The run history at {path} is read-only, so new runs are not kept; make it writable or "

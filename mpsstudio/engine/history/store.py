@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..basics import paths
 from ..basics.errors import UserError
 from ..basics.formatting import plural
-from ..basics.results import RunResult, new_run_id, now_iso
-from . import rows, schema
-from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory
+from ..basics.results import RunResult, json_safe
+from . import pending, rows, schema
+from .rows import ToolRecord
+from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory, HistoryBusy
 
 MAX_NOTE = 10_000  # characters of a run's note (runcheck.MAX_TEXT)
-__all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "RunStore", "ToolRecord"]
+__all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "HistoryBusy", "RunStore", "ToolRecord",
+           "keep_run", "keep_tool"]
 
 
 def default_data_dir() -> Path:
@@ -42,6 +43,8 @@ class RunStore:
         self.notices: list[str] = []
         self.tool_notices: list[str] = []
         self._db, self.read_only = schema.open_history(self.path)
+        # what could not be saved earlier because another program held the history (pending.py) is added now
+        self.pending_notices: list[str] = [] if str(self.path) == ":memory:" else pending.merge(self)
 
     def close(self) -> None:
         if self._db is not None:
@@ -204,11 +207,45 @@ class RunStore:
         return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
 
-@dataclass
-class ToolRecord:
-    """One stored tool result: kind ("sweep", "max-batch", "inspect") and its result dict (tools/registry.checked)."""
+def keep_run(result: RunResult, store: RunStore | None = None) -> str:
+    """Save `result` in the history (`store`, or the default one opened for this): "" when it is kept there (or what
+    opening it added), one sentence when the history stayed locked and it went to the pending folder instead
+    (pending.py). UserError when neither could keep it."""
+    return _keep(store, lambda s: s.save(result), "run", lambda: result.to_dict(), result.id, "this run")
 
-    kind: str
-    result: dict
-    id: str = field(default_factory=new_run_id)
-    created_at: str = field(default_factory=now_iso)
+
+def keep_tool(record: ToolRecord, store: RunStore | None = None) -> str:
+    """As keep_run, for a tool result."""
+    return _keep(store, lambda s: s.save_tool(record), "tool",
+                 lambda: {"id": record.id, "created_at": record.created_at, "kind": record.kind,
+                          "result": json_safe(record.result)}, record.id, f"the {record.kind} result")
+
+
+def _keep(store, save, kind: str, data, ident: str, what: str) -> str:
+    history = store.path if store is not None else default_data_dir() / "runs.sqlite3"
+    try:
+        return _save(store, save)
+    except HistoryBusy:
+        pass
+    try:
+        path = pending.write(history, kind, data(), ident)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"The run history at {history} was in use by another program, and {what} could not be "
+                        f"written beside it either ({getattr(exc, 'strerror', None) or exc}); export it as JSON to "
+                        "keep it.") from None
+    return (f"The run history at {history} was in use by another program for more than {schema.LOCK_WAIT_S:g} s, "
+            f"so {what} was written to {path}; it is added to the history the next time MPS Studio starts.")
+
+
+def _save(store, save) -> str:
+    """Save through `store`, or through the default history opened for it (which first adds what was pending:
+    those sentences are returned)."""
+    if store is not None:
+        save(store)
+        return ""
+    opened = RunStore()
+    try:
+        save(opened)
+    finally:
+        opened.close()
+    return " ".join(opened.pending_notices)

@@ -2,8 +2,10 @@
 before a front end reads them; Stop, time limits, crashes, and the spare process that hides `import torch`.
 
 Owns: child (the child's side), messages (what may cross the pipe, checked), handles (RunProcess, InProcessRun, the
-`new_process` seam), spare, runs (run_isolated, run_point), asks (probe_model, run_tool, check_devices), ending
-(SIGTERM / SIGHUP to a front end, handled as Ctrl-C).
+`new_process` seam), spare, runs (run_isolated, run_point), recorder (a run rebuilt from its events), asks (probe_model, run_tool,
+check_devices), ending (SIGTERM / SIGHUP to a front end, handled as Ctrl-C), leftovers (what a model started ends
+with its run), output (a child's stdout/stderr through a pipe, capped), journal (a run in progress kept for a
+front end that is killed; the next start keeps it as interrupted).
 Uses: run, tools, analysis, machine, basics. This package imports no torch: a child sets its environment first.
 The names below are the package's face, what the front ends call.
 """

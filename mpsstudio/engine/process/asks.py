@@ -12,7 +12,7 @@ from ..basics.errors import UserError
 from ..basics.formatting import fmt_duration, one_line
 from ..basics.spec import DataSpec
 from . import handles
-from .handles import POLL_S, RunProcess, log_output
+from .handles import POLL_S, TREE_S, RunProcess, log_output
 from .messages import Garbled
 from .runs import STOP_GRACE_S
 from .spare import Spare
@@ -45,14 +45,24 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
 
     Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or
     runs past `timeout_s`, is ended and raises UserError, as does one that dies or sends something else.
+    KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP in the CLI) asks it to stop too and goes up holding what it found in
+    `partial` (None when it had nothing to give within STOP_GRACE_S).
     """
     from ..tools import registry as tools
 
     proc = handles.new_process(mps_fallback=mps_fallback)
     late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
             if timeout_s is not None else "")
-    answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
-                  should_stop=should_stop, late=late, stop_grace_s=STOP_GRACE_S, progress=progress)
+    try:
+        answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
+                      should_stop=should_stop, late=late, stop_grace_s=STOP_GRACE_S, progress=progress)
+    except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
+        if getattr(exc, "partial", None) is not None:
+            try:
+                exc.partial = tools.checked(name, exc.partial)
+            except UserError:
+                exc.partial = None
+        raise
     return tools.checked(name, answer)
 
 
@@ -83,6 +93,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
         proc.send(job)
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         stop_at: float | None = None
+        look_at = time.monotonic()
         while True:
             try:
                 message = proc.receive(POLL_S)
@@ -90,6 +101,8 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 proc.end()
                 sentence = proc.death_sentence(f"The process {subject}")
                 log_output(proc, sentence)
+                if proc.orphans:
+                    sentence += f" {proc.orphans}"
                 raise UserError(sentence) from None
             except Garbled as exc:
                 raise UserError(f"The process {subject} sent {exc} instead of its answer; check the "
@@ -109,6 +122,9 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                     raise UserError(f"{subject[0].upper()}{subject[1:]} ended without an answer; see the log.")
                 continue
             now = time.monotonic()
+            if now >= look_at:
+                proc.look_at_tree()
+                look_at = now + TREE_S
             if stop_at is None and stop():
                 if stop_grace_s <= 0:
                     raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
@@ -118,9 +134,27 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
             if deadline is not None and now > deadline:
                 raise UserError(late)
+    except KeyboardInterrupt as exc:
+        exc.partial = _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None
+        raise
     finally:
         proc.end()
         proc.discard_output()
+
+
+def _answer_after_stop(proc: RunProcess, answer_kind: str, grace_s: float):
+    """Ask the child to stop and wait up to `grace_s` for its answer (what it found so far); None without one."""
+    if not proc.send(("stop",)):
+        return None
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            message = proc.receive(POLL_S)
+        except (EOFError, Garbled):
+            return None
+        if message is not None and message[0] == answer_kind and len(message) == 2:
+            return message[1]
+    return None
 
 
 def _checked_probe(probe, name: str):

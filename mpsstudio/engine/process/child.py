@@ -1,5 +1,5 @@
 """The child's side of a run process: settings first (the MPS fallback before torch loads, its own process group,
-output to a file the parent reads if it dies, faulthandler, the optional memory cap), then one job from the parent,
+output to a pipe the parent reads, faulthandler, the optional memory cap), then one job from the parent,
 served by `serve` (also what InProcessRun's thread runs). This module imports no torch at import time."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..basics.errors import UserError
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
 
 
-def _child_main(conn, mps_fallback: bool, output_path: str, device: str | None = None) -> None:
+def _child_main(conn, mps_fallback: bool, output, device: str | None = None) -> None:
     """Entry point of a run's process: settings first, then torch, then one job from the parent."""
     os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
     if hasattr(os, "setsid"):
@@ -25,7 +25,7 @@ def _child_main(conn, mps_fallback: bool, output_path: str, device: str | None =
     from .leftovers import become_subreaper
 
     become_subreaper()  # Linux: orphans of what the model starts stay this process's (leftovers.py)
-    _send_output_to(output_path)
+    _send_output_to(output)
     import faulthandler
 
     faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
@@ -118,21 +118,41 @@ def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None
 
 
 def _end_own_group() -> None:
+    """The parent is gone: end what the model started (also what left the group), then the group itself."""
+    try:
+        from .leftovers import end_leftovers
+
+        end_leftovers()
+    except Exception:
+        pass
     try:
         os.killpg(os.getpgid(0), signal.SIGKILL) if hasattr(os, "killpg") else os._exit(1)
     finally:
         os._exit(1)
 
 
-def _send_output_to(path: str) -> None:
-    """stdout and stderr (Python's and native code's) go to a file the parent reads if the child dies."""
+def _send_output_to(output) -> None:
+    """stdout and stderr (Python's and native code's) go to the pipe the parent reads (output.py)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    except OSError:
+        fd = output.fileno()
+        for target in (1, 2):
+            os.dup2(fd, target)
+    except (OSError, ValueError):
         return
-    for target in (1, 2):
-        os.dup2(fd, target)
-    os.close(fd)
+    finally:
+        output.close()
+    try:
+        sys.stdout.reconfigure(line_buffering=True)  # a crash keeps the lines printed before it
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _apply_memory_limit() -> None:

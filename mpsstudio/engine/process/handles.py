@@ -31,7 +31,6 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,10 +38,13 @@ from collections.abc import Callable
 from ..basics.formatting import one_line
 from .child import _child_main, serve
 from .messages import KINDS, Garbled, load
+from .leftovers import Tree
+from .output import Output
 
 TERM_GRACE_S = 0.5  # after SIGTERM: time before SIGKILL
 POLL_S = 0.05  # how often the parent looks at Stop while it waits for the child
 LOG_TAIL_LINES = 40
+TREE_S = 0.5  # how often the parent notes a live child's descendants
 
 _SIGNAL_HINTS = {
     "SIGABRT": ("abort", "PyTorch's Metal backend aborts on some errors, and so does a failed check in native "
@@ -67,14 +69,18 @@ class RunProcess:
     def __init__(self, *, mps_fallback: bool = True, device: str | None = None):
         ctx = multiprocessing.get_context("spawn")
         self.mps_fallback, self.device = mps_fallback, device
-        fd, self.output_path = tempfile.mkstemp(prefix="mpsstudio-run-", suffix=".txt")
-        os.close(fd)
         self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, self.output_path, device),
+        out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device),
                                    name="mpsstudio-run")
         self.process.start()
         child_conn.close()
+        out_write.close()
+        self.output: Output | None = Output(os.dup(out_read.fileno()))
+        out_read.close()
         self.pid = self.process.pid
+        self.tree = Tree(self.pid)  # its descendants, for those a crash of the child would orphan
+        self.orphans = ""  # the sentence when some were still running after the child ended (end)
         self.ready = False
         self.closed = False
         self.exitcode: int | None = None
@@ -135,6 +141,7 @@ class RunProcess:
         self._signal_group(signal.SIGKILL)  # also any grandchild left after the child itself ended
         self.process.join(5)
         self.exitcode = self.process.exitcode
+        self.orphans = self.tree.end_orphans()  # those that left its group (setsid) and outlived it
         self.conn.close()
         try:
             self.process.close()
@@ -142,6 +149,10 @@ class RunProcess:
             pass
         with _live_lock:
             _live.discard(self)
+
+    def look_at_tree(self) -> None:
+        """Note the child's descendants now (the job loops call this every TREE_S)."""
+        self.tree.look()
 
     def _signal_group(self, sig: int) -> None:
         """Signal the child's process group (its DataLoader workers too) and the child itself: one ended
@@ -158,20 +169,25 @@ class RunProcess:
                 pass
 
     def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
-        try:
-            with open(self.output_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 64 * 1024))
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
+        """The last lines the process wrote (all it wrote is read first when it has ended)."""
+        if self.output is None:
             return []
-        return text.splitlines()[-lines:]
+        if self.closed or self.process.exitcode is not None:
+            self.output.close()
+        return self.output.last_lines(lines)
+
+    def keep_output(self, run_id: str) -> str:
+        """Keep what the ended process wrote for the run `run_id` (output.py); one sentence, "" when it wrote
+        nothing."""
+        if self.output is None:
+            return ""
+        self.output.close()
+        return self.output.keep_for(run_id)
 
     def discard_output(self) -> None:
-        try:
-            os.unlink(self.output_path)
-        except OSError:
-            pass
+        """Stop reading the process's output (what it wrote is dropped)."""
+        if self.output is not None:
+            self.output.close(drain_s=0.0)
 
     def death_sentence(self, subject: str = "The run's process") -> str:
         """One sentence on how the child ended without finishing its job."""
@@ -227,7 +243,7 @@ class InProcessRun(RunProcess):
     def __init__(self, *, mps_fallback: bool = True, device: str | None = None,
                  context: Callable[[], "contextlib.AbstractContextManager"] | None = None):
         self.mps_fallback, self.device = mps_fallback, device
-        self.output_path = ""
+        self.output = None
         self.conn, child_conn = multiprocessing.Pipe()
         context = context or contextlib.nullcontext
 
@@ -238,10 +254,14 @@ class InProcessRun(RunProcess):
             finally:
                 child_conn.close()
         self.pid = None
+        self.orphans = ""
         self.ready = False
         self.closed = False
         self.exitcode: int | None = None
         self.process = _ThreadHandle(target)
+
+    def look_at_tree(self) -> None:
+        pass
 
     def _signal_group(self, sig: int) -> None:
         """A thread cannot be signalled: closing the pipe asks it to stop (its watcher sets the stop flag)."""
@@ -256,11 +276,6 @@ class InProcessRun(RunProcess):
         self.process.join(max(grace_s, 5.0))
         self.exitcode = self.process.exitcode
 
-    def output_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
-        return []
-
-    def discard_output(self) -> None:
-        pass
 
 
 # The seam that makes every run's, probe's and tool's process: RunProcess; tests of everything but isolation put

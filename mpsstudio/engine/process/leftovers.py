@@ -64,16 +64,60 @@ def end_leftovers() -> str:
     ours = {p.pid for p in multiprocessing.active_children()}  # the run's DataLoader workers end with it
     _reap()  # a process that already ended is not left running (its parent never waited for it)
     left = [p for p in _descendants() if p.pid not in ours and _running(p)]
+    return end_processes(left, "The model", "when the run ended")
+
+
+def end_processes(left: list[psutil.Process], who: str, when: str, reap: bool = True) -> str:
+    """End `left` (SIGTERM, then SIGKILL); one sentence naming them ("" when there are none). `reap`: collect the
+    status of those that are this process's children (a subreaper's), never in a front end (its other children's
+    statuses belong to whoever started them)."""
+    left = [p for p in left if _running(p)]
     if not left:
         return ""
     named = [f"{_name(p)}, pid {p.pid}" for p in left]
     _signal(left, signal.SIGTERM)
-    if _wait(left, END_GRACE_S):
+    if _wait(left, END_GRACE_S, reap):
         _signal(left, signal.SIGKILL)
-        _wait(left, 2.0)
+        _wait(left, 2.0, reap)
     shown = "; ".join(named[:SHOWN]) + (f"; and {len(named) - SHOWN} more" if len(named) > SHOWN else "")
-    return (f"The model left {plural(len(named), 'process', 'processes')} running ({shown}) when the run ended; "
+    return (f"{who} left {plural(len(named), 'process', 'processes')} running ({shown}) {when}; "
             f"{'it was' if len(named) == 1 else 'they were'} ended.")
+
+
+class Tree:
+    """A run process's descendants as its parent sees them while it lives (pid and start time, so a reused pid is
+    never taken for one of them): what is left of them after the process died is ended (`end_orphans`). The
+    process ends its own leftovers when it can (end_leftovers); this is for when it cannot: a crash, a kill."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.seen: dict[int, float] = {}
+
+    def look(self) -> None:
+        pids = descendants(self.pid)
+        try:
+            found = pids if pids is not None else [p.pid for p in psutil.Process(self.pid).children(recursive=True)]
+        except psutil.Error:
+            return
+        for pid in found:
+            if pid not in self.seen:
+                try:
+                    self.seen[pid] = psutil.Process(pid).create_time()
+                except psutil.Error:
+                    pass
+
+    def end_orphans(self) -> str:
+        """End the descendants seen that still run (the process itself has ended); one sentence, "" if none."""
+        left = []
+        for pid, started in self.seen.items():
+            try:
+                p = psutil.Process(pid)
+                if abs(p.create_time() - started) < 0.01:
+                    left.append(p)
+            except psutil.Error:
+                continue
+        self.seen.clear()
+        return end_processes(left, "The run's process", "when it ended", reap=False)
 
 
 def _signal(procs: list[psutil.Process], sig: int) -> None:
@@ -84,11 +128,12 @@ def _signal(procs: list[psutil.Process], sig: int) -> None:
             pass
 
 
-def _wait(procs: list[psutil.Process], seconds: float) -> list[psutil.Process]:
+def _wait(procs: list[psutil.Process], seconds: float, reap: bool = True) -> list[psutil.Process]:
     """Wait up to `seconds` for `procs` to end, reaping those re-parented to this process; those still running."""
     deadline = time.monotonic() + seconds
     while True:
-        _reap()
+        if reap:
+            _reap()
         running = [p for p in procs if _running(p)]
         if not running or time.monotonic() >= deadline:
             return running

@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from ..analysis.summary import RunFacts, memory_measure, summarise
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
-from ..basics.events import Ended, EpochEnd, Event, Started, Warmup, Window
+from ..basics.events import Ended, Event
 from ..basics.formatting import fmt_duration, one_line
 from ..basics.results import RunResult
 from . import handles
-from .handles import POLL_S, RunProcess, log_output
+from .handles import POLL_S, TREE_S, RunProcess, log_output
+from .journal import Journal
+from .recorder import Recorder
 from .messages import Garbled, checked_event
 from .spare import Spare
 
@@ -25,14 +26,19 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                  progress: Callable[[str, float], None] | None = None, spare: Spare | None = None,
                  timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
                  repeat: Sequence[dict | None] | None = None,
-                 save_models: Sequence[str | None] | None = None) -> list[RunResult]:
+                 save_models: Sequence[str | None] | None = None, journal: bool = False) -> list[RunResult]:
     """Run each config in turn, each in a fresh process; returns the results of the runs that started.
+
+    A run's Ended event goes out once its process has ended (with everything it started), so nothing of the run
+    is running when the front end saves it.
 
     Raises UserError when the first run's process finds the setup cannot run at all (nothing is recorded);
     KeyboardInterrupt after keeping the interrupted run as cancelled (an Ended event carries it).
     `grace_s` may be a callable, read when Stop is seen (a closing window allows less time than Stop).
     `repeat[i]` (repeat.interleave) is recorded as env["repeat"] of run i before its Ended event goes out.
     `save_models[i]`: where run i, if it finishes training, writes its trained model (models/saved.py).
+    `journal`: each run's events are also written to a journal (journal.py) until its Ended event has been
+    handled, so a front end killed meanwhile finds the run at its next start (the runs a front end keeps).
     """
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
@@ -49,17 +55,22 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
         proc = (spare.take(cfg.mps_fallback, cfg.device) if spare else None) or handles.new_process(
             mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
-        job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save)
+        job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
+                      Journal(cfg) if journal else None)
         try:
-            result = job.run()
+            try:
+                result = job.run()
+            finally:
+                proc.end(wait_s=2.0)
+                proc.discard_output()
+            if result is None:  # rejected before the run started
+                if not results:
+                    raise UserError(job.rejected)
+                result = job.recorder.finish("failed", job.rejected)
+            emit(Ended(result))  # after its process (and what that started) ended: nothing of the run runs on
         finally:
-            proc.end(wait_s=2.0)
-            proc.discard_output()
-        if result is None:  # rejected before the run started
-            if not results:
-                raise UserError(job.rejected)
-            result = job.recorder.finish("failed", job.rejected)
-            emit(Ended(result))
+            if job.journal is not None:  # handed on (or interrupted: kept as cancelled by the Ended that went out)
+                job.journal.close()
         results.append(result)
     return results
 
@@ -75,11 +86,12 @@ def run_point(config: RunConfig, **kwargs) -> RunResult:
 
 
 class _RunJob:
-    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None):
+    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None, journal=None):
         self.proc, self.cfg, self.position, self.save_model = proc, cfg, position, save_model
+        self.journal = journal
         self.emit, self.stop, self.progress = emit, stop, progress or (lambda message, fraction: None)
         self.timeout_s, self.grace_s = timeout_s, grace_s
-        self.recorder = _Recorder(cfg)
+        self.recorder = Recorder(cfg)
         self.rejected = ""
         self.timed_out = False
         self.garbled = ""
@@ -92,7 +104,7 @@ class _RunJob:
     def run(self) -> RunResult | None:
         """The run's result (from the child, or rebuilt from its events); None when the child rejected it."""
         proc = self.proc
-        started = time.monotonic()
+        started = look_at = time.monotonic()
         stop_at: float | None = None
         why = ""
         proc.send(("run", self.cfg.to_dict(), self.position, self.save_model))
@@ -114,6 +126,9 @@ class _RunJob:
                         why = "died"
                         break
                 now = time.monotonic()  # also between messages: a flood of them must not hide Stop
+                if now >= look_at:
+                    proc.look_at_tree()
+                    look_at = now + TREE_S
                 if stop_at is None and self.stop():
                     proc.send(("stop",))
                     grace = self.grace_s() if callable(self.grace_s) else self.grace_s
@@ -126,7 +141,7 @@ class _RunJob:
                     stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
         except KeyboardInterrupt as exc:  # Ctrl-C in the CLI, or SIGTERM / SIGHUP (Terminated, with its reason):
             proc.end()  # keep the run so far as cancelled, then go on up
-            self.emit(Ended(self.recorder.finish("cancelled", getattr(exc, "reason", ""))))
+            self.emit(Ended(self._kept(self.recorder.finish("cancelled", getattr(exc, "reason", "")))))
             raise
         proc.end()
         if why == "garbled":
@@ -141,7 +156,16 @@ class _RunJob:
         else:
             result = self.recorder.finish("failed", proc.death_sentence())
             _log_child_output(proc, result)
-        self.emit(Ended(result))
+        return self._kept(result)
+
+    def _kept(self, result: RunResult) -> RunResult:
+        """The run with its process's output kept (output.py), once that process has ended."""
+        self.proc.end(wait_s=2.0)
+        note = self.proc.keep_output(result.id)
+        if note:
+            result.summary["output_note"] = note
+        if self.proc.orphans and not result.summary.get("leftover_processes"):
+            result.summary["leftover_processes"] = self.proc.orphans
         return result
 
     def _handle(self, message: tuple) -> RunResult | None:
@@ -152,9 +176,11 @@ class _RunJob:
                 if isinstance(event, Ended) and self.timed_out and event.result.status == "cancelled":
                     event.result.status, event.result.error = "failed", self._timeout_sentence()  # it stopped
                 self.recorder.add(event)
+                if self.journal is not None:
+                    self.journal.add(event)
+                if isinstance(event, Ended):  # goes out once the process has ended (run_isolated)
+                    return self._kept(event.result)
                 self.emit(event)
-                if isinstance(event, Ended):
-                    return event.result
             elif kind == "progress":
                 self.progress(one_line(str(message[1]), 200), float(message[2]))
             elif kind == "prepared":  # from here on the model's code runs: a "rejection" would be forged
@@ -166,41 +192,6 @@ class _RunJob:
         except (IndexError, TypeError, ValueError, UserError) as exc:
             raise Garbled(f"a malformed '{kind}' message ({one_line(str(exc), 200)})") from None
         return None
-
-
-
-class _Recorder:
-    """Rebuilds a run from its events, for a child that died or was ended before its Ended event."""
-
-    def __init__(self, cfg: RunConfig):
-        self.result = RunResult(config=cfg)
-        self.facts = RunFacts(batch_size=cfg.batch_size, memory_measure=memory_measure(cfg.device))
-
-    def add(self, event: Event) -> None:
-        r, f = self.result, self.facts
-        if isinstance(event, Started):
-            r.id, r.env = event.run_id, event.env
-            f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
-            f.warmup_steps = event.warmup_steps
-        elif isinstance(event, Warmup):
-            r.losses.extend(event.losses)
-            f.warmup_s = event.seconds
-        elif isinstance(event, Window):
-            r.losses.extend(event.losses)
-            r.windows.append(event.record())
-            f.peak_memory = max(f.peak_memory, event.memory, event.memory_detail.get("peak_allocated", 0) or 0)
-        elif isinstance(event, EpochEnd):
-            r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
-                             "val_accuracy": event.val_accuracy,
-                             **({"step": event.step} if isinstance(event.step, int) else {})})
-            if event.val_loss is not None and event.val_accuracy is not None:
-                f.val = (event.val_loss, event.val_accuracy)
-
-    def finish(self, status: str, error: str) -> RunResult:
-        r = self.result
-        r.status, r.error = status, error
-        summarise(r, self.facts)
-        return r
 
 
 

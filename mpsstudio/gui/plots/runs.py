@@ -15,7 +15,7 @@ from .series import GrowingSeries
 # dropped or moved back on dark backgrounds, where they would vanish.
 OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
-ENDED_BADLY = ("failed", "cancelled")
+ENDED_BADLY = ("failed", "cancelled", "interrupted")
 SERIES = ("loss", "loss_smooth", "throughput", "memory", "power")
 
 

@@ -47,7 +47,7 @@ class CellsMixin:
             cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
         cells["s_per_epoch"].tooltip = self._epoch_tooltip(r)
         cells["j_per_sample"].tooltip = self._energy_tooltip(r)
-        if r.status == "cancelled":
+        if r.status in ("cancelled", "interrupted"):
             cells["status"].tooltip = "Stopped before the end; its numbers cover the steps done."
         noisy = r.status == "finished" and s.get("stability") == "noisy"
         state_tip = STATE_WORDS.get(r.status, r.status) + (f"; noisy: {s.get('stability_reason')}" if noisy else "")

@@ -109,7 +109,8 @@ class RunDetails(QWidget):
         cfg = run.config
         dt = local_time(run.created_at)
         when = f"{dt:%d %b %Y %H:%M}" if dt else run.created_at
-        status = {"finished": "finished", "failed": "failed", "cancelled": "stopped before the end"}.get(
+        status = {"finished": "finished", "failed": "failed", "cancelled": "stopped before the end",
+                  "interrupted": "interrupted (MPS Studio ended during the run)"}.get(
             run.status, run.status)
         s = run.summary
         lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.model))} on "
@@ -123,8 +124,9 @@ class RunDetails(QWidget):
             lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
         if run.error:
             lines.append(escape(printable(run.error)))
-        if s.get("leftover_processes"):
-            lines.append(escape(printable(s["leftover_processes"])))
+        for key in ("leftover_processes", "output_note"):
+            if s.get(key):
+                lines.append(escape(printable(s[key])))
         if precision_note(cfg):
             lines.append(escape(precision_note(cfg)))
         self.title.setText("<br>".join(lines))

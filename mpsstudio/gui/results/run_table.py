@@ -192,7 +192,7 @@ class RunTableModel(CellsMixin, QAbstractTableModel):
             palette = QApplication.palette()
             if run.status == "failed":
                 return warning_color(palette)
-            if run.status == "cancelled":
+            if run.status in ("cancelled", "interrupted"):
                 return palette.color(QPalette.ColorRole.PlaceholderText)
             return QColor("#c77c02") if cell.text.startswith("\u26a0") else QColor("#248a3d")  # Apple's orange, green
         if role == Qt.ItemDataRole.ForegroundRole and col == COL["Status"] and run.status != "finished":

@@ -71,7 +71,9 @@ class SelectionMixin:
         run = self._current_run()
         hint = NO_COMPARISON_HINT
         if run is not None and run.status != "finished":
-            hint = f"This run {run.status}; only finished runs are compared"
+            what = {"cancelled": "was stopped before the end", "interrupted": "was interrupted"}.get(run.status,
+                                                                                                    run.status)
+            hint = f"This run {what}; only finished runs are compared"
         self.chart.show_comparison(self.current_comparison(), hint)
         if run is None:
             self.details.show_run(None)

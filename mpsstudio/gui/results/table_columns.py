@@ -35,8 +35,9 @@ COLUMNS = (
 COL = {c.header or c.key.capitalize(): i for i, c in enumerate(COLUMNS)}
 # Hidden until the user shows them (right-click a column header): the table fits a 1280-pixel-wide window.
 DEFAULT_HIDDEN = ("Precision", "Warm-up", "Final loss", "Status")
-STATE_GLYPHS = {"finished": "\u2713", "failed": "\u2715", "cancelled": "\u25a0"}
-STATE_WORDS = {"finished": "Finished", "failed": "Failed", "cancelled": "Stopped before the end (cancelled)"}
+STATE_GLYPHS = {"finished": "\u2713", "failed": "\u2715", "cancelled": "\u25a0", "interrupted": "\u25a0"}
+STATE_WORDS = {"finished": "Finished", "failed": "Failed", "cancelled": "Stopped before the end (cancelled)",
+               "interrupted": "Interrupted: MPS Studio ended during the run (killed, or the computer stopped)"}
 
 
 def fmt_time(iso: str) -> str:

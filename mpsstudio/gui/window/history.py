@@ -19,9 +19,24 @@ class HistoryMixin:
         else:
             self.banner.show_message(f"{problem} New runs are kept in memory only.", warning=True)
 
+    def _keep_interrupted(self) -> list[str]:
+        """Runs that a killed window or command left in progress, kept as interrupted (process/journal.py); what
+        to say. Not into a history in memory: they wait for the next start with the real one."""
+        from ...engine.history.store import keep_run
+        from ...engine.process.journal import keep_interrupted
+        from ...engine.process.output import remove_old_temp_files
+
+        remove_old_temp_files()  # what earlier versions left in the temp folder
+        if self.store.read_only or str(self.store.path) == ":memory:":
+            return []
+        return keep_interrupted(lambda r: keep_run(r, self.store), lambda run_id: self.store.get(run_id) is not None)
+
     def _show_store_notices(self) -> None:
-        for notice in [*self.store.notices, *getattr(self.store, "tool_notices", [])]:
-            self.banner.show_message(notice, warning=True)
+        """What the history said when it opened, in one banner (one sentence each)."""
+        notices = [*self.interrupted_notes, *getattr(self.store, "pending_notices", []), *self.store.notices,
+                   *getattr(self.store, "tool_notices", [])]
+        if notices:
+            self.banner.show_message(" ".join(notices), warning=True)
 
     def recover_history(self, path=None) -> None:
         """Copy every readable run of the damaged history to a fresh one (the damaged file is kept)."""

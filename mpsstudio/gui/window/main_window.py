@@ -70,6 +70,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         if store is None:
             store, store_problem = open_history()
         self.store = store
+        self.interrupted_notes = self._keep_interrupted()  # before the table reads the history
         self.setup = SetupPanel()
         self.plots = LivePlots()
         self.results = ResultsPanel(self.store)

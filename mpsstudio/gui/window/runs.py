@@ -122,8 +122,12 @@ class RunsMixin:
                 self.plots.finish_run(result.id, result.status)
             return
         try:
-            self.store.save(result)
-        except UserError as exc:  # locked, read-only, full: the run stays in the table for this session
+            from ...engine.history.store import keep_run
+
+            pending = keep_run(result, self.store)  # locked past the wait: written beside the history instead
+            if pending:
+                self.banner.show_message(pending, warning=True)
+        except UserError as exc:  # read-only, full: the run stays in the table for this session
             self.banner.show_message(f"This run was not kept: {exc} It stays in the table until you quit; "
                                      "Export JSON keeps a copy.", warning=True)
         if result.summary.get("saved_model"):

@@ -59,7 +59,7 @@ class ToolsMixin:
                 return
         self.start_tool("sweep", config.with_device(device), batch_sizes=list(sizes))
 
-    def _on_tool_done(self, record, why_not_kept: str) -> None:
+    def _on_tool_done(self, record, why_not_kept: str, pending: str = "") -> None:
         self.tools.add(record)
         if record.kind == "inspect":  # the verdict names its findings (kept in memory when the history is not)
             self.results.add_inspection(record.result)
@@ -68,6 +68,8 @@ class ToolsMixin:
         if why_not_kept:
             self.banner.show_message(f"This result was not kept ({why_not_kept}); it stays in the Tools tab until "
                                      f"you quit.", warning=True)
+        elif pending:  # the history was locked: kept beside it, added at the next start
+            self.banner.show_message(pending, warning=True)
 
     def _on_tool_rejected(self, message: str) -> None:
         self.banner.show_message(message, warning=True)

@@ -1,0 +1,43 @@
+"""A run rebuilt from its events: for a run whose process died or was ended before its Ended event (runs.py), and
+for one whose front end was killed (journal.py)."""
+
+from __future__ import annotations
+
+from ..analysis.summary import RunFacts, memory_measure, summarise
+from ..basics.config import RunConfig
+from ..basics.events import EpochEnd, Event, Started, Warmup, Window
+from ..basics.results import RunResult
+
+
+class Recorder:
+    """Rebuilds a run from its events, for a child that died or was ended before its Ended event."""
+
+    def __init__(self, cfg: RunConfig):
+        self.result = RunResult(config=cfg)
+        self.facts = RunFacts(batch_size=cfg.batch_size, memory_measure=memory_measure(cfg.device))
+
+    def add(self, event: Event) -> None:
+        r, f = self.result, self.facts
+        if isinstance(event, Started):
+            r.id, r.env = event.run_id, event.env
+            f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
+            f.warmup_steps = event.warmup_steps
+        elif isinstance(event, Warmup):
+            r.losses.extend(event.losses)
+            f.warmup_s = event.seconds
+        elif isinstance(event, Window):
+            r.losses.extend(event.losses)
+            r.windows.append(event.record())
+            f.peak_memory = max(f.peak_memory, event.memory, event.memory_detail.get("peak_allocated", 0) or 0)
+        elif isinstance(event, EpochEnd):
+            r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
+                             "val_accuracy": event.val_accuracy,
+                             **({"step": event.step} if isinstance(event.step, int) else {})})
+            if event.val_loss is not None and event.val_accuracy is not None:
+                f.val = (event.val_loss, event.val_accuracy)
+
+    def finish(self, status: str, error: str) -> RunResult:
+        r = self.result
+        r.status, r.error = status, error
+        summarise(r, self.facts)
+        return r

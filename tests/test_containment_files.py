@@ -1,0 +1,225 @@
+"""Containment's files (issue 26), without a run process: a run's captured output (capped, kept in the log folder),
+the pending results beside a locked history, and the journal a killed front end leaves. Each kind of damaged file
+gets one sentence and loses nothing already kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sqlite3
+import struct
+import time
+
+import pytest
+
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.events import Started, Window
+from mpsstudio.engine.basics.formatting import fmt_bytes
+from mpsstudio.engine.history import pending
+from mpsstudio.engine.history.store import RunStore, ToolRecord, keep_run, keep_tool
+from mpsstudio.engine.process import journal, output
+
+from .test_imports import good_run
+
+
+def _output(data: bytes, keep: int) -> output.Output:
+    r, w = os.pipe()
+    out = output.Output(r, keep=keep)
+    for start in range(0, len(data), 1000):
+        os.write(w, data[start:start + 1000])
+    os.close(w)
+    out.close()
+    return out
+
+
+def test_output_keeps_its_first_and_last_bytes_and_counts_the_rest():
+    data = b"".join(f"line {i}\n".encode() for i in range(20_000))  # ~190 KB
+    out = _output(data, keep=4096)
+    assert out.total == len(data)
+    assert out.head == data[:4096] and out.tail == data[-4096:]
+    assert out.dropped == len(data) - 8192
+    text = out.text()
+    assert f"\n[... {fmt_bytes(out.dropped)} of output dropped here ...]\n" in text
+    assert out.last_lines(2) == ["line 19998", "line 19999"]
+
+
+def test_output_that_fits_is_kept_whole_in_the_log_folder_and_old_files_are_pruned(monkeypatch):
+    monkeypatch.setattr(output, "KEPT_FILES", 2)
+    for i in range(3):
+        out = _output(b"hello\nworld\n", keep=4096)
+        sentence = out.keep_for(f"run{i}/../x")  # not a path: only letters, digits, - and _
+        time.sleep(0.01)
+    from mpsstudio.engine.basics.paths import log_dir
+
+    runs = sorted(p.name for p in (log_dir() / "runs").glob("*.txt"))
+    assert len(runs) == 2 and "run2x.txt" in runs
+    assert sentence.startswith("The run's process wrote 12 B of output (2 lines): ") and sentence.endswith("run2x.txt.")
+    assert _output(b"", keep=10).keep_for("quiet") == ""  # nothing written, nothing said
+
+
+def test_output_that_cannot_be_kept_says_so(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("MPSSTUDIO_LOG_DIR", str(blocker))  # a file where the folder should be
+    sentence = _output(b"x" * 100, keep=10).keep_for("r")
+    assert sentence.startswith("The run's process wrote 100 B of output; it could not be kept (")
+
+
+def test_old_temp_files_of_earlier_versions_are_removed_but_not_recent_ones(monkeypatch, tmp_path):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old, new, other = (tmp_path / f"mpsstudio-run-{n}.txt" for n in ("old", "new", "x"))
+    for p in (old, new):
+        p.write_text("")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    other.mkdir()  # not a file: left alone
+    assert output.remove_old_temp_files() == 1
+    assert not old.exists() and new.exists() and other.exists()
+
+
+# -- pending results: the history locked past its wait ----------------------------------------------------------
+
+@pytest.fixture
+def locked(tmp_path, monkeypatch):
+    from mpsstudio.engine.history import schema
+
+    monkeypatch.setattr(schema, "LOCK_WAIT_S", 0.1)
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    holder = sqlite3.connect(path)
+    holder.execute("BEGIN EXCLUSIVE")
+    yield path
+    holder.rollback()
+    holder.close()
+
+
+def test_a_run_and_a_tool_result_wait_beside_a_locked_history_and_are_added_at_the_next_open(locked):
+    store = RunStore(locked)
+    run = good_run()
+    said = keep_run(run, store)
+    assert "in use by another program for more than 0.1 s" in said and "pending" in said
+    record = ToolRecord(kind="sweep", result={"not": "checked until it is read back"})
+    assert "the sweep result was written to" in keep_tool(record, store)
+    assert len(list((locked.parent / "pending").glob("*.json"))) == 2
+    assert len(store.all()) == 0
+    second = RunStore(locked)  # still locked: they wait
+    assert second.pending_notices == [f"2 pending results in {locked.parent / 'pending'} could not be added yet: "
+                                      "the history is in use by another program; they are added at the next start."]
+
+
+def test_pending_files_are_merged_and_a_damaged_one_is_set_aside_with_a_sentence(tmp_path):
+    history = tmp_path / "runs.sqlite3"
+    run = good_run()
+    pending.write(history, "run", run.to_dict(), run.id)
+    folder = history.parent / "pending"
+    (folder / "run-garbage.json").write_bytes(b"\xff\xfe not json")
+    (folder / "run-foreign.json").write_text(json.dumps({"format": "something else"}))
+    (folder / "run-bad.json").write_text(json.dumps({"format": pending.FORMAT, "kind": "run", "run": {"id": 3}}))
+    store = RunStore(history)
+    [kept] = store.all()
+    assert kept.id == run.id and kept.origin == "local"
+    assert store.pending_notices[0] == ("Added 1 result that could not be saved earlier (the history was in use by "
+                                        "another program).")
+    assert store.pending_notices[1].startswith(f"3 pending results in {folder} could not be read and were left there "
+                                               "as .unreadable")
+    assert sorted(p.name for p in folder.iterdir()) == ["run-bad.json.unreadable", "run-foreign.json.unreadable",
+                                                        "run-garbage.json.unreadable"]
+    assert RunStore(history).pending_notices == []  # said once
+
+
+# -- the journal of a run in progress ------------------------------------------------------------------------------
+
+def _journal(tmp_path, events, pid=None) -> journal.Journal:
+    cfg = RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=8, steps=10)
+    j = journal.Journal(cfg, where=tmp_path)
+    for e in events:
+        j.add(e)
+    if pid is not None:  # as if another front end (now gone) had written it
+        lines = j.path.read_bytes().split(b"\n", 1)
+        head = json.loads(lines[0])
+        head["pid"] = pid
+        j.path.write_bytes(json.dumps(head).encode() + b"\n" + lines[1])
+    return j
+
+
+def _events():
+    started = Started(run_id="a" * 32, config={}, env={"machine": "test"}, device={}, dataset="synthetic",
+                      parameters=10, total_steps=10, warmup_steps=1, train_size=64)
+    window = Window(index=0, first_step=2, losses=[2.0, 1.9, 1.8, 1.7], seconds=0.1, samples=32,
+                    samples_per_s=320.0, data_wait_s=0.0, memory=1000, memory_detail={}, steps_done=5,
+                    total_steps=10, elapsed_s=0.2, eta_s=0.2)
+    return [started, window]
+
+
+def _gone_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_journal_whose_front_end_is_gone_is_kept_as_an_interrupted_run(tmp_path):
+    _journal(tmp_path, _events(), pid=_gone_pid())
+    kept = []
+    notes = journal.keep_interrupted(lambda r: kept.append(r) or "", lambda i: False, where=tmp_path)
+    [run] = kept
+    assert run.status == "interrupted" and run.id == "a" * 32 and run.error == journal.INTERRUPTED
+    assert run.losses == [2.0, 1.9, 1.8, 1.7] and len(run.windows) == 1
+    assert notes == ["1 run in progress when MPS Studio last ended is kept as interrupted, with what it measured "
+                     "until then."]
+    assert list(tmp_path.iterdir()) == []  # its journal is gone once it is kept
+
+
+def test_a_journal_of_a_running_front_end_or_a_run_already_kept_is_left_or_dropped(tmp_path):
+    mine = _journal(tmp_path, _events())  # this process: still running it
+    assert journal.keep_interrupted(lambda r: pytest.fail("kept"), lambda i: False, where=tmp_path) == []
+    assert mine.path.exists()
+    mine.close()
+    assert not mine.path.exists()
+    _journal(tmp_path, _events(), pid=_gone_pid())  # saved just before the front end died
+    assert journal.keep_interrupted(lambda r: pytest.fail("kept twice"), lambda i: True, where=tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_journal_cut_short_or_damaged_keeps_what_came_before(tmp_path):
+    j = _journal(tmp_path, _events(), pid=_gone_pid())
+    with open(j.path, "ab") as f:
+        f.write(struct.pack("<I", 1000) + b"only part of it")  # killed mid-write
+    [(run, _)], notes = journal.interrupted(tmp_path)
+    assert len(run.windows) == 1 and notes == []
+    j2 = _journal(tmp_path, _events()[:1], pid=_gone_pid())
+    evil = pickle.dumps(os.system)  # a frame that would call something: refused, what came before is kept
+    with open(j2.path, "ab") as f:
+        f.write(struct.pack("<I", len(evil)) + evil)
+    runs, _ = journal.interrupted(tmp_path)
+    assert sorted(len(r.windows) for r, _ in runs) == [0, 1]
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"not json\n", "its first line is not JSON"),
+    (b'{"format": "mpsstudio.journal", "config": {"batch_size": "many"}}\nFRAME', "Batch size must be a whole number"),
+    (b'["a list"]\n', "it is not a run's journal"),
+])
+def test_a_journal_that_is_not_one_is_set_aside_with_one_sentence(tmp_path, content, why):
+    started = pickle.dumps(_events()[0])
+    (tmp_path / "1-x.journal").write_bytes(content.replace(b"FRAME", struct.pack("<I", len(started)) + started))
+    runs, notes = journal.interrupted(tmp_path)
+    assert runs == [] and len(notes) == 1 and why in notes[0] and "1-x.journal.unreadable" in notes[0]
+    assert (tmp_path / "1-x.journal.unreadable").exists()
+
+
+def test_a_journal_that_never_got_its_start_says_there_was_nothing_to_keep(tmp_path):
+    _journal(tmp_path, [], pid=_gone_pid())
+    cut = tmp_path / "2-y.journal"
+    cut.write_bytes(b'{"format": "mpsst')  # killed while writing its first line (a minute ago)
+    os.utime(cut, (time.time() - 120, time.time() - 120))
+    fresh = tmp_path / "3-z.journal"
+    fresh.write_bytes(b'{"format": "mpsst')  # being written now by a front end that is starting a run
+    notes = journal.keep_interrupted(lambda r: pytest.fail("kept"), lambda i: False, where=tmp_path)
+    assert notes == ["A run of mlp on cpu was starting when MPS Studio last ended; it had measured nothing, so "
+                     "there was nothing to keep."]
+    assert [p.name for p in tmp_path.iterdir()] == ["3-z.journal"]
