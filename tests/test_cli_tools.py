@@ -59,7 +59,7 @@ def test_sweep_point_larger_than_the_dataset_is_a_failed_point(tmp_path, capsys)
 def test_max_batch_json_and_limit(tmp_path, capsys):
     out = tmp_path / "mb.json"
     code = cli.main(["max-batch", "--model", "mlp", "--dataset", "synthetic", "--device", "cpu",
-                     "--memory-limit", "64M", "--max-batch", "64", "--json", str(out)])
+                     "--memory-limit", "64M", "--max-batch", "16", "--json", str(out)])
     assert code == cli.EXIT_OK
     doc = json.loads(out.read_text())
     assert set(doc) >= {"largest_batch", "fastest_batch", "probes"}

@@ -79,13 +79,6 @@ def test_what_a_model_starts_ends_with_its_run_and_the_run_says_so(tmp_path, cap
         bystander.wait()
 
 
-def test_a_run_that_leaves_nothing_says_nothing(run_pids):
-    assert cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--batch-size", "8", "--steps", "3",
-                     "--warmup", "1", "--devices", "cpu", "--no-inspect"]) == 0
-    [run] = RunStore().all()
-    assert "leftover_processes" not in run.summary
-
-
 def test_the_window_closes_on_sigterm_keeping_what_it_has(tmp_path):
     """A logout's or `kill`'s SIGTERM: the window closes as Quit does (a run in progress stopped and kept, the
     settings saved) and the app exits 143, instead of dying with its run unsaved."""
@@ -102,20 +95,27 @@ def test_the_window_closes_on_sigterm_keeping_what_it_has(tmp_path):
     assert (box.folders["config"] / "window.ini").is_file()  # closeEvent ran: the window's settings were saved
 
 
-SIGNALLER = '''import os, signal, torch
-class M(torch.nn.Module):
-    def __init__(self, n, shape):
-        super().__init__()
-        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
-        self.steps = 0
-    def forward(self, x):
-        self.steps += 1
-        if self.steps == {at}:
-            os.kill(os.getppid(), signal.{sig})  # its parent: the front end
-        return self.l(x.flatten(1))
-def build_model(num_classes, input_shape):
-    return M(num_classes, input_shape)
-'''
+def model_source(forward: str) -> str:
+    """A model file whose forward runs `forward` (lines of Python, `self.steps` counting its calls) first."""
+    body = "".join(f"        {line}\n" for line in forward.strip("\n").splitlines())
+    return ("import os, signal, sys, time, torch\n"
+            "class M(torch.nn.Module):\n"
+            "    def __init__(self, n, shape):\n"
+            "        super().__init__()\n"
+            "        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)\n"
+            "        self.steps = 0\n"
+            "    def forward(self, x):\n"
+            "        self.steps += 1\n"
+            f"{body}"
+            "        return self.l(x.flatten(1))\n"
+            "def build_model(num_classes, input_shape):\n"
+            "    return M(num_classes, input_shape)\n")
+
+
+SIGNALLER = model_source('''
+if self.steps == {at}:
+    os.kill(os.getppid(), signal.{sig})  # its parent: the front end
+''')
 
 
 def _entries(folder) -> set[str]:
@@ -139,26 +139,17 @@ def test_a_model_that_signals_its_front_end_is_kept_as_cancelled(tmp_path, capsy
     assert got == code, err
     [run] = RunStore().all()
     assert run.status == "cancelled" and run.error.startswith(f"Stopped by {sig}"), run.error
+    assert "leftover_processes" not in run.summary  # a run that leaves nothing says nothing
     assert not journal.folder().exists() or not list(journal.folder().iterdir())  # handed on, then forgotten
     assert not {e for e in _entries(tempfile.gettempdir()) - temp_before if e.startswith(("mpsstudio", "pymp"))}
 
 
-PRINTER = '''import os, sys, torch
-class M(torch.nn.Module):
-    def __init__(self, n, shape):
-        super().__init__()
-        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
-        self.steps = 0
-    def forward(self, x):
-        self.steps += 1
-        print(f"step {{self.steps}} " + "x" * 1023 * 1024 * 10)  # 10 MB a step, 50 MB in all
-        if {crash} and self.steps == 5:
-            print("the last words before the crash", flush=True)
-            os.abort()
-        return self.l(x.flatten(1))
-def build_model(num_classes, input_shape):
-    return M(num_classes, input_shape)
-'''
+PRINTER = model_source('''
+print(f"step {{self.steps}} " + "x" * 1023 * 1024 * 10)  # 10 MB a step, 50 MB in all
+if {crash} and self.steps == 5:
+    print("the last words before the crash", flush=True)
+    os.abort()
+''')
 
 
 @pytest.mark.parametrize("crash", [False, True])
@@ -224,17 +215,7 @@ def test_a_model_that_holds_the_history_lock_cannot_keep_its_run_out(tmp_path, c
     assert not folder_for(store.path).exists()
 
 
-SLOW = '''import time, torch
-class M(torch.nn.Module):
-    def __init__(self, n, shape):
-        super().__init__()
-        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
-    def forward(self, x):
-        time.sleep(0.02)
-        return self.l(x.flatten(1))
-def build_model(num_classes, input_shape):
-    return M(num_classes, input_shape)
-'''
+SLOW = model_source("time.sleep(0.02)")
 
 
 def test_a_killed_front_end_leaves_its_run_to_the_next_start_as_interrupted(tmp_path, capsys):
@@ -302,20 +283,11 @@ def test_what_a_crashed_run_process_started_is_ended_by_its_parent(tmp_path, cap
                         "was ended.", run.summary["leftover_processes"]), run.summary["leftover_processes"]
 
 
-BY_BATCH = '''import os, signal, torch
-class M(torch.nn.Module):
-    def __init__(self, n, shape):
-        super().__init__()
-        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
-        self.sent = False
-    def forward(self, x):
-        if x.shape[0] >= {at} and not self.sent:
-            self.sent = True
-            os.kill(os.getppid(), signal.SIGTERM)  # the front end (max-batch: the tool's process is its child)
-        return self.l(x.flatten(1))
-def build_model(num_classes, input_shape):
-    return M(num_classes, input_shape)
-'''
+BY_BATCH = model_source('''
+if x.shape[0] >= {at} and self.steps < 10**6:
+    self.steps = 10**6  # once
+    os.kill(os.getppid(), signal.SIGTERM)  # the front end (max-batch: the tool's process is its child)
+''')
 
 
 def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_path, capsys, run_pids):

@@ -56,7 +56,10 @@ def keep_interrupted_runs() -> None:
     from ..engine.process.output import remove_old_temp_files
 
     remove_old_temp_files()  # what earlier versions left in the temp folder
-    if not folder().is_dir():
+    try:
+        if not any(folder().glob("*.journal")):
+            return
+    except OSError:
         return
     try:
         store = RunStore()
