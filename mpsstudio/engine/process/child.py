@@ -31,6 +31,21 @@ def _child_main(conn, mps_fallback: bool, output, device: str | None = None) -> 
     faulthandler.enable()  # a crash in native code leaves a Python traceback in the output
     _apply_memory_limit()
     serve(conn, on_parent_gone=_end_own_group, device=device, contain=True)
+    _exit_now()
+
+
+def _exit_now() -> None:
+    """The job is done and said so: exit without the interpreter's teardown (~0.3 s with torch loaded, paid before
+    the parent hands the run on). What the model started was ended (end_leftovers); the DataLoader workers end with
+    the process group (RunProcess.end)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, contain: bool = False) -> None:
