@@ -4,7 +4,8 @@ Each run executes in a process of its own (mpsstudio/engine/process/). Without a
 fresh process to import torch and the engine; with one (started earlier for the chosen device, as the window
 does once it is idle: torch imported, the device's context created), only the data and the model are left to
 set up. Repetitions alternate the two; medians are printed with the ratio. "First step" is the Started event,
-which the run loop sends right before its first step.
+which the run loop sends right before its first step. Also printed: from the last window to the run handed on
+(its Ended event, sent once the run's process has ended: what the window waits for before the row appears).
 
     python benchmarks/run_latency.py [--reps 5] [--model mlp] [--dataset synthetic] [--device cpu]
 """
@@ -21,7 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mpsstudio.engine import process  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.events import Started, Window  # noqa: E402
+from mpsstudio.engine.basics.events import Ended, Started, Window  # noqa: E402
+
+
+ENDINGS: list[float] = []  # seconds from each run's last window to its Ended event
 
 
 class Marks:
@@ -38,6 +42,9 @@ class Marks:
             self.seen.setdefault("started", time.perf_counter() - self.t0)
         elif isinstance(event, Window):
             self.seen.setdefault("window", time.perf_counter() - self.t0)
+            self.seen["last_window"] = time.perf_counter()
+        elif isinstance(event, Ended) and "last_window" in self.seen:
+            ENDINGS.append(time.perf_counter() - self.seen["last_window"])
 
     def times(self) -> tuple[float, float]:
         return self.seen["started"], self.seen["window"]
@@ -92,6 +99,7 @@ def main() -> int:
     finally:
         spare.close()
     report(f"{args.model} on {args.dataset} ({args.device})", args.reps, fresh, warm)
+    print(f"  last window -> run handed on (its process ended): {statistics.median(ENDINGS):.3f} s")
     return 0
 
 
