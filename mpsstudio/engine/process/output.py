@@ -78,7 +78,8 @@ class Output:
 
     def close(self, drain_s: float = DRAIN_S) -> None:
         """Stop reading once the pipe is empty (at most `drain_s` from now); safe to call twice."""
-        wake, self._wake_w = self._wake_w, None
+        with self._lock:  # two closers must not both close the descriptor (its number may be reused at once)
+            wake, self._wake_w = self._wake_w, None
         if wake is not None:
             try:
                 os.write(wake, b"x")
