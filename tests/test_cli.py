@@ -336,8 +336,11 @@ def test_json_and_save_model_never_write_the_same_file(tmp_path, capsys, monkeyp
 
 def test_an_interrupted_bench_says_where_its_runs_were_kept(tmp_path, capsys, monkeypatch):
     from mpsstudio.engine import process
+    from mpsstudio.engine.basics.events import Ended
+    from mpsstudio.engine.basics.results import RunResult
 
-    def interrupted(*a, **k):
+    def interrupted(configs, on_event, **k):
+        on_event(Ended(RunResult(config=configs[0], status="cancelled")))  # as run_isolated keeps the cut run
         raise KeyboardInterrupt
     monkeypatch.setattr(process, "run_isolated", interrupted)
     monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path / "data"))
@@ -346,6 +349,9 @@ def test_an_interrupted_bench_says_where_its_runs_were_kept(tmp_path, capsys, mo
     assert "nothing was kept (--no-save)" in capsys.readouterr().err
     assert cli.main(base) == cli.EXIT_INTERRUPTED
     assert "kept as cancelled in the history." in capsys.readouterr().err
+    monkeypatch.setattr(process, "run_isolated", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert cli.main(base) == cli.EXIT_INTERRUPTED  # before any run ended
+    assert "interrupted; no run had ended, so there was nothing to keep." in capsys.readouterr().err
 
 
 def test_a_name_with_terminal_escapes_is_printed_harmless(tmp_path, capsys):

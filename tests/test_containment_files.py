@@ -66,17 +66,32 @@ def test_output_that_cannot_be_kept_says_so(monkeypatch, tmp_path):
     assert sentence.startswith("The run's process wrote 100 B of output; it could not be kept (")
 
 
-def test_old_temp_files_of_earlier_versions_are_removed_but_not_recent_ones(monkeypatch, tmp_path):
+def test_what_killed_front_ends_left_in_the_temp_folder_is_removed_but_nothing_in_use(monkeypatch, tmp_path):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    old, new, other = (tmp_path / f"mpsstudio-run-{n}.txt" for n in ("old", "new", "x"))
+    old, new, odd = (tmp_path / f"mpsstudio-run-{n}.txt" for n in ("old", "new", "x"))
     for p in (old, new):
         p.write_text("")
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
-    other.mkdir()  # not a file: left alone
-    assert output.remove_old_temp_files() == 1
-    assert not old.exists() and new.exists() and other.exists()
+    os.utime(old, (time.time() - 7200, time.time() - 7200))  # an output file of an earlier version, an hour old
+    odd.mkdir()  # a folder whose name names no process: left alone
+    dead = tmp_path / f"mpsstudio-run-{_gone_pid()}-abc"  # a run process's temp folder; its front end is gone
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "model-scratch.bin").write_bytes(b"x" * 100)
+    mine = output.run_temp_folder()  # this front end's: in use
+    assert os.path.basename(mine).startswith(f"mpsstudio-run-{os.getpid()}-")
+    assert output.remove_old_temp_files() == 2
+    assert not old.exists() and not dead.exists() and new.exists() and odd.exists() and os.path.isdir(mine)
+    output.remove_temp_folder(mine)
+    assert not os.path.exists(mine)
+
+
+def test_the_kept_output_file_is_capped_in_bytes_whatever_the_bytes():
+    from mpsstudio.engine.basics.paths import log_dir
+
+    out = _output(b"\xff" * 50_000, keep=4096)  # not UTF-8: kept as written, not tripled by replacement characters
+    assert "(the 40.8 KiB between them were dropped)" in out.keep_for("binary")
+    assert (log_dir() / "runs" / "binary.txt").stat().st_size <= 2 * 4096 + 100
 
 
 # -- pending results: the history locked past its wait ----------------------------------------------------------
@@ -107,6 +122,21 @@ def test_a_run_and_a_tool_result_wait_beside_a_locked_history_and_are_added_at_t
     second = RunStore(locked)  # still locked: they wait
     assert second.pending_notices == [f"2 pending results in {locked.parent / 'pending'} could not be added yet: "
                                       "the history is in use by another program; they are added at the next start."]
+
+
+def test_a_pending_run_already_in_the_history_leaves_it_as_it_is(tmp_path):
+    history = tmp_path / "runs.sqlite3"
+    store = RunStore(history)
+    run = good_run()
+    store.save(run)
+    store.set_note(run.id, "an important note")
+    changed = good_run()
+    changed.status, changed.error = "failed", "a later copy"
+    pending.write(history, "run", changed.to_dict(), changed.id)
+    again = RunStore(history)
+    [kept] = again.all()
+    assert kept.status == "finished" and kept.note == "an important note"
+    assert not list((tmp_path / "pending").iterdir())
 
 
 def test_pending_files_are_merged_and_a_damaged_one_is_set_aside_with_a_sentence(tmp_path):
@@ -223,3 +253,28 @@ def test_a_journal_that_never_got_its_start_says_there_was_nothing_to_keep(tmp_p
     assert notes == ["A run of mlp on cpu was starting when MPS Studio last ended; it had measured nothing, so "
                      "there was nothing to keep."]
     assert [p.name for p in tmp_path.iterdir()] == ["3-z.journal"]
+
+
+# -- signals while something is being kept ------------------------------------------------------------------------
+
+def test_a_signal_while_a_run_is_being_kept_waits_until_it_is_kept():
+    import signal
+
+    from mpsstudio.engine.basics.errors import Terminated
+    from mpsstudio.engine.process.ending import ending_signals, holding_signals
+
+    done = []
+    with pytest.raises(Terminated) as caught:
+        with ending_signals():
+            with holding_signals():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                done.append("kept")  # not cut short
+    assert done == ["kept"] and caught.value.signum == signal.SIGTERM
+    with pytest.raises(KeyboardInterrupt):
+        with holding_signals():
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C too
+            time.sleep(0.05)
+            done.append("kept again")
+    assert done == ["kept", "kept again"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

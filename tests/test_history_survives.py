@@ -317,3 +317,33 @@ def test_text_that_is_not_unicode_is_kept_as_question_marks_never_a_lost_run(his
     assert "Traceback" not in err and "No run with id ?" in err and "0 runs (1 not found)" in err
     assert RunStore(history).get("b" * 32).note == "caf?"
     assert cli.main(["history", "--steps", "b" * 32, str(tmp_path / "s.csv")]) == 0
+
+
+def test_sigterm_while_a_finished_run_waits_for_a_locked_history_loses_nothing(history, capsys, monkeypatch):
+    """The signal comes while the run is being kept: it is held until the run is kept (here: beside the history),
+    then the command ends as SIGTERM asks."""
+    import signal as signals
+
+    from mpsstudio.engine.history import schema
+    from mpsstudio.engine.history import store as store_module
+
+    monkeypatch.setattr(schema, "LOCK_WAIT_S", 0.3)
+    real = store_module.keep_run
+
+    def signalled_then_kept(result, store=None):
+        os.kill(os.getpid(), signals.SIGTERM)  # a job scheduler's SIGTERM, just as the run is saved
+        return real(result, store)
+    monkeypatch.setattr(store_module, "keep_run", signalled_then_kept)
+    holder = sqlite3.connect(history)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--steps", "3", "--warmup", "1",
+                         "--batch-size", "8", "--devices", "cpu", "--no-inspect"])
+        err = capsys.readouterr().err
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 143, err
+    assert "was written to" in err and "stopped by SIGTERM; the runs that ended are kept in the history." in err
+    assert cli.main(["history"]) == 0
+    assert [r.status for r in RunStore(history).all()][-1] == "finished" and len(RunStore(history).all()) == 4

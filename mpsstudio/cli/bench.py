@@ -88,10 +88,18 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: keep what ran (the interrupted run as cancelled)
         code, words = interrupted(exc)
         print(format_table(progress.ended))
-        keep(progress, progress.ended, json_path)
-        kept_where = [w for w, on in (("in the history", save), (f"in {printable(json_path)}", json_path)) if on]
-        print(f"mpsstudio: {words}; " + (f"the interrupted run is kept as cancelled {' and '.join(kept_where)}."
-                                         if kept_where else "nothing was kept (--no-save)."), file=sys.stderr)
+        in_history = keep(progress, progress.ended, json_path) and save  # (a save that failed has said why)
+        kept_where = [w for w, on in (("in the history", in_history), (f"in {printable(json_path)}", json_path))
+                      if on]
+        cut = bool(progress.ended) and progress.ended[-1].status == "cancelled"  # or it came as a run was kept
+        what = "the interrupted run is kept as cancelled" if cut else "the runs that ended are kept"
+        if not progress.ended:
+            what, kept_where = "no run had ended, so there was nothing to keep", []
+            print(f"mpsstudio: {words}; {what}.", file=sys.stderr)
+        else:
+            print(f"mpsstudio: {words}; " + (f"{what} {' and '.join(kept_where)}." if kept_where else
+                                             "nothing was kept" + (" (--no-save)." if not save else ".")),
+                  file=sys.stderr)
         return code
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     inspections = tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []

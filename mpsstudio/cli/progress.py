@@ -111,7 +111,10 @@ class Progress:
             r = event.result
             self.ended.append(r)
             if self.save:
-                self.kept = save_run(r) and self.kept
+                from ..engine.process.ending import holding_signals
+
+                with holding_signals():  # a signal now would cut the save short: it is raised once the run is kept
+                    self.kept = save_run(r) and self.kept
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
             print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last

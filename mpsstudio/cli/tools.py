@@ -50,10 +50,13 @@ def _finish(kind: str, result: dict, args) -> None:
     """--json, then the history: the result is on screen first whatever happens to the files."""
     from ..engine.history.runfiles import export_tool_json
 
-    if args.json:
-        export_tool_json(result, args.json)
-    if not args.no_save:
-        save_tool(kind, result)
+    from ..engine.process.ending import holding_signals
+
+    with holding_signals():  # a signal while the result is being kept is raised once it is kept
+        if args.json:
+            export_tool_json(result, args.json)
+        if not args.no_save:
+            save_tool(kind, result)
 
 
 def save_tool(kind: str, result: dict) -> None:

@@ -69,16 +69,17 @@ def _merge(store, files: list[Path], where: Path) -> list[str]:
             doc = json.loads(path.read_bytes().decode("utf-8"))
             if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("kind") not in ("run", "tool"):
                 raise UserError("not a pending run")
-            if doc["kind"] == "run":
-                result = run_from_dict(doc.get("run"), where=printable(path.name))
-                store.save(result)
+            if doc["kind"] == "run":  # a run already in the history stays as it is (its note too)
+                store.add_imported([run_from_dict(doc.get("run"), where=printable(path.name))])
             else:
                 item = doc.get("tool")
                 if not isinstance(item, dict):
                     raise UserError("no tool result")
                 kind = str(item.get("kind"))
-                store.save_tool(ToolRecord(kind=kind, result=checked(kind, item.get("result")),
-                                           id=str(item.get("id")), created_at=str(item.get("created_at"))))
+                record = ToolRecord(kind=kind, result=checked(kind, item.get("result")), id=str(item.get("id")),
+                                    created_at=str(item.get("created_at")))
+                if not store.has_tool(record.id):
+                    store.save_tool(record)
         except HistoryBusy:
             left = len(files) - added - len(bad)
             return [f"{plural(left, 'pending result')} in {where} could not be added yet: the history is in use by "

@@ -121,6 +121,13 @@ class RunStore:
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
 
+    def has_tool(self, tool_id: str) -> bool:
+        try:
+            return self._has_tools_table() and self._db.execute("SELECT 1 FROM tools WHERE id = ?",
+                                                                (tool_id,)).fetchone() is not None
+        except sqlite3.DatabaseError as exc:
+            raise schema.explain(exc, self.path) from None
+
     def tools(self) -> list["ToolRecord"]:
         """Every readable tool result, oldest first; unreadable ones are skipped and named in `tool_notices`."""
         from ..tools.registry import checked

@@ -17,14 +17,16 @@ from ..basics.errors import UserError
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
 
 
-def _child_main(conn, mps_fallback: bool, output, device: str | None = None) -> None:
+def _child_main(conn, mps_fallback: bool, output, device: str | None = None, temp: str | None = None) -> None:
     """Entry point of a run's process: settings first, then torch, then one job from the parent."""
     os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
     if hasattr(os, "setsid"):
         os.setsid()  # its own process group: the parent can end it with its DataLoader workers
-    from .leftovers import become_subreaper
+    from .leftovers import become_subreaper, end_on_sigterm
 
     become_subreaper()  # Linux: orphans of what the model starts stay this process's (leftovers.py)
+    end_on_sigterm()
+    _use_temp_folder(temp)
     _send_output_to(output)
     import faulthandler
 
@@ -168,6 +170,18 @@ def _send_output_to(output) -> None:
         sys.stdout.reconfigure(line_buffering=True)  # a crash keeps the lines printed before it
     except (AttributeError, OSError, ValueError):
         pass
+
+
+def _use_temp_folder(temp: str | None) -> None:
+    """The run's own temp folder (made by the parent, removed by it when the process has ended): whatever the model,
+    torch or multiprocessing leave there goes with the run."""
+    if not temp:
+        return
+    import tempfile
+
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        os.environ[name] = temp
+    tempfile.tempdir = temp
 
 
 def _apply_memory_limit() -> None:

@@ -11,6 +11,42 @@ from collections.abc import Callable, Iterator
 
 from ..basics.errors import Terminated
 
+_held: list[list[int]] = []  # one list per holding_signals() section entered, of the signals it caught
+
+
+@contextlib.contextmanager
+def holding_signals() -> Iterator[None]:
+    """Keep something (a run being saved, a pending file being written) without being cut off: Ctrl-C, SIGTERM and
+    SIGHUP arriving inside are held and raised (KeyboardInterrupt / Terminated) as the section ends. Outside the
+    main thread it changes nothing (signals are delivered to the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    _held.append(caught)
+
+    def on_interrupt(signum, frame):
+        caught.append(signum)
+    try:
+        old_int = signal.signal(signal.SIGINT, on_interrupt)
+    except (ValueError, OSError):
+        old_int = None
+    try:
+        yield
+    finally:
+        _held.remove(caught)
+        if old_int is not None:
+            try:
+                signal.signal(signal.SIGINT, old_int)
+            except (ValueError, OSError, TypeError):
+                pass
+    if caught:
+        signum = caught[0]
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
+
+
 ENDING_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
 
 
@@ -27,6 +63,9 @@ def ending_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[N
     def handler(signum, frame):
         for sig in saved:
             signal.signal(sig, signal.SIG_IGN)  # keeping the run must not be cut short by a second signal
+        if _held:  # in the middle of keeping something (holding_signals): raised when that is done
+            _held[-1].append(signum)
+            return
         if on_signal is not None:
             on_signal(signum)
         else:

@@ -35,11 +35,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..basics.formatting import one_line
+from ..basics.formatting import one_line, printable
 from .child import _child_main, serve
 from .messages import KINDS, Garbled, load
 from .leftovers import Tree
-from .output import Output
+from .output import Output, remove_temp_folder, run_temp_folder
 
 TERM_GRACE_S = 0.5  # after SIGTERM: time before SIGKILL
 POLL_S = 0.05  # how often the parent looks at Stop while it waits for the child
@@ -71,7 +71,8 @@ class RunProcess:
         self.mps_fallback, self.device = mps_fallback, device
         self.conn, child_conn = ctx.Pipe()
         out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
-        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device),
+        self.temp = run_temp_folder()  # the child's temp folder, removed with it
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device, self.temp),
                                    name="mpsstudio-run")
         self.process.start()
         child_conn.close()
@@ -142,6 +143,7 @@ class RunProcess:
         self.process.join(5)
         self.exitcode = self.process.exitcode
         self.orphans = self.tree.end_orphans()  # those that left its group (setsid) and outlived it
+        remove_temp_folder(self.temp)
         self.conn.close()
         try:
             self.process.close()
@@ -254,6 +256,7 @@ class InProcessRun(RunProcess):
             finally:
                 child_conn.close()
         self.pid = None
+        self.temp = None
         self.orphans = ""
         self.ready = False
         self.closed = False
@@ -322,6 +325,6 @@ def log_output(proc: RunProcess, heading: str) -> None:
             log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {heading}\n")
             log.write("    last output of its process:\n" if lines else "    its process wrote nothing.\n")
             for line in lines:
-                log.write(f"    {one_line(line, 2000)}\n")
+                log.write(f"    {printable(one_line(line, 2000))}\n")  # no escape sequence reaches a terminal
     except OSError:
         pass

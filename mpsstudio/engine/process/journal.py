@@ -100,12 +100,10 @@ def _owner_running(head: dict) -> bool:
     pid, started = head.get("pid"), head.get("started_at")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return False
-    if pid == os.getpid():
-        return True  # this process's own (a run of this front end, still going)
+    if isinstance(started, bool) or not isinstance(started, (int, float)):
+        return False  # no start time to tell its front end from a process that reused the pid: taken as gone
     now = _started_at(pid)
-    if now is None:
-        return False
-    return not isinstance(started, (int, float)) or abs(now - started) < 1.0  # a reused pid is another process
+    return now is not None and abs(now - started) < 1.0  # a reused pid is another process
 
 
 def interrupted(where: Path | None = None) -> tuple[list[tuple[RunResult, Path]], list[str]]:

@@ -58,16 +58,28 @@ def _name(proc: psutil.Process) -> str:
         return "a process"
 
 
-def end_leftovers() -> str:
-    """End every descendant of this process still alive but the data-loader workers; one sentence when there were
-    any ("" when none): "The model left 2 processes running (python, pid 4242; sleep, pid 4243); they were ended."."""
-    ours = {p.pid for p in multiprocessing.active_children()}  # the run's DataLoader workers end with it
+def end_leftovers(grace_s: float = END_GRACE_S) -> str:
+    """End every descendant of this process still alive but the run's DataLoader workers (they end with the
+    process's group); one sentence when there were any ("" when none): "The model left 2 processes running (python,
+    pid 4242; sleep, pid 4243); they were ended."."""
+    ours = _loader_workers()
     _reap()  # a process that already ended is not left running (its parent never waited for it)
     left = [p for p in _descendants() if p.pid not in ours and _running(p)]
-    return end_processes(left, "The model", "when the run ended")
+    return end_processes(left, "The model", "when the run ended", grace_s=grace_s)
 
 
-def end_processes(left: list[psutil.Process], who: str, when: str, reap: bool = True) -> str:
+def _loader_workers() -> set[int]:
+    """The pids of torch DataLoader workers among this process's multiprocessing children (any other, a model's
+    own multiprocessing child that may have left the group with setsid, is the model's)."""
+    worker = sys.modules.get("torch.utils.data._utils.worker")
+    loop = getattr(worker, "_worker_loop", None)
+    if loop is None:
+        return set()
+    return {p.pid for p in multiprocessing.active_children() if getattr(p, "_target", None) is loop}
+
+
+def end_processes(left: list[psutil.Process], who: str, when: str, reap: bool = True,
+                  grace_s: float = END_GRACE_S) -> str:
     """End `left` (SIGTERM, then SIGKILL); one sentence naming them ("" when there are none). `reap`: collect the
     status of those that are this process's children (a subreaper's), never in a front end (its other children's
     statuses belong to whoever started them)."""
@@ -75,8 +87,8 @@ def end_processes(left: list[psutil.Process], who: str, when: str, reap: bool = 
     if not left:
         return ""
     named = [f"{_name(p)}, pid {p.pid}" for p in left]
-    _signal(left, signal.SIGTERM)
-    if _wait(left, END_GRACE_S, reap):
+    _signal(left, signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
+    if _wait(left, grace_s, reap):
         _signal(left, signal.SIGKILL)
         _wait(left, 2.0, reap)
     shown = "; ".join(named[:SHOWN]) + (f"; and {len(named) - SHOWN} more" if len(named) > SHOWN else "")
@@ -145,6 +157,21 @@ def _running(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def end_on_sigterm() -> None:
+    """In a run's process: SIGTERM (its parent ending it, or another program) first ends what the model started, even
+    what left the process group, then ends the process by the signal as before."""
+    def handler(signum, frame):
+        try:
+            end_leftovers(grace_s=0.0)
+        finally:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        pass
 
 
 def _reap() -> None:

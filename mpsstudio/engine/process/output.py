@@ -99,13 +99,17 @@ class Output:
         with self._lock:
             return self.total - len(self.head) - min(len(self._tail), self.keep)
 
-    def text(self) -> str:
-        """What was kept, with one line where bytes were dropped."""
+    def kept_bytes(self) -> bytes:
+        """What was kept, as written (the file holds no more than 2 x `keep` and one line), with one line where
+        bytes were dropped."""
         with self._lock:
             head, tail = bytes(self.head), bytes(self._tail[-self.keep:])
             dropped = self.total - len(head) - len(tail)
         middle = f"\n[... {fmt_bytes(dropped)} of output dropped here ...]\n".encode() if dropped else b""
-        return (head + middle + tail).decode("utf-8", "replace")
+        return head + middle + tail
+
+    def text(self) -> str:
+        return self.kept_bytes().decode("utf-8", "replace")
 
     def last_lines(self, lines: int) -> list[str]:
         with self._lock:
@@ -126,7 +130,7 @@ class Output:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             part = path.with_name(path.name + ".part")
-            part.write_text(self.text(), encoding="utf-8", errors="replace")
+            part.write_bytes(self.kept_bytes())
             part.replace(path)
             _prune(folder)
         except OSError as exc:
@@ -135,7 +139,9 @@ class Output:
         if dropped:
             return (f"{wrote}; its first and last {fmt_bytes(self.keep)} are kept in {path} (the "
                     f"{fmt_bytes(dropped)} between them were dropped).")
-        return f"{wrote} ({plural(len(self.text().splitlines()), 'line')}): {path}."
+        kept = self.kept_bytes()
+        lines = kept.count(b"\n") + (not kept.endswith(b"\n"))
+        return f"{wrote} ({plural(lines, 'line')}): {path}."
 
 
 def _prune(folder: Path) -> None:
@@ -151,24 +157,64 @@ def _prune(folder: Path) -> None:
             pass
 
 
+TEMP_PREFIX = "mpsstudio-run-"
+
+
+def run_temp_folder() -> str | None:
+    """A temp folder for one run process (`mpsstudio-run-<front end pid>-*`), None when none can be made."""
+    import tempfile
+
+    try:
+        return tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+    except OSError:
+        return None
+
+
+def remove_temp_folder(path: str | None) -> None:
+    if path:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def remove_old_temp_files(older_than_s: float = 3600.0) -> int:
-    """Remove the `mpsstudio-run-*.txt` files that versions before this one left in the temp folder (an interrupted
-    run's); only this user's, and not one written to in the last hour (a run of an older version still going)."""
+    """Remove what a front end killed outright left in the temp folder: the temp folders of its run processes
+    (`mpsstudio-run-<pid>-*`, once that pid is not running), and the `mpsstudio-run-*.txt` output files of versions
+    before this one (not one written to in the last hour: a run of an older version may still be going). Only this
+    user's entries, never through a link."""
     import tempfile
 
     removed = 0
     now = time.time()
     try:
-        entries = list(Path(tempfile.gettempdir()).glob("mpsstudio-run-*.txt"))
+        entries = list(Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*"))
     except OSError:
         return 0
     for path in entries:
         try:
             st = path.lstat()
-            if not path.is_file() or path.is_symlink() or st.st_uid != os.getuid() or now - st.st_mtime < older_than_s:
+            if path.is_symlink() or st.st_uid != os.getuid():
                 continue
-            path.unlink()
+            if path.is_dir():
+                owner = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
+                if not owner.isdigit() or _pid_running(int(owner)):
+                    continue
+                remove_temp_folder(str(path))
+            elif path.is_file() and path.suffix == ".txt" and now - st.st_mtime >= older_than_s:
+                path.unlink()
+            else:
+                continue
             removed += 1
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, ValueError):
             continue
     return removed
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
