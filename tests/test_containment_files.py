@@ -271,10 +271,14 @@ def test_a_signal_while_a_run_is_being_kept_waits_until_it_is_kept():
                 time.sleep(0.05)
                 done.append("kept")  # not cut short
     assert done == ["kept"] and caught.value.signum == signal.SIGTERM
-    with pytest.raises(KeyboardInterrupt):
-        with holding_signals():
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C too
-            time.sleep(0.05)
-            done.append("kept again")
-    assert done == ["kept", "kept again"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # (a background job's is SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with holding_signals():
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C too
+                time.sleep(0.05)
+                done.append("kept again")
+        assert done == ["kept", "kept again"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)

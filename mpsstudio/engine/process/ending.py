@@ -27,10 +27,12 @@ def holding_signals() -> Iterator[None]:
 
     def on_interrupt(signum, frame):
         caught.append(signum)
-    try:
-        old_int = signal.signal(signal.SIGINT, on_interrupt)
-    except (ValueError, OSError):
-        old_int = None
+    old_int = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C raises here (not one that ignores it)
+        try:
+            old_int = signal.signal(signal.SIGINT, on_interrupt)
+        except (ValueError, OSError):
+            old_int = None
     try:
         yield
     finally:
