@@ -14,7 +14,7 @@ from typing import Sequence
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from . import bench, history, info, launch, tools
+from . import bench, deploy, history, info, launch, tools
 from .bench import model_paths
 from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table, interrupted
 from .parser import build_parser
@@ -27,7 +27,7 @@ COMMANDS = {
     "bench": bench.cmd_bench, "demo": bench.cmd_demo, "launch-benchmark": launch.cmd_launch_benchmark,
     "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
-    "datasets": info.cmd_datasets, "doctor": info.cmd_doctor,
+    "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
 }
 
 

@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
     _tool_parsers(sub)
+    _export_parser(sub)
     sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
     sub.add_parser("models", help="list models")
     sub.add_parser("datasets", help="list datasets")
@@ -153,3 +154,27 @@ def _tool_parsers(sub) -> None:
     config_args(i)
     i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
     i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")
+
+
+def _export_parser(sub) -> None:
+    e = sub.add_parser("export", help="the model as TorchScript, a torch.export program or a Core ML package, "
+                                      "checked against PyTorch")
+    e.add_argument("--model", default=None,
+                   help="model name or a .py file (default: the one --weights names, else mlp)")
+    e.add_argument("--dataset", default=None, help="dataset the input shape, normalisation and classes come from "
+                                                   "(default: shapes; with --weights: the one it was trained on)")
+    e.add_argument("--weights", default=None, metavar="FILE.pt",
+                   help="trained weights saved by MPS Studio (bench --save-model, Save Trained Model…), with their "
+                        ".json beside them (default: the model as freshly built)")
+    e.add_argument("--format", required=True, choices=("torchscript", "exported-program", "coreml"),
+                   help="torchscript (.pt), exported-program (torch.export, .pt2) or coreml (.mlpackage)")
+    e.add_argument("--out", required=True, metavar="PATH", help="where to write the export")
+    e.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
+                   help="Core ML compute precision (default: fp32; the other formats keep the model's)")
+    e.add_argument("--batch-size", type=int, default=1, help="the batch the export is made and checked with "
+                                                             "(default: 1)")
+    e.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end the export when it takes "
+                                                                                  "longer")
+    e.add_argument("--json", metavar="FILE", default=None, help="write what was exported and its check to FILE")
+    e.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
+                   help=argparse.SUPPRESS)

@@ -89,6 +89,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
 
     With `stop_grace_s` the child is asked to stop and given that long to answer first; with 0 it is ended."""
     stop = should_stop or (lambda: False)
+    answered = False
     try:
         proc.send(job)
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
@@ -110,8 +111,10 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
             if message is not None:
                 kind = message[0]
                 if kind == answer_kind and len(message) == 2:
+                    answered = True
                     return message[1]
                 if kind == "rejected" and len(message) == 2:
+                    answered = True
                     raise UserError(one_line(str(message[1]), 2000))
                 if kind == "progress" and progress is not None and len(message) == 3:
                     try:
@@ -138,7 +141,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
         exc.partial = _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None
         raise
     finally:
-        proc.end()
+        proc.end(wait_s=1.0 if answered else 0.0)  # one that answered exits by itself (its exit work done) in ms
         proc.discard_output()
 
 

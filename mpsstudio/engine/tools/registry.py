@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 
-TOOLS = ("max-batch", "inspect", "devices")
+TOOLS = ("max-batch", "inspect", "devices", "export")
 MAX_DEPTH = 8
 MAX_ITEMS = 100_000
 MAX_TEXT = 20_000
@@ -39,6 +39,20 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
         from . import inspection
 
         return inspection.inspect(config, progress=progress, should_stop=should_stop)
+    if name == "export":
+        from ..basics.formatting import error_line
+        from . import export
+
+        try:
+            return export.export(config, str(payload.get("format")), str(payload.get("out")),
+                                 weights=payload.get("weights") or None,
+                                 precision=str(payload.get("precision", "fp32")),
+                                 batch_size=payload.get("batch_size", 1),
+                                 model_given=bool(payload.get("model_given", True)), progress=progress)
+        except UserError:
+            raise
+        except Exception as exc:  # a library's own failure: one sentence, nothing half-written (export.py)
+            raise UserError(f"The export failed ({error_line(exc, 300)}); nothing was written.") from None
     raise UserError(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")
 
 
@@ -125,6 +139,15 @@ def _check_devices(r: dict) -> None:
         _need(isinstance(check, dict) and isinstance(check.get("ok"), bool) and isinstance(check.get("detail"), str))
 
 
+def _check_export(r: dict) -> None:
+    _need(isinstance(r.get("format"), str) and isinstance(r.get("path"), str) and _whole(r.get("bytes"), False))
+    check = r.get("check")
+    _need(isinstance(check, dict) and check.get("ok") in (True, False, None) and isinstance(check.get("reason"), str))
+    for key in ("max_abs_err", "max_rel_err", "top1_agreement"):
+        _need(_number(check.get(key)))
+    _need(isinstance(r.get("weights_note"), str) and isinstance(r.get("classes"), list))
+
+
 def _check_sweep(r: dict) -> None:
     _need(isinstance(r.get("points"), list) and isinstance(r.get("best"), dict))
     for p in r["points"]:
@@ -140,7 +163,8 @@ def _check_sweep(r: dict) -> None:
     _need(isinstance(notes, list) and all(isinstance(n, str) for n in notes))
 
 
-_CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices}
+_CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices,
+           "export": _check_export}
 
 
 def checked(name: str, result) -> dict:

@@ -1,0 +1,177 @@
+"""Core ML export: the model as an ML program (.mlpackage) through coremltools, from a torch.export program.
+
+The path that works with today's torch (measured on coremltools 9.0 and torch 2.14: issue 27): `torch.export.export`
+then `run_decompositions()` (the default table; `({})` where that fails) into `coremltools.convert(...,
+convert_to="mlprogram")`. The trace path (`torch.jit.trace`) is not used: it is deprecated in torch 2.14 and breaks
+on numpy >= 2.4 in coremltools 9.0 (coremltools#2633).
+
+The package states its minimum deployment target (macOS 14 / iOS 17), names its input "input" and output "logits",
+and carries in its metadata the normalisation its input expects and the class names. Running it needs macOS (Core
+ML's own runtime, `MLModel.predict`); elsewhere the result says so and nothing is faked. An operator coremltools
+cannot convert gets one sentence naming it and the module it sits in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+
+from ..basics.errors import UserError
+from ..basics.formatting import error_line, one_line
+
+DEPLOYMENT_TARGET = "macOS14"  # coremltools.target name; also iOS 17 (the same Core ML version, 7)
+DEPLOYMENT_WORDS = "macOS 14 / iOS 17 or later"
+INPUT, OUTPUT = "input", "logits"
+# how coremltools 9.0 names an operator it cannot convert: the torch.export frontend, then the TorchScript one
+_UNSUPPORTED = (re.compile(r"Unsupported fx node [^,]+, kind ([\w.]+)"),
+                re.compile(r"convert function for op '([^']+)' not implemented"))
+
+
+def load_coremltools():
+    """coremltools, imported quietly (it warns that newer torch versions are untested and that its macOS-only
+    bridge is missing off macOS); UserError when it is not installed."""
+    import logging
+
+    logger = logging.getLogger("coremltools")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import coremltools as ct
+    except ImportError:
+        raise UserError("coremltools is not installed, so Core ML export is not available; install MPS Studio's "
+                        "dependencies again (make run).") from None
+    finally:
+        logger.setLevel(level)
+    return ct
+
+
+def export(model, x, reference, target: Path, *, precision: str, about: dict) -> tuple[Path, dict, dict]:
+    """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run."""
+    import torch
+
+    from .export import agreement, no_attention_fast_path, package_path
+
+    ct = load_coremltools()
+    with no_attention_fast_path(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            program = torch.export.export(model, (x,))
+        except Exception as exc:
+            raise UserError(f"torch.export could not capture this model for Core ML ({error_line(exc, 300)}); "
+                            "keep it in PyTorch or change the part it names.") from None
+        mlmodel = None
+        for table in (None, {}):  # the default decompositions; an empty table where those fail
+            try:
+                decomposed = program.run_decompositions() if table is None else program.run_decompositions(table)
+                mlmodel = ct.convert(decomposed, convert_to="mlprogram",
+                                     minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
+                                     compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
+                                                        else ct.precision.FLOAT32))
+                break
+            except Exception as exc:  # coremltools raises many kinds; the second table may do
+                if any(p.search(str(exc)) for p in _UNSUPPORTED):
+                    raise UserError(unsupported_sentence(str(exc), program)) from None
+                failure = exc
+        if mlmodel is None:
+            raise UserError(f"coremltools could not convert this model ({error_line(failure, 300)}); keep it in "
+                            "PyTorch, or export it as TorchScript or a torch.export program.")
+    mlmodel = _named(ct, mlmodel)
+    _describe(mlmodel, x, about, precision)
+    with package_path(target) as part:
+        mlmodel.save(str(part))
+    check = _check(ct, target, x, reference, precision, agreement)
+    return target, check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
+                           "coremltools": ct.__version__, "runs_here": sys.platform == "darwin"}
+
+
+def unsupported_sentence(message: str, program) -> str:
+    """"aten::i0 in `head.act` has no Core ML conversion: ..." from coremltools' NotImplementedError."""
+    found = next((m for m in (p.search(message) for p in _UNSUPPORTED) if m), None)
+    if not found:
+        return (f"coremltools cannot convert part of this model ({one_line(message, 200)}); keep it in PyTorch, or "
+                "export it as TorchScript or a torch.export program.")
+    op = found.group(1)
+    where = _module_of(op, program)
+    at = f" in `{where}`" if where else ""
+    return (f"aten::{op}{at} has no Core ML conversion (coremltools {_version()}): replace it or keep the model in "
+            "PyTorch (TorchScript and torch.export programs take it).")
+
+
+def _module_of(op: str, program) -> str:
+    """The module path of the first node calling `op` in the exported graph ("" when it cannot be told)."""
+    try:
+        for node in program.graph.nodes:
+            if node.op != "call_function":
+                continue
+            name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+            if name in (op, f"special_{op}") or name.endswith(f"_{op}"):
+                stack = node.meta.get("nn_module_stack") or {}
+                if stack:
+                    path = list(stack.values())[-1][0]
+                    return re.sub(r"^L\['self'\]\.?", "", str(path)).replace("._modules['", ".").replace("']", "")
+                return ""
+    except Exception:
+        return ""
+    return ""
+
+
+def _version() -> str:
+    try:
+        import coremltools
+
+        return coremltools.__version__
+    except Exception:
+        return "?"
+
+
+def _named(ct, mlmodel):
+    """The input named "input" and the output "logits" (coremltools names them after the graph: x, addmm_3)."""
+    spec = mlmodel.get_spec()
+    old_in, old_out = spec.description.input[0].name, spec.description.output[0].name
+    if old_in != INPUT:
+        ct.utils.rename_feature(spec, old_in, INPUT)
+    if old_out != OUTPUT:
+        ct.utils.rename_feature(spec, old_out, OUTPUT)
+    return ct.models.MLModel(spec, weights_dir=mlmodel.weights_dir, skip_model_load=True)
+
+
+def _describe(mlmodel, x, about: dict, precision: str) -> None:
+    mlmodel.short_description = f"{about.get('model') or 'model'} exported by MPS Studio ({precision})"
+    norm = about.get("normalization")
+    if x.dtype.is_floating_point:
+        how = (f"float32 {list(x.shape)} (N, C, H, W): pixels / 255, then (x - mean) / std with mean {norm['mean']} "
+               f"and std {norm['std']}" if isinstance(norm, dict) and "mean" in norm else f"float32 {list(x.shape)}")
+    else:
+        how = f"int32 token ids {list(x.shape)} (N, L)"
+    mlmodel.input_description[INPUT] = how
+    mlmodel.output_description[OUTPUT] = "logits, one per class (softmax gives probabilities)"
+    meta = mlmodel.user_defined_metadata
+    meta["mpsstudio.model"] = str(about.get("model") or "")
+    meta["mpsstudio.weights"] = str(about.get("weights_note") or "")
+    meta["mpsstudio.classes"] = json.dumps(about.get("classes") or [])
+    meta["mpsstudio.normalization"] = json.dumps(norm) if norm else ""
+
+
+def _check(ct, target: Path, x, reference, precision: str, agreement) -> dict:
+    """The package's outputs against PyTorch's, on macOS; elsewhere the sentence why not."""
+    if sys.platform != "darwin":
+        return {"ok": None, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
+                "reason": "Core ML runs a package only on macOS; it was converted and written here, not run"}
+    import numpy as np
+    import torch
+
+    try:
+        loaded = ct.models.MLModel(str(target), compute_units=ct.ComputeUnit.CPU_ONLY)
+        got = loaded.predict({INPUT: x.numpy().astype(np.float32 if x.dtype.is_floating_point else np.int32)})
+        out = torch.from_numpy(np.asarray(got[OUTPUT], dtype=np.float32))
+    except Exception as exc:
+        return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
+                "reason": f"Core ML could not run the package ({error_line(exc, 200)})"}
+    check = agreement(reference, out, precision)
+    check["how"] = "run by Core ML on the CPU on the fixed batch"
+    return check

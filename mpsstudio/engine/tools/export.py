@@ -1,0 +1,320 @@
+"""Export: the user's model as a file another program loads, checked before it is kept.
+
+Formats: TorchScript (`torch.jit.trace`, .pt), a torch.export program (`torch.export.save`, .pt2) and a Core ML ML
+program (.mlpackage, coreml.py). The model is built as a run builds it (same input spec for the dataset, same
+seed), with weights from a saved model (`--weights`: the state_dict and the JSON beside it) or, without them, as
+freshly built (said so: its outputs mean nothing until trained). Every export is loaded back where this machine can
+run it and its outputs are compared with the PyTorch model's on a fixed batch (max abs and relative error, top-1
+agreement); a Core ML package can only be run on macOS, which the result says. Nothing half-written is left at
+the destination: files are written beside it and renamed, a package folder is swapped in whole.
+
+Runs in a run's process (process.run_tool("export", ...)): a user's model file is only ever imported there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..basics.files import atomic_path
+from ..basics.formatting import error_line, fmt_bytes, printable
+from ..basics.spec import DataSpec
+
+FORMATS = {"torchscript": ".pt", "exported-program": ".pt2", "coreml": ".mlpackage"}
+PRECISIONS = ("fp32", "fp16")
+TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}  # max error relative to the largest output, for "agrees"
+SEED = 0  # the model as a run builds it, and the check batch
+
+
+def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None, precision: str = "fp32",
+           batch_size: int = 1, model_given: bool = True,
+           progress: Callable[[str, float], None] | None = None) -> dict:
+    """Export `config.model` (for `config.dataset`) to `out` in format `fmt`; the result (what was written, from
+    which weights, and the check). With `weights` and not `model_given`, the model is the one the weights' JSON
+    names. UserError, one sentence, for anything the user can fix."""
+    say = progress or (lambda message, fraction: None)
+    if fmt not in FORMATS:
+        raise UserError(f"The export format must be one of {', '.join(FORMATS)}, not {printable(fmt)!r}.")
+    if precision not in PRECISIONS:
+        raise UserError(f"Export precision must be fp32 or fp16, not {printable(precision)!r}.")
+    if fmt != "coreml" and precision != "fp32":
+        raise UserError(f"{fmt} exports keep the model's own precision; fp16 is for Core ML (--format coreml).")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= 4096:
+        raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {batch_size}.")
+    target = check_target(out, fmt)
+    say("building the model", 0.1)
+    model, spec, about = build(config, weights, say, model_given)
+    x = example(spec, batch_size)
+    with torch.no_grad():
+        reference = model(x).float()
+    say(f"exporting to {fmt}", 0.4)
+    if fmt == "coreml":
+        from . import coreml
+
+        written, check, extra = coreml.export(model, x, reference, target, precision=precision, about=about)
+    else:
+        written, check, extra = _export_torch(fmt, model, x, reference, target)
+    size = _size(written)
+    result = {
+        "format": fmt, "path": str(written), "bytes": size, "precision": precision,
+        "model": model_name(config, about), "dataset": about["dataset"], "weights": about["weights"], "weights_note": about["weights_note"],
+        "input": {"name": extra.get("input_name", "input"), "shape": list(x.shape), "dtype": str(x.dtype).replace(
+            "torch.", ""), "kind": spec.kind}, "output": {"name": extra.get("output_name", "logits"),
+                                                          "shape": list(reference.shape)},
+        "normalization": about["normalization"], "classes": about["classes"], "check": check, **extra,
+    }
+    result["sentence"] = sentence(result)
+    say("done", 1.0)
+    return result
+
+
+# -- the model --------------------------------------------------------------------------------------------------
+
+def build(config: RunConfig, weights: str | None, say, model_given: bool = True
+          ) -> tuple[torch.nn.Module, DataSpec, dict]:
+    """The model in eval mode on the CPU, the spec of one input, and what the result says about its origin."""
+    from ..models import registry as models
+
+    if weights:
+        meta = _saved_meta(weights)
+        spec = _spec_from_meta(meta)
+        name = config.model if model_given or not meta.get("model") else str(meta["model"])
+        if meta.get("model") and name != meta["model"]:
+            raise UserError(f"{printable(Path(weights).name)} holds weights of {printable(meta['model'])}, not of "
+                            f"{printable(name)}; pass --model {printable(meta['model'])} or other weights.")
+        torch.manual_seed(SEED)
+        model = models.build_model(name, spec)
+        _load_weights(model, weights)
+        about = {"model": name, "dataset": str(meta.get("dataset") or config.dataset),
+                 "weights": str(Path(weights).resolve()),
+                 "weights_note": f"trained weights from {Path(weights).name}",
+                 "normalization": meta.get("normalization") if isinstance(meta.get("normalization"), dict) else None,
+                 "classes": [str(c) for c in meta.get("classes", [])][:spec.num_classes]
+                 if isinstance(meta.get("classes"), list) else []}
+        return model.eval(), spec, about
+    from . import toolkit
+
+    setup = toolkit.prepare(config.with_device("cpu"), say)
+    torch.manual_seed(SEED)
+    model = models.build_model(config.model, setup.model_spec)
+    data = setup.data
+    about = {"model": config.model, "dataset": data.name, "weights": None,
+             "weights_note": "no trained weights given (--weights): the model as freshly built (random weights, "
+                             f"seed {SEED}); its outputs mean nothing until it is trained",
+             "normalization": {"mean": list(data.mean), "std": list(data.std),
+                               "scale": "pixels / 255, then (x - mean) / std"} if setup.model_spec.kind == "image"
+             else None,
+             "classes": [str(c) for c in data.classes][:setup.model_spec.num_classes]}
+    return model.eval(), setup.model_spec, about
+
+
+def model_name(config: RunConfig, about: dict) -> str:
+    return about.get("model") or config.model
+
+
+def _saved_meta(weights: str) -> dict:
+    from ..models.saved import FORMAT, meta_path
+
+    path = Path(weights)
+    if not path.is_file():
+        raise UserError(f"{printable(weights)} is not a file; pass the .pt file of a saved model (Save Trained "
+                        "Model… or bench --save-model), with its .json beside it.")
+    meta = meta_path(path)
+    try:
+        doc = json.loads(meta.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{printable(meta.name)} is missing beside {printable(path.name)}: it says what the weights "
+                        "need (model, input, classes); save the model again with MPS Studio.") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        raise UserError(f"{printable(meta.name)} beside {printable(path.name)} is not readable JSON; save the model "
+                        "again with MPS Studio.") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise UserError(f"{printable(meta.name)} is not the description of a model saved by MPS Studio.")
+    return doc
+
+
+def _spec_from_meta(meta: dict) -> DataSpec:
+    inputs, n = meta.get("input"), meta.get("num_classes")
+    try:
+        if not isinstance(inputs, dict) or isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
+            raise ValueError
+        if inputs.get("kind") == "image":
+            dims = [inputs.get(k) for k in ("channels", "height", "width")]
+            if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 8192 for d in dims):
+                raise ValueError
+            return DataSpec("image", n, channels=dims[0], height=dims[1], width=dims[2])
+        if inputs.get("kind") == "tokens":
+            seq, vocab = inputs.get("seq_len"), inputs.get("vocab_size")
+            if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 10_000_000 for d in (seq, vocab)):
+                raise ValueError
+            return DataSpec("tokens", n, seq_len=seq, vocab_size=vocab)
+    except ValueError:
+        pass
+    raise UserError("The saved model's description has no usable input shape or class count; save it again with "
+                    "MPS Studio.")
+
+
+def _load_weights(model: torch.nn.Module, weights: str) -> None:
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a pickle with code, a damaged file, not a torch file at all
+        raise UserError(f"{printable(Path(weights).name)} cannot be loaded as weights ({error_line(exc, 160)}); "
+                        "pass the .pt file MPS Studio saved.") from None
+    if not isinstance(state, dict):
+        raise UserError(f"{printable(Path(weights).name)} does not hold a state_dict; pass the .pt file MPS Studio "
+                        "saved.")
+    try:
+        model.load_state_dict(state, strict=True)
+    except (RuntimeError, TypeError) as exc:
+        raise UserError(f"The weights in {printable(Path(weights).name)} do not fit this model ("
+                        f"{error_line(exc, 200, with_type=False)}); pass the model they were trained for.") from None
+
+
+def example(spec: DataSpec, batch_size: int) -> torch.Tensor:
+    """The fixed batch the export is traced with and checked on (seeded: the same every time)."""
+    gen = torch.Generator().manual_seed(SEED)
+    if spec.kind == "tokens":
+        return torch.randint(0, spec.vocab_size, (batch_size, spec.seq_len), generator=gen)
+    return torch.randn(batch_size, spec.channels, spec.height, spec.width, generator=gen)
+
+
+# -- TorchScript and torch.export -------------------------------------------------------------------------------
+
+def _export_torch(fmt: str, model, x, reference, target: Path) -> tuple[Path, dict, dict]:
+    try:
+        with _quiet(), no_attention_fast_path():
+            if fmt == "torchscript":
+                program = torch.jit.trace(model, (x,), check_trace=True)
+            else:
+                program = torch.export.export(model, (x,))
+    except Exception as exc:
+        raise UserError(f"{fmt} could not capture this model ({error_line(exc, 300)}); keep it as a state_dict or "
+                        f"try another format.") from None
+    with atomic_path(target) as part:
+        if fmt == "torchscript":
+            torch.jit.save(program, str(part))
+            loaded = torch.jit.load(str(part))
+        else:
+            torch.export.save(program, str(part))
+            loaded = torch.export.load(str(part)).module()
+        with torch.no_grad(), no_attention_fast_path():
+            got = loaded(x)
+        check = agreement(reference, got.float(), "fp32")
+        check["how"] = f"loaded back from the file and run here on the fixed batch of {x.shape[0]}"
+    return target, check, {"input_name": "x", "output_name": "output"}
+
+
+@contextlib.contextmanager
+def no_attention_fast_path():
+    """nn.MultiheadAttention takes a fused fast path in eval mode, which tracing and torch.export cannot follow
+    ("Graphs differed across invocations"): off while the model is captured."""
+    mha = getattr(torch.backends, "mha", None)
+    before = mha.get_fastpath_enabled() if mha is not None else None
+    if mha is not None:
+        mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        if mha is not None:
+            mha.set_fastpath_enabled(before)
+
+
+@contextlib.contextmanager
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecation and tracer warnings: the check below is what counts
+        yield
+
+
+# -- the check --------------------------------------------------------------------------------------------------
+
+def agreement(reference: torch.Tensor, got: torch.Tensor, precision: str) -> dict:
+    """How the exported model's outputs agree with PyTorch's on the same batch."""
+    if tuple(got.shape) != tuple(reference.shape):
+        return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
+                "tolerance": TOLERANCE[precision],
+                "reason": f"its output has shape {list(got.shape)}, PyTorch's {list(reference.shape)}"}
+    diff = (got - reference).abs()
+    scale = reference.abs().max().item() or 1.0
+    max_abs = diff.max().item() if diff.numel() else 0.0
+    rel = max_abs / scale
+    top1 = (got.argmax(-1) == reference.argmax(-1)).float().mean().item() if reference.dim() >= 1 else None
+    ok = bool(torch.isfinite(got).all().item()) and rel <= TOLERANCE[precision]
+    return {"ok": ok, "max_abs_err": max_abs, "max_rel_err": rel, "top1_agreement": top1,
+            "tolerance": TOLERANCE[precision], "reason": "" if ok else
+            f"its outputs differ from PyTorch's by up to {rel:.2g} of the largest output (tolerance "
+            f"{TOLERANCE[precision]:g})"}
+
+
+def sentence(r: dict) -> str:
+    check = r["check"]
+    wrote = f"Exported {r['model']} to {r['path']} ({r['format']}, {fmt_bytes(r['bytes'])}, {r['precision']})"
+    if check.get("ok") is None:
+        verdict = f"not checked here: {check.get('reason')}"
+    elif check["ok"]:
+        verdict = (f"it agrees with PyTorch (max error {check['max_rel_err']:.1g} of the largest output, top-1 "
+                   f"{check['top1_agreement']:.0%})")
+    else:
+        verdict = f"it does NOT agree with PyTorch: {check['reason']}"
+    return f"{wrote}; {verdict}. Weights: {r['weights_note']}."
+
+
+# -- where it goes ----------------------------------------------------------------------------------------------
+
+def check_target(out: str, fmt: str) -> Path:
+    """Where the export may be written: a name in an existing folder this user can write, with the format's suffix;
+    UserError (one sentence) before any work otherwise."""
+    from ..basics.files import check_writable_file
+
+    suffix = FORMATS[fmt]
+    if not isinstance(out, str) or not out.strip():
+        raise UserError("--out needs a path to write the export to.")
+    if not out.lower().endswith(suffix):
+        raise UserError(f"A {fmt} export is written to a {suffix} path, not {printable(Path(out).name)}; name it "
+                        f"e.g. model{suffix}.")
+    if fmt != "coreml":
+        return check_writable_file(out, "--out")
+    target = Path(out).expanduser().absolute()
+    if not target.parent.is_dir():
+        raise UserError(f"The folder {printable(target.parent)} does not exist; create it or choose another --out.")
+    if not os.access(target.parent, os.W_OK):
+        raise UserError(f"The folder {printable(target.parent)} cannot be written; choose another --out.")
+    if target.exists() and (target.is_symlink() or not target.is_dir()):
+        raise UserError(f"{printable(target)} exists and is not a Core ML package; choose another --out.")
+    return target
+
+
+@contextlib.contextmanager
+def package_path(target: Path):
+    """A folder beside `target` to write a package into; swapped in whole when the block ends without error (an
+    older package at `target` is replaced), removed otherwise."""
+    part = Path(tempfile.mkdtemp(prefix=f".{target.stem}.part-", suffix=target.suffix, dir=target.parent))
+    shutil.rmtree(part)
+    try:
+        yield part
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(part, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if part.exists():
+            shutil.rmtree(part, ignore_errors=True)
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size

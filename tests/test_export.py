@@ -1,0 +1,179 @@
+"""`mpsstudio export` (issue 27): TorchScript, torch.export and Core ML exports made for real here, each checked
+against PyTorch; the sentence for an operator Core ML cannot convert; atomic writes; saved weights; bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mpsstudio import cli
+from mpsstudio.engine.models import saved
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.tools import export
+
+pytest.importorskip("coremltools")
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    code = cli.main(["export", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("fmt, suffix, load", [
+    ("torchscript", ".pt", lambda p: torch.jit.load(p)),
+    ("exported-program", ".pt2", lambda p: torch.export.load(p).module()),
+])
+def test_torch_exports_load_back_and_agree_with_pytorch(tmp_path, capsys, fmt, suffix, load):
+    out, doc = tmp_path / f"m{suffix}", tmp_path / "e.json"
+    code, printed, err = run(capsys, "--model", "mnist_cnn", "--format", fmt, "--out", str(out), "--batch-size", "3",
+                             "--json", str(doc))
+    assert code == 0, err
+    result = json.loads(doc.read_text())
+    assert result["check"]["ok"] is True and result["check"]["top1_agreement"] == 1.0
+    assert result["input"]["shape"] == [3, 1, 28, 28] and result["output"]["shape"] == [3, 10]
+    assert "freshly built (random weights, seed 0)" in result["weights_note"] and len(result["classes"]) == 10
+    assert printed.startswith(f"Exported mnist_cnn to {out} ({fmt}") and "it agrees with PyTorch" in printed
+    torch.manual_seed(export.SEED)  # independently: the file against the model as a run builds it
+    spec = models.input_spec_for("mnist_cnn", models.get_model_info("mnist_cnn").default_spec)
+    model = models.build_model("mnist_cnn", spec).eval()
+    x = export.example(spec, 3)
+    with torch.no_grad():
+        assert torch.allclose(load(str(out))(x), model(x), atol=1e-5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.json", out.name]  # nothing half-written beside it
+
+
+@pytest.mark.parametrize("name", ["mlp", "transformer"])  # the attention model: MultiheadAttention's fast path
+def test_core_ml_export_writes_a_package_and_says_running_it_needs_macos(tmp_path, capsys, name):
+    ct = pytest.importorskip("coremltools")
+    out, doc = tmp_path / "m.mlpackage", tmp_path / "e.json"
+    code, printed, err = run(capsys, "--model", name, "--format", "coreml", "--out", str(out), "--json", str(doc),
+                             "--precision", "fp16")
+    assert code == 0, err
+    result = json.loads(doc.read_text())
+    assert result["check"]["ok"] is None and "only on macOS" in result["check"]["reason"]
+    assert result["minimum_deployment_target"] == "macOS 14 / iOS 17 or later" and result["precision"] == "fp16"
+    assert "not checked here: Core ML runs a package only on macOS" in printed
+    spec = ct.utils.load_spec(str(out))
+    assert [i.name for i in spec.description.input] == ["input"]
+    assert [o.name for o in spec.description.output] == ["logits"]
+    meta = spec.description.metadata.userDefined
+    assert json.loads(meta["mpsstudio.classes"]) == result["classes"] and meta["mpsstudio.model"] == name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.json", "m.mlpackage"]
+
+
+I0 = '''import math, torch
+class Act(torch.nn.Module):
+    def forward(self, x):
+        return torch.special.i0(x)
+class Head(torch.nn.Module):
+    def __init__(self, n, k):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+        self.act = Act()
+    def forward(self, x):
+        return self.act(self.fc(x))
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.head = Head(n, math.prod(shape))
+    def forward(self, x):
+        return self.head(x.flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def test_an_operator_core_ml_cannot_convert_is_named_with_its_module_and_nothing_is_written(tmp_path, capsys):
+    model = tmp_path / "i0.py"
+    model.write_text(I0)
+    out = tmp_path / "out" / "m.mlpackage"
+    out.parent.mkdir()
+    code, printed, err = run(capsys, "--model", str(model), "--format", "coreml", "--out", str(out))
+    assert code == 1 and printed == ""
+    assert err.splitlines()[-1].startswith("mpsstudio: aten::i0 in `head.act` has no Core ML conversion (coremltools ")
+    assert "Traceback" not in err and list(out.parent.iterdir()) == []
+    code, printed, err = run(capsys, "--model", str(model), "--format", "torchscript", "--out", str(tmp_path / "m.pt"))
+    assert code == 0 and "it agrees with PyTorch" in printed  # TorchScript takes it
+
+
+def test_a_package_replaces_an_older_one_whole(tmp_path, capsys):
+    out = tmp_path / "m.mlpackage"
+    (out / "stale").mkdir(parents=True)
+    (out / "stale" / "old.bin").write_bytes(b"old")
+    code, _, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(out))
+    assert code == 0, err
+    assert not (out / "stale").exists() and (out / "Manifest.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlpackage"]
+
+
+def test_saved_weights_are_exported_with_their_model_classes_and_normalisation(tmp_path, capsys):
+    spec = models.input_spec_for("mlp", models.get_model_info("mlp").default_spec)
+    trained = models.build_model("mlp", spec)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.5)  # not what a fresh build holds
+    weights = tmp_path / "trained.pt"
+    saved.save(trained, weights, {"model": "mlp", "num_classes": spec.num_classes,
+                                  "input": {"kind": "image", "channels": spec.channels, "height": spec.height,
+                                            "width": spec.width},
+                                  "classes": [f"class {i}" for i in range(spec.num_classes)],
+                                  "normalization": {"mean": [0.5], "std": [0.25], "scale": "pixels / 255"},
+                                  "dataset": "shapes"})
+    out, doc = tmp_path / "m.pt", tmp_path / "e.json"
+    code, printed, err = run(capsys, "--weights", str(weights), "--format", "torchscript", "--out", str(out),
+                             "--json", str(doc))
+    assert code == 0, err
+    result = json.loads(doc.read_text())
+    assert result["model"] == "mlp" and result["weights_note"] == "trained weights from trained.pt"
+    assert result["classes"][0] == "class 0" and result["normalization"]["mean"] == [0.5]
+    x = export.example(spec, 1)
+    with torch.no_grad():
+        assert torch.allclose(torch.jit.load(str(out))(x), trained.eval()(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("no json", "trained.json is missing beside trained.pt"),
+    ("bad json", "trained.json beside trained.pt is not readable JSON"),
+    ("not weights", "trained.pt cannot be loaded as weights"),
+    ("other model", "trained.pt holds weights of mnist_cnn, not of mlp"),
+    ("wrong shapes", "The weights in trained.pt do not fit this model"),
+])
+def test_weights_that_cannot_be_used_get_one_sentence(tmp_path, capsys, damage, says):
+    spec = models.input_spec_for("mlp", models.get_model_info("mlp").default_spec)
+    weights = tmp_path / "trained.pt"
+    meta = {"model": "mlp", "num_classes": spec.num_classes, "input": {"kind": "image", "channels": spec.channels,
+                                                                     "height": spec.height, "width": spec.width}}
+    saved.save(models.build_model("mlp", spec), weights, meta)
+    args = ["--weights", str(weights), "--format", "torchscript", "--out", str(tmp_path / "m.pt")]
+    if damage == "no json":
+        saved.meta_path(weights).unlink()
+    elif damage == "bad json":
+        saved.meta_path(weights).write_text("{not json")
+    elif damage == "not weights":
+        weights.write_bytes(b"\x80\x04not a pickle at all")
+    elif damage == "other model":
+        args += ["--model", "mlp"]
+        doc = json.loads(saved.meta_path(weights).read_text())
+        doc["model"] = "mnist_cnn"
+        saved.meta_path(weights).write_text(json.dumps(doc))
+    elif damage == "wrong shapes":
+        doc = json.loads(saved.meta_path(weights).read_text())
+        doc["num_classes"] = 3
+        saved.meta_path(weights).write_text(json.dumps(doc))
+    code, printed, err = run(capsys, *args)
+    assert code == 1 and says in err and "Traceback" not in err, err
+    assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("out, fmt, says", [
+    ("m.onnx", "torchscript", "A torchscript export is written to a .pt path"),
+    ("missing/m.pt2", "exported-program", "does not exist"),
+    ("file.mlpackage", "coreml", "exists and is not a Core ML package"),
+])
+def test_a_bad_destination_is_one_sentence_before_any_work(tmp_path, capsys, out, fmt, says):
+    (tmp_path / "file.mlpackage").write_text("a file")
+    code, printed, err = run(capsys, "--model", "mlp", "--format", fmt, "--out", str(tmp_path / out))
+    assert code == 2 and says in err and err.count("\n") == 1, err
