@@ -54,7 +54,7 @@ def export(model, x, reference, target: Path, *, precision: str, about: dict) ->
     """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run."""
     import torch
 
-    from .export import agreement, no_attention_fast_path, package_path
+    from .artifacts import agreement, no_attention_fast_path, package_path
 
     ct = load_coremltools()
     with no_attention_fast_path(), warnings.catch_warnings():

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -29,10 +27,10 @@ from ..basics.errors import UserError
 from ..basics.files import atomic_path
 from ..basics.formatting import error_line, fmt_bytes, printable
 from ..basics.spec import DataSpec
+from .artifacts import agreement, no_attention_fast_path
 
 FORMATS = {"torchscript": ".pt", "exported-program": ".pt2", "coreml": ".mlpackage"}
 PRECISIONS = ("fp32", "fp16")
-TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}  # max error relative to the largest output, for "agrees"
 SEED = 0  # the model as a run builds it, and the check batch
 
 
@@ -215,21 +213,6 @@ def _export_torch(fmt: str, model, x, reference, target: Path) -> tuple[Path, di
 
 
 @contextlib.contextmanager
-def no_attention_fast_path():
-    """nn.MultiheadAttention takes a fused fast path in eval mode, which tracing and torch.export cannot follow
-    ("Graphs differed across invocations"): off while the model is captured."""
-    mha = getattr(torch.backends, "mha", None)
-    before = mha.get_fastpath_enabled() if mha is not None else None
-    if mha is not None:
-        mha.set_fastpath_enabled(False)
-    try:
-        yield
-    finally:
-        if mha is not None:
-            mha.set_fastpath_enabled(before)
-
-
-@contextlib.contextmanager
 def _quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation and tracer warnings: the check below is what counts
@@ -237,24 +220,6 @@ def _quiet():
 
 
 # -- the check --------------------------------------------------------------------------------------------------
-
-def agreement(reference: torch.Tensor, got: torch.Tensor, precision: str) -> dict:
-    """How the exported model's outputs agree with PyTorch's on the same batch."""
-    if tuple(got.shape) != tuple(reference.shape):
-        return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
-                "tolerance": TOLERANCE[precision],
-                "reason": f"its output has shape {list(got.shape)}, PyTorch's {list(reference.shape)}"}
-    diff = (got - reference).abs()
-    scale = reference.abs().max().item() or 1.0
-    max_abs = diff.max().item() if diff.numel() else 0.0
-    rel = max_abs / scale
-    top1 = (got.argmax(-1) == reference.argmax(-1)).float().mean().item() if reference.dim() >= 1 else None
-    ok = bool(torch.isfinite(got).all().item()) and rel <= TOLERANCE[precision]
-    return {"ok": ok, "max_abs_err": max_abs, "max_rel_err": rel, "top1_agreement": top1,
-            "tolerance": TOLERANCE[precision], "reason": "" if ok else
-            f"its outputs differ from PyTorch's by up to {rel:.2g} of the largest output (tolerance "
-            f"{TOLERANCE[precision]:g})"}
-
 
 def sentence(r: dict) -> str:
     check = r["check"]
@@ -292,26 +257,6 @@ def check_target(out: str, fmt: str) -> Path:
     if target.exists() and (target.is_symlink() or not target.is_dir()):
         raise UserError(f"{printable(target)} exists and is not a Core ML package; choose another --out.")
     return target
-
-
-@contextlib.contextmanager
-def package_path(target: Path):
-    """A folder beside `target` to write a package into; swapped in whole when the block ends without error (an
-    older package at `target` is replaced), removed otherwise."""
-    part = Path(tempfile.mkdtemp(prefix=f".{target.stem}.part-", suffix=target.suffix, dir=target.parent))
-    shutil.rmtree(part)
-    try:
-        yield part
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-        os.replace(part, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if part.exists():
-            shutil.rmtree(part, ignore_errors=True)
 
 
 def _size(path: Path) -> int:

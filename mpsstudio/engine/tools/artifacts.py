@@ -1,0 +1,67 @@
+"""What the exports share: the check of an exported model's outputs against PyTorch's, capturing a model with
+MultiheadAttention, and writing a package folder whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}  # max error relative to the largest output, for "agrees"
+
+
+@contextlib.contextmanager
+def no_attention_fast_path():
+    """nn.MultiheadAttention takes a fused fast path in eval mode, which tracing and torch.export cannot follow
+    ("Graphs differed across invocations"): off while the model is captured."""
+    mha = getattr(torch.backends, "mha", None)
+    before = mha.get_fastpath_enabled() if mha is not None else None
+    if mha is not None:
+        mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        if mha is not None:
+            mha.set_fastpath_enabled(before)
+
+
+def agreement(reference: torch.Tensor, got: torch.Tensor, precision: str) -> dict:
+    """How the exported model's outputs agree with PyTorch's on the same batch."""
+    if tuple(got.shape) != tuple(reference.shape):
+        return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
+                "tolerance": TOLERANCE[precision],
+                "reason": f"its output has shape {list(got.shape)}, PyTorch's {list(reference.shape)}"}
+    diff = (got - reference).abs()
+    scale = reference.abs().max().item() or 1.0
+    max_abs = diff.max().item() if diff.numel() else 0.0
+    rel = max_abs / scale
+    top1 = (got.argmax(-1) == reference.argmax(-1)).float().mean().item() if reference.dim() >= 1 else None
+    ok = bool(torch.isfinite(got).all().item()) and rel <= TOLERANCE[precision]
+    return {"ok": ok, "max_abs_err": max_abs, "max_rel_err": rel, "top1_agreement": top1,
+            "tolerance": TOLERANCE[precision], "reason": "" if ok else
+            f"its outputs differ from PyTorch's by up to {rel:.2g} of the largest output (tolerance "
+            f"{TOLERANCE[precision]:g})"}
+
+
+@contextlib.contextmanager
+def package_path(target: Path):
+    """A folder beside `target` to write a package into; swapped in whole when the block ends without error (an
+    older package at `target` is replaced), removed otherwise."""
+    part = Path(tempfile.mkdtemp(prefix=f".{target.stem}.part-", suffix=target.suffix, dir=target.parent))
+    shutil.rmtree(part)
+    try:
+        yield part
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(part, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if part.exists():
+            shutil.rmtree(part, ignore_errors=True)
