@@ -177,3 +177,66 @@ def test_a_bad_destination_is_one_sentence_before_any_work(tmp_path, capsys, out
     (tmp_path / "file.mlpackage").write_text("a file")
     code, printed, err = run(capsys, "--model", "mlp", "--format", fmt, "--out", str(tmp_path / out))
     assert code == 2 and says in err and err.count("\n") == 1, err
+
+
+# -- the deploy benchmark ------------------------------------------------------------------------------------------
+
+def test_deploy_bench_measures_the_pytorch_rows_and_says_why_core_ml_is_not_run_here(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine.history.store import RunStore
+    from mpsstudio.engine.tools import deploybench
+
+    monkeypatch.setattr(deploybench, "MEASURE_S", 0.05)
+    monkeypatch.setattr(deploybench, "WARMUP_S", 0.01)
+    doc = tmp_path / "d.json"
+    code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1,4", "--devices", "cpu",
+                     "--json", str(doc)])
+    out = capsys.readouterr().out
+    assert code == 0
+    result = json.loads(doc.read_text())
+    torch_rows = [r for r in result["rows"] if r["runtime"] == "pytorch"]
+    assert [(r["model"], r["batch_size"]) for r in torch_rows] == [("mlp", 1), ("mlp", 4), ("mnist_cnn", 1),
+                                                                   ("mnist_cnn", 4)]
+    for r in torch_rows:
+        assert r["latency_ms"] > 0 and r["repetitions"] >= deploybench.MIN_REPS and r["agrees"] is True
+        assert r["samples_per_s"] == pytest.approx(r["batch_size"] / (r["latency_ms"] / 1000))
+    core = [r for r in result["rows"] if r["runtime"] == "coreml"]
+    assert len(core) == 4 and all(r["latency_ms"] is None and "only on macOS: converted here" in r["reason"]
+                                  for r in core)
+    assert "Core ML rows: converted here, run only on macOS." in out
+    [record] = RunStore().tools()
+    assert record.kind == "deploy-bench" and record.result["rows"] == result["rows"]
+
+
+def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch):
+    """Core ML faked where only macOS can run it: the predictor answers as MLModel.predict would (a dict of numpy
+    arrays by output name, float16 precision), once per compute unit asked for."""
+    import numpy as np
+
+    from mpsstudio.engine.tools import coreml, deploybench
+
+    monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
+    monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
+    monkeypatch.setattr(coreml, "runs_here", lambda: True)
+    asked = []
+
+    def fake_predictor(target, unit):
+        ct = coreml.load_coremltools()
+        assert getattr(ct.ComputeUnit, unit) in ct.ComputeUnit  # a real compute unit's name
+        asked.append(unit)
+        spec = models.input_spec_for("mlp", models.get_model_info("mlp").default_spec)
+        torch.manual_seed(export.SEED)
+        model = models.build_model("mlp", spec).eval()
+
+        def run(x):
+            arr = x.numpy().astype(np.float32)
+            with torch.no_grad():
+                got = {coreml.OUTPUT: model(torch.from_numpy(arr)).numpy().astype(np.float16)}
+            return torch.from_numpy(np.asarray(got[coreml.OUTPUT], dtype=np.float32))
+        return run, 0.25
+    monkeypatch.setattr(coreml, "predictor", fake_predictor)
+    result = deploybench.bench(["mlp"], batch_sizes=[2], devices=["cpu"])
+    core = [r for r in result["rows"] if r["runtime"] == "coreml"]
+    assert asked == ["CPU_ONLY", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"]  # first: the export's own check
+    assert [r["label"] for r in core] == [label for _, label in deploybench.COMPUTE_UNITS]
+    assert all(r["agrees"] is True and r["load_s"] == 0.25 and r["latency_ms"] > 0 for r in core)
+    assert "Core ML rows" not in result["sentence"] and result["sentence"].startswith("mlp: fastest at batch 2 is ")

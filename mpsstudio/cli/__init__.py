@@ -28,6 +28,7 @@ COMMANDS = {
     "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
+    "deploy-bench": deploy.cmd_deploy_bench,
 }
 
 

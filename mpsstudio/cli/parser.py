@@ -178,3 +178,15 @@ def _export_parser(sub) -> None:
     e.add_argument("--json", metavar="FILE", default=None, help="write what was exported and its check to FILE")
     e.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
                    help=argparse.SUPPRESS)
+
+    d = sub.add_parser("deploy-bench", help="inference on the CPU, the GPU and (on macOS) Core ML's compute units, "
+                                            "side by side, with agreement")
+    d.add_argument("--models", default=None, metavar="LIST",
+                   help="comma-separated models, e.g. resnet18,mobilenet_v3_small (default: mlp)")
+    d.add_argument("--model", default=None, help="one model (name or .py file)")
+    d.add_argument("--weights", default=None, metavar="FILE.pt", help="trained weights for a single model")
+    d.add_argument("--batch-sizes", default=None, metavar="LIST", help="comma-separated (default: 1,8,32)")
+    d.add_argument("--devices", default=None, help="PyTorch devices (default: every available one)")
+    d.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end it when it takes longer")
+    d.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
+    d.add_argument("--no-save", action="store_true", help="do not keep the result in the history")

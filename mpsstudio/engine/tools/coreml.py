@@ -30,6 +30,11 @@ _UNSUPPORTED = (re.compile(r"Unsupported fx node [^,]+, kind ([\w.]+)"),
                 re.compile(r"convert function for op '([^']+)' not implemented"))
 
 
+def runs_here() -> bool:
+    """Whether Core ML can run a package on this machine (macOS; conversion works everywhere coremltools installs)."""
+    return sys.platform == "darwin"
+
+
 def load_coremltools():
     """coremltools, imported quietly (it warns that newer torch versions are untested and that its macOS-only
     bridge is missing off macOS); UserError when it is not installed."""
@@ -86,7 +91,7 @@ def export(model, x, reference, target: Path, *, precision: str, about: dict) ->
         mlmodel.save(str(part))
     check = _check(ct, target, x, reference, precision, agreement)
     return target, check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
-                           "coremltools": ct.__version__, "runs_here": sys.platform == "darwin"}
+                           "coremltools": ct.__version__, "runs_here": runs_here()}
 
 
 def unsupported_sentence(message: str, program) -> str:
@@ -157,18 +162,34 @@ def _describe(mlmodel, x, about: dict, precision: str) -> None:
     meta["mpsstudio.normalization"] = json.dumps(norm) if norm else ""
 
 
-def _check(ct, target: Path, x, reference, precision: str, agreement) -> dict:
-    """The package's outputs against PyTorch's, on macOS; elsewhere the sentence why not."""
-    if sys.platform != "darwin":
-        return {"ok": None, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
-                "reason": "Core ML runs a package only on macOS; it was converted and written here, not run"}
+def predictor(target: Path, unit: str):
+    """(run, load seconds): `run(x)` predicts a torch batch with the package at `target` on compute unit `unit` (a
+    `coremltools.ComputeUnit` name: CPU_ONLY, CPU_AND_GPU, CPU_AND_NE, ALL) and returns the logits as a tensor.
+    macOS only: `MLModel` compiles the package as it loads (the load seconds include that)."""
+    import time
+
     import numpy as np
     import torch
 
+    ct = load_coremltools()
+    started = time.perf_counter()
+    model = ct.models.MLModel(str(target), compute_units=getattr(ct.ComputeUnit, unit))
+    load_s = time.perf_counter() - started
+
+    def run(x):
+        got = model.predict({INPUT: x.numpy().astype(np.float32 if x.dtype.is_floating_point else np.int32)})
+        return torch.from_numpy(np.asarray(got[OUTPUT], dtype=np.float32))
+    return run, load_s
+
+
+def _check(ct, target: Path, x, reference, precision: str, agreement) -> dict:
+    """The package's outputs against PyTorch's, on macOS; elsewhere the sentence why not."""
+    if not runs_here():
+        return {"ok": None, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
+                "reason": "Core ML runs a package only on macOS; it was converted and written here, not run"}
     try:
-        loaded = ct.models.MLModel(str(target), compute_units=ct.ComputeUnit.CPU_ONLY)
-        got = loaded.predict({INPUT: x.numpy().astype(np.float32 if x.dtype.is_floating_point else np.int32)})
-        out = torch.from_numpy(np.asarray(got[OUTPUT], dtype=np.float32))
+        run, _ = predictor(target, "CPU_ONLY")
+        out = run(x)
     except Exception as exc:
         return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
                 "reason": f"Core ML could not run the package ({error_line(exc, 200)})"}

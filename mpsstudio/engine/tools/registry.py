@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 
-TOOLS = ("max-batch", "inspect", "devices", "export")
+TOOLS = ("max-batch", "inspect", "devices", "export", "deploy-bench")
 MAX_DEPTH = 8
 MAX_ITEMS = 100_000
 MAX_TEXT = 20_000
@@ -26,6 +26,14 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
         from ..machine import devices, probe
 
         return {"checks": {d: c.to_dict() for d, c in probe.check_all(devices.discover_devices()).items()}}
+    if name == "deploy-bench" and isinstance(payload, dict):
+        from . import deploybench
+
+        names = payload.get("models")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UserError("The deploy benchmark needs a list of model names.")
+        return deploybench.bench(names, batch_sizes=payload.get("batch_sizes"), devices=payload.get("devices"),
+                                 weights=payload.get("weights") or None, progress=progress, should_stop=should_stop)
     if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
         raise UserError(f"The {name} tool needs a run configuration.")
     config = RunConfig.from_dict(payload["config"])
@@ -148,6 +156,18 @@ def _check_export(r: dict) -> None:
     _need(isinstance(r.get("weights_note"), str) and isinstance(r.get("classes"), list))
 
 
+def _check_deploy(r: dict) -> None:
+    _need(isinstance(r.get("rows"), list) and isinstance(r.get("models"), list))
+    for row in r["rows"]:
+        _need(isinstance(row, dict) and all(isinstance(row.get(k), str) for k in ("model", "label", "runtime",
+                                                                                   "where", "reason")))
+        _need(_whole(row.get("batch_size"), False) and _whole(row.get("repetitions")))
+        for key in ("load_s", "convert_s", "first_s", "latency_ms", "latency_iqr_ms", "samples_per_s", "max_abs_err",
+                    "max_rel_err", "top1_agreement"):
+            _need(_number(row.get(key)))
+        _need(row.get("agrees") in (True, False, None) and row.get("stability") in ("stable", "noisy", None))
+
+
 def _check_sweep(r: dict) -> None:
     _need(isinstance(r.get("points"), list) and isinstance(r.get("best"), dict))
     for p in r["points"]:
@@ -164,7 +184,7 @@ def _check_sweep(r: dict) -> None:
 
 
 _CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices,
-           "export": _check_export}
+           "export": _check_export, "deploy-bench": _check_deploy}
 
 
 def checked(name: str, result) -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..basics.formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
 from ..machine.probe import NOT_WORKING
 
-TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection"}
+TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark"}
 
 
 def _ms(v) -> str:
@@ -80,8 +80,25 @@ def fallback_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]
     return headers, rows, [False, True, True]
 
 
+def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    """One line per model, place and batch size: latency (median and IQR, measured), samples/s, agreement."""
+    headers = ["model", "where", "batch", "first (s)", "latency ms (median, measured)", "IQR", "samples/s",
+               "max rel. err", "top-1", "note"]
+    rows = []
+    for r in result.get("rows", []):
+        lat = _ms(r.get("latency_ms")) + (" noisy" if r.get("stability") == "noisy" else "")
+        top1 = "-" if r.get("top1_agreement") is None else f"{r['top1_agreement']:.0%}"
+        sps = "-" if r.get("samples_per_s") is None else f"{r['samples_per_s']:,.0f}"
+        first = "-" if r.get("first_s") is None else f"{r['first_s']:.3f}"
+        rows.append([r["model"], r["label"], str(r["batch_size"]), first, lat, _ms(r.get("latency_iqr_ms")), sps,
+                     _err(r.get("max_rel_err")), top1, r.get("reason") or ""])
+    return headers, rows, [False, False, True, True, True, True, True, True, True, False]
+
+
 def title(kind: str, result: dict) -> str:
     """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
+    if kind == "deploy-bench":
+        return f"{TITLES.get(kind, kind)}: {', '.join(result.get('models', []))}"
     cfg = result.get("config") or {}
     what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
     if kind == "sweep":

@@ -1,0 +1,214 @@
+"""Deploy benchmark: inference of the user's model on each place it can run, side by side.
+
+Rows, per model: PyTorch on the CPU, PyTorch on each available accelerator (MPS or CUDA), and Core ML with each
+compute unit (CPU only, CPU + GPU, CPU + Neural Engine, All). For each row and batch size: the first prediction
+apart, then the latency of a batch (median and IQR of synchronized repetitions after a warm-up, until
+`MEASURE_S` has passed), samples/s, and how its outputs agree with PyTorch fp32 on the CPU on the same fixed batch.
+
+Core ML needs macOS to run a package (`coreml.predictor`, written against coremltools' documented MLModel and
+ComputeUnit); elsewhere each Core ML row says so in one sentence after the conversion itself was done and timed
+(what the user would ship is made and checked for conversion here). Runs in a run's process (process.run_tool).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from ..basics.errors import UserError
+from ..basics.formatting import error_line
+from .artifacts import TOLERANCE, agreement
+
+WARMUP_S, MEASURE_S = 0.3, 1.0  # per row and batch size
+MIN_REPS, MAX_REPS = 5, 500
+NOISY = 0.10  # IQR / median above this: the row's latency is marked noisy, as a run's throughput is
+DEFAULT_BATCHES = (1, 8, 32)
+COMPUTE_UNITS = (("CPU_ONLY", "Core ML, CPU only"), ("CPU_AND_GPU", "Core ML, CPU and GPU"),
+                 ("CPU_AND_NE", "Core ML, CPU and Neural Engine"), ("ALL", "Core ML, all units"))
+
+
+def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devices: list[str] | None = None,
+          weights: str | None = None, progress: Callable[[str, float], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> dict:
+    """The table of rows (see the module docstring) for every model; UserError for bad input."""
+    from ..machine import devices as machine
+    from . import coreml, toolkit
+
+    say = progress or (lambda message, fraction: None)
+    stop = should_stop or (lambda: False)
+    sizes = sorted(set(batch_sizes or DEFAULT_BATCHES))
+    if not sizes or any(isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 1024 for b in sizes):
+        raise UserError("Deploy batch sizes must be whole numbers from 1 to 1,024.")
+    if not models_list:
+        raise UserError("Name at least one model to benchmark.")
+    found = [d for d in machine.discover_devices() if d.available]
+    wanted = devices or [d.id for d in found]
+    places = [machine.resolve_device(d) for d in wanted]
+    rows, notes, stopped = [], [], False
+    for m_index, name in enumerate(models_list):
+        model, x_of, about = _model(name, weights if len(models_list) == 1 else None)
+        reference = {b: _outputs(model, x_of(b)) for b in sizes}  # PyTorch fp32 on the CPU: what every row matches
+        for place in places:
+            if stop():
+                stopped = True
+                break
+            say(f"{name}: PyTorch on {place.id}", (m_index + 0.5) / len(models_list))
+            rows.extend(_torch_rows(name, model, place, x_of, sizes, reference))
+        if stopped:
+            break
+        rows.extend(_coreml_rows(name, model, x_of, sizes, reference, about))
+    if weights and len(models_list) > 1:
+        notes.append("--weights applies to one model; with several, each is the model as freshly built.")
+    result = {"models": list(models_list), "batch_sizes": sizes, "rows": rows, "notes": notes, "stopped": stopped,
+              "env": toolkit.tool_env(places[0] if places else machine.cpu_device()),
+              "coreml_runs_here": coreml.runs_here()}
+    result["sentence"] = sentence(result)
+    return result
+
+
+def _model(name: str, weights: str | None):
+    from ..basics.config import RunConfig
+    from .export import build, example
+
+    model, spec, about = build(RunConfig(model=name, dataset="synthetic"), weights, lambda *a: None,
+                               model_given=True)
+    if not weights:
+        about["weights_note"] = "the model as freshly built (random weights): its speed is what counts here"
+    return model, (lambda b: example(spec, b)), about
+
+
+def _outputs(model, x) -> torch.Tensor:
+    with torch.no_grad():
+        return model(x).float()
+
+
+def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
+    import copy
+
+    rows = []
+    try:
+        here = copy.deepcopy(model).to(place.torch_device)
+    except Exception as exc:
+        return [_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, reason=f"the model could not be moved "
+                     f"there ({error_line(exc, 160)})") for b in sizes]
+    for b in sizes:
+        x = x_of(b).to(place.torch_device)
+        try:
+            with torch.no_grad():
+                first, times, out = _timed(lambda: here(x), place.synchronize)
+        except Exception as exc:  # out of memory, an operator the device lacks
+            rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b,
+                             reason=f"it failed ({error_line(exc, 200)})"))
+            continue
+        rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, first_s=first, times=times,
+                         check=agreement(reference[b], out.float().cpu(), "fp32")))
+    return rows
+
+
+def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
+    """The first call's seconds, then per-call seconds after a warm-up (each synchronized), and the last output."""
+    started = time.perf_counter()
+    out = call()
+    synchronize()
+    first = time.perf_counter() - started
+    until = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < until:
+        out = call()
+    synchronize()
+    times: list[float] = []
+    until = time.perf_counter() + MEASURE_S
+    while len(times) < MAX_REPS and (len(times) < MIN_REPS or time.perf_counter() < until):
+        t0 = time.perf_counter()
+        out = call()
+        synchronize()
+        times.append(time.perf_counter() - t0)
+    return first, times, out
+
+
+def _coreml_rows(name, model, x_of, sizes, reference, about) -> list[dict]:
+    """Core ML: converted once per batch size here (timed); run on each compute unit on macOS only."""
+    import tempfile
+    from pathlib import Path
+
+    from . import coreml
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for b in sizes:
+            target = Path(tmp) / f"{b}.mlpackage"
+            started = time.perf_counter()
+            try:
+                coreml.export(model, x_of(b), reference[b], target, precision="fp16", about=about)
+            except UserError as exc:
+                rows.extend(_row(name, label, "coreml", unit, b, reason=str(exc)) for unit, label in COMPUTE_UNITS)
+                continue
+            convert_s = time.perf_counter() - started
+            if not coreml.runs_here():  # one row: every compute unit waits for macOS alike
+                rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, convert_s=convert_s,
+                                 reason=f"Core ML runs a package only on macOS: converted here ({convert_s:.1f} s), "
+                                        "not run"))
+                continue
+            for unit, label in COMPUTE_UNITS:
+                rows.append(_coreml_row(name, label, unit, b, target, x_of(b), reference[b], convert_s))
+    return rows
+
+
+def _coreml_row(name, label, unit, b, target, x, reference, convert_s) -> dict:
+    from . import coreml
+
+    try:
+        predictor, load_s = coreml.predictor(target, unit)
+        first, times, out = _timed(lambda: predictor(x), lambda: None)
+    except Exception as exc:
+        return _row(name, label, "coreml", unit, b, convert_s=convert_s,
+                    reason=f"Core ML could not run it ({error_line(exc, 200)})")
+    return _row(name, label, "coreml", unit, b, first_s=first, times=times, load_s=load_s, convert_s=convert_s,
+                check=agreement(reference, out, "fp16"))
+
+
+def _row(model, label, runtime, where, batch, *, first_s=None, times=None, load_s=None, convert_s=None,
+         check=None, reason="") -> dict:
+    row = {"model": model, "label": label, "runtime": runtime, "where": where, "batch_size": batch,
+           "load_s": load_s, "convert_s": convert_s, "first_s": first_s, "latency_ms": None, "latency_iqr_ms": None,
+           "samples_per_s": None, "repetitions": 0, "stability": None, "max_abs_err": None, "max_rel_err": None,
+           "top1_agreement": None, "agrees": None, "reason": reason}
+    if times:
+        ms = sorted(t * 1000 for t in times)
+        median = statistics.median(ms)
+        q = statistics.quantiles(ms, n=4) if len(ms) >= 2 else [median, median, median]
+        row.update(latency_ms=median, latency_iqr_ms=q[2] - q[0], samples_per_s=batch / (median / 1000),
+                   repetitions=len(ms), stability="noisy" if (q[2] - q[0]) / median > NOISY else "stable")
+    if check is not None:
+        row.update(max_abs_err=check["max_abs_err"], max_rel_err=check["max_rel_err"],
+                   top1_agreement=check["top1_agreement"], agrees=check["ok"])
+    return row
+
+
+def sentence(result: dict) -> str:
+    """The verdict in words: the fastest place at the largest batch per model, against PyTorch on the CPU."""
+    parts = []
+    for name in result["models"]:
+        measured = [r for r in result["rows"] if r["model"] == name and r["latency_ms"]]
+        if not measured:
+            continue
+        largest = max(r["batch_size"] for r in measured)
+        at = [r for r in measured if r["batch_size"] == largest]
+        best = min(at, key=lambda r: r["latency_ms"])
+        cpu = next((r for r in at if r["runtime"] == "pytorch" and r["where"] == "cpu"), None)
+        speed = f", {cpu['latency_ms'] / best['latency_ms']:.1f}x PyTorch on the CPU" if cpu and cpu is not best else ""
+        agree = "" if best["agrees"] is None else (
+            f", top-1 agreement {best['top1_agreement']:.0%}" if best["agrees"] else ", but its outputs do NOT agree")
+        parts.append(f"{name}: fastest at batch {largest} is {best['label']} ({best['latency_ms']:.2f} ms a batch"
+                     f"{speed}{agree})")
+    said = "; ".join(parts) + "." if parts else "Nothing could be measured."
+    if not result["coreml_runs_here"]:
+        said += " Core ML rows: converted here, run only on macOS."
+    if result.get("stopped"):
+        said += " Stopped before the benchmark ended."
+    return said
+
+
+__all__ = ["COMPUTE_UNITS", "DEFAULT_BATCHES", "TOLERANCE", "bench", "sentence"]
