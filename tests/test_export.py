@@ -234,9 +234,74 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
             return torch.from_numpy(np.asarray(got[coreml.OUTPUT], dtype=np.float32))
         return run, 0.25
     monkeypatch.setattr(coreml, "predictor", fake_predictor)
+    _fake_compute_plan(monkeypatch, [("linear", "ne", ["ne", "cpu"], 0.9), ("relu", "ne", ["ne", "cpu"], 0.1)])
     result = deploybench.bench(["mlp"], batch_sizes=[2], devices=["cpu"])
+    assert result["placement"]["mlp"]["share_of_cost"]["neural_engine"] == 1.0
+    assert "mlp: Core ML (ALL) plans 100% of the estimated cost on the Neural Engine" in result["sentence"]
     core = [r for r in result["rows"] if r["runtime"] == "coreml"]
     assert asked == ["CPU_ONLY", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"]  # first: the export's own check
     assert [r["label"] for r in core] == [label for _, label in deploybench.COMPUTE_UNITS]
     assert all(r["agrees"] is True and r["load_s"] == 0.25 and r["latency_ms"] > 0 for r in core)
     assert "Core ML rows" not in result["sentence"] and result["sentence"].startswith("mlp: fastest at batch 2 is ")
+
+
+def _fake_compute_plan(monkeypatch, operations):
+    """coremltools' MLComputePlan as macOS 14.4 answers it: the program structure of coremltools' own dataclasses,
+    devices of its own classes (made without their macOS-only proxies), a usage and a cost per operation."""
+    ct = pytest.importorskip("coremltools")
+    from coremltools.models import compute_device, compute_plan
+
+    def device(cls):
+        return object.__new__(cls)  # their __init__ insists on the macOS proxy; isinstance is what is read
+    ne, gpu, cpu = (device(c) for c in (compute_device.MLNeuralEngineComputeDevice, compute_device.MLGPUComputeDevice,
+                                        compute_device.MLCPUComputeDevice))
+    places = {"ne": ne, "gpu": gpu, "cpu": cpu}
+    ops, usage, cost = [], {}, {}
+    for name, preferred, supported, weight in operations:
+        op = compute_plan.MLModelStructureProgramOperation(inputs={}, operator_name=name, outputs=[], blocks=[],
+                                                           __proxy__=object())
+        ops.append(op)
+        usage[id(op)] = compute_plan.MLComputePlanDeviceUsage(
+            preferred_compute_device=places[preferred], supported_compute_devices=[places[s] for s in supported])
+        cost[id(op)] = compute_plan.MLComputePlanCost(weight=weight)
+    block = compute_plan.MLModelStructureProgramBlock(inputs=[], operations=ops, output_names=["logits"])
+    structure = compute_plan.MLModelStructure(
+        neuralnetwork=None, pipeline=None, program=compute_plan.MLModelStructureProgram(
+            functions={"main": compute_plan.MLModelStructureProgramFunction(inputs=[], block=block)}))
+
+    class Plan:
+        model_structure = structure
+
+        def get_compute_device_usage_for_mlprogram_operation(self, operation):
+            return usage.get(id(operation))
+
+        def get_estimated_cost_for_mlprogram_operation(self, operation):
+            return cost.get(id(operation))
+    loaded = []
+
+    def load_from_path(path, compute_units=ct.ComputeUnit.ALL):
+        assert str(path).endswith(".mlmodelc") and isinstance(compute_units, ct.ComputeUnit)
+        loaded.append(compute_units)
+        return Plan()
+    monkeypatch.setattr(compute_plan.MLComputePlan, "load_from_path", staticmethod(load_from_path))
+    monkeypatch.setattr(ct.models.utils, "compile_model", lambda path, destination_path=None: f"{path[:-10]}.mlmodelc")
+    return loaded
+
+
+def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_path):
+    from mpsstudio.engine.tools import coreml
+
+    loaded = _fake_compute_plan(monkeypatch, [
+        ("const", "cpu", ["cpu"], 0.0),  # constants compute nothing: left out
+        ("conv", "ne", ["ne", "gpu", "cpu"], 0.6),
+        ("conv", "ne", ["ne", "gpu", "cpu"], 0.2),
+        ("gelu", "gpu", ["gpu", "cpu"], 0.15),
+        ("topk", "cpu", ["cpu"], 0.05),
+    ])
+    p = coreml.placement(tmp_path / "m.mlpackage")
+    assert len(loaded) == 1 and loaded[0].name == "ALL"
+    assert p["operations"] == 4 and p["share_of_operations"]["neural_engine"] == 0.5
+    assert p["share_of_cost"]["neural_engine"] == pytest.approx(0.8) and p["share_of_cost"]["cpu"] == pytest.approx(0.05)
+    assert p["not_on_neural_engine"] == [{"op": "gelu", "count": 1}, {"op": "topk", "count": 1}]
+    assert coreml.placement_sentence(p) == ("Core ML (ALL) plans 80% of the estimated cost on the Neural Engine (2 of 4 "
+                                            "operations); these operators cannot run there: gelu (1), topk (1).")

@@ -47,7 +47,7 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
     found = [d for d in machine.discover_devices() if d.available]
     wanted = devices or [d.id for d in found]
     places = [machine.resolve_device(d) for d in wanted]
-    rows, notes, stopped = [], [], False
+    rows, notes, stopped, placements = [], [], False, {}
     for m_index, name in enumerate(models_list):
         model, x_of, about = _model(name, weights if len(models_list) == 1 else None)
         reference = {b: _outputs(model, x_of(b)) for b in sizes}  # PyTorch fp32 on the CPU: what every row matches
@@ -59,10 +59,12 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
             rows.extend(_torch_rows(name, model, place, x_of, sizes, reference))
         if stopped:
             break
-        rows.extend(_coreml_rows(name, model, x_of, sizes, reference, about))
+        core, placements[name] = _coreml_rows(name, model, x_of, sizes, reference, about)
+        rows.extend(core)
     if weights and len(models_list) > 1:
         notes.append("--weights applies to one model; with several, each is the model as freshly built.")
     result = {"models": list(models_list), "batch_sizes": sizes, "rows": rows, "notes": notes, "stopped": stopped,
+              "placement": placements,
               "env": toolkit.tool_env(places[0] if places else machine.cpu_device()),
               "coreml_runs_here": coreml.runs_here()}
     result["sentence"] = sentence(result)
@@ -128,14 +130,16 @@ def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
     return first, times, out
 
 
-def _coreml_rows(name, model, x_of, sizes, reference, about) -> list[dict]:
-    """Core ML: converted once per batch size here (timed); run on each compute unit on macOS only."""
+def _coreml_rows(name, model, x_of, sizes, reference, about) -> tuple[list[dict], dict]:
+    """Core ML: converted once per batch size here (timed); run on each compute unit on macOS only; where Core ML
+    plans each operation (MLComputePlan, at the first batch size), or why that is not known."""
     import tempfile
     from pathlib import Path
 
     from . import coreml
 
-    rows = []
+    rows, placement = [], {"reason": "where Core ML runs each operation is known only on macOS 14.4 or later "
+                                     "(MLComputePlan)"}
     with tempfile.TemporaryDirectory() as tmp:
         for b in sizes:
             target = Path(tmp) / f"{b}.mlpackage"
@@ -143,9 +147,15 @@ def _coreml_rows(name, model, x_of, sizes, reference, about) -> list[dict]:
             try:
                 coreml.export(model, x_of(b), reference[b], target, precision="fp16", about=about)
             except UserError as exc:
-                rows.extend(_row(name, label, "coreml", unit, b, reason=str(exc)) for unit, label in COMPUTE_UNITS)
+                rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, reason=str(exc)))
                 continue
             convert_s = time.perf_counter() - started
+            if coreml.runs_here() and b == sizes[0]:
+                try:
+                    placement = coreml.placement(target)
+                    placement["sentence"] = coreml.placement_sentence(placement)
+                except Exception as exc:  # an older macOS, a package Core ML cannot plan
+                    placement = {"reason": f"Core ML could not say where it runs each operation ({error_line(exc, 160)})"}
             if not coreml.runs_here():  # one row: every compute unit waits for macOS alike
                 rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, convert_s=convert_s,
                                  reason=f"Core ML runs a package only on macOS: converted here ({convert_s:.1f} s), "
@@ -153,7 +163,7 @@ def _coreml_rows(name, model, x_of, sizes, reference, about) -> list[dict]:
                 continue
             for unit, label in COMPUTE_UNITS:
                 rows.append(_coreml_row(name, label, unit, b, target, x_of(b), reference[b], convert_s))
-    return rows
+    return rows, placement
 
 
 def _coreml_row(name, label, unit, b, target, x, reference, convert_s) -> dict:
@@ -204,6 +214,9 @@ def sentence(result: dict) -> str:
         parts.append(f"{name}: fastest at batch {largest} is {best['label']} ({best['latency_ms']:.2f} ms a batch"
                      f"{speed}{agree})")
     said = "; ".join(parts) + "." if parts else "Nothing could be measured."
+    for name, p in (result.get("placement") or {}).items():
+        if p.get("sentence"):
+            said += f" {name}: {p['sentence']}"
     if not result["coreml_runs_here"]:
         said += " Core ML rows: converted here, run only on macOS."
     if result.get("stopped"):

@@ -166,6 +166,13 @@ def _check_deploy(r: dict) -> None:
                     "max_rel_err", "top1_agreement"):
             _need(_number(row.get(key)))
         _need(row.get("agrees") in (True, False, None) and row.get("stability") in ("stable", "noisy", None))
+    placement = r.get("placement", {})
+    _need(isinstance(placement, dict) and all(isinstance(p, dict) for p in placement.values()))
+    for p in placement.values():
+        _need(isinstance(p.get("reason", ""), str) and isinstance(p.get("sentence", ""), str))
+        for key in ("share_of_operations", "share_of_cost"):
+            _need(isinstance(p.get(key, {}), dict) and all(_number(v) for v in p.get(key, {}).values()))
+        _need(isinstance(p.get("not_on_neural_engine", []), list))
 
 
 def _check_sweep(r: dict) -> None:
