@@ -143,6 +143,61 @@ class SweepPlot(pg.PlotWidget):
         self.enableAutoRange()
 
 
+class DeployPlot(pg.PlotWidget):
+    """Latency of one batch (ms, measured: the median) at the largest batch size, one bar per place a model ran,
+    grouped by model; places that were not measured (Core ML off macOS) have no bar, the table says why."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMinimumHeight(160)
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setLabel("left", "ms per batch (median)")
+        self.showGrid(x=False, y=True, alpha=0.15)
+        self.legend = self.addLegend(offset=(-10, 10))
+        self.lines = {}
+        self._restyle()
+
+    _restyle = SweepPlot._restyle  # the same colours as the sweep's plot (it calls no super())
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
+            self._restyle()
+        super().changeEvent(event)
+
+    def show_deploy(self, result: dict) -> None:
+        self.clear()
+        self.legend.clear()
+        measured = [r for r in result.get("rows", []) if r.get("latency_ms")]
+        if not measured:
+            self.setTitle("Nothing was measured")
+            return
+        largest = max(r["batch_size"] for r in measured)
+        labels = list(dict.fromkeys(r["label"] for r in measured if r["batch_size"] == largest))
+        models = list(dict.fromkeys(r["model"] for r in measured if r["batch_size"] == largest))
+        width = 0.8 / max(1, len(labels))
+        for i, label in enumerate(labels):
+            xs, heights = [], []
+            for m, model in enumerate(models):
+                row = next((r for r in measured if r["model"] == model and r["label"] == label
+                            and r["batch_size"] == largest), None)
+                if row is not None:
+                    xs.append(m - 0.4 + width * (i + 0.5))
+                    heights.append(row["latency_ms"])
+            if label.startswith("PyTorch"):
+                where = label.split(", ")[-1]
+                color = device_color(where, self.palette()) if where != "cpu" else QColor("#8e8e93")  # system grey
+            else:  # Core ML's compute units: one hue, lighter to darker
+                color = QColor.fromHsv(30, 200, max(90, 240 - 40 * i))
+            bars = pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=color, pen=pg.mkPen(None))
+            self.addItem(bars)
+            self.legend.addItem(bars, label)
+        self.getAxis("bottom").setTicks([[(m, name) for m, name in enumerate(models)]])
+        self.setTitle(f"batch {largest}")
+
+
 class ToolsPanel(QWidget):
     """Stored tool results on the left, the selected one on the right."""
 
@@ -281,6 +336,30 @@ class ToolsPanel(QWidget):
             return box
         if kind == "max-batch":
             return _table(*toolview.max_batch_table(result))
+        if kind == "deploy-bench":
+            box = QSplitter(Qt.Orientation.Vertical)
+            plot = DeployPlot()
+            plot.show_deploy(result)
+            box.addWidget(plot)
+            lower = QWidget()
+            ll = QVBoxLayout(lower)
+            ll.setContentsMargins(0, 0, 0, 0)
+            said: dict[str, list[str]] = {}  # one line per different sentence, naming its models
+            for name, where in (result.get("placement") or {}).items():
+                text = where.get("sentence") or where.get("reason") or ""
+                if text:
+                    said.setdefault(text, []).append(name)
+            for text, names in said.items():
+                label = QLabel(f"{', '.join(names)}: {text[0].upper()}{text[1:]}.".replace("..", "."))
+                label.setWordWrap(True)
+                ll.addWidget(label)
+            ll.addWidget(_table(*toolview.deploy_table(result)), 1)
+            box.addWidget(lower)
+            box.setSizes([200, 320])
+            box.setObjectName("deploy")
+            return box
+        if kind == "export":
+            return _table(*toolview.export_table(result))
         box = QWidget()
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)

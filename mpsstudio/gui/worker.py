@@ -200,10 +200,12 @@ class ToolWorker(QThread):
     done = Signal(object, str, str)  # ToolRecord, "" or why it was not kept, "" or where it went instead
     rejected = Signal(str)
 
-    def __init__(self, kind: str, config, devices: list[str], store, parent=None, batch_sizes: list[int] | None = None):
+    def __init__(self, kind: str, config, devices: list[str], store, parent=None, batch_sizes: list[int] | None = None,
+                 payload: dict | None = None):
         super().__init__(parent)
         self.kind, self.config, self.devices, self.store = kind, config, list(devices), store
         self.batch_sizes = batch_sizes  # a sweep's sizes (None: the default powers of two)
+        self.payload = payload or {}  # what else the tool takes (an export's format and path, ...)
         self._stop = threading.Event()
         _live.add(self)
 
@@ -222,7 +224,8 @@ class ToolWorker(QThread):
             runs = sweep.run(self.config, self.devices, self.batch_sizes, should_stop=self._stop.is_set, on_point=on_point,
                              run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set))
             return sweep.analyse(runs, self.config)
-        return process.run_tool(self.kind, {"config": self.config.to_dict()}, should_stop=self._stop.is_set,
+        return process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload},
+                                  should_stop=self._stop.is_set,
                                   progress=lambda message, fraction: self.progress.emit(message),
                                   mps_fallback=self.config.mps_fallback)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..basics.formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
 from ..machine.probe import NOT_WORKING
 
-TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark"}
+TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
+          "export": "Export"}
 
 
 def _ms(v) -> str:
@@ -82,23 +83,44 @@ def fallback_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]
 
 def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     """One line per model, place and batch size: latency (median and IQR, measured), samples/s, agreement."""
-    headers = ["model", "where", "batch", "first (s)", "latency ms (median, measured)", "IQR", "samples/s",
+    headers = ["model", "where", "batch", "first call ms", "latency ms (median, measured)", "IQR ms", "samples/s",
                "max rel. err", "top-1", "note"]
     rows = []
     for r in result.get("rows", []):
         lat = _ms(r.get("latency_ms")) + (" noisy" if r.get("stability") == "noisy" else "")
-        top1 = "-" if r.get("top1_agreement") is None else f"{r['top1_agreement']:.0%}"
-        sps = "-" if r.get("samples_per_s") is None else f"{r['samples_per_s']:,.0f}"
-        first = "-" if r.get("first_s") is None else f"{r['first_s']:.3f}"
+        top1 = DASH if r.get("top1_agreement") is None else f"{r['top1_agreement']:.0%}"
+        sps = DASH if r.get("samples_per_s") is None else f"{r['samples_per_s']:,.1f}"
+        first = _ms(r["first_s"] * 1000) if is_finite(r.get("first_s")) else DASH
         rows.append([r["model"], r["label"], str(r["batch_size"]), first, lat, _ms(r.get("latency_iqr_ms")), sps,
                      _err(r.get("max_rel_err")), top1, r.get("reason") or ""])
     return headers, rows, [False, False, True, True, True, True, True, True, True, False]
+
+
+def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    """What an export wrote and how it was checked, one line each."""
+    check = result.get("check") or {}
+    agrees = ("not checked here: " + str(check.get("reason"))) if check.get("ok") is None else (
+        "agrees" if check.get("ok") else f"does NOT agree: {check.get('reason')}")
+    inp, out = result.get("input") or {}, result.get("output") or {}
+    rows = [["written to", str(result.get("path"))], ["format", f"{result.get('format')} ({result.get('precision')})"],
+            ["size", f"{result.get('bytes', 0):,} bytes"],
+            ["input", f"{inp.get('name')} {inp.get('shape')} {inp.get('dtype')}"],
+            ["output", f"{out.get('name')} {out.get('shape')}"],
+            ["check against PyTorch", agrees], ["max relative error", _err(check.get("max_rel_err"))],
+            ["top-1 agreement", DASH if check.get("top1_agreement") is None else f"{check['top1_agreement']:.0%}"],
+            ["weights", str(result.get("weights_note"))],
+            ["classes", ", ".join(result.get("classes") or []) or DASH]]
+    if result.get("minimum_deployment_target"):
+        rows.insert(2, ["runs on", str(result["minimum_deployment_target"])])
+    return ["what", "value"], rows, [False, False]
 
 
 def title(kind: str, result: dict) -> str:
     """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
     if kind == "deploy-bench":
         return f"{TITLES.get(kind, kind)}: {', '.join(result.get('models', []))}"
+    if kind == "export":
+        return f"{TITLES[kind]}: {result.get('model', '?')} as {result.get('format', '?')}"
     cfg = result.get("config") or {}
     what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
     if kind == "sweep":

@@ -10,7 +10,8 @@ from ..worker import ToolWorker
 class ToolsMixin:
     """The measuring tools from the Tools menu (sweep, max-batch, inspect) on a ToolWorker; their results land in the Tools tab and the history."""
 
-    def start_tool(self, kind: str, config: RunConfig | None = None, batch_sizes: list[int] | None = None) -> None:
+    def start_tool(self, kind: str, config: RunConfig | None = None, batch_sizes: list[int] | None = None,
+                   payload: dict | None = None) -> None:
         """Run a tool on the setup's config: a sweep over every checked device; max-batch and inspect on the first
         checked accelerator (else the CPU). `config`: a config whose model file the user already allowed (a run's,
         for the inspection after an MPS run), run on its own device; `batch_sizes`: a sweep's sizes. Its result
@@ -25,14 +26,17 @@ class ToolsMixin:
             config = next((c for c in configs if c.device != "cpu"), configs[0])
         else:
             devices = [config.device]
-        self.tool_worker = ToolWorker(kind, config, devices, self.store, self, batch_sizes=batch_sizes)
+        if kind == "deploy-bench":  # the setup's model on every checked device, at the benchmark's batch sizes
+            payload = {"models": [config.model], "devices": devices, **(payload or {})}
+        self.tool_worker = ToolWorker(kind, config, devices, self.store, self, batch_sizes=batch_sizes,
+                                      payload=payload)
         self.tool_worker.progress.connect(self.say)
         self.tool_worker.done.connect(self._on_tool_done)
         self.tool_worker.rejected.connect(self._on_tool_rejected)
         self.tool_worker.finished.connect(self._on_tool_finished)
         self.banner.hide()
         self._set_running(True)
-        where = ", ".join(devices) if kind == "sweep" else config.device
+        where = ", ".join(devices) if kind in ("sweep", "deploy-bench") else config.device
         self.say(f"{toolview.TITLES[kind]} of {config.model} on {where}…")
         self.tool_worker.start()
 
@@ -80,3 +84,31 @@ class ToolsMixin:
         if worker is not None:
             worker.deleteLater()
         self._set_running(False)
+
+    def export_model(self, weights: str | None = None, path: str | None = None, fmt: str | None = None,
+                     config: RunConfig | None = None) -> None:
+        """Export the setup's model (or a trained one: `weights`, its `config`) as Core ML, TorchScript or a
+        torch.export program, in a run's process; the result, checked, lands in the Tools tab."""
+        from PySide6.QtWidgets import QFileDialog
+
+        from ...engine.tools.export import FORMATS
+
+        filters = {"Core ML package (*.mlpackage)": "coreml", "TorchScript (*.pt)": "torchscript",
+                   "torch.export program (*.pt2)": "exported-program"}
+        if config is None:
+            configs = self.configs_to_run("choose Export again")  # RunsMixin's: the model file's consent too
+            if not configs:
+                return
+            config = configs[0]
+        if path is None:
+            name = f"{config.model.rsplit('/', 1)[-1].removesuffix('.py')}.mlpackage"
+            path, chosen = QFileDialog.getSaveFileName(self, "Export Model", name, ";;".join(filters))
+            if not path:
+                return
+            fmt = filters.get(chosen, "coreml")
+            if not path.endswith(FORMATS[fmt]):
+                path += FORMATS[fmt]
+        self.start_tool("export", config.with_device("cpu"),
+                        payload={"format": fmt or "coreml", "out": path, "weights": weights,
+                                 "precision": "fp16" if (fmt or "coreml") == "coreml" else "fp32"})
+
