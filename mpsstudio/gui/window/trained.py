@@ -43,8 +43,13 @@ class TrainedModelsMixin:
             except OSError:
                 continue
 
-    def save_trained_model(self, path: str | None = None) -> str | None:
-        """Save the current run's trained model (weights + JSON) where the user says; returns the path written."""
+    SAVE_FORMATS = {"PyTorch weights (*.pt)": None, "Core ML package (*.mlpackage)": "coreml",
+                    "TorchScript (*.pt)": "torchscript", "torch.export program (*.pt2)": "exported-program"}
+
+    def save_trained_model(self, path: str | None = None, fmt: str | None = None) -> str | None:
+        """Save the current run's trained model where the user says: its weights + JSON (`fmt` None), or exported
+        (`fmt`: coreml, torchscript, exported-program; done by the export tool in a run's process, its check in
+        the Tools tab). Returns the path written (an export: the path it is being written to)."""
         from ...engine.models import saved as savedmodel
 
         runs = self.results.whole_runs(self.results.selected_ids()[:1])
@@ -59,13 +64,24 @@ class TrainedModelsMixin:
             self.say(f"No trained model to save: {why}.")
             return None
         if path is None:
+            from ...engine.tools.export import FORMATS
+
             name = f"{run.config.model}-{run.config.dataset}-{run.config.device.replace(':', '')}.pt"
-            path, _ = QFileDialog.getSaveFileName(self, "Save Trained Model", str(Path.home() / name),
-                                                  "PyTorch weights (*.pt)")
+            path, chosen = QFileDialog.getSaveFileName(self, "Save Trained Model", str(Path.home() / name),
+                                                       ";;".join(self.SAVE_FORMATS))
             if not path:
                 return None
-            if not path.endswith(".pt"):
-                path += ".pt"
+            fmt = self.SAVE_FORMATS.get(chosen)
+            suffix = FORMATS[fmt] if fmt else ".pt"
+            if fmt and path.endswith(".pt") and suffix != ".pt":
+                path = path[:-3]
+            if not path.endswith(suffix):
+                path += suffix
+        if fmt:  # the kept weights (and their JSON) are what the export builds the model from
+            self.export_model(weights=str(kept), path=path, fmt=fmt, config=run.config)
+            self.say(f"Exporting the trained model to {Path(path).name}; its check against PyTorch appears in "
+                     "Tools.")
+            return path
         try:
             written = savedmodel.copy_saved(kept, path)
         except UserError as exc:

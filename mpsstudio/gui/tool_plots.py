@@ -1,0 +1,156 @@
+"""The Tools tab's plots: a sweep's samples/s against batch size, and a deploy benchmark's latency per place.
+
+They draw what the engine computed (the tool results' numbers); nothing is re-derived here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QFrame
+
+from .style import device_color, warning_color
+
+
+class _LogTwoAxis(pg.AxisItem):
+    """Batch sizes on a log2 axis: ticks at 1, 2, 4, ... labelled as whole numbers."""
+
+    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+        low, high = math.floor(minVal), math.ceil(maxVal)
+        step = max(1, (high - low) // 10 + 1)
+        return [(1.0, [float(v) for v in range(max(0, low), high + 1, step)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        return [f"{2 ** v:,.0f}" for v in values]
+
+
+class SweepPlot(pg.PlotWidget):
+    """samples/s against batch size on log-log axes (throughput spans orders of magnitude over a sweep), one line
+    per device with whiskers of ±IQR/2, the crossover marked."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent, axisItems={"bottom": _LogTwoAxis(orientation="bottom")})
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.getPlotItem().setLogMode(x=False, y=True)
+        self.setLabel("bottom", "batch size (hollow points: noisy measurements)")
+        self.setLabel("left", "samples/s (measured, log scale)")
+        self.showGrid(x=True, y=True, alpha=0.15)
+        self.legend = self.addLegend(offset=(10, 10))
+        self.lines: dict[str, pg.PlotDataItem] = {}
+        self.marker: pg.InfiniteLine | None = None
+        self._restyle()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
+            self._restyle()
+        super().changeEvent(event)
+
+    def _restyle(self) -> None:
+        palette = self.palette()
+        text = palette.color(QPalette.ColorRole.Text)
+        self.setBackground(palette.color(QPalette.ColorRole.Base))
+        for name in ("left", "bottom"):
+            axis = self.getAxis(name)
+            pen = QColor(text)
+            pen.setAlphaF(0.35)
+            axis.setPen(pg.mkPen(pen, width=1))
+            axis.setTextPen(pg.mkPen(text))
+        self.legend.setLabelTextColor(text)
+
+    def show_sweep(self, result: dict) -> None:
+        self.clear()
+        self.legend.clear()
+        self.lines = {}
+        self.marker = None
+        palette = self.palette()
+        by_device: dict[str, list[dict]] = {}
+        for p in result.get("points", []):
+            if p.get("samples_per_s"):
+                by_device.setdefault(p["device"], []).append(p)
+        for device, points in by_device.items():
+            points.sort(key=lambda p: p["batch_size"])
+            xs = np.array([math.log2(p["batch_size"]) for p in points])
+            ys = np.array([p["samples_per_s"] for p in points], dtype=float)
+            color = device_color(device, palette)
+            if device == "cpu":
+                color.setAlphaF(0.8)
+            base = palette.color(QPalette.ColorRole.Base)  # noisy points are hollow: the table says why
+            brushes = [pg.mkBrush(base if p.get("stability") == "noisy" else color) for p in points]
+            self.lines[device] = self.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolSize=8,
+                                           symbolBrush=brushes, symbolPen=pg.mkPen(color, width=1.5), name=device)
+            half = np.array([(p.get("samples_per_s_iqr") or 0) / 2 for p in points])
+            low = np.log10(np.maximum(ys - half, ys * 1e-3))  # whiskers drawn in the axis's log10 coordinates
+            high = np.log10(ys + half)
+            mid = np.log10(ys)
+            self.addItem(pg.ErrorBarItem(x=xs, y=mid, top=high - mid, bottom=mid - low, beam=0.08,
+                                         pen=pg.mkPen(color)))
+        crossover = result.get("crossover")
+        if crossover and crossover.get("batch_size"):
+            warn = warning_color(palette)
+            self.marker = pg.InfiniteLine(pos=math.log2(crossover["batch_size"]), angle=90,
+                                          pen=pg.mkPen(warn, width=1.5, style=Qt.PenStyle.DashLine),
+                                          label=f"{crossover['device']} faster from batch {crossover['batch_size']:,}",
+                                          labelOpts={"position": 0.08, "color": warn, "anchors": [(0, 1), (0, 1)]})
+            self.addItem(self.marker)
+        self.enableAutoRange()
+
+
+class DeployPlot(pg.PlotWidget):
+    """Latency of one batch (ms, measured: the median) at the largest batch size, one bar per place a model ran,
+    grouped by model; places that were not measured (Core ML off macOS) have no bar, the table says why."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMinimumHeight(160)
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setLabel("left", "ms per batch (median)")
+        self.showGrid(x=False, y=True, alpha=0.15)
+        self.legend = self.addLegend(offset=(-10, 10))
+        self.lines = {}
+        self._restyle()
+
+    _restyle = SweepPlot._restyle  # the same colours as the sweep's plot (it calls no super())
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
+            self._restyle()
+        super().changeEvent(event)
+
+    def show_deploy(self, result: dict) -> None:
+        self.clear()
+        self.legend.clear()
+        measured = [r for r in result.get("rows", []) if r.get("latency_ms")]
+        if not measured:
+            self.setTitle("Nothing was measured")
+            return
+        largest = max(r["batch_size"] for r in measured)
+        labels = list(dict.fromkeys(r["label"] for r in measured if r["batch_size"] == largest))
+        models = list(dict.fromkeys(r["model"] for r in measured if r["batch_size"] == largest))
+        width = 0.8 / max(1, len(labels))
+        for i, label in enumerate(labels):
+            xs, heights = [], []
+            for m, model in enumerate(models):
+                row = next((r for r in measured if r["model"] == model and r["label"] == label
+                            and r["batch_size"] == largest), None)
+                if row is not None:
+                    xs.append(m - 0.4 + width * (i + 0.5))
+                    heights.append(row["latency_ms"])
+            if label.startswith("PyTorch"):
+                where = label.split(", ")[-1]
+                color = device_color(where, self.palette()) if where != "cpu" else QColor("#8e8e93")  # system grey
+            else:  # Core ML's compute units: one hue, lighter to darker
+                color = QColor.fromHsv(30, 200, max(90, 240 - 40 * i))
+            bars = pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=color, pen=pg.mkPen(None))
+            self.addItem(bars)
+            self.legend.addItem(bars, label)
+        self.getAxis("bottom").setTicks([[(m, name) for m, name in enumerate(models)]])
+        self.setTitle(f"batch {largest}")
