@@ -151,6 +151,7 @@ class DeployPlot(pg.PlotWidget):
                 color = QColor.fromHsv(30, 200, max(90, 240 - 40 * i))
             bars = pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=color, pen=pg.mkPen(None))
             self.addItem(bars)
-            self.legend.addItem(bars, label)
+            swatch = pg.PlotDataItem([], [], pen=None, symbol="s", symbolBrush=color, symbolPen=None)
+            self.legend.addItem(swatch, label)  # a bar item's own sample draws no fill
         self.getAxis("bottom").setTicks([[(m, name) for m, name in enumerate(models)]])
         self.setTitle(f"batch {largest}")
