@@ -67,6 +67,8 @@ def cmd_deploy_bench(args) -> int:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED
     _print_table(toolview.deploy_table(result))
+    for note in result.get("notes", []):
+        print(f"note: {printable(note)}")
     _finish("deploy-bench", result, args)
     print(f"\n{printable(result['sentence'])}")
     return EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED

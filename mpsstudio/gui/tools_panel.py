@@ -208,8 +208,11 @@ class ToolsPanel(QWidget):
                 text = where.get("sentence") or where.get("reason") or ""
                 if text:
                     said.setdefault(text, []).append(name)
+            for note in result.get("notes") or []:
+                said.setdefault(note, [])
             for text, names in said.items():
-                label = QLabel(f"{', '.join(names)}: {text[0].upper()}{text[1:]}.".replace("..", "."))
+                lead = f"{', '.join(names)}: " if names else ""
+                label = QLabel(f"{lead}{text[0].upper()}{text[1:]}.".replace("..", "."))
                 label.setWordWrap(True)
                 ll.addWidget(label)
             ll.addWidget(_table(*toolview.deploy_table(result)), 1)

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import torch
 
-TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}  # max error relative to the largest output, for "agrees"
+# max error relative to the largest output, for "agrees": an export run on the same CPU (fp32), the same model on
+# another device in full fp32 (other kernels, other summation orders: measured on the lent H100 with TF32 off, see
+# docs/benchmarks.md), and Core ML's fp16
+TOLERANCE = {"fp32": 1e-4, "fp32-device": 1e-3, "fp16": 2e-2}
 
 
 @contextlib.contextmanager

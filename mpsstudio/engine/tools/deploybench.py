@@ -48,6 +48,11 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
     wanted = devices or [d.id for d in found]
     places = [machine.resolve_device(d) for d in wanted]
     rows, notes, stopped, placements = [], [], False, {}
+    if any(p.kind == "cuda" for p in places):  # as a run measures (config.TF32_NOTE): like with like, full fp32
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        notes.append("CUDA rows ran in full fp32 (TF32 off), as MPS Studio's runs do; PyTorch's default runs "
+                     "convolutions in TF32 on this GPU, faster and less exact.")
     for m_index, name in enumerate(models_list):
         model, x_of, about = _model(name, weights if len(models_list) == 1 else None)
         reference = {b: _outputs(model, x_of(b)) for b in sizes}  # PyTorch fp32 on the CPU: what every row matches
@@ -106,7 +111,8 @@ def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
                              reason=f"it failed ({error_line(exc, 200)})"))
             continue
         rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, first_s=first, times=times,
-                         check=agreement(reference[b], out.float().cpu(), "fp32")))
+                         check=agreement(reference[b], out.float().cpu(),
+                                         "fp32" if place.kind == "cpu" else "fp32-device")))
     return rows
 
 

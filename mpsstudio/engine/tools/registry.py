@@ -173,6 +173,7 @@ def _check_deploy(r: dict) -> None:
         for key in ("share_of_operations", "share_of_cost"):
             _need(isinstance(p.get(key, {}), dict) and all(_number(v) for v in p.get(key, {}).values()))
         _need(isinstance(p.get("not_on_neural_engine", []), list))
+    _need(isinstance(r.get("notes", []), list) and all(isinstance(n, str) for n in r.get("notes", [])))
 
 
 def _check_sweep(r: dict) -> None:
