@@ -6,7 +6,8 @@
 #     the app set PYTORCH_ENABLE_MPS_FALLBACK=1;
 #  3. DataLoader workers work frozen: `bench` on a generated image folder with --workers 2, once with the
 #     platform's start method and once with spawn (what macOS uses: each worker re-launches the frozen
-#     binary, which multiprocessing.freeze_support() in mpsstudio.frozen must catch).
+#     binary, which multiprocessing.freeze_support() in mpsstudio.frozen must catch);
+#  4. a Core ML export (coremltools collected with its native libraries).
 # Everything is written under a temporary folder (kept on failure, printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,5 +81,13 @@ for method in default spawn; do
     grep -q "finished" "$tmp/bench-$method.log" || { cat "$tmp/bench-$method.log"; fail "bench did not finish"; }
     echo "smoke: bench with 2 DataLoader workers ($method start method) ok in $(( $(date +%s) - t0 )) s"
 done
+# 4. Core ML export in the frozen app: coremltools and its native libraries are collected (a package converts here;
+#    running it needs macOS)
+t0=$(date +%s)
+rc=0
+"$BIN" export --model mnist_cnn --format coreml --out "$tmp/m.mlpackage" > "$tmp/export.log" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/export.log"; fail "export --format coreml exited $rc"; }
+[[ -f "$tmp/m.mlpackage/Manifest.json" ]] || { cat "$tmp/export.log"; fail "no Core ML package was written"; }
+echo "smoke: Core ML export ok in $(( $(date +%s) - t0 )) s"
 rm -rf "$tmp"
 echo "smoke: all passed"
