@@ -103,6 +103,7 @@ def test_a_package_replaces_an_older_one_whole(tmp_path, capsys):
     out = tmp_path / "m.mlpackage"
     (out / "stale").mkdir(parents=True)
     (out / "stale" / "old.bin").write_bytes(b"old")
+    (out / "Manifest.json").write_text("{}")  # an earlier package
     code, _, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(out))
     assert code == 0, err
     assert not (out / "stale").exists() and (out / "Manifest.json").is_file()
@@ -305,3 +306,96 @@ def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_p
     assert p["not_on_neural_engine"] == [{"op": "gelu", "count": 1}, {"op": "topk", "count": 1}]
     assert coreml.placement_sentence(p) == ("Core ML (ALL) plans 80% of the estimated cost on the Neural Engine (2 of 4 "
                                             "operations); these operators cannot run there: gelu (1), topk (1).")
+
+
+# -- what a user can get wrong, and what a model can do (found by a fresh-eyes pass) -----------------------------
+
+MODEL = '''import torch
+class M(torch.nn.Module):
+    def __init__(self, n, shape):
+        super().__init__()
+        self.l = torch.nn.Linear(shape[0] * shape[1] * shape[2], n)
+    def forward(self, x):
+        y = self.l(x.flatten(1))
+{body}
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+@pytest.mark.parametrize("body, fmt, says", [
+    ("        return y + torch.rand(x.shape[0], 1) * 100", "exported-program", "does not agree with PyTorch"),
+    ("        return y if x.sum() > 0 else -y * 100", "torchscript", "on a second batch"),
+    ("        return y, y", "torchscript", "returns tuple, not a tensor of logits"),
+    ("        return y[:, :1]", "coreml", "not logits [1, 10]"),
+])
+def test_an_export_that_would_be_wrong_is_not_written_and_the_old_one_stays(tmp_path, capsys, body, fmt, says):
+    model = tmp_path / "m.py"
+    model.write_text(MODEL.format(body=body))
+    out = tmp_path / f"m{export.FORMATS[fmt]}"
+    if fmt == "coreml":
+        (out / "Data").mkdir(parents=True)
+        (out / "Manifest.json").write_text("{}")  # an earlier package
+    else:
+        out.write_bytes(b"an earlier export")
+    code, printed, err = run(capsys, "--model", str(model), "--format", fmt, "--out", str(out))
+    assert code == 1 and says in err and "Traceback" not in err, err
+    assert (out / "Manifest.json").read_text() == "{}" if fmt == "coreml" else out.read_bytes() == b"an earlier export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.py", out.name])  # nothing half-written beside
+
+
+def test_json_that_would_overwrite_the_export_or_a_folder_that_is_not_a_package_is_refused(tmp_path, capsys):
+    code, _, err = run(capsys, "--model", "mlp", "--format", "torchscript", "--out", str(tmp_path / "m.pt"),
+                       "--json", str(tmp_path / "m.pt"))
+    assert code == 2 and "would overwrite the export" in err
+    (tmp_path / "p.mlpackage").mkdir()
+    (tmp_path / "p.mlpackage" / "Manifest.json").write_text("{}")  # an earlier package
+    code, _, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(tmp_path / "p.mlpackage"),
+                       "--json", str(tmp_path / "p.mlpackage" / "Manifest.json"))
+    assert code == 2 and "would overwrite the export" in err
+    thesis = tmp_path / "notes.mlpackage" / "sub" / "thesis.txt"
+    thesis.parent.mkdir(parents=True)
+    thesis.write_text("precious")
+    code, _, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(thesis.parent.parent))
+    assert code == 2 and "is not a Core ML package" in err and thesis.read_text() == "precious"
+    code, _, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(tmp_path / ("x" * 250 + ".mlpackage")))
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_what_a_stopped_writer_left_beside_the_export_is_removed(tmp_path, capsys):
+    from mpsstudio.engine.basics.files import clear_partials
+
+    out = tmp_path / "m.pt"
+    (tmp_path / ".m.pt.abc123.part").write_bytes(b"half")  # a killed torch.jit.save
+    (tmp_path / ".m.pt.def456.part.mlpackage" / "Data").mkdir(parents=True)
+    (tmp_path / "m.pt.keep").write_text("not ours")
+    (tmp_path / ".other.pt.abc.part").write_text("another export's")
+    assert clear_partials(out) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.abc.part", "m.pt.keep"]
+    model = tmp_path / "bad.py"
+    model.write_text("def build_model(num_classes, input_shape):\n    raise RuntimeError('nope')\n")
+    (tmp_path / ".m.pt.zz.part").write_bytes(b"half")
+    code, _, err = run(capsys, "--model", str(model), "--format", "torchscript", "--out", str(out))
+    assert code == 1 and not (tmp_path / ".m.pt.zz.part").exists()  # the CLI clears them after every export
+
+
+def test_deploy_bench_measures_the_models_it_can_and_says_why_not_the_others(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine.tools import deploybench
+
+    monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
+    monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
+    model = tmp_path / "b8.py"
+    model.write_text(MODEL.format(body="        if x.shape[0] >= 8:\n            raise RuntimeError('not at 8')\n"
+                                       "        return y"))
+    doc = tmp_path / "d.json"
+    code = cli.main(["deploy-bench", "--models", f"mlp,{model}", "--batch-sizes", "1,8", "--devices", "cpu",
+                     "--json", str(doc), "--no-save"])
+    capsys.readouterr()
+    assert code == 0
+    rows = json.loads(doc.read_text())["rows"]
+    assert all(r["latency_ms"] for r in rows if r["model"] == "mlp" and r["runtime"] == "pytorch")
+    failed = [r for r in rows if r["model"] == str(model)]
+    assert failed and all("The model failed on a batch of 8" in r["reason"] for r in failed)
+    for args, says in ((["--models", ",,"], "names no model"), (["--devices", "mps"], "mps cannot run here"),
+                       (["--models", "mlp,mnist_cnn", "--weights", str(doc)], "are for one model")):
+        assert cli.main(["deploy-bench", *args]) == 2 and says in capsys.readouterr().err

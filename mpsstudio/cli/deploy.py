@@ -1,10 +1,13 @@
-"""`mpsstudio export`: the model as a file another program loads (tools/export.py, in a run's process), checked
-against PyTorch. Exit codes: 0 written and it agrees (or cannot be run here, said so), 1 written but it does not
-agree, or it could not be exported (one sentence), 2 bad input."""
+"""`mpsstudio export` and `mpsstudio deploy-bench` (tools/export.py, tools/deploybench.py, each in a run's process).
+
+export: 0 written and it agrees with PyTorch (or cannot be run here, which it says); 1 it could not be exported or
+does not agree (one sentence; nothing written, an earlier file at --out unchanged); 2 bad input; 130/143/129
+stopped (nothing written). deploy-bench: 0 something was measured, 1 nothing, 2 bad input."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
@@ -17,24 +20,46 @@ def cmd_export(args) -> int:
     from ..engine.models import registry as models
     from ..engine.tools.export import FORMATS, check_target
 
+    from pathlib import Path
+
+    from ..engine.basics.files import clear_partials
+    from ..engine.models.saved import meta_path
+
     check_json_path(args.json)
     check_timeout(args.timeout)
     cfg = config_from_args(args)
     if args.weights is None:
         models.get_model_info(cfg.model)
-    check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
+    elif not Path(args.weights).is_file():
+        raise UserError(f"{printable(args.weights)} is not a file; pass the .pt file of a saved model (bench "
+                        "--save-model or Save Trained Model…), with its .json beside it.")
+    if not 1 <= args.batch_size <= 4096:
+        raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {args.batch_size}.")
+    if args.precision != "fp32" and args.format != "coreml":
+        raise UserError(f"{args.format} exports keep the model's own precision; --precision fp16 is for --format "
+                        "coreml.")
+    target = check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
+    if args.json:
+        written = Path(args.json).expanduser().resolve()
+        touched = [target.resolve(), *([Path(args.weights).resolve(), meta_path(args.weights).resolve()]
+                                       if args.weights else [])]
+        if written in touched or target.resolve() in written.parents:
+            raise UserError(f"--json {printable(args.json)} would overwrite the export or the weights it is made "
+                            "from; choose another file for --json.")
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
     print(f"exporting {cfg.model if args.model or not args.weights else 'the saved model'} to {args.format} "
           f"({FORMATS[args.format]})...", file=sys.stderr)
     try:
-        result = process.run_tool("export", {"config": cfg.to_dict(), "format": args.format, "out": args.out,
+        result = process.run_tool("export", {"config": cfg.to_dict(), "format": args.format, "out": str(target),
                                              "weights": args.weights, "precision": args.precision,
                                              "batch_size": args.batch_size, "model_given": args.model is not None},
-                                  timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
+                                  timeout_s=args.timeout, mps_fallback=cfg.mps_fallback, stop_grace_s=0)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED
+    finally:  # a process ended mid-write (a time limit, Ctrl-C, SIGTERM) leaves its part beside --out
+        clear_partials(target)
     if args.json:
         export_tool_json(result, args.json)
     print(printable(result["sentence"]))
@@ -49,15 +74,30 @@ def cmd_deploy_bench(args) -> int:
 
     check_json_path(args.json)
     check_timeout(args.timeout)
-    names = [n.strip() for n in (args.models or args.model or "mlp").split(",") if n.strip()]
     from ..engine.models import registry as models
+    from .common import available_devices
 
+    if args.models is not None and args.model is not None:
+        raise UserError("Pass --models (several) or --model (one), not both.")
+    names = list(dict.fromkeys(n.strip() for n in (args.models or args.model or "mlp").split(",") if n.strip()))
+    if not names:
+        raise UserError("--models names no model; list them separated by commas, e.g. resnet18,mobilenet_v3_small.")
+    if args.weights and len(names) > 1:
+        raise UserError("--weights are for one model; pass a single --model with them.")
+    if args.weights and not Path(args.weights).is_file():
+        raise UserError(f"{printable(args.weights)} is not a file; pass the .pt file of a saved model.")
     for name in names:
         models.get_model_info(name)  # an unknown name is one sentence before any work
         if name.endswith(".py"):
             print(f"mpsstudio: {models.user_model_warning(name)}", file=sys.stderr)
     sizes = _sizes(args.batch_sizes) if args.batch_sizes else list(DEFAULT_BATCHES)
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    devices = list(dict.fromkeys(d.strip() for d in args.devices.split(",") if d.strip())) if args.devices else None
+    if devices is not None:
+        here = available_devices()
+        missing = [d for d in devices if d not in here and not (d == "cuda" and any(h.startswith("cuda") for h in here))]
+        if missing or not devices:
+            raise UserError(f"{', '.join(missing) or 'no device'} cannot run here; the devices here are "
+                            f"{', '.join(here)} (`mpsstudio devices` says why others are not).")
     print(f"measuring inference of {', '.join(names)} at batch {', '.join(map(str, sizes))}...", file=sys.stderr)
     try:
         result = process.run_tool("deploy-bench", {"models": names, "batch_sizes": sizes, "devices": devices,
@@ -76,7 +116,7 @@ def cmd_deploy_bench(args) -> int:
 
 def _sizes(text: str) -> list[int]:
     try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
+        sizes = sorted(set(int(s) for s in text.split(",") if s.strip()))
     except ValueError:
         sizes = []
     if not sizes or not all(1 <= b <= 1024 for b in sizes):

@@ -224,6 +224,16 @@ class ToolWorker(QThread):
             runs = sweep.run(self.config, self.devices, self.batch_sizes, should_stop=self._stop.is_set, on_point=on_point,
                              run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set))
             return sweep.analyse(runs, self.config)
+        if self.kind == "export":  # a stopped export must not land; what it left half-written goes
+            from ..engine.basics.files import clear_partials
+
+            try:
+                return process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload},
+                                        should_stop=self._stop.is_set, stop_grace_s=0,
+                                        progress=lambda message, fraction: self.progress.emit(message),
+                                        mps_fallback=self.config.mps_fallback)
+            finally:
+                clear_partials(self.payload.get("out") or "")
         return process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload},
                                   should_stop=self._stop.is_set,
                                   progress=lambda message, fraction: self.progress.emit(message),

@@ -94,3 +94,31 @@ def _check_target(path: str, target: Path, what: str) -> None:
                         f"for {what}.")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for {what}.")
+
+
+def clear_partials(dest: str | Path) -> int:
+    """Remove what a writer stopped outright (a killed process) left beside `dest`: `.<name>.*.part` files of
+    atomic_path and `.<name>.*.part.*` folders (a package written whole); only this user's, never through a link.
+    Returns how many went."""
+    import shutil
+
+    dest = Path(dest)
+    removed = 0
+    try:
+        entries = list(dest.parent.glob(f".{dest.name}.*.part*"))
+    except OSError:
+        return 0
+    for path in entries:
+        try:
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed += 1
+        except (OSError, AttributeError):
+            continue
+    return removed
+

@@ -39,14 +39,15 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
 
 def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
              should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
-             mps_fallback: bool = True) -> dict:
+             mps_fallback: bool = True, stop_grace_s: float = STOP_GRACE_S) -> dict:
     """Run one measuring tool (tools/registry.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
     its result, a dict of plain JSON values checked here (the child runs a user's model: it is not trusted).
 
     Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or
     runs past `timeout_s`, is ended and raises UserError, as does one that dies or sends something else.
     KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP in the CLI) asks it to stop too and goes up holding what it found in
-    `partial` (None when it had nothing to give within STOP_GRACE_S).
+    `partial` (None when it had nothing to give within STOP_GRACE_S). `stop_grace_s` 0: a stopped tool is ended
+    at once (an export: what the user stopped must not land).
     """
     from ..tools import registry as tools
 
@@ -55,7 +56,7 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
             if timeout_s is not None else "")
     try:
         answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
-                      should_stop=should_stop, late=late, stop_grace_s=STOP_GRACE_S, progress=progress)
+                      should_stop=should_stop, late=late, stop_grace_s=stop_grace_s, progress=progress)
     except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
         if getattr(exc, "partial", None) is not None:
             try:

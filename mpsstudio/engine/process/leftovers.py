@@ -165,6 +165,11 @@ def end_on_sigterm() -> None:
     def handler(signum, frame):
         try:
             end_leftovers(grace_s=0.0)
+            from multiprocessing import util  # a semaphore unregistered from the front end's resource tracker,
+
+            util._run_finalizers(0)  # which would otherwise warn of a leak on the user's terminal
+        except Exception:
+            pass
         finally:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

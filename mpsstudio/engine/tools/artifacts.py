@@ -54,13 +54,13 @@ def agreement(reference: torch.Tensor, got: torch.Tensor, precision: str) -> dic
 def package_path(target: Path):
     """A folder beside `target` to write a package into; swapped in whole when the block ends without error (an
     older package at `target` is replaced), removed otherwise."""
-    part = Path(tempfile.mkdtemp(prefix=f".{target.stem}.part-", suffix=target.suffix, dir=target.parent))
+    part = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=f".part{target.suffix}", dir=target.parent))
     shutil.rmtree(part)
     try:
         yield part
         old = None
         if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            old = target.with_name(f".{target.name}.{os.getpid()}.part.old")
             os.replace(target, old)
         os.replace(part, target)
         if old is not None:

@@ -89,7 +89,10 @@ def export(model, x, reference, target: Path, *, precision: str, about: dict) ->
     _describe(mlmodel, x, about, precision)
     with package_path(target) as part:
         mlmodel.save(str(part))
-    check = _check(ct, target, x, reference, precision, agreement)
+        check = _check(ct, part, x, reference, precision, agreement)
+        if check["ok"] is False:
+            raise UserError(f"The Core ML package does not agree with PyTorch: {check['reason']}; it was not "
+                            f"written ({target.name} is unchanged).")
     return target, check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
                            "coremltools": ct.__version__, "runs_here": runs_here()}
 

@@ -21,6 +21,7 @@ import torch
 from ..basics.errors import UserError
 from ..basics.formatting import error_line
 from .artifacts import TOLERANCE, agreement
+from .export import logits_of
 
 WARMUP_S, MEASURE_S = 0.3, 1.0  # per row and batch size
 MIN_REPS, MAX_REPS = 5, 500
@@ -54,8 +55,13 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
         notes.append("CUDA rows ran in full fp32 (TF32 off), as MPS Studio's runs do; PyTorch's default runs "
                      "convolutions in TF32 on this GPU, faster and less exact.")
     for m_index, name in enumerate(models_list):
-        model, x_of, about = _model(name, weights if len(models_list) == 1 else None)
-        reference = {b: _outputs(model, x_of(b)) for b in sizes}  # PyTorch fp32 on the CPU: what every row matches
+        try:
+            model, x_of, about = _model(name, weights if len(models_list) == 1 else None)
+            # PyTorch fp32 on the CPU: what every row matches
+            reference = {b: logits_of(model, x_of(b), about["spec"]) for b in sizes}
+        except UserError as exc:  # this model cannot be measured; the others still are
+            rows.extend(_row(name, "PyTorch, cpu", "pytorch", "cpu", b, reason=str(exc)) for b in sizes)
+            continue
         for place in places:
             if stop():
                 stopped = True
@@ -80,16 +86,17 @@ def _model(name: str, weights: str | None):
     from ..basics.config import RunConfig
     from .export import build, example
 
-    model, spec, about = build(RunConfig(model=name, dataset="synthetic"), weights, lambda *a: None,
-                               model_given=True)
+    try:
+        model, spec, about = build(RunConfig(model=name, dataset="synthetic"), weights, lambda *a: None,
+                                   model_given=True)
+    except UserError:
+        raise
+    except Exception as exc:  # a model file's build_model that raises, returns something else
+        raise UserError(f"{name} could not be built ({error_line(exc, 200)})") from None
+    about["spec"] = spec
     if not weights:
         about["weights_note"] = "the model as freshly built (random weights): its speed is what counts here"
     return model, (lambda b: example(spec, b)), about
-
-
-def _outputs(model, x) -> torch.Tensor:
-    with torch.no_grad():
-        return model(x).float()
 
 
 def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
@@ -109,6 +116,10 @@ def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
         except Exception as exc:  # out of memory, an operator the device lacks
             rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b,
                              reason=f"it failed ({error_line(exc, 200)})"))
+            continue
+        if not isinstance(out, torch.Tensor):
+            rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b,
+                             reason=f"it returned {type(out).__name__}, not a tensor of logits"))
             continue
         rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, first_s=first, times=times,
                          check=agreement(reference[b], out.float().cpu(),
@@ -223,7 +234,7 @@ def sentence(result: dict) -> str:
     for name, p in (result.get("placement") or {}).items():
         if p.get("sentence"):
             said += f" {name}: {p['sentence']}"
-    if not result["coreml_runs_here"]:
+    if not result["coreml_runs_here"] and any(r["runtime"] == "coreml" and r["convert_s"] for r in result["rows"]):
         said += " Core ML rows: converted here, run only on macOS."
     if result.get("stopped"):
         said += " Stopped before the benchmark ended."

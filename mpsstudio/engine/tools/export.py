@@ -53,8 +53,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     say("building the model", 0.1)
     model, spec, about = build(config, weights, say, model_given)
     x = example(spec, batch_size)
-    with torch.no_grad():
-        reference = model(x).float()
+    reference = logits_of(model, x, spec)
     say(f"exporting to {fmt}", 0.4)
     if fmt == "coreml":
         from . import coreml
@@ -165,9 +164,9 @@ def _spec_from_meta(meta: dict) -> DataSpec:
 def _load_weights(model: torch.nn.Module, weights: str) -> None:
     try:
         state = torch.load(weights, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a pickle with code, a damaged file, not a torch file at all
-        raise UserError(f"{printable(Path(weights).name)} cannot be loaded as weights ({error_line(exc, 160)}); "
-                        "pass the .pt file MPS Studio saved.") from None
+    except Exception:  # a pickle with code, a damaged file, not a torch file at all
+        raise UserError(f"{printable(Path(weights).name)} cannot be loaded as weights: it is not a plain state_dict "
+                        "of tensors (only those are loaded, never code); pass the .pt file MPS Studio saved.") from None
     if not isinstance(state, dict):
         raise UserError(f"{printable(Path(weights).name)} does not hold a state_dict; pass the .pt file MPS Studio "
                         "saved.")
@@ -198,6 +197,9 @@ def _export_torch(fmt: str, model, x, reference, target: Path) -> tuple[Path, di
     except Exception as exc:
         raise UserError(f"{fmt} could not capture this model ({error_line(exc, 300)}); keep it as a state_dict or "
                         f"try another format.") from None
+    # the fixed batch and its negation: a trace follows one path through data-dependent branches (`if x.sum() >
+    # 0`), which the other batch takes the other way
+    other = -x if x.dtype.is_floating_point else x.flip(0)
     with atomic_path(target) as part:
         if fmt == "torchscript":
             torch.jit.save(program, str(part))
@@ -206,10 +208,41 @@ def _export_torch(fmt: str, model, x, reference, target: Path) -> tuple[Path, di
             torch.export.save(program, str(part))
             loaded = torch.export.load(str(part)).module()
         with torch.no_grad(), no_attention_fast_path():
-            got = loaded(x)
-        check = agreement(reference, got.float(), "fp32")
-        check["how"] = f"loaded back from the file and run here on the fixed batch of {x.shape[0]}"
+            check = agreement(reference, _tensor(loaded(x)), "fp32")
+            if check["ok"]:
+                second = agreement(model(other).float(), _tensor(loaded(other)), "fp32")
+                if not second["ok"]:
+                    check = {**second, "reason": f"on a second batch {second['reason']} (a branch on the data "
+                             "that the export followed one way only)"}
+        check["how"] = f"loaded back from the file and run here on two fixed batches of {x.shape[0]}"
+        if not check["ok"]:
+            raise UserError(f"The {fmt} export does not agree with PyTorch: {check['reason']}; it was not written "
+                            f"({printable(target.name)} is unchanged). Try another format or keep the model in "
+                            "PyTorch.")
     return target, check, {"input_name": "x", "output_name": "output"}
+
+
+def _tensor(out) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise UserError(f"The exported model returns {type(out).__name__}, not a tensor of logits.")
+    return out.float()
+
+
+def logits_of(model, x, spec: DataSpec) -> torch.Tensor:
+    """The model's output on `x`, which must be logits (N, classes): what every export names `logits`."""
+    try:
+        with torch.no_grad():
+            out = model(x)
+    except Exception as exc:
+        raise UserError(f"The model failed on a batch of {x.shape[0]} ({error_line(exc, 200)}); fix its forward "
+                        "and try again.") from None
+    if not isinstance(out, torch.Tensor):
+        raise UserError(f"The model's forward returns {type(out).__name__}, not a tensor of logits (N, classes); "
+                        "return the logits tensor to export it.")
+    if tuple(out.shape) != (x.shape[0], spec.num_classes):
+        raise UserError(f"The model's forward returns a tensor of shape {list(out.shape)}, not logits "
+                        f"[{x.shape[0]}, {spec.num_classes}] (batch, classes); return one logit per class.")
+    return out.float()
 
 
 @contextlib.contextmanager
@@ -249,13 +282,22 @@ def check_target(out: str, fmt: str) -> Path:
                         f"e.g. model{suffix}.")
     if fmt != "coreml":
         return check_writable_file(out, "--out")
-    target = Path(out).expanduser().absolute()
-    if not target.parent.is_dir():
-        raise UserError(f"The folder {printable(target.parent)} does not exist; create it or choose another --out.")
-    if not os.access(target.parent, os.W_OK):
-        raise UserError(f"The folder {printable(target.parent)} cannot be written; choose another --out.")
-    if target.exists() and (target.is_symlink() or not target.is_dir()):
-        raise UserError(f"{printable(target)} exists and is not a Core ML package; choose another --out.")
+    from ..basics.files import check_name_length
+
+    try:
+        target = Path(out).expanduser().absolute()
+        check_name_length(target.name, "--out", spare_bytes=20)  # the package is written beside it first
+        if not target.parent.is_dir():
+            raise UserError(f"The folder {printable(target.parent)} does not exist; create it or choose another "
+                            "--out.")
+        if not os.access(target.parent, os.W_OK):
+            raise UserError(f"The folder {printable(target.parent)} cannot be written; choose another --out.")
+        if target.is_symlink() or (target.exists() and not (target / "Manifest.json").is_file()):
+            raise UserError(f"{printable(target)} exists and is not a Core ML package (a folder with a "
+                            "Manifest.json); choose another --out, nothing there is replaced.")
+    except (OSError, RuntimeError, ValueError) as exc:  # a name too long for the file system, an unknown ~user
+        raise UserError(f"{printable(out)} cannot be used for --out ({getattr(exc, 'strerror', None) or exc}); "
+                        "choose another path.") from None
     return target
 
 
