@@ -399,3 +399,28 @@ def test_deploy_bench_measures_the_models_it_can_and_says_why_not_the_others(tmp
     for args, says in ((["--models", ",,"], "names no model"), (["--devices", "mps"], "mps cannot run here"),
                        (["--models", "mlp,mnist_cnn", "--weights", str(doc)], "are for one model")):
         assert cli.main(["deploy-bench", *args]) == 2 and says in capsys.readouterr().err
+
+
+def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+
+    from mpsstudio.engine.history.store import RunStore
+    from mpsstudio.engine.tools import deploybench
+
+    monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
+    monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
+    real = deploybench._torch_rows
+
+    def then_signalled(*args, **kwargs):
+        rows = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # a job scheduler's SIGTERM once the first model's PyTorch rows are in
+        return rows
+    monkeypatch.setattr(deploybench, "_torch_rows", then_signalled)
+    code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 143, captured.err
+    assert "stopped by SIGTERM; the rows measured so far are kept." in captured.err
+    [record] = RunStore().tools()
+    assert record.result["stopped"] is True and "Stopped before the benchmark ended." in record.result["sentence"]
+    assert [(r["model"], r["runtime"]) for r in record.result["rows"]] == [("mlp", "pytorch")]

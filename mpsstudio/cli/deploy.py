@@ -99,6 +99,7 @@ def cmd_deploy_bench(args) -> int:
             raise UserError(f"{', '.join(missing) or 'no device'} cannot run here; the devices here are "
                             f"{', '.join(here)} (`mpsstudio devices` says why others are not).")
     print(f"measuring inference of {', '.join(names)} at batch {', '.join(map(str, sizes))}...", file=sys.stderr)
+    stopped = None
     try:
         result = process.run_tool("deploy-bench", {"models": names, "batch_sizes": sizes, "devices": devices,
                                                    "weights": args.weights}, progress=_progress,
@@ -106,11 +107,21 @@ def cmd_deploy_bench(args) -> int:
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the rows measured so far are kept
+        if getattr(exc, "partial", None) is None:
+            raise
+        result, stopped = exc.partial, exc
     _print_table(toolview.deploy_table(result))
     for note in result.get("notes", []):
         print(f"note: {printable(note)}")
     _finish("deploy-bench", result, args)
     print(f"\n{printable(result['sentence'])}")
+    if stopped is not None:
+        from .common import interrupted
+
+        code, words = interrupted(stopped)
+        print(f"mpsstudio: {words}; the rows measured so far are kept.", file=sys.stderr)
+        return code
     return EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED
 
 

@@ -67,10 +67,11 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
                 stopped = True
                 break
             say(f"{name}: PyTorch on {place.id}", (m_index + 0.5) / len(models_list))
-            rows.extend(_torch_rows(name, model, place, x_of, sizes, reference))
-        if stopped:
+            rows.extend(_torch_rows(name, model, place, x_of, sizes, reference, stop))
+        if stopped or stop():
+            stopped = True
             break
-        core, placements[name] = _coreml_rows(name, model, x_of, sizes, reference, about)
+        core, placements[name] = _coreml_rows(name, model, x_of, sizes, reference, about, stop)
         rows.extend(core)
     if weights and len(models_list) > 1:
         notes.append("--weights applies to one model; with several, each is the model as freshly built.")
@@ -99,7 +100,7 @@ def _model(name: str, weights: str | None):
     return model, (lambda b: example(spec, b)), about
 
 
-def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
+def _torch_rows(name, model, place, x_of, sizes, reference, stop=lambda: False) -> list[dict]:
     import copy
 
     rows = []
@@ -109,6 +110,8 @@ def _torch_rows(name, model, place, x_of, sizes, reference) -> list[dict]:
         return [_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, reason=f"the model could not be moved "
                      f"there ({error_line(exc, 160)})") for b in sizes]
     for b in sizes:
+        if stop():
+            break
         x = x_of(b).to(place.torch_device)
         try:
             with torch.no_grad():
@@ -147,7 +150,7 @@ def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
     return first, times, out
 
 
-def _coreml_rows(name, model, x_of, sizes, reference, about) -> tuple[list[dict], dict]:
+def _coreml_rows(name, model, x_of, sizes, reference, about, stop=lambda: False) -> tuple[list[dict], dict]:
     """Core ML: converted once per batch size here (timed); run on each compute unit on macOS only; where Core ML
     plans each operation (MLComputePlan, at the first batch size), or why that is not known."""
     import tempfile
@@ -159,6 +162,8 @@ def _coreml_rows(name, model, x_of, sizes, reference, about) -> tuple[list[dict]
                                      "(MLComputePlan)"}
     with tempfile.TemporaryDirectory() as tmp:
         for b in sizes:
+            if stop():
+                break
             target = Path(tmp) / f"{b}.mlpackage"
             started = time.perf_counter()
             try:
