@@ -420,7 +420,10 @@ def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path
     code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
     captured = capsys.readouterr()
     assert code == 143, captured.err
-    assert "stopped by SIGTERM; the rows measured so far are kept." in captured.err
+    assert "stopped by SIGTERM; what was measured so far is kept." in captured.err
     [record] = RunStore().tools()
     assert record.result["stopped"] is True and "Stopped before the benchmark ended." in record.result["sentence"]
-    assert [(r["model"], r["runtime"]) for r in record.result["rows"]] == [("mlp", "pytorch")]
+    kept = [(r["model"], r["runtime"]) for r in record.result["rows"]]
+    # the first model's PyTorch row, perhaps its Core ML row (Stop reaches the tool while it converts), never the
+    # second model
+    assert kept[0] == ("mlp", "pytorch") and all(model == "mlp" for model, _ in kept)

@@ -70,7 +70,7 @@ def cmd_deploy_bench(args) -> int:
     from ..engine import process
     from ..engine.tools import toolview
     from ..engine.tools.deploybench import DEFAULT_BATCHES
-    from .tools import _finish, _print_table, _progress
+    from .tools import _progress, report
 
     check_json_path(args.json)
     check_timeout(args.timeout)
@@ -111,18 +111,9 @@ def cmd_deploy_bench(args) -> int:
         if getattr(exc, "partial", None) is None:
             raise
         result, stopped = exc.partial, exc
-    _print_table(toolview.deploy_table(result))
-    for note in result.get("notes", []):
-        print(f"note: {printable(note)}")
-    _finish("deploy-bench", result, args)
-    print(f"\n{printable(result['sentence'])}")
-    if stopped is not None:
-        from .common import interrupted
-
-        code, words = interrupted(stopped)
-        print(f"mpsstudio: {words}; the rows measured so far are kept.", file=sys.stderr)
-        return code
-    return EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED
+    code = report("deploy-bench", result, toolview.deploy_table(result), args, stopped, "what was measured so far",
+                  notes=result.get("notes", []))
+    return code if code is not None else (EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED)
 
 
 def _sizes(text: str) -> list[int]:

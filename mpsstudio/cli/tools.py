@@ -156,14 +156,24 @@ def cmd_max_batch(args) -> int:
         if getattr(exc, "partial", None) is None:
             raise
         result, stopped = exc.partial, exc
-    _print_table(toolview.max_batch_table(result))
-    _finish("max-batch", result, args)
+    code = report("max-batch", result, toolview.max_batch_table(result), args, stopped, "the search so far")
+    return code if code is not None else (EXIT_OK if result["largest_batch"] else EXIT_RUN_FAILED)
+
+
+def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | None, kept: str,
+           notes: list[str] | None = None) -> int | None:
+    """A tool's table, notes, --json and history, then its sentence; the exit status when it was stopped (what it
+    found is kept), None otherwise."""
+    _print_table(table)
+    for note in notes or []:
+        print(f"note: {printable(note)}")
+    _finish(kind, result, args)
     print(f"\n{printable(result['sentence'])}")
-    if stopped is not None:
-        code, words = interrupted(stopped)
-        print(f"mpsstudio: {words}; the search so far is kept.", file=sys.stderr)
-        return code
-    return EXIT_OK if result["largest_batch"] else EXIT_RUN_FAILED
+    if stopped is None:
+        return None
+    code, words = interrupted(stopped)
+    print(f"mpsstudio: {words}; {kept} is kept.", file=sys.stderr)
+    return code
 
 
 def cmd_inspect(args) -> int:
