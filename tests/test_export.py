@@ -427,3 +427,17 @@ def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path
     # the first model's PyTorch row, perhaps its Core ML row (Stop reaches the tool while it converts), never the
     # second model
     assert kept[0] == ("mlp", "pytorch") and all(model == "mlp" for model, _ in kept)
+
+
+@pytest.mark.parametrize("how, at_most", [("int8", 0.3), ("palettize4", 0.16)])
+def test_compressed_core_ml_weights_are_said_beside_the_uncompressed_size(tmp_path, capsys, how, at_most):
+    doc = tmp_path / "e.json"
+    code, printed, err = run(capsys, "--model", "mlp", "--format", "coreml", "--compress", how, "--out",
+                             str(tmp_path / "m.mlpackage"), "--json", str(doc))
+    assert code == 0, err
+    packed = json.loads(doc.read_text())["compression"]
+    assert packed["method"] == how and packed["bytes"] < at_most * packed["uncompressed_bytes"]  # of fp32 weights
+    assert f"weights {how}: " in printed and " uncompressed" in printed
+    code, _, err = run(capsys, "--model", "mlp", "--format", "torchscript", "--compress", how, "--out",
+                       str(tmp_path / "m.pt"))
+    assert code == 2 and "--compress is for Core ML packages" in err

@@ -35,6 +35,8 @@ def cmd_export(args) -> int:
                         "--save-model or Save Trained Model…), with its .json beside it.")
     if not 1 <= args.batch_size <= 4096:
         raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {args.batch_size}.")
+    if args.compress and args.format != "coreml":
+        raise UserError("--compress is for Core ML packages (--format coreml).")
     if args.precision != "fp32" and args.format != "coreml":
         raise UserError(f"{args.format} exports keep the model's own precision; --precision fp16 is for --format "
                         "coreml.")
@@ -53,7 +55,8 @@ def cmd_export(args) -> int:
     try:
         result = process.run_tool("export", {"config": cfg.to_dict(), "format": args.format, "out": str(target),
                                              "weights": args.weights, "precision": args.precision,
-                                             "batch_size": args.batch_size, "model_given": args.model is not None},
+                                             "batch_size": args.batch_size, "model_given": args.model is not None,
+                                             "compress": args.compress},
                                   timeout_s=args.timeout, mps_fallback=cfg.mps_fallback, stop_grace_s=0)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)

@@ -171,6 +171,9 @@ def _export_parser(sub) -> None:
     e.add_argument("--out", required=True, metavar="PATH", help="where to write the export")
     e.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
                    help="Core ML compute precision (default: fp32; the other formats keep the model's)")
+    e.add_argument("--compress", choices=("int8", "palettize4"), default=None,
+                   help="Core ML weights: int8 (linear) or palettize4 (4-bit palettes); the size is said beside the "
+                        "uncompressed package's")
     e.add_argument("--batch-size", type=int, default=1, help="the batch the export is made and checked with "
                                                              "(default: 1)")
     e.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end the export when it takes "

@@ -14,7 +14,9 @@ import torch
 # max error relative to the largest output, for "agrees": an export run on the same CPU (fp32), the same model on
 # another device in full fp32 (other kernels, other summation orders: measured on the lent H100 with TF32 off, see
 # docs/benchmarks.md), and Core ML's fp16
-TOLERANCE = {"fp32": 1e-4, "fp32-device": 1e-3, "fp16": 2e-2}
+# and compressed Core ML weights (provisional: set from what int8 and 4-bit palettes cost in published figures, not
+# yet measured on a Mac)
+TOLERANCE = {"fp32": 1e-4, "fp32-device": 1e-3, "fp16": 2e-2, "int8": 5e-2, "palettize4": 2.5e-1}
 
 
 @contextlib.contextmanager

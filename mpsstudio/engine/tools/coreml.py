@@ -55,8 +55,14 @@ def load_coremltools():
     return ct
 
 
-def export(model, x, reference, target: Path, *, precision: str, about: dict) -> tuple[Path, dict, dict]:
-    """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run."""
+COMPRESSIONS = ("int8", "palettize4")
+
+
+def export(model, x, reference, target: Path, *, precision: str, about: dict,
+           compress: str | None = None) -> tuple[Path, dict, dict]:
+    """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run. `compress`:
+    int8 (linear symmetric weights) or palettize4 (4-bit uniform palettes), its size said beside the uncompressed
+    package's."""
     import torch
 
     from .artifacts import agreement, no_attention_fast_path, package_path
@@ -86,15 +92,42 @@ def export(model, x, reference, target: Path, *, precision: str, about: dict) ->
             raise UserError(f"coremltools could not convert this model ({error_line(failure, 300)}); keep it in "
                             "PyTorch, or export it as TorchScript or a torch.export program.")
     mlmodel = _named(ct, mlmodel)
-    _describe(mlmodel, x, about, precision)
+    extra = {}
+    if compress:
+        mlmodel, extra["compression"] = _compressed(ct, mlmodel, compress)
+    _describe(mlmodel, x, about, precision if not compress else f"{precision}, weights {compress}")
     with package_path(target) as part:
         mlmodel.save(str(part))
-        check = _check(ct, part, x, reference, precision, agreement)
+        check = _check(ct, part, x, reference, compress or precision, agreement)
         if check["ok"] is False:
             raise UserError(f"The Core ML package does not agree with PyTorch: {check['reason']}; it was not "
                             f"written ({target.name} is unchanged).")
     return target, check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
-                           "coremltools": ct.__version__, "runs_here": runs_here()}
+                           "coremltools": ct.__version__, "runs_here": runs_here(), **extra}
+
+
+def _compressed(ct, mlmodel, how: str):
+    """The model with compressed weights (coremltools.optimize.coreml), and the sizes of both packages."""
+    import tempfile
+
+    from coremltools.optimize.coreml import (OpLinearQuantizerConfig, OpPalettizerConfig, OptimizationConfig,
+                                             linear_quantize_weights, palettize_weights)
+
+    if how not in COMPRESSIONS:
+        raise UserError(f"--compress must be one of {', '.join(COMPRESSIONS)}, not {how!r}.")
+    with tempfile.TemporaryDirectory() as tmp:  # the uncompressed package's size, for the comparison
+        plain = Path(tmp) / "plain.mlpackage"
+        mlmodel.save(str(plain))
+        before = sum(p.stat().st_size for p in plain.rglob("*") if p.is_file())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if how == "int8":
+            config = OptimizationConfig(global_config=OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8"))
+            smaller = linear_quantize_weights(mlmodel, config=config)
+        else:
+            config = OptimizationConfig(global_config=OpPalettizerConfig(mode="uniform", nbits=4))
+            smaller = palettize_weights(mlmodel, config=config)
+    return smaller, {"method": how, "uncompressed_bytes": before}
 
 
 def unsupported_sentence(message: str, program) -> str:

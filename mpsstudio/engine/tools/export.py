@@ -35,7 +35,7 @@ SEED = 0  # the model as a run builds it, and the check batch
 
 
 def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None, precision: str = "fp32",
-           batch_size: int = 1, model_given: bool = True,
+           batch_size: int = 1, model_given: bool = True, compress: str | None = None,
            progress: Callable[[str, float], None] | None = None) -> dict:
     """Export `config.model` (for `config.dataset`) to `out` in format `fmt`; the result (what was written, from
     which weights, and the check). With `weights` and not `model_given`, the model is the one the weights' JSON
@@ -45,6 +45,8 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
         raise UserError(f"The export format must be one of {', '.join(FORMATS)}, not {printable(fmt)!r}.")
     if precision not in PRECISIONS:
         raise UserError(f"Export precision must be fp32 or fp16, not {printable(precision)!r}.")
+    if compress and fmt != "coreml":
+        raise UserError("--compress is for Core ML packages (--format coreml).")
     if fmt != "coreml" and precision != "fp32":
         raise UserError(f"{fmt} exports keep the model's own precision; fp16 is for Core ML (--format coreml).")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= 4096:
@@ -58,7 +60,8 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     if fmt == "coreml":
         from . import coreml
 
-        written, check, extra = coreml.export(model, x, reference, target, precision=precision, about=about)
+        written, check, extra = coreml.export(model, x, reference, target, precision=precision, about=about,
+                                              compress=compress)
     else:
         written, check, extra = _export_torch(fmt, model, x, reference, target)
     size = _size(written)
@@ -70,6 +73,8 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
                                                           "shape": list(reference.shape)},
         "normalization": about["normalization"], "classes": about["classes"], "check": check, **extra,
     }
+    if result.get("compression"):
+        result["compression"]["bytes"] = size
     result["sentence"] = sentence(result)
     say("done", 1.0)
     return result
@@ -256,7 +261,10 @@ def _quiet():
 
 def sentence(r: dict) -> str:
     check = r["check"]
-    wrote = f"Exported {r['model']} to {r['path']} ({r['format']}, {fmt_bytes(r['bytes'])}, {r['precision']})"
+    packed = r.get("compression")
+    squeeze = (f", weights {packed['method']}: {fmt_bytes(r['bytes'])} against {fmt_bytes(packed['uncompressed_bytes'])}"
+               " uncompressed" if packed else f", {fmt_bytes(r['bytes'])}")
+    wrote = f"Exported {r['model']} to {r['path']} ({r['format']}{squeeze}, {r['precision']})"
     if check.get("ok") is None:
         verdict = f"not checked here: {check.get('reason')}"
     elif check["ok"]:

@@ -56,7 +56,8 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
                                  weights=payload.get("weights") or None,
                                  precision=str(payload.get("precision", "fp32")),
                                  batch_size=payload.get("batch_size", 1),
-                                 model_given=bool(payload.get("model_given", True)), progress=progress)
+                                 model_given=bool(payload.get("model_given", True)),
+                                 compress=payload.get("compress") or None, progress=progress)
         except UserError:
             raise
         except Exception as exc:  # a library's own failure: one sentence, nothing half-written (export.py)
@@ -154,6 +155,9 @@ def _check_export(r: dict) -> None:
     for key in ("max_abs_err", "max_rel_err", "top1_agreement"):
         _need(_number(check.get(key)))
     _need(isinstance(r.get("weights_note"), str) and isinstance(r.get("classes"), list))
+    packed = r.get("compression")
+    _need(packed is None or (isinstance(packed, dict) and isinstance(packed.get("method"), str)
+                             and _whole(packed.get("bytes"), False) and _whole(packed.get("uncompressed_bytes"), False)))
 
 
 def _check_deploy(r: dict) -> None:

@@ -112,6 +112,10 @@ def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
             ["classes", ", ".join(result.get("classes") or []) or DASH]]
     if result.get("minimum_deployment_target"):
         rows.insert(2, ["runs on", str(result["minimum_deployment_target"])])
+    packed = result.get("compression")
+    if isinstance(packed, dict):
+        rows.insert(3, ["compressed weights", f"{packed.get('method')}: {packed.get('bytes', 0):,} bytes against "
+                                              f"{packed.get('uncompressed_bytes', 0):,} uncompressed"])
     return ["what", "value"], rows, [False, False]
 
 
