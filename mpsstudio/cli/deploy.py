@@ -18,7 +18,7 @@ def cmd_export(args) -> int:
     from ..engine import process
     from ..engine.history.runfiles import export_tool_json
     from ..engine.models import registry as models
-    from ..engine.tools.export import FORMATS, check_target
+    from ..engine.tools.export import FORMATS, check_request, check_target
 
     from pathlib import Path
 
@@ -33,13 +33,7 @@ def cmd_export(args) -> int:
     elif not Path(args.weights).is_file():
         raise UserError(f"{printable(args.weights)} is not a file; pass the .pt file of a saved model (bench "
                         "--save-model or Save Trained Model…), with its .json beside it.")
-    if not 1 <= args.batch_size <= 4096:
-        raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {args.batch_size}.")
-    if args.compress and args.format != "coreml":
-        raise UserError("--compress is for Core ML packages (--format coreml).")
-    if args.precision != "fp32" and args.format != "coreml":
-        raise UserError(f"{args.format} exports keep the model's own precision; --precision fp16 is for --format "
-                        "coreml.")
+    check_request(args.format, args.precision, args.batch_size, args.compress)
     target = check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
     if args.json:
         written = Path(args.json).expanduser().resolve()

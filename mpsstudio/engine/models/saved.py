@@ -62,6 +62,11 @@ def save(model, path: str | Path, meta: dict) -> int:
     return size
 
 
+def normalization(data) -> dict:
+    """How a model's image input is made from pixels, as training made it (the description's, an export's)."""
+    return {"mean": list(data.mean), "std": list(data.std), "scale": "pixels / 255, then (x - mean) / std"}
+
+
 def describe(config, data, model_spec, run_id: str, summary: dict) -> dict:
     """What rebuilding and feeding the trained model needs, for the JSON beside its weights."""
     spec = model_spec
@@ -70,7 +75,7 @@ def describe(config, data, model_spec, run_id: str, summary: dict) -> dict:
     return {
         "model": config.model, "num_classes": spec.num_classes, "input": inputs,
         "classes": [str(c) for c in data.classes][:spec.num_classes],
-        "normalization": {"mean": list(data.mean), "std": list(data.std), "scale": "pixels / 255, then (x - mean) / std"},
+        "normalization": normalization(data),
         "dataset": config.dataset, "run_id": run_id, "device": config.device, "precision": config.precision,
         "epochs_trained": summary.get("stopped_early_epoch") or (config.epochs if config.steps is None else None),
         # the weights are the best epoch's where the run kept it (keep_best), else the last epoch's

@@ -42,12 +42,9 @@ def _exit_now() -> None:
     the process group (RunProcess.end)."""
     import sys
 
-    try:  # multiprocessing's own exit work of priority >= 0: a semaphore (tqdm makes one) is unregistered from the
-        from multiprocessing import util  # front end's resource tracker, which would otherwise warn of a leak
+    from .leftovers import multiprocessing_exit_work
 
-        util._run_finalizers(0)
-    except Exception:
-        pass
+    multiprocessing_exit_work()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -159,15 +159,25 @@ def _running(p: psutil.Process) -> bool:
         return False
 
 
+def multiprocessing_exit_work() -> None:
+    """multiprocessing's own exit work of priority >= 0, for a process that leaves without the interpreter's teardown
+    (os._exit, a signal): a semaphore (tqdm makes one) is unregistered from the front end's resource tracker, which
+    would otherwise warn of a leak on the user's terminal."""
+    try:
+        from multiprocessing import util
+
+        util._run_finalizers(0)
+    except Exception:
+        pass
+
+
 def end_on_sigterm() -> None:
     """In a run's process: SIGTERM (its parent ending it, or another program) first ends what the model started, even
     what left the process group, then ends the process by the signal as before."""
     def handler(signum, frame):
         try:
             end_leftovers(grace_s=0.0)
-            from multiprocessing import util  # a semaphore unregistered from the front end's resource tracker,
-
-            util._run_finalizers(0)  # which would otherwise warn of a leak on the user's terminal
+            multiprocessing_exit_work()
         except Exception:
             pass
         finally:

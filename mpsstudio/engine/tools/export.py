@@ -27,6 +27,7 @@ from ..basics.errors import UserError
 from ..basics.files import atomic_path
 from ..basics.formatting import error_line, fmt_bytes, printable
 from ..basics.spec import DataSpec
+from ..models.saved import normalization
 from .artifacts import agreement, no_attention_fast_path
 
 FORMATS = {"torchscript": ".pt", "exported-program": ".pt2", "coreml": ".mlpackage"}
@@ -41,16 +42,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     which weights, and the check). With `weights` and not `model_given`, the model is the one the weights' JSON
     names. UserError, one sentence, for anything the user can fix."""
     say = progress or (lambda message, fraction: None)
-    if fmt not in FORMATS:
-        raise UserError(f"The export format must be one of {', '.join(FORMATS)}, not {printable(fmt)!r}.")
-    if precision not in PRECISIONS:
-        raise UserError(f"Export precision must be fp32 or fp16, not {printable(precision)!r}.")
-    if compress and fmt != "coreml":
-        raise UserError("--compress is for Core ML packages (--format coreml).")
-    if fmt != "coreml" and precision != "fp32":
-        raise UserError(f"{fmt} exports keep the model's own precision; fp16 is for Core ML (--format coreml).")
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= 4096:
-        raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {batch_size}.")
+    check_request(fmt, precision, batch_size, compress)
     target = check_target(out, fmt)
     say("building the model", 0.1)
     model, spec, about = build(config, weights, say, model_given)
@@ -67,7 +59,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     size = _size(written)
     result = {
         "format": fmt, "path": str(written), "bytes": size, "precision": precision,
-        "model": model_name(config, about), "dataset": about["dataset"], "weights": about["weights"], "weights_note": about["weights_note"],
+        "model": about["model"], "dataset": about["dataset"], "weights": about["weights"], "weights_note": about["weights_note"],
         "input": {"name": extra.get("input_name", "input"), "shape": list(x.shape), "dtype": str(x.dtype).replace(
             "torch.", ""), "kind": spec.kind}, "output": {"name": extra.get("output_name", "logits"),
                                                           "shape": list(reference.shape)},
@@ -78,6 +70,20 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     result["sentence"] = sentence(result)
     say("done", 1.0)
     return result
+
+
+def check_request(fmt: str, precision: str, batch_size, compress: str | None) -> None:
+    """UserError (one sentence) for settings that do not go together; the CLI asks before a process starts."""
+    if fmt not in FORMATS:
+        raise UserError(f"The export format must be one of {', '.join(FORMATS)}, not {printable(fmt)!r}.")
+    if precision not in PRECISIONS:
+        raise UserError(f"Export precision must be fp32 or fp16, not {printable(precision)!r}.")
+    if compress and fmt != "coreml":
+        raise UserError("--compress is for Core ML packages (--format coreml).")
+    if fmt != "coreml" and precision != "fp32":
+        raise UserError(f"{fmt} exports keep the model's own precision; --precision fp16 is for --format coreml.")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= 4096:
+        raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {batch_size}.")
 
 
 # -- the model --------------------------------------------------------------------------------------------------
@@ -107,21 +113,14 @@ def build(config: RunConfig, weights: str | None, say, model_given: bool = True
     from . import toolkit
 
     setup = toolkit.prepare(config.with_device("cpu"), say)
-    torch.manual_seed(SEED)
-    model = models.build_model(config.model, setup.model_spec)
+    model = toolkit.build(setup)  # as a run builds it (seeded)
     data = setup.data
     about = {"model": config.model, "dataset": data.name, "weights": None,
              "weights_note": "no trained weights given (--weights): the model as freshly built (random weights, "
-                             f"seed {SEED}); its outputs mean nothing until it is trained",
-             "normalization": {"mean": list(data.mean), "std": list(data.std),
-                               "scale": "pixels / 255, then (x - mean) / std"} if setup.model_spec.kind == "image"
-             else None,
+                             f"seed {config.seed}); its outputs mean nothing until it is trained",
+             "normalization": normalization(data) if setup.model_spec.kind == "image" else None,
              "classes": [str(c) for c in data.classes][:setup.model_spec.num_classes]}
     return model.eval(), setup.model_spec, about
-
-
-def model_name(config: RunConfig, about: dict) -> str:
-    return about.get("model") or config.model
 
 
 def _saved_meta(weights: str) -> dict:
@@ -184,10 +183,9 @@ def _load_weights(model: torch.nn.Module, weights: str) -> None:
 
 def example(spec: DataSpec, batch_size: int) -> torch.Tensor:
     """The fixed batch the export is traced with and checked on (seeded: the same every time)."""
-    gen = torch.Generator().manual_seed(SEED)
-    if spec.kind == "tokens":
-        return torch.randint(0, spec.vocab_size, (batch_size, spec.seq_len), generator=gen)
-    return torch.randn(batch_size, spec.channels, spec.height, spec.width, generator=gen)
+    from .toolkit import synthetic_batch
+
+    return synthetic_batch(spec, batch_size, torch.device("cpu"), seed=SEED)[0]
 
 
 # -- TorchScript and torch.export -------------------------------------------------------------------------------
