@@ -331,3 +331,24 @@ def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_pa
     from tests.processes import live_processes
 
     assert live_processes() == []
+
+
+def test_a_run_with_dataloader_workers_blames_nothing_on_the_model(tmp_path, capsys, run_pids):
+    """The DataLoader's workers are the run's own: they end with its process group and are never named as left by
+    the model (multiprocessing forgets a child's target once started, so they are told apart by their group)."""
+    from PIL import Image
+
+    from tests.processes import assert_gone
+
+    folder = tmp_path / "pets"
+    for c in ("cats", "dogs"):
+        (folder / c).mkdir(parents=True)
+        for i in range(16):
+            Image.new("RGB", (16, 16), (12 * i, 100, 200)).save(folder / c / f"{i}.png")
+    code = cli.main(["bench", "--model", "mlp", "--dataset", str(folder), "--batch-size", "4", "--steps", "4",
+                     "--warmup", "1", "--workers", "2", "--devices", "cpu", "--no-inspect"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    [run] = RunStore().all()
+    assert run.status == "finished" and "leftover_processes" not in run.summary, run.summary.get("leftover_processes")
+    assert_gone(run_pids)

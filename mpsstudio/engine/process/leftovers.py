@@ -59,23 +59,31 @@ def _name(proc: psutil.Process) -> str:
 
 
 def end_leftovers(grace_s: float = END_GRACE_S) -> str:
-    """End every descendant of this process still alive but the run's DataLoader workers (they end with the
-    process's group); one sentence when there were any ("" when none): "The model left 2 processes running (python,
-    pid 4242; sleep, pid 4243); they were ended."."""
-    ours = _loader_workers()
+    """End every descendant of this process still alive but the multiprocessing children still in its process group
+    (the run's DataLoader workers among them: they end with the group); one sentence when there were any ("" when
+    none): "The model left 2 processes running (python, pid 4242; sleep, pid 4243); they were ended."."""
+    ours = _in_group_children()
     _reap()  # a process that already ended is not left running (its parent never waited for it)
     left = [p for p in _descendants() if p.pid not in ours and _running(p)]
     return end_processes(left, "The model", "when the run ended", grace_s=grace_s)
 
 
-def _loader_workers() -> set[int]:
-    """The pids of torch DataLoader workers among this process's multiprocessing children (any other, a model's
-    own multiprocessing child that may have left the group with setsid, is the model's)."""
-    worker = sys.modules.get("torch.utils.data._utils.worker")
-    loop = getattr(worker, "_worker_loop", None)
-    if loop is None:
+def _in_group_children() -> set[int]:
+    """The pids of this process's multiprocessing children still in its process group: the DataLoader's workers
+    (multiprocessing forgets a child's target once it starts, so they cannot be told apart by it) and any the
+    model made that stayed; all end with the group. One that left it (setsid) is ended here."""
+    try:
+        group = os.getpgid(0)
+    except OSError:
         return set()
-    return {p.pid for p in multiprocessing.active_children() if getattr(p, "_target", None) is loop}
+    ours = set()
+    for p in multiprocessing.active_children():
+        try:
+            if os.getpgid(p.pid) == group:
+                ours.add(p.pid)
+        except OSError:  # ended meanwhile
+            continue
+    return ours
 
 
 def end_processes(left: list[psutil.Process], who: str, when: str, reap: bool = True,
