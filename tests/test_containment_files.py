@@ -282,3 +282,37 @@ def test_a_signal_while_a_run_is_being_kept_waits_until_it_is_kept():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_child_that_answers_and_exits_while_the_parent_waits_is_not_taken_for_dead():
+    """The answer arrives just after the parent's wait ran out, and the child has exited by the time the parent
+    looks at it: the answer is read (found as a flaky max-batch test: "exited with code 0 before its work was
+    done")."""
+    import multiprocessing
+
+    from mpsstudio.engine.process import handles
+
+    parent, child = multiprocessing.Pipe()
+
+    class LateConn:  # the first wait runs out just before the message lands
+        def __init__(self, conn):
+            self.conn, self.waits = conn, 0
+
+        def poll(self, timeout=0):
+            self.waits += 1
+            return False if self.waits == 1 else self.conn.poll(timeout)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+    class Exited:
+        exitcode = 0
+
+    proc = handles.RunProcess.__new__(handles.RunProcess)
+    proc.conn, proc.process, proc.ready = LateConn(parent), Exited(), False
+    child.send(("tooled", {"answer": 42}))
+    child.close()
+    assert proc.receive(0.01) is None  # not EOFError: something is still to be read
+    assert proc.receive(0.01) == ("tooled", {"answer": 42})
+    with pytest.raises(EOFError):
+        proc.receive(0.01)

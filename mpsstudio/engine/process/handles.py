@@ -124,9 +124,16 @@ class RunProcess:
                 self.ready = True
                 return None
             return message
-        if self.process.exitcode is not None:  # dead, though a grandchild may still hold the pipe open
+        # dead, though a grandchild may still hold the pipe open; what it sent (or the pipe's end) is read next time
+        if self.process.exitcode is not None and not self._readable():
             raise EOFError
         return None
+
+    def _readable(self) -> bool:
+        try:
+            return self.conn.poll(0)
+        except (OSError, ValueError):
+            return False
 
     def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
         """End the child's whole process group (SIGTERM, then SIGKILL) and reap it; safe to call twice.
