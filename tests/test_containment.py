@@ -100,11 +100,36 @@ def test_the_window_closes_on_sigterm_keeping_what_it_has(tmp_path):
 
     box = Sandbox(tmp_path)
     proc = box.start()
-    time.sleep(2.0)  # painted and idle (startup ~0.5 s here)
+    deadline = time.monotonic() + 90
+    while not (box.folders["data"] / "runs.sqlite3").exists():  # the window is being built (it opens the history)
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-2000:]
     assert (box.folders["config"] / "window.ini").is_file()  # closeEvent ran: the window's settings were saved
+
+
+def test_a_sigterm_while_the_app_is_still_starting_ends_it_the_same_way(tmp_path):
+    """Before the window exists (Qt still importing, on a busy machine for seconds): exit 143, no traceback. The
+    signal comes, in the child, as PySide6 begins to import."""
+    from .test_user_folders import Sandbox
+
+    box = Sandbox(tmp_path)
+    script = ("import os, signal, sys\n"
+              "class Hook:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'PySide6':\n"
+              "            sys.meta_path.remove(self)\n"
+              "            os.kill(os.getpid(), signal.SIGTERM)\n"
+              "sys.meta_path.insert(0, Hook())\n"
+              "from mpsstudio.gui.app import main\n"
+              "sys.exit(main([]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=box.env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=120)
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not (box.folders["config"] / "window.ini").exists()  # no window was built
 
 
 def model_source(forward: str) -> str:

@@ -56,13 +56,39 @@ SIGNAL_CHECK_MS = 250  # how soon the window notices SIGTERM / SIGHUP
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    from ..engine.process.ending import ending_signals
+
+    ended_by: list[int] = []
+    window = None
+
+    def on_signal(signum: int) -> None:  # SIGTERM / SIGHUP: stop the run, keep it (closeEvent), quit
+        ended_by.append(signum)
+        if window is not None:
+            from PySide6.QtCore import QTimer
+
+            QTimer.singleShot(0, window.close)
+    # From the first line: a SIGTERM while Qt and the window are still loading ends the app the same way (exit 143),
+    # not by the signal's default action
+    with ending_signals(on_signal):
+        window, code = _open_window(args, ended_by)
+        if window is not None and code is None:
+            code = _run_window(args, window, ended_by)
+    if ended_by:
+        return 128 + ended_by[0]
+    return code
+
+
+def _open_window(args: argparse.Namespace, ended_by: list[int]):
+    """The window, shown; (window, None) to go on, or (window or None, exit code) when done already."""
     t_import = time.perf_counter()
-    from PySide6.QtCore import QCoreApplication, QTimer
+    from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
 
     import pyqtgraph  # noqa: F401  (imported here so the timing below starts after it, as documented)
 
     t_qt = time.perf_counter()
+    if ended_by:
+        return None, 128 + ended_by[0]
     QCoreApplication.setOrganizationName("MPS Studio")
     QCoreApplication.setApplicationName(APP_NAME)
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -89,22 +115,23 @@ def main(argv: list[str] | None = None) -> int:
               f"(their import took {t_qt - t_import:.3f} s); torch imported before paint: {torch_loaded}")
         print(f"window icon: {len(sizes)} sizes" + (f", {sizes[0]}-{sizes[-1]} px" if sizes else ""))
         window.close()
-        return 0
-    QTimer.singleShot(0, window.start_loading)
-    from ..engine.process.ending import ending_signals
+        return window, 0
+    return window, None
 
-    ended_by: list[int] = []
 
-    def on_signal(signum: int) -> None:  # SIGTERM / SIGHUP: stop the run, keep it (closeEvent), quit
-        ended_by.append(signum)
+def _run_window(args: argparse.Namespace, window, ended_by: list[int]) -> int:
+    """The event loop until the window closes (Quit, or a SIGTERM / SIGHUP that arrived at any time)."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    if ended_by:  # the signal came while the window was being built: it closes as soon as it is up
         QTimer.singleShot(0, window.close)
+    else:
+        QTimer.singleShot(0, window.start_loading)
     # Python runs a signal's handler only between its own bytecodes: a timer gives it the chance while Qt waits
     ticker = QTimer()
     ticker.timeout.connect(lambda: None)
     ticker.start(SIGNAL_CHECK_MS)
-    with ending_signals(on_signal):
-        code = app.exec()
+    code = QApplication.instance().exec()
     ticker.stop()
-    if ended_by:
-        return 128 + ended_by[0]
     return window.exit_code if args.demo else code
