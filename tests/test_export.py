@@ -64,6 +64,61 @@ def test_core_ml_export_writes_a_package_and_says_running_it_needs_macos(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.json", "m.mlpackage"]
 
 
+def test_one_core_ml_package_takes_every_batch_size_asked_for(tmp_path, capsys):
+    """Enumerated shapes, not a range: the Neural Engine runs each enumerated shape (issue 27); --batch-size is the
+    default shape; the input stays float32 at fp16 precision."""
+    ct = pytest.importorskip("coremltools")
+    out, doc = tmp_path / "m.mlpackage", tmp_path / "e.json"
+    code, printed, err = run(capsys, "--model", "mlp", "--format", "coreml", "--out", str(out), "--json", str(doc),
+                             "--precision", "fp16", "--batch-size", "8", "--batch-sizes", "32,1")
+    assert code == 0, err
+    assert json.loads(doc.read_text())["batch_sizes"] == [1, 8, 32] and "fp16, batch 1, 8, 32)" in printed
+    [given] = ct.utils.load_spec(str(out)).description.input
+    array = given.type.multiArrayType
+    assert sorted(list(s.shape)[0] for s in array.enumeratedShapes.shapes) == [1, 8, 32] and list(array.shape)[0] == 8
+    assert array.dataType == array.FLOAT32 and "N is one of 1, 8, 32" in given.shortDescription
+    for args, says in ((["--format", "torchscript", "--out", str(tmp_path / "m.pt")], "--batch-sizes is for Core ML"),
+                       (["--format", "coreml", "--out", str(out)], "--batch-sizes must be whole numbers")):
+        code, _, err = run(capsys, "--model", "mlp", *args, "--batch-sizes", "1,0" if "coreml" in args else "1,8")
+        assert code == 2 and says in err
+
+
+POOL = '''import torch
+class M(torch.nn.Module):  # coremltools converts adaptive pooling only with the whole input shape known
+    def __init__(self, n, shape):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(shape[0], 4, 3, padding=1)
+        self.pool = torch.nn.AdaptiveAvgPool2d((2, 2))
+        self.fc = torch.nn.Linear(16, n)
+    def forward(self, x):
+        return self.fc(self.pool(self.conv(x)).flatten(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def test_a_model_that_takes_one_batch_size_only_is_said_so_or_gets_a_package_per_size(tmp_path, capsys, monkeypatch):
+    from mpsstudio.engine.tools import deploybench
+
+    model = tmp_path / "pool.py"
+    model.write_text(POOL)
+    out = tmp_path / "out" / "m.mlpackage"
+    out.parent.mkdir()
+    code, printed, err = run(capsys, "--model", str(model), "--format", "coreml", "--out", str(out),
+                             "--batch-sizes", "1,4")
+    assert code == 1 and printed == "" and "Traceback" not in err and list(out.parent.iterdir()) == []
+    assert err.splitlines()[-1].startswith("mpsstudio: This model does not convert with several batch sizes in one "
+                                           "Core ML package (ValueError: Adaptive pooling")
+    monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
+    monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
+    result = deploybench.bench([str(model)], batch_sizes=[1, 4], devices=["cpu"])
+    core = [r for r in result["rows"] if r["runtime"] == "coreml"]
+    assert [r["batch_size"] for r in core] == [1, 4] and all(r["convert_s"] > 0 for r in core)
+    assert all("converted here (6" in r["reason"] for r in core)  # a package each: "(6.1 KiB, 0.4 s)"
+    assert any("one Core ML package per batch size; it does not convert with several in one (ValueError: Adaptive "
+               "pooling" in n for n in result["notes"])
+
+
 I0 = '''import math, torch
 class Act(torch.nn.Module):
     def forward(self, x):
@@ -223,12 +278,16 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
     def fake_predictor(target, unit):
         ct = coreml.load_coremltools()
         assert getattr(ct.ComputeUnit, unit) in ct.ComputeUnit  # a real compute unit's name
-        asked.append(unit)
+        asked.append((unit, "int8" if "int8" in str(target) else "fp16"))
         spec = models.input_spec_for("mlp", models.get_model_info("mlp").default_spec)
         torch.manual_seed(export.SEED)
         model = models.build_model("mlp", spec).eval()
+        array = ct.utils.load_spec(str(target)).description.input[0].type.multiArrayType
+        shapes = [list(s.shape) for s in array.enumeratedShapes.shapes] or [list(array.shape)]
 
         def run(x):
+            if list(x.shape) not in shapes:  # as Core ML refuses a shape its package does not enumerate
+                raise RuntimeError(f"MultiArray shape {tuple(x.shape)} does not match the shapes the model takes")
             arr = x.numpy().astype(np.float32)
             with torch.no_grad():
                 got = {coreml.OUTPUT: model(torch.from_numpy(arr)).numpy().astype(np.float16)}
@@ -236,12 +295,17 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
         return run, 0.25
     monkeypatch.setattr(coreml, "predictor", fake_predictor)
     _fake_compute_plan(monkeypatch, [("linear", "ne", ["ne", "cpu"], 0.9), ("relu", "ne", ["ne", "cpu"], 0.1)])
-    result = deploybench.bench(["mlp"], batch_sizes=[2], devices=["cpu"])
+    result = deploybench.bench(["mlp"], batch_sizes=[1, 2], devices=["cpu"], compress=["int8"])
     assert result["placement"]["mlp"]["share_of_cost"]["neural_engine"] == 1.0
     assert "mlp: Core ML (ALL) plans 100% of the estimated cost on the Neural Engine" in result["sentence"]
     core = [r for r in result["rows"] if r["runtime"] == "coreml"]
-    assert asked == ["CPU_ONLY", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"]  # first: the export's own check
-    assert [r["label"] for r in core] == [label for _, label in deploybench.COMPUTE_UNITS]
+    units = [unit for unit, _ in deploybench.COMPUTE_UNITS]
+    # one fp16 package for both sizes (the export's own check first), then the int8 one with all units
+    assert asked == [("CPU_ONLY", "fp16"), *[(u, "fp16") for u in units * 2], ("CPU_ONLY", "int8"),
+                     ("ALL", "int8"), ("ALL", "int8")]
+    labels = [label for _, label in deploybench.COMPUTE_UNITS]
+    assert [(r["label"], r["batch_size"]) for r in core] == [
+        *[(label, b) for b in (1, 2) for label in labels], *[("Core ML, weights int8, all units", b) for b in (1, 2)]]
     assert all(r["agrees"] is True and r["load_s"] == 0.25 and r["latency_ms"] > 0 for r in core)
     assert "Core ML rows" not in result["sentence"] and result["sentence"].startswith("mlp: fastest at batch 2 is ")
 

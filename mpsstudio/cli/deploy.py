@@ -33,7 +33,8 @@ def cmd_export(args) -> int:
     elif not Path(args.weights).is_file():
         raise UserError(f"{printable(args.weights)} is not a file; pass the .pt file of a saved model (bench "
                         "--save-model or Save Trained Model…), with its .json beside it.")
-    check_request(args.format, args.precision, args.batch_size, args.compress)
+    batch_sizes = _sizes(args.batch_sizes, 4096) if args.batch_sizes else None
+    check_request(args.format, args.precision, args.batch_size, args.compress, batch_sizes)
     target = check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
     if args.json:
         written = Path(args.json).expanduser().resolve()
@@ -50,7 +51,7 @@ def cmd_export(args) -> int:
         result = process.run_tool("export", {"config": cfg.to_dict(), "format": args.format, "out": str(target),
                                              "weights": args.weights, "precision": args.precision,
                                              "batch_size": args.batch_size, "model_given": args.model is not None,
-                                             "compress": args.compress},
+                                             "compress": args.compress, "batch_sizes": batch_sizes},
                                   timeout_s=args.timeout, mps_fallback=cfg.mps_fallback, stop_grace_s=0)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
@@ -66,6 +67,7 @@ def cmd_export(args) -> int:
 def cmd_deploy_bench(args) -> int:
     from ..engine import process
     from ..engine.tools import toolview
+    from ..engine.tools.coreml import COMPRESSIONS
     from ..engine.tools.deploybench import DEFAULT_BATCHES
     from .tools import _progress, report
 
@@ -88,6 +90,10 @@ def cmd_deploy_bench(args) -> int:
         if name.endswith(".py"):
             print(f"mpsstudio: {models.user_model_warning(name)}", file=sys.stderr)
     sizes = _sizes(args.batch_sizes) if args.batch_sizes else list(DEFAULT_BATCHES)
+    compress = list(dict.fromkeys(c.strip() for c in (args.compress or "").split(",") if c.strip()))
+    if any(c not in COMPRESSIONS for c in compress) or (args.compress is not None and not compress):
+        raise UserError(f"--compress takes {' or '.join(COMPRESSIONS)} (or both, comma-separated), not "
+                        f"{printable(args.compress)!r}.")
     devices = list(dict.fromkeys(d.strip() for d in args.devices.split(",") if d.strip())) if args.devices else None
     if devices is not None:
         here = available_devices()
@@ -99,7 +105,8 @@ def cmd_deploy_bench(args) -> int:
     stopped = None
     try:
         result = process.run_tool("deploy-bench", {"models": names, "batch_sizes": sizes, "devices": devices,
-                                                   "weights": args.weights}, progress=_progress,
+                                                   "weights": args.weights, "compress": compress},
+                                  progress=_progress,
                                   timeout_s=args.timeout)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
@@ -113,12 +120,12 @@ def cmd_deploy_bench(args) -> int:
     return code if code is not None else (EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED)
 
 
-def _sizes(text: str) -> list[int]:
+def _sizes(text: str, most: int = 1024) -> list[int]:
     try:
         sizes = sorted(set(int(s) for s in text.split(",") if s.strip()))
     except ValueError:
         sizes = []
-    if not sizes or not all(1 <= b <= 1024 for b in sizes):
-        raise UserError(f"--batch-sizes must be whole numbers from 1 to 1,024 separated by commas, not "
+    if not sizes or not all(1 <= b <= most for b in sizes):
+        raise UserError(f"--batch-sizes must be whole numbers from 1 to {most:,} separated by commas, not "
                         f"{printable(text)!r}.")
     return sizes

@@ -175,7 +175,10 @@ def _export_parser(sub) -> None:
                    help="Core ML weights: int8 (linear) or palettize4 (4-bit palettes); the size is said beside the "
                         "uncompressed package's")
     e.add_argument("--batch-size", type=int, default=1, help="the batch the export is made and checked with "
-                                                             "(default: 1)")
+                                                             "(default: 1; a Core ML package's default shape)")
+    e.add_argument("--batch-sizes", default=None, metavar="LIST",
+                   help="Core ML: the batch sizes the one package takes, e.g. 1,8,32 (enumerated shapes, each of "
+                        "which the Neural Engine can run); default: --batch-size only")
     e.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end the export when it takes "
                                                                                   "longer")
     e.add_argument("--json", metavar="FILE", default=None, help="write what was exported and its check to FILE")
@@ -190,6 +193,9 @@ def _export_parser(sub) -> None:
     d.add_argument("--weights", default=None, metavar="FILE.pt", help="trained weights for a single model")
     d.add_argument("--batch-sizes", default=None, metavar="LIST", help="comma-separated (default: 1,8,32)")
     d.add_argument("--devices", default=None, help="PyTorch devices (default: every available one)")
+    d.add_argument("--compress", default=None, metavar="LIST",
+                   help="Core ML packages with compressed weights measured beside the fp16 one: int8, palettize4 "
+                        "or both (comma-separated)")
     d.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end it when it takes longer")
     d.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
     d.add_argument("--no-save", action="store_true", help="do not keep the result in the history")

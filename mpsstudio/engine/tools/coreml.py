@@ -58,52 +58,103 @@ def load_coremltools():
 COMPRESSIONS = ("int8", "palettize4")
 
 
-def export(model, x, reference, target: Path, *, precision: str, about: dict,
-           compress: str | None = None) -> tuple[Path, dict, dict]:
-    """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run. `compress`:
-    int8 (linear symmetric weights) or palettize4 (4-bit uniform palettes), its size said beside the uncompressed
-    package's."""
-    import torch
+class NoFlexibleBatch(UserError):
+    """The model does not convert with several batch sizes in one package (coremltools needs the whole shape of
+    some operations: AlexNet's adaptive pooling); `reason` is coremltools' or torch.export's own line."""
 
-    from .artifacts import agreement, no_attention_fast_path, package_path
+    def __init__(self, exc: BaseException):
+        self.reason = error_line(exc, 240)
+        super().__init__(f"This model does not convert with several batch sizes in one Core ML package ("
+                         f"{self.reason}); export one batch size per package (--batch-size N, without "
+                         "--batch-sizes).")
+
+
+def export(model, x, reference, target: Path, *, precision: str, about: dict, compress: str | None = None,
+           others: dict | None = None) -> tuple[Path, dict, dict]:
+    """Convert, write the package at `target` (whole or not at all) and check it where Core ML can run. `x`'s batch
+    is the package's default shape; `others` ({batch size: (batch, PyTorch's logits)}) are further batch sizes it
+    takes, as enumerated shapes (the Neural Engine runs each enumerated shape, not a range: issue 27).
+    `compress`: int8 (linear symmetric weights) or palettize4 (4-bit uniform palettes), its size said beside the
+    uncompressed package's."""
+    batches = {x.shape[0]: (x, reference), **(others or {})}
+    mlmodel = convert(model, batches, x.shape[0], precision=precision, about=about)
+    return target, *write(mlmodel, target, batches, precision=precision, compress=compress)
+
+
+def convert(model, batches: dict, default: int, *, precision: str, about: dict):
+    """The model as an ML program taking each batch size of `batches` ({size: (batch, logits)}), `default` its
+    default shape, with its input and output named and described; not yet written."""
+    ct = load_coremltools()
+    mlmodel = _named(ct, _convert(ct, model, batches, default, precision))
+    _describe(mlmodel, batches[default][0], about, precision, sorted(batches))
+    return mlmodel
+
+
+def write(mlmodel, target: Path, batches: dict, *, precision: str, compress: str | None = None) -> tuple[dict, dict]:
+    """(check, what the result says about it): the package written at `target` whole, compressed first if asked,
+    and checked on each batch where Core ML runs; not written (UserError) when its outputs do not agree."""
+    from .artifacts import agreement, package_path
 
     ct = load_coremltools()
+    extra = {"batch_sizes": sorted(batches)}
+    if compress:
+        mlmodel, extra["compression"] = _compressed(ct, mlmodel, compress)
+        mlmodel.short_description += f", weights {compress}"
+    with package_path(target) as part:
+        mlmodel.save(str(part))
+        check = _check(ct, part, batches, compress or precision, agreement)
+        if check["ok"] is False:
+            raise UserError(f"The Core ML package does not agree with PyTorch: {check['reason']}; it was not "
+                            f"written ({target.name} is unchanged).")
+    if compress:
+        extra["compression"]["bytes"] = package_bytes(target)
+    return check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
+                   "coremltools": ct.__version__, "runs_here": runs_here(), **extra}
+
+
+def _convert(ct, model, batches: dict, default: int, precision: str):
+    """The ML program: from torch.export with the batch dimension dynamic when there are several sizes (captured
+    on the largest batch: a batch of 1 would be specialised), the input an enumerated shape of them."""
+    import numpy as np
+    import torch
+
+    from .artifacts import no_attention_fast_path
+
+    sizes = sorted(batches)
+    x = batches[sizes[-1]][0]
+    flexible = len(sizes) > 1
+    rest = list(x.shape[1:])
+    dtype = np.float32 if x.dtype.is_floating_point else np.int32
+    shape = (ct.EnumeratedShapes(shapes=[[b, *rest] for b in sizes], default=[default, *rest]) if flexible
+             else [default, *rest])
+    if not flexible:
+        x = batches[default][0]
     with no_attention_fast_path(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            program = torch.export.export(model, (x,))
+            dynamic = ({0: torch.export.Dim("batch", min=1, max=max(4096, sizes[-1]))},) if flexible else None
+            program = torch.export.export(model, (x,), dynamic_shapes=dynamic)
         except Exception as exc:
+            if flexible:
+                raise NoFlexibleBatch(exc) from None
             raise UserError(f"torch.export could not capture this model for Core ML ({error_line(exc, 300)}); "
                             "keep it in PyTorch or change the part it names.") from None
-        mlmodel = None
         for table in (None, {}):  # the default decompositions; an empty table where those fail
             try:
                 decomposed = program.run_decompositions() if table is None else program.run_decompositions(table)
-                mlmodel = ct.convert(decomposed, convert_to="mlprogram",
-                                     minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
-                                     compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
-                                                        else ct.precision.FLOAT32))
-                break
+                return ct.convert(decomposed, convert_to="mlprogram",
+                                  inputs=[ct.TensorType(name=INPUT, shape=shape, dtype=dtype)],
+                                  minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
+                                  compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
+                                                     else ct.precision.FLOAT32))
             except Exception as exc:  # coremltools raises many kinds; the second table may do
                 if any(p.search(str(exc)) for p in _UNSUPPORTED):
                     raise UserError(unsupported_sentence(str(exc), program)) from None
                 failure = exc
-        if mlmodel is None:
-            raise UserError(f"coremltools could not convert this model ({error_line(failure, 300)}); keep it in "
-                            "PyTorch, or export it as TorchScript or a torch.export program.")
-    mlmodel = _named(ct, mlmodel)
-    extra = {}
-    if compress:
-        mlmodel, extra["compression"] = _compressed(ct, mlmodel, compress)
-    _describe(mlmodel, x, about, precision if not compress else f"{precision}, weights {compress}")
-    with package_path(target) as part:
-        mlmodel.save(str(part))
-        check = _check(ct, part, x, reference, compress or precision, agreement)
-        if check["ok"] is False:
-            raise UserError(f"The Core ML package does not agree with PyTorch: {check['reason']}; it was not "
-                            f"written ({target.name} is unchanged).")
-    return target, check, {"input_name": INPUT, "output_name": OUTPUT, "minimum_deployment_target": DEPLOYMENT_WORDS,
-                           "coremltools": ct.__version__, "runs_here": runs_here(), **extra}
+    if flexible:
+        raise NoFlexibleBatch(failure)
+    raise UserError(f"coremltools could not convert this model ({error_line(failure, 300)}); keep it in "
+                    "PyTorch, or export it as TorchScript or a torch.export program.")
 
 
 def _compressed(ct, mlmodel, how: str):
@@ -118,7 +169,7 @@ def _compressed(ct, mlmodel, how: str):
     with tempfile.TemporaryDirectory() as tmp:  # the uncompressed package's size, for the comparison
         plain = Path(tmp) / "plain.mlpackage"
         mlmodel.save(str(plain))
-        before = sum(p.stat().st_size for p in plain.rglob("*") if p.is_file())
+        before = package_bytes(plain)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if how == "int8":
@@ -128,6 +179,11 @@ def _compressed(ct, mlmodel, how: str):
             config = OptimizationConfig(global_config=OpPalettizerConfig(mode="uniform", nbits=4))
             smaller = palettize_weights(mlmodel, config=config)
     return smaller, {"method": how, "uncompressed_bytes": before}
+
+
+def package_bytes(path: Path) -> int:
+    """The bytes of the files of a package folder."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def unsupported_sentence(message: str, program) -> str:
@@ -181,14 +237,16 @@ def _named(ct, mlmodel):
     return ct.models.MLModel(spec, weights_dir=mlmodel.weights_dir, skip_model_load=True)
 
 
-def _describe(mlmodel, x, about: dict, precision: str) -> None:
+def _describe(mlmodel, x, about: dict, precision: str, sizes: list[int]) -> None:
     mlmodel.short_description = f"{about.get('model') or 'model'} exported by MPS Studio ({precision})"
     norm = about.get("normalization")
+    shape = ["N", *x.shape[1:]] if len(sizes) > 1 else list(x.shape)
+    n = f"; N is one of {', '.join(map(str, sizes))}" if len(sizes) > 1 else ""
     if x.dtype.is_floating_point:
-        how = (f"float32 {list(x.shape)} (N, C, H, W): pixels / 255, then (x - mean) / std with mean {norm['mean']} "
-               f"and std {norm['std']}" if isinstance(norm, dict) and "mean" in norm else f"float32 {list(x.shape)}")
+        how = (f"float32 {shape} (N, C, H, W): pixels / 255, then (x - mean) / std with mean {norm['mean']} "
+               f"and std {norm['std']}{n}" if isinstance(norm, dict) and "mean" in norm else f"float32 {shape}{n}")
     else:
-        how = f"int32 token ids {list(x.shape)} (N, L)"
+        how = f"int32 token ids {shape} (N, L){n}"
     mlmodel.input_description[INPUT] = how
     mlmodel.output_description[OUTPUT] = "logits, one per class (softmax gives probabilities)"
     meta = mlmodel.user_defined_metadata
@@ -218,19 +276,23 @@ def predictor(target: Path, unit: str):
     return run, load_s
 
 
-def _check(ct, target: Path, x, reference, precision: str, agreement) -> dict:
-    """The package's outputs against PyTorch's, on macOS; elsewhere the sentence why not."""
+def _check(ct, target: Path, batches: dict, precision: str, agreement) -> dict:
+    """The package's outputs against PyTorch's at each batch size it takes, on macOS (the worst of them is the
+    check); elsewhere the sentence why not."""
     if not runs_here():
         return {"ok": None, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
                 "reason": "Core ML runs a package only on macOS; it was converted and written here, not run"}
+    checks = []
     try:
         run, _ = predictor(target, "CPU_ONLY")
-        out = run(x)
+        for b, (x, reference) in sorted(batches.items()):
+            checks.append(agreement(reference, run(x), precision))
     except Exception as exc:
         return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
                 "reason": f"Core ML could not run the package ({error_line(exc, 200)})"}
-    check = agreement(reference, out, precision)
-    check["how"] = "run by Core ML on the CPU on the fixed batch"
+    check = next((c for c in checks if not c["ok"]), None) or max(checks, key=lambda c: c["max_rel_err"])
+    sizes = ", ".join(map(str, sorted(batches)))
+    check["how"] = f"run by Core ML on the CPU on the fixed batch{'es' if len(batches) > 1 else ''} of {sizes}"
     return check
 
 

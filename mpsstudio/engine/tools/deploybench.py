@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from ..basics.errors import UserError
-from ..basics.formatting import error_line
+from ..basics.formatting import error_line, fmt_bytes
 from .artifacts import TOLERANCE, agreement
 from .export import logits_of
 
@@ -32,9 +32,11 @@ COMPUTE_UNITS = (("CPU_ONLY", "Core ML, CPU only"), ("CPU_AND_GPU", "Core ML, CP
 
 
 def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devices: list[str] | None = None,
-          weights: str | None = None, progress: Callable[[str, float], None] | None = None,
+          weights: str | None = None, compress: list[str] | tuple[str, ...] = (),
+          progress: Callable[[str, float], None] | None = None,
           should_stop: Callable[[], bool] | None = None) -> dict:
-    """The table of rows (see the module docstring) for every model; UserError for bad input."""
+    """The table of rows (see the module docstring) for every model; `compress`: Core ML weight compressions
+    (coreml.COMPRESSIONS) measured beside the fp16 package. UserError for bad input."""
     from ..machine import devices as machine
     from . import coreml, toolkit
 
@@ -45,6 +47,9 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
         raise UserError("Deploy batch sizes must be whole numbers from 1 to 1,024.")
     if not models_list:
         raise UserError("Name at least one model to benchmark.")
+    compress = tuple(dict.fromkeys(compress or ()))
+    if any(c not in coreml.COMPRESSIONS for c in compress):
+        raise UserError(f"Core ML compression must be among {', '.join(coreml.COMPRESSIONS)}.")
     found = [d for d in machine.discover_devices() if d.available]
     wanted = devices or [d.id for d in found]
     places = [machine.resolve_device(d) for d in wanted]
@@ -71,8 +76,9 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
         if stopped or stop():
             stopped = True
             break
-        core, placements[name] = _coreml_rows(name, model, x_of, sizes, reference, about, stop)
+        core, placements[name], more = _coreml_rows(name, model, x_of, sizes, reference, about, stop, compress)
         rows.extend(core)
+        notes.extend(more)
     if weights and len(models_list) > 1:
         notes.append("--weights applies to one model; with several, each is the model as freshly built.")
     result = {"models": list(models_list), "batch_sizes": sizes, "rows": rows, "notes": notes, "stopped": stopped,
@@ -150,45 +156,85 @@ def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
     return first, times, out
 
 
-def _coreml_rows(name, model, x_of, sizes, reference, about, stop=lambda: False) -> tuple[list[dict], dict]:
-    """Core ML: converted once per batch size here (timed); run on each compute unit on macOS only; where Core ML
-    plans each operation (MLComputePlan, at the first batch size), or why that is not known."""
+def _coreml_rows(name, model, x_of, sizes, reference, about, stop=lambda: False, compress=()
+                 ) -> tuple[list[dict], dict, list[str]]:
+    """Core ML: one package taking every batch size (enumerated shapes), converted here (timed), and the compressed
+    variants asked for; each run on every compute unit on macOS only (compressed ones with all units); where Core ML
+    plans each operation (MLComputePlan, at the first batch size), or why that is not known; notes. A model that
+    does not convert with a flexible batch gets one package per batch size."""
     import tempfile
     from pathlib import Path
 
     from . import coreml
 
-    rows, placement = [], {"reason": "where Core ML runs each operation is known only on macOS 14.4 or later "
-                                     "(MLComputePlan)"}
+    rows, notes = [], []
+    placement = {"reason": "where Core ML runs each operation is known only on macOS 14.4 or later (MLComputePlan)"}
+    batches = {b: (x_of(b), reference[b]) for b in sizes}
     with tempfile.TemporaryDirectory() as tmp:
-        for b in sizes:
-            if stop():
-                break
-            target = Path(tmp) / f"{b}.mlpackage"
+        def converted(group: list[int]):  # (sizes, ML program, seconds)
             started = time.perf_counter()
-            try:
-                coreml.export(model, x_of(b), reference[b], target, precision="fp16", about=about)
-            except UserError as exc:
-                rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, reason=str(exc)))
-                continue
-            convert_s = time.perf_counter() - started
-            if coreml.runs_here() and b == sizes[0]:
+            mlmodel = coreml.convert(model, {b: batches[b] for b in group}, group[0], precision="fp16", about=about)
+            return group, mlmodel, time.perf_counter() - started
+        try:
+            groups = [converted(sizes)]
+        except coreml.NoFlexibleBatch as exc:
+            notes.append(f"{name}: one Core ML package per batch size; it does not convert with several in one "
+                         f"({exc.reason}).")
+            groups = []
+            for b in sizes:
                 try:
-                    placement = coreml.placement(target)
-                    placement["sentence"] = coreml.placement_sentence(placement)
-                except Exception as exc:  # an older macOS, a package Core ML cannot plan
-                    placement = {"reason": f"Core ML could not say where it runs each operation ({error_line(exc, 160)})"}
-            if not coreml.runs_here():  # one row: every compute unit waits for macOS alike
-                rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, convert_s=convert_s,
-                                 reason=f"Core ML runs a package only on macOS: converted here ({convert_s:.1f} s), "
-                                        "not run"))
-                continue
-            for unit, label in COMPUTE_UNITS:
-                rows.append(_coreml_row(name, label, unit, b, target, x_of(b), reference[b], convert_s))
-    return rows, placement
+                    groups.append(converted([b]))
+                except UserError as failed:
+                    rows.append(_row(name, "Core ML (every compute unit)", "coreml", "all", b, reason=str(failed)))
+        except UserError as exc:
+            return [_row(name, "Core ML (every compute unit)", "coreml", "all", b, reason=str(exc)) for b in sizes], \
+                placement, notes
+        for g, (group, mlmodel, convert_s) in enumerate(groups):
+            for how in (None, *compress):
+                if stop():
+                    return rows, placement, notes
+                label = "Core ML" if how is None else f"Core ML, weights {how}"
+                target = Path(tmp) / f"{g}-{how or 'fp16'}.mlpackage"
+                try:
+                    check, extra = coreml.write(mlmodel, target, {b: batches[b] for b in group}, precision="fp16",
+                                                compress=how)
+                except UserError as exc:
+                    rows.extend(_row(name, f"{label} (every compute unit)", "coreml", "all", b, reason=str(exc))
+                                for b in group)
+                    continue
+                packed = extra.get("compression")
+                size = (f"{fmt_bytes(packed['bytes'])} against {fmt_bytes(packed['uncompressed_bytes'])}" if packed
+                        else fmt_bytes(coreml.package_bytes(target)))
+                if how is None and coreml.runs_here() and g == 0:
+                    placement = _placement(target)
+                if not coreml.runs_here():  # one row a batch size: every compute unit waits for macOS alike
+                    shared = f"one package for batch {', '.join(map(str, group))}, " if len(group) > 1 else ""
+                    rows.extend(_row(name, f"{label} (every compute unit)", "coreml", "all", b, convert_s=convert_s,
+                                     reason=f"Core ML runs a package only on macOS: converted here ({shared}{size}, "
+                                            f"{convert_s:.1f} s), not run") for b in group)
+                    continue
+                units = COMPUTE_UNITS if how is None else (("ALL", f"{label}, all units"),)
+                for b in group:
+                    for unit, unit_label in units:
+                        if stop():
+                            return rows, placement, notes
+                        rows.append(_coreml_row(name, unit_label, unit, b, target, batches[b][0], batches[b][1],
+                                                convert_s, how or "fp16"))
+    return rows, placement, notes
 
 
-def _coreml_row(name, label, unit, b, target, x, reference, convert_s) -> dict:
+def _placement(target) -> dict:
+    from . import coreml
+
+    try:
+        placement = coreml.placement(target)
+        placement["sentence"] = coreml.placement_sentence(placement)
+        return placement
+    except Exception as exc:  # an older macOS, a package Core ML cannot plan
+        return {"reason": f"Core ML could not say where it runs each operation ({error_line(exc, 160)})"}
+
+
+def _coreml_row(name, label, unit, b, target, x, reference, convert_s, precision="fp16") -> dict:
     from . import coreml
 
     try:
@@ -198,7 +244,7 @@ def _coreml_row(name, label, unit, b, target, x, reference, convert_s) -> dict:
         return _row(name, label, "coreml", unit, b, convert_s=convert_s,
                     reason=f"Core ML could not run it ({error_line(exc, 200)})")
     return _row(name, label, "coreml", unit, b, first_s=first, times=times, load_s=load_s, convert_s=convert_s,
-                check=agreement(reference, out, "fp16"))
+                check=agreement(reference, out, precision))
 
 
 def _row(model, label, runtime, where, batch, *, first_s=None, times=None, load_s=None, convert_s=None,

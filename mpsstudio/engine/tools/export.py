@@ -37,12 +37,13 @@ SEED = 0  # the model as a run builds it, and the check batch
 
 def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None, precision: str = "fp32",
            batch_size: int = 1, model_given: bool = True, compress: str | None = None,
-           progress: Callable[[str, float], None] | None = None) -> dict:
+           batch_sizes: list[int] | None = None, progress: Callable[[str, float], None] | None = None) -> dict:
     """Export `config.model` (for `config.dataset`) to `out` in format `fmt`; the result (what was written, from
     which weights, and the check). With `weights` and not `model_given`, the model is the one the weights' JSON
-    names. UserError, one sentence, for anything the user can fix."""
+    names. `batch_sizes` (Core ML): the batch sizes the package takes, `batch_size` its default. UserError, one
+    sentence, for anything the user can fix."""
     say = progress or (lambda message, fraction: None)
-    check_request(fmt, precision, batch_size, compress)
+    check_request(fmt, precision, batch_size, compress, batch_sizes)
     target = check_target(out, fmt)
     say("building the model", 0.1)
     model, spec, about = build(config, weights, say, model_given)
@@ -52,8 +53,10 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     if fmt == "coreml":
         from . import coreml
 
+        batches = {b: example(spec, b) for b in sorted(set(batch_sizes or ()) - {batch_size})}
+        others = {b: (xb, logits_of(model, xb, spec)) for b, xb in batches.items()}
         written, check, extra = coreml.export(model, x, reference, target, precision=precision, about=about,
-                                              compress=compress)
+                                              compress=compress, others=others)
     else:
         written, check, extra = _export_torch(fmt, model, x, reference, target)
     size = _size(written)
@@ -65,14 +68,15 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
                                                           "shape": list(reference.shape)},
         "normalization": about["normalization"], "classes": about["classes"], "check": check, **extra,
     }
-    if result.get("compression"):
-        result["compression"]["bytes"] = size
     result["sentence"] = sentence(result)
     say("done", 1.0)
     return result
 
 
-def check_request(fmt: str, precision: str, batch_size, compress: str | None) -> None:
+MAX_ENUMERATED = 16  # batch sizes in one Core ML package
+
+
+def check_request(fmt: str, precision: str, batch_size, compress: str | None, batch_sizes=None) -> None:
     """UserError (one sentence) for settings that do not go together; the CLI asks before a process starts."""
     if fmt not in FORMATS:
         raise UserError(f"The export format must be one of {', '.join(FORMATS)}, not {printable(fmt)!r}.")
@@ -84,6 +88,16 @@ def check_request(fmt: str, precision: str, batch_size, compress: str | None) ->
         raise UserError(f"{fmt} exports keep the model's own precision; --precision fp16 is for --format coreml.")
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= 4096:
         raise UserError(f"--batch-size for an export must be a whole number from 1 to 4,096, not {batch_size}.")
+    if batch_sizes:
+        if fmt != "coreml":
+            raise UserError(f"--batch-sizes is for Core ML packages (--format coreml); a {fmt} export takes the "
+                            "batch size it was captured with.")
+        if not isinstance(batch_sizes, (list, tuple)) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= 4096 for b in batch_sizes):
+            raise UserError("--batch-sizes must be whole numbers from 1 to 4,096 separated by commas.")
+        if len(set(batch_sizes) | {batch_size}) > MAX_ENUMERATED:
+            raise UserError(f"A Core ML package takes at most {MAX_ENUMERATED} batch sizes; name fewer in "
+                            "--batch-sizes.")
 
 
 # -- the model --------------------------------------------------------------------------------------------------
@@ -262,7 +276,9 @@ def sentence(r: dict) -> str:
     packed = r.get("compression")
     squeeze = (f", weights {packed['method']}: {fmt_bytes(r['bytes'])} against {fmt_bytes(packed['uncompressed_bytes'])}"
                " uncompressed" if packed else f", {fmt_bytes(r['bytes'])}")
-    wrote = f"Exported {r['model']} to {r['path']} ({r['format']}{squeeze}, {r['precision']})"
+    sizes = r.get("batch_sizes") or []
+    takes = f", batch {', '.join(map(str, sizes))}" if len(sizes) > 1 else ""
+    wrote = f"Exported {r['model']} to {r['path']} ({r['format']}{squeeze}, {r['precision']}{takes})"
     if check.get("ok") is None:
         verdict = f"not checked here: {check.get('reason')}"
     elif check["ok"]:

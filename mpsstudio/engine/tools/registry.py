@@ -33,7 +33,8 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise UserError("The deploy benchmark needs a list of model names.")
         return deploybench.bench(names, batch_sizes=payload.get("batch_sizes"), devices=payload.get("devices"),
-                                 weights=payload.get("weights") or None, progress=progress, should_stop=should_stop)
+                                 weights=payload.get("weights") or None, compress=payload.get("compress") or (),
+                                 progress=progress, should_stop=should_stop)
     if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
         raise UserError(f"The {name} tool needs a run configuration.")
     config = RunConfig.from_dict(payload["config"])
@@ -57,7 +58,8 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
                                  precision=str(payload.get("precision", "fp32")),
                                  batch_size=payload.get("batch_size", 1),
                                  model_given=bool(payload.get("model_given", True)),
-                                 compress=payload.get("compress") or None, progress=progress)
+                                 compress=payload.get("compress") or None,
+                                 batch_sizes=payload.get("batch_sizes") or None, progress=progress)
         except UserError:
             raise
         except Exception as exc:  # a library's own failure: one sentence, nothing half-written (export.py)
@@ -155,6 +157,8 @@ def _check_export(r: dict) -> None:
     for key in ("max_abs_err", "max_rel_err", "top1_agreement"):
         _need(_number(check.get(key)))
     _need(isinstance(r.get("weights_note"), str) and isinstance(r.get("classes"), list))
+    sizes = r.get("batch_sizes")
+    _need(sizes is None or (isinstance(sizes, list) and 0 < len(sizes) <= 64 and all(_whole(b, False) for b in sizes)))
     packed = r.get("compression")
     _need(packed is None or (isinstance(packed, dict) and isinstance(packed.get("method"), str)
                              and _whole(packed.get("bytes"), False) and _whole(packed.get("uncompressed_bytes"), False)))
