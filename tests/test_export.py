@@ -190,6 +190,48 @@ def test_saved_weights_are_exported_with_their_model_classes_and_normalisation(t
         assert torch.allclose(torch.jit.load(str(out))(x), trained.eval()(x), atol=1e-5)
 
 
+def test_a_stored_runs_saved_weights_are_exported_by_its_id(tmp_path, capsys):
+    """export --run ID: the weights the run saved (its summary's saved_model, the JSON naming the run); one sentence
+    when it saved none, they are gone, or a later run saved over them (exit 2, before any work)."""
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.results import RunResult
+    from mpsstudio.engine.history.store import RunStore
+
+    spec = models.input_spec_for("mlp", models.get_model_info("mlp").default_spec)
+    weights = tmp_path / "digits.pt"
+    meta = {"model": "mlp", "num_classes": spec.num_classes, "dataset": "shapes",
+            "input": {"kind": "image", "channels": spec.channels, "height": spec.height, "width": spec.width}}
+
+    def stored(summary, mode="train"):
+        run = RunResult(config=RunConfig(model="mlp", dataset="shapes", device="cpu", mode=mode, steps=10,
+                                         epochs=None), status="finished", env={},
+                        summary={"samples_per_s": 1.0, "samples_per_s_iqr": 0.1, **summary}, losses=[1.0],
+                        windows=[])
+        store = RunStore()
+        store.save(run)
+        store.close()
+        return run.id
+    first = stored({"saved_model": str(weights)})
+    saved.save(models.build_model("mlp", spec), weights, {**meta, "run_id": first})
+    out = tmp_path / "m.pt2"
+    code, printed, err = run(capsys, "--run", first, "--format", "exported-program", "--out", str(out))
+    assert code == 0 and "Weights: trained weights from digits.pt." in printed, err
+    assert f"the trained weights of run {first}: {weights}" in err
+    second = stored({"saved_model": str(weights)})
+    saved.save(models.build_model("mlp", spec), weights, {**meta, "run_id": second})  # saved over the first's
+    none = stored({}, mode="inference")
+    for args, code_is, says in (
+            ([first], 2, f"digits.pt now holds the weights of run {second}, saved over run {first}'s"),
+            ([none], 2, f"Run {none} kept no trained weights; train with bench --save-model FILE.pt"),
+            (["no-such-run"], 2, "No run with id no-such-run in the history"),
+            ([second, "--weights", str(weights)], 2, "Pass --run (a run's saved weights) or --weights")):
+        code, printed, err = run(capsys, "--run", *args, "--format", "exported-program", "--out", str(out))
+        assert (code, printed) == (code_is, "") and says in err and "Traceback" not in err
+    weights.unlink()
+    code, _, err = run(capsys, "--run", second, "--format", "exported-program", "--out", str(out))
+    assert code == 2 and f"Run {second}'s trained weights are no longer at {weights}" in err
+
+
 @pytest.mark.parametrize("damage, says", [
     ("no json", "trained.json is missing beside trained.pt"),
     ("bad json", "trained.json beside trained.pt is not readable JSON"),

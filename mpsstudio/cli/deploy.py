@@ -27,6 +27,8 @@ def cmd_export(args) -> int:
 
     check_json_path(args.json)
     check_timeout(args.timeout)
+    if args.run is not None:
+        args.weights = _weights_of_run(args.run, args.weights)
     cfg = config_from_args(args)
     if args.weights is None:
         models.get_model_info(cfg.model)
@@ -62,6 +64,21 @@ def cmd_export(args) -> int:
         export_tool_json(result, args.json)
     print(printable(result["sentence"]))
     return EXIT_RUN_FAILED if result["check"]["ok"] is False else EXIT_OK
+
+
+def _weights_of_run(run_id: str, weights: str | None) -> str:
+    """The weights file a stored run saved (models/saved.kept_weights), for --run."""
+    from ..engine.history.store import RunStore
+    from ..engine.models.saved import kept_weights
+
+    if weights is not None:
+        raise UserError("Pass --run (a run's saved weights) or --weights (a file), not both.")
+    run = RunStore().get(run_id)
+    if run is None:
+        raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+    path = str(kept_weights(run))
+    print(f"the trained weights of run {printable(run_id)[:64]}: {printable(path)}", file=sys.stderr)
+    return path
 
 
 def cmd_deploy_bench(args) -> int:

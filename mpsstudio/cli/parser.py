@@ -166,6 +166,8 @@ def _export_parser(sub) -> None:
     e.add_argument("--weights", default=None, metavar="FILE.pt",
                    help="trained weights saved by MPS Studio (bench --save-model, Save Trained Model…), with their "
                         ".json beside them (default: the model as freshly built)")
+    e.add_argument("--run", default=None, metavar="ID", help="the trained weights a run in the history saved "
+                                                            "(bench --save-model); instead of --weights")
     e.add_argument("--format", required=True, choices=("torchscript", "exported-program", "coreml"),
                    help="torchscript (.pt), exported-program (torch.export, .pt2) or coreml (.mlpackage)")
     e.add_argument("--out", required=True, metavar="PATH", help="where to write the export")

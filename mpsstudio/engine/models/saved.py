@@ -106,3 +106,32 @@ def copy_saved(weights: str | Path, dest: str | Path) -> Path:
     except ValueError:
         raise UserError("The kept description of this model is damaged; run it again to save its model.") from None
     return dest
+
+
+def kept_weights(run) -> Path:
+    """The trained weights a stored run saved (its summary's `saved_model`, with the JSON beside them naming this
+    run); UserError (one sentence) when it saved none, they are gone, or another run's have replaced them."""
+    rid = printable(run.id)[:64]
+    kept = run.summary.get("saved_model")
+    if run.config.mode != "train" or not isinstance(kept, str) or not kept:
+        why = run.summary.get("saved_model_error")
+        why = f" ({printable(why)})" if isinstance(why, str) and why else ""
+        raise UserError(f"Run {rid} kept no trained weights{why}; train with bench --save-model FILE.pt (or Save "
+                        "Trained Model… in the window), then export --weights FILE.pt.")
+    weights = Path(kept)
+    try:
+        doc = json.loads(meta_path(weights).read_text(encoding="utf-8")) if weights.is_file() else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        doc = {}
+    if doc is None:
+        raise UserError(f"Run {rid}'s trained weights are no longer at {printable(weights)} (moved or removed; "
+                        "the window keeps only the last Run's models); run it again with --save-model.")
+    if not isinstance(doc, dict) or doc.get("run_id") != run.id:
+        other = doc.get("run_id") if isinstance(doc, dict) and isinstance(doc.get("run_id"), str) else None
+        if other:
+            raise UserError(f"{printable(weights.name)} now holds the weights of run {printable(other)[:64]}, saved "
+                            f"over run {rid}'s; export those with --weights, or run this one again with "
+                            "--save-model.")
+        raise UserError(f"The description beside {printable(weights.name)} is damaged or names no run; run {rid} "
+                        "again with --save-model.")
+    return weights
