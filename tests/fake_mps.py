@@ -273,6 +273,7 @@ class FakeAppleMonitor:
 
     gpu_mw: int = 12_000
     cpu_mw: int = 3_000
+    ane_mw: int = 0
     fail_on: set = field(default_factory=set)
     error: type = RuntimeError
     fields_missing: tuple = ()
@@ -292,7 +293,7 @@ class FakeAppleMonitor:
         self._clock = self._clock or now
         elapsed = now - self._clock  # cumulative since the first reading
         values = {"gpu_mj": int(self.gpu_mw * elapsed), "gpu_sram_mj": int(0.02 * self.gpu_mw * elapsed),
-                  "cpu_total_mj": int(self.cpu_mw * elapsed), "dram_mj": int(500 * elapsed), "ane_mj": 0}
+                  "cpu_total_mj": int(self.cpu_mw * elapsed), "dram_mj": int(500 * elapsed), "ane_mj": int(self.ane_mw * elapsed)}
         for name in self.fields_missing:
             values[name] = None
         return FakeEnergy(**values)

@@ -4,6 +4,8 @@ against PyTorch; the sentence for an operator Core ML cannot convert; atomic wri
 from __future__ import annotations
 
 import json
+import re
+import types
 
 import pytest
 import torch
@@ -297,8 +299,12 @@ def test_deploy_bench_measures_the_pytorch_rows_and_says_why_core_ml_is_not_run_
     for r in torch_rows:
         assert r["latency_ms"] > 0 and r["repetitions"] >= deploybench.MIN_REPS and r["agrees"] is True
         assert r["samples_per_s"] == pytest.approx(r["batch_size"] / (r["latency_ms"] / 1000))
+        # this machine's energy counters, or why none: never a number without its measure
+        assert (r["energy_mj_per_sample"] > 0 and r["energy_measure"] == "measured") if r["energy_measure"] else (
+            r["energy_mj_per_sample"] is None and r["energy_reason"])
     core = [r for r in result["rows"] if r["runtime"] == "coreml"]
     assert len(core) == 4 and all(r["latency_ms"] is None and "only on macOS: converted here" in r["reason"]
+                                  and r["energy_mj_per_sample"] is None and r["energy_reason"] == "not run"
                                   for r in core)
     assert "Core ML rows: converted here, run only on macOS." in out
     [record] = RunStore().tools()
@@ -337,6 +343,15 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
         return run, 0.25
     monkeypatch.setattr(coreml, "predictor", fake_predictor)
     _fake_compute_plan(monkeypatch, [("linear", "ne", ["ne", "cpu"], 0.9), ("relu", "ne", ["ne", "cpu"], 0.1)])
+    # Apple silicon's energy counters (zeus-apple-silicon's monitor, faked as tests/fake_mps.py does)
+    from mpsstudio.engine.machine.energy import ioreport, meter
+
+    from .fake_mps import FakeAppleMonitor
+
+    monitor = FakeAppleMonitor(gpu_mw=2_000, cpu_mw=1_000, ane_mw=4_000)
+    monkeypatch.setattr(ioreport, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: monitor))
+    monkeypatch.setattr(deploybench, "_meter", lambda kind, place=None: meter.Meter(
+        part="gpu" if kind == "mps" else "cpu", counters=[ioreport.AppleCounter()]))
     result = deploybench.bench(["mlp"], batch_sizes=[1, 2], devices=["cpu"], compress=["int8"])
     assert result["placement"]["mlp"]["share_of_cost"]["neural_engine"] == 1.0
     assert "mlp: Core ML (ALL) plans 100% of the estimated cost on the Neural Engine" in result["sentence"]
@@ -350,6 +365,18 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
         *[(label, b) for b in (1, 2) for label in labels], *[("Core ML, weights int8, all units", b) for b in (1, 2)]]
     assert all(r["agrees"] is True and r["load_s"] == 0.25 and r["latency_ms"] > 0 for r in core)
     assert "Core ML rows" not in result["sentence"] and result["sentence"].startswith("mlp: fastest at batch 2 is ")
+    for r in result["rows"]:  # per sample: the timed calls' energy over their samples, CPU + GPU + Neural Engine
+        parts, samples = r["energy_parts_mj"], r["repetitions"] * r["batch_size"]
+        assert r["energy_measure"] == "estimated" and set(parts) == {"cpu", "gpu", "ane", "dram"}
+        assert r["energy_mj_per_sample"] == pytest.approx(parts["cpu"] + parts["gpu"] + parts["ane"])
+        assert parts["ane"] * samples / r["energy_s"] == pytest.approx(4_000, rel=0.25)  # mW: mJ a second
+    assert " mJ a sample (estimated))" in result["sentence"]
+    from mpsstudio.engine.tools import toolview
+
+    cells = [line[9] for line in toolview.deploy_table(result)[1]]
+    number = r"[0-9.e+-]+"
+    assert all(re.fullmatch(rf"{number} estimated \(cpu {number}, gpu {number}, ane {number}, dram {number}\)", c)
+               for c in cells), cells
 
 
 def _fake_compute_plan(monkeypatch, operations):

@@ -115,13 +115,14 @@ def _torch_rows(name, model, place, x_of, sizes, reference, stop=lambda: False) 
     except Exception as exc:
         return [_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, reason=f"the model could not be moved "
                      f"there ({error_line(exc, 160)})") for b in sizes]
+    meter = _meter(place.kind, place)
     for b in sizes:
         if stop():
             break
         x = x_of(b).to(place.torch_device)
         try:
             with torch.no_grad():
-                first, times, out = _timed(lambda: here(x), place.synchronize)
+                first, times, out, span = _timed(lambda: here(x), place.synchronize, meter)
         except Exception as exc:  # out of memory, an operator the device lacks
             rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b,
                              reason=f"it failed ({error_line(exc, 200)})"))
@@ -132,12 +133,15 @@ def _torch_rows(name, model, place, x_of, sizes, reference, stop=lambda: False) 
             continue
         rows.append(_row(name, f"PyTorch, {place.id}", "pytorch", place.id, b, first_s=first, times=times,
                          check=agreement(reference[b], out.float().cpu(),
-                                         "fp32" if place.kind == "cpu" else "fp32-device")))
+                                         "fp32" if place.kind == "cpu" else "fp32-device"),
+                         energy=_energy(meter, span, len(times) * b)))
+    meter.close()
     return rows
 
 
-def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
-    """The first call's seconds, then per-call seconds after a warm-up (each synchronized), and the last output."""
+def _timed(call, synchronize, meter=None) -> tuple[float, list[float], torch.Tensor, object]:
+    """The first call's seconds, then per-call seconds after a warm-up (each synchronized), the last output, and
+    the energy `meter` read over the timed calls (SpanEnergy; None without a meter)."""
     started = time.perf_counter()
     out = call()
     synchronize()
@@ -147,13 +151,16 @@ def _timed(call, synchronize) -> tuple[float, list[float], torch.Tensor]:
         out = call()
     synchronize()
     times: list[float] = []
+    if meter is not None:
+        meter.begin()
     until = time.perf_counter() + MEASURE_S
     while len(times) < MAX_REPS and (len(times) < MIN_REPS or time.perf_counter() < until):
         t0 = time.perf_counter()
         out = call()
         synchronize()
         times.append(time.perf_counter() - t0)
-    return first, times, out
+    span = meter.end(close=True) if meter is not None else None
+    return first, times, out, span
 
 
 def _coreml_rows(name, model, x_of, sizes, reference, about, stop=lambda: False, compress=()
@@ -237,22 +244,53 @@ def _placement(target) -> dict:
 def _coreml_row(name, label, unit, b, target, x, reference, convert_s, precision="fp16") -> dict:
     from . import coreml
 
+    meter = _meter("mps")  # Apple silicon's counters: CPU, GPU, Neural Engine and DRAM, wherever Core ML runs it
     try:
         predictor, load_s = coreml.predictor(target, unit)
-        first, times, out = _timed(lambda: predictor(x), lambda: None)
+        first, times, out, span = _timed(lambda: predictor(x), lambda: None, meter)
     except Exception as exc:
         return _row(name, label, "coreml", unit, b, convert_s=convert_s,
                     reason=f"Core ML could not run it ({error_line(exc, 200)})")
+    finally:
+        meter.close()
     return _row(name, label, "coreml", unit, b, first_s=first, times=times, load_s=load_s, convert_s=convert_s,
-                check=agreement(reference, out, precision))
+                check=agreement(reference, out, precision), energy=_energy(meter, span, len(times) * b))
+
+
+COMPUTE_PARTS = ("cpu", "gpu", "ane")  # summed into a row's energy per sample (DRAM is listed, not added)
+
+
+def _meter(kind: str, place=None):
+    """The energy meter of a row's device (machine/energy: NVML, RAPL, Apple's IOReport through zeus)."""
+    from ..machine import devices as machine
+    from ..machine.energy.meter import meter_for
+
+    return meter_for(kind, place.index if place is not None else None,
+                     machine.cuda_uuid(place) if place is not None else None)
+
+
+def _energy(meter, span, samples: int) -> dict:
+    """A row's energy per sample over its timed calls: the CPU, GPU and Neural Engine parts the meter reads, each
+    in millijoules a sample, and their sum; or why not measured. What the counters read includes the idle power of
+    what they cover (a whole board, a CPU package) and other programs' share."""
+    info = meter.describe()
+    if span is None or span.energy_j is None or not span.parts or samples <= 0:
+        return {"energy_reason": info.get("reason") or "the energy counter could not be read over the timed calls",
+                "energy_source": info.get("source")}
+    parts = {part: joules * 1000 / samples for part, joules in span.parts.items()}
+    return {"energy_mj_per_sample": sum(parts[p] for p in COMPUTE_PARTS if p in parts), "energy_parts_mj": parts,
+            "energy_measure": info.get("measure"), "energy_source": info.get("source"), "energy_reason": "",
+            "energy_s": span.seconds}
 
 
 def _row(model, label, runtime, where, batch, *, first_s=None, times=None, load_s=None, convert_s=None,
-         check=None, reason="") -> dict:
+         check=None, reason="", energy=None) -> dict:
     row = {"model": model, "label": label, "runtime": runtime, "where": where, "batch_size": batch,
            "load_s": load_s, "convert_s": convert_s, "first_s": first_s, "latency_ms": None, "latency_iqr_ms": None,
            "samples_per_s": None, "repetitions": 0, "stability": None, "max_abs_err": None, "max_rel_err": None,
-           "top1_agreement": None, "agrees": None, "reason": reason}
+           "top1_agreement": None, "agrees": None, "reason": reason, "energy_mj_per_sample": None,
+           "energy_parts_mj": {}, "energy_measure": None, "energy_source": None, "energy_s": None,
+           "energy_reason": "not run" if not times else "", **(energy or {})}
     if times:
         ms = sorted(t * 1000 for t in times)
         median = statistics.median(ms)
@@ -279,8 +317,10 @@ def sentence(result: dict) -> str:
         speed = f", {cpu['latency_ms'] / best['latency_ms']:.1f}x PyTorch on the CPU" if cpu and cpu is not best else ""
         agree = "" if best["agrees"] is None else (
             f", top-1 agreement {best['top1_agreement']:.0%}" if best["agrees"] else ", but its outputs do NOT agree")
+        mj = best.get("energy_mj_per_sample")
+        energy = f", {mj:.3g} mJ a sample ({best.get('energy_measure')})" if isinstance(mj, (int, float)) else ""
         parts.append(f"{name}: fastest at batch {largest} is {best['label']} ({best['latency_ms']:.2f} ms a batch"
-                     f"{speed}{agree})")
+                     f"{speed}{agree}{energy})")
     said = "; ".join(parts) + "." if parts else "Nothing could be measured."
     for name, p in (result.get("placement") or {}).items():
         if p.get("sentence"):

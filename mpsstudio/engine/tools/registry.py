@@ -174,6 +174,12 @@ def _check_deploy(r: dict) -> None:
                     "max_rel_err", "top1_agreement"):
             _need(_number(row.get(key)))
         _need(row.get("agrees") in (True, False, None) and row.get("stability") in ("stable", "noisy", None))
+        for key in ("energy_mj_per_sample", "energy_s"):  # absent in results from before energy was measured
+            _need(_number(row.get(key)))
+        parts = row.get("energy_parts_mj", {})
+        _need(isinstance(parts, dict) and all(isinstance(k, str) and _number(v) for k, v in parts.items()))
+        _need(all(isinstance(row.get(k), (str, type(None))) for k in ("energy_measure", "energy_source",
+                                                                      "energy_reason")))
     placement = r.get("placement", {})
     _need(isinstance(placement, dict) and all(isinstance(p, dict) for p in placement.values()))
     for p in placement.values():

@@ -84,7 +84,7 @@ def fallback_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]
 def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     """One line per model, place and batch size: latency (median and IQR, measured), samples/s, agreement."""
     headers = ["model", "where", "batch", "first call ms", "latency ms (median, measured)", "IQR ms", "samples/s",
-               "max rel. err", "top-1", "note"]
+               "max rel. err", "top-1", "energy mJ/sample", "note"]
     rows = []
     for r in result.get("rows", []):
         lat = _ms(r.get("latency_ms")) + (" noisy" if r.get("stability") == "noisy" else "")
@@ -92,8 +92,19 @@ def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
         sps = DASH if r.get("samples_per_s") is None else f"{r['samples_per_s']:,.1f}"
         first = _ms(r["first_s"] * 1000) if is_finite(r.get("first_s")) else DASH
         rows.append([r["model"], r["label"], str(r["batch_size"]), first, lat, _ms(r.get("latency_iqr_ms")), sps,
-                     _err(r.get("max_rel_err")), top1, r.get("reason") or ""])
-    return headers, rows, [False, False, True, True, True, True, True, True, True, False]
+                     _err(r.get("max_rel_err")), top1, energy_cell(r), r.get("reason") or ""])
+    return headers, rows, [False, False, True, True, True, True, True, True, True, True, False]
+
+
+def energy_cell(row: dict) -> str:
+    """"4.21 estimated (cpu 1.10, gpu 2.90, ane 0.21)": a deploy row's energy per sample, its parts, and whether
+    it was measured or estimated; a dash for a row that did not run."""
+    value = row.get("energy_mj_per_sample")
+    if not is_finite(value):
+        return DASH
+    parts = row.get("energy_parts_mj") or {}
+    listed = ", ".join(f"{p} {parts[p]:.3g}" for p in ("cpu", "gpu", "ane", "dram") if is_finite(parts.get(p)))
+    return f"{value:.3g} {row.get('energy_measure') or ''}".rstrip() + (f" ({listed})" if listed else "")
 
 
 def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
