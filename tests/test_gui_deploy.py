@@ -54,3 +54,36 @@ def test_the_deploy_benchmark_runs_the_setup_model_and_draws_its_rows(qtbot, mon
         assert view.objectName() == "deploy"
     finally:
         w.close()
+
+
+def test_a_tool_result_goes_out_as_json_and_png_and_comes_back_imported(qtbot, tmp_path):
+    from PySide6.QtGui import QImage
+
+    from mpsstudio.gui.tools_panel import ToolsPanel
+
+    from .test_tool_files import deploy_result
+
+    source = tmp_path / "from-the-cuda-server.json"
+    source.write_text(__import__("json").dumps({"kind": "deploy-bench", **deploy_result()}))
+    from mpsstudio.engine.history.store import RunStore
+
+    panel = ToolsPanel(RunStore())
+    qtbot.addWidget(panel)
+    panel.resize(1100, 640)
+    panel.import_file(str(source))
+    record = panel.current()
+    assert record.kind == "deploy-bench" and "imported from from-the-cuda-server.json" in panel.headline.text()
+    png = tmp_path / "deploy.png"
+    panel.export_png(str(png))
+    image = QImage(str(png))
+    assert not image.isNull() and image.width() >= panel.detail.currentWidget().width()
+    out = tmp_path / "again.json"
+    panel.export_json(str(out))
+    panel.delete_current()
+    assert panel.current() is None
+    panel.import_file(str(out))
+    assert panel.current().id == record.id  # the same result, its id kept
+    runs = tmp_path / "runs.json"
+    runs.write_text('{"format": "mpsstudio.runs", "version": 1, "runs": []}')
+    panel.import_file(str(runs))
+    assert "runs.json is not a tool result (it holds runs: File → Import Runs… takes it)" in panel.headline.text()

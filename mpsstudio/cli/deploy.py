@@ -61,7 +61,7 @@ def cmd_export(args) -> int:
     finally:  # a process ended mid-write (a time limit, Ctrl-C, SIGTERM) leaves its part beside --out
         clear_partials(target)
     if args.json:
-        export_tool_json(result, args.json)
+        export_tool_json({"kind": "export", **result}, args.json)
     print(printable(result["sentence"]))
     return EXIT_RUN_FAILED if result["check"]["ok"] is False else EXIT_OK
 

@@ -24,10 +24,21 @@ def cmd_history(args) -> int:
         kept, copied, lost = recover()
         print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
               + f"; the damaged file is kept as {kept}", file=sys.stderr)
-    if args.import_file:
-        imported = import_json(args.import_file)  # checked whole before the history is opened for writing
+    tool = None
+    if args.import_file:  # runs, or a tool's result (its --json, the window's Export JSON…)
+        from ..engine.history.runfiles import holds_runs, import_tool_json
+
+        if holds_runs(args.import_file):
+            imported = import_json(args.import_file)  # checked whole before the history is opened for writing
+        else:
+            tool = import_tool_json(args.import_file)
     store = history.RunStore()
-    if args.import_file:
+    if args.import_file and tool is not None:
+        known = store.has_tool(tool.id)
+        store.save_tool(tool)
+        print(f"imported the {tool.kind} result from {printable(args.import_file)}"
+              + (" (already in the history: replaced)" if known else ""), file=sys.stderr)
+    elif args.import_file:
         added, known = store.add_imported(imported)
         note = f" ({known} already in the history)" if known else ""
         print(f"imported {plural(added, 'run')} from {printable(args.import_file)}{note}", file=sys.stderr)

@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
     h = sub.add_parser("history", help="list stored runs and comparisons")
     h.add_argument("--import", dest="import_file", metavar="FILE",
-                   help="add the runs of a JSON export first (all of them or none; runs already here stay as they are)")
+                   help="add the runs of a JSON export first (all of them or none; runs already here stay as they are), "
+                        "or a tool's result (a --json of sweep, max-batch, inspect, export or deploy-bench)")
     h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the table shows ids)")
     h.add_argument("--json", metavar="FILE", default=None,
                    help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")

@@ -54,7 +54,7 @@ def _finish(kind: str, result: dict, args) -> None:
 
     with holding_signals():  # a signal while the result is being kept is raised once it is kept
         if args.json:
-            export_tool_json(result, args.json)
+            export_tool_json({"kind": kind, **result}, args.json)
         if not args.no_save:
             save_tool(kind, result)
 

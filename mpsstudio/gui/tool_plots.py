@@ -62,6 +62,11 @@ class SweepPlot(pg.PlotWidget):
             axis.setPen(pg.mkPen(pen, width=1))
             axis.setTextPen(pg.mkPen(text))
         self.legend.setLabelTextColor(text)
+        back, edge = QColor(palette.color(QPalette.ColorRole.Base)), QColor(text)
+        back.setAlphaF(0.85)
+        edge.setAlphaF(0.2)
+        self.legend.setBrush(pg.mkBrush(back))  # readable over a bar or a line it covers
+        self.legend.setPen(pg.mkPen(edge))
 
     def show_sweep(self, result: dict) -> None:
         self.clear()
@@ -151,7 +156,8 @@ class DeployPlot(pg.PlotWidget):
                 color = QColor.fromHsv(30, 200, max(90, 240 - 40 * i))
             bars = pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=color, pen=pg.mkPen(None))
             self.addItem(bars)
-            swatch = pg.PlotDataItem([], [], pen=None, symbol="s", symbolBrush=color, symbolPen=None)
-            self.legend.addItem(swatch, label)  # a bar item's own sample draws no fill
+            self.legend.addItem(bars, label)  # pyqtgraph 0.14 draws a bar item's sample as a filled square
         self.getAxis("bottom").setTicks([[(m, name) for m, name in enumerate(models)]])
+        tallest = max((r["latency_ms"] for r in measured if r["batch_size"] == largest), default=1.0)
+        self.setYRange(0, tallest * (1.2 + 0.08 * len(labels)), padding=0)  # room for the legend above the bars
         self.setTitle(f"batch {largest}")

@@ -83,13 +83,22 @@ class ToolsPanel(QWidget):
         self.detail.addWidget(self.empty)
         self.export_button = QPushButton("Export JSON…")
         self.export_button.clicked.connect(self.export_dialog)
+        self.png_button = QPushButton("Export PNG…")
+        self.png_button.setToolTip("The chart and table shown, with its title, as a picture to share")
+        self.png_button.clicked.connect(self.export_png_dialog)
+        self.import_button = QPushButton("Import…")
+        self.import_button.setToolTip("A tool result exported as JSON (Export JSON…, or a command's --json), from "
+                                      "this Mac or another machine")
+        self.import_button.clicked.connect(self.import_dialog)
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_current)
         self.sweep_button = QPushButton("Sweep These Sizes")
         self.sweep_button.clicked.connect(lambda: self.current() and self.sweep_requested.emit(self.current().result))
         buttons = QHBoxLayout()
         buttons.addWidget(self.sweep_button)
+        buttons.addWidget(self.import_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.png_button)
         buttons.addWidget(self.export_button)
         buttons.addWidget(self.delete_button)
         right = QWidget()
@@ -150,6 +159,7 @@ class ToolsPanel(QWidget):
             widget.deleteLater()
         record = self.records[row] if 0 <= row < len(self.records) else None
         self.export_button.setEnabled(record is not None)
+        self.png_button.setEnabled(record is not None)
         self.delete_button.setEnabled(record is not None)
         sizes = record.result.get("sweep_sizes") if record is not None and record.kind == "max-batch" else None
         self.sweep_button.setVisible(bool(sizes))
@@ -180,8 +190,9 @@ class ToolsPanel(QWidget):
             color = warning_color(self.palette()).name()
             sentence = f"<span style='color:{color}'>⚠︎ {sentence}</span>"
         muted = self.palette().color(QPalette.ColorRole.PlaceholderText).name()
+        imported = f" · imported from {html.escape(r['imported_from'])}" if r.get("imported_from") else ""
         return (f"<b>{title}</b> <span style='color:{muted}'>· {machine} · "
-                f"{html.escape(fmt_timestamp(record.created_at))}</span><br>{sentence}")
+                f"{html.escape(fmt_timestamp(record.created_at))}{imported}</span><br>{sentence}")
 
     def _view(self, kind: str, result: dict) -> QWidget:
         if kind == "sweep":
@@ -269,6 +280,47 @@ class ToolsPanel(QWidget):
             self.export_json(path)
         except UserError as exc:
             self.headline.setText(html.escape(str(exc)))
+
+    def export_png(self, path: str) -> str:
+        """The shown result's chart and table below its title, machine and time; UserError if not written."""
+        from .export import render_png
+
+        record = self.current()
+        if record is None or self.detail.currentWidget() is self.empty:
+            raise UserError("Select a tool result to export.")
+        machine = (record.result.get("env") or {}).get("machine_label") or ""
+        subtitle = " · ".join(p for p in (machine, fmt_timestamp(record.created_at)) if p)
+        return render_png(self.detail.currentWidget(), path, toolview.title(record.kind, record.result), subtitle)
+
+    def export_png_dialog(self) -> None:
+        record = self.current()
+        if record is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export Tool Result as PNG", f"{record.kind}.png", "PNG (*.png)")
+        if not path:
+            return
+        try:
+            self.export_png(path if path.lower().endswith(".png") else path + ".png")
+        except UserError as exc:
+            self.headline.setText(html.escape(str(exc)))
+
+    def import_file(self, path: str) -> None:
+        """Add a tool result from a JSON file (checked as a stored one is) and show it; one sentence otherwise."""
+        from ..engine.history.runfiles import import_tool_json
+
+        try:
+            record = import_tool_json(path)
+            if self.store is not None and not self.store.read_only:
+                self.store.save_tool(record)
+        except UserError as exc:
+            self.headline.setText(html.escape(str(exc)))
+            return
+        self.add(record)
+
+    def import_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import Tool Result", "", "Tool results (*.json);;All files (*)")
+        if path:
+            self.import_file(path)
 
     def delete_current(self) -> None:
         record = self.current()

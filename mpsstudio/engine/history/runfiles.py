@@ -52,19 +52,15 @@ def export_tool_json(result: dict, path: str | Path) -> None:
         raise _cannot_write(path, exc) from None
 
 
-def import_json(path: str | Path, progress: Callable[[float], None] | None = None) -> list[RunResult]:
-    """Read and check every run of a file exported by MPS Studio (the CLI's --json or the window's export).
-
-    The whole file is checked before anything is returned, so an import is all of it or nothing; UserError
-    (one sentence naming the run and the field) otherwise. Imported runs are marked as such.
-    """
-    path = Path(path)
+def _read_doc(path: Path, what: str):
+    """The JSON document in a file MPS Studio exported (`what`: "runs" or "a tool result", for the sentences);
+    UserError (one sentence) when it is too large, unreadable or not JSON."""
     name = printable(path.name)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
             raise UserError(f"{name} is {fmt_bytes(size)}, more than the {fmt_bytes(MAX_FILE_BYTES)} an export of "
-                            "runs can be; choose a file exported by MPS Studio.")
+                            f"{what} can be; choose a file exported by MPS Studio.")
         text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark (some editors add one) is fine
     except FileNotFoundError:
         raise UserError(f"{printable(str(path))} does not exist; choose a JSON file exported by MPS Studio.") from None
@@ -76,12 +72,69 @@ def import_json(path: str | Path, progress: Callable[[float], None] | None = Non
         raise UserError(f"{printable(str(path))} cannot be read ({exc.strerror or exc.__class__.__name__}); "
                         "choose a JSON file exported by MPS Studio.") from None
     try:
-        doc = json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise UserError(f"{name} is not valid JSON (line {exc.lineno}); choose a file exported by MPS Studio.") from None
     except (ValueError, RecursionError) as exc:  # NaN/Infinity, a number of thousands of digits, deep nesting
         why = "nested too deeply" if isinstance(exc, RecursionError) else one_line(str(exc), 120)
-        raise UserError(f"{name} is not an export of runs ({why}); choose a file exported by MPS Studio.") from None
+        raise UserError(f"{name} is not an export of {what} ({why}); choose a file exported by MPS Studio.") from None
+
+
+def holds_runs(path: str | Path) -> bool:
+    """Whether a readable JSON file is an export of runs (else it may be a tool result); UserError when it cannot be
+    read as JSON at all."""
+    doc = _read_doc(Path(path), "runs or a tool result")
+    return isinstance(doc, dict) and doc.get("format") == JSON_FORMAT
+
+
+def import_tool_json(path: str | Path):
+    """A tool result (sweep, max-batch, inspect, export, deploy-bench) from a file MPS Studio wrote (the window's
+    Export JSON…, the CLI's --json), checked as a stored one is (tools/registry.checked), as a ToolRecord marked
+    imported; UserError (one sentence) otherwise. Files the CLI wrote before they named their kind are recognised
+    by the one check they pass."""
+    from ..tools.registry import STORED, checked
+    from .rows import ToolRecord, is_text
+
+    path = Path(path)
+    name = printable(path.name)
+    doc = _read_doc(path, "a tool result")
+    if not isinstance(doc, dict) or doc.get("format") == JSON_FORMAT:
+        raise UserError(f"{name} is not a tool result" + (" (it holds runs: File → Import Runs… takes it)" if
+                        isinstance(doc, dict) else "") + "; choose a file a tool exported.")
+    if "kind" in doc and doc["kind"] not in STORED:
+        raise UserError(f"{name} holds a result of kind {printable(str(doc['kind']))[:40]!r}, which MPS Studio does "
+                        f"not keep (it keeps {', '.join(STORED)}); choose a file a tool exported.")
+    kinds = [doc["kind"]] if "kind" in doc else list(STORED)
+    found = []
+    for kind in kinds:
+        try:
+            found.append((kind, checked(kind, {k: v for k, v in doc.items() if k not in ("kind", "id", "created_at")})))
+        except UserError as exc:
+            reason = exc
+    if len(found) != 1:
+        if len(kinds) == 1:
+            raise UserError(f"{name} is not a {printable(kinds[0])[:40]} result MPS Studio can read ({reason}); "
+                            "choose a file a tool exported.")
+        raise UserError(f"{name} is not the result of any MPS Studio tool; choose a file a tool exported.")
+    kind, result = found[0]
+    result["imported_from"] = path.name[:200]
+    record = ToolRecord(kind=kind, result=result)
+    if is_text(doc.get("id")) and len(doc["id"]) <= 64:
+        record.id = doc["id"]  # the same result imported twice is kept once
+    if is_text(doc.get("created_at")) and len(doc["created_at"]) <= 40:
+        record.created_at = doc["created_at"]
+    return record
+
+
+def import_json(path: str | Path, progress: Callable[[float], None] | None = None) -> list[RunResult]:
+    """Read and check every run of a file exported by MPS Studio (the CLI's --json or the window's export).
+
+    The whole file is checked before anything is returned, so an import is all of it or nothing; UserError
+    (one sentence naming the run and the field) otherwise. Imported runs are marked as such.
+    """
+    path = Path(path)
+    name = printable(path.name)
+    doc = _read_doc(path, "runs")
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise UserError(f"{name} is not an MPS Studio export of runs (its 'format' is not {JSON_FORMAT!r}); "
                         "choose a file exported by MPS Studio.")

@@ -207,6 +207,7 @@ def _check_sweep(r: dict) -> None:
 
 _CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices,
            "export": _check_export, "deploy-bench": _check_deploy}
+STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench")  # the kinds the history keeps
 
 
 def checked(name: str, result) -> dict:

@@ -1,0 +1,72 @@
+"""Tool results as files (issue 27: "exported to JSON, importable"): a tool's --json or the window's Export JSON…
+imported into another machine's history, checked as a stored result is; one sentence for every file that is not
+one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.engine.tools import deploybench
+
+
+def deploy_result() -> dict:
+    """A deploy benchmark's result as the tool makes it (its own row and sentence functions), one measured row."""
+    rows = [deploybench._row("mlp", "PyTorch, cuda:0", "pytorch", "cuda:0", 8, first_s=0.2, times=[0.001] * 9,
+                             energy={"energy_mj_per_sample": 3.5, "energy_parts_mj": {"gpu": 3.0, "cpu": 0.5},
+                                     "energy_measure": "measured", "energy_source": "NVML", "energy_reason": "",
+                                     "energy_s": 1.0}),
+            deploybench._row("mlp", "Core ML (every compute unit)", "coreml", "all", 8, convert_s=1.0,
+                             reason="Core ML runs a package only on macOS: converted here, not run")]
+    result = {"models": ["mlp"], "batch_sizes": [8], "rows": rows, "notes": [], "stopped": False, "placement": {},
+              "env": {"machine_label": "Linux, NVIDIA H100"}, "coreml_runs_here": False}
+    result["sentence"] = deploybench.sentence(result)
+    return result
+
+
+def history(capsys, *args) -> tuple[int, str]:
+    code = cli.main(["history", *args])
+    return code, capsys.readouterr().err
+
+
+def test_a_tool_result_file_is_imported_into_the_history_once(tmp_path, capsys):
+    path = tmp_path / "deploy.json"
+    path.write_text(json.dumps({"kind": "deploy-bench", "id": "abc123", "created_at": "2026-11-20T10:00:00+00:00",
+                                **deploy_result()}))
+    code, err = history(capsys, "--import", str(path))
+    assert code == 0 and "imported the deploy-bench result from" in err, err
+    [record] = RunStore().tools()
+    assert (record.kind, record.id, record.result["imported_from"]) == ("deploy-bench", "abc123", "deploy.json")
+    assert record.result["rows"][0]["energy_mj_per_sample"] == 3.5
+    code, err = history(capsys, "--import", str(path))
+    assert code == 0 and "(already in the history: replaced)" in err and len(RunStore().tools()) == 1
+    legacy = tmp_path / "old.json"  # a --json written before files named their kind: known by its shape
+    legacy.write_text(json.dumps(deploy_result()))
+    assert history(capsys, "--import", str(legacy))[0] == 0
+    assert [r.kind for r in RunStore().tools()].count("deploy-bench") == 2
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{", "is not valid JSON (line 1)"),
+    ("[1, 2]", "bad.json is not a tool result; choose a file a tool exported."),
+    ('{"points": 3}', "bad.json is not the result of any MPS Studio tool"),
+    ('{"format": "mpsstudio.runs", "version": 1, "runs": "x"}', "has no list of runs"),
+    ('{"kind": "evil", "sentence": "x"}', "holds a result of kind 'evil', which MPS Studio does not keep"),
+    ('{"kind": "deploy-bench", "sentence": "fast", "models": ["m"], "rows": [{"model": "m"}]}',
+     "is not a deploy-bench result MPS Studio can read"),
+    ("FORGED", "is not a deploy-bench result MPS Studio can read"),
+    ('{"kind": "sweep", "points": "NaN"}', "is not a sweep result MPS Studio can read"),
+])
+def test_a_file_that_is_not_a_tool_result_gets_one_sentence_and_changes_nothing(tmp_path, capsys, content, says):
+    path = tmp_path / "bad.json"
+    if content == "FORGED":  # a latency that is text, in an otherwise real result
+        doc = {"kind": "deploy-bench", **deploy_result()}
+        doc["rows"][0]["latency_ms"] = "0.1 ms"
+        content = json.dumps(doc)
+    path.write_text(content)
+    code, err = history(capsys, "--import", str(path))
+    assert code == 2 and says in err and "Traceback" not in err, err
+    assert RunStore().tools() == []
