@@ -85,6 +85,43 @@ def test_one_core_ml_package_takes_every_batch_size_asked_for(tmp_path, capsys):
         assert code == 2 and says in err
 
 
+TOKENS = '''import torch
+class M(torch.nn.Module):  # attention over (batch, tokens, features), as in vit_tiny and the transformer
+    def __init__(self, n, shape):
+        super().__init__()
+        self.embed = torch.nn.Linear(shape[2], 64)
+        self.attention = torch.nn.MultiheadAttention(64, 2, batch_first=True)
+        self.head = torch.nn.Linear(64, n)
+    def forward(self, x):
+        h = self.embed(x.flatten(1, 2))
+        return self.head(self.attention(h, h, h, need_weights=False)[0].mean(1))
+def build_model(num_classes, input_shape):
+    return M(num_classes, input_shape)
+'''
+
+
+def test_a_flexible_batch_does_not_store_the_weights_once_per_token(tmp_path, capsys, monkeypatch):
+    """torch.export's default decompositions turn a linear layer on tokens into a batched matmul whose weight
+    coremltools expands per token when the batch is dynamic (vit_b_16: 7.9 GiB instead of 165 MiB); the empty
+    table goes first there. A package that would still hold far more than the model's weights is refused."""
+    from mpsstudio.engine.tools import coreml
+
+    model = tmp_path / "tokens.py"
+    model.write_text(TOKENS)
+    out = tmp_path / "t.mlpackage"
+    code, printed, err = run(capsys, "--model", str(model), "--format", "coreml", "--out", str(out), "--json",
+                             str(tmp_path / "e.json"), "--batch-sizes", "1,8", "--precision", "fp16")
+    assert code == 0, err
+    params = 28 * 64 + 64 + 4 * (64 * 64 + 64) + 64 * 10 + 10  # the shapes dataset's 28 x 28: 28 tokens of 28
+    assert json.loads((tmp_path / "e.json").read_text())["bytes"] < 2 * params + 60_000  # not 28 copies
+    monkeypatch.setattr(coreml, "_weights_grown", lambda mlmodel, model: 12.0)
+    code, printed, err = run(capsys, "--model", str(model), "--format", "coreml", "--out", str(out),
+                             "--batch-sizes", "1,8")
+    assert code == 1 and "with a flexible batch its constants come to 12x the model's weights" in err
+    code, printed, err = run(capsys, "--model", str(model), "--format", "coreml", "--out", str(out))
+    assert code == 0, err  # one batch size: no growth check (nothing is expanded per batch)
+
+
 POOL = '''import torch
 class M(torch.nn.Module):  # coremltools converts adaptive pooling only with the whole input shape known
     def __init__(self, n, shape):

@@ -139,22 +139,49 @@ def _convert(ct, model, batches: dict, default: int, precision: str):
                 raise NoFlexibleBatch(exc) from None
             raise UserError(f"torch.export could not capture this model for Core ML ({error_line(exc, 300)}); "
                             "keep it in PyTorch or change the part it names.") from None
-        for table in (None, {}):  # the default decompositions; an empty table where those fail
+        # the default decompositions first, an empty table where those fail; with a flexible batch the empty table
+        # first: the default one turns a linear layer on (batch, tokens, features) into a batched matmul whose
+        # weight coremltools then expands and stores per token (vit_b_16: 7.9 GiB instead of 0.17)
+        failures: list[Exception] = []
+        for table in ({}, None) if flexible else (None, {}):
             try:
                 decomposed = program.run_decompositions() if table is None else program.run_decompositions(table)
-                return ct.convert(decomposed, convert_to="mlprogram",
-                                  inputs=[ct.TensorType(name=INPUT, shape=shape, dtype=dtype)],
-                                  minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
-                                  compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
-                                                     else ct.precision.FLOAT32))
-            except Exception as exc:  # coremltools raises many kinds; the second table may do
-                if any(p.search(str(exc)) for p in _UNSUPPORTED):
-                    raise UserError(unsupported_sentence(str(exc), program)) from None
-                failure = exc
+                mlmodel = ct.convert(decomposed, convert_to="mlprogram",
+                                     inputs=[ct.TensorType(name=INPUT, shape=shape, dtype=dtype)],
+                                     minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
+                                     compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
+                                                        else ct.precision.FLOAT32))
+            except Exception as exc:  # coremltools raises many kinds; the other table may do
+                failures.append(exc)
+                continue
+            grown = _weights_grown(mlmodel, model)
+            if flexible and grown > MAX_GROWTH:
+                failures.append(ValueError(f"with a flexible batch its constants come to {grown:.0f}x the model's "
+                                           "weights (expanded per batch or token)"))
+                continue
+            return mlmodel
+    unsupported = [f for f in failures if any(p.search(str(f)) for p in _UNSUPPORTED)]
+    if len(unsupported) == len(failures):  # no table converts this operator
+        raise UserError(unsupported_sentence(str(unsupported[-1]), program))
+    failure = failures[-1]
     if flexible:
         raise NoFlexibleBatch(failure)
     raise UserError(f"coremltools could not convert this model ({error_line(failure, 300)}); keep it in "
                     "PyTorch, or export it as TorchScript or a torch.export program.")
+
+
+MAX_GROWTH = 2.0  # a package may hold at most this many times the model's parameters and buffers in constants
+
+
+def _weights_grown(mlmodel, model) -> float:
+    """How many times the model's own numbers (parameters and buffers) the converted program's constants hold."""
+    own = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+    program = getattr(mlmodel, "_mil_program", None)
+    if program is None or own == 0:
+        return 1.0
+    held = sum(getattr(op.outputs[0].val, "size", 0) or 0 for f in program.functions.values()
+               for op in f.operations if op.op_type == "const")
+    return held / (own + 1_000_000)  # small models: rounding, masks and index tables are not growth
 
 
 def _compressed(ct, mlmodel, how: str):
