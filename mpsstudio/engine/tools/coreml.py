@@ -162,7 +162,8 @@ def _convert(ct, model, batches: dict, default: int, precision: str):
             return mlmodel
     unsupported = [f for f in failures if any(p.search(str(f)) for p in _UNSUPPORTED)]
     if len(unsupported) == len(failures):  # no table converts this operator
-        raise UserError(unsupported_sentence(str(unsupported[-1]), program))
+        # named as the default table names it (core ATen: aten::i0, where the empty table keeps aten::special_i0)
+        raise UserError(unsupported_sentence(str(unsupported[-1 if flexible else 0]), program))
     failure = failures[-1]
     if flexible:
         raise NoFlexibleBatch(failure)
