@@ -424,7 +424,7 @@ class FakeMPS:
         return self
 
     def _fake_dispatcher(self, monkeypatch) -> None:
-        """The dispatcher's MPS registrations as the macOS wheel has them (opcheck.kernel_kind reads these): an MPS
+        """The dispatcher's MPS registrations as the macOS wheel has them (machine/kernels.kernel_kind reads these): an MPS
         kernel wherever there is a CPU one (RegisterMPS.cpp), `fallback_ops` registered from MPSFallback.mm, and
         the boxed CPU fallback for every other op only with PYTORCH_ENABLE_MPS_FALLBACK=1 (MPSFallback.mm,
         TORCH_LIBRARY_IMPL(_, MPS, m))."""

@@ -104,7 +104,8 @@ def test_redraw_puts_appended_steps_and_losses_on_the_curves(plots):
     np.testing.assert_array_equal(x, [5, 8])
     np.testing.assert_array_equal(y, [300_000_000, 310_000_000])
     assert plots.run_ids() == ["r1"]
-    assert set(plots.series("r1")) == {"loss", "loss_smooth", "throughput", "memory", "power"}
+    assert set(plots.series("r1")) == {"loss", "loss_smooth", "throughput", "memory", "memory_driver",
+                                       "memory_process", "swap_used", "power"}
 
 
 def test_smoothed_loss_is_the_exponential_moving_average(plots):
@@ -162,22 +163,25 @@ def test_calls_do_not_redraw_and_idle_redraw_sets_nothing(plots):
     curves = plots.curves("r1")
     calls = {key: count_set_data(curve) for key, curve in curves.items()}
     plots.add_warmup("r1", [1.0, 2.0, 3.0])
-    plots.add_window("r1", 4, [0.9, 0.8], 1500.0, 300_000_000)
+    plots.add_window("r1", 4, [0.9, 0.8], 1500.0, 300_000_000,
+                     lines={"memory_driver": 400_000_000, "memory_process": None, "swap_used": None})
     plots.add_epoch("r1", 5, 0.85)
     assert all(len(c) == 0 for c in calls.values())
     assert len(data(curves["loss"])[0]) == 0  # nothing on screen yet
 
     plots.redraw()
     assert {key: len(c) for key, c in calls.items()} == {
-        "loss": 1, "loss_smooth": 1, "throughput": 1, "memory": 1, "val": 1, "power": 0,
+        "loss": 1, "loss_smooth": 1, "throughput": 1, "memory": 1, "val": 1, "power": 0, "memory_driver": 1,
+        "memory_process": 0, "swap_used": 0,  # lines a window did not read are not drawn
     }
     plots.redraw()  # nothing new
-    assert sum(len(c) for c in calls.values()) == 5
+    assert sum(len(c) for c in calls.values()) == 6
 
     plots.add_window("r1", 6, [0.7], 1600.0, 300_000_000)
     plots.redraw()  # only the changed series are pushed again; validation did not change
     assert {key: len(c) for key, c in calls.items()} == {
-        "loss": 2, "loss_smooth": 2, "throughput": 2, "memory": 2, "val": 1, "power": 0,
+        "loss": 2, "loss_smooth": 2, "throughput": 2, "memory": 2, "val": 1, "power": 0, "memory_driver": 1,
+        "memory_process": 0, "swap_used": 0,
     }
 
 

@@ -11,6 +11,7 @@ import sqlite3
 import pytest
 import torch
 
+from mpsstudio.engine.machine import kernels
 from mpsstudio.engine.tools import inspection, maxbatch, memory, opcheck, sweep, registry as tools
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
@@ -276,10 +277,10 @@ def test_fallback_records_backward_and_optimizer_ops():
 
 
 def test_kernel_kind_reads_the_dispatcher():
-    assert opcheck.kernel_kind("aten::addmm", "cpu") == "native"
-    assert opcheck.kernel_kind("aten::zeros_like", "cpu") == "composite"
-    assert opcheck.kernel_kind("aten::no_such_op", "cpu") == "unknown"
-    assert opcheck.kernel_kind("aten::addmm", "tpu") == "unknown"
+    assert kernels.kernel_kind("aten::addmm", "cpu") == "native"
+    assert kernels.kernel_kind("aten::zeros_like", "cpu") == "composite"
+    assert kernels.kernel_kind("aten::no_such_op", "cpu") == "unknown"
+    assert kernels.kernel_kind("aten::addmm", "tpu") == "unknown"
 
 
 def test_kernel_kind_mps_per_op_fallback_registration(monkeypatch):
@@ -289,17 +290,17 @@ def test_kernel_kind_mps_per_op_fallback_registration(monkeypatch):
     monkeypatch.setattr(C, "_dispatch_dump_table", lambda op: (
         "CPU: registered at RegisterCPU.cpp:1 [kernel]\n"
         f"MPS: registered at /src/aten/src/ATen/mps/{'MPSFallback.mm:80' if op == 'aten::linalg_svd' else 'RegisterMPS.cpp:9'} [kernel]"))
-    assert opcheck.kernel_kind("aten::linalg_svd", "mps") == "cpu_fallback"
-    assert opcheck.kernel_kind("aten::addmm", "mps") == "native"
+    assert kernels.kernel_kind("aten::linalg_svd", "mps") == "cpu_fallback"
+    assert kernels.kernel_kind("aten::addmm", "mps") == "native"
 
 
 def test_kernel_kind_mps_backend_fallback(monkeypatch):
     C = torch._C
     monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: False)
     monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: True)
-    assert opcheck.kernel_kind("aten::_fft_r2c", "mps") == "cpu_fallback"
+    assert kernels.kernel_kind("aten::_fft_r2c", "mps") == "cpu_fallback"
     monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: False)
-    assert opcheck.kernel_kind("aten::_fft_r2c", "mps") == "missing"
+    assert kernels.kernel_kind("aten::_fft_r2c", "mps") == "missing"
 
 
 def test_parity_on_this_cpu_is_within_fp32_tolerance():

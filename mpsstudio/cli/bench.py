@@ -111,6 +111,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         for key in ("leftover_processes", "output_note"):
             if r.summary.get(key):
                 print(f"mpsstudio: {r.config.device}: {printable(r.summary[key])}", file=sys.stderr)
+        if r.summary.get("memory_flag"):  # a finding, on stdout beside the verdicts
+            print(f"{r.config.device}: memory: {printable(r.summary['memory_flag'])}")
         if r.summary.get("stopped_early_reason"):
             print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
                   f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)

@@ -12,13 +12,13 @@ import re
 from dataclasses import fields
 from datetime import datetime
 
-from . import energy
+from . import energy, memory
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
 from ..basics.results import STATUSES, RunResult
 from .stability import assess
-from .summary import quartiles
+from .summary import device_kind, quartiles
 
 ORIGINS = ("local", "imported")
 RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs",
@@ -43,7 +43,8 @@ _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
-                   "energy_j", "energy_s", "energy_windows", "utilization")
+                   "energy_j", "energy_s", "energy_windows", "utilization", "memory_driver", "memory_process",
+                   "swap_used")
 _EPOCH_NUMBERS = ("epoch", "step", "seconds", "val_accuracy")
 
 
@@ -124,6 +125,10 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         _rederive_throughput(summary, _window_rates(windows), config.batch_size)
         _check_energy(windows)
         summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
+        shapes = summary.get("input_shapes")
+        if shapes is not None and (type(shapes) is not int or not 0 < shapes <= MAX_NUMBER):
+            raise _Bad("summary.input_shapes", "a count of at least 1, or null, expected")
+        summary.update(memory.summary_fields(windows, device_kind(config.device), shapes))
     else:
         losses, windows, epochs = [], [], []
         if rates and not (min(rates) > 0 and math.isfinite(sum(rates)) and max(rates) <= MAX_NUMBER):

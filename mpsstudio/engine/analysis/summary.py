@@ -10,7 +10,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from . import energy
+from . import energy, memory
 from ..basics.config import precision_note
 from ..basics.formatting import is_finite
 from ..basics.results import RunResult
@@ -33,6 +33,7 @@ class RunFacts:
     val: tuple[float, float] | None = None
     peak_memory: int = 0
     memory_measure: str = "allocator"  # or "rss_growth": the CPU process's resident size over its level before the run
+    input_shapes: int | None = None  # distinct input shapes fed to the model (None: not counted)
 
 
 def summarise(result: RunResult, facts: RunFacts) -> None:
@@ -68,6 +69,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     s["s_per_epoch_measured"] = measured_epoch_s(s.get("epoch_s"))
     s["peak_memory"] = facts.peak_memory or None
     s["memory_measure"] = facts.memory_measure
+    s.update(memory.summary_fields(result.windows, device_kind(result.config.device), facts.input_shapes))
     tail = result.losses[-FINAL_LOSS_STEPS:]
     s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
     s["val_loss"], s["val_accuracy"] = facts.val if facts.val else (None, None)
@@ -91,6 +93,11 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
         return values[0], values[0], values[0]
     q1, med, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return q1, med, q3
+
+
+def device_kind(device: str) -> str:
+    """"cuda" of "cuda:1"; "cpu", "mps" as they are."""
+    return str(device).split(":")[0]
 
 
 def memory_measure(device: str) -> str:

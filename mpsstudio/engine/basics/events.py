@@ -64,6 +64,11 @@ class Window:
     # the median samples/s of the last RECENT_WINDOWS windows, this one included: what a readout shows (one
     # window's rate jumps with every scheduler hiccup)
     recent_samples_per_s: float | None = None
+    # the memory plot's other lines (Device.memory_lines), bytes or None where not read: the driver's memory on MPS
+    # or the caching allocator's reserve on CUDA, the run process's memory (its footprint on macOS), the machine's swap
+    memory_driver: int | None = None
+    memory_process: int | None = None
+    swap_used: int | None = None
 
     @property
     def power_w(self) -> float | None:
@@ -78,7 +83,8 @@ class Window:
                 "samples": self.samples, "samples_per_s": self.samples_per_s, "data_wait_s": self.data_wait_s,
                 "memory": self.memory, "energy_j": self.energy_j, "energy_s": self.energy_s,
                 "energy_windows": self.energy_windows, "energy_parts": self.energy_parts,
-                "utilization": self.utilization}
+                "utilization": self.utilization, "memory_driver": self.memory_driver,
+                "memory_process": self.memory_process, "swap_used": self.swap_used}
 
 
 @dataclass

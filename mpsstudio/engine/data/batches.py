@@ -74,16 +74,26 @@ class TensorBatches:
         return self.n // self.batch_size if self.drop_last else math.ceil(self.n / self.batch_size)
 
     def epoch(self) -> Iterator[Batch]:
+        for raw in self.raw_epoch():
+            yield self.place(raw)
+
+    def raw_epoch(self) -> Iterator[Batch]:
+        """The epoch's batches as the loader gives them, before the copy to the device (the diagnosis times the two
+        apart; `epoch` is `place` of each)."""
         order = torch.randperm(self.n, generator=self.generator) if self.shuffle else torch.arange(self.n)
         if self.resident:
             order = order.to(self.device)
         b = self.batch_size
         for i in range(self.steps_per_epoch):
             idx = order[i * b:(i + 1) * b]
-            xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)
-            if not self.resident:
-                xb, yb = _to_device(xb, self.device), _to_device(yb, self.device)
-            yield self.convert(xb), yb
+            yield self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+    def place(self, raw: Batch) -> Batch:
+        """A raw batch on the device, as the model takes it."""
+        xb, yb = raw
+        if not self.resident:
+            xb, yb = _to_device(xb, self.device), _to_device(yb, self.device)
+        return self.convert(xb), yb
 
 
 class CycledBatches:
@@ -101,6 +111,12 @@ class CycledBatches:
     def epoch(self) -> Iterator[Batch]:
         for i in range(self.steps_per_epoch):
             yield self.batches[i % len(self.batches)]
+
+    raw_epoch = epoch  # already on the device: nothing to load or copy
+
+    @staticmethod
+    def place(raw: Batch) -> Batch:
+        return raw
 
 
 class LoaderBatches:
@@ -124,6 +140,13 @@ class LoaderBatches:
     def epoch(self) -> Iterator[Batch]:
         for xb, yb in self.loader:
             yield self.convert(_to_device(xb, self.device)), _to_device(yb, self.device)
+
+    def raw_epoch(self) -> Iterator[Batch]:
+        yield from self.loader
+
+    def place(self, raw: Batch) -> Batch:
+        xb, yb = raw
+        return self.convert(_to_device(xb, self.device)), _to_device(yb, self.device)
 
 
 def make_batches(dataset, *, batch_size: int, device: torch.device, convert, resident: bool, workers: int,

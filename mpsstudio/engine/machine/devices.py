@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import psutil
 import torch
 
+from . import footprint
 from .apple import MPS_MIN_MACOS, MPS_MIN_MACOS_NAME, MPS_MIN_MACOS_TEXT
 from ..basics.errors import UserError
 
@@ -226,20 +227,39 @@ class Device:
             torch.mps.synchronize()
 
     def memory(self) -> dict[str, int]:
-        """A cheap memory reading in bytes (allocator counters, never a host sync)."""
+        """A cheap memory reading in bytes (allocator counters, never a host sync), with the run process's own
+        memory (`process`, its footprint on macOS: footprint.py) and the machine's swap (`swap_used`)."""
         if self.kind == "mps":
-            return {
+            reading = {
                 "current_allocated": int(torch.mps.current_allocated_memory()),
                 "driver_allocated": int(torch.mps.driver_allocated_memory()),
                 "recommended_max": int(torch.mps.recommended_max_memory()),
             }
-        if self.kind == "cuda":
-            return {
+        elif self.kind == "cuda":
+            reading = {
                 "allocated": int(torch.cuda.memory_allocated(self.index)),
                 "reserved": int(torch.cuda.memory_reserved(self.index)),
                 "peak_allocated": int(torch.cuda.max_memory_allocated(self.index)),
             }
-        return {"rss": int(psutil.Process().memory_info().rss)}
+        else:
+            reading = {}
+        process, measure = footprint.process_memory()
+        if self.kind == "cpu":
+            reading["rss"] = process if process is not None else 0
+        if process is not None:
+            reading.update(process=process, process_measure=measure)
+        swap = footprint.swap_used()
+        if swap is not None:
+            reading["swap_used"] = swap
+        return reading
+
+    def memory_lines(self, reading: dict) -> dict[str, int | None]:
+        """The memory plot's other lines beside the run's own figure (in_use): the driver's memory on MPS (what
+        Metal holds, the tensors' and its caches) or the caching allocator's reserve on CUDA, the process's memory
+        and the machine's swap, each None where not read."""
+        driver = {"mps": "driver_allocated", "cuda": "reserved"}.get(self.kind)
+        return {"memory_driver": reading.get(driver) if driver else None, "memory_process": reading.get("process"),
+                "swap_used": reading.get("swap_used")}
 
     def reset_peak(self) -> None:
         """Start a new peak-memory window (only CUDA keeps a peak)."""

@@ -78,9 +78,10 @@ def checked_event(event):
             value = getattr(event, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise TypeError(f"{name} is not a number")
-        if event.energy_windows is not None and (isinstance(event.energy_windows, bool)
-                                                 or not isinstance(event.energy_windows, int)):
-            raise TypeError("energy_windows is not a count")
+        for name in ("energy_windows", "memory_driver", "memory_process", "swap_used"):
+            value = getattr(event, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise TypeError(f"{name} is not a count")
         parts = event.energy_parts
         if parts is not None and not (isinstance(parts, dict) and all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)

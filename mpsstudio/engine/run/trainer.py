@@ -76,6 +76,7 @@ class RunLoop:
         self.flush_denormal = False
         self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
         self.saved: dict = {}  # saved_model (its path) or saved_model_error, for the summary
+        self.shapes: set = set()  # the input shapes the model was fed
 
     def _check_stop(self) -> None:
         """Setup and warm-up honour Stop too (measured steps check it once a window)."""
@@ -138,6 +139,7 @@ class RunLoop:
                 except Exception as exc:
                     raise DataError() from exc
                 win_wait += time.perf_counter() - t
+                self.shapes.add(x.shape)  # distinct input shapes: the driver's caches grow with them (memory.py)
                 win_losses.append(step_fn(x, y) if step > 1 else steps.first(step_fn, x, y))
                 if pending is not None:
                     win.record(*pending)
@@ -263,7 +265,7 @@ class RunLoop:
             dataset=noted.get("dataset", ""), warmup_steps=p.warm if p else 0, warmup_s=self.warmup_s,
             measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0), val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
-            memory_measure=memory_measure(self.config.device)))
+            memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None))
         if p is not None:
             self.result.summary.update(p.epochs.summary())
 

@@ -63,6 +63,7 @@ class Windows:
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
                         memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
                         eta_s=eta, recent_samples_per_s=statistics.median(recent) if recent else None,
+                        **self.device.memory_lines(memory),
                         **(span_fields(reading) if reading is not None else {}))
         self.records.append(window.record())
         self.emit(window)

@@ -20,6 +20,8 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..machine.kernels import kernel_kind
+
 # Largest relative error (see the module docstring) that still counts as correct, per precision. fp32 allows for
 # another order of summation and the fast convolution algorithms GPU libraries choose (measured on an H100,
 # resnet18, TF32 off: 5.9e-3 in one weight gradient where the CPU's float32 is at 6.9e-7); TF32 keeps 10 mantissa
@@ -27,34 +29,6 @@ from torch.utils._pytree import tree_flatten
 # orders of magnitude more (or not finite).
 TOLERANCES = {"fp32": 1e-2, "tf32": 5e-2, "fp16": 5e-2, "bf16": 1e-1}
 CPU_FACTOR = 4.0  # or within this multiple of the CPU's own error in the same precision (see parity_of)
-DISPATCH_KEYS = {"mps": "MPS", "cuda": "CUDA", "cpu": "CPU"}
-_COMPOSITE_KEYS = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
-_FALLBACK_SOURCE = "MPSFallback"  # the file that registers MPS's boxed CPU fallback, also per operation
-
-
-def kernel_kind(op_name: str, device_type: str) -> str:
-    """How the dispatcher runs `op_name` (e.g. "aten::nonzero") for a tensor on `device_type`:
-    "native" (a kernel of its own for the device's key), "composite" (a kernel made of other operations),
-    "cpu_fallback" (the boxed CPU fallback), "missing" (none: it would fail) or "unknown"."""
-    key = DISPATCH_KEYS.get(device_type)
-    if key is None:
-        return "unknown"
-    C = torch._C
-    try:
-        if C._dispatch_has_kernel_for_dispatch_key(op_name, key):
-            # MPS registers the CPU fallback per operation too (MPSFallback.mm, m.impl(..., mps_fallback)):
-            # the dispatcher's table names the file a kernel was registered from
-            line = next((l for l in C._dispatch_dump_table(op_name).splitlines() if l.startswith(f"{key}:")), "")
-            return "cpu_fallback" if _FALLBACK_SOURCE in line else "native"
-        if any(C._dispatch_has_kernel_for_dispatch_key(op_name, k) for k in _COMPOSITE_KEYS):
-            return "composite"
-        if C._dispatch_has_backend_fallback(getattr(C.DispatchKey, key)):
-            return "cpu_fallback" if device_type == "mps" else "native"
-        return "missing"
-    except Exception:  # an operator the dispatcher does not know by this name (a custom op's alias)
-        return "unknown"
-
-
 class _Recorder(TorchDispatchMode):
     """Counts (and times, the device synchronized around each) every ATen operation with a tensor on the device."""
 

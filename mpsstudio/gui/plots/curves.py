@@ -11,7 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from .panes import LossPlot, WindowPlot
-from .runs import ENDED_BADLY, PlotRun
+from .runs import ENDED_BADLY, MEMORY_LINES, PlotRun
 from .series import GrowingSeries, ema
 
 
@@ -57,8 +57,8 @@ class RunCurves:
             self.loss.shade_warmup(len(losses), self.text(), self.secondary())
 
     def add_window(self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int,
-                   power_w: float | None, seconds: float | None) -> bool:
-        """True when this window brought a power reading."""
+                   power_w: float | None, seconds: float | None, lines: dict | None = None) -> bool:
+        """True when this window brought a power reading. `lines`: the memory plot's other lines (bytes or None)."""
         run = self.runs.get(run_id)
         if run is None:
             return False
@@ -68,6 +68,10 @@ class RunCurves:
         run.series["throughput"].append(last_step, samples_per_s)
         run.series["memory"].append(last_step, memory)
         run.dirty.update(("throughput", "memory"))
+        for key, value in (lines or {}).items():
+            if key in MEMORY_LINES and isinstance(value, (int, float)) and math.isfinite(value):
+                run.series[key].append(last_step, value)
+                run.dirty.add(key)
         if power_w is not None and math.isfinite(power_w):
             run.series["power"].append(last_step, power_w)
             run.dirty.add("power")
@@ -124,10 +128,11 @@ class RunCurves:
 
     def legend_clicked(self, item: pg.PlotDataItem) -> None:
         """Clicking a run in the legend hides or shows all of its curves, not only the smoothed loss."""
+        hidden = getattr(self.window_plots.get("memory"), "hidden", set())  # line kinds the memory legend hid
         for run in self.runs.values():
             if run.curves.get("loss_smooth") is item:
-                for curve in run.curves.values():
-                    curve.setVisible(item.isVisible())
+                for key, curve in run.curves.items():
+                    curve.setVisible(item.isVisible() and key not in hidden)
 
     def smooth(self, alpha: float) -> None:
         """Recompute every run's smoothed loss with the newest loss weighted `alpha`."""

@@ -84,12 +84,15 @@ class LivePlots(QWidget):
         self._curves.add_warmup(run_id, losses, seconds)
 
     def add_window(self, run_id: str, first_step: int, losses: Sequence[float], samples_per_s: float, memory: int,
-                   power_w: float | None = None, seconds: float | None = None) -> None:
+                   power_w: float | None = None, seconds: float | None = None, lines: dict | None = None) -> None:
         """Per-step losses from `first_step`; throughput, memory (bytes) and power (W, when measured) land on the
-        window's last step; `seconds` is the window's synchronized time (for the time axis)."""
-        if self._curves.add_window(run_id, first_step, losses, samples_per_s, memory, power_w, seconds) \
+        window's last step; `seconds` is the window's synchronized time (for the time axis); `lines` the memory
+        plot's other lines (memory_driver, memory_process, swap_used: bytes, None where not read)."""
+        if self._curves.add_window(run_id, first_step, losses, samples_per_s, memory, power_w, seconds, lines) \
                 and not self._power.isVisible():
             self._update_power()
+        if lines:
+            self._memory.show_kinds(self._curves.runs.values())
 
     def append_losses(self, run_id: str, first_step: int, losses: Sequence[float]) -> None:
         """Losses of steps that no window holds (a stored failed run's last steps)."""
@@ -116,6 +119,7 @@ class LivePlots(QWidget):
     def clear(self) -> None:
         """Remove every run, warm-up band and legend entry; the start hint shows again."""
         self._curves.clear()
+        self._memory.show_kinds(())
         self._legend.clear()
         self._legend.setVisible(False)
         for plot in self._curves.plots():
@@ -195,7 +199,8 @@ class LivePlots(QWidget):
     # ---- state for tests and the window ------------------------------------------------------------------
 
     def series(self, run_id: str) -> dict[str, GrowingSeries]:
-        """The run's buffers: "loss", "loss_smooth", "throughput", "memory", "power" (x is the step)."""
+        """The run's buffers: "loss", "loss_smooth", "throughput", "memory", "memory_driver", "memory_process",
+        "swap_used", "power" (x is the step)."""
         return dict(self._curves.runs[run_id].series)
 
     def curves(self, run_id: str) -> dict[str, pg.PlotDataItem]:

@@ -189,11 +189,74 @@ class ThroughputPlot(WindowPlot):
 
 
 class MemoryPlot(WindowPlot):
+    """The run's own memory figure (solid, filled) and, where read, the driver's memory on MPS or the caching
+    allocator's reserve on CUDA (dashed), the run process's memory (dotted) and the machine's swap (dash-dot), each in
+    the run's colour; a legend of the line kinds, clicking one hides or shows it for every run."""
+
     key = "memory"
+    KINDS = {"memory": ("tensors (GPU) · run's growth (CPU)", Qt.PenStyle.SolidLine),
+             "memory_driver": ("driver (MPS) · reserved (CUDA)", Qt.PenStyle.DashLine),
+             "memory_process": ("process", Qt.PenStyle.DotLine),
+             "swap_used": ("swap (whole machine)", Qt.PenStyle.DashDotLine)}
 
     def __init__(self):
-        super().__init__("Memory: GPU allocator, CPU run's growth",
-                         "Device memory in use at the end of each measurement window.", BytesAxis("left"))
+        super().__init__("Memory", "Bytes at the end of each measurement window (IEC units). Solid: on a GPU the "
+                         "tensors PyTorch holds (its allocator's bytes), on the CPU the run process's growth over its "
+                         "level before the model was built. Dashed: what the Metal driver holds for the process on "
+                         "MPS (tensors plus its caches), or the CUDA caching allocator's reserve. Dotted: the run "
+                         "process's own memory (its physical footprint on macOS, as Activity Monitor shows it; "
+                         "resident memory elsewhere). Dash-dot: swap in use on the whole machine. Click a line kind "
+                         "in the legend to hide or show it.", BytesAxis("left"))
+        self.keys = tuple(self.KINDS)
+        self.hidden: set[str] = set()
+        self.kinds_legend = self.addLegend(offset=(-8, 4), verSpacing=-6, labelTextSize="8pt")
+        self.kinds_legend.setColumnCount(4)
+        self.kinds_legend.sigSampleClicked.connect(self._kind_clicked)
+        self.kinds_legend.setToolTip("Click a line kind to hide or show it for every run.")
+        self._samples: dict[str, pg.PlotDataItem] = {}
+        self._shown_kinds: tuple[str, ...] = ()
+        self._runs: list = []
+
+    def make_curves(self, run: PlotRun) -> dict[str, pg.PlotDataItem]:
+        curves = super().make_curves(run)
+        for key in self.keys:  # only the run's own figure is a legend entry of the runs
+            curves[key].setVisible(key not in self.hidden)
+        return curves
+
+    def style(self, run: PlotRun, curves: dict[str, pg.PlotDataItem], base: QColor) -> None:
+        super().style(run, curves, base)
+        for key in self.keys[1:]:
+            curve = curves[key]
+            curve.setPen(pg.mkPen(run.colour_at(0.9 if key != "swap_used" else 0.6), width=1,
+                                  style=self.KINDS[key][1]))
+            curve.setFillLevel(None)
+            curve.setSymbol(None)
+
+    def show_kinds(self, runs) -> None:
+        """The legend names the line kinds that some run has (a CPU run has no driver line)."""
+        self._runs = list(runs)
+        kinds = tuple(k for k in self.keys if k == "memory" or any(len(r.series[k]) for r in self._runs))
+        if kinds == self._shown_kinds:
+            return
+        self._shown_kinds = kinds
+        self.kinds_legend.clear()
+        for key in kinds:
+            sample = self._samples.get(key)
+            if sample is None:
+                sample = self._samples[key] = pg.PlotDataItem(pen=pg.mkPen("#888888", width=1.5,
+                                                                           style=self.KINDS[key][1]))
+            sample.setVisible(key not in self.hidden)
+            self.kinds_legend.addItem(sample, self.KINDS[key][0])
+        self.kinds_legend.setVisible(len(kinds) > 1)
+
+    def _kind_clicked(self, sample: pg.PlotDataItem) -> None:
+        key = next((k for k, s in self._samples.items() if s is sample), None)
+        if key is None:
+            return
+        (self.hidden.discard if sample.isVisible() else self.hidden.add)(key)
+        for run in self._runs:
+            if key in run.curves and run.curves["loss_smooth"].isVisible():
+                run.curves[key].setVisible(key not in self.hidden)
 
 
 class PowerPlot(WindowPlot):

@@ -16,7 +16,8 @@ from .series import GrowingSeries
 OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
 ENDED_BADLY = ("failed", "cancelled", "interrupted")
-SERIES = ("loss", "loss_smooth", "throughput", "memory", "power")
+MEMORY_LINES = ("memory_driver", "memory_process", "swap_used")  # the memory plot's lines beside the run's own
+SERIES = ("loss", "loss_smooth", "throughput", "memory", *MEMORY_LINES, "power")
 
 
 @dataclass

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from .axes import number, positive
+from .runs import MEMORY_LINES
 
 
 def legend_labels(results: Sequence) -> list[str]:
@@ -55,7 +56,8 @@ def draw(plots, r, label: str) -> None:
         sps = w.get("samples_per_s")
         plots.add_window(r.id, first, window_losses, sps if number(sps) else math.nan,
                          w.get("memory") if number(w.get("memory")) else math.nan, power,
-                         seconds=w.get("seconds") if number(w.get("seconds")) else None)
+                         seconds=w.get("seconds") if number(w.get("seconds")) else None,
+                         lines={k: w.get(k) for k in MEMORY_LINES if number(w.get(k))})
         drawn = max(drawn, first - 1 + len(window_losses))
     if drawn < len(losses):  # a failed run's steps after its last window: what it measured until it failed
         plots.append_losses(r.id, drawn + 1, losses[drawn:])

@@ -127,6 +127,8 @@ class RunDetails(QWidget):
         for key in ("leftover_processes", "output_note"):
             if s.get(key):
                 lines.append(escape(printable(s[key])))
+        if s.get("memory_flag"):
+            lines.append(f"⚠︎ Memory: {escape(printable(s['memory_flag']))}")
         if precision_note(cfg):
             lines.append(escape(precision_note(cfg)))
         self.title.setText("<br>".join(lines))

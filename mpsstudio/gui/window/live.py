@@ -40,7 +40,9 @@ class LiveMixin:
         elif isinstance(event, Window):
             power = event.power_w
             self.plots.add_window(self._current_id(), event.first_step, event.losses, event.samples_per_s,
-                                  event.memory, power, seconds=event.seconds)
+                                  event.memory, power, seconds=event.seconds,
+                                  lines={"memory_driver": event.memory_driver, "memory_process": event.memory_process,
+                                         "swap_used": event.swap_used})
             self.set_progress(event.steps_done)
             left = f" · {fmt_duration(event.eta_s)} left (estimated)" if event.eta_s is not None else ""
             watts = f" · {power:,.0f} W" if power is not None else ""

@@ -1,0 +1,113 @@
+"""What bounds a training step, in one word and one sentence, from a diagnosis's measured step anatomy (the
+diagnose tool, engine/tools/diagnose/). No torch: the same function names the bound of a fresh diagnosis and of
+one read back from a file, so the words always follow the numbers.
+
+The figures (milliseconds per step, medians over steps):
+- `step_ms`: the step as a run takes it (no synchronization inside, the loader's wait included);
+- `data_ms`: the wait for the next batch (the loader); `copy_ms`, `forward_ms`, `backward_ms`, `optimizer_ms`: each
+  phase with the device synchronized around it;
+- `host_ms`: the host's time to issue one step (the device synchronized before, not after), which includes any
+  wait inside the step for the device (`sync_wait_ms`, the time spent in operations that wait for it: `.item()`);
+- `ops`: operations per step; `launch_us`: the host's cost per operation (on a GPU the host's busy time over the
+  operations, measured; on the CPU, which computes as it goes, the cost of an empty operation, estimated);
+- `fallback_share`: the share of the time in operations spent in ones that ran on the CPU (MPS only).
+
+Each candidate cause gets the share of the step it costs; the largest one past its threshold is the bound, else the
+device's own computing is (`compute`).
+"""
+
+from __future__ import annotations
+
+from ..basics.formatting import is_finite, plural
+
+BOUNDS = ("data", "launch", "fallback", "sync", "compute")
+# the share of the step a cause must cost to be named the bound (below, the device's computing dominates)
+THRESHOLDS = {"data": 0.30, "fallback": 0.30, "sync": 0.25, "launch": 0.50}
+PHASES = ("data", "copy", "forward", "backward", "optimizer")
+
+
+def _ms(v: float) -> str:
+    return f"{v:,.2f} ms" if v < 10 else f"{v:,.1f} ms"
+
+
+def costs(a: dict) -> dict[str, float]:
+    """The milliseconds per step each cause costs (0 where it does not apply or was not measured)."""
+    step = a.get("step_ms") or 0.0
+    compute = sum(a.get(f"{p}_ms") or 0.0 for p in ("forward", "backward", "optimizer"))
+    host, wait = a.get("host_ms") or 0.0, a.get("sync_wait_ms") or 0.0
+    busy = max(0.0, host - wait)  # the host's own work: issuing operations, Python
+    out = {"data": a.get("data_ms") or 0.0, "fallback": (a.get("fallback_share") or 0.0) * compute}
+    if a.get("kind") == "cpu":
+        # the CPU computes each operation as the host issues it: what launching costs is the operations' count
+        # times an empty operation's cost
+        ops, per = a.get("ops") or 0, a.get("launch_us") or 0.0
+        out["launch"] = ops * per / 1000.0
+        out["sync"] = 0.0  # waiting for the CPU is computing
+    else:
+        # the device waits for the host when issuing takes as long as the step; a wait inside the step keeps the
+        # host from queuing ahead: without it, the host's own work would overlap the device's
+        out["launch"] = busy
+        out["sync"] = min(wait, busy) if (a.get("sync_count") or 0) > 0 else 0.0
+    return {k: max(0.0, min(v, step)) if step > 0 else 0.0 for k, v in out.items()}
+
+
+def classify(a: dict) -> tuple[str, dict[str, float]]:
+    """(bound, share of the step per cause) for one device's anatomy `a`."""
+    step = a.get("step_ms") or 0.0
+    spent = costs(a)
+    shares = {k: (v / step if step > 0 else 0.0) for k, v in spent.items()}
+    over = [k for k in ("data", "fallback", "sync", "launch") if shares[k] >= THRESHOLDS[k]]
+    bound = max(over, key=lambda k: shares[k]) if over else "compute"
+    return bound, shares
+
+
+def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
+    """The bound in words, with the numbers that make it and what would help."""
+    device, step = a.get("device", "the device"), a.get("step_ms") or 0.0
+    waiter = "the CPU" if a.get("kind") == "cpu" else device
+    if bound == "data":
+        workers = a.get("workers") or 0
+        fix = ("with 0 workers the training process loads every batch itself: try --workers 4 (Advanced → Data "
+               "workers) or keep the data in memory" if workers == 0 else
+               f"its {plural(workers, 'worker')} cannot keep up: more workers, smaller images or data kept in memory "
+               "would help")
+        return (f"data: the loader keeps {waiter} waiting {shares['data']:.0%} of each step "
+                f"({_ms(a['data_ms'])} of {_ms(step)}); {fix}.")
+    if bound == "launch":
+        ops, per = a.get("ops") or 0, a.get("launch_us") or 0.0
+        how = "measured" if a.get("kind") != "cpu" else "estimated from an empty operation's cost"
+        return (f"launch: {ops:,} operations a step at ~{per:,.0f} us each to launch ({how}) take "
+                f"{_ms(costs(a)['launch'])} of a {_ms(step)} step; larger batches or torch.compile (fewer, "
+                "larger operations) would help.")
+    if bound == "fallback":
+        names = ", ".join(o["op"] for o in (a.get("fallback_ops") or [])[:3]) or "some operations"
+        return (f"fallback: {names} ran on the CPU: {shares['fallback']:.0%} of the step "
+                f"({_ms(costs(a)['fallback'])} of {_ms(step)}), each copying its tensors to the CPU and back; a newer "
+                "PyTorch or another operation that MPS has would help.")
+    if bound == "sync":
+        ops = ", ".join(f"{o['op']} ({o['count']})" for o in (a.get("sync_ops") or [])[:3])
+        return (f"sync: the step waits for {device} {plural(a.get('sync_count') or 0, 'time')} ({ops}), "
+                f"{_ms(a.get('sync_wait_ms') or 0.0)} a step in which the host queues nothing; "
+                f"keeping values on the device (no .item(), .tolist() or printing of tensors inside the step) would "
+                f"save up to {_ms(costs(a)['sync'])} of {_ms(step)}.")
+    parts = [(p, a.get(f"{p}_ms") or 0.0) for p in ("forward", "backward", "optimizer")]
+    total = sum(v for _, v in parts)
+    said = ", ".join(f"{p} {v / total:.0%}" for p, v in parts if v > 0) if total > 0 else "no phase measured"
+    return (f"compute: {device} spends the step computing ({said} of {_ms(total)}); a faster device, lower "
+            "precision (bf16/fp16), channels_last or a smaller model would help.")
+
+
+def phase_sum_ratio(a: dict) -> float | None:
+    """The synchronized phases' sum over the unsynchronized step (1.0: they account for it exactly)."""
+    step = a.get("step_ms")
+    values = [a.get(f"{p}_ms") for p in PHASES]
+    if not is_finite(step) or step <= 0 or not all(is_finite(v) for v in values):
+        return None
+    return sum(values) / step
+
+
+def judged(a: dict) -> dict:
+    """`a` with its bound, shares, sentence and phase-sum ratio (re-derived on every read)."""
+    bound, shares = classify(a)
+    return {**a, "bound": bound, "shares": shares, "sentence": sentence(a, bound, shares),
+            "phase_sum_ratio": phase_sum_ratio(a)}
