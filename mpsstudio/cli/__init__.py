@@ -3,7 +3,8 @@
 Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback), 130 interrupted (Ctrl-C),
 143 / 129 stopped by SIGTERM / SIGHUP (handled as Ctrl-C: the run in progress kept as cancelled).
 (`mpsstudio` with no subcommand opens the window: see launcher.py.) One module per group of subcommands: bench
-(bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), history, info (devices, models,
+(bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), deploy (export, deploy-bench),
+diagnose, history, info (devices, models,
 datasets, doctor); what they share is in common and progress, the arguments in parser.
 """
 
@@ -14,7 +15,7 @@ from typing import Sequence
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from . import bench, deploy, history, info, launch, tools
+from . import bench, deploy, diagnose, history, info, launch, tools
 from .bench import model_paths
 from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table, interrupted
 from .parser import build_parser
@@ -28,7 +29,7 @@ COMMANDS = {
     "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
-    "deploy-bench": deploy.cmd_deploy_bench,
+    "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose,
 }
 
 

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="run operations MPS lacks on the CPU, slowly (the default)")
     fallback.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false",
                           help="stop a run that uses an operation MPS lacks instead")
+    b.add_argument("--cast-float64", action="store_true",
+                   help="on MPS, cast the model's float64 / complex128 tensors to float32 / complex64 (MPS has "
+                        "neither) instead of refusing the run")
     b.add_argument("--early-stop", type=int, default=None, metavar="PATIENCE",
                    help="stop when the monitored validation figure has not improved for PATIENCE epochs")
     b.add_argument("--early-stop-monitor", choices=MONITORS, default=None,
@@ -88,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
     _tool_parsers(sub)
+    _diagnose_parser(sub)
     _export_parser(sub)
     sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
     sub.add_parser("models", help="list models")
@@ -125,6 +129,8 @@ def config_args(p, *, precision: bool = True) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
     p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
                    help="stop at an operation MPS lacks instead of running it on the CPU")
+    p.add_argument("--cast-float64", action="store_true",
+                   help="on MPS, cast the model's float64 / complex128 tensors to float32 / complex64")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="end the tool (a sweep: each point) when it takes longer")
     p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
@@ -155,6 +161,23 @@ def _tool_parsers(sub) -> None:
     config_args(i)
     i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
     i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")
+
+
+def _diagnose_parser(sub) -> None:
+    g = sub.add_parser("diagnose", help="why a training step is slow (data, launch, CPU fallback, syncs or compute), "
+                                        "where its memory goes, and which layer computes wrong, per device")
+    config_args(g)
+    g.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    g.add_argument("--batch-size", type=int, default=None, help="samples per step (default: 64)")
+    g.add_argument("--workers", type=int, default=None, help="data loader worker processes (default: 0)")
+    g.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
+    g.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
+    g.add_argument("--layers", action="store_true",
+                   help="compare every layer with the float64 CPU reference and name the first beyond tolerance "
+                        "(done anyway when the whole model's parity fails)")
+    g.add_argument("--after-steps", type=int, default=0, metavar="K",
+                   help="train K steps on the device, then check the parity again (some bugs appear only with "
+                        "state)")
 
 
 def _export_parser(sub) -> None:

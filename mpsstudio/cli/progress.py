@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..engine.basics.config import TF32_NOTE
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import fmt_duration, printable
 
@@ -98,6 +99,9 @@ class Progress:
             if event.run_index == 1:
                 print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
             where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
+            for note in event.notes:  # what the run's setup found (a download, the preflight before an MPS run)
+                if note != TF32_NOTE:  # said with the results
+                    self._line(f"{self.device}: {printable(note)}", force=True)
             self._line(f"{self.device}{where}: warming up ({event.warmup_steps} steps)...", force=True)
         elif isinstance(event, Warmup):
             self._line(f"{self.device}: warm-up {fmt_duration(event.seconds)}", force=True)

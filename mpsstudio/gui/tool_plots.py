@@ -161,3 +161,66 @@ class DeployPlot(pg.PlotWidget):
         tallest = max((r["latency_ms"] for r in measured if r["batch_size"] == largest), default=1.0)
         self.setYRange(0, tallest * (1.2 + 0.08 * len(labels)), padding=0)  # room for the legend above the bars
         self.setTitle(f"batch {largest}")
+
+
+PHASE_COLOURS = {"data": "#999999", "copy": "#56B4E9", "forward": "#0072B2", "backward": "#E69F00",
+                 "optimizer": "#009E73"}  # Okabe-Ito, the data wait in grey
+
+
+class DiagnosePlot(pg.PlotWidget):
+    """A diagnosis's step anatomy: one stacked bar per device, side by side, each phase as a share of that device's
+    step as a run takes it (the dashed line at 100 %); above each bar its step time and bound. Shares, not
+    milliseconds: a CPU step and a GPU step differ by orders of magnitude, the question is where each one's time
+    goes (the table has the milliseconds)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMinimumHeight(180)
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setLabel("left", "% of the step")
+        self.showGrid(x=False, y=True, alpha=0.15)
+        self.legend = self.addLegend(offset=(10, 6), colCount=5)
+        self.lines = {}
+        self._restyle()
+
+    _restyle = SweepPlot._restyle
+
+    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
+            self._restyle()
+        super().changeEvent(event)
+
+    def show_diagnosis(self, result: dict) -> None:
+        from ..engine.analysis.bottleneck import PHASES
+        from ..engine.tools.diagnose.view import PHASE_WORDS
+
+        self.clear()
+        self.legend.clear()
+        ran = [d for d in result.get("devices") or [] if "error" not in d and d.get("step_ms")]
+        if not ran:
+            self.setTitle("No device was diagnosed")
+            return
+        bottoms = np.zeros(len(ran))
+        text = self.palette().color(QPalette.ColorRole.Text)
+        for phase in PHASES:
+            heights = np.array([100 * (d.get(f"{phase}_ms") or 0.0) / d["step_ms"] for d in ran])
+            bars = pg.BarGraphItem(x=np.arange(len(ran)), y0=bottoms, height=heights, width=0.55,
+                                   brush=QColor(PHASE_COLOURS[phase]), pen=pg.mkPen(None))
+            self.addItem(bars)
+            self.legend.addItem(bars, PHASE_WORDS[phase])
+            bottoms = bottoms + heights
+        step_line = pg.InfiniteLine(pos=100, angle=0, pen=pg.mkPen(text, width=1, style=Qt.PenStyle.DashLine))
+        self.addItem(step_line)
+        for i, d in enumerate(ran):
+            label = pg.TextItem(f"{d['step_ms']:,.2f} ms/step (measured)\n{d.get('bound', '?')}-bound", color=text,
+                                anchor=(0.5, 1.0))
+            label.setPos(i, max(100.0, float(bottoms[i])) + 2)
+            self.addItem(label)
+        self.getAxis("bottom").setTicks([[(i, d["device"]) for i, d in enumerate(ran)]])
+        pad = max(0.0, (3 - len(ran)) / 2)  # one or two devices keep bars of a sensible width
+        self.setXRange(-0.6 - pad, len(ran) - 0.4 + pad, padding=0)
+        self.setYRange(0, max(170.0, float(bottoms.max()) * 1.45), padding=0)  # labels, then the legend above
+        self.setTitle("each phase timed with the device synchronized; 100 % (dashed) is the step as a run takes it")

@@ -23,10 +23,10 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import fmt_timestamp
 from ..engine.history.runfiles import export_tool_json
 from .style import placeholder_label, warning_color
-from .tool_plots import DeployPlot, SweepPlot
+from .tool_plots import DeployPlot, DiagnosePlot, SweepPlot
 
-EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Deploy Benchmark or "
-              "Export Model use the setup on the left.")
+EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
+              "Benchmark or Export Model use the setup on the left.")
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
@@ -186,6 +186,9 @@ class ToolsPanel(QWidget):
         sentence = html.escape(r.get("sentence", ""))
         bad = record.kind == "inspect" and (not (r.get("probe") or {}).get("ok", True)
                                             or ((r.get("parity") or {}).get("ok") is False))
+        bad = bad or (record.kind == "diagnose" and any(
+            (d.get("parity") or {}).get("ok") is False or (d.get("after") or {}).get("ok") is False
+            for d in r.get("devices") or []))
         if bad:
             color = warning_color(self.palette()).name()
             sentence = f"<span style='color:{color}'>⚠︎ {sentence}</span>"
@@ -233,6 +236,8 @@ class ToolsPanel(QWidget):
             return box
         if kind == "export":
             return _table(*toolview.export_table(result))
+        if kind == "diagnose":
+            return diagnose_view(result)
         box = QWidget()
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -335,3 +340,35 @@ class ToolsPanel(QWidget):
         self.records = [r for r in self.records if r.id != record.id]
         self.reload()
 
+
+def diagnose_view(result: dict) -> QWidget:
+    """The stacked bars of each device's step, the table of phases, each device's memory and, where layers were
+    compared, the layer table around the first one beyond tolerance."""
+    from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
+
+    box = QSplitter(Qt.Orientation.Vertical)
+    plot = DiagnosePlot()
+    plot.show_diagnosis(result)
+    box.addWidget(plot)
+    lower = QWidget()
+    ll = QVBoxLayout(lower)
+    ll.setContentsMargins(0, 0, 0, 0)
+    ll.addWidget(_table(*anatomy_table(result)), 1)
+    for d in result.get("devices") or []:
+        if "error" in d:
+            continue
+        memory = QLabel(f"{d['device']}: memory after the diagnostic steps: {memory_cells(d)}")
+        memory.setWordWrap(True)
+        ll.addWidget(memory)
+        for key, when in (("layers", "layer by layer"), ("after_layers", "layer by layer after training")):
+            found = d.get(key)
+            if found:
+                label = QLabel(f"{d['device']}, {when} against the float64 CPU reference ({found['precision']}, "
+                               f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
+                label.setWordWrap(True)
+                ll.addWidget(label)
+                ll.addWidget(_table(*layers_table(found)), 1)
+    box.addWidget(lower)
+    box.setSizes([260, 300])
+    box.setObjectName("diagnose")
+    return box

@@ -84,6 +84,9 @@ class RunConfig:
     # operations MPS lacks run on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1 in the run's own process) instead of
     # stopping the run; copies each way make them slow, so a run records whether it allowed them
     mps_fallback: bool = True
+    # MPS has no float64 or complex128: a model holding them is refused before an MPS run, naming them, unless this
+    # casts them (float32, complex64) for the run (run/preflight.py)
+    cast_float64: bool = False
     # Training for real (epoch runs with a validation split): stop when `early_stop_monitor` has not improved for
     # `early_stop_patience` epochs (None: never), in `early_stop_mode` ("max"/"min"; None: max for accuracy, min
     # for loss); `keep_best` ends the run with the best epoch's weights (a best checkpoint, kept in memory).
@@ -150,7 +153,7 @@ class RunConfig:
         if (self.early_stop_patience is not None or self.keep_best or self.accumulate > 1) and self.mode != "train":
             raise UserError("Early stopping, the best epoch and gradient accumulation are for training; set the "
                             "mode to train.")
-        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback", "keep_best"):
+        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback", "keep_best", "cast_float64"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
         if not isinstance(self.options, dict):

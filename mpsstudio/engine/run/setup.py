@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -49,6 +49,7 @@ class Prepared:
     meter: energy.Meter
     warm: int  # warm-up steps
     total: int  # all steps, warm-up included
+    notes: list = field(default_factory=list)  # what the preflight before an MPS run found (preflight.py)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -78,6 +79,9 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     model = models.build_model(cfg.model, model_spec)
     noted["parameters"] = models.count_parameters(model)
     check_stop()
+    notes = []
+    if dev.kind == "mps":  # before anything moves to the device: what it cannot hold, what it has no kernel for
+        notes += _preflight(cfg, model, data, model_spec, noted)
     tdev = torch.device(dev.torch_device or dev.id)
     model = model.to(tdev)
     if cfg.channels_last and data.spec.kind == "image":
@@ -104,7 +108,22 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
                         f"steps, and this run has {total} (warm-up included); accumulate over fewer or run longer.")
     return Prepared(device=dev, data=data, model_spec=model_spec, model=model, tdev=tdev, steps=steps,
                     epochs=epochs, train=train, memory_base=memory_base, env=env, meter=meter, warm=warm,
-                    total=total)
+                    total=total, notes=notes)
+
+
+def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict) -> list[str]:
+    """The notes of run/preflight.py for an MPS run (UserError for float64 the user did not choose to cast);
+    the summary keeps them (`preflight`)."""
+    from . import preflight
+    from .steps import make_optimizer
+
+    cast = preflight.check_dtypes(model, data, cfg.model, cfg.cast_float64)
+    ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image",
+                               model_spec.num_classes, cfg.mode == "train", lambda m: make_optimizer(cfg, m),
+                               cfg.mps_fallback)
+    noted["preflight"] = {"cast": cast, "no_mps_kernel": ahead["no_mps_kernel"], "traced": ahead["traced"],
+                          "reason": ahead["reason"], "note": ahead["note"]}
+    return [n for n in (cast, ahead["note"]) if n]
 
 
 def _batch_sources(cfg: RunConfig, data, model_spec, tdev):

@@ -92,7 +92,7 @@ class RunLoop:
                                p.warm, p.total, p.memory_base)
         self.emit(Started(run_id=self.result.id, config=self.config.to_dict(), env=p.env, device=p.device.to_dict(),
                           dataset=self.noted["dataset"], parameters=p.steps.parameters, total_steps=p.total,
-                          warmup_steps=p.warm, notes=[*p.data.notes, *filter(None, [precision_note(self.config)])],
+                          warmup_steps=p.warm, notes=[*p.data.notes, *p.notes, *filter(None, [precision_note(self.config)])],
                           run_index=self.position[0],
                           run_count=self.position[1], train_size=self.noted["train_size"]))
         return p
@@ -268,6 +268,8 @@ class RunLoop:
             memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None))
         if p is not None:
             self.result.summary.update(p.epochs.summary())
+        if noted.get("preflight"):
+            self.result.summary["preflight"] = noted["preflight"]
 
 
 def _endless(train):

@@ -135,14 +135,17 @@ def _cpu_same_precision(base, x, y, dtype):
 
 
 def parity_of(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, tdev: torch.device, precision: str,
-              tf32: bool, sync: Callable[[], None], device_kind: str, compare_cpu: bool | None = None) -> dict:
+              tf32: bool, sync: Callable[[], None], device_kind: str, compare_cpu: bool | None = None,
+              on_device: torch.nn.Module | None = None) -> dict:
     """`base` (a CPU model, left unchanged) on `tdev` in `precision` against float64 on the CPU, one forward and
     backward of the CPU batch (x, y), both in evaluation mode (`for_parity`).
 
     A tensor is within tolerance when its relative error is at most the precision's tolerance, or at most
     CPU_FACTOR times the error the CPU itself makes in the same precision setting: a reduced-precision gradient
     that is a near-cancelling sum is far from float64 on any hardware, and the device is then judged against the
-    CPU doing the same arithmetic."""
+    CPU doing the same arithmetic.
+    `on_device`: a model already on `tdev` (trained there) to check itself instead of a fresh copy of `base`, whose
+    weights it must hold."""
     ref = for_parity(copy.deepcopy(base).double())
     ref_logits, ref_loss = forward_backward(ref, x.double() if x.is_floating_point() else x, y)
     ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
@@ -150,7 +153,16 @@ def parity_of(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, tdev: tor
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-        logits, loss, grads = _run_copy(base, x, y, tdev, dtype, sync)
+        if on_device is None:
+            logits, loss, grads = _run_copy(base, x, y, tdev, dtype, sync)
+        else:
+            was_training = on_device.training
+            model = for_parity(on_device)
+            model.zero_grad(set_to_none=True)
+            logits, loss = forward_backward(model, x.to(tdev), y.to(tdev), dtype, tdev.type)
+            sync()
+            grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+            model.train(was_training)
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     if compare_cpu is None:

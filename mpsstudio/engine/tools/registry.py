@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 
-TOOLS = ("max-batch", "inspect", "devices", "export", "deploy-bench")
+TOOLS = ("max-batch", "inspect", "devices", "export", "deploy-bench", "diagnose")
 MAX_DEPTH = 8
 MAX_ITEMS = 100_000
 MAX_TEXT = 20_000
@@ -38,6 +38,14 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
     if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
         raise UserError(f"The {name} tool needs a run configuration.")
     config = RunConfig.from_dict(payload["config"])
+    if name == "diagnose":
+        from .diagnose import diagnose
+
+        devices = payload.get("devices") or [config.device]
+        if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+            raise UserError("The diagnosis needs a list of device names.")
+        return diagnose(config, devices, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
+                        progress=progress, should_stop=should_stop)
     if name == "max-batch":
         from . import maxbatch
 
@@ -125,8 +133,7 @@ def _check_max_batch(r: dict) -> None:
     _need(isinstance(r.get("limit_enforced", ""), str))
 
 
-def _check_inspect(r: dict) -> None:
-    par = r.get("parity")
+def _check_parity(par) -> None:
     if par is not None:
         _need(isinstance(par, dict) and isinstance(par.get("ok"), bool) and _number(par.get("tolerance"), False))
         _need(isinstance(par.get("precision"), str))
@@ -136,6 +143,10 @@ def _check_inspect(r: dict) -> None:
         for g in par["grads"]:
             _need(isinstance(g, dict) and isinstance(g.get("name"), str) and _number(g.get("max_rel_err"), False))
             _need(_number(g.get("cpu_rel_err")) and isinstance(g.get("ok", True), bool))
+
+
+def _check_inspect(r: dict) -> None:
+    _check_parity(r.get("parity"))
     _need(isinstance(r.get("fallback_ops"), list))
     for o in r["fallback_ops"]:
         _need(isinstance(o, dict) and isinstance(o.get("op"), str) and _whole(o.get("count"), False))
@@ -190,6 +201,55 @@ def _check_deploy(r: dict) -> None:
     _need(isinstance(r.get("notes", []), list) and all(isinstance(n, str) for n in r.get("notes", [])))
 
 
+_DIAGNOSE_MS = ("step_ms", "step_iqr_ms", "data_ms", "data_iqr_ms", "copy_ms", "copy_iqr_ms", "forward_ms",
+                "forward_iqr_ms", "backward_ms", "backward_iqr_ms", "optimizer_ms", "optimizer_iqr_ms", "host_ms",
+                "host_iqr_ms", "sync_wait_ms")
+
+
+def _check_layers(found) -> None:
+    _need(found is None or isinstance(found, dict))
+    if found is None:
+        return
+    _need(isinstance(found.get("rows"), list) and _number(found.get("tolerance"), False))
+    for row in [*found["rows"], *(r for r in (found.get("first_wrong"), found.get("first_nonfinite")) if r)]:
+        _need(isinstance(row, dict) and isinstance(row.get("module"), str) and isinstance(row.get("type"), str))
+        _need(_number(row.get("max_rel_err"), False) and _number(row.get("cpu_rel_err")))
+        _need(isinstance(row.get("ok"), bool) and isinstance(row.get("finite", True), bool))
+        span = row.get("input_range")
+        _need(span is None or (isinstance(span, list) and len(span) == 2 and all(_number(v, False) for v in span)))
+
+
+def _check_diagnose(r: dict) -> None:
+    _need(isinstance(r.get("devices"), list) and len(r["devices"]) <= 16 and isinstance(r.get("config"), dict))
+    for d in r["devices"]:
+        _need(isinstance(d, dict) and isinstance(d.get("device"), str))
+        if "error" in d:
+            _need(isinstance(d["error"], str))
+            continue
+        _need(d.get("kind") in ("cpu", "mps", "cuda"))
+        for key in _DIAGNOSE_MS:
+            _need(_number(d.get(key), False) and math.isfinite(d[key]) and d[key] >= 0)
+        _need(d["step_ms"] > 0)
+        for key in ("ops", "sync_count", "batch_size", "workers", "distinct_ops"):
+            _need(_whole(d.get(key), False))
+        _need(_number(d.get("launch_us")) and (d.get("launch_us") is None or d["launch_us"] >= 0))
+        share = d.get("fallback_share")
+        _need(share is None or (_number(share, False) and 0 <= share <= 1))
+        for o in d.get("sync_ops") or []:
+            _need(isinstance(o, dict) and isinstance(o.get("op"), str) and _whole(o.get("count"), False))
+        for o in d.get("fallback_ops") or []:
+            _need(isinstance(o, dict) and isinstance(o.get("op"), str) and _number(o.get("share")))
+        _need(d.get("launch_measure") in ("measured", "estimated", None))
+        for key in ("layers", "after_layers"):
+            _check_layers(d.get(key))
+        for key in ("parity", "after"):
+            _check_parity(d.get(key))
+        _need(isinstance(d.get("memory", {}), dict) and all(_whole(v, False) for v in d.get("memory", {}).values()))
+        pre = d.get("preflight", {})
+        _need(isinstance(pre, dict) and all(isinstance(x, str) for x in pre.get("refused", [])))
+    _need(isinstance(r.get("notes", []), list) and all(isinstance(n, str) for n in r.get("notes", [])))
+
+
 def _check_sweep(r: dict) -> None:
     _need(isinstance(r.get("points"), list) and isinstance(r.get("best"), dict))
     for p in r["points"]:
@@ -206,8 +266,8 @@ def _check_sweep(r: dict) -> None:
 
 
 _CHECKS = {"sweep": _check_sweep, "max-batch": _check_max_batch, "inspect": _check_inspect, "devices": _check_devices,
-           "export": _check_export, "deploy-bench": _check_deploy}
-STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench")  # the kinds the history keeps
+           "export": _check_export, "deploy-bench": _check_deploy, "diagnose": _check_diagnose}
+STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench", "diagnose")  # the kinds the history keeps
 
 
 def checked(name: str, result) -> dict:
@@ -223,6 +283,10 @@ def checked(name: str, result) -> dict:
             from .toolview import inspect_sentence
 
             result["sentence"] = inspect_sentence(result)
+        if name == "diagnose":  # each bound and sentence from its figures, on every read
+            from .diagnose.view import rederived
+
+            result = rederived(result)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         why = f"no field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise UserError(f"The {name} tool's process sent a result that could not be read ({why}); it was not "

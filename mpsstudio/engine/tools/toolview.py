@@ -7,7 +7,7 @@ from ..basics.formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
 from ..machine.probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
-          "export": "Export"}
+          "export": "Export", "diagnose": "Diagnosis"}
 
 
 def _ms(v) -> str:
@@ -136,6 +136,10 @@ def title(kind: str, result: dict) -> str:
         return f"{TITLES.get(kind, kind)}: {', '.join(result.get('models', []))}"
     if kind == "export":
         return f"{TITLES[kind]}: {result.get('model', '?')} as {result.get('format', '?')}"
+    if kind == "diagnose":
+        from .diagnose.view import title as diagnose_title
+
+        return diagnose_title(result)
     cfg = result.get("config") or {}
     what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
     if kind == "sweep":

@@ -137,11 +137,15 @@ class AdvancedSectionMixin:
         self.mps_fallback_check.setToolTip(
             "Apple GPU runs: an operation MPS has no kernel for runs on the CPU, with a copy each way (slow), "
             "instead of stopping the run. Set in each run's own process and recorded with the run.")
+        self.cast_float64_check = QCheckBox("Cast float64 for MPS")
+        self.cast_float64_check.setToolTip(
+            "Apple GPU runs: MPS has no float64 or complex128. Off, a model holding them is refused before the run, "
+            "naming them; on, they are cast to float32 / complex64 for the run (results can differ from float64).")
         self.keep_best_check = QCheckBox("Keep the best epoch's weights")
         self.keep_best_check.setToolTip("End the run with the weights of its best epoch by the monitored figure "
                                         "(a best checkpoint, kept in memory): what Save Trained Model saves.")
         for check in (self.resident_check, self.channels_last_check, self.compile_check, self.tf32_check,
-                      self.mps_fallback_check, self.keep_best_check):
+                      self.mps_fallback_check, self.cast_float64_check, self.keep_best_check):
             check.toggled.connect(self._emit_changed)
             box.addWidget(check)
         layout.addWidget(self.advanced)

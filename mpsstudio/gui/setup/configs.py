@@ -49,6 +49,7 @@ class ConfigsMixin:
             compile=self.compile_check.isChecked(),
             tf32=self.tf32_check.isChecked(),
             mps_fallback=self.mps_fallback_check.isChecked(),
+            cast_float64=self.cast_float64_check.isChecked(),
             accumulate=self.accumulate_spin.value(),
             # early stopping and the best epoch are for epoch runs: a steps run leaves them off
             early_stop_patience=(self.patience_spin.value() or None) if epochs is not None else None,
@@ -125,6 +126,7 @@ class ConfigsMixin:
         self.compile_check.setChecked(config.compile)
         self.tf32_check.setChecked(config.tf32)
         self.mps_fallback_check.setChecked(config.mps_fallback)
+        self.cast_float64_check.setChecked(config.cast_float64)
         self.accumulate_spin.setValue(config.accumulate)
         self.patience_spin.setValue(config.early_stop_patience or 0)
         self._select(self.monitor_combo, config.early_stop_monitor)

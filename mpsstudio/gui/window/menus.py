@@ -75,6 +75,8 @@ class MenusMixin:
             self._action("Batch-Size Sweep", lambda: self.start_tool("sweep"), "Ctrl+Shift+B"),
             self._action("Find Largest Batch", lambda: self.start_tool("max-batch"), "Ctrl+Shift+M"),
             self._action("Inspect Model (CPU Fallback, Parity)", lambda: self.start_tool("inspect"), "Ctrl+Shift+I"),
+            self._action("Diagnose (Why Slow, Memory, Wrong Layer)", lambda: self.start_tool("diagnose"),
+                         "Ctrl+Shift+G"),
             self._action("Deploy Benchmark (PyTorch, Core ML)", lambda: self.start_tool("deploy-bench"),
                          "Ctrl+Shift+D"),
             self._action("Export Model…", lambda: self.export_model(), "Ctrl+Shift+E"),

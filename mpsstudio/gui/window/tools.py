@@ -28,6 +28,8 @@ class ToolsMixin:
             devices = [config.device]
         if kind == "deploy-bench":  # the setup's model on every checked device, at the benchmark's batch sizes
             payload = {"models": [config.model], "devices": devices, **(payload or {})}
+        if kind == "diagnose":  # the setup on every checked device, each layer compared
+            payload = {"devices": devices, "layers": True, **(payload or {})}
         self.tool_worker = ToolWorker(kind, config, devices, self.store, self, batch_sizes=batch_sizes,
                                       payload=payload)
         self.tool_worker.progress.connect(self.say)
@@ -36,7 +38,7 @@ class ToolsMixin:
         self.tool_worker.finished.connect(self._on_tool_finished)
         self.banner.hide()
         self._set_running(True)
-        where = ", ".join(devices) if kind in ("sweep", "deploy-bench") else config.device
+        where = ", ".join(devices) if kind in ("sweep", "deploy-bench", "diagnose") else config.device
         self.say(f"{toolview.TITLES[kind]} of {config.model} on {where}…")
         self.tool_worker.start()
 

@@ -1,0 +1,141 @@
+"""`mpsstudio diagnose` (issue 28): why a run is slow, where its memory goes, and which layer computes wrong.
+
+For each device of a config, in a run's own process (process.run_tool) and apart from any measured run:
+- the step's anatomy and its bound (anatomy.py; analysis/bottleneck.py names the bound in a word and a sentence);
+- the device's memory after the diagnostic steps (the tensors, the driver's or reserved memory, the process);
+- the preflight MPS would make (run/preflight.py): what it cannot hold, and on MPS which operations have no kernel;
+- the whole-model parity against float64 on the CPU, and, when it fails or when asked (`layers`), the first leaf
+  module whose output is beyond tolerance (layers.py); `after_steps`: the parity again on the model trained that
+  many steps on the device.
+The result is plain JSON, kept in the history as a tool result (kind "diagnose"), exported and imported like the
+others; its sentences are re-derived from its numbers whenever it is read (registry.checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...basics.config import RunConfig
+from ...basics.errors import UserError
+from ...basics.formatting import error_line
+
+MAX_AFTER_STEPS = 100_000
+
+
+def diagnose(config: RunConfig, devices: list[str], *, layers: bool = False, after_steps: int = 0,
+             progress: Callable[[str, float], None] | None = None,
+             should_stop: Callable[[], bool] | None = None) -> dict:
+    """The diagnosis of `config` on each of `devices` (see the module docstring); UserError for bad input."""
+    from ...run.setup import load_data
+    from ..toolkit import Stopped, tool_env
+
+    say = progress or (lambda message, fraction: None)
+    stop = should_stop or (lambda: False)
+    if not devices:
+        raise UserError("Name at least one device to diagnose.")
+    if isinstance(after_steps, bool) or not isinstance(after_steps, int) or not 0 <= after_steps <= MAX_AFTER_STEPS:
+        raise UserError(f"--after-steps must be a whole number from 0 to {MAX_AFTER_STEPS:,}.")
+    configs = [config.with_device(d) for d in devices]
+    for cfg in configs:
+        cfg.check_runs_here()
+    say("loading the data", 0.0)
+    data = load_data(configs[0])
+    out: dict = {"tool": "diagnose", "config": configs[0].to_dict(), "devices": [], "stopped": False,
+                 "layers_asked": bool(layers), "after_steps": after_steps, "notes": []}
+    for i, cfg in enumerate(configs):
+        span = (i / len(configs), (i + 1) / len(configs))
+        try:
+            out["devices"].append(_one(cfg, data, layers, after_steps, say, stop, span))
+        except Stopped:
+            out["stopped"] = True
+            break
+        except UserError as exc:  # this device cannot run it (unavailable, a dtype MPS refuses): said, the rest go on
+            out["devices"].append({"device": cfg.device, "error": str(exc)})
+        if stop():
+            out["stopped"] = True
+            break
+    from ...machine import devices as machine
+
+    ran = next((d for d in out["devices"] if "error" not in d), None)
+    out["env"] = tool_env(machine.resolve_device(ran["device"] if ran else "cpu"))
+    from .view import sentence
+
+    out["sentence"] = sentence(out)
+    return out
+
+
+def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span) -> dict:
+    import copy
+
+    import torch
+
+    from ...run import preflight
+    from ..opcheck import parity_of
+    from ..toolkit import Setup, Stopped, real_batch
+    from . import anatomy, layers as layer_check
+
+    result, p = anatomy.measure(cfg, data, progress=say, stop=stop, span=span)
+    dev = p.device
+    result["memory"] = {k: v for k, v in dev.memory().items() if isinstance(v, int)}
+    result["memory_measure"] = "allocator" if dev.kind != "cpu" else "process"
+    result["preflight"] = {"refused": preflight.refused(p.model, data)}
+    if dev.kind == "mps":
+        from ...run.steps import make_optimizer
+
+        cpu_model = copy.deepcopy(p.model).to("cpu")
+        result["preflight"].update(preflight.forecast(
+            cpu_model, tuple(p.model_spec.sample_shape), p.model_spec.kind == "image", p.model_spec.num_classes,
+            cfg.mode == "train", lambda m: make_optimizer(cfg, m), cfg.mps_fallback))
+    if stop():
+        raise Stopped()
+    setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {})
+    x, y = real_batch(setup, 8, torch.device("cpu"))
+    lo, hi = span
+    say(f"{cfg.device}: parity with the CPU (float64)", lo + (hi - lo) * 0.9)
+    fresh = _fresh_model(setup)  # the model as built, before the diagnostic steps trained it
+    try:
+        result["parity"] = parity_of(fresh, x, y, p.tdev, cfg.precision, cfg.tf32, dev.synchronize, dev.kind)
+        if layers or not result["parity"]["ok"]:
+            result["layers"] = layer_check.first_wrong_layer(fresh, x, p.tdev, cfg.precision, cfg.tf32, dev.kind)
+        if after_steps and cfg.mode == "train":
+            say(f"{cfg.device}: training {after_steps:,} steps, then parity again", lo + (hi - lo) * 0.95)
+            trained = _train(p, after_steps, stop)
+            result["after"] = {"steps": trained, **layer_check.parity_after_training(
+                p.model, x, y, p.tdev, cfg.precision, cfg.tf32, dev.synchronize, dev.kind)}
+            if not result["after"]["ok"]:
+                base = copy.deepcopy(p.model).to("cpu")
+                result["after_layers"] = layer_check.first_wrong_layer(base, x, p.tdev, cfg.precision, cfg.tf32,
+                                                                       dev.kind)
+    except Stopped:
+        raise
+    except UserError:
+        raise
+    except Exception as exc:  # a model whose parity cannot be computed (no float64 kernel for an op, say)
+        result["parity_error"] = f"the parity check could not run ({error_line(exc, 200)})"
+    return result
+
+
+def _fresh_model(setup):
+    from ..toolkit import build
+
+    return build(setup)
+
+
+def _train(p, steps: int, stop) -> int:
+    """`steps` more training steps of the diagnosed model on its device, as a run takes them; how many ran."""
+    from ..toolkit import Stopped
+
+    step_fn = p.steps.choose()
+    p.model.train(True)
+    done = 0
+    source = p.train
+    while done < steps:
+        for batch in source.epoch():
+            step_fn(*batch)
+            done += 1
+            if done >= steps:
+                break
+            if done % 50 == 0 and stop():
+                raise Stopped()
+    p.device.synchronize()
+    return done

@@ -1,0 +1,130 @@
+"""A diagnosis in words and tables, for every front end (the CLI prints them, the window shows them), re-derived
+from its numbers on every read: a file cannot make its words disagree with them. No torch here."""
+
+from __future__ import annotations
+
+from ...analysis.bottleneck import PHASES, judged
+from ...basics.formatting import DASH, fmt_bytes, is_finite
+
+PHASE_WORDS = {"data": "waiting for data", "copy": "copy to the device", "forward": "forward", "backward": "backward",
+               "optimizer": "optimizer"}
+PHASE_SUM_OFF = 0.15  # the synchronized phases should add to the step within this share
+
+
+def rederived(result: dict) -> dict:
+    """`result` with each device's bound, shares and sentence derived again from its figures, and the overall
+    sentence from those."""
+    devices = [d if "error" in d else judged(d) for d in result.get("devices") or []]
+    out = {**result, "devices": devices}
+    out["sentence"] = sentence(out)
+    return out
+
+
+def device_sentence(d: dict) -> str:
+    """One device: its bound, then the first wrong layer or the parity, the memory, what MPS refuses."""
+    if "error" in d:
+        return f"{d.get('device')}: {d['error']}"
+    parts = [f"{d['device']} is {d['bound']}-bound: {d['sentence'].split(': ', 1)[-1]}"]
+    ratio = d.get("phase_sum_ratio")
+    if is_finite(ratio) and abs(ratio - 1) > PHASE_SUM_OFF:
+        parts.append(f"(The phases, each timed with {d['device']} synchronized, add to {ratio:.2f}x the step"
+                     + (": synchronizing each phase takes away what the device overlaps in a run.)" if ratio > 1
+                        else ": part of the step was not in any phase.)"))
+    for key, when in (("layers", ""), ("after_layers", f" after {((d.get('after') or {}).get('steps') or 0):,} "
+                                                       "training steps")):
+        found = d.get(key) or {}
+        row = found.get("first_nonfinite") or found.get("first_wrong")
+        if row:
+            what = "holds NaN or Inf" if row is found.get("first_nonfinite") else (
+                f"is beyond tolerance (relative error {_err(row['max_rel_err'])}, tolerance {found['tolerance']:.0e})")
+            parts.append(f"The first module that {what}{when} is `{row['module']}` ({row['type']}).")
+    par = d.get("parity")
+    if par and par.get("ok") and not (d.get("layers") or {}).get("first_wrong"):
+        parts.append(f"It matches the float64 CPU reference (largest relative error {_err(par['worst_rel_err'])}).")
+    after = d.get("after")
+    if after:
+        parts.append(f"After {after['steps']:,} training steps it " + (
+            "still matches the reference." if after.get("ok") else
+            f"no longer matches the reference (relative error {_err(after['worst_rel_err'])})."))
+    refused = (d.get("preflight") or {}).get("refused") or []
+    if refused:
+        parts.append(f"MPS would refuse {', '.join(refused[:3])} (no float64 or complex128).")
+    note = (d.get("preflight") or {}).get("note")
+    if note:
+        parts.append(note)
+    if d.get("parity_error"):
+        parts.append(d["parity_error"][0].upper() + d["parity_error"][1:] + ".")
+    return " ".join(parts)
+
+
+def sentence(result: dict) -> str:
+    said = [device_sentence(d) for d in result.get("devices") or []]
+    if result.get("stopped"):
+        said.append("Stopped before every device was diagnosed.")
+    return " ".join(said) or "Nothing was diagnosed."
+
+
+def _err(v) -> str:
+    return f"{v:.1e}" if is_finite(v) else "not finite"
+
+
+def _ms(v) -> str:
+    return f"{v:,.3f}" if is_finite(v) and v < 1 else f"{v:,.2f}" if is_finite(v) else DASH
+
+
+def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    """One line per device: the step and its phases (ms, median; measured), operations, launch cost, waits, bound."""
+    headers = ["device", "bound", "step ms (median, no sync)", "±IQR/2", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
+               "phases / step", "ops / step", "launch µs / op", "waits / step", "CPU fallback"]
+    rows = []
+    for d in result.get("devices") or []:
+        if "error" in d:
+            rows.append([d.get("device", "?"), "not run", *[""] * (len(headers) - 3), d["error"]])
+            continue
+        launch = (f"{d['launch_us']:,.1f} ({d.get('launch_measure', '')})" if is_finite(d.get("launch_us"))
+                  else DASH)
+        waits = f"{d['sync_count']:,}" + (f" ({_ms(d.get('sync_wait_ms'))} ms)" if d.get("sync_count") else "")
+        share = d.get("fallback_share")
+        rows.append([d["device"], d.get("bound", "?"), _ms(d.get("step_ms")),
+                     _ms(d["step_iqr_ms"] / 2) if is_finite(d.get("step_iqr_ms")) else DASH,
+                     *(_ms(d.get(f"{p}_ms")) for p in PHASES),
+                     f"{d['phase_sum_ratio']:.2f}" if is_finite(d.get("phase_sum_ratio")) else DASH,
+                     f"{d.get('ops', 0):,}", launch, waits,
+                     f"{share:.0%}" if is_finite(share) else ("none" if d.get("kind") == "mps" else "n/a")])
+    numeric = [False, False, *[True] * (len(headers) - 3), False]
+    return headers, rows, numeric
+
+
+def layers_table(found: dict, limit: int = 60) -> tuple[list[str], list[list[str]], list[bool]]:
+    """The leaf modules in call order (the first beyond tolerance marked), up to `limit` lines around it."""
+    headers = ["module", "type", "max relative error", "CPU's own error, same precision", "within tolerance",
+               "input range"]
+    rows_in = found.get("rows") or []
+    first = found.get("first_wrong") or found.get("first_nonfinite")
+    at = next((i for i, r in enumerate(rows_in) if first and r["module"] == first["module"]), 0)
+    start = max(0, min(at - limit // 2, len(rows_in) - limit))
+    rows = []
+    for r in rows_in[start:start + limit]:
+        ok = "yes" if r.get("ok") else "NO"
+        if not r.get("finite", True):
+            ok += " (NaN/Inf)"
+        span = r.get("input_range")
+        rows.append([("▶ " if first and r["module"] == first["module"] else "") + r["module"], r.get("type", ""),
+                     _err(r.get("max_rel_err")), _err(r["cpu_rel_err"]) if r.get("cpu_rel_err") is not None else DASH,
+                     ok, f"{span[0]:.3g} to {span[1]:.3g}" if span else DASH])
+    return headers, rows, [False, False, True, True, False, False]
+
+
+def memory_cells(d: dict) -> str:
+    """"tensors 12.0 MiB · driver 96.0 MiB · process 1.2 GiB" after the diagnostic steps."""
+    m = d.get("memory") or {}
+    names = (("current_allocated", "tensors"), ("driver_allocated", "driver"), ("allocated", "tensors"),
+             ("reserved", "reserved"), ("process", "process"), ("swap_used", "swap (machine)"))
+    return " · ".join(f"{word} {fmt_bytes(m[key]) if m[key] > 0 else '0 B'}" for key, word in names
+                      if is_finite(m.get(key))) or DASH
+
+
+def title(result: dict) -> str:
+    cfg = result.get("config") or {}
+    where = ", ".join(d.get("device", "?") for d in result.get("devices") or []) or "no device"
+    return f"Diagnosis: {cfg.get('model', '?')} on {cfg.get('dataset', '?')} at batch {cfg.get('batch_size', '?')}, {where}"
