@@ -27,7 +27,9 @@ refuses what the real one refuses, the way torch does, and each behaviour names 
   apple_energy.hpp) returns cumulative mJ fields, each may be None, and can be told to raise.
 
 `noise` perturbs the floating outputs of matrix products and convolutions by a relative `noise` (a device whose
-arithmetic differs from the CPU's, like a real GPU's), so a parity check has a real error to report.
+arithmetic differs from the CPU's, like a real GPU's), so a parity check has a real error to report; `wrong_ops`
+makes named kernels compute wrong (a real MPS bug's shape: one operation off, the rest right), so a check can be
+asked which layer it is.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ class FakeMPSTensor(torch.Tensor):
         if device is not None and (device.noise or device.broken) and func.name() in NOISY_OPS \
                 and (device.noise_in == "all" or torch.is_grad_enabled()):  # backward runs with grad mode off
             out = tree_map(device.perturb, out)
+        if device is not None and func.name() in device.wrong_ops:  # one kernel that computes wrong
+            out = tree_map(lambda x: device.miscompute(x, device.wrong_ops[func.name()]), out)
         return return_and_correct_aliasing(func, args, kwargs, tree_map(_wrap, out))
 
 
@@ -309,7 +313,7 @@ class FakeMPS:
                  noise: float = 0.0, torch_version: tuple[int, int] | None = None, available: bool = True,
                  built: bool = True, monitor: FakeAppleMonitor | None = None, machine: str = "arm64",
                  sysctls: dict | None = None, broken: str | None = None, fallback_ops: tuple = ("aten::linalg_svd",),
-                 fallback_enabled: bool = True, noise_in: str = "all"):
+                 fallback_enabled: bool = True, noise_in: str = "all", wrong_ops: dict | None = None):
         self.macos, self.chip, self.gpu_cores, self.memory = macos, chip, gpu_cores, memory
         self.recommended_max, self.driver_overhead, self.noise = recommended_max, driver_overhead, noise
         self.noise_in = noise_in  # "all" operations, or "forward" ones only (grad mode on)
@@ -318,6 +322,9 @@ class FakeMPS:
         self.broken = broken  # "oom": a virtual Mac's MPS (every allocation fails); "wrong" / "nan": bad results
         self.fallback_ops = set(fallback_ops)  # registered per op from MPSFallback.mm (a CPU kernel in disguise)
         self.fallback_enabled = fallback_enabled  # PYTORCH_ENABLE_MPS_FALLBACK=1 when torch loaded
+        # {op name: relative error}: kernels that compute wrong (as MPS has, depending on the batch or the allocator's
+        # state: PyTorch #109457, #193487): each output is off by that share of its largest value
+        self.wrong_ops = dict(wrong_ops or {})
         real = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
         self.torch_version = torch_version or real
         self.monitor = monitor or FakeAppleMonitor()
@@ -342,6 +349,12 @@ class FakeMPS:
                     return torch.full_like(x, 0.0 if self.broken == "wrong" else math.nan)
                 wobble = torch.rand(x.shape, generator=self._noise_gen, dtype=torch.float32) * 2 - 1
                 return x + (x.abs() * wobble * self.noise).to(x.dtype)
+        return x
+
+    def miscompute(self, x, error: float):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and not isinstance(x, FakeMPSTensor) and x.numel():
+            with torch._C.DisableTorchFunction():
+                return x + (x.abs().max() * error).to(x.dtype)
         return x
 
     def allow(self, elem: torch.Tensor) -> None:

@@ -64,21 +64,28 @@ def classify(a: dict) -> tuple[str, dict[str, float]]:
 def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
     """The bound in words, with the numbers that make it and what would help."""
     device, step = a.get("device", "the device"), a.get("step_ms") or 0.0
-    waiter = "the CPU" if a.get("kind") == "cpu" else device
+    waiter = device
     if bound == "data":
         workers = a.get("workers") or 0
         fix = ("with 0 workers the training process loads every batch itself: try --workers 4 (Advanced → Data "
                "workers) or keep the data in memory" if workers == 0 else
                f"its {plural(workers, 'worker')} cannot keep up: more workers, smaller images or data kept in memory "
                "would help")
-        return (f"data: the loader keeps {waiter} waiting {shares['data']:.0%} of each step "
-                f"({_ms(a['data_ms'])} of {_ms(step)}); {fix}.")
+        wait = (f"loading the data takes {shares['data']:.0%} of each step" if a.get("kind") == "cpu" else
+                f"the loader keeps {waiter} waiting {shares['data']:.0%} of each step")
+        return f"data: {wait} ({_ms(a['data_ms'])} of {_ms(step)}); {fix}."
     if bound == "launch":
         ops, per = a.get("ops") or 0, a.get("launch_us") or 0.0
-        how = "measured" if a.get("kind") != "cpu" else "estimated from an empty operation's cost"
-        return (f"launch: {ops:,} operations a step at ~{per:,.0f} us each to launch ({how}) take "
-                f"{_ms(costs(a)['launch'])} of a {_ms(step)} step; larger batches or torch.compile (fewer, "
-                "larger operations) would help.")
+        fix = "larger batches or torch.compile (fewer, larger operations) would help."
+        if a.get("kind") == "cpu":
+            total = ops * per / 1000.0
+            size = (f"about {_ms(total)}, more than the whole {_ms(step)} step" if total >= step else
+                    f"about {_ms(total)} of a {_ms(step)} step")
+            return (f"launch: {ops:,} operations a step at ~{per:,.1f} us each just to dispatch (an empty "
+                    f"operation's cost, estimated) come to {size}: the CPU spends the step on overhead, not on "
+                    f"arithmetic; {fix}")
+        return (f"launch: {ops:,} operations a step at ~{per:,.1f} us each to launch (the host's time, measured) take "
+                f"{_ms(costs(a)['launch'])} of a {_ms(step)} step, so {device} waits for the host; {fix}")
     if bound == "fallback":
         names = ", ".join(o["op"] for o in (a.get("fallback_ops") or [])[:3]) or "some operations"
         return (f"fallback: {names} ran on the CPU: {shares['fallback']:.0%} of the step "

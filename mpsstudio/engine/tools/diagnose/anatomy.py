@@ -1,12 +1,13 @@
 """The anatomy of a training step on one device (issue 28, part 1): a short diagnostic pass apart from any measured
 run, set up exactly as a run is (run.setup.prepare: the same model, step functions and batch sources).
 
-Passes, each of a few steps, in this order:
-1. plain: steps as a run takes them (no synchronization inside; the device synchronized around groups of steps),
-   giving the step time (median and IQR over the groups) and the wait for the next batch (the loader);
-2. host: the device synchronized before each step and not after, giving the host's time to issue a step;
-3. phases: the device synchronized around the copy to the device, the forward pass (with the loss), the backward
-   pass and the optimizer, giving each phase's time (median and IQR over steps);
+Rounds of three, interleaved so that drift and heat hit each alike (A B C A B C ..., at least 5 rounds):
+1. plain: a group of steps as a run takes them (no synchronization inside; the device synchronized around the
+   group), giving the step time (median and IQR over the groups) and the wait for the next batch (the loader);
+2. host: one step with the device synchronized before it and not after, giving the host's time to issue a step;
+3. phases: one step with the device synchronized around the copy to the device, the forward pass (with the loss),
+   the backward pass and the optimizer, giving each phase's time (median and IQR over the rounds).
+Then:
 4. operations: one step under a TorchDispatchMode that counts the operations with a tensor on the device and the
    ones that make the host wait for the device (`.item()`, copies to the CPU, data-dependent shapes), each
    classified by the dispatcher (machine/kernels.py); on MPS the fallback operations are then timed as inspect
@@ -33,11 +34,11 @@ from ...machine.kernels import kernel_kind
 from ...run.steps import global_settings
 from ..toolkit import Stopped
 
-PLAIN_GROUPS = 5
+PLAIN_GROUPS = 5  # rounds at least
+MAX_ROUNDS = 12
 GROUP_S = 0.15  # target seconds of a plain group
 MAX_GROUP_STEPS = 50
-PASS_STEPS = 8  # host and phase passes
-MAX_PASS_S = 6.0  # a slow model's passes stop early (at 3 steps at least)
+MAX_PASS_S = 4.0  # the rounds' target seconds: more rounds for a fast model, never fewer than PLAIN_GROUPS
 # operations that make the host wait for the device: a value read on the host, or an output whose size depends on
 # the data (the host must learn it before it can go on)
 WAITING_OPS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::masked_select", "aten::unique",
@@ -159,10 +160,13 @@ def _passes(cfg, p, say, check) -> dict:
     guess = max((time.perf_counter() - started) / max(1, warm - 1), 1e-6)
     check()
 
-    say("timing steps as a run takes them", 0.15)
+    # rounds of: a plain group, a host step, a phased step (A B C A B C ...): drift and heat hit all three alike
     per_group = max(2, min(MAX_GROUP_STEPS, round(GROUP_S / guess)))
-    step_s, data_s, kept = [], [], []
-    for _ in range(PLAIN_GROUPS):
+    rounds = max(PLAIN_GROUPS, min(MAX_ROUNDS, round(MAX_PASS_S / (guess * (per_group + 2)))))
+    step_s, data_s, host_s, kept = [], [], [], []
+    phases: dict[str, list[float]] = {k: [] for k in ("copy", "forward", "backward", "optimizer")}
+    for r in range(rounds):
+        say(f"timing steps, their host work and each phase (round {r + 1} of {rounds})", 0.1 + 0.55 * r / rounds)
         sync()
         waited = 0.0
         t0 = time.perf_counter()
@@ -175,23 +179,16 @@ def _passes(cfg, p, say, check) -> dict:
         step_s.append((time.perf_counter() - t0) / per_group)
         data_s.append(waited / per_group)
         kept.clear()
-        check()
-    n_pass = max(3, min(PASS_STEPS, round(MAX_PASS_S / 2 / max(statistics.median(step_s), 1e-6))))
-
-    say("timing the host's work per step", 0.35)
-    host_s = []
-    for _ in range(n_pass):
         xb, yb = src.place(next(raw))
         sync()
         t0 = time.perf_counter()
         step_fn(xb, yb)
         host_s.append(time.perf_counter() - t0)
         sync()
-    check()
-
-    say("timing each phase with the device synchronized", 0.5)
-    phases = _phase_pass(cfg, steps, src, raw, sync, n_pass)
-    check()
+        for name, value in _phased_step(cfg, steps, src, next(raw), sync).items():
+            phases[name].append(value)
+        check()
+    n_pass = rounds
 
     say("counting the operations of one step", 0.7)
     xb, yb = src.place(next(raw))
@@ -207,8 +204,8 @@ def _passes(cfg, p, say, check) -> dict:
            "sync_count": sum(counter.waits.values()),
            "sync_ops": [{"op": op, "count": n} for op, n in counter.waits.most_common()],
            "missing_ops": sorted(op for op, k in kinds.items() if k == "missing"),
-           "passes": {"plain_groups": PLAIN_GROUPS, "plain_steps_per_group": per_group, "host_steps": n_pass,
-                      "phase_steps": n_pass}}
+           "passes": {"rounds": rounds, "plain_steps_per_group": per_group, "host_steps": rounds,
+                      "phase_steps": rounds}}
     out["step_ms"], out["step_iqr_ms"] = _stats(step_s)
     out["data_ms"], out["data_iqr_ms"] = _stats(data_s)
     out["host_ms"], out["host_iqr_ms"] = _stats(host_s)
@@ -249,53 +246,40 @@ def _passes(cfg, p, say, check) -> dict:
     return judged(out)
 
 
-def _phase_pass(cfg, steps, src, raw, sync, n: int) -> dict[str, list[float]]:
-    """Each phase of `n` steps with the device synchronized around it, as the run's step functions do them
-    (run/steps.py: autocast, the GradScaler, gradient accumulation's optimizer every `accumulate` micro-batches)."""
-    out: dict[str, list[float]] = {k: [] for k in ("copy", "forward", "backward", "optimizer")}
+def _phased_step(cfg, steps, src, batch, sync) -> dict[str, float]:
+    """One step with the device synchronized around each phase, as the run's step functions do it (run/steps.py:
+    autocast, the GradScaler, gradient accumulation's optimizer every `accumulate` micro-batches): seconds each."""
     opt, scaler, model = steps.optimizer, steps.scaler, steps.forward
-    for _ in range(n):
-        batch = next(raw)
+    sync()
+    t0 = time.perf_counter()
+    x, y = src.place(batch)
+    sync()
+    t1 = time.perf_counter()
+    if cfg.mode == "inference":
+        with torch.inference_mode(), steps.autocast():
+            F.cross_entropy(model(x), y)
         sync()
-        t0 = time.perf_counter()
-        x, y = src.place(batch)
-        sync()
-        t1 = time.perf_counter()
-        if cfg.mode == "inference":
-            with torch.inference_mode(), steps.autocast():
-                F.cross_entropy(model(x), y)
-            sync()
-            t2 = time.perf_counter()
-            out["copy"].append(t1 - t0)
-            out["forward"].append(t2 - t1)
-            out["backward"].append(0.0)
-            out["optimizer"].append(0.0)
-            continue
-        n_acc = cfg.accumulate
-        if steps.micro % n_acc == 0:
-            opt.zero_grad(set_to_none=True)
-        with steps.autocast():
-            loss = F.cross_entropy(model(x), y)
-        sync()
-        t2 = time.perf_counter()
-        scaled = loss / n_acc if n_acc > 1 else loss
-        (scaler.scale(scaled) if scaler is not None else scaled).backward()
-        sync()
-        t3 = time.perf_counter()
-        steps.micro += 1
-        if steps.micro % n_acc == 0:
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-        sync()
-        t4 = time.perf_counter()
-        out["copy"].append(t1 - t0)
-        out["forward"].append(t2 - t1)
-        out["backward"].append(t3 - t2)
-        out["optimizer"].append(t4 - t3)
-    return out
+        return {"copy": t1 - t0, "forward": time.perf_counter() - t1, "backward": 0.0, "optimizer": 0.0}
+    n_acc = cfg.accumulate
+    if steps.micro % n_acc == 0:
+        opt.zero_grad(set_to_none=True)
+    with steps.autocast():
+        loss = F.cross_entropy(model(x), y)
+    sync()
+    t2 = time.perf_counter()
+    scaled = loss / n_acc if n_acc > 1 else loss
+    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+    sync()
+    t3 = time.perf_counter()
+    steps.micro += 1
+    if steps.micro % n_acc == 0:
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+    sync()
+    return {"copy": t1 - t0, "forward": t2 - t1, "backward": t3 - t2, "optimizer": time.perf_counter() - t3}
 
 
 def empty_op_us(reps: int = 2000) -> float:

@@ -33,11 +33,15 @@ def device_sentence(d: dict) -> str:
     for key, when in (("layers", ""), ("after_layers", f" after {((d.get('after') or {}).get('steps') or 0):,} "
                                                        "training steps")):
         found = d.get(key) or {}
-        row = found.get("first_nonfinite") or found.get("first_wrong")
-        if row:
-            what = "holds NaN or Inf" if row is found.get("first_nonfinite") else (
-                f"is beyond tolerance (relative error {_err(row['max_rel_err'])}, tolerance {found['tolerance']:.0e})")
-            parts.append(f"The first module that {what}{when} is `{row['module']}` ({row['type']}).")
+        if found.get("first_nonfinite"):
+            row = found["first_nonfinite"]
+            parts.append(f"The first module whose output holds NaN or Inf{when} is `{row['module']}` ({row['type']}).")
+        elif found.get("first_wrong"):
+            row = found["first_wrong"]
+            parts.append(f"The first module beyond tolerance{when} is `{row['module']}` ({row['type']}): relative "
+                         f"error {_err(row['max_rel_err'])} (tolerance {found['tolerance']:.0e}).")
+        elif found.get("rows") and key == "layers":
+            parts.append(f"Each of its {len(found['rows']):,} leaf-module calls agrees with the float64 CPU reference.")
     par = d.get("parity")
     if par and par.get("ok") and not (d.get("layers") or {}).get("first_wrong"):
         parts.append(f"It matches the float64 CPU reference (largest relative error {_err(par['worst_rel_err'])}).")
