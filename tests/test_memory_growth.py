@@ -102,7 +102,7 @@ def test_the_summary_s_flag_is_re_derived_from_the_windows_on_read_back(tmp_path
 def test_every_device_reads_the_process_and_the_swap():
     cpu = devices.cpu_device()
     reading = cpu.memory()
-    assert reading["rss"] == reading["process"] > 0 and reading["process_measure"] == "rss"
+    assert reading["rss"] == reading["process"] > 0 and all(type(v) is int for v in reading.values())
     assert isinstance(reading.get("swap_used", 0), int)
     lines = cpu.memory_lines(reading)
     assert lines["memory_driver"] is None and lines["memory_process"] == reading["process"]

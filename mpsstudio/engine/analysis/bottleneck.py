@@ -8,6 +8,8 @@ The figures (milliseconds per step, medians over steps):
   phase with the device synchronized around it;
 - `host_ms`: the host's time to issue one step (the device synchronized before, not after), which includes any
   wait inside the step for the device (`sync_wait_ms`, the time spent in operations that wait for it: `.item()`);
+- `device_ms`: the device's own computing per step (each operation timed with the device synchronized around it,
+  less an empty operation's round trip; an estimate);
 - `ops`: operations per step; `launch_us`: the host's cost per operation (on a GPU the host's busy time over the
   operations, measured; on the CPU, which computes as it goes, the cost of an empty operation, estimated);
 - `fallback_share`: the share of the time in operations spent in ones that ran on the CPU (MPS only).
@@ -22,7 +24,7 @@ from ..basics.formatting import is_finite, plural
 
 BOUNDS = ("data", "launch", "fallback", "sync", "compute")
 # the share of the step a cause must cost to be named the bound (below, the device's computing dominates)
-THRESHOLDS = {"data": 0.30, "fallback": 0.30, "sync": 0.25, "launch": 0.50}
+THRESHOLDS = {"data": 0.30, "fallback": 0.30, "sync": 0.25, "launch": 0.30}
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 
 
@@ -31,23 +33,28 @@ def _ms(v: float) -> str:
 
 
 def costs(a: dict) -> dict[str, float]:
-    """The milliseconds per step each cause costs (0 where it does not apply or was not measured)."""
+    """The milliseconds per step each cause costs (0 where it does not apply or was not measured).
+
+    On a GPU the host's own work (`busy`: its time to issue a step, less its waits inside it) overlaps the device's
+    computing (`device_ms`: each operation timed alone, less an empty operation's round trip) unless a wait stops
+    it, so without waits a step takes about the larger of the two. Launching costs what the host's work exceeds the
+    device's by (the device idles that long); the waits cost what the step takes beyond that overlap and the wait for
+    data. A result without `device_ms` takes the part of the step the host's work does not cover as the device's."""
     step = a.get("step_ms") or 0.0
     compute = sum(a.get(f"{p}_ms") or 0.0 for p in ("forward", "backward", "optimizer"))
-    host, wait = a.get("host_ms") or 0.0, a.get("sync_wait_ms") or 0.0
-    busy = max(0.0, host - wait)  # the host's own work: issuing operations, Python
-    out = {"data": a.get("data_ms") or 0.0, "fallback": (a.get("fallback_share") or 0.0) * compute}
+    host, wait, data = a.get("host_ms") or 0.0, a.get("sync_wait_ms") or 0.0, a.get("data_ms") or 0.0
+    busy = max(0.0, host - wait)
+    out = {"data": data, "fallback": (a.get("fallback_share") or 0.0) * compute}
     if a.get("kind") == "cpu":
         # the CPU computes each operation as the host issues it: what launching costs is the operations' count
-        # times an empty operation's cost
-        ops, per = a.get("ops") or 0, a.get("launch_us") or 0.0
-        out["launch"] = ops * per / 1000.0
-        out["sync"] = 0.0  # waiting for the CPU is computing
+        # times an empty operation's cost; waiting for the CPU is computing
+        out["launch"] = (a.get("ops") or 0) * (a.get("launch_us") or 0.0) / 1000.0
+        out["sync"] = 0.0
     else:
-        # the device waits for the host when issuing takes as long as the step; a wait inside the step keeps the
-        # host from queuing ahead: without it, the host's own work would overlap the device's
-        out["launch"] = busy
-        out["sync"] = min(wait, busy) if (a.get("sync_count") or 0) > 0 else 0.0
+        device = a.get("device_ms")
+        device = device if is_finite(device) and device >= 0 else max(0.0, step - busy - data)
+        out["launch"] = max(0.0, busy - device)
+        out["sync"] = max(0.0, step - max(device, busy) - data) if (a.get("sync_count") or 0) > 0 else 0.0
     return {k: max(0.0, min(v, step)) if step > 0 else 0.0 for k, v in out.items()}
 
 
@@ -93,10 +100,10 @@ def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
                 "PyTorch or another operation that MPS has would help.")
     if bound == "sync":
         ops = ", ".join(f"{o['op']} ({o['count']})" for o in (a.get("sync_ops") or [])[:3])
-        return (f"sync: the step waits for {device} {plural(a.get('sync_count') or 0, 'time')} ({ops}), "
-                f"{_ms(a.get('sync_wait_ms') or 0.0)} a step in which the host queues nothing; "
-                f"keeping values on the device (no .item(), .tolist() or printing of tensors inside the step) would "
-                f"save up to {_ms(costs(a)['sync'])} of {_ms(step)}.")
+        return (f"sync: the step waits for {device} {plural(a.get('sync_count') or 0, 'time')} ({ops}) and takes "
+                f"{_ms(costs(a)['sync'])} of its {_ms(step)} beyond what the host's and the device's work would take "
+                "overlapped; keeping values on the device (no .item(), .tolist(), bool() or printing of tensors "
+                "inside the step) would save about that.")
     parts = [(p, a.get(f"{p}_ms") or 0.0) for p in ("forward", "backward", "optimizer")]
     total = sum(v for _, v in parts)
     said = ", ".join(f"{p} {v / total:.0%}" for p, v in parts if v > 0) if total > 0 else "no phase measured"

@@ -243,11 +243,11 @@ class Device:
             }
         else:
             reading = {}
-        process, measure = footprint.process_memory()
+        process, _ = footprint.process_memory()
         if self.kind == "cpu":
             reading["rss"] = process if process is not None else 0
         if process is not None:
-            reading.update(process=process, process_measure=measure)
+            reading["process"] = process  # footprint.process_memory says which figure (env["process_memory"])
         swap = footprint.swap_used()
         if swap is not None:
             reading["swap_used"] = swap

@@ -14,7 +14,7 @@ from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..data import datasets
 from ..data.batches import InputConverter, make_batches
-from ..machine import devices, environment, host, precision, probe
+from ..machine import devices, environment, footprint, host, precision, probe
 from ..machine.energy import meter as energy
 from ..models import registry as models
 from .epochs import Epochs
@@ -152,6 +152,7 @@ def _environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool) -> t
     env["device_name"] = dev.name
     env["machine_label"] = environment.machine_label(env)
     env["host"] = host.conditions()
+    env["process_memory"] = footprint.PROCESS_WORDS[footprint.process_memory()[1]]  # the memory plot's dotted line
     meter = energy.meter_for(dev.kind, dev.index, devices.cuda_uuid(dev))
     env["energy"] = meter.describe()
     return env, meter

@@ -232,7 +232,8 @@ def _check_diagnose(r: dict) -> None:
         _need(d["step_ms"] > 0)
         for key in ("ops", "sync_count", "batch_size", "workers", "distinct_ops"):
             _need(_whole(d.get(key), False))
-        _need(_number(d.get("launch_us")) and (d.get("launch_us") is None or d["launch_us"] >= 0))
+        for key in ("launch_us", "device_ms", "round_trip_us"):  # device_ms: absent from no result of this version
+            _need(_number(d.get(key)) and (d.get(key) is None or (math.isfinite(d[key]) and d[key] >= 0)))
         share = d.get("fallback_share")
         _need(share is None or (_number(share, False) and 0 <= share <= 1))
         for o in d.get("sync_ops") or []:

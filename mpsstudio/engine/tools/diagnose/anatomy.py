@@ -10,9 +10,9 @@ Rounds of three, interleaved so that drift and heat hit each alike (A B C A B C 
 Then:
 4. operations: one step under a TorchDispatchMode that counts the operations with a tensor on the device and the
    ones that make the host wait for the device (`.item()`, copies to the CPU, data-dependent shapes), each
-   classified by the dispatcher (machine/kernels.py); on MPS the fallback operations are then timed as inspect
-   times them (opcheck.fallback_ops), and where the step waits for the device the waits are timed (a mode that
-   times those operations alone);
+   classified by the dispatcher (machine/kernels.py), each timed with the device synchronized around it (as inspect
+   times the fallback ones): less an empty operation's round trip, the device's own computing time; where the
+   step waits for the device, the waits are timed (a mode that times those operations alone);
 5. on the CPU, an empty operation's cost (the estimate of what launching costs there).
 None of these synchronizations touches a run's numbers: this runs in its own process, after or instead of a run.
 """
@@ -68,23 +68,50 @@ def _waits(func, args, kwargs, device_type: str) -> bool:
     return False
 
 
-class OpCounter(TorchDispatchMode):
-    """Counts the operations with a tensor on the device, and those that make the host wait for it."""
+class OpTimer(TorchDispatchMode):
+    """Counts the operations with a tensor on the device, those that make the host wait for it, and times each with
+    the device synchronized around it: its time less an empty operation's round trip (`overhead`) is what the
+    device spent computing it. Below autograd, so the host's bookkeeping is not in the times."""
 
-    def __init__(self, device_type: str):
+    def __init__(self, device_type: str, sync: Callable[[], None], overhead: float):
         super().__init__()
-        self.device_type = device_type
+        self.device_type, self.sync, self.overhead = device_type, sync, overhead
         self.counts: Counter[str] = Counter()
         self.waits: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()  # with the round trip
+        self.device_s = 0.0  # without it
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         flat, _ = tree_flatten((args, kwargs))
-        if _on(flat, self.device_type):
-            self.counts[func.name()] += 1
-            if _waits(func, args, kwargs, self.device_type):
-                self.waits[func.name()] += 1
-        return func(*args, **kwargs)
+        if not _on(flat, self.device_type):
+            return func(*args, **kwargs)
+        name = func.name()
+        self.counts[name] += 1
+        if _waits(func, args, kwargs, self.device_type):
+            self.waits[name] += 1
+        self.sync()
+        started = time.perf_counter()
+        out = func(*args, **kwargs)
+        self.sync()
+        took = time.perf_counter() - started
+        self.seconds[name] += took
+        self.device_s += max(0.0, took - self.overhead)
+        return out
+
+
+def round_trip_s(tdev: torch.device, sync: Callable[[], None], reps: int = 40) -> float:
+    """Seconds of an empty operation with the device synchronized around it (median): launching it, the device
+    starting it and the host learning it is done, with next to nothing computed."""
+    tiny = torch.zeros(1, device=tdev)
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        tiny.add_(1)
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 class WaitTimer(TorchDispatchMode):
@@ -190,22 +217,30 @@ def _passes(cfg, p, say, check) -> dict:
         check()
     n_pass = rounds
 
-    say("counting the operations of one step", 0.7)
+    say("timing each operation of one step", 0.7)
+    overhead = round_trip_s(p.tdev, sync)
     xb, yb = src.place(next(raw))
     sync()
-    counter = OpCounter(dev.kind)
-    with counter:
+    timer = OpTimer(dev.kind, sync, overhead)
+    with timer:
         step_fn(xb, yb)
     sync()
-    kinds = {op: kernel_kind(op, dev.kind) for op in counter.counts}
+    kinds = {op: kernel_kind(op, dev.kind) for op in timer.counts}
     out = {"device": dev.id, "kind": dev.kind, "device_name": dev.name, "batch_size": cfg.batch_size,
            "precision": cfg.precision, "mode": cfg.mode, "workers": cfg.workers,
-           "ops": sum(counter.counts.values()), "distinct_ops": len(counter.counts),
-           "sync_count": sum(counter.waits.values()),
-           "sync_ops": [{"op": op, "count": n} for op, n in counter.waits.most_common()],
+           "ops": sum(timer.counts.values()), "distinct_ops": len(timer.counts),
+           "sync_count": sum(timer.waits.values()),
+           "sync_ops": [{"op": op, "count": n} for op, n in timer.waits.most_common()],
+           "device_ms": 1000 * timer.device_s, "round_trip_us": 1e6 * overhead,
            "missing_ops": sorted(op for op, k in kinds.items() if k == "missing"),
            "passes": {"rounds": rounds, "plain_steps_per_group": per_group, "host_steps": rounds,
                       "phase_steps": rounds}}
+    total = sum(timer.seconds.values())
+    fallback = [{"op": op, "count": timer.counts[op], "share": timer.seconds[op] / total if total > 0 else None}
+                for op, kind in kinds.items() if kind == "cpu_fallback"]
+    fallback.sort(key=lambda o: (-(o["share"] or 0), o["op"]))
+    out["fallback_ops"] = fallback
+    out["fallback_share"] = sum(o["share"] or 0 for o in fallback) if fallback and total > 0 else None
     out["step_ms"], out["step_iqr_ms"] = _stats(step_s)
     out["data_ms"], out["data_iqr_ms"] = _stats(data_s)
     out["host_ms"], out["host_iqr_ms"] = _stats(host_s)
@@ -229,14 +264,6 @@ def _passes(cfg, p, say, check) -> dict:
             sync()
             waits.append(timer.seconds)
         out["sync_wait_ms"] = _stats(waits)[0]
-    out["fallback_share"], out["fallback_ops"] = None, []
-    if any(k == "cpu_fallback" for k in kinds.values()):
-        from ..opcheck import fallback_ops
-
-        say("timing the operations that ran on the CPU", 0.85)
-        xb, yb = src.place(next(raw))
-        found = fallback_ops(lambda: step_fn(xb, yb), dev.kind, sync)
-        out["fallback_share"], out["fallback_ops"] = found["fallback_share"], found["fallback_ops"]
     if dev.kind == "cpu":
         out["launch_us"], out["launch_measure"] = empty_op_us(), "estimated"
     else:

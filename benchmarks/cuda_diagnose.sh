@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The diagnosis's bound on cases whose bound is known, on the lent CUDA machine (docs/benchmarks.md, "Diagnose").
+# Usage there: OUT=<folder> PART=known|sync bash benchmarks/cuda_diagnose.sh   (wheels in .wheels/; JSONs in $OUT)
+# known: the launch, compute and data cases (and resnet18 on cpu,cuda for the Tools tab's screenshot); sync: the
+# blocks model with and without its per-block .item(), at sizes where the host's and the device's work are close.
+set -u
+PART=${PART:-known}
+source "$(dirname "$0")/lent_machine.sh"
+diag() {
+  local name=$1; shift
+  log "$name: mpsstudio diagnose $*"
+  python3 -m mpsstudio diagnose "$@" --json "$OUT/$name.json" --no-save > "$OUT/$name.txt" 2>&1
+  echo "exit code: $?"
+  tail -n 2 "$OUT/$name.txt"
+}
+{
+  describe_machine
+  if [ "$PART" = known ]; then
+    diag launch_mlp_b8 --model mlp --dataset synthetic --devices cuda --batch-size 8
+    diag compute_resnet50_bf16_b128 --model resnet50 --dataset synthetic --devices cuda --batch-size 128 --precision bf16
+    log "a folder of large JPEGs (2 classes x 48, 1600x1200, quality 95)"
+    python3 - "$OUT/jpegs" <<'PY'
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(0)
+for c in ("cats", "dogs"):
+    os.makedirs(os.path.join(sys.argv[1], c), exist_ok=True)
+    for i in range(48):
+        noise = rng.integers(0, 255, (1200, 1600, 3), dtype=np.uint8)
+        Image.fromarray(noise).save(os.path.join(sys.argv[1], c, f"{i}.jpg"), quality=95)
+PY
+    diag data_jpegs_cpu_w0 --model resnet18 --dataset "$OUT/jpegs" --devices cpu --batch-size 16 --workers 0
+    diag data_jpegs_cpu_w8 --model resnet18 --dataset "$OUT/jpegs" --devices cpu --batch-size 16 --workers 8
+    diag data_jpegs_cuda_w0 --model resnet18 --dataset "$OUT/jpegs" --devices cuda --batch-size 16 --workers 0
+    rm -rf "$OUT/jpegs"
+    diag both_resnet18_b64 --model resnet18 --dataset synthetic --devices cpu,cuda --batch-size 64 --layers
+  fi
+  if [ "$PART" = sync ]; then
+    for WB in 1024:4096 1024:8192 2048:1024 2048:2048 4096:512; do
+      export BLOCKS_WIDTH=${WB%%:*}; B=${WB##*:}
+      diag sync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks_item.py --dataset synthetic --devices cuda --batch-size $B
+      diag nosync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks.py --dataset synthetic --devices cuda --batch-size $B
+    done
+  fi
+  log "summary"
+  python3 - "$OUT" <<'PY'
+import glob, json, os, sys
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    doc = json.load(open(path))
+    for d in doc.get("devices", []):
+        if "error" in d:
+            print(os.path.basename(path), d["device"], "error:", d["error"]); continue
+        shares = " ".join(f"{k} {v:.0%}" for k, v in d["shares"].items())
+        print(f"{os.path.basename(path):30s} {d['device']:7s} {d['bound']:8s} step {d['step_ms']:9.3f} ms  host "
+              f"{d['host_ms']:8.3f}  device {d.get('device_ms') or 0:8.3f}  wait {d['sync_wait_ms']:7.3f}  ops "
+              f"{d['ops']:5d}  waits {d['sync_count']:3d}  phases/step {d['phase_sum_ratio']:.2f}  [{shares}]")
+PY
+} 2>&1 | tee "$OUT/log.txt"
