@@ -40,6 +40,7 @@ import math
 import platform
 import sys
 import threading
+import time
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -423,6 +424,16 @@ class FakeMPS:
         monkeypatch.setattr(C, "_mps_recommendedMaxMemory", lambda: int(self.recommended_max))
         monkeypatch.setattr(C, "_mps_setMemoryFraction", self._set_fraction)
         monkeypatch.setattr(C, "_mps_emptyCache", lambda: None)
+        # torch/mps/event.py's Event over MPSEvent (aten/src/ATen/mps/MPSEvent.mm): ids from 1, elapsed time in
+        # milliseconds between two recorded events; this device computes as it is asked, so a record is when
+        # everything before it is done
+        events: dict[int, float | None] = {}
+        monkeypatch.setattr(C, "_mps_acquireEvent", lambda timing: events.setdefault(len(events) + 1, None) or len(events))
+        monkeypatch.setattr(C, "_mps_releaseEvent", lambda event: None)
+        monkeypatch.setattr(C, "_mps_recordEvent", lambda event: events.__setitem__(event, time.perf_counter()))
+        monkeypatch.setattr(C, "_mps_synchronizeEvent", lambda event: None)
+        monkeypatch.setattr(C, "_mps_queryEvent", lambda event: True)
+        monkeypatch.setattr(C, "_mps_elapsedTimeOfEvents", lambda a, b: 1000.0 * (events[b] - events[a]))
         monkeypatch.setattr(C, "_mps_get_default_generator", lambda: self._generator)
         monkeypatch.setattr(C, "_mps_is_in_bad_fork", lambda: False)
         monkeypatch.setattr(torch.mps, "_default_mps_generator", None)

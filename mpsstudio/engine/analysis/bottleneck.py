@@ -6,8 +6,9 @@ The figures (milliseconds per step, medians over steps):
 - `step_ms`: the step as a run takes it (no synchronization inside, the loader's wait included);
 - `data_ms`: the wait for the next batch (the loader); `copy_ms`, `forward_ms`, `backward_ms`, `optimizer_ms`: each
   phase with the device synchronized around it;
-- `host_ms`: the host's time to issue one step (the device synchronized before, not after), which includes any
-  wait inside the step for the device (`sync_wait_ms`, the time spent in operations that wait for it: `.item()`);
+- `host_ms`: the host's time per step as a run takes them (the loader's wait apart), which includes its waits for
+  the device inside the step (`sync_wait_ms`: `.item()`, `bool()`, `.cpu()` and the like on a device tensor) and,
+  when the device is far behind, its waits for room in the device's queue;
 - `device_ms`: the device's own computing per step (each operation timed with the device synchronized around it,
   less an empty operation's round trip; an estimate);
 - `ops`: operations per step; `launch_us`: the host's cost per operation (on a GPU the host's busy time over the

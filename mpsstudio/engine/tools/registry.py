@@ -232,7 +232,7 @@ def _check_diagnose(r: dict) -> None:
         _need(d["step_ms"] > 0)
         for key in ("ops", "sync_count", "batch_size", "workers", "distinct_ops"):
             _need(_whole(d.get(key), False))
-        for key in ("launch_us", "device_ms", "round_trip_us"):  # device_ms: absent from no result of this version
+        for key in ("launch_us", "device_ms", "empty_op_us"):  # device_ms: absent from no result of this version
             _need(_number(d.get(key)) and (d.get(key) is None or (math.isfinite(d[key]) and d[key] >= 0)))
         share = d.get("fallback_share")
         _need(share is None or (_number(share, False) and 0 <= share <= 1))

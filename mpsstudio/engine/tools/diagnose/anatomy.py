@@ -1,20 +1,19 @@
 """The anatomy of a training step on one device (issue 28, part 1): a short diagnostic pass apart from any measured
 run, set up exactly as a run is (run.setup.prepare: the same model, step functions and batch sources).
 
-Rounds of three, interleaved so that drift and heat hit each alike (A B C A B C ..., at least 5 rounds):
+Rounds of two, interleaved so that drift and heat hit both alike (A B A B ..., at least 5 rounds):
 1. plain: a group of steps as a run takes them (no synchronization inside; the device synchronized around the
-   group), giving the step time (median and IQR over the groups) and the wait for the next batch (the loader);
-2. host: one step with the device synchronized before it and not after, giving the host's time to issue a step;
-3. phases: one step with the device synchronized around the copy to the device, the forward pass (with the loss),
+   group), giving the step time (median and IQR over the groups), the wait for the next batch (the loader), and the
+   host's own time per step with, within it, its waits for the device: `.item()`, `bool()`, `.tolist()`, `.cpu()`
+   and the like on a device tensor are timed while the group runs (`waits_timed`; nothing else is touched);
+2. phases: one step with the device synchronized around the copy to the device, the forward pass (with the loss),
    the backward pass and the optimizer, giving each phase's time (median and IQR over the rounds).
-Then:
-4. operations: one step under a TorchDispatchMode that counts the operations with a tensor on the device and the
-   ones that make the host wait for the device (`.item()`, copies to the CPU, data-dependent shapes), each
-   classified by the dispatcher (machine/kernels.py), each timed with the device synchronized around it (as inspect
-   times the fallback ones): less an empty operation's round trip, the device's own computing time; where the
-   step waits for the device, the waits are timed (a mode that times those operations alone);
-5. on the CPU, an empty operation's cost (the estimate of what launching costs there).
-None of these synchronizations touches a run's numbers: this runs in its own process, after or instead of a run.
+Then one step under a TorchDispatchMode (`OpTimer`) that counts the operations with a tensor on the device and
+those that make the host wait for it, classifies each by the dispatcher (machine/kernels.py), and times each on the
+device: with the device's timing events around it on CUDA and MPS (the wall clock, the device synchronized, where
+events cannot be had), less an empty operation's time, which gives the device's own computing per step; on MPS the
+fallback operations' share comes from the same times. On the CPU, an empty operation's cost estimates what
+dispatching costs there. None of this touches a run's numbers: it runs in its own process, after or instead of one.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,7 @@ from ...run.steps import global_settings
 from ..toolkit import Stopped
 
 PLAIN_GROUPS = 5  # rounds at least
+WAIT_METHODS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "cpu", "numpy")
 MAX_ROUNDS = 12
 GROUP_S = 0.15  # target seconds of a plain group
 MAX_GROUP_STEPS = 50
@@ -68,18 +69,57 @@ def _waits(func, args, kwargs, device_type: str) -> bool:
     return False
 
 
-class OpTimer(TorchDispatchMode):
-    """Counts the operations with a tensor on the device, those that make the host wait for it, and times each with
-    the device synchronized around it: its time less an empty operation's round trip (`overhead`) is what the
-    device spent computing it. Below autograd, so the host's bookkeeping is not in the times."""
+class DeviceClock:
+    """The device's time of one call: its timing events recorded around it on CUDA and MPS (torch.cuda.Event,
+    torch.mps.event.Event with enable_timing; elapsed_time in milliseconds), else the wall clock with the device
+    synchronized around it."""
 
-    def __init__(self, device_type: str, sync: Callable[[], None], overhead: float):
+    def __init__(self, tdev: torch.device, sync: Callable[[], None]):
+        self.sync, self.make = sync, None
+        makers = {"cuda": lambda: torch.cuda.Event(enable_timing=True),
+                  "mps": lambda: torch.mps.event.Event(enable_timing=True)}
+        make = makers.get(tdev.type)
+        if make is not None:
+            try:
+                a, b = make(), make()
+                a.record()
+                b.record()
+                b.synchronize()
+                a.elapsed_time(b)
+                self.make = make
+            except Exception:  # no timing events here (a build without them): the wall clock
+                self.make = None
+        self.measure = "events" if self.make is not None else "wall clock"
+
+    def time(self, call):
+        """(call's result, seconds on the device)."""
+        if self.make is None:
+            self.sync()
+            started = time.perf_counter()
+            out = call()
+            self.sync()
+            return out, time.perf_counter() - started
+        start, end = self.make(), self.make()
+        self.sync()
+        start.record()
+        out = call()
+        end.record()
+        end.synchronize()
+        return out, start.elapsed_time(end) / 1000.0
+
+
+class OpTimer(TorchDispatchMode):
+    """Counts the operations with a tensor on the device, those that make the host wait for it, and times each on
+    the device (DeviceClock): its time less an empty operation's (`overhead`) is what the device spent computing
+    it. Below autograd, so the host's bookkeeping is not in the times."""
+
+    def __init__(self, device_type: str, clock: DeviceClock, overhead: float):
         super().__init__()
-        self.device_type, self.sync, self.overhead = device_type, sync, overhead
+        self.device_type, self.clock, self.overhead = device_type, clock, overhead
         self.counts: Counter[str] = Counter()
         self.waits: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()  # with the round trip
-        self.device_s = 0.0  # without it
+        self.seconds: Counter[str] = Counter()
+        self.device_s = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -90,47 +130,46 @@ class OpTimer(TorchDispatchMode):
         self.counts[name] += 1
         if _waits(func, args, kwargs, self.device_type):
             self.waits[name] += 1
-        self.sync()
-        started = time.perf_counter()
-        out = func(*args, **kwargs)
-        self.sync()
-        took = time.perf_counter() - started
+        out, took = self.clock.time(lambda: func(*args, **kwargs))
         self.seconds[name] += took
         self.device_s += max(0.0, took - self.overhead)
         return out
 
 
-def round_trip_s(tdev: torch.device, sync: Callable[[], None], reps: int = 40) -> float:
-    """Seconds of an empty operation with the device synchronized around it (median): launching it, the device
-    starting it and the host learning it is done, with next to nothing computed."""
+def empty_op_s(tdev: torch.device, clock: DeviceClock, reps: int = 40) -> float:
+    """Seconds an empty operation takes by `clock` (median): what timing an operation adds to what it computes."""
     tiny = torch.zeros(1, device=tdev)
-    times = []
-    for _ in range(reps):
-        sync()
-        t0 = time.perf_counter()
-        tiny.add_(1)
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(clock.time(lambda: tiny.add_(1))[1] for _ in range(reps))
 
 
-class WaitTimer(TorchDispatchMode):
-    """Times the operations that make the host wait for the device (nothing is synchronized beyond what they
-    do themselves); every other operation passes through."""
+@contextmanager
+def waits_timed(device_type: str):
+    """Within the block, the seconds the host spends in Tensor methods that wait for the device (WAIT_METHODS on a
+    tensor of `device_type`) add up in the yielded list's one item. Only those methods are wrapped, so every other
+    operation runs at its own speed (a dispatch mode would slow them all, and shrink the waits)."""
+    total = [0.0]
+    saved = {name: torch.Tensor.__dict__.get(name) for name in WAIT_METHODS}
 
-    def __init__(self, device_type: str):
-        super().__init__()
-        self.device_type = device_type
-        self.seconds = 0.0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if not _waits(func, args, kwargs, self.device_type):
-            return func(*args, **kwargs)
-        started = time.perf_counter()
-        out = func(*args, **kwargs)
-        self.seconds += time.perf_counter() - started
-        return out
+    def timed(method):
+        def wrapper(self, *args, **kwargs):
+            if self.device.type != device_type:
+                return method(self, *args, **kwargs)
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                total[0] += time.perf_counter() - started
+        return wrapper
+    try:
+        for name in WAIT_METHODS:
+            setattr(torch.Tensor, name, timed(getattr(torch.Tensor, name)))
+        yield total
+    finally:
+        for name, original in saved.items():
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -140,6 +179,11 @@ def _stats(values: list[float]) -> tuple[float, float]:
         return (ms[0] if ms else 0.0), 0.0
     q1, med, q3 = statistics.quantiles(ms, n=4, method="inclusive")
     return med, q3 - q1
+
+
+@contextmanager
+def _no_waits():
+    yield [0.0]
 
 
 def _endless(source):
@@ -187,41 +231,40 @@ def _passes(cfg, p, say, check) -> dict:
     guess = max((time.perf_counter() - started) / max(1, warm - 1), 1e-6)
     check()
 
-    # rounds of: a plain group, a host step, a phased step (A B C A B C ...): drift and heat hit all three alike
+    # rounds of: a plain group, a phased step (A B A B ...): drift and heat hit both alike
     per_group = max(2, min(MAX_GROUP_STEPS, round(GROUP_S / guess)))
-    rounds = max(PLAIN_GROUPS, min(MAX_ROUNDS, round(MAX_PASS_S / (guess * (per_group + 2)))))
-    step_s, data_s, host_s, kept = [], [], [], []
+    rounds = max(PLAIN_GROUPS, min(MAX_ROUNDS, round(MAX_PASS_S / (guess * (per_group + 1)))))
+    step_s, data_s, host_s, wait_s, kept = [], [], [], [], []
     phases: dict[str, list[float]] = {k: [] for k in ("copy", "forward", "backward", "optimizer")}
     for r in range(rounds):
-        say(f"timing steps, their host work and each phase (round {r + 1} of {rounds})", 0.1 + 0.55 * r / rounds)
+        say(f"timing steps and each phase (round {r + 1} of {rounds})", 0.1 + 0.55 * r / rounds)
         sync()
-        waited = 0.0
-        t0 = time.perf_counter()
-        for _ in range(per_group):
-            t = time.perf_counter()
-            batch = next(raw)
-            waited += time.perf_counter() - t
-            kept.append(step_fn(*src.place(batch)))
-        sync()
-        step_s.append((time.perf_counter() - t0) / per_group)
-        data_s.append(waited / per_group)
+        loading = hosting = 0.0
+        with waits_timed(dev.kind) if dev.kind != "cpu" else _no_waits() as waited:
+            t0 = time.perf_counter()
+            for _ in range(per_group):
+                t = time.perf_counter()
+                batch = next(raw)
+                t1 = time.perf_counter()
+                kept.append(step_fn(*src.place(batch)))
+                loading += t1 - t
+                hosting += time.perf_counter() - t1
+            sync()
+            step_s.append((time.perf_counter() - t0) / per_group)
+        data_s.append(loading / per_group)
+        host_s.append(hosting / per_group)
+        wait_s.append(waited[0] / per_group)
         kept.clear()
-        xb, yb = src.place(next(raw))
-        sync()
-        t0 = time.perf_counter()
-        step_fn(xb, yb)
-        host_s.append(time.perf_counter() - t0)
-        sync()
         for name, value in _phased_step(cfg, steps, src, next(raw), sync).items():
             phases[name].append(value)
         check()
-    n_pass = rounds
 
     say("timing each operation of one step", 0.7)
-    overhead = round_trip_s(p.tdev, sync)
+    clock = DeviceClock(p.tdev, sync)
+    overhead = empty_op_s(p.tdev, clock)
     xb, yb = src.place(next(raw))
     sync()
-    timer = OpTimer(dev.kind, sync, overhead)
+    timer = OpTimer(dev.kind, clock, overhead)
     with timer:
         step_fn(xb, yb)
     sync()
@@ -231,10 +274,9 @@ def _passes(cfg, p, say, check) -> dict:
            "ops": sum(timer.counts.values()), "distinct_ops": len(timer.counts),
            "sync_count": sum(timer.waits.values()),
            "sync_ops": [{"op": op, "count": n} for op, n in timer.waits.most_common()],
-           "device_ms": 1000 * timer.device_s, "round_trip_us": 1e6 * overhead,
+           "device_ms": 1000 * timer.device_s, "empty_op_us": 1e6 * overhead, "op_clock": clock.measure,
            "missing_ops": sorted(op for op, k in kinds.items() if k == "missing"),
-           "passes": {"rounds": rounds, "plain_steps_per_group": per_group, "host_steps": rounds,
-                      "phase_steps": rounds}}
+           "passes": {"rounds": rounds, "plain_steps_per_group": per_group, "phase_steps": rounds}}
     total = sum(timer.seconds.values())
     fallback = [{"op": op, "count": timer.counts[op], "share": timer.seconds[op] / total if total > 0 else None}
                 for op, kind in kinds.items() if kind == "cpu_fallback"]
@@ -251,19 +293,7 @@ def _passes(cfg, p, say, check) -> dict:
     out["samples_per_s"] = cfg.batch_size / (out["step_ms"] / 1000) if out["step_ms"] > 0 else None
     check()
 
-    out["sync_wait_ms"] = 0.0
-    if out["sync_count"] and dev.kind != "cpu":
-        say("timing the waits for the device", 0.8)
-        waits = []
-        for _ in range(n_pass):
-            xb, yb = src.place(next(raw))
-            sync()
-            timer = WaitTimer(dev.kind)
-            with timer:
-                step_fn(xb, yb)
-            sync()
-            waits.append(timer.seconds)
-        out["sync_wait_ms"] = _stats(waits)[0]
+    out["sync_wait_ms"] = _stats(wait_s)[0]
     if dev.kind == "cpu":
         out["launch_us"], out["launch_measure"] = empty_op_us(), "estimated"
     else:

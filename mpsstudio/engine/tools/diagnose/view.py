@@ -79,7 +79,7 @@ def _ms(v) -> str:
 def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     """One line per device: the step and its phases (ms, median; measured), operations, launch cost, waits, bound."""
     headers = ["device", "bound", "step ms (median, no sync)", "±IQR/2", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
-               "phases / step", "ops / step", "launch µs / op", "waits / step", "CPU fallback"]
+               "phases / step", "device ms (estimated)", "ops / step", "host µs / op", "waits / step", "CPU fallback"]
     rows = []
     for d in result.get("devices") or []:
         if "error" in d:
@@ -93,7 +93,7 @@ def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]
                      _ms(d["step_iqr_ms"] / 2) if is_finite(d.get("step_iqr_ms")) else DASH,
                      *(_ms(d.get(f"{p}_ms")) for p in PHASES),
                      f"{d['phase_sum_ratio']:.2f}" if is_finite(d.get("phase_sum_ratio")) else DASH,
-                     f"{d.get('ops', 0):,}", launch, waits,
+                     _ms(d.get("device_ms")), f"{d.get('ops', 0):,}", launch, waits,
                      f"{share:.0%}" if is_finite(share) else ("none" if d.get("kind") == "mps" else "n/a")])
     numeric = [False, False, *[True] * (len(headers) - 3), False]
     return headers, rows, numeric
