@@ -37,7 +37,7 @@ PY
     diag both_resnet18_b64 --model resnet18 --dataset synthetic --devices cpu,cuda --batch-size 64 --layers
   fi
   if [ "$PART" = sync ]; then
-    for WB in 1024:4096 1024:8192 2048:1024 2048:2048 4096:512; do
+    for WB in ${SIZES:-1024:1536 1024:2048 1024:3072 1024:4096}; do
       export BLOCKS_WIDTH=${WB%%:*}; B=${WB##*:}
       diag sync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks_item.py --dataset synthetic --devices cuda --batch-size $B
       diag nosync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks.py --dataset synthetic --devices cuda --batch-size $B

@@ -70,26 +70,40 @@ def _waits(func, args, kwargs, device_type: str) -> bool:
 
 
 class DeviceClock:
-    """The device's time of one call: its timing events recorded around it on CUDA and MPS (torch.cuda.Event,
+    """The device's own time of one call: its timing events recorded around it on CUDA and MPS (torch.cuda.Event,
     torch.mps.event.Event with enable_timing; elapsed_time in milliseconds), else the wall clock with the device
-    synchronized around it."""
+    synchronized around it. Before the first event the device is given a matrix product of at least PAD_S to
+    compute, so that the call's kernels are queued before it reaches them: the events then time its kernels alone,
+    not the host's dispatching of them (which, timed so, made a tiny MLP's step look like computing)."""
+
+    PAD_S = 3e-4
 
     def __init__(self, tdev: torch.device, sync: Callable[[], None]):
-        self.sync, self.make = sync, None
+        self.sync, self.make, self.pad = sync, None, None
         makers = {"cuda": lambda: torch.cuda.Event(enable_timing=True),
                   "mps": lambda: torch.mps.event.Event(enable_timing=True)}
         make = makers.get(tdev.type)
         if make is not None:
             try:
-                a, b = make(), make()
-                a.record()
-                b.record()
-                b.synchronize()
-                a.elapsed_time(b)
                 self.make = make
+                n = 256
+                while True:  # the smallest square product that keeps the device busy PAD_S
+                    self.pad = torch.ones(n, n, device=tdev)
+                    if self._elapsed(lambda: torch.mm(self.pad, self.pad)) >= self.PAD_S or n >= 8192:
+                        break
+                    n *= 2
             except Exception:  # no timing events here (a build without them): the wall clock
-                self.make = None
+                self.make, self.pad = None, None
         self.measure = "events" if self.make is not None else "wall clock"
+
+    def _elapsed(self, call) -> float:
+        start, end = self.make(), self.make()
+        self.sync()
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
 
     def time(self, call):
         """(call's result, seconds on the device)."""
@@ -101,6 +115,7 @@ class DeviceClock:
             return out, time.perf_counter() - started
         start, end = self.make(), self.make()
         self.sync()
+        torch.mm(self.pad, self.pad)  # the device busy while the call's kernels are queued behind the event
         start.record()
         out = call()
         end.record()
