@@ -2,7 +2,8 @@
 # The diagnosis's bound on cases whose bound is known, on the lent CUDA machine (docs/benchmarks.md, "Diagnose").
 # Usage there: OUT=<folder> PART=known|sync bash benchmarks/cuda_diagnose.sh   (wheels in .wheels/; JSONs in $OUT)
 # known: the launch, compute and data cases (and resnet18 on cpu,cuda for the Tools tab's screenshot); sync: the
-# blocks model with and without its per-block .item(), at sizes where the host's and the device's work are close.
+# blocks model with and without its per-block .item(), at sizes where the host's and the device's work are close
+# (SIZES="width:batch ...", MODE=train|inference).
 set -u
 PART=${PART:-known}
 source "$(dirname "$0")/lent_machine.sh"
@@ -39,8 +40,11 @@ PY
   if [ "$PART" = sync ]; then
     for WB in ${SIZES:-1024:1536 1024:2048 1024:3072 1024:4096}; do
       export BLOCKS_WIDTH=${WB%%:*}; B=${WB##*:}
-      diag sync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks_item.py --dataset synthetic --devices cuda --batch-size $B
-      diag nosync_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks.py --dataset synthetic --devices cuda --batch-size $B
+      M=${MODE:-train}
+      diag sync_${M}_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks_item.py --dataset synthetic --devices cuda \
+        --batch-size $B --mode $M
+      diag nosync_${M}_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks.py --dataset synthetic --devices cuda \
+        --batch-size $B --mode $M
     done
   fi
   log "summary"
