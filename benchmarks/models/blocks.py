@@ -7,6 +7,7 @@ from torch import nn
 
 WIDTH = int(os.environ.get("BLOCKS_WIDTH", "1024"))
 DEPTH = int(os.environ.get("BLOCKS_DEPTH", "8"))
+EXTRA = int(os.environ.get("BLOCKS_EXTRA", "0"))  # small elementwise operations per block: host work
 
 
 class Blocks(nn.Module):
@@ -20,6 +21,8 @@ class Blocks(nn.Module):
         h = self.stem(x.flatten(1))
         for block in self.blocks:
             h = block(h)
+            for _ in range(EXTRA):
+                h = h * 1.0
         return self.head(h)
 
 

@@ -8,6 +8,7 @@ from torch import nn
 
 WIDTH = int(os.environ.get("BLOCKS_WIDTH", "1024"))
 DEPTH = int(os.environ.get("BLOCKS_DEPTH", "8"))
+EXTRA = int(os.environ.get("BLOCKS_EXTRA", "0"))  # small elementwise operations per block: host work
 
 
 class CheckedBlocks(nn.Module):
@@ -21,6 +22,8 @@ class CheckedBlocks(nn.Module):
         h = self.stem(x.flatten(1))
         for block in self.blocks:
             h = block(h)
+            for _ in range(EXTRA):
+                h = h * 1.0
             if not torch.isfinite(h).all().item():
                 raise FloatingPointError("activations are not finite")
         return self.head(h)
