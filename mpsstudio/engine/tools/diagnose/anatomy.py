@@ -144,11 +144,13 @@ class OpTimer(TorchDispatchMode):
             return func(*args, **kwargs)
         name = func.name()
         self.counts[name] += 1
-        if _waits(func, args, kwargs, self.device_type):
+        waits = _waits(func, args, kwargs, self.device_type)
+        if waits:
             self.waits[name] += 1
         out, took = self.clock.time(lambda: func(*args, **kwargs))
         self.seconds[name] += took
-        self.device_s += max(0.0, took - self.overhead)
+        if not waits:  # a wait's end event follows the host's round trip: a value copied back is not computing
+            self.device_s += max(0.0, took - self.overhead)
         return out
 
 
