@@ -167,15 +167,22 @@ PHASE_COLOURS = {"data": "#999999", "copy": "#56B4E9", "forward": "#0072B2", "ba
                  "optimizer": "#009E73"}  # Okabe-Ito, the data wait in grey
 
 
+CAUSE_COLOURS = {"data": "#999999", "fallback": "#F0E442", "sync": "#D55E00", "launch": "#CC79A7",
+                 "compute": "#D9D9D9"}
+CAUSE_WORDS = {"data": "(cause) data", "fallback": "(cause) CPU fallback", "sync": "(cause) waits",
+               "launch": "(cause) launching", "compute": "(cause) computing"}
+
+
 class DiagnosePlot(pg.PlotWidget):
-    """A diagnosis's step anatomy: one stacked bar per device, side by side, each phase as a share of that device's
-    step as a run takes it (the dashed line at 100 %); above each bar its step time and bound. Shares, not
-    milliseconds: a CPU step and a GPU step differ by orders of magnitude, the question is where each one's time
-    goes (the table has the milliseconds)."""
+    """A diagnosis's step anatomy, side by side per device: a wide stacked bar of its phases, each as a share of the
+    step as a run takes it (the dashed line at 100 %), and beside it a narrow bar of what the step costs by cause
+    (data, CPU fallback, waits, launching, and the device computing the rest: the engine's shares, whose largest
+    names the bound); above them the step time and the bound. Shares, not milliseconds: a CPU step and a GPU step
+    differ by orders of magnitude, the question is where each one's time goes (the table has the milliseconds)."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setMinimumHeight(180)
+        self.setMinimumHeight(200)
         self.setMenuEnabled(False)
         self.hideButtons()
         self.setMouseEnabled(x=False, y=False)
@@ -203,15 +210,27 @@ class DiagnosePlot(pg.PlotWidget):
         if not ran:
             self.setTitle("No device was diagnosed")
             return
+        xs = np.arange(len(ran), dtype=float)
         bottoms = np.zeros(len(ran))
         text = self.palette().color(QPalette.ColorRole.Text)
         for phase in PHASES:
             heights = np.array([100 * (d.get(f"{phase}_ms") or 0.0) / d["step_ms"] for d in ran])
-            bars = pg.BarGraphItem(x=np.arange(len(ran)), y0=bottoms, height=heights, width=0.55,
+            bars = pg.BarGraphItem(x=xs - 0.12, y0=bottoms, height=heights, width=0.42,
                                    brush=QColor(PHASE_COLOURS[phase]), pen=pg.mkPen(None))
             self.addItem(bars)
             self.legend.addItem(bars, PHASE_WORDS[phase])
             bottoms = bottoms + heights
+        below = np.zeros(len(ran))
+        for cause in ("data", "fallback", "sync", "launch", "compute"):
+            shares = [d.get("shares") or {} for d in ran]
+            heights = np.array([100 * max(0.0, 1 - sum(s.values())) if cause == "compute" else 100 * s.get(cause, 0.0)
+                                for s in shares])
+            bars = pg.BarGraphItem(x=xs + 0.22, y0=below, height=heights, width=0.14,
+                                   brush=QColor(CAUSE_COLOURS[cause]), pen=pg.mkPen(text, width=0.5))
+            self.addItem(bars)
+            if cause != "data":  # the data wait has the phases' grey already
+                self.legend.addItem(bars, CAUSE_WORDS[cause])
+            below = below + heights
         step_line = pg.InfiniteLine(pos=100, angle=0, pen=pg.mkPen(text, width=1, style=Qt.PenStyle.DashLine))
         self.addItem(step_line)
         for i, d in enumerate(ran):
@@ -222,5 +241,5 @@ class DiagnosePlot(pg.PlotWidget):
         self.getAxis("bottom").setTicks([[(i, d["device"]) for i, d in enumerate(ran)]])
         pad = max(0.0, (3 - len(ran)) / 2)  # one or two devices keep bars of a sensible width
         self.setXRange(-0.6 - pad, len(ran) - 0.4 + pad, padding=0)
-        self.setYRange(0, max(170.0, float(bottoms.max()) * 1.45), padding=0)  # labels, then the legend above
-        self.setTitle("each phase timed with the device synchronized; 100 % (dashed) is the step as a run takes it")
+        self.setYRange(0, max(220.0, float(bottoms.max()) * 2.0), padding=0)  # labels, then the legend above them
+        self.setTitle("wide: the phases, each timed synchronized · narrow: the step by cause · dashed: the step")

@@ -369,6 +369,8 @@ def diagnose_view(result: dict) -> QWidget:
                 ll.addWidget(label)
                 ll.addWidget(_table(*layers_table(found)), 1)
     box.addWidget(lower)
-    box.setSizes([260, 300])
+    box.setStretchFactor(0, 3)
+    box.setStretchFactor(1, 2)
+    box.setSizes([330, 220])
     box.setObjectName("diagnose")
     return box

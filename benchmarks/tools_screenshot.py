@@ -1,0 +1,50 @@
+"""A screenshot of the window's Tools tab showing a tool result: `python benchmarks/tools_screenshot.py OUT.png
+RESULT.json [MORE.json ...]` imports each file (a command's --json) into a fresh history, opens the window
+offscreen at 1440x900 and saves it with the last file's result selected. What docs/diagnose*.png are made with
+(docs/benchmarks.md, "Diagnose")."""
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+home = tempfile.mkdtemp(prefix="mpsstudio-shot-")
+for name in ("DATA", "CONFIG", "CACHE", "LOG"):
+    os.environ[f"MPSSTUDIO_{name}_DIR"] = os.path.join(home, name.lower())
+
+from mpsstudio import cli  # noqa: E402
+
+out, files = sys.argv[1], sys.argv[2:]
+for path in files:
+    if cli.main(["history", "--import", path]) != cli.EXIT_OK:
+        sys.exit(f"could not import {path}")
+
+from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from mpsstudio.gui.window.main_window import MainWindow  # noqa: E402
+
+app = QApplication(sys.argv[:1])
+window = MainWindow()
+window.resize(1440, 900)
+window.show()
+QTimer.singleShot(0, window.start_loading)  # as the app does (gui/app.py)
+window.tabs.setCurrentWidget(window.tools)
+window.tools.reload()
+window.tools.list.setCurrentRow(0)
+window.right_split.setSizes([120, 780])  # the Tools tab, not the (empty) live plots, is what this shows
+waited = [0]
+
+
+def shoot():
+    waited[0] += 1
+    if window.catalog is None and waited[0] < 120:  # the sidebar once PyTorch has loaded
+        QTimer.singleShot(250, shoot)
+        return
+    app.processEvents()
+    window.grab().save(out)
+    app.quit()
+
+
+QTimer.singleShot(1000, shoot)
+app.exec()
+print(out)
