@@ -1,5 +1,5 @@
-"""A stack of linear blocks (benchmarks/cuda_diagnose.sh): the same model as blocks_item.py without its per-block
-`.item()`, so the two differ only by the host syncs."""
+"""A stack of linear blocks (benchmarks/cuda_diagnose.sh): blocks_item.py is the same with a per-block `.item()`
+check (its `after_block`), so the two differ only by the host's waits and the checks' operations."""
 import math
 import os
 
@@ -23,7 +23,11 @@ class Blocks(nn.Module):
             h = block(h)
             for _ in range(EXTRA):
                 h = h * 1.0
+            self.after_block(h)
         return self.head(h)
+
+    def after_block(self, h):
+        """Nothing here; blocks_item.py reads a value back after each block."""
 
 
 def build_model(num_classes, input_shape):

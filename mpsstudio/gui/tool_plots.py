@@ -106,20 +106,19 @@ class SweepPlot(pg.PlotWidget):
         self.enableAutoRange()
 
 
-class DeployPlot(pg.PlotWidget):
-    """Latency of one batch (ms, measured: the median) at the largest batch size, one bar per place a model ran,
-    grouped by model; places that were not measured (Core ML off macOS) have no bar, the table says why."""
+class BarPlot(pg.PlotWidget):
+    """A still bar chart in the system's colours (the sweep's), redrawn when dark mode switches."""
 
-    def __init__(self, parent=None):
+    def __init__(self, left: str, min_height: int, legend_offset: tuple[int, int], columns: int = 1, parent=None):
         super().__init__(parent)
-        self.setMinimumHeight(160)
+        self.setMinimumHeight(min_height)
         self.setMenuEnabled(False)
         self.hideButtons()
         self.setMouseEnabled(x=False, y=False)
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setLabel("left", "ms per batch (median)")
+        self.setLabel("left", left)
         self.showGrid(x=False, y=True, alpha=0.15)
-        self.legend = self.addLegend(offset=(-10, 10))
+        self.legend = self.addLegend(offset=legend_offset, colCount=columns)
         self.lines = {}
         self._restyle()
 
@@ -129,6 +128,14 @@ class DeployPlot(pg.PlotWidget):
         if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
             self._restyle()
         super().changeEvent(event)
+
+
+class DeployPlot(BarPlot):
+    """Latency of one batch (ms, measured: the median) at the largest batch size, one bar per place a model ran,
+    grouped by model; places that were not measured (Core ML off macOS) have no bar, the table says why."""
+
+    def __init__(self, parent=None):
+        super().__init__("ms per batch (median)", 160, (-10, 10), parent=parent)
 
     def show_deploy(self, result: dict) -> None:
         self.clear()
@@ -173,7 +180,7 @@ CAUSE_WORDS = {"data": "(cause) data", "fallback": "(cause) CPU fallback", "sync
                "launch": "(cause) launching", "compute": "(cause) computing"}
 
 
-class DiagnosePlot(pg.PlotWidget):
+class DiagnosePlot(BarPlot):
     """A diagnosis's step anatomy, side by side per device: a wide stacked bar of its phases, each as a share of the
     step as a run takes it (the dashed line at 100 %), and beside it a narrow bar of what the step costs by cause
     (data, CPU fallback, waits, launching, and the device computing the rest: the engine's shares, whose largest
@@ -181,24 +188,7 @@ class DiagnosePlot(pg.PlotWidget):
     differ by orders of magnitude, the question is where each one's time goes (the table has the milliseconds)."""
 
     def __init__(self, parent=None):
-        super().__init__(parent)
-        self.setMinimumHeight(200)
-        self.setMenuEnabled(False)
-        self.hideButtons()
-        self.setMouseEnabled(x=False, y=False)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setLabel("left", "% of the step")
-        self.showGrid(x=False, y=True, alpha=0.15)
-        self.legend = self.addLegend(offset=(10, 6), colCount=5)
-        self.lines = {}
-        self._restyle()
-
-    _restyle = SweepPlot._restyle
-
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
-        if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
-            self._restyle()
-        super().changeEvent(event)
+        super().__init__("% of the step", 200, (10, 6), columns=5, parent=parent)
 
     def show_diagnosis(self, result: dict) -> None:
         from ..engine.analysis.bottleneck import PHASES

@@ -50,6 +50,17 @@ def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QT
     return t
 
 
+def _chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
+    """A chart over a panel (its layout returned, for labels and tables), in a vertical splitter."""
+    box = QSplitter(Qt.Orientation.Vertical)
+    box.addWidget(plot)
+    lower = QWidget()
+    layout = QVBoxLayout(lower)
+    layout.setContentsMargins(0, 0, 0, 0)
+    box.addWidget(lower)
+    return box, layout
+
+
 def _list_label(kind: str, result: dict, when: str) -> str:
     """Two short lines: "Batch-size sweep · 22 Nov 09:44" / "resnet18 on cifar10, cpu and mps"."""
     title = toolview.title(kind, result)
@@ -210,13 +221,9 @@ class ToolsPanel(QWidget):
         if kind == "max-batch":
             return _table(*toolview.max_batch_table(result))
         if kind == "deploy-bench":
-            box = QSplitter(Qt.Orientation.Vertical)
             plot = DeployPlot()
             plot.show_deploy(result)
-            box.addWidget(plot)
-            lower = QWidget()
-            ll = QVBoxLayout(lower)
-            ll.setContentsMargins(0, 0, 0, 0)
+            box, ll = _chart_over(plot)
             said: dict[str, list[str]] = {}  # one line per different sentence, naming its models
             for name, where in (result.get("placement") or {}).items():
                 text = where.get("sentence") or where.get("reason") or ""
@@ -230,7 +237,6 @@ class ToolsPanel(QWidget):
                 label.setWordWrap(True)
                 ll.addWidget(label)
             ll.addWidget(_table(*toolview.deploy_table(result)), 1)
-            box.addWidget(lower)
             box.setSizes([200, 320])
             box.setObjectName("deploy")
             return box
@@ -274,17 +280,22 @@ class ToolsPanel(QWidget):
         export_tool_json({"kind": record.kind, "id": record.id, "created_at": record.created_at,
                           **record.result}, path)
 
-    def export_dialog(self) -> None:
+    def _save_dialog(self, title: str, suffix: str, kinds: str, write) -> None:
+        """Ask where to save the selected result (a name ending in `suffix`) and `write(path)` it; a refusal is the
+        headline's one sentence."""
         record = self.current()
         if record is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export Tool Result", f"{record.kind}.json", "JSON (*.json)")
+        path, _ = QFileDialog.getSaveFileName(self, title, f"{record.kind}{suffix}", kinds)
         if not path:
             return
         try:
-            self.export_json(path)
+            write(path if path.lower().endswith(suffix) else path + suffix)
         except UserError as exc:
             self.headline.setText(html.escape(str(exc)))
+
+    def export_dialog(self) -> None:
+        self._save_dialog("Export Tool Result", ".json", "JSON (*.json)", self.export_json)
 
     def export_png(self, path: str) -> str:
         """The shown result's chart and table below its title, machine and time; UserError if not written."""
@@ -298,16 +309,7 @@ class ToolsPanel(QWidget):
         return render_png(self.detail.currentWidget(), path, toolview.title(record.kind, record.result), subtitle)
 
     def export_png_dialog(self) -> None:
-        record = self.current()
-        if record is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export Tool Result as PNG", f"{record.kind}.png", "PNG (*.png)")
-        if not path:
-            return
-        try:
-            self.export_png(path if path.lower().endswith(".png") else path + ".png")
-        except UserError as exc:
-            self.headline.setText(html.escape(str(exc)))
+        self._save_dialog("Export Tool Result as PNG", ".png", "PNG (*.png)", self.export_png)
 
     def import_file(self, path: str) -> None:
         """Add a tool result from a JSON file (checked as a stored one is) and show it; one sentence otherwise."""
@@ -346,13 +348,9 @@ def diagnose_view(result: dict) -> QWidget:
     compared, the layer table around the first one beyond tolerance."""
     from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
 
-    box = QSplitter(Qt.Orientation.Vertical)
     plot = DiagnosePlot()
     plot.show_diagnosis(result)
-    box.addWidget(plot)
-    lower = QWidget()
-    ll = QVBoxLayout(lower)
-    ll.setContentsMargins(0, 0, 0, 0)
+    box, ll = _chart_over(plot)
     ll.addWidget(_table(*anatomy_table(result)), 1)
     for d in result.get("devices") or []:
         if "error" in d:
@@ -368,7 +366,6 @@ def diagnose_view(result: dict) -> QWidget:
                 label.setWordWrap(True)
                 ll.addWidget(label)
                 ll.addWidget(_table(*layers_table(found)), 1)
-    box.addWidget(lower)
     box.setStretchFactor(0, 3)
     box.setStretchFactor(1, 2)
     box.setSizes([330, 220])

@@ -88,7 +88,7 @@ def holds_runs(path: str | Path) -> bool:
 
 
 def import_tool_json(path: str | Path):
-    """A tool result (sweep, max-batch, inspect, export, deploy-bench) from a file MPS Studio wrote (the window's
+    """A tool result (sweep, max-batch, inspect, export, deploy-bench, diagnose) from a file MPS Studio wrote (the window's
     Export JSON…, the CLI's --json), checked as a stored one is (tools/registry.checked), as a ToolRecord marked
     imported; UserError (one sentence) otherwise. Files the CLI wrote before they named their kind are recognised
     by the one check they pass."""
