@@ -62,7 +62,7 @@ def test_a_host_that_cannot_queue_fast_enough_is_launch_bound():
     assert bound == "launch"
     said = bottleneck.sentence(a, bound, shares)
     # the device computes 0.7 ms of the step; the host's 14.4 ms exceed that by 13.7, in which the device idles
-    assert "412 operations a step at ~35.0 us each to launch" in said and "13.7 ms of a 15.1 ms step" in said
+    assert "412 operations a step at ~35.0 µs each to launch" in said and "13.7 ms of a 15.1 ms step" in said
     assert "torch.compile" in said
     # a result without the device's own time takes what the host's work does not cover as the device's
     assert bottleneck.classify({k: v for k, v in a.items() if k != "device_ms"})[0] == "launch"
@@ -384,3 +384,67 @@ def test_an_exported_diagnosis_imports_elsewhere_and_the_window_draws_it(tmp_pat
     broken = dict(doc, devices="all")
     path.write_text(json.dumps(broken))
     assert cli.main(["history", "--import", str(path)]) == cli.EXIT_BAD_INPUT
+
+
+# ---------------------------------------------------------------- what a fresh-eyes pass threw at it
+
+
+MODEL_FILES = {
+    "noparams": "from torch import nn\ndef build_model(num_classes, input_shape):\n    return nn.Flatten()\n",
+    "raises": ("import math\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self, n, s):\n"
+               "        super().__init__(); self.l = nn.Linear(math.prod(s), n)\n"
+               "    def forward(self, x):\n        raise ValueError('forward exploded')\n"
+               "def build_model(num_classes, input_shape):\n    return M(num_classes, input_shape)\n"),
+    "nan": ("import math, torch\nfrom torch import nn\nclass M(nn.Module):\n    def __init__(self, n, s):\n"
+            "        super().__init__(); self.l = nn.Linear(math.prod(s), n)\n"
+            "    def forward(self, x):\n        return self.l(x.flatten(1)) * float('nan')\n"
+            "def build_model(num_classes, input_shape):\n    return M(num_classes, input_shape)\n"),
+}
+
+
+@pytest.mark.parametrize("name, said", [
+    ("noparams", "noparams.py has no trainable parameters, so there is nothing to train"),
+    ("raises", "forward exploded"),
+])
+def test_a_model_that_cannot_train_is_one_sentence_for_its_device(tmp_path, capsys, name, said):
+    model = tmp_path / f"{name}.py"
+    model.write_text(MODEL_FILES[name])
+    code = cli.main(["diagnose", "--model", str(model), "--dataset", "synthetic", "--devices", "cpu", "--image-size",
+                     "8", "--json", str(tmp_path / "d.json")])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_RUN_FAILED and "Traceback" not in out + err
+    [d] = json.loads((tmp_path / "d.json").read_text())["devices"]
+    assert said in d["error"] and said in out
+
+
+def test_a_diagnosis_whose_errors_are_not_finite_round_trips_through_its_json(tmp_path, capsys):
+    """JSON has no infinity: a parity error that was not finite is written as null and read back as such."""
+    model = tmp_path / "nan.py"
+    model.write_text(MODEL_FILES["nan"])
+    path = tmp_path / "nan.json"
+    code = cli.main(["diagnose", "--model", str(model), "--dataset", "synthetic", "--devices", "cpu", "--image-size",
+                     "8", "--layers", "--no-save", "--json", str(path)])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_RUN_FAILED
+    assert "It differs from the float64 CPU reference beyond tolerance: relative error not finite in the loss" in out
+    assert "so the difference arises outside them" in out  # every leaf module agrees: the NaN is the model's own code
+    assert cli.main(["history", "--import", str(path)]) == cli.EXIT_OK
+    [kept] = RunStore().tools()
+    assert kept.result["devices"][0]["parity"]["worst_rel_err"] is None
+
+
+def test_bf16_on_the_cpu_is_judged_by_nan_and_inf_alone(tmp_path, capsys):
+    """The CPU in bf16 differs from float64 by bf16's rounding (a gradient by 0.39 here), which is no fault."""
+    code = cli.main(["diagnose", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--precision",
+                     "bf16", "--batch-size", "32", "--layers", "--after-steps", "3", "--no-save"])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_OK, out
+    assert "In bf16 the CPU has no other arithmetic to be judged by" in out and "holds NaN or Inf" in out
+
+
+def test_a_json_path_that_cannot_be_written_loses_no_result(tmp_path, capsys):
+    code = cli.main(["diagnose", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--json",
+                     "/proc/x.json"])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_BAD_INPUT and "cannot be written" in err and "the result is kept in the history" in err
+    assert [t.kind for t in RunStore().tools()] == ["diagnose"]

@@ -5,6 +5,7 @@ one."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -42,7 +43,13 @@ def test_a_tool_result_file_is_imported_into_the_history_once(tmp_path, capsys):
     assert (record.kind, record.id, record.result["imported_from"]) == ("deploy-bench", "abc123", "deploy.json")
     assert record.result["rows"][0]["energy_mj_per_sample"] == 3.5
     code, err = history(capsys, "--import", str(path))
-    assert code == 0 and "(already in the history: replaced)" in err and len(RunStore().tools()) == 1
+    assert code == 0 and "is already in the history; it stays as it was" in err and len(RunStore().tools()) == 1
+    # a file naming the id of another result (of any kind) never replaces what is kept
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps({**json.loads(path.read_text()), "rows": []}))
+    code, err = history(capsys, "--import", str(forged))
+    assert code == 0 and "stays as it was" in err
+    assert RunStore().tools()[0].result["rows"][0]["energy_mj_per_sample"] == 3.5
     legacy = tmp_path / "old.json"  # a --json written before files named their kind: known by its shape
     legacy.write_text(json.dumps(deploy_result()))
     assert history(capsys, "--import", str(legacy))[0] == 0
@@ -70,3 +77,13 @@ def test_a_file_that_is_not_a_tool_result_gets_one_sentence_and_changes_nothing(
     code, err = history(capsys, "--import", str(path))
     assert code == 2 and says in err and "Traceback" not in err, err
     assert RunStore().tools() == []
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_before_it_is_read(tmp_path, capsys):
+    """/dev/zero says it holds 0 bytes and never ends: read whole, it took all the memory."""
+    code, err = history(capsys, "--import", "/dev/zero")
+    assert code == 2 and "/dev/zero is not a regular file; choose a JSON file" in err
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    code, err = history(capsys, "--import", str(fifo))
+    assert code == 2 and "is not a regular file" in err

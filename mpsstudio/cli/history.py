@@ -34,10 +34,12 @@ def cmd_history(args) -> int:
             tool = import_tool_json(args.import_file)
     store = history.RunStore()
     if args.import_file and tool is not None:
-        known = store.has_tool(tool.id)
-        store.save_tool(tool)
-        print(f"imported the {tool.kind} result from {printable(args.import_file)}"
-              + (" (already in the history: replaced)" if known else ""), file=sys.stderr)
+        if store.has_tool(tool.id):  # what is kept stays as it is, as with runs
+            print(f"the {tool.kind} result in {printable(args.import_file)} is already in the history; it stays as "
+                  "it was", file=sys.stderr)
+        else:
+            store.save_tool(tool)
+            print(f"imported the {tool.kind} result from {printable(args.import_file)}", file=sys.stderr)
     elif args.import_file:
         added, known = store.add_imported(imported)
         note = f" ({known} already in the history)" if known else ""

@@ -47,16 +47,22 @@ def _print_table(table) -> None:
 
 
 def _finish(kind: str, result: dict, args) -> None:
-    """--json, then the history: the result is on screen first whatever happens to the files."""
+    """The history, then --json: the result is on screen first and in the history whatever happens to the file (a
+    --json that cannot be written is one sentence, after the result was kept)."""
     from ..engine.history.runfiles import export_tool_json
 
     from ..engine.process.ending import holding_signals
 
     with holding_signals():  # a signal while the result is being kept is raised once it is kept
-        if args.json:
-            export_tool_json({"kind": kind, **result}, args.json)
         if not args.no_save:
             save_tool(kind, result)
+        if args.json:
+            try:
+                export_tool_json({"kind": kind, **result}, args.json)
+            except UserError as exc:
+                if args.no_save:
+                    raise
+                raise UserError(f"{str(exc).rstrip('.')}; the result is kept in the history.") from None
 
 
 def save_tool(kind: str, result: dict) -> None:

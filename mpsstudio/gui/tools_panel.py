@@ -318,6 +318,11 @@ class ToolsPanel(QWidget):
         try:
             record = import_tool_json(path)
             if self.store is not None and not self.store.read_only:
+                if self.store.has_tool(record.id):  # what is kept stays as it is, as with runs
+                    self.reload(select_id=record.id)
+                    self.headline.setText(html.escape(f"This {record.kind} result is already in the history; it "
+                                                      "stays as it was."))
+                    return
                 self.store.save_tool(record)
         except UserError as exc:
             self.headline.setText(html.escape(str(exc)))

@@ -91,10 +91,10 @@ def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
             total = ops * per / 1000.0
             size = (f"about {_ms(total)}, more than the whole {_ms(step)} step" if total >= step else
                     f"about {_ms(total)} of a {_ms(step)} step")
-            return (f"launch: {ops:,} operations a step at ~{per:,.1f} us each just to dispatch (an empty "
-                    f"operation's cost, estimated) come to {size}: the CPU spends the step on overhead, not on "
-                    f"arithmetic; {fix}")
-        return (f"launch: {ops:,} operations a step at ~{per:,.1f} us each to launch (the host's time, measured) take "
+            return (f"launch: {ops:,} operations a step at ~{per:,.1f} µs each just to dispatch (an empty "
+                    f"operation's cost, estimated) come to {size}: dispatching, not arithmetic, is the largest part of "
+                    f"the CPU's step; {fix}")
+        return (f"launch: {ops:,} operations a step at ~{per:,.1f} µs each to launch (the host's time, measured) take "
                 f"{_ms(costs(a)['launch'])} of a {_ms(step)} step, so {device} waits for the host; {fix}")
     if bound == "fallback":
         names = ", ".join(o["op"] for o in (a.get("fallback_ops") or [])[:3]) or "some operations"
@@ -110,8 +110,10 @@ def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
     parts = [(p, a.get(f"{p}_ms") or 0.0) for p in ("forward", "backward", "optimizer")]
     total = sum(v for _, v in parts)
     said = ", ".join(f"{p} {v / total:.0%}" for p, v in parts if v > 0) if total > 0 else "no phase measured"
-    return (f"compute: {device} spends the step computing ({said} of {_ms(total)}); a faster device, lower "
-            "precision (bf16/fp16), channels_last or a smaller model would help.")
+    helps = (["lower precision (bf16 or fp16 autocast)"] if a.get("precision", "fp32") == "fp32" else []) + [
+        "a smaller model", "a faster device"]
+    return (f"compute: {device} spends the step computing ({said} of {_ms(total)}); {', '.join(helps[:-1])} or "
+            f"{helps[-1]} would make it shorter.")
 
 
 def phase_sum_ratio(a: dict) -> float | None:

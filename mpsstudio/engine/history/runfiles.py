@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,11 +58,21 @@ def _read_doc(path: Path, what: str):
     UserError (one sentence) when it is too large, unreadable or not JSON."""
     name = printable(path.name)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise UserError(f"{name} is {fmt_bytes(size)}, more than the {fmt_bytes(MAX_FILE_BYTES)} an export of "
-                            f"{what} can be; choose a file exported by MPS Studio.")
-        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark (some editors add one) is fine
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(info.st_mode):  # /dev/zero reports 0 bytes and never ends; a pipe may never end either
+            raise UserError(f"{printable(str(path))} is not a regular file; choose a JSON file exported by MPS "
+                            "Studio.")
+        if info.st_size > MAX_FILE_BYTES:
+            raise UserError(f"{name} is {fmt_bytes(info.st_size)}, more than the {fmt_bytes(MAX_FILE_BYTES)} an "
+                            f"export of {what} can be; choose a file exported by MPS Studio.")
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # a file that grows while it is read is still capped
+        if len(raw) > MAX_FILE_BYTES:
+            raise UserError(f"{name} is more than the {fmt_bytes(MAX_FILE_BYTES)} an export of {what} can be; "
+                            "choose a file exported by MPS Studio.")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (some editors add one) is fine
     except FileNotFoundError:
         raise UserError(f"{printable(str(path))} does not exist; choose a JSON file exported by MPS Studio.") from None
     except IsADirectoryError:

@@ -20,7 +20,12 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """The config's optimizer over `model`'s parameters (runs and the measuring tools use the same)."""
+    """The config's optimizer over `model`'s parameters (runs and the measuring tools use the same); UserError for a
+    model with none to train."""
+    if not any(p.requires_grad for p in model.parameters()):
+        raise UserError(f"{config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} has no trainable parameters, so "
+                        "there is nothing to train; give it layers with weights, or measure inference (--mode "
+                        "inference).")
     if config.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
     if config.optimizer == "adam":

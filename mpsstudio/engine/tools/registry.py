@@ -137,11 +137,11 @@ def _check_parity(par) -> None:
     if par is not None:
         _need(isinstance(par, dict) and isinstance(par.get("ok"), bool) and _number(par.get("tolerance"), False))
         _need(isinstance(par.get("precision"), str))
-        for key in ("loss_rel_err", "logits_max_rel_err", "worst_rel_err"):
-            _need(_number(par.get(key), False))
+        for key in ("loss_rel_err", "logits_max_rel_err", "worst_rel_err"):  # null: not finite (JSON has no inf)
+            _need(_number(par.get(key)))
         _need(isinstance(par.get("grads"), list))
         for g in par["grads"]:
-            _need(isinstance(g, dict) and isinstance(g.get("name"), str) and _number(g.get("max_rel_err"), False))
+            _need(isinstance(g, dict) and isinstance(g.get("name"), str) and _number(g.get("max_rel_err")))
             _need(_number(g.get("cpu_rel_err")) and isinstance(g.get("ok", True), bool))
 
 
@@ -210,10 +210,11 @@ def _check_layers(found) -> None:
     _need(found is None or isinstance(found, dict))
     if found is None:
         return
-    _need(isinstance(found.get("rows"), list) and _number(found.get("tolerance"), False))
+    _need(isinstance(found.get("rows"), list) and isinstance(found.get("precision"), str))
+    _need(_number(found.get("tolerance"), False) and math.isfinite(found["tolerance"]) and found["tolerance"] > 0)
     for row in [*found["rows"], *(r for r in (found.get("first_wrong"), found.get("first_nonfinite")) if r)]:
         _need(isinstance(row, dict) and isinstance(row.get("module"), str) and isinstance(row.get("type"), str))
-        _need(_number(row.get("max_rel_err"), False) and _number(row.get("cpu_rel_err")))
+        _need(_number(row.get("max_rel_err")) and _number(row.get("cpu_rel_err")))  # null: not finite
         _need(isinstance(row.get("ok"), bool) and isinstance(row.get("finite", True), bool))
         span = row.get("input_range")
         _need(span is None or (isinstance(span, list) and len(span) == 2 and all(_number(v, False) for v in span)))
@@ -245,10 +246,14 @@ def _check_diagnose(r: dict) -> None:
             _check_layers(d.get(key))
         for key in ("parity", "after"):
             _check_parity(d.get(key))
+        after = d.get("after")
+        _need(after is None or _whole(after.get("steps"), False))
+        _need(len(d["device"]) <= 64 and d["device"].isprintable())
         _need(isinstance(d.get("memory", {}), dict) and all(_whole(v, False) for v in d.get("memory", {}).values()))
         pre = d.get("preflight", {})
         _need(isinstance(pre, dict) and all(isinstance(x, str) for x in pre.get("refused", [])))
     _need(isinstance(r.get("notes", []), list) and all(isinstance(n, str) for n in r.get("notes", [])))
+    _need(isinstance(r.get("stopped", False), bool))
 
 
 def _check_sweep(r: dict) -> None:

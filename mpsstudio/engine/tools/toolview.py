@@ -20,6 +20,11 @@ def _err(v) -> str:
     return f"{v:.1e}" if is_finite(v) else "not finite"
 
 
+def _rel(v) -> str:
+    """A parity error, which always exists: null in a file is one that was not finite (JSON has no infinity)."""
+    return f"{v:.1e}" if is_finite(v) else "not finite"
+
+
 def _iqr_percent(sps, iqr) -> str:
     if not (is_finite(sps) and is_finite(iqr)) or sps <= 0:
         return DASH
@@ -62,7 +67,7 @@ def parity_table(result: dict, limit: int = 12) -> tuple[list[str], list[list[st
         return headers, [], numeric
 
     def row(name, err, cpu_err, ok):
-        return [name, _err(err), _err(cpu_err), "yes" if ok else "NO"]
+        return [name, _rel(err), _err(cpu_err), "yes" if ok else "NO"]
     rows = [row("loss", par.get("loss_rel_err"), par.get("loss_cpu_rel_err"), par.get("loss_ok", True)),
             row("logits", par.get("logits_max_rel_err"), par.get("logits_cpu_rel_err"), par.get("logits_ok", True))]
     grads = par.get("grads") or []
@@ -164,14 +169,14 @@ def inspect_sentence(result: dict) -> str:
         if par["ok"]:
             parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
                          f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
-                         f"{par['worst_rel_err']:.1e}.")
+                         f"{_rel(par['worst_rel_err'])}.")
         else:
             bad = _bad_error(par)
             advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
                       if par["precision"] == "tf32" else "its results here are not to be trusted")
             parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
                          f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
-                         f"error {bad:.1e} in {_worst_name(par)}; {advice}.")
+                         f"error {_rel(bad)} in {_worst_name(par)}; {advice}.")
     ops = result.get("fallback_ops") or []
     if ops:
         names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")

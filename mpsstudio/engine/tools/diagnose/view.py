@@ -9,6 +9,7 @@ from ...basics.formatting import DASH, fmt_bytes, is_finite
 PHASE_WORDS = {"data": "waiting for data", "copy": "copy to the device", "forward": "forward", "backward": "backward",
                "optimizer": "optimizer"}
 PHASE_SUM_OFF = 0.15  # the synchronized phases should add to the step within this share
+NOISY = 0.10  # the step's IQR / median above this: said, as a run's throughput would be (analysis/stability.py)
 
 
 def rederived(result: dict) -> dict:
@@ -25,13 +26,30 @@ def device_sentence(d: dict) -> str:
     if "error" in d:
         return f"{d.get('device')}: {d['error']}"
     parts = [f"{d['device']} is {d['bound']}-bound: {d['sentence'].split(': ', 1)[-1]}"]
+    step, iqr = d.get("step_ms"), d.get("step_iqr_ms")
+    if is_finite(step) and is_finite(iqr) and step > 0 and iqr / step > NOISY:
+        parts.append(f"(Noisy: the step's time varied {iqr / step:.0%} between groups of steps (IQR / median, above "
+                     f"{NOISY:.0%}); other programs or heat were at work: diagnose again on a quieter machine before "
+                     "acting on it.)")
     ratio = d.get("phase_sum_ratio")
     if is_finite(ratio) and abs(ratio - 1) > PHASE_SUM_OFF:
         parts.append(f"(The phases, each timed with {d['device']} synchronized, add to {ratio:.2f}x the step"
                      + (": synchronizing each phase takes away what the device overlaps in a run.)" if ratio > 1
                         else ": part of the step was not in any phase.)"))
-    for key, when in (("layers", ""), ("after_layers", f" after {((d.get('after') or {}).get('steps') or 0):,} "
-                                                       "training steps")):
+    par, after = d.get("parity"), d.get("after")
+    if par:
+        if par.get("judged") == "finite only":
+            parts.append(f"In {par.get('precision')} the CPU has no other arithmetic to be judged by: its difference "
+                         f"from float64 ({_err(par['worst_rel_err'])} at most) is that precision's rounding, and only "
+                         "NaN or Inf would count" + (", which it has none of." if par.get("ok") else
+                                                      ", which it has."))
+        elif par.get("ok"):
+            parts.append(f"It matches the float64 CPU reference (largest relative error {_err(par['worst_rel_err'])}).")
+        else:
+            where, err = _failed(par)
+            parts.append(f"It differs from the float64 CPU reference beyond tolerance: relative error {_err(err)} in "
+                         f"{where} (tolerance {par['tolerance']:.0e}).")
+    for key, when in (("layers", ""), ("after_layers", f" after {((after or {}).get('steps') or 0):,} training steps")):
         found = d.get(key) or {}
         if found.get("first_nonfinite"):
             row = found["first_nonfinite"]
@@ -40,25 +58,48 @@ def device_sentence(d: dict) -> str:
             row = found["first_wrong"]
             parts.append(f"The first module beyond tolerance{when} is `{row['module']}` ({row['type']}): relative "
                          f"error {_err(row['max_rel_err'])} (tolerance {found['tolerance']:.0e}).")
-        elif found.get("rows") and key == "layers":
-            parts.append(f"Each of its {len(found['rows']):,} leaf-module calls agrees with the float64 CPU reference.")
-    par = d.get("parity")
-    if par and par.get("ok") and not (d.get("layers") or {}).get("first_wrong"):
-        parts.append(f"It matches the float64 CPU reference (largest relative error {_err(par['worst_rel_err'])}).")
-    after = d.get("after")
-    if after:
-        parts.append(f"After {after['steps']:,} training steps it " + (
-            "still matches the reference." if after.get("ok") else
-            f"no longer matches the reference (relative error {_err(after['worst_rel_err'])})."))
+        elif found.get("rows") and found.get("judged") == "finite only":
+            parts.append(f"None of its {len(found['rows']):,} leaf-module calls{when} holds NaN or Inf.")
+        elif found.get("rows"):
+            failed = (par if key == "layers" else after) or {}
+            parts.append(f"Each of its {len(found['rows']):,} leaf-module calls{when} agrees with the float64 CPU "
+                         "reference" + (", so the difference arises outside them (the model's own code between "
+                                        "modules) or in the backward pass." if failed.get("ok") is False else "."))
+    if after and after.get("judged") == "finite only":
+        parts.append(f"After {after['steps']:,} training steps it " + ("still holds no NaN or Inf." if after.get("ok")
+                                                                        else "holds NaN or Inf."))
+    elif after:
+        if after.get("ok"):
+            parts.append(f"After {after['steps']:,} training steps it " + ("still matches the reference." if (par or {})
+                                                                            .get("ok", True) else "matches the reference."))
+        else:
+            where, err = _failed(after)
+            parts.append(f"After {after['steps']:,} training steps it " + ("no longer matches" if (par or {}).get(
+                "ok", True) else "still does not match") + f" the reference: relative error {_err(err)} in {where}.")
     refused = (d.get("preflight") or {}).get("refused") or []
-    if refused:
-        parts.append(f"MPS would refuse {', '.join(refused[:3])} (no float64 or complex128).")
+    if refused and (d.get("preflight") or {}).get("cast"):
+        parts.append(f"MPS has no float64 or complex128: an MPS run casts {', '.join(refused[:3])}, as chosen.")
+    elif refused:
+        parts.append(f"MPS would refuse {', '.join(refused[:3])} (no float64 or complex128): make them float32, or "
+                     "cast them for MPS (--cast-float64).")
     note = (d.get("preflight") or {}).get("note")
     if note:
         parts.append(note)
     if d.get("parity_error"):
         parts.append(d["parity_error"][0].upper() + d["parity_error"][1:] + ".")
     return " ".join(parts)
+
+
+def _failed(par: dict) -> tuple[str, float | None]:
+    """(what differs, its error): the first tensor beyond tolerance (parity_of sorts failures first)."""
+    if not par.get("loss_ok", True):
+        return "the loss", par.get("loss_rel_err")
+    if not par.get("logits_ok", True):
+        return "the logits", par.get("logits_max_rel_err")
+    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
+    if bad is not None:
+        return f"the gradient of {bad['name']}", bad.get("max_rel_err")
+    return "its outputs", par.get("worst_rel_err")
 
 
 def sentence(result: dict) -> str:
@@ -78,8 +119,8 @@ def _ms(v) -> str:
 
 def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     """One line per device: the step and its phases (ms, median; measured), operations, launch cost, waits, bound."""
-    headers = ["device", "bound", "step ms (median, no sync)", "±IQR/2", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
-               "phases / step", "device ms (estimated)", "ops / step", "host µs / op", "waits / step", "CPU fallback"]
+    headers = ["device", "bound", "step ms (median, no sync)", "±IQR/2 ms", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
+               "phases ÷ step", "device ms (estimated)", "ops / step", "host µs / op", "waits / step", "CPU fallback"]
     rows = []
     for d in result.get("devices") or []:
         if "error" in d:
