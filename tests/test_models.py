@@ -289,3 +289,20 @@ def _assert_one_sentence(message: str, expected: str) -> None:
     assert "\n" not in message
     assert message.endswith(".")
     assert "Traceback" not in message
+
+
+def test_a_model_file_leaves_no_bytecode_in_the_user_s_folder(tmp_path, monkeypatch) -> None:
+    """Python caches a module it imports in __pycache__ beside it unless told not to (PYTHONDONTWRITEBYTECODE is not
+    a user's default): loading a model file must not write into the user's folder."""
+    import sys
+
+    from mpsstudio.engine.basics.spec import DataSpec
+    from mpsstudio.engine.models import registry
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    path = tmp_path / "mine.py"
+    path.write_text("from torch import nn\ndef build_model(num_classes, input_shape):\n"
+                    "    return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes))\n")
+    registry.build_model(str(path), DataSpec(kind="image", num_classes=3, channels=1, height=4, width=4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+    assert sys.dont_write_bytecode is False  # put back as it was

@@ -45,6 +45,8 @@ def user_model_path(name: str, unknown: Callable[[str], UserError]) -> Path:
 def _load_user_module(path: Path) -> object:
     """Import the user's file under a fresh, unique module name (so edits are picked up each time)."""
     module_name = f"mpsstudio_user_model_{next(_module_counter)}"
+    writes = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # no __pycache__ folder left in the user's folder (nor beside what it imports)
     try:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(module_spec)
@@ -53,6 +55,8 @@ def _load_user_module(path: Path) -> object:
     except (Exception, SystemExit) as error:
         sys.modules.pop(module_name, None)
         raise UserError(f"Model file '{path}' failed to load ({error_line(error, 200)}); fix the file and try again.") from error
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 
