@@ -78,6 +78,10 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
     threading.Thread(target=_watch_parent, args=(conn, stop, on_parent_gone), daemon=True,
                      name="watch-parent").start()
     kind = job[0]
+    if contain:  # a run process of its own: memory set aside to say how the run ended (run/failures.py)
+        from ..run.failures import keep_reserve
+
+        keep_reserve()
     try:
         if kind == "run":
             _, config, position, save_model = job

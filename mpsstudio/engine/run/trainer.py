@@ -22,7 +22,7 @@ from ..basics.formatting import error_line
 from ..basics.results import RunResult
 from ..data import datasets
 from ..machine import devices, host
-from .failures import MODEL_INTERRUPT, Cancelled, DataError, outcome
+from .failures import MODEL_INTERRUPT, Cancelled, DataError, outcome, release_reserve
 from .setup import Prepared, prepare
 from .steps import global_settings
 from .windows import Windows
@@ -55,6 +55,8 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         # in a run's own process no Ctrl-C arrives (own session): the model's code raised it
         result.status, result.error = "failed", MODEL_INTERRUPT
     except BaseException as exc:  # every other ending is a recorded run with one sentence
+        if isinstance(exc, MemoryError):
+            release_reserve()  # room to summarise and send the result
         result.status, result.error = outcome(exc, config)
     finally:
         loop.end(save_model)
