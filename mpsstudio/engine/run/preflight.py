@@ -46,12 +46,16 @@ def _listed(items: list[str]) -> str:
 
 
 def check_dtypes(model: torch.nn.Module, data, name: str, cast: bool) -> str | None:
-    name = name.replace("\\", "/").rsplit("/", 1)[-1]  # a model file by its file name
     """None when MPS can hold everything; UserError naming what it cannot, unless `cast`, which casts the model's
     tensors in place (float64 to float32, complex128 to complex64) and returns the note that says so."""
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]  # a model file by its file name
     found = refused(model, data)
     if not found:
         return None
+    data_found = [f for f in found if f.startswith("the dataset's")]
+    if cast and data_found:
+        raise UserError(f"MPS has no float64 or complex128, and {_listed(data_found)} are; the cast applies to the "
+                        "model's tensors only: save the data as float32.")
     if not cast:
         raise UserError(f"MPS has no float64 or complex128, and {name} holds {plural(len(found), 'tensor')} of them: "
                         f"{_listed(found)}; make them float32 in the model, or let MPS Studio cast them for this run "
@@ -64,10 +68,6 @@ def check_dtypes(model: torch.nn.Module, data, name: str, cast: bool) -> str | N
         for key, b in list(module._buffers.items()):
             if b is not None and b.dtype in MPS_REFUSES:
                 module._buffers[key] = b.to(MPS_REFUSES[b.dtype][1])
-    data_found = [f for f in found if f.startswith("the dataset's")]
-    if data_found:
-        raise UserError(f"MPS has no float64 or complex128, and {_listed(data_found)} are; the cast applies to the "
-                        "model's tensors only: save the data as float32.")
     return (f"Cast for MPS, as chosen: {_listed(found)} (float64 to float32, complex128 to complex64); results can "
             "differ from a float64 run elsewhere.")
 
@@ -85,7 +85,7 @@ class _Names(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def traced_ops(model: torch.nn.Module, input_shape: tuple, input_float: bool, num_classes: int, train: bool,
+def traced_ops(model: torch.nn.Module, input_shape: tuple, input_float: bool, train: bool,
                make_optimizer) -> dict[str, int]:
     """The operations (name: calls) of one step of a batch of 2 on the meta device: forward, loss and, when
     training, backward and the optimizer. Raises what the model raises on meta tensors."""
@@ -105,12 +105,12 @@ def traced_ops(model: torch.nn.Module, input_shape: tuple, input_float: bool, nu
     return names.names
 
 
-def forecast(model: torch.nn.Module, input_shape: tuple, input_float: bool, num_classes: int, train: bool,
+def forecast(model: torch.nn.Module, input_shape: tuple, input_float: bool, train: bool,
              make_optimizer, fallback_on: bool, decide=kernel_kind) -> dict:
     """{"no_mps_kernel": [{"op", "calls", "kind"}], "traced": bool, "reason": why not traced, "note": the sentence
     (None when every operation has an MPS kernel)}."""
     try:
-        ops = traced_ops(model, input_shape, input_float, num_classes, train, make_optimizer)
+        ops = traced_ops(model, input_shape, input_float, train, make_optimizer)
     except Exception as exc:  # the model needs real values, or an operation has no meta kernel
         return {"no_mps_kernel": [], "traced": False, "note": None,
                 "reason": f"its operations could not be listed before the run ({error_line(exc, 160)}); the "

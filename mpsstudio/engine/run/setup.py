@@ -118,9 +118,8 @@ def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict) -> list[str
     from .steps import make_optimizer
 
     cast = preflight.check_dtypes(model, data, cfg.model, cfg.cast_float64)
-    ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image",
-                               model_spec.num_classes, cfg.mode == "train", lambda m: make_optimizer(cfg, m),
-                               cfg.mps_fallback)
+    ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image", cfg.mode == "train",
+                               lambda m: make_optimizer(cfg, m), cfg.mps_fallback)
     noted["preflight"] = {"cast": cast, "no_mps_kernel": ahead["no_mps_kernel"], "traced": ahead["traced"],
                           "reason": ahead["reason"], "note": ahead["note"]}
     return [n for n in (cast, ahead["note"]) if n]

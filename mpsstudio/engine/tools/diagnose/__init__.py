@@ -76,28 +76,23 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span) 
 
     from ...run import preflight
     from ..opcheck import parity_of
-    from ..toolkit import Setup, Stopped, real_batch
+    from ..toolkit import Setup, Stopped, build, real_batch
     from . import anatomy, layers as layer_check
 
     result, p = anatomy.measure(cfg, data, progress=say, stop=stop, span=span)
     dev = p.device
     result["memory"] = {k: v for k, v in dev.memory().items() if isinstance(v, int)}
     result["memory_measure"] = "allocator" if dev.kind != "cpu" else "process"
-    result["preflight"] = {"refused": preflight.refused(p.model, data), "cast": cfg.cast_float64}
-    if dev.kind == "mps":
-        from ...run.steps import make_optimizer
-
-        cpu_model = copy.deepcopy(p.model).to("cpu")
-        result["preflight"].update(preflight.forecast(
-            cpu_model, tuple(p.model_spec.sample_shape), p.model_spec.kind == "image", p.model_spec.num_classes,
-            cfg.mode == "train", lambda m: make_optimizer(cfg, m), cfg.mps_fallback))
+    # on MPS the run's setup made the preflight (its forecast of operations MPS lacks): kept, not made again
+    result["preflight"] = {**result.get("preflight", {}), "refused": preflight.refused(p.model, data),
+                           "cast": cfg.cast_float64}
     if stop():
         raise Stopped()
     setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {})
     x, y = real_batch(setup, 8, torch.device("cpu"))
     lo, hi = span
     say(f"{cfg.device}: parity with the CPU (float64)", lo + (hi - lo) * 0.9)
-    fresh = _fresh_model(setup)  # the model as built, before the diagnostic steps trained it
+    fresh = build(setup)  # the model as built, before the diagnostic steps trained it
     # the CPU in fp16/bf16 has no other arithmetic to be judged by (its own error is the error): only NaN and Inf
     judge = _finite_only if dev.kind == "cpu" and cfg.precision in ("fp16", "bf16") else (lambda found: found)
     try:
@@ -138,12 +133,6 @@ def _finite_only(found: dict) -> dict:
     loss_ok, logits_ok = finite(found.get("loss_rel_err")), finite(found.get("logits_max_rel_err"))
     return {**found, "grads": grads, "loss_ok": loss_ok, "logits_ok": logits_ok,
             "ok": loss_ok and logits_ok and all(g["ok"] for g in grads)}
-
-
-def _fresh_model(setup):
-    from ..toolkit import build
-
-    return build(setup)
 
 
 def _train(p, steps: int, stop) -> int:

@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ...analysis.bottleneck import judged
+from ...analysis.summary import quartiles
 from ...machine.kernels import kernel_kind
 from ...run.steps import global_settings
 from ..toolkit import Stopped
@@ -191,11 +192,10 @@ def waits_timed(device_type: str):
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
-    """(median, IQR) in milliseconds of seconds."""
-    ms = [v * 1000 for v in values]
-    if len(ms) < 2:
-        return (ms[0] if ms else 0.0), 0.0
-    q1, med, q3 = statistics.quantiles(ms, n=4, method="inclusive")
+    """(median, IQR) in milliseconds of seconds, as a run's summary takes them (analysis.summary.quartiles)."""
+    if not values:
+        return 0.0, 0.0
+    q1, med, q3 = quartiles([v * 1000 for v in values])
     return med, q3 - q1
 
 
@@ -223,11 +223,15 @@ def measure(config, data, *, progress: Callable[[str, float], None], stop: Calla
     def check() -> None:
         if stop():
             raise Stopped()
+    noted: dict = {}
     with global_settings(config) as flushing:
-        p = prepare(config, None, data, None, check, flushing, {})
+        p = prepare(config, None, data, None, check, flushing, noted)
         p.meter.close()
         try:
-            return _passes(config, p, say, check), p
+            result = _passes(config, p, say, check)
+            if "preflight" in noted:  # what the run's own preflight found before an MPS run (run/preflight.py)
+                result["preflight"] = noted["preflight"]
+            return result, p
         finally:
             p.model.zero_grad(set_to_none=True)
 
