@@ -37,6 +37,19 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
     return _checked_probe(answer, name)
 
 
+# fresh processes a resumable tool may take after one died in a step: a max-batch search whose probes abort above some
+# size dies once doubling and once per bisection (7 to its 1/128 resolution)
+MAX_RESTARTS = 12
+
+
+class Checkpointed:
+    """What `_ask` returns for a tool that died, or passed its checkpoint's deadline, after sending a checkpoint:
+    that checkpoint's answer and how the process ended (one sentence)."""
+
+    def __init__(self, answer, how: str):
+        self.answer, self.how = answer, how
+
+
 def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
              should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
              mps_fallback: bool = True, stop_grace_s: float = STOP_GRACE_S) -> dict:
@@ -45,26 +58,41 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
 
     Stop asks the tool to end (it returns what it found so far); a tool that does not within STOP_GRACE_S, or
     runs past `timeout_s`, is ended and raises UserError, as does one that dies or sends something else.
+    A tool may send checkpoints: what stands should its process die, or not end a step that can hang in native code
+    within the checkpoint's deadline (an MPS event that waits forever; a Metal assertion that aborts). Then the
+    process is ended and the tool's registry entry finishes the answer from it (`registry.ended`); a resumable one
+    (max-batch) goes on in a fresh process from where it was, up to MAX_RESTARTS times.
     KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP in the CLI) asks it to stop too and goes up holding what it found in
     `partial` (None when it had nothing to give within STOP_GRACE_S). `stop_grace_s` 0: a stopped tool is ended
     at once (an export: what the user stopped must not land).
     """
     from ..tools import registry as tools
 
-    proc = handles.new_process(mps_fallback=mps_fallback)
     late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
             if timeout_s is not None else "")
-    try:
-        answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=timeout_s,
-                      should_stop=should_stop, late=late, stop_grace_s=stop_grace_s, progress=progress)
-    except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
-        if getattr(exc, "partial", None) is not None:
-            try:
-                exc.partial = tools.checked(name, exc.partial)
-            except UserError:
-                exc.partial = None
-        raise
-    return tools.checked(name, answer)
+    ends = time.monotonic() + timeout_s if timeout_s is not None else None
+    for restart in range(MAX_RESTARTS + 1):
+        proc = handles.new_process(mps_fallback=mps_fallback)
+        left = max(0.0, ends - time.monotonic()) if ends is not None else None
+        try:
+            answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=left,
+                          should_stop=should_stop, late=late, stop_grace_s=stop_grace_s, progress=progress)
+        except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
+            if getattr(exc, "partial", None) is not None:
+                try:
+                    exc.partial = tools.checked(name, exc.partial)
+                except UserError:
+                    exc.partial = None
+            raise
+        if not isinstance(answer, Checkpointed):
+            return tools.checked(name, answer)
+        answer = tools.ended(name, answer.answer, answer.how)
+        if "resume" not in answer:
+            return tools.checked(name, answer)
+        if restart == MAX_RESTARTS:
+            raise UserError(f"The {name} tool's process died {MAX_RESTARTS + 1} times; the last time: {answer['how']}")
+        payload = {**payload, "resume": answer["resume"]}
+    raise AssertionError("unreachable")
 
 
 def check_devices(devices_list: list, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
@@ -96,6 +124,8 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
         stop_at: float | None = None
         look_at = time.monotonic()
+        fallback, fallback_at, fallback_s = None, None, None  # the child's checkpoint: what stands if it dies, or
+        # passes fallback_at
         while True:
             try:
                 message = proc.receive(POLL_S)
@@ -105,6 +135,8 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 log_output(proc, sentence)
                 if proc.orphans:
                     sentence += f" {proc.orphans}"
+                if fallback is not None:  # it died in a step it had said it might not survive
+                    return Checkpointed(fallback, sentence)
                 raise UserError(sentence) from None
             except Garbled as exc:
                 raise UserError(f"The process {subject} sent {exc} instead of its answer; check the "
@@ -122,6 +154,10 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                         progress(one_line(str(message[1]), 200), float(message[2]))
                     except (TypeError, ValueError):
                         raise UserError(f"The process {subject} sent a malformed progress message.") from None
+                if kind == "partial" and len(message) == 3:
+                    fallback, fallback_s = _checkpoint(message, subject)
+                    fallback_at = time.monotonic() + fallback_s if fallback_s is not None else None
+                    continue
                 if kind == "done":
                     raise UserError(f"{subject[0].upper()}{subject[1:]} ended without an answer; see the log.")
                 continue
@@ -138,12 +174,27 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
             if deadline is not None and now > deadline:
                 raise UserError(late)
+            if fallback_at is not None and now > fallback_at:  # hung in a step that may never end: what stands
+                how = f"The process {subject} did not end a step within {fmt_duration(fallback_s)}, so it was ended."
+                log_output(proc, how)
+                return Checkpointed(fallback, how)
     except KeyboardInterrupt as exc:
         exc.partial = _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None
         raise
     finally:
         proc.end(wait_s=1.0 if answered else 0.0)  # one that answered exits by itself (its exit work done) in ms
         proc.discard_output()
+
+
+def _checkpoint(message: tuple, subject: str) -> tuple[object, float | None]:
+    """(the answer a checkpoint message holds, its deadline in seconds or None); (None, None) withdraws it."""
+    _, answer, deadline_s = message
+    if answer is None:
+        return None, None
+    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
+                                   or not 0 < deadline_s < 1e6):
+        raise UserError(f"The process {subject} sent a malformed checkpoint.")
+    return answer, deadline_s
 
 
 def _answer_after_stop(proc: RunProcess, answer_kind: str, grace_s: float):

@@ -104,7 +104,9 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
             _, name, payload = job
             conn.send(("tooled", tools.run(name, payload, should_stop=stop.is_set,
                                            progress=lambda message, fraction: conn.send(("progress", message,
-                                                                                         fraction)))))
+                                                                                         fraction)),
+                                           checkpoint=lambda result, deadline_s: conn.send(("partial", result,
+                                                                                            deadline_s)))))
     except UserError as exc:  # found before a run started: one sentence, nothing recorded
         conn.send(("rejected", str(exc)))
     finally:

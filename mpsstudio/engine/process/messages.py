@@ -9,7 +9,7 @@ import pickle
 
 from ..basics.events import Ended, EpochEnd, Started, Warmup, Window
 
-KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "done")
+KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "partial", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
 
 

@@ -22,7 +22,9 @@ fit when:
 - the system swapped out more than `SWAP_LIMIT` bytes during it (CPU and MPS: the GPU shares the RAM);
 - its throughput fell below `COLLAPSE` of the best smaller batch's, measured twice, while it used at least
   `PRESSURE_SHARE` of the limit, and that smaller batch measured again just after is still fast (CPU and MPS:
-  memory pressure; slow far below the limit, or slow with the smaller batch slow too, is another program's load).
+  memory pressure; slow far below the limit, or slow with the smaller batch slow too, is another program's load);
+- its process died (MPS can abort instead of raising: an assertion on one array over 4 GiB, pytorch#143859): the
+  search goes on in a fresh process from the probes it had (process.run_tool, `resume`).
 
 Between probes the allocator is emptied (torch.mps.empty_cache / torch.cuda.empty_cache) and Python's garbage
 collected. Bisection ends at the exact boundary (a gap of 1) up to `EXACT_UP_TO`, and within 1/`RESOLUTION` of
@@ -57,8 +59,12 @@ DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits b
 
 
 class _Search:
-    def __init__(self, setup: toolkit.Setup, limit: int | None, cap: int, progress, stop, enforced: str = ""):
+    def __init__(self, setup: toolkit.Setup, limit: int | None, cap: int, progress, stop, enforced: str = "",
+                 resume: list[dict] | None = None, checkpoint=None):
         self.setup, self.limit, self.cap = setup, limit, cap
+        # probes an earlier process of this search made (the last one killed it): taken as they were, not run again
+        self.known = {p["batch_size"]: p for p in resume or []}
+        self.checkpoint = checkpoint or (lambda answer, deadline_s: None)
         self.enforced = enforced  # how the allocator enforces the limit ("": it does not)
         self.shares_ram = setup.device.kind in ("cpu", "mps")  # swap and memory pressure can hit these
         self.progress, self.stop = progress, stop
@@ -162,6 +168,9 @@ class _Search:
         if self.stop():
             raise toolkit.Stopped()
         self.current = batch
+        if batch in self.known:
+            self.probes.append(self.known.pop(batch))
+            return self.probes[-1]
         self.progress(f"batch {batch:,}: training {PROBE_STEPS} steps", 0.0)
         record = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                   "memory_measure": None, "reason": ""}
@@ -176,6 +185,9 @@ class _Search:
                                  f"{fmt_bytes(self.limit)}")
             self.probes.append(record)
             return record
+        # MPS can abort the process rather than raise (an assertion on one array over 4 GiB: pytorch#143859): if
+        # this probe kills it, the search goes on in a fresh one with this batch failed (process.run_tool)
+        self.checkpoint({"resume": list(self.probes), "probing": batch}, None)
         self._fresh()
         if self.dev.kind == "cuda":
             torch.cuda.reset_peak_memory_stats(self.dev.index)
@@ -244,8 +256,11 @@ class _Search:
 
 def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEFAULT_CAP, start: int = 1,
            progress: Callable[[str, float], None] | None = None,
-           should_stop: Callable[[], bool] | None = None) -> dict:
+           should_stop: Callable[[], bool] | None = None, resume: list[dict] | None = None,
+           checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
     """Find the largest batch of `config` that trains on its device, and the fastest; see the module docstring.
+    `resume`: the probes of an earlier process of the same search, which died in its last one; `checkpoint`: told
+    before each probe what to resume from should this process die in it.
 
     Raises UserError for bad input or a model that fails for another reason than memory at the first batch."""
     if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_BATCH:
@@ -259,20 +274,27 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     limit, source = limit_for(setup, memory_limit)
     stopped, probes = False, []
     enforced, lift = enforce_limit(setup.device, limit)
+    if resume is not None and not (isinstance(resume, list) and all(
+            isinstance(p, dict) and isinstance(p.get("batch_size"), int) and isinstance(p.get("fits"), bool)
+            for p in resume)):
+        raise UserError("The max-batch search was asked to resume from probes it cannot read.")
     try:
-        probes, stopped = _searched(setup, config, limit, cap, progress, stop, enforced, start)
+        probes, stopped = _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint)
     finally:
         lift()
+    if checkpoint is not None:  # the search is over: nothing to resume
+        checkpoint(None, None)
     return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap, stopped=stopped,
                   env=setup.env, config=setup.config.to_dict(), enforced=enforced)
 
 
-def _searched(setup, config, limit, cap, progress, stop, enforced, start) -> tuple[list[dict], bool]:
+def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint
+              ) -> tuple[list[dict], bool]:
     stopped, probes = False, []
     with steps.global_settings(setup.config):
         finder = None
         try:
-            finder = _Search(setup, limit, cap, progress, stop, enforced)
+            finder = _Search(setup, limit, cap, progress, stop, enforced, resume, checkpoint)
             probes = finder.probes
             finder.run(max(1, min(start, cap)))
         except toolkit.Stopped:

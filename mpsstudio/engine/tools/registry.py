@@ -20,8 +20,11 @@ MAX_TEXT = 20_000
 
 
 def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
-        should_stop: Callable[[], bool] | None = None) -> dict:
-    """Carry out one tool in this process (a run's process); UserError (one sentence) for bad input."""
+        should_stop: Callable[[], bool] | None = None,
+        checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
+    """Carry out one tool in this process (a run's process); UserError (one sentence) for bad input.
+    `checkpoint(result, deadline_s)`: the tool's answer should it not end within `deadline_s` (a step that can hang
+    in native code); `(None, None)` withdraws it (process.run_tool ends the process and takes that answer)."""
     if name == "devices":
         from ..machine import devices, probe
 
@@ -45,13 +48,13 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
         if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
             raise UserError("The diagnosis needs a list of device names.")
         return diagnose(config, devices, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
-                        progress=progress, should_stop=should_stop)
+                        progress=progress, should_stop=should_stop, checkpoint=checkpoint)
     if name == "max-batch":
         from . import maxbatch
 
         return maxbatch.search(config, memory_limit=payload.get("memory_limit"),
                                cap=payload.get("cap", maxbatch.DEFAULT_CAP), progress=progress,
-                               should_stop=should_stop)
+                               should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint)
     if name == "inspect":
         from . import inspection
 
@@ -73,6 +76,38 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
         except Exception as exc:  # a library's own failure: one sentence, nothing half-written (export.py)
             raise UserError(f"The export failed ({error_line(exc, 300)}); nothing was written.") from None
     raise UserError(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")
+
+
+def ended(name: str, answer, how: str) -> dict:
+    """A tool's answer from the checkpoint it sent before a step it might not survive, when its process died or
+    passed the checkpoint's deadline (`how`, one sentence): the diagnosis as it stood, how it ended said in place of
+    its "{how}"; for max-batch, the probes to resume from in a fresh process, the one it died in failed (`resume`).
+    UserError when the tool sends no checkpoints or this one cannot be read."""
+    said = how.rstrip(".")
+    said = said[:1].lower() + said[1:]
+    try:
+        answer = plain(answer)
+        if not isinstance(answer, dict):
+            raise ValueError("not an object")
+        if name == "max-batch":
+            probes, batch = answer.get("resume"), answer.get("probing")
+            _need(isinstance(probes, list) and len(probes) <= 1000 and _whole(batch, False) and batch >= 1)
+            for p in probes:
+                _check_probe(p)
+            died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
+                    "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
+            return {"resume": [*probes, died], "how": how}
+        if name == "diagnose":
+            def fill(v):
+                if isinstance(v, str):
+                    return v.replace("{how}", said)
+                if isinstance(v, list):
+                    return [fill(x) for x in v]
+                return {k: fill(x) for k, x in v.items()} if isinstance(v, dict) else v
+            return fill(answer)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise UserError(f"{how} What it had found could not be read.") from None
+    raise UserError(how)
 
 
 def plain(value, depth: int = 0):
@@ -123,14 +158,18 @@ def _check_max_batch(r: dict) -> None:
     _need(_whole(r.get("largest_batch")) and _whole(r.get("fastest_batch")))
     _need(isinstance(r.get("probes"), list))
     for p in r["probes"]:
-        _need(isinstance(p, dict) and _whole(p.get("batch_size"), False) and isinstance(p.get("fits"), bool))
-        _need(_number(p.get("samples_per_s")) and _whole(p.get("memory")) and isinstance(p.get("reason"), str))
+        _check_probe(p)
     failed = r.get("smallest_failed")  # results of earlier versions have neither of these
     _need(failed is None or (isinstance(failed, dict) and _whole(failed.get("batch_size"), False)
                              and isinstance(failed.get("why"), str) and isinstance(failed.get("reason"), str)))
     sizes = r.get("sweep_sizes", [])
     _need(isinstance(sizes, list) and all(_whole(b, False) and b >= 1 for b in sizes))
     _need(isinstance(r.get("limit_enforced", ""), str))
+
+
+def _check_probe(p) -> None:
+    _need(isinstance(p, dict) and _whole(p.get("batch_size"), False) and isinstance(p.get("fits"), bool))
+    _need(_number(p.get("samples_per_s")) and _whole(p.get("memory")) and isinstance(p.get("reason"), str))
 
 
 def _check_parity(par) -> None:
@@ -231,8 +270,12 @@ def _check_diagnose(r: dict) -> None:
         for key in _DIAGNOSE_MS:
             _need(_number(d.get(key), False) and math.isfinite(d[key]) and d[key] >= 0)
         _need(d["step_ms"] > 0)
-        for key in ("ops", "sync_count", "batch_size", "workers", "distinct_ops"):
+        for key in ("batch_size", "workers"):
             _need(_whole(d.get(key), False))
+        for key in ("ops", "sync_count", "distinct_ops"):  # None: the per-operation timing did not end
+            _need(_whole(d.get(key)))
+        for key in ("op_clock", "op_timing_error"):
+            _need(d.get(key) is None or isinstance(d[key], str))
         for key in ("launch_us", "device_ms", "empty_op_us"):  # device_ms: absent from no result of this version
             _need(_number(d.get(key)) and (d.get(key) is None or (math.isfinite(d[key]) and d[key] >= 0)))
         share = d.get("fallback_share")

@@ -24,8 +24,12 @@ MAX_AFTER_STEPS = 100_000
 
 def diagnose(config: RunConfig, devices: list[str], *, layers: bool = False, after_steps: int = 0,
              progress: Callable[[str, float], None] | None = None,
-             should_stop: Callable[[], bool] | None = None) -> dict:
-    """The diagnosis of `config` on each of `devices` (see the module docstring); UserError for bad input."""
+             should_stop: Callable[[], bool] | None = None,
+             checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
+    """The diagnosis of `config` on each of `devices` (see the module docstring); UserError for bad input.
+    `checkpoint(result, deadline_s)`: before a device's per-operation timing, the diagnosis as it stands if that
+    timing never ends (the run process's parent ends the process after `deadline_s` and keeps it); `(None, None)`
+    when it has ended."""
     from ...run.setup import load_data
     from ..toolkit import Stopped, tool_env
 
@@ -42,10 +46,29 @@ def diagnose(config: RunConfig, devices: list[str], *, layers: bool = False, aft
     data = load_data(configs[0])
     out: dict = {"tool": "diagnose", "config": configs[0].to_dict(), "devices": [], "stopped": False,
                  "layers_asked": bool(layers), "after_steps": after_steps, "notes": []}
+    from ...machine import devices as machine
+    from .view import sentence
+
+    def keep_if_ended(i: int):
+        """The checkpoint of device i: the diagnosis so far with its anatomy, the later devices not diagnosed."""
+        def keep(anatomy: dict | None, deadline_s: float | None, why: str) -> None:
+            if checkpoint is None:
+                return
+            if anatomy is None:
+                checkpoint(None, None)
+                return
+            rest = [{"device": c.device, "error": f"not diagnosed: {why}"} for c in configs[i + 1:]]
+            whole = {**out, "devices": [*out["devices"], anatomy, *rest], "notes": [*out["notes"], why[0].upper()
+                                                                                     + why[1:] + "."]}
+            whole["env"] = tool_env(machine.resolve_device(anatomy["device"]))
+            whole["sentence"] = sentence(whole)
+            checkpoint(whole, deadline_s)
+        return keep
+
     for i, cfg in enumerate(configs):
         span = (i / len(configs), (i + 1) / len(configs))
         try:
-            out["devices"].append(_one(cfg, data, layers, after_steps, say, stop, span))
+            out["devices"].append(_one(cfg, data, layers, after_steps, say, stop, span, keep_if_ended(i)))
         except Stopped:
             out["stopped"] = True
             break
@@ -59,17 +82,13 @@ def diagnose(config: RunConfig, devices: list[str], *, layers: bool = False, aft
         if stop():
             out["stopped"] = True
             break
-    from ...machine import devices as machine
-
     ran = next((d for d in out["devices"] if "error" not in d), None)
     out["env"] = tool_env(machine.resolve_device(ran["device"] if ran else "cpu"))
-    from .view import sentence
-
     out["sentence"] = sentence(out)
     return out
 
 
-def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span) -> dict:
+def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span, checkpoint) -> dict:
     import copy
 
     import torch
@@ -79,7 +98,7 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span) 
     from ..toolkit import Setup, Stopped, build, real_batch
     from . import anatomy, layers as layer_check
 
-    result, p = anatomy.measure(cfg, data, progress=say, stop=stop, span=span)
+    result, p = anatomy.measure(cfg, data, progress=say, stop=stop, span=span, checkpoint=checkpoint)
     dev = p.device
     result["memory"] = {k: v for k, v in dev.memory().items() if isinstance(v, int)}
     result["memory_measure"] = "allocator" if dev.kind != "cpu" else "process"

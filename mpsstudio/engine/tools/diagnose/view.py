@@ -36,6 +36,10 @@ def device_sentence(d: dict) -> str:
         parts.append(f"(The phases, each timed with {d['device']} synchronized, add to {ratio:.2f}x the step"
                      + (": synchronizing each phase takes away what the device overlaps in a run.)" if ratio > 1
                         else ": part of the step was not in any phase.)"))
+    if d.get("op_timing_error"):
+        parts.append(f"({d['op_timing_error'][0].upper()}{d['op_timing_error'][1:]}.)")
+    elif d.get("op_clock") and d.get("kind") != "cpu":
+        parts.append(f"(Its operations were timed by {d['op_clock']}.)")
     par, after = d.get("parity"), d.get("after")
     if par:
         if par.get("judged") == "finite only":
@@ -128,13 +132,14 @@ def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]
             continue
         launch = (f"{d['launch_us']:,.1f} ({d.get('launch_measure', '')})" if is_finite(d.get("launch_us"))
                   else DASH)
-        waits = f"{d['sync_count']:,}" + (f" ({_ms(d.get('sync_wait_ms'))} ms)" if d.get("sync_count") else "")
+        waits = (f"{d['sync_count']:,}" + (f" ({_ms(d.get('sync_wait_ms'))} ms)" if d.get("sync_count") else "")
+                 if d.get("sync_count") is not None else DASH)
         share = d.get("fallback_share")
         rows.append([d["device"], d.get("bound", "?"), _ms(d.get("step_ms")),
                      _ms(d["step_iqr_ms"] / 2) if is_finite(d.get("step_iqr_ms")) else DASH,
                      *(_ms(d.get(f"{p}_ms")) for p in PHASES),
                      f"{d['phase_sum_ratio']:.2f}" if is_finite(d.get("phase_sum_ratio")) else DASH,
-                     _ms(d.get("device_ms")), f"{d.get('ops', 0):,}", launch, waits,
+                     _ms(d.get("device_ms")), f"{d['ops']:,}" if d.get("ops") is not None else DASH, launch, waits,
                      f"{share:.0%}" if is_finite(share) else ("none" if d.get("kind") == "mps" else "n/a")])
     numeric = [False, False, *[True] * (len(headers) - 3), False]
     return headers, rows, numeric
