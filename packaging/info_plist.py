@@ -5,8 +5,8 @@ CFBundleName / CFBundleDisplayName  "MPS Studio"                         name in
 CFBundleIdentifier                  org.mpsstudio.MPSStudio              identifies the app (preferences, permissions)
 CFBundleShortVersionString          mpsstudio.__version__                "Version 0.1.0" in Finder and About
 CFBundleVersion                     mpsstudio.__version__                build number (same as the version)
-LSMinimumSystemVersion              14.0 (engine/machine/apple.py)       the first macOS on which the bundled PyTorch
-                                                                         runs MPS
+LSMinimumSystemVersion              14.0 (apple.mps_min_macos of the     the first macOS on which the bundled PyTorch
+                                    torch constraints.txt pins)          runs MPS
 NSHighResolutionCapable             True                                 sharp text and plots on Retina displays
 NSRequiresAquaSystemAppearance      False                                follows the system's dark mode
 LSApplicationCategoryType           public.app-category.developer-tools  category in Finder and the App Store
@@ -38,7 +38,16 @@ def _apple_facts():
     return module
 
 
-MIN_MACOS = _apple_facts().MPS_MIN_MACOS_TEXT
+def _min_macos() -> str:
+    """The macOS the bundled PyTorch (the one constraints.txt pins) needs for the Apple GPU."""
+    facts = _apple_facts()
+    pinned = facts.pinned_torch((ROOT / "constraints.txt").read_text(encoding="utf-8"))
+    if pinned is None:
+        raise RuntimeError("constraints.txt pins no torch: the bundle's minimum macOS cannot be known")
+    return facts.macos_text(facts.mps_min_macos(pinned))
+
+
+MIN_MACOS = _min_macos()
 
 
 def package_version() -> str:

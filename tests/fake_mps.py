@@ -18,10 +18,20 @@ refuses what the real one refuses, the way torch does, and each behaviour names 
   be on the same device" (ATen's TensorIterator / checkSameDevice); 0-dimensional CPU tensors are allowed, as in
   torch. `.numpy()` of a device tensor raises TypeError as torch does (torch/csrc/utils/tensor_numpy.cpp).
 - torch.mps's functions run torch's own Python (torch/mps/__init__.py, with its argument checks) over faked
-  `torch._C._mps_*` bindings: memory figures are ints in bytes (the bytes of the live device tensors, the driver's
-  rounded up to 1 MiB pages plus the faked driver overhead), `set_per_process_memory_fraction` validates as torch
-  does and then caps the faked allocator as torch's does (a new storage past fraction x the recommended maximum
-  raises the allocator's RuntimeError "MPS backend out of memory ..."), `recommended_max_memory` is the faked GPU's.
+  `torch._C._mps_*` bindings: memory figures are ints in bytes (the storages in use; the driver's adds the
+  allocator's cached buffers, rounded up to 1 MiB pages, plus the faked driver overhead), `set_per_process_memory_
+  fraction` validates as torch does and then caps the faked allocator as MPSAllocator.mm does (buffers in use and
+  cached against fraction x the recommended maximum, the cache released before it raises "MPS backend out of memory
+  ..."), freed storages stay cached until reused or `empty_cache`, `recommended_max_memory` is the faked GPU's.
+- torch.mps.event's bindings copy MPSEvent.mm 2.14.1 (`FakeEvents`): an event is pending until the host waits,
+  `synchronize()` consumes the one-shot CPU-sync flag that `elapsed_time()` then waits for (WouldHang after a short
+  wait instead of hanging the suite: pytorch#162872), close events' callbacks come out of order and raise torch's
+  own errors; `events_hang` makes every elapsed_time wait "forever".
+- The dispatcher has the boxed MPS fallback always (MPSFallback.mm): `fallback_enabled` is the variable torch loaded
+  with, and `missing_ops` (no MPS kernel) raise mps_error_fallback's NotImplementedError with it off.
+- psutil.swap_memory() is macOS's (psutil/arch/osx/mem.c): `sout` counts page-outs, `used` is VM_SWAPUSAGE.
+- NSProcessInfo.thermalState (machine/host.process_thermal_state) says `thermal`; one storage above `abort_above`
+  bytes aborts the "process" (`Aborted`, a BaseException), as MPS asserts on one array over 4 GiB (pytorch#143859).
 - autocast("mps") casts like the CPU's autocast lists (both lower matmul/conv/linear); GradScaler("mps") is torch's.
 - The energy monitor (zeus-apple-silicon's AppleEnergyMonitor, whose C++ side raises RuntimeError/ValueError:
   apple_energy.hpp) returns cumulative mJ fields, each may be None, and can be told to raise.
@@ -45,6 +55,7 @@ import types
 import weakref
 from dataclasses import dataclass, field
 
+import psutil
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import return_and_correct_aliasing
@@ -68,6 +79,7 @@ NOISY_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::convolution", "aten:
 CROSS_DEVICE_OK = {"aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::index", "aten::index_put_",
                    "aten::_index_put_impl_"}
 MiB = 1 << 20
+LARGE_HEAP = 32 * MiB  # aten/src/ATen/mps/MPSAllocator.h kLargeHeap: a cached buffer this much larger is still reused
 
 
 def vm_error(nbytes: int) -> str:
@@ -75,6 +87,16 @@ def vm_error(nbytes: int) -> str:
     message with a zero budget (aten/src/ATen/mps/MPSAllocator.mm; actions/runner-images#9918)."""
     return (f"MPS backend out of memory (MPS allocated: 0 bytes, other allocations: 0 bytes, max allowed: 1.70 GB). "
             f"Tried to allocate {nbytes / MiB:.2f} MiB on private pool.")
+
+
+def missing_error(op: str) -> str:
+    """What `mps_error_fallback` raises (aten/src/ATen/mps/MPSFallback.mm, TORCH_CHECK_NOT_IMPLEMENTED: a
+    NotImplementedError) for an operation MPS has no kernel for, with the CPU fallback off."""
+    return (f"The operator '{op}' is not currently implemented for the MPS device. If you want this op to be "
+            "considered for addition please comment on https://github.com/pytorch/pytorch/issues/141287 and mention "
+            "use-case, that resulted in missing op as well as commit hash 0000000. As a temporary fix, you can set the "
+            "environment variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a fallback for this op. WARNING: "
+            "this will be slower than running natively on MPS.")
 
 
 def format_size(size: int) -> str:
@@ -150,6 +172,9 @@ class FakeMPSTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        device = _active
+        if device is not None and func.name() in device.missing_ops and not device.fallback_enabled:
+            raise NotImplementedError(missing_error(func.name()))
         if func.name() not in CROSS_DEVICE_OK:
             flat, _ = tree_flatten((args, kwargs))
             for t in flat:
@@ -159,7 +184,6 @@ class FakeMPSTensor(torch.Tensor):
             _refuse_dtype(kwargs["dtype"])
         kwargs = {k: (CPU if k == "device" and v is not None else v) for k, v in kwargs.items()}
         out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
-        device = _active
         if device is not None and (device.noise or device.broken) and func.name() in NOISY_OPS \
                 and (device.noise_in == "all" or torch.is_grad_enabled()):  # backward runs with grad mode off
             out = tree_map(device.perturb, out)
@@ -304,6 +328,132 @@ class FakeAppleMonitor:
         return FakeEnergy(**values)
 
 
+class WouldHang(BaseException):
+    """A wait that never ends on a Mac. Raised after FakeEvents.HANG_S instead of hanging the suite; a BaseException,
+    as nothing in the app can catch a hang: code that waits this way must not be written, not be caught."""
+
+
+class Aborted(BaseException):
+    """A Metal assertion: the real process aborts (SIGABRT) and nothing in it can catch that. In-process (a run
+    "process" that is a thread) the thread ends here, as the process would, without its answer."""
+
+
+def _sswap(*values):
+    """psutil's sswap tuple (total, used, free, percent, sin, sout)."""
+    import psutil
+
+    return psutil._common.sswap(*values) if hasattr(psutil._common, "sswap") else psutil._ntuples.sswap(*values)
+
+
+class FakeEvents:
+    """torch.mps.Event's bindings over MPSEvent as torch 2.14.1 implements them (aten/src/ATen/mps/MPSEvent.mm and
+    MPSEvent.h, checked in the macOS wheel's header: `bool m_cpu_sync_completed`):
+    - `record` signals a Metal shared event when the GPU reaches it; with timing it registers a listener that, when
+      the GPU gets there, reads the host's clock (`clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW)`: not a GPU timestamp)
+      and sets the one-shot CPU-sync flag.
+    - This faked GPU runs what it is given at once, but reports it done only when the host waits (the device
+      synchronized, `elapsed_time`, `synchronize`, `query`): the state of a real GPU with work queued ahead, which
+      the diagnosis makes sure of. An event is then pending until the host waits.
+    - `synchronize()` of a pending event registers a second listener and waits for the flag, consuming it
+      (`waitForCpuSync` sets it false). `elapsed_time(start, end)` commits and waits for the stream, then waits for
+      the end event's flag again: after `synchronize()` that flag never comes back (pytorch#162872), which raises
+      WouldHang here after HANG_S.
+    - Completion callbacks arrive on another thread: for two events closer than `event_reorder_s` they come out of
+      order, and `elapsed_time` raises torch's own TORCH_CHECKs (strings of libtorch_cpu.dylib 2.14.1): "Events were
+      not created with argument 'enable_timing=True'" (the start's time still 0) or "End event N was not recorded
+      after start event M".
+    - Released events go back to a pool and are reset when acquired again (`MPSEventPool::acquireEvent`)."""
+
+    HANG_S = 0.2
+
+    def __init__(self, device: "FakeMPS"):
+        self.device = device
+        self.events: dict[int, dict] = {}
+        self.pool: list[int] = []
+        self.counter = 0
+        self.hangs = 0  # waits that would never end on a Mac
+
+    def _get(self, event_id: int) -> dict:
+        if event_id not in self.events or self.events[event_id]["released"]:
+            raise RuntimeError(f"Invalid Event ID: {event_id}")  # MPSEventPool::getInUseEvent
+        return self.events[event_id]
+
+    def acquireEvent(self, enable_timing: bool) -> int:
+        if self.pool:
+            event_id = self.pool.pop()
+        else:
+            self.counter += 1
+            event_id = self.counter
+        self.events[event_id] = {"timing": bool(enable_timing), "counter": 0, "signaled": 0, "reached_at": 0.0,
+                                 "completion": 0, "flag": False, "listeners": 0, "released": False}
+        return event_id
+
+    def releaseEvent(self, event_id: int) -> None:
+        self._get(event_id)["released"] = True
+        self.pool.append(event_id)
+
+    def recordEvent(self, event_id: int) -> None:
+        e = self._get(event_id)
+        e["counter"] += 1
+        e["reached_at"] = time.perf_counter()  # this GPU has done everything queued before it
+        if e["timing"]:
+            e["listeners"] += 1
+
+    def waitForEvent(self, event_id: int) -> None:
+        self._get(event_id)
+
+    def complete_all(self) -> None:
+        """The GPU has reached every recorded event: each listener runs (its clock read, the flag set)."""
+        for e in self.events.values():
+            if e["signaled"] < e["counter"]:
+                e["signaled"] = e["counter"]
+                if e["listeners"]:
+                    e["completion"] = int(e["reached_at"] * 1e9)
+                    e["flag"], e["listeners"] = True, 0
+
+    def queryEvent(self, event_id: int) -> bool:
+        self.complete_all()
+        e = self._get(event_id)
+        return bool(e["counter"]) and e["signaled"] >= e["counter"]
+
+    def synchronizeEvent(self, event_id: int) -> None:
+        e = self._get(event_id)
+        if e["signaled"] >= e["counter"]:  # notifyLocked: nothing pending, nothing to wait for
+            return
+        e["listeners"] += 1
+        self.complete_all()
+        self._wait_for_cpu_sync(e, event_id)
+
+    def _wait_for_cpu_sync(self, e: dict, event_id: int) -> None:
+        if not e["flag"]:
+            time.sleep(self.HANG_S)
+            self.hangs += 1
+            raise WouldHang(f"MPS event {event_id}: waitForCpuSync would wait forever on a Mac (pytorch#162872: "
+                            "its one-shot CPU-sync flag was consumed by an earlier synchronize())")
+        e["flag"] = False
+
+    def elapsedTimeOfEvents(self, start_id: int, end_id: int) -> float:
+        if self.device.events_hang:
+            time.sleep(self.HANG_S)
+            self.hangs += 1
+            raise WouldHang(f"MPS event {end_id}: elapsed_time would wait forever on a Mac (its listener never ran)")
+        self.device._synchronize()  # m_default_stream->synchronize(COMMIT_AND_WAIT)
+        start, end = self._get(start_id), self._get(end_id)
+        self._wait_for_cpu_sync(end, end_id)
+        start_time, end_time = start["completion"], end["completion"]
+        if start_time and end_time and end_time - start_time < self.device.event_reorder_s * 1e9:
+            # the two callbacks raced: the end's ran first, the start's is late or read a later clock
+            if end_time - start_time < self.device.event_reorder_s * 0.5e9:
+                start_time = 0
+            else:
+                start_time, end_time = end_time, start_time
+        if not (start_time > 0 and end_time > 0):
+            raise RuntimeError("Events were not created with argument 'enable_timing=True'")
+        if not end_time > start_time:
+            raise RuntimeError(f"End event {end_id} was not recorded after start event {start_id}")
+        return (end_time - start_time) * 1e-6
+
+
 class FakeMPS:
     """The faked Mac and its GPU. `install(monkeypatch)` patches platform facts, torch's MPS bindings and the
     energy monitor process-wide; `activate()` is the context (per thread: TorchFunctionModes are thread-local) in
@@ -314,7 +464,10 @@ class FakeMPS:
                  noise: float = 0.0, torch_version: tuple[int, int] | None = None, available: bool = True,
                  built: bool = True, monitor: FakeAppleMonitor | None = None, machine: str = "arm64",
                  sysctls: dict | None = None, broken: str | None = None, fallback_ops: tuple = ("aten::linalg_svd",),
-                 fallback_enabled: bool = True, noise_in: str = "all", wrong_ops: dict | None = None):
+                 fallback_enabled: bool = True, noise_in: str = "all", wrong_ops: dict | None = None,
+                 event_reorder_s: float = 5e-5, swap_used: int = 0, pageouts_per_read: int = 512 * MiB,
+                 missing_ops: tuple = (), thermal: str = "nominal", events_hang: bool = False,
+                 abort_above: int | None = None):
         self.macos, self.chip, self.gpu_cores, self.memory = macos, chip, gpu_cores, memory
         self.recommended_max, self.driver_overhead, self.noise = recommended_max, driver_overhead, noise
         self.noise_in = noise_in  # "all" operations, or "forward" ones only (grad mode on)
@@ -323,6 +476,12 @@ class FakeMPS:
         self.broken = broken  # "oom": a virtual Mac's MPS (every allocation fails); "wrong" / "nan": bad results
         self.fallback_ops = set(fallback_ops)  # registered per op from MPSFallback.mm (a CPU kernel in disguise)
         self.fallback_enabled = fallback_enabled  # PYTORCH_ENABLE_MPS_FALLBACK=1 when torch loaded
+        # no MPS kernel at all: the boxed fallback runs them on the CPU, or raises with the variable off
+        self.missing_ops = set(missing_ops)
+        self.thermal = thermal  # what NSProcessInfo.thermalState says (machine/host.process_thermal_state)
+        self.events_hang = events_hang  # every elapsed_time waits forever (a listener that never runs)
+        # one storage larger than this aborts the process, as MPS asserts on one array over 4 GiB (pytorch#143859)
+        self.abort_above = abort_above
         # {op name: relative error}: kernels that compute wrong (as MPS has, depending on the batch or the allocator's
         # state: PyTorch #109457, #193487): each output is off by that share of its largest value
         self.wrong_ops = dict(wrong_ops or {})
@@ -331,17 +490,40 @@ class FakeMPS:
         self.monitor = monitor or FakeAppleMonitor()
         self.fraction: float | None = None
         self.syncs = 0
-        self._live: dict[int, weakref.ref] = {}  # the device tensors' values (a WeakSet would compare tensors)
-        self._lock = threading.Lock()
+        self.event_reorder_s = event_reorder_s  # two events closer than this complete out of order (MPSEvent.mm)
+        self.swap_used, self.pageouts_per_read, self._pageouts = swap_used, pageouts_per_read, 0
+        self.pool: list[int] = []  # the allocator's cached buffers: freed storages' bytes, until empty_cache
+        self._refs: dict[int, int] = {}  # storages in use: data pointer -> tensors holding it
+        self._bytes: dict[int, int] = {}  # storages in use: data pointer -> bytes
+        self._lock = threading.RLock()  # a finalizer may run while the lock is held
         self._generator = torch.Generator()
         self._noise_gen = torch.Generator().manual_seed(1234)
 
     # -- tensors ---------------------------------------------------------------------------------------
 
     def track(self, t: torch.Tensor) -> None:
-        key = id(t)
+        """Count `t`'s storage as in use until the last tensor on it is gone; then its bytes are a cached buffer in
+        the allocator's pool (MPSAllocator.mm: a freed buffer goes back to its pool, not to the system)."""
+        try:
+            storage = t.untyped_storage()
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, AttributeError):
+            return
         with self._lock:
-            self._live[key] = weakref.ref(t, lambda _, key=key: self._live.pop(key, None))
+            self._refs[ptr] = self._refs.get(ptr, 0) + 1
+            self._bytes[ptr] = nbytes
+        weakref.finalize(t, self._release, ptr)
+
+    def _release(self, ptr: int) -> None:
+        with self._lock:
+            left = self._refs.get(ptr, 0) - 1
+            if left > 0:
+                self._refs[ptr] = left
+                return
+            self._refs.pop(ptr, None)
+            nbytes = self._bytes.pop(ptr, 0)
+            if nbytes:
+                self.pool.append(nbytes)
 
     def perturb(self, x):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and not isinstance(x, FakeMPSTensor):
@@ -359,45 +541,70 @@ class FakeMPS:
         return x
 
     def allow(self, elem: torch.Tensor) -> None:
-        """Raise the allocator's out-of-memory error when a new storage for `elem` would pass the limit that
-        torch.mps.set_per_process_memory_fraction set (0: unlimited, as in torch; never set: torch's default
-        of 1.7x the recommended maximum, which these tests never reach)."""
-        if not self.fraction:
-            return
+        """A new storage for `elem`, as MPSAllocator.mm's alloc_buffer_block takes one: a cached buffer of the pool
+        that fits is reused (get_free_buffer); else a new one while `[MTLDevice currentAllocatedSize]` (buffers in
+        use and cached ones alike) plus its size stays within the high watermark that
+        torch.mps.set_per_process_memory_fraction set (fraction x recommendedMaxWorkingSetSize; never set: torch's
+        default 1.7x, which these tests never reach); else the cached buffers are released and it is tried again
+        (release_cached_buffers); else the allocator's RuntimeError "MPS backend out of memory ...". A view of a
+        storage already on the device allocates nothing."""
         storage = elem.untyped_storage()
-        live = self.storages()
-        if storage.data_ptr() in live:  # a view of a tensor already on the device: nothing new is allocated
-            return
-        allowed, used, size = int(self.fraction * self.recommended_max), sum(live.values()), storage.nbytes()
-        if used + size > allowed:
-            raise RuntimeError(oom_error(used, self.driver_overhead, allowed, size))
+        size = storage.nbytes()
+        with self._lock:
+            if storage.data_ptr() in self._refs:
+                return
+            if self.abort_above is not None and size > self.abort_above:
+                raise Aborted("failed assertion `[MPSNDArray initWithDevice:descriptor:isTextureBacked:] Error: total "
+                              "bytes of NDArray > 2**32'")
+            cap = int(self.fraction * self.recommended_max) if self.fraction else None
+            used, cached = sum(self._bytes.values()), sum(self.pool)
+            fits = [b for b in self.pool if size <= b <= size + LARGE_HEAP]
+            if fits and (cap is None or used + cached + size <= cap):
+                self.pool.remove(min(fits))
+                return
+            if cap is None or used + cached + size <= cap:
+                return
+            self.pool.clear()  # release_cached_buffers, then alloc_buffer again
+            if used + size > cap:
+                raise RuntimeError(oom_error(used, self.driver_overhead, cap, size))
 
     def allocated(self) -> int:
-        """Bytes of the live device tensors' storages (each storage once)."""
-        return int(sum(self.storages().values()))
-
-    def storages(self) -> dict[int, int]:
-        """The live device tensors' storages: data pointer -> bytes."""
+        """torch.mps.current_allocated_memory(): the bytes of the buffers in use (the live device storages)."""
         with self._lock:
-            tensors = [ref() for ref in list(self._live.values())]
-        seen: dict[int, int] = {}
-        for t in tensors:
-            if t is None:
-                continue
-            try:
-                storage = t.untyped_storage()
-                seen[storage.data_ptr()] = storage.nbytes()
-            except (RuntimeError, AttributeError):
-                continue
-        return seen
+            return int(sum(self._bytes.values()))
+
+    def cached(self) -> int:
+        """The bytes of the buffers in the allocator's pools (freed, kept for reuse until empty_cache)."""
+        with self._lock:
+            return int(sum(self.pool))
+
+    def empty_cache(self) -> None:
+        """torch.mps.empty_cache(): the cached buffers go back to the system (MPSAllocator's emptyCache)."""
+        with self._lock:
+            self.pool.clear()
 
     def driver(self) -> int:
-        return int(math.ceil(self.allocated() / MiB) * MiB + self.driver_overhead)
+        """torch.mps.driver_allocated_memory(): `[MTLDevice currentAllocatedSize]`, the buffers in use and cached."""
+        return int(math.ceil((self.allocated() + self.cached()) / MiB) * MiB + self.driver_overhead)
 
     # -- torch._C._mps_* -------------------------------------------------------------------------------
 
     def _synchronize(self) -> None:
+        """torch.mps.synchronize: the stream committed and waited for; every recorded event completes."""
         self.syncs += 1
+        events = getattr(self, "events", None)
+        if events is not None:
+            events.complete_all()
+
+    def swap_memory(self):
+        """psutil.swap_memory() on macOS (psutil 7.2.2 `psutil/arch/osx/mem.c`): total, used and free from
+        sysctl(VM_SWAPUSAGE), but `sin`/`sout` are `vmstat.pageins`/`vmstat.pageouts` x the page size: every page
+        written out, file-backed ones included, not swap. Here the machine writes out `pageouts_per_read` bytes of
+        files between two readings while its swap stays at `swap_used`."""
+        self._pageouts += self.pageouts_per_read
+        total = 4 << 30
+        return _sswap(total, self.swap_used, total - self.swap_used, round(100 * self.swap_used / total, 1),
+                      self._pageouts // 2, self._pageouts)
 
     def _set_fraction(self, fraction: float) -> None:
         self.fraction = fraction
@@ -419,27 +626,29 @@ class FakeMPS:
         monkeypatch.setattr(torch.backends.mps, "is_built", lambda: self.built)
         monkeypatch.setattr(torch.backends.mps, "is_available", functools.lru_cache(lambda: self.available))
         monkeypatch.setattr(C, "_mps_deviceSynchronize", self._synchronize)
+        monkeypatch.setattr(psutil, "swap_memory", self.swap_memory)
         monkeypatch.setattr(C, "_mps_currentAllocatedMemory", self.allocated)
         monkeypatch.setattr(C, "_mps_driverAllocatedMemory", self.driver)
         monkeypatch.setattr(C, "_mps_recommendedMaxMemory", lambda: int(self.recommended_max))
         monkeypatch.setattr(C, "_mps_setMemoryFraction", self._set_fraction)
-        monkeypatch.setattr(C, "_mps_emptyCache", lambda: None)
-        # torch/mps/event.py's Event over MPSEvent (aten/src/ATen/mps/MPSEvent.mm): ids from 1, elapsed time in
-        # milliseconds between two recorded events; this device computes as it is asked, so a record is when
-        # everything before it is done
-        events: dict[int, float | None] = {}
-        monkeypatch.setattr(C, "_mps_acquireEvent", lambda timing: events.setdefault(len(events) + 1, None) or len(events))
-        monkeypatch.setattr(C, "_mps_releaseEvent", lambda event: None)
-        monkeypatch.setattr(C, "_mps_recordEvent", lambda event: events.__setitem__(event, time.perf_counter()))
-        monkeypatch.setattr(C, "_mps_synchronizeEvent", lambda event: None)
-        monkeypatch.setattr(C, "_mps_queryEvent", lambda event: True)
-        monkeypatch.setattr(C, "_mps_elapsedTimeOfEvents", lambda a, b: 1000.0 * (events[b] - events[a]))
+        monkeypatch.setattr(C, "_mps_emptyCache", self.empty_cache)
+        events = FakeEvents(self)
+        for name in ("acquireEvent", "releaseEvent", "recordEvent", "waitForEvent", "synchronizeEvent", "queryEvent",
+                     "elapsedTimeOfEvents"):
+            monkeypatch.setattr(C, f"_mps_{name}", getattr(events, name))
+        self.events = events
         monkeypatch.setattr(C, "_mps_get_default_generator", lambda: self._generator)
         monkeypatch.setattr(C, "_mps_is_in_bad_fork", lambda: False)
         monkeypatch.setattr(torch.mps, "_default_mps_generator", None)
         monkeypatch.setattr(ioreport, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: self.monitor))
         monkeypatch.setattr(ioreport, "_ioreg", lambda: '"Device Utilization %"=73')
+        from mpsstudio.engine.machine import host
+
+        monkeypatch.setattr(host, "process_thermal_state", lambda: self.thermal)
         self._fake_dispatcher(monkeypatch)
+        from mpsstudio.engine.machine.apple import FALLBACK_VAR
+
+        monkeypatch.setenv(FALLBACK_VAR, "1" if self.fallback_enabled else "0")
         version = tuple(int(p) for p in self.macos.split(".")[:2])
         monkeypatch.setattr(torch._C, "_mps_is_on_macos_or_newer", lambda major, minor: version >= (major, minor))
         monkeypatch.setattr(torch.backends.mps, "is_macos_or_newer",
@@ -449,16 +658,18 @@ class FakeMPS:
 
     def _fake_dispatcher(self, monkeypatch) -> None:
         """The dispatcher's MPS registrations as the macOS wheel has them (machine/kernels.kernel_kind reads these): an MPS
-        kernel wherever there is a CPU one (RegisterMPS.cpp), `fallback_ops` registered from MPSFallback.mm, and
-        the boxed CPU fallback for every other op only with PYTORCH_ENABLE_MPS_FALLBACK=1 (MPSFallback.mm,
-        TORCH_LIBRARY_IMPL(_, MPS, m))."""
+        kernel wherever there is a CPU one (RegisterMPS.cpp), `fallback_ops` registered from MPSFallback.mm, and a
+        boxed fallback for every other op always (MPSFallback.mm, TORCH_LIBRARY_IMPL(_, MPS, m): `mps_fallback`
+        with PYTORCH_ENABLE_MPS_FALLBACK on, `mps_error_fallback` otherwise; the symbols are in libtorch_cpu.dylib
+        2.14.1). Which one, torch read from the variable when it loaded: `install` sets it from
+        `fallback_enabled`, as a run process sets it before torch loads."""
         C = torch._C
         has, dump, backend = (C._dispatch_has_kernel_for_dispatch_key, C._dispatch_dump_table,
                               C._dispatch_has_backend_fallback)
 
         def has_kernel(op, key):
             if key == "MPS":
-                return op in self.fallback_ops or has(op, "CPU")
+                return op in self.fallback_ops or (op not in self.missing_ops and has(op, "CPU"))
             return has(op, key)
 
         def dump_table(op):
@@ -469,8 +680,8 @@ class FakeMPS:
                 lines.append(f"MPS: registered at /Users/runner/work/pytorch/pytorch/{where} [kernel]")
             return "\n".join(lines)
 
-        def has_backend_fallback(key):
-            return self.fallback_enabled if key == C.DispatchKey.MPS else backend(key)
+        def has_backend_fallback(key):  # MPSFallback.mm: TORCH_LIBRARY_IMPL(_, MPS, m) registers one either way
+            return True if key == C.DispatchKey.MPS else backend(key)
         monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", has_kernel)
         monkeypatch.setattr(C, "_dispatch_dump_table", dump_table)
         monkeypatch.setattr(C, "_dispatch_has_backend_fallback", has_backend_fallback)

@@ -15,7 +15,6 @@ import torch
 
 from mpsstudio.engine.machine import devices, environment, precision
 from mpsstudio.engine.machine.devices import Device
-from mpsstudio.engine.machine.apple import MPS_MIN_MACOS_TEXT
 from mpsstudio.engine.basics.errors import UserError
 from tests.fake_mps import fake_mac
 
@@ -111,15 +110,33 @@ TORCH = torch.__version__.split("+")[0]
 
 
 def test_mps_reason_old_macos(monkeypatch):
-    """torch 2.11-2.14 run MPS on macOS 14.0 and later (engine/machine/apple.py): macOS 13.6 is told so, with the update."""
-    assert MPS_MIN_MACOS_TEXT == "14.0"
+    """torch 2.11-2.14 run MPS on macOS 14.0 and later (engine/machine/apple.py): macOS 13.6 is told so, with the update
+    and, outside the app, the PyTorch that still runs the Apple GPU there."""
+    monkeypatch.setattr(torch, "__version__", "2.14.1")
     fake_mac(monkeypatch, version="13.6")
     reason = devices.mps_unavailable_reason()
-    assert reason == f"macOS 14.0 or newer is needed for the Apple GPU with PyTorch {TORCH} (this Mac runs macOS 13.6)"
+    assert reason == "macOS 14.0 or newer is needed for the Apple GPU with PyTorch 2.14.1 (this Mac runs macOS 13.6)"
     assert devices.mps_fix(reason) == ("Update to macOS 14 Sonoma or later in System Settings \u2192 General \u2192 "
-                                       "Software Update, then press Check Again.")
+                                       "Software Update, then press Check Again; or keep this macOS with a PyTorch "
+                                       "that runs the Apple GPU there: `python3 -m pip install 'torch<2.9' "
+                                       "torchvision`.")
+    monkeypatch.setattr(devices.sys, "frozen", True, raising=False)  # the app carries its own PyTorch
+    assert devices.mps_fix(reason).endswith("then press Check Again.")
     fake_mac(monkeypatch, version="14.0")
     assert devices.mps_unavailable_reason().startswith("PyTorch reports MPS unavailable")
+
+
+def test_the_minimum_macos_follows_the_loaded_torch(monkeypatch):
+    """torch 2.15 needs macOS 15 for MPS ("The MPS backend is supported on macOS 15.0+" in its dylib), though its wheel
+    installs on macOS 14: a pip user there is told that, not "a virtual machine or a broken install"."""
+    monkeypatch.setattr(torch, "__version__", "2.15.0")
+    fake_mac(monkeypatch, version="14.6")
+    reason = devices.mps_unavailable_reason()
+    assert reason == "macOS 15.0 or newer is needed for the Apple GPU with PyTorch 2.15.0 (this Mac runs macOS 14.6)"
+    assert "macOS 15 Sequoia" in devices.mps_fix(reason) and "'torch<2.15'" in devices.mps_fix(reason)
+    monkeypatch.setattr(torch, "__version__", "2.8.0")
+    fake_mac(monkeypatch, version="13.2")
+    assert devices.mps_unavailable_reason().startswith("PyTorch reports MPS unavailable")  # 2.8 runs MPS on 13
 
 
 def test_mps_reason_unexplained(monkeypatch):

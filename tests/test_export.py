@@ -4,7 +4,10 @@ against PyTorch; the sentence for an operator Core ML cannot convert; atomic wri
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import types
 
 import pytest
@@ -448,14 +451,33 @@ def _fake_compute_plan(monkeypatch, operations):
 
         def get_estimated_cost_for_mlprogram_operation(self, operation):
             return cost.get(id(operation))
-    loaded = []
+    class Loaded(list):
+        compiled: list
+
+    loaded = Loaded()
 
     def load_from_path(path, compute_units=ct.ComputeUnit.ALL):
         assert str(path).endswith(".mlmodelc") and isinstance(compute_units, ct.ComputeUnit)
         loaded.append(compute_units)
         return Plan()
     monkeypatch.setattr(compute_plan.MLComputePlan, "load_from_path", staticmethod(load_from_path))
-    monkeypatch.setattr(ct.models.utils, "compile_model", lambda path, destination_path=None: f"{path[:-10]}.mlmodelc")
+    compiled: list[str] = []
+
+    def compile_model(model, destination_path=None):
+        """coremltools 9.0 models/utils.compile_model: Core ML compiles into a folder of the temp folder
+        (`_MLModelProxy.compileModel`), which is moved to `destination_path` when one is given, else left there."""
+        if destination_path is not None and not destination_path.rstrip("/").endswith(".mlmodelc"):
+            raise Exception('"destination_path" parameter must have ".mlmodelc" file extension.')
+        made = os.path.join(tempfile.mkdtemp(), "model.mlmodelc")
+        os.makedirs(made)
+        if destination_path is None:
+            compiled.append(made)
+            return made
+        shutil.move(made, destination_path)
+        compiled.append(destination_path)
+        return destination_path
+    monkeypatch.setattr(ct.models.utils, "compile_model", compile_model)
+    loaded.compiled = compiled
     return loaded
 
 
@@ -471,6 +493,7 @@ def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_p
     ])
     p = coreml.placement(tmp_path / "m.mlpackage")
     assert len(loaded) == 1 and loaded[0].name == "ALL"
+    assert len(loaded.compiled) == 1 and not os.path.exists(loaded.compiled[0])  # no .mlmodelc left behind
     assert p["operations"] == 4 and p["share_of_operations"]["neural_engine"] == 0.5
     assert p["share_of_cost"]["neural_engine"] == pytest.approx(0.8) and p["share_of_cost"]["cpu"] == pytest.approx(0.05)
     assert p["not_on_neural_engine"] == [{"op": "gelu", "count": 1}, {"op": "topk", "count": 1}]

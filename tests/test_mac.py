@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -263,6 +264,7 @@ def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mp
         return '"Device Utilization %"=40'
     monkeypatch.setattr(ioreport, "_ioreg", ioreg)
     monkeypatch.setattr(host, "_pmset", lambda *a: (_ for _ in ()).throw(ValueError("bad pmset")))
+    monkeypatch.setattr(host, "process_thermal_state", lambda: (_ for _ in ()).throw(OSError("no Foundation")))
     monkeypatch.setattr(host.psutil, "sensors_battery", lambda: (_ for _ in ()).throw(SystemError("no battery")))
     monkeypatch.setattr(host.psutil, "cpu_times", lambda *a, **k: (_ for _ in ()).throw(PermissionError("no")))
     cfg = RunConfig(model="mlp", dataset="synthetic", device="mps", batch_size=16, steps=24, epochs=None,
@@ -271,7 +273,8 @@ def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mp
     assert result.status == "finished", result.error
     hostinfo = result.env["host"]
     assert hostinfo["thermal"] is None and hostinfo["on_battery"] is None
-    assert "pmset -g therm (ValueError)" in hostinfo["unreadable"] and "the battery state" in hostinfo["unreadable"]
+    assert "NSProcessInfo.thermalState (OSError)" in hostinfo["unreadable"]
+    assert "pmset -g (ValueError)" in hostinfo["unreadable"] and "the battery state" in hostinfo["unreadable"]
     assert result.env.get("host_load") is None  # other programs' CPU use: unknown, not zero
 
 
@@ -285,11 +288,29 @@ def test_a_meter_that_raises_while_it_is_set_up_is_a_reason_not_a_failure(monkey
     assert found.counters == [] and found.reason == "the energy meter could not be set up (dlopen failed)"
 
 
+def test_apple_silicon_s_thermal_state_is_nsprocessinfo_s_never_pmset_s_silence(fake_mps, monkeypatch):
+    """pmset's CPU_Speed_Limit is an Intel Mac's: on Apple silicon `pmset -g therm` says only that nothing was
+    recorded, which once read "nominal". There the state is NSProcessInfo's, and a Mac at "serious" is a noisy run."""
+    fake_mps(thermal="thermal state serious")
+    monkeypatch.setattr(host, "_pmset", lambda *a: "Note: No thermal warning level has been recorded\n")
+    out = host.conditions()
+    assert out["thermal"] == "thermal state serious" and "unreadable" not in out
+    from mpsstudio.engine.analysis import stability
+
+    assert stability.host_causes({"host": out}) == ["the Mac reported its thermal state as serious"]
+    assert stability.host_causes({"host": {"thermal": "thermal state fair"}}) == []  # "slightly elevated"
+    monkeypatch.setattr(host, "process_thermal_state", lambda: (_ for _ in ()).throw(OSError("no Foundation")))
+    assert host.conditions()["thermal"] is None  # unknown, not the "nominal" pmset's silence would say
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")  # an Intel Mac: pmset, as before
+    assert host.conditions()["thermal"] == "nominal"
+
+
 def test_the_setup_window_names_a_reader_that_failed(fake_mps, monkeypatch):
     fake_mps()
     monkeypatch.setattr(host, "_pmset", lambda *a: (_ for _ in ()).throw(ValueError("bad")))
+    monkeypatch.setattr(host, "process_thermal_state", lambda: (_ for _ in ()).throw(OSError("no Foundation")))
     rows = {r.name: r for r in environment.setup_rows({})}
-    assert rows["Thermal state"].value == "unknown (pmset -g therm could not be read)"
+    assert rows["Thermal state"].value == "unknown (NSProcessInfo.thermalState could not be read)"
     assert rows["Low Power Mode"].value == "unknown (pmset -g could not be read)"
     assert rows["Apple GPU (MPS)"].ok is True and rows["Chip"].value == "Apple M1 Pro · 16-core GPU"
 
@@ -297,10 +318,13 @@ def test_the_setup_window_names_a_reader_that_failed(fake_mps, monkeypatch):
 # ---------------------------------------------------------------- the minimum macOS, in one place
 
 
-def test_no_place_names_12_3_as_the_minimum_and_readme_names_the_engine_s():
-    assert apple.MPS_MIN_MACOS == (14, 0) and apple.MPS_MIN_MACOS_TEXT == "14.0"
+def test_no_place_names_12_3_as_the_minimum_and_readme_names_each_torch_s():
+    pinned = apple.pinned_torch((ROOT / "constraints.txt").read_text())
+    assert apple.mps_min_macos(pinned) == (14, 0)  # the app's bundle
     readme = (ROOT / "README.md").read_text()
-    assert f"macOS {apple.MPS_MIN_MACOS_TEXT} or later" in readme
+    assert "(Apple Silicon, macOS 14.0 or later" in readme
+    for release, macos, _ in apple.MPS_MACOS_BY_TORCH:  # the pip user's table
+        assert f"| {release[0]}.{release[1]}" in readme and f"| macOS {apple.macos_text(macos)} |" in readme
     for path in [*ROOT.joinpath("mpsstudio").rglob("*.py"), *ROOT.joinpath("packaging").glob("*"), ROOT / "README.md"]:
         if path.is_file():
             text = path.read_text(errors="replace")

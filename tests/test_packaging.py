@@ -37,9 +37,10 @@ def test_plist_values(info_plist):
     plist = info_plist.info_plist()
     assert info_plist.package_version() == mpsstudio.__version__
     assert plist["CFBundleShortVersionString"] == plist["CFBundleVersion"] == mpsstudio.__version__
-    from mpsstudio.engine.machine.apple import MPS_MIN_MACOS_TEXT
+    from mpsstudio.engine.machine.apple import macos_text, mps_min_macos, pinned_torch
 
-    assert plist["LSMinimumSystemVersion"] == MPS_MIN_MACOS_TEXT == "14.0"
+    pinned = pinned_torch((ROOT / "constraints.txt").read_text())  # the torch the bundle carries
+    assert plist["LSMinimumSystemVersion"] == macos_text(mps_min_macos(pinned)) == "14.0"
     assert plist["NSHighResolutionCapable"] is True
     assert plist["NSRequiresAquaSystemAppearance"] is False
     assert plist["CFBundleIdentifier"] == info_plist.BUNDLE_IDENTIFIER == "org.mpsstudio.MPSStudio"

@@ -294,13 +294,20 @@ def test_kernel_kind_mps_per_op_fallback_registration(monkeypatch):
     assert kernels.kernel_kind("aten::addmm", "mps") == "native"
 
 
-def test_kernel_kind_mps_backend_fallback(monkeypatch):
+@pytest.mark.parametrize("value, kind", [("1", "cpu_fallback"), ("0", "missing"), (None, "missing"),
+                                         (" 2", "cpu_fallback"), ("-1", "cpu_fallback"), ("00", "missing")])
+def test_kernel_kind_mps_backend_fallback_follows_the_variable_torch_loaded_with(monkeypatch, value, kind):
+    """MPSFallback.mm registers a boxed MPS fallback whatever PYTORCH_ENABLE_MPS_FALLBACK says: the CPU fallback when
+    std::stoi of it is not 0, else one that raises "not currently implemented". So the dispatcher always has one on a
+    Mac, and only the variable says whether an operation MPS lacks runs on the CPU or fails."""
     C = torch._C
     monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: False)
     monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: True)
-    assert kernels.kernel_kind("aten::_fft_r2c", "mps") == "cpu_fallback"
-    monkeypatch.setattr(C, "_dispatch_has_backend_fallback", lambda key: False)
-    assert kernels.kernel_kind("aten::_fft_r2c", "mps") == "missing"
+    if value is None:
+        monkeypatch.delenv("PYTORCH_ENABLE_MPS_FALLBACK", raising=False)
+    else:
+        monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", value)
+    assert kernels.kernel_kind("aten::_fft_r2c", "mps") == kind
 
 
 def test_parity_on_this_cpu_is_within_fp32_tolerance():

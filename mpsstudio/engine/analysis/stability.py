@@ -17,7 +17,8 @@ import re
 from ..basics.formatting import is_finite
 
 # the thermal states host.thermal_state writes; anything else in a file is not a measurement and is ignored
-THERMAL_STATES = re.compile(r"nominal|throttled \(CPU speed limit \d{1,2} %\)|(thermal|performance) warning level \d{1,3}")
+THERMAL_STATES = re.compile(r"nominal|throttled \(CPU speed limit \d{1,2} %\)|(thermal|performance) warning level \d{1,3}"
+                            r"|thermal state (fair|serious|critical)")
 
 SPREAD_LIMIT = 0.10
 MIN_WINDOWS = 5
@@ -41,8 +42,12 @@ def host_causes(env: dict) -> list[str]:
         causes.append(f"other programs used {other:.0f} % of the CPU during the run")
     host = env.get("host") if isinstance(env.get("host"), dict) else {}
     thermal = host.get("thermal")
-    if isinstance(thermal, str) and THERMAL_STATES.fullmatch(thermal) and thermal != "nominal":
-        causes.append(f"the Mac was {thermal}" if thermal.startswith("throttled") else f"the Mac reported a {thermal}")
+    # NSProcessInfo's "fair" is "slightly elevated" (Apple's documentation): no throttling yet, not a disturbance
+    if isinstance(thermal, str) and THERMAL_STATES.fullmatch(thermal) and thermal not in ("nominal",
+                                                                                          "thermal state fair"):
+        causes.append(f"the Mac was {thermal}" if thermal.startswith("throttled") else
+                      f"the Mac reported its {thermal.replace('state ', 'state as ')}" if thermal.startswith(
+                          "thermal state") else f"the Mac reported a {thermal}")
     if host.get("low_power_mode") is True:
         causes.append("Low Power Mode was on")
     return causes

@@ -1,18 +1,72 @@
 """Apple platform facts the app depends on, kept in one torch-free place: the device check (devices.py), the setup
 window, the .app's Info.plist (packaging/info_plist.py) and README all take them from here.
 
-The minimum macOS for the Apple GPU: the torch the app installs and bundles (2.11 to 2.14) runs MPS on macOS 14.0
-and later. Its macOS wheels are tagged `macosx_14_0_arm64`; its library refuses older systems with "The MPS
-backend is supported on MacOS 14.0+" (aten/src/ATen/mps/EmptyTensor.cpp, MPS_ERROR_RUNTIME_TOO_LOW); on macOS 13
-pip resolves torch 2.11, whose library says the same. Checked in the torch 2.14.1 macOS wheel (docs/architecture.md,
-"Apple API ledger").
+The minimum macOS for the Apple GPU follows the torch that is loaded (`mps_min_macos`): each torch's library refuses
+older systems with "The MPS backend is supported on macOS N+" (aten/src/ATen/mps/EmptyTensor.cpp,
+MPS_ERROR_RUNTIME_TOO_LOW), and its macOS wheels carry a tag that says from which macOS pip installs them at all.
+`MPS_MACOS_BY_TORCH` holds both per torch release; benchmarks/apple_ledger.py checks every row against that release's
+macOS arm64 wheel (docs/architecture.md, "Apple API ledger"). The app's own bundle carries the torch constraints.txt
+pins (2.14.1: macOS 14.0).
 """
 
 from __future__ import annotations
 
-MPS_MIN_MACOS = (14, 0)
-MPS_MIN_MACOS_TEXT = "14.0"
-MPS_MIN_MACOS_NAME = "macOS 14 Sonoma"
+# (first torch release of the row, the macOS its MPS backend needs, the macOS of its wheels' tag); a release takes the
+# last row at or below it. From the macOS arm64 wheels of each release (cp311), checked by benchmarks/apple_ledger.py.
+MPS_MACOS_BY_TORCH = (
+    ((2, 6), (13, 0), (11, 0)),   # 2.6.0-2.8.0: "supported on MacOS 13.0+", wheels macosx_11_0_arm64
+    ((2, 9), (14, 0), (11, 0)),   # 2.9.1-2.11.0: "MacOS 14.0+", still macosx_11_0 (pip on macOS 13 takes 2.11)
+    ((2, 12), (14, 0), (14, 0)),  # 2.12.1-2.14.1: "macOS 14.0+", macosx_14_0_arm64
+    ((2, 15), (15, 0), (14, 0)),  # 2.15.0: "macOS 15.0+" though its wheel installs on macOS 14
+)
+MACOS_NAMES = {11: "Big Sur", 12: "Monterey", 13: "Ventura", 14: "Sonoma", 15: "Sequoia", 26: "Tahoe"}
+
+
+def torch_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as "2.14.1" or "2.15.0+cpu" ((0, 0) when it has none)."""
+    parts = []
+    for piece in str(version).split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits[:6]) if digits else 0)
+    return (tuple(parts) + (0, 0))[:2]
+
+
+def mps_min_macos(torch_version: str) -> tuple[int, int]:
+    """The macOS the Apple GPU needs with this torch: its row of MPS_MACOS_BY_TORCH (the first row's for an older
+    one, the last row's for one newer than the table, which asks at least as much)."""
+    release = torch_release(torch_version)
+    rows = [row for row in MPS_MACOS_BY_TORCH if row[0] <= release]
+    return (rows[-1] if rows else MPS_MACOS_BY_TORCH[0])[1]
+
+
+def torch_limit_for(macos: tuple[int, int]) -> str | None:
+    """The first torch release whose Apple GPU needs a newer macOS than `macos` ("2.15": `torch<2.15` keeps MPS
+    working there), or None when even the table's oldest needs more."""
+    if macos < MPS_MACOS_BY_TORCH[0][1]:
+        return None
+    later = [row[0] for row in MPS_MACOS_BY_TORCH if row[1] > macos]
+    return f"{later[0][0]}.{later[0][1]}" if later else None
+
+
+def macos_text(version: tuple[int, int]) -> str:
+    """(14, 0) -> "14.0"."""
+    return f"{version[0]}.{version[1]}"
+
+
+def macos_name(version: tuple[int, int]) -> str:
+    """(14, 0) -> "macOS 14 Sonoma"."""
+    name = MACOS_NAMES.get(version[0])
+    return f"macOS {version[0]}" + (f" {name}" if name else "") + (f".{version[1]}" if version[1] else "")
+
+
+def pinned_torch(constraints_text: str) -> str | None:
+    """The torch version a constraints file pins ("torch==2.14.1"), or None."""
+    for line in constraints_text.splitlines():
+        line = line.split("#")[0].strip()
+        if line.lower().startswith("torch=="):
+            return line.split("==", 1)[1].strip()
+    return None
+
 
 # torch.compile on the Apple GPU: inductor's own MPS code generator opens with "Just an early prototype"
 # (torch/_inductor/codegen/mps.py); said wherever compile is chosen with MPS (the window, bench, sweep).
@@ -43,6 +97,27 @@ def stoi_reads(text: str) -> bool:
     if i == digits:
         return False
     return _INT_MIN <= int(text[start:i]) <= _INT_MAX
+
+
+def fallback_enabled(environ=None) -> bool:
+    """Whether torch, loaded with this environment, runs the operations MPS lacks on the CPU: MPSFallback.mm
+    registers the boxed `mps_fallback` for every operation when PYTORCH_ENABLE_MPS_FALLBACK is set and
+    `std::stoi` of it is not 0, else `mps_error_fallback`, which raises "... is not currently implemented for the MPS
+    device". Read from the value a run process set before torch loaded (process/child.py); torch reads it once."""
+    import os
+
+    env = os.environ if environ is None else environ
+    value = env.get(FALLBACK_VAR)
+    if value is None or not stoi_reads(value):
+        return False
+    text = value.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    number = ""
+    for ch in digits:
+        if not "0" <= ch <= "9":
+            break
+        number += ch
+    return int(number) != 0
 
 
 def correct_fallback_env(environ=None) -> str | None:

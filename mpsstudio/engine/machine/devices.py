@@ -17,7 +17,7 @@ import psutil
 import torch
 
 from . import footprint
-from .apple import MPS_MIN_MACOS, MPS_MIN_MACOS_NAME, MPS_MIN_MACOS_TEXT
+from .apple import macos_name, macos_text, mps_min_macos, torch_limit_for
 from ..basics.errors import UserError
 
 
@@ -123,8 +123,9 @@ def mps_unavailable_reason() -> str:
         return "not an Apple Silicon Mac"
     version = macos_version()
     # Pythons built against old SDKs report Big Sur and later as "10.16"; that says nothing about the minimum.
-    if version and version != "10.16" and not _macos_at_least(*MPS_MIN_MACOS):
-        return (f"macOS {MPS_MIN_MACOS_TEXT} or newer is needed for the Apple GPU with PyTorch "
+    needed = mps_min_macos(str(torch.__version__))
+    if version and version != "10.16" and not _macos_at_least(*needed):
+        return (f"macOS {macos_text(needed)} or newer is needed for the Apple GPU with PyTorch "
                 f"{torch.__version__.split('+')[0]} (this Mac runs macOS {version})")
     if not torch.backends.mps.is_built():
         return "this PyTorch was built without MPS"
@@ -148,8 +149,13 @@ def mps_fix(reason: str) -> str:
                 "`python3 -m pip install torch torchvision` with it; `python3 -c \"import platform; "
                 "print(platform.machine())\"` must print arm64.")
     if reason.startswith("macOS"):
-        return (f"Update to {MPS_MIN_MACOS_NAME} or later in System Settings \u2192 General \u2192 Software Update, "
-                "then press Check Again.")
+        update = (f"Update to {macos_name(mps_min_macos(str(torch.__version__)))} or later in System Settings "
+                  "\u2192 General \u2192 Software Update, then press Check Again")
+        limit = torch_limit_for((_version_tuple(macos_version()) + (0, 0))[:2])
+        if frozen or limit is None:
+            return update + "."
+        return (update + f"; or keep this macOS with a PyTorch that runs the Apple GPU there: `python3 -m pip "
+                f"install 'torch<{limit}' torchvision`.")
     if "built without MPS" in reason:
         return "Reinstall PyTorch from PyPI: `python3 -m pip install --upgrade --force-reinstall torch`."
     if "not working" in reason:

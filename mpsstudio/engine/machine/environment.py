@@ -12,13 +12,23 @@ import torch
 from ... import __version__
 from . import devices
 
-# Environment variables that change what a run measures; recorded only when set.
-RESULT_ENV_VARS = (
+# Environment variables that change what a run measures; recorded only when set. The PYTORCH_*MPS* ones are every
+# such name in libtorch_cpu.dylib of the pinned torch (benchmarks/apple_ledger.py checks the list against it), and
+# PYTORCH_MPS_METAL_VERSION, which torch 2.15 reads.
+MPS_ENV_VARS = (
     "PYTORCH_ENABLE_MPS_FALLBACK",
     "PYTORCH_MPS_HIGH_WATERMARK_RATIO",
     "PYTORCH_MPS_LOW_WATERMARK_RATIO",
     "PYTORCH_MPS_FAST_MATH",
     "PYTORCH_MPS_PREFER_METAL",
+    "PYTORCH_MPS_DISABLE_PREFILL_ATTENTION",  # other attention kernels
+    "PYTORCH_MPS_LOG_PROFILE_INFO",  # profiling and logging slow what they watch
+    "PYTORCH_MPS_TRACE_SIGNPOSTS",
+    "PYTORCH_DEBUG_MPS_ALLOCATOR",
+    "PYTORCH_MPS_METAL_VERSION",
+)
+RESULT_ENV_VARS = (
+    *MPS_ENV_VARS,
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
@@ -224,7 +234,9 @@ def _mac_rows(conditions: dict) -> list[SetupRow]:
                          None if low is None else not low,
                          "Turn Low Power Mode off (System Settings → Battery) before measuring." if low else ""))
     thermal = conditions.get("thermal")
-    rows.append(SetupRow("Thermal state", thermal or unknown("pmset -g therm"),
+    from .host import thermal_reader
+
+    rows.append(SetupRow("Thermal state", thermal or unknown(thermal_reader()[1]),
                          None if thermal is None else thermal == "nominal",
                          "Let the Mac cool down (or give it air) before measuring: a throttled chip runs slower."
                          if thermal and thermal != "nominal" else ""))

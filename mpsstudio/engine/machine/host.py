@@ -5,8 +5,10 @@ never per step. No torch here.
 
 - Other programs' CPU use: the system's busy CPU time (psutil.cpu_times) minus the run process's own and its
   children's (data-loader workers), as a share of every core over the measured wall time.
-- On a Mac: thermal pressure and Low Power Mode (`pmset -g therm`, `pmset -g`), and whether it ran on
-  battery (psutil.sensors_battery, where the OS reports one).
+- On a Mac: the thermal state and Low Power Mode, and whether it ran on battery (psutil.sensors_battery, where the
+  OS reports one). The thermal state on Apple silicon is NSProcessInfo's (`thermalState`: nominal, fair, serious,
+  critical), read through the Objective-C runtime: `pmset -g therm`'s CPU_Speed_Limit is an Intel Mac's only, and
+  on Apple silicon it says nothing, which must read "unknown", not "nominal". On an Intel Mac, pmset as before.
 """
 
 from __future__ import annotations
@@ -109,6 +111,32 @@ def thermal_state(therm: str) -> str | None:
     return "nominal"
 
 
+THERMAL_STATES = {0: "nominal", 1: "thermal state fair", 2: "thermal state serious", 3: "thermal state critical"}
+
+
+def process_thermal_state() -> str | None:
+    """macOS's thermal state as apps are told it: `[[NSProcessInfo processInfo] thermalState]` (Foundation; the
+    NSProcessInfoThermalState values 0-3, checked against pyobjc-framework-Cocoa's Foundation metadata by
+    benchmarks/apple_ledger.py), through the Objective-C runtime with ctypes. Raises when it cannot be read."""
+    import ctypes
+
+    objc = ctypes.CDLL("/usr/lib/libobjc.A.dylib")
+    ctypes.CDLL("/System/Library/Frameworks/Foundation.framework/Foundation")  # registers NSProcessInfo
+    objc.objc_getClass.restype, objc.objc_getClass.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
+    objc.sel_registerName.restype, objc.sel_registerName.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
+    send = ctypes.cast(objc.objc_msgSend, ctypes.c_void_p).value  # one prototype per return type (arm64 ABI)
+    send_id = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(send)
+    send_long = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p)(send)
+    cls = objc.objc_getClass(b"NSProcessInfo")
+    info = send_id(cls, objc.sel_registerName(b"processInfo")) if cls else None
+    if not info:
+        raise OSError("NSProcessInfo is not available")
+    state = int(send_long(info, objc.sel_registerName(b"thermalState")))
+    if state not in THERMAL_STATES:
+        raise ValueError(f"an unknown thermal state {state}")
+    return THERMAL_STATES[state]
+
+
 def low_power_mode(settings: str) -> bool | None:
     """Whether `pmset -g` output says Low Power Mode is on; None when it does not say."""
     match = re.search(r"^\s*(?:lowpowermode|powermode)\s+(\d+)", settings, re.MULTILINE)
@@ -127,6 +155,15 @@ def on_battery() -> bool | None:
     return not battery.power_plugged
 
 
+def thermal_reader() -> tuple:
+    """(key, the source's name, its reader) of the thermal state on this Mac (see the module docstring)."""
+    import platform
+
+    if platform.machine() == "arm64":
+        return ("thermal", "NSProcessInfo.thermalState", process_thermal_state)
+    return ("thermal", "pmset -g therm", lambda: thermal_state(_pmset("-g", "therm")))
+
+
 def conditions() -> dict:
     """Host conditions at the start of a run, for env["host"]: keys with None are not known here. Never raises: a
     reader that fails leaves its key None and names itself in "unreadable" (the run goes on measuring)."""
@@ -134,8 +171,7 @@ def conditions() -> dict:
     failed: list[str] = []
     readers = [("on_battery", "the battery state", on_battery)]
     if sys.platform == "darwin":
-        readers += [("thermal", "pmset -g therm", lambda: thermal_state(_pmset("-g", "therm"))),
-                    ("low_power_mode", "pmset -g", lambda: low_power_mode(_pmset("-g")))]
+        readers += [thermal_reader(), ("low_power_mode", "pmset -g", lambda: low_power_mode(_pmset("-g")))]
     for key, name, read in readers:
         try:
             out[key] = read()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -146,7 +147,9 @@ def _convert(ct, model, batches: dict, default: int, precision: str):
         for table in ({}, None) if flexible else (None, {}):
             try:
                 decomposed = program.run_decompositions() if table is None else program.run_decompositions(table)
-                mlmodel = ct.convert(decomposed, convert_to="mlprogram",
+                # skip_model_load: on macOS convert would otherwise compile and load the package for the
+                # machine's compute units (coremltools 9.0 converters/_converters_entry.py), time nobody uses here
+                mlmodel = ct.convert(decomposed, convert_to="mlprogram", skip_model_load=True,
                                      inputs=[ct.TensorType(name=INPUT, shape=shape, dtype=dtype)],
                                      minimum_deployment_target=getattr(ct.target, DEPLOYMENT_TARGET),
                                      compute_precision=(ct.precision.FLOAT16 if precision == "fp16"
@@ -187,8 +190,6 @@ def _weights_grown(mlmodel, model) -> float:
 
 def _compressed(ct, mlmodel, how: str):
     """The model with compressed weights (coremltools.optimize.coreml), and the sizes of both packages."""
-    import tempfile
-
     from coremltools.optimize.coreml import (OpLinearQuantizerConfig, OpPalettizerConfig, OptimizationConfig,
                                              linear_quantize_weights, palettize_weights)
 
@@ -332,14 +333,20 @@ def placement(target: Path, unit: str = "ALL") -> dict:
     of operations and of estimated cost on the Neural Engine, the GPU and the CPU, and the operators that cannot run
     on the Neural Engine (what a user would change to get there). `MLComputePlan` reads a compiled model
     (`compile_model` makes the .mlmodelc); constants are not operations that compute and are left out."""
-    from collections import Counter
-
     ct = load_coremltools()
-    from coremltools.models import compute_device
     from coremltools.models.compute_plan import MLComputePlan
 
-    compiled = ct.models.utils.compile_model(str(target))
-    plan = MLComputePlan.load_from_path(path=str(compiled), compute_units=getattr(ct.ComputeUnit, unit))
+    with tempfile.TemporaryDirectory(prefix="mpsstudio-plan-") as folder:  # not compile_model's default: a
+        compiled = ct.models.utils.compile_model(str(target), f"{folder}/model.mlmodelc")  # .mlmodelc left in TMPDIR
+        return _placed(MLComputePlan.load_from_path(path=str(compiled), compute_units=getattr(ct.ComputeUnit, unit)),
+                       unit)
+
+
+def _placed(plan, unit: str) -> dict:
+    from collections import Counter
+
+    from coremltools.models import compute_device
+
     program = plan.model_structure.program
     if program is None or "main" not in program.functions:
         raise ValueError("the compiled package holds no ML program")

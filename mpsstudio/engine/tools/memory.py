@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -97,8 +98,13 @@ class RssPeak:
 
 
 def swapped_out() -> int:
+    """A reading whose growth during a probe is what the system moved to swap, in bytes. On Linux psutil's `sout`,
+    the kernel's swap-out counter. On macOS psutil's `sout` is page-outs (`vmstat.pageouts` x the page size,
+    psutil/arch/osx/mem.c: file-backed pages written back count too, and swap the compressor makes may not), so there
+    the swap in use (`used`, sysctl VM_SWAPUSAGE) stands in: its growth is what was swapped out."""
     try:
-        return int(psutil.swap_memory().sout)
+        swap = psutil.swap_memory()
+        return int(swap.used if sys.platform == "darwin" else swap.sout)
     except Exception:  # no swap information here (some containers)
         return 0
 
