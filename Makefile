@@ -23,6 +23,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
+# The Apple API ledger (docs/architecture.md) checked against the macOS arm64 wheels of the pins (downloads ~130 MB
+# once, into build/apple-ledger). ARGS="--torch 2.15.0" or ARGS=--torch-table for the other checks.
+.PHONY: apple-check
+apple-check: $(STAMP)
+	$(BIN)/python benchmarks/apple_ledger.py $(ARGS)
+
 clean:
 	rm -rf $(VENV) build *.egg-info
 
