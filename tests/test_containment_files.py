@@ -221,7 +221,9 @@ def test_a_journal_cut_short_or_damaged_keeps_what_came_before(tmp_path):
         f.write(struct.pack("<I", 1000) + b"only part of it")  # killed mid-write
     [(run, _)], notes = journal.interrupted(tmp_path)
     assert len(run.windows) == 1 and notes == []
-    j2 = _journal(tmp_path, _events()[:1], pid=_gone_pid())
+    other = _events()[0]
+    other.run_id = "b" * 32  # another run (two journals of one run keep the fuller: test_tool_files_safe)
+    j2 = _journal(tmp_path, [other], pid=_gone_pid())
     evil = pickle.dumps(os.system)  # a frame that would call something: refused, what came before is kept
     with open(j2.path, "ab") as f:
         f.write(struct.pack("<I", len(evil)) + evil)

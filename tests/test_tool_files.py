@@ -63,9 +63,10 @@ def test_a_tool_result_file_is_imported_into_the_history_once(tmp_path, capsys):
     ('{"format": "mpsstudio.runs", "version": 1, "runs": "x"}', "has no list of runs"),
     ('{"kind": "evil", "sentence": "x"}', "holds a result of kind 'evil', which MPS Studio does not keep"),
     ('{"kind": "deploy-bench", "sentence": "fast", "models": ["m"], "rows": [{"model": "m"}]}',
-     "is not a deploy-bench result MPS Studio can read"),
-    ("FORGED", "is not a deploy-bench result MPS Studio can read"),
-    ('{"kind": "sweep", "points": "NaN"}', "is not a sweep result MPS Studio can read"),
+     "bad.json holds a deploy-bench result whose rows[0].label is missing, so it was not kept."),
+    ("FORGED", "holds a deploy-bench result whose rows[0].latency_ms is '0.1 ms', not a number"),
+    ('{"kind": "sweep", "points": "NaN"}', "holds a sweep result whose sentence is missing"),
+    ('{"kind": "sweep", "sentence": "s", "best": {}, "points": "NaN"}', "whose points is 'NaN', not a list"),
 ])
 def test_a_file_that_is_not_a_tool_result_gets_one_sentence_and_changes_nothing(tmp_path, capsys, content, says):
     path = tmp_path / "bad.json"

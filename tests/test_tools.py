@@ -470,13 +470,14 @@ def test_sweep_batch_sizes_sorted_unique():
     {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [{"batch_size": 1, "fits": "yes"}]},
     {"sentence": "x", "largest_batch": 1, "fastest_batch": 1,
      "probes": [{"batch_size": 1, "fits": True, "samples_per_s": float("nan"), "memory": 1, "reason": ""}]},
-    {"sentence": "x" * (tools.MAX_TEXT + 1), "largest_batch": 1, "fastest_batch": 1, "probes": []},
+    {"sentence": "x" * (20_000 + 1), "largest_batch": 1, "fastest_batch": 1, "probes": []},
     {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], "deep": [[[[[[[[[[1]]]]]]]]]]},
     {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], "obj": object()},
     {"sentence": "x", "largest_batch": 1, "fastest_batch": 1, "probes": [], 3: "non-text key"},
 ])
 def test_a_forged_max_batch_answer_is_refused(answer):
-    with pytest.raises(UserError, match=r"^The max-batch tool's process sent a result that could not be read"):
+    with pytest.raises(UserError, match=r"^The max-batch tool's process sent a max-batch result whose .+, so it was "
+                                        r"not kept\.$"):
         tools.checked("max-batch", answer)
 
 
@@ -493,7 +494,7 @@ def test_a_forged_inspect_answer_is_refused(change):
                        "worst_rel_err": 0.0, "grads": [], "precision": "fp32"}}
     tools.checked("inspect", json.loads(json.dumps(good)))
     change(good)
-    with pytest.raises(UserError, match="could not be read"):
+    with pytest.raises(UserError, match="sent an? inspect result whose (probe|fallback_ops|parity)"):
         tools.checked("inspect", good)
 
 
@@ -516,7 +517,7 @@ def test_tool_results_are_kept_and_read_back(tmp_path):
     assert record.kind == "sweep" and record.result["best"] == {"cpu": 2} and not again.tool_notices
 
 
-def test_a_damaged_tool_row_is_skipped_with_a_notice(tmp_path):
+def test_a_damaged_tool_row_is_listed_as_one_that_cannot_be_shown(tmp_path):
     path = tmp_path / "h.sqlite"
     store = RunStore(path)
     store.save_tool(ToolRecord(kind="sweep", result=sweep.analyse([point("cpu", 1, 10.0)])))
@@ -526,8 +527,13 @@ def test_a_damaged_tool_row_is_skipped_with_a_notice(tmp_path):
         db.execute("INSERT INTO tools VALUES ('bad2', '2026-01-01T00:00:00+00:00', 'inspect', '{\"sentence\": 3}')")
         db.execute("INSERT INTO tools VALUES ('bad3', '2026-01-01T00:00:00+00:00', 'rm -rf', '{}')")
     again = RunStore(path)
-    assert [t.kind for t in again.tools()] == ["sweep"]
-    assert again.tool_notices and again.tool_notices[0].startswith("3 stored tool results could not be read")
+    found = {t.id: t for t in again.tools()}
+    assert [t.kind for t in found.values() if not t.problem] == ["sweep"]
+    assert found["bad1"].problem == "This sweep result cannot be shown: its stored JSON cannot be read."
+    assert found["bad2"].problem == ("This inspect result cannot be shown: its sentence is 3, not a text.")
+    assert found["bad3"].problem.startswith("This rm -rf result cannot be shown: its content is of a kind no tool")
+    assert again.tool_notices and again.tool_notices[0].startswith("3 stored tool results cannot be shown")
+    assert again.delete_any(["bad1", "bad2", "bad3"]) == (0, 3) and all(not t.problem for t in again.tools())
     assert again.all() == [] and again.notices == []  # the runs' notices are their own
 
 
@@ -690,7 +696,7 @@ def test_a_forged_sweep_is_refused(change):
     good = json.loads(json.dumps(sweep.analyse([point("cpu", 1, 10.0), point("mps", 1, 20.0)])))
     tools.checked("sweep", json.loads(json.dumps(good)))
     change(good)
-    with pytest.raises(UserError, match="could not be read"):
+    with pytest.raises(UserError, match=r"^The sweep tool's process sent a sweep result whose (crossovers?|points)"):
         tools.checked("sweep", good)
 
 

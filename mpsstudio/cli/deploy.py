@@ -18,7 +18,7 @@ def cmd_export(args) -> int:
     from ..engine import process
     from ..engine.history.runfiles import export_tool_json
     from ..engine.models import registry as models
-    from ..engine.tools.export import FORMATS, check_request, check_target
+    from ..engine.tools.export import FORMATS, check_not_weights, check_request, check_target
 
     from pathlib import Path
 
@@ -35,9 +35,10 @@ def cmd_export(args) -> int:
     elif not Path(args.weights).is_file():
         raise UserError(f"{printable(args.weights)} is not a file; pass the .pt file of a saved model (bench "
                         "--save-model or Save Trained Model…), with its .json beside it.")
-    batch_sizes = _sizes(args.batch_sizes, 4096) if args.batch_sizes else None
+    batch_sizes = _sizes(args.batch_sizes, 4096) if args.batch_sizes is not None else None
     check_request(args.format, args.precision, args.batch_size, args.compress, batch_sizes)
     target = check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
+    check_not_weights(target, args.weights)
     if args.json:
         written = Path(args.json).expanduser().resolve()
         touched = [target.resolve(), *([Path(args.weights).resolve(), meta_path(args.weights).resolve()]
@@ -53,17 +54,41 @@ def cmd_export(args) -> int:
         result = process.run_tool("export", {"config": cfg.to_dict(), "format": args.format, "out": str(target),
                                              "weights": args.weights, "precision": args.precision,
                                              "batch_size": args.batch_size, "model_given": args.model is not None,
-                                             "compress": args.compress, "batch_sizes": batch_sizes},
+                                             "compress": args.compress, "batch_sizes": batch_sizes,
+                                             "staged": True},
                                   timeout_s=args.timeout, mps_fallback=cfg.mps_fallback, stop_grace_s=0)
+        late = land_export(result, target)  # only now, with the answer in hand: a stopped export never lands
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED
     finally:  # a process ended mid-write (a time limit, Ctrl-C, SIGTERM) leaves its part beside --out
         clear_partials(target)
+    if late:
+        print(f"mpsstudio: the export was written before the {late} arrived; it stays at {printable(target)}.",
+              file=sys.stderr)
     if args.json:
         export_tool_json({"kind": "export", **result}, args.json)
     print(printable(result["sentence"]))
     return EXIT_RUN_FAILED if result["check"]["ok"] is False else EXIT_OK
+
+
+def land_export(result: dict, target) -> str:
+    """Put the staged export in place (signals held meanwhile); "" or the interrupt that came while it landed (the
+    export is then whole: said, not called interrupted)."""
+    from ..engine.basics.files import land
+    from ..engine.process.ending import holding_signals
+
+    result_staged = result.pop("staged", None)
+    if not result_staged:
+        return ""
+    try:
+        with holding_signals():
+            land(result_staged, target)
+    except KeyboardInterrupt as exc:
+        from ..engine.basics.errors import Terminated
+
+        return exc.name if isinstance(exc, Terminated) else "Ctrl-C"
+    return ""
 
 
 def _weights_of_run(run_id: str, weights: str | None) -> str:
@@ -95,7 +120,8 @@ def cmd_deploy_bench(args) -> int:
 
     if args.models is not None and args.model is not None:
         raise UserError("Pass --models (several) or --model (one), not both.")
-    names = list(dict.fromkeys(n.strip() for n in (args.models or args.model or "mlp").split(",") if n.strip()))
+    given = args.models if args.models is not None else (args.model if args.model is not None else "mlp")
+    names = list(dict.fromkeys(n.strip() for n in given.split(",") if n.strip()))  # '' names none: refused
     if not names:
         raise UserError("--models names no model; list them separated by commas, e.g. resnet18,mobilenet_v3_small.")
     if args.weights and len(names) > 1:
@@ -106,12 +132,13 @@ def cmd_deploy_bench(args) -> int:
         models.get_model_info(name)  # an unknown name is one sentence before any work
         if name.endswith(".py"):
             print(f"mpsstudio: {models.user_model_warning(name)}", file=sys.stderr)
-    sizes = _sizes(args.batch_sizes) if args.batch_sizes else list(DEFAULT_BATCHES)
+    sizes = _sizes(args.batch_sizes) if args.batch_sizes is not None else list(DEFAULT_BATCHES)
     compress = list(dict.fromkeys(c.strip() for c in (args.compress or "").split(",") if c.strip()))
     if any(c not in COMPRESSIONS for c in compress) or (args.compress is not None and not compress):
         raise UserError(f"--compress takes {' or '.join(COMPRESSIONS)} (or both, comma-separated), not "
                         f"{printable(args.compress)!r}.")
-    devices = list(dict.fromkeys(d.strip() for d in args.devices.split(",") if d.strip())) if args.devices else None
+    devices = (list(dict.fromkeys(d.strip() for d in args.devices.split(",") if d.strip()))
+               if args.devices is not None else None)
     if devices is not None:
         here = available_devices()
         missing = [d for d in devices if d not in here and not (d == "cuda" and any(h.startswith("cuda") for h in here))]

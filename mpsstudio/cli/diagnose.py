@@ -28,7 +28,7 @@ def cmd_diagnose(args) -> int:
     if not 0 <= args.after_steps <= MAX_AFTER_STEPS:
         raise UserError(f"--after-steps must be a whole number from 0 to {MAX_AFTER_STEPS:,}, not {args.after_steps}.")
     here = available_devices()
-    names = [d.strip().lower() for d in args.devices.split(",") if d.strip()] if args.devices else here
+    names = [d.strip().lower() for d in args.devices.split(",") if d.strip()] if args.devices is not None else here
     names = list(dict.fromkeys(names))
     bad = [d for d in names if not DEVICE_PATTERN.fullmatch(d)]
     if bad or not names:

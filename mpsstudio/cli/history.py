@@ -21,9 +21,7 @@ def cmd_history(args) -> int:
     if args.recover:
         from ..engine.history.recovery import recover
 
-        kept, copied, lost = recover()
-        print(f"recovered {plural(copied, 'run')}" + (f" ({lost} could not be read)" if lost else "")
-              + f"; the damaged file is kept as {kept}", file=sys.stderr)
+        print(recover().sentence(), file=sys.stderr)
     tool = None
     if args.import_file:  # runs, or a tool's result (its --json, the window's Export JSON…)
         from ..engine.history.runfiles import holds_runs, import_tool_json
@@ -34,20 +32,23 @@ def cmd_history(args) -> int:
             tool = import_tool_json(args.import_file)
     store = history.RunStore()
     if args.import_file and tool is not None:
-        if store.has_tool(tool.id):  # what is kept stays as it is, as with runs
+        if store.add_imported_tool(tool):
+            print(f"imported the {tool.kind} result from {printable(args.import_file)} (id {tool.id})",
+                  file=sys.stderr)
+        else:  # what is kept stays as it is, as with runs
             print(f"the {tool.kind} result in {printable(args.import_file)} is already in the history; it stays as "
                   "it was", file=sys.stderr)
-        else:
-            store.save_tool(tool)
-            print(f"imported the {tool.kind} result from {printable(args.import_file)}", file=sys.stderr)
     elif args.import_file:
         added, known = store.add_imported(imported)
         note = f" ({known} already in the history)" if known else ""
         print(f"imported {plural(added, 'run')} from {printable(args.import_file)}{note}", file=sys.stderr)
-    if args.delete:
-        gone = store.delete(args.delete)
-        print(f"deleted {plural(gone, 'run')}" + (f" ({len(args.delete) - gone} not found)"
-                                                  if gone < len(args.delete) else ""), file=sys.stderr)
+    if args.delete:  # runs and tool results alike, by id
+        runs, tools = store.delete_any(args.delete)
+        asked = len(dict.fromkeys(args.delete))
+        said = " and ".join(p for p in (plural(runs, "run") if runs or not tools else "",
+                                        plural(tools, "tool result") if tools else "") if p)
+        print(f"deleted {said}" + (f" ({asked - runs - tools} not found)" if runs + tools < asked else ""),
+              file=sys.stderr)
     if args.note:
         run_id, text = args.note
         if store.get(run_id) is None:
@@ -67,7 +68,7 @@ def cmd_history(args) -> int:
     if store.read_only:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all() if args.json else store.summaries()  # the table needs no steps or windows
-    inspections = [t.result for t in store.tools() if t.kind == "inspect"]
+    inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]  # the verdicts' findings
     for notice in [*store.pending_notices, *store.notices, *store.tool_notices]:
         print(f"mpsstudio: {notice}", file=sys.stderr)
     if args.json:

@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--import", dest="import_file", metavar="FILE",
                    help="add the runs of a JSON export first (all of them or none; runs already here stay as they are), "
                         "or a tool's result (a --json of sweep, max-batch, inspect, diagnose, export or deploy-bench)")
-    h.add_argument("--delete", nargs="+", metavar="ID", help="remove runs by id (the table shows ids)")
+    h.add_argument("--delete", nargs="+", metavar="ID",
+                   help="remove runs or tool results by id (the table shows run ids; a tool result's JSON its id)")
     h.add_argument("--json", metavar="FILE", default=None,
                    help="write the stored runs and their comparisons to FILE (the shape of `bench --json`)")
     h.add_argument("--recover", action="store_true",

@@ -53,24 +53,28 @@ def _finish(kind: str, result: dict, args) -> None:
 
     from ..engine.process.ending import holding_signals
 
+    from ..engine.history.store import ToolRecord
+
+    record = ToolRecord(kind=kind, result=result)  # its id goes into --json too: imported again, it is kept once
     with holding_signals():  # a signal while the result is being kept is raised once it is kept
         if not args.no_save:
-            save_tool(kind, result)
+            save_tool(kind, result, record)
         if args.json:
             try:
-                export_tool_json({"kind": kind, **result}, args.json)
+                export_tool_json({**result, "kind": kind, "id": record.id, "created_at": record.created_at},
+                                 args.json)
             except UserError as exc:
                 if args.no_save:
                     raise
                 raise UserError(f"{str(exc).rstrip('.')}; the result is kept in the history.") from None
 
 
-def save_tool(kind: str, result: dict) -> None:
+def save_tool(kind: str, result: dict, record=None) -> None:
     from ..engine.history.store import keep_tool
     from ..engine.history.store import ToolRecord
 
     try:
-        note = keep_tool(ToolRecord(kind=kind, result=result))
+        note = keep_tool(record or ToolRecord(kind=kind, result=result))
         if note:
             print(f"mpsstudio: {printable(note)}", file=sys.stderr)
     except UserError as exc:
@@ -192,7 +196,7 @@ def cmd_inspect(args) -> int:
     if result.get("parity"):
         par = result["parity"]
         print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, batch of "
-              f"{par['batch_size']}):")
+              f"{par.get('batch_size', '?')}):")
         _print_table(toolview.parity_table(result))
     if result.get("fallback_ops"):
         print()

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QLab
 
 from ..engine.tools import toolview
 from ..engine.basics.errors import UserError
-from ..engine.basics.formatting import fmt_timestamp
+from ..engine.basics.formatting import error_line, fmt_timestamp
 from ..engine.history.runfiles import export_tool_json
 from .style import placeholder_label, warning_color
 from .tool_plots import DeployPlot, DiagnosePlot, SweepPlot
@@ -61,9 +61,9 @@ def _chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
     return box, layout
 
 
-def _list_label(kind: str, result: dict, when: str) -> str:
+def _list_label(record, when: str) -> str:
     """Two short lines: "Batch-size sweep · 22 Nov 09:44" / "resnet18 on cifar10, cpu and mps"."""
-    title = toolview.title(kind, result)
+    title = toolview.safe_title(record.kind, record.result, record.problem)
     head, _, what = title.partition(": ")
     return f"{head} · {when}\n{what}"
 
@@ -140,8 +140,8 @@ class ToolsPanel(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for record in self.records:
-            item = QListWidgetItem(_list_label(record.kind, record.result, fmt_timestamp(record.created_at)))
-            item.setToolTip(record.result.get("sentence", ""))
+            item = QListWidgetItem(_list_label(record, fmt_timestamp(record.created_at)))
+            item.setToolTip(record.problem or record.result.get("sentence", ""))
             self.list.addItem(item)
         self.list.blockSignals(False)
         row = next((i for i, r in enumerate(self.records) if r.id == select_id), 0 if self.records else -1)
@@ -155,7 +155,7 @@ class ToolsPanel(QWidget):
             if any(r.id == record.id for r in self.records):
                 return
         self.records.insert(0, record)
-        self.list.insertItem(0, QListWidgetItem(_list_label(record.kind, record.result, "not kept")))
+        self.list.insertItem(0, QListWidgetItem(_list_label(record, "not kept")))
         self.list.setCurrentRow(0)
 
     def current(self):
@@ -169,10 +169,11 @@ class ToolsPanel(QWidget):
             self.detail.removeWidget(widget)
             widget.deleteLater()
         record = self.records[row] if 0 <= row < len(self.records) else None
-        self.export_button.setEnabled(record is not None)
-        self.png_button.setEnabled(record is not None)
+        shown = record is not None and not record.problem
+        self.export_button.setEnabled(shown)
+        self.png_button.setEnabled(shown)
         self.delete_button.setEnabled(record is not None)
-        sizes = record.result.get("sweep_sizes") if record is not None and record.kind == "max-batch" else None
+        sizes = record.result.get("sweep_sizes") if shown and record.kind == "max-batch" else None
         self.sweep_button.setVisible(bool(sizes))
         if sizes:
             self.sweep_button.setToolTip(
@@ -184,11 +185,21 @@ class ToolsPanel(QWidget):
             self.detail.setCurrentWidget(self.empty)
             self.selected.emit(None)
             return
-        self.headline.setText(self._headline(record))
-        view = self._view(record.kind, record.result)
+        try:  # a row no check let through still cannot take the window down: it says why, with Delete
+            if record.problem:
+                raise ValueError(record.problem)
+            headline, view = self._headline(record), self._view(record.kind, record.result)
+        except Exception as exc:  # noqa: BLE001 (any failure of a view is this one sentence)
+            why = record.problem or (f"This {record.kind} result cannot be shown: "
+                                     f"{error_line(exc, 200)}; Delete removes it.")
+            headline, view = html.escape(why), placeholder_label(why)
+            self.export_button.setEnabled(False)
+            self.png_button.setEnabled(False)
+            self.sweep_button.setVisible(False)
+        self.headline.setText(headline)
         self.detail.addWidget(view)
         self.detail.setCurrentWidget(view)
-        self.selected.emit(record)
+        self.selected.emit(record if not record.problem else None)
 
     def _headline(self, record) -> str:
         r = record.result
@@ -254,7 +265,7 @@ class ToolsPanel(QWidget):
         if par:
             label = QLabel(f"Parity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e} or "
                            f"{par.get('cpu_factor', 4):g}× the CPU's own error in the same precision; one batch of "
-                           f"{par['batch_size']}, evaluation mode; relative error = max|device − reference| / "
+                           f"{par.get('batch_size', '?')}, evaluation mode; relative error = max|device − reference| / "
                            f"max|reference|):")
             label.setWordWrap(True)
             layout.addWidget(label)
@@ -318,12 +329,11 @@ class ToolsPanel(QWidget):
         try:
             record = import_tool_json(path)
             if self.store is not None and not self.store.read_only:
-                if self.store.has_tool(record.id):  # what is kept stays as it is, as with runs
+                if not self.store.add_imported_tool(record):  # what is kept stays as it is, as with runs
                     self.reload(select_id=record.id)
                     self.headline.setText(html.escape(f"This {record.kind} result is already in the history; it "
                                                       "stays as it was."))
                     return
-                self.store.save_tool(record)
         except UserError as exc:
             self.headline.setText(html.escape(str(exc)))
             return

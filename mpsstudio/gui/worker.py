@@ -106,6 +106,32 @@ class ImportWorker(QThread):
             self.rejected.emit(f"The import failed ({error_line(exc)}); nothing was added.")
 
 
+class RecoverWorker(QThread):
+    """Recovers a damaged history off the GUI thread (engine.history.recovery), with its progress."""
+
+    progress = Signal(float)
+    done = Signal(object)  # recovery.Recovered
+    rejected = Signal(str)
+
+    def __init__(self, path, parent=None):
+        super().__init__(parent)
+        self.path = path
+        _live.add(self)
+
+    def run(self) -> None:
+        from ..engine.basics.errors import UserError
+        from ..engine.history.recovery import recover
+
+        try:
+            self.done.emit(recover(self.path, progress=self.progress.emit))
+        except UserError as exc:
+            self.rejected.emit(str(exc))
+        except Exception as exc:  # never a silent thread death
+            from ..engine.basics.formatting import error_line
+
+            self.rejected.emit(f"The recovery failed ({error_line(exc)}); the history was left as it is.")
+
+
 class RunWorker(QThread):
     """Runs configs one after another, each in its own process (engine.process.run_isolated, the engine's one
     run path), and forwards every engine event unchanged.
@@ -227,11 +253,19 @@ class ToolWorker(QThread):
         if self.kind == "export":  # a stopped export must not land; what it left half-written goes
             from ..engine.basics.files import clear_partials
 
+            from ..engine.basics.errors import UserError
+            from ..engine.basics.files import land
+
             try:
-                return process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload},
-                                        should_stop=self._stop.is_set, stop_grace_s=0,
-                                        progress=lambda message, fraction: self.progress.emit(message),
-                                        mps_fallback=self.config.mps_fallback)
+                result = process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload,
+                                                      "staged": True},
+                                          should_stop=self._stop.is_set, stop_grace_s=0,
+                                          progress=lambda message, fraction: self.progress.emit(message),
+                                          mps_fallback=self.config.mps_fallback)
+                if self._stop.is_set():  # Stop came with the answer: it does not land
+                    raise UserError("The export was stopped; nothing was written.")
+                land(result.pop("staged"), result["path"])
+                return result
             finally:
                 clear_partials(self.payload.get("out") or "")
         return process.run_tool(self.kind, {"config": self.config.to_dict(), **self.payload},

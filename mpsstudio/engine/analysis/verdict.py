@@ -42,9 +42,10 @@ def findings(inspection: dict | None) -> list[str]:
     out = []
     par = inspection.get("parity") or {}
     if par and par.get("ok") is False:
+        worst = par.get("worst_rel_err")
+        error = f"{worst:.1e}" if is_finite(worst) else "not finite"  # null in a file: an error that was not finite
         out.append(f"an inspection found its results differ from the float64 CPU reference beyond tolerance "
-                   f"(relative error {par.get('worst_rel_err', float('nan')):.1e}, {par.get('precision')}): do not "
-                   f"trust what it computes here")
+                   f"(relative error {error}, {par.get('precision')}): do not trust what it computes here")
     ops = inspection.get("fallback_ops") or []
     if ops:
         names = ", ".join(str(o.get("op")) for o in ops[:3]) + (", ..." if len(ops) > 3 else "")

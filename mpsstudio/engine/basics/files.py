@@ -96,6 +96,38 @@ def _check_target(path: str, target: Path, what: str) -> None:
         raise UserError(f"{printable(target)} cannot be written (no permission); choose another path for {what}.")
 
 
+def staged_path(dest: str | Path) -> Path:
+    """Where a writer in another process puts a finished `dest` for its parent to land (`land`): beside it, named
+    as clear_partials removes what was never landed."""
+    dest = Path(dest)
+    return dest.with_name(f".{dest.name}.{os.getpid()}-{os.urandom(4).hex()}.part.staged{dest.suffix}")
+
+
+def land(staged: str | Path, dest: str | Path) -> None:
+    """Put a finished file or package folder `staged` (staged_path) in place of `dest` in one step (an older
+    package folder is moved aside first and removed after); what was at `dest` before stays if this fails."""
+    import shutil
+
+    staged, dest = Path(staged), Path(dest)
+    if staged.parent != dest.parent or ".part.staged" not in staged.name:
+        raise UserError(f"{printable(staged.name)} is not a staged export of {printable(dest.name)}.")
+    if not staged.is_dir():
+        os.replace(staged, dest)
+        return
+    old = None
+    if dest.exists():
+        old = dest.with_name(f".{dest.name}.{os.getpid()}.part.old")
+        os.replace(dest, old)
+    try:
+        os.replace(staged, dest)
+    except OSError:
+        if old is not None:
+            os.replace(old, dest)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def clear_partials(dest: str | Path) -> int:
     """Remove what a writer stopped outright (a killed process) left beside `dest`: `.<name>.*.part` files of
     atomic_path and `.<name>.*.part.*` folders (a package written whole); only this user's, never through a link.

@@ -16,7 +16,7 @@ from ..basics.errors import UserError
 from ..basics.files import write_atomic
 from ..basics.formatting import one_line, plural, printable
 from . import schema
-from .rows import ToolRecord
+from .rows import ToolRecord, is_id, is_text
 from .schema import HistoryBusy
 
 FOLDER = "pending"
@@ -61,7 +61,7 @@ def merge(store) -> list[str]:
 def _merge(store, files: list[Path], where: Path) -> list[str]:
     from ..analysis.runcheck import run_from_dict
     from ..tools.registry import checked
-    added, bad = 0, []
+    added, known, bad = 0, 0, []
     for path in files:
         try:
             if path.stat().st_size > MAX_BYTES:
@@ -70,18 +70,28 @@ def _merge(store, files: list[Path], where: Path) -> list[str]:
             if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("kind") not in ("run", "tool"):
                 raise UserError("not a pending run")
             if doc["kind"] == "run":  # a run already in the history stays as it is (its note too)
-                store.add_imported([run_from_dict(doc.get("run"), where=printable(path.name))])
+                new, _ = store.add_imported([run_from_dict(doc.get("run"), where=printable(path.name))])
             else:
                 item = doc.get("tool")
                 if not isinstance(item, dict):
                     raise UserError("no tool result")
-                kind = str(item.get("kind"))
-                record = ToolRecord(kind=kind, result=checked(kind, item.get("result")), id=str(item.get("id")),
-                                    created_at=str(item.get("created_at")))
-                if not store.has_tool(record.id):
+                kind = str(item.get("kind"))[:40]
+                record = ToolRecord(kind=kind, result=checked(kind, item.get("result"), where="It"))
+                if is_id(item.get("id")):  # one without an id is a result of its own (a new id), never dropped
+                    record.id = item["id"]
+                if is_text(item.get("created_at")) and len(item["created_at"]) <= 40:
+                    record.created_at = item["created_at"]
+                new = 0 if store.has_tool(record.id, kind) else 1
+                if new:
+                    if store.has_tool(record.id):  # that id holds a result of another kind: this one gets its own
+                        record.id = ToolRecord(kind=kind, result={}).id
                     store.save_tool(record)
+            if new:
+                added += 1
+            else:
+                known += 1
         except HistoryBusy:
-            left = len(files) - added - len(bad)
+            left = len(files) - added - known - len(bad)
             return [f"{plural(left, 'pending result')} in {where} could not be added yet: the history is in use by "
                     f"another program; {'it is' if left == 1 else 'they are'} added at the next start."]
         except (UserError, OSError, ValueError, TypeError, KeyError, RecursionError, sqlite3.Error) as exc:
@@ -95,11 +105,11 @@ def _merge(store, files: list[Path], where: Path) -> list[str]:
             path.unlink()
         except OSError:
             pass
-        added += 1
     out = []
     if added:
         out.append(f"Added {plural(added, 'result')} that could not be saved earlier (the history was in use by "
-                   "another program).")
+                   "another program)" + (f"; {known} {'was' if known == 1 else 'were'} in it already." if known
+                                         else "."))
     if bad:
         out.append(f"{plural(len(bad), 'pending result')} in {where} could not be read and "
                    f"{'was' if len(bad) == 1 else 'were'} left there as .unreadable (first: "

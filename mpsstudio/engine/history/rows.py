@@ -41,6 +41,13 @@ def is_text(value) -> bool:
     return isinstance(value, str) and text(value) == value
 
 
+def is_id(value) -> bool:
+    """A stored result's id as MPS Studio writes them (letters, digits, "_", "-", "."; at most 64)."""
+    import re
+
+    return isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", value) is not None
+
+
 def to_row(result: RunResult) -> tuple:
     c = result.config
     fields = (text(result.id), text(result.created_at), text(result.status), text(result.origin),
@@ -136,3 +143,4 @@ class ToolRecord:
     result: dict
     id: str = field(default_factory=new_run_id)
     created_at: str = field(default_factory=now_iso)
+    problem: str | None = None  # a stored row that does not pass its kind's shape: why (its result is then {})

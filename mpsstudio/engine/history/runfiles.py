@@ -104,7 +104,7 @@ def import_tool_json(path: str | Path):
     imported; UserError (one sentence) otherwise. Files the CLI wrote before they named their kind are recognised
     by the one check they pass."""
     from ..tools.registry import STORED, checked
-    from .rows import ToolRecord, is_text
+    from .rows import ToolRecord, is_id, is_text
 
     path = Path(path)
     name = printable(path.name)
@@ -119,22 +119,32 @@ def import_tool_json(path: str | Path):
     found = []
     for kind in kinds:
         try:
-            found.append((kind, checked(kind, {k: v for k, v in doc.items() if k not in ("kind", "id", "created_at")})))
+            found.append((kind, checked(kind, {k: v for k, v in doc.items() if k not in ("kind", "id", "created_at")},
+                                        where=name)))
         except UserError as exc:
             reason = exc
     if len(found) != 1:
         if len(kinds) == 1:
-            raise UserError(f"{name} is not a {printable(kinds[0])[:40]} result MPS Studio can read ({reason}); "
-                            "choose a file a tool exported.")
+            raise UserError(f"{reason} Choose a file a tool exported.")
         raise UserError(f"{name} is not the result of any MPS Studio tool; choose a file a tool exported.")
     kind, result = found[0]
-    result["imported_from"] = path.name[:200]
+    result.pop("imported_from", None)
     record = ToolRecord(kind=kind, result=result)
-    if is_text(doc.get("id")) and len(doc["id"]) <= 64:
-        record.id = doc["id"]  # the same result imported twice is kept once
+    # the same result imported twice is kept once: by its id, or (a file written without one) by its content
+    record.id = doc["id"] if is_id(doc.get("id")) else content_id(kind, result)
+    result["imported_from"] = path.name[:200]
     if is_text(doc.get("created_at")) and len(doc["created_at"]) <= 40:
         record.created_at = doc["created_at"]
     return record
+
+
+def content_id(kind: str, result: dict) -> str:
+    """An id from a tool result's content, for files that carry none: the same result is the same id."""
+    import hashlib
+
+    body = json.dumps({"kind": kind, **{k: v for k, v in result.items() if k != "imported_from"}}, sort_keys=True,
+                      default=str)
+    return "c" + hashlib.sha256(body.encode("utf-8", "replace")).hexdigest()[:31]
 
 
 def import_json(path: str | Path, progress: Callable[[float], None] | None = None) -> list[RunResult]:

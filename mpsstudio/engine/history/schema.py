@@ -190,6 +190,20 @@ class HistoryBusy(UserError):
     """Another program held the history for longer than the bounded wait (LOCK_WAIT_S)."""
 
 
+FULL_BELOW = 16 * 1024 * 1024  # a disk I/O error with less free space than this is a full disk
+
+
+def _nearly_full(path: Path) -> bool:
+    """Whether the disk holding `path` has (nearly) no room: SQLite reports a write that ran out of room in its
+    journal or WAL as "disk I/O error", not as "disk is full"."""
+    import shutil
+
+    try:
+        return shutil.disk_usage(Path(path).parent).free < FULL_BELOW
+    except OSError:
+        return False
+
+
 def explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     """One accurate sentence per cause."""
     text = str(exc).lower()
@@ -199,7 +213,8 @@ def explain(exc: sqlite3.DatabaseError, path: Path) -> UserError:
     if "readonly" in text or "read-only" in text:
         return UserError(f"The run history at {path} is read-only, so new runs are not kept; make it writable or "
                          "set MPSSTUDIO_DATA_DIR to another folder.")
-    if "database or disk is full" in text or "disk is full" in text:
+    if "database or disk is full" in text or "disk is full" in text or (
+            "disk i/o error" in text and _nearly_full(path)):  # a full disk met while writing the journal
         return UserError(f"The disk holding the run history at {path} is full; free some space and try again.")
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return DamagedHistory(path)

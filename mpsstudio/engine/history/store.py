@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..basics import paths
 from ..basics.errors import UserError
-from ..basics.formatting import plural
+from ..basics.formatting import plural, printable
 from ..basics.results import RunResult, json_safe
 from . import pending, rows, schema
 from .rows import ToolRecord
@@ -103,12 +103,22 @@ class RunStore:
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so this result is not kept; make the "
                             "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        from ..tools.shapes import MAX_STORED_BYTES
+
+        text = json.dumps(record.result)
+        if len(text) > MAX_STORED_BYTES:
+            raise UserError(f"This {record.kind} result is {len(text) / 2**20:,.0f} MiB of JSON, more than any tool "
+                            f"makes ({MAX_STORED_BYTES / 2**20:.0f} MiB), so it is not kept.")
         try:
             with self._db:
                 self._db.execute("INSERT OR REPLACE INTO tools (id, created_at, kind, result_json) VALUES (?,?,?,?)",
-                                 (record.id, record.created_at, record.kind, json.dumps(record.result)))
+                                 (record.id, record.created_at, record.kind, text))
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
+
+    def delete_any(self, ids: list[str]) -> tuple[int, int]:
+        """Remove runs and tool results by id: (runs removed, tool results removed)."""
+        return self.delete(ids), self.delete_tools(ids)
 
     def delete_tools(self, ids: list[str]) -> int:
         """Remove tool results by id; returns how many were there."""
@@ -121,32 +131,69 @@ class RunStore:
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
 
-    def has_tool(self, tool_id: str) -> bool:
+    def add_imported_tool(self, record: "ToolRecord") -> bool:
+        """Keep an imported tool result unless the same one is kept (the same id and kind): True when added. An id
+        that holds a result of another kind is not this one: it is kept under an id of its own."""
+        held = self.tool_kind(record.id)
+        if held == record.kind:
+            return False
+        if held is not None:
+            record.id = ToolRecord(kind=record.kind, result={}).id
+        self.save_tool(record)
+        return True
+
+    def has_tool(self, tool_id: str, kind: str | None = None) -> bool:
+        """Whether a tool result with this id (and, when given, of this kind) is kept."""
+        return self.tool_kind(tool_id) is not None if kind is None else self.tool_kind(tool_id) == kind
+
+    def tool_kind(self, tool_id: str) -> str | None:
+        """The kind of the tool result kept under this id, or None."""
+        if not rows.is_text(tool_id):
+            return None
         try:
-            return self._has_tools_table() and self._db.execute("SELECT 1 FROM tools WHERE id = ?",
-                                                                (tool_id,)).fetchone() is not None
+            if not self._has_tools_table():
+                return None
+            row = self._db.execute("SELECT kind FROM tools WHERE id = ?", (tool_id,)).fetchone()
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
+        return str(row["kind"]) if row is not None else None
 
-    def tools(self) -> list["ToolRecord"]:
-        """Every readable tool result, oldest first; unreadable ones are skipped and named in `tool_notices`."""
-        from ..tools.registry import checked
+    def tools(self, kinds: tuple[str, ...] | None = None) -> list["ToolRecord"]:
+        """Every kept tool result (of `kinds`, when given), oldest first, each checked against its kind's declared
+        shape; one that fails (written by an older version, or changed outside the app) comes as a record with
+        `problem` set and an empty result, which the views show as "cannot be shown" with Delete."""
+        from ..basics.shape import ShapeError
+        from ..tools.registry import validated
+        from ..tools.shapes import MAX_STORED_BYTES
 
         try:
-            rows = self._db.execute("SELECT * FROM tools ORDER BY created_at, rowid").fetchall() \
-                if self._has_tools_table() else []
+            if not self._has_tools_table():
+                rows_in = []
+            elif kinds is None:
+                rows_in = self._db.execute("SELECT * FROM tools ORDER BY created_at, rowid").fetchall()
+            else:
+                marks = ",".join("?" * len(kinds))
+                rows_in = self._db.execute(f"SELECT * FROM tools WHERE kind IN ({marks}) ORDER BY created_at, rowid",
+                                           tuple(kinds)).fetchall()
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
-        out, bad = [], []
-        for row in rows:
+        out = []
+        for row in rows_in:
+            kind, ident, when = (str(row[k])[:200] for k in ("kind", "id", "created_at"))
+            text = row["result_json"]
             try:
-                kind = str(row["kind"])
-                out.append(ToolRecord(kind=kind, result=checked(kind, json.loads(row["result_json"])),
-                                      id=str(row["id"]), created_at=str(row["created_at"])))
-            except (UserError, ValueError, TypeError, KeyError, RecursionError) as exc:
-                bad.append((str(row["id"])[:64], str(exc)))
-        self.tool_notices = [f"{plural(len(bad), 'stored tool result')} could not be read and "
-                        f"{'is' if len(bad) == 1 else 'are'} not shown (first: {bad[0][0]})."] if bad else []
+                if not isinstance(text, str) or len(text) > MAX_STORED_BYTES:
+                    raise ShapeError("", "is larger than any tool makes")
+                out.append(ToolRecord(kind=kind, result=validated(kind, json.loads(text)), id=ident, created_at=when))
+            except (ShapeError, ValueError) as exc:  # json's errors are ValueErrors
+                why = f"its {exc.path or 'content'} {exc.why}" if isinstance(exc, ShapeError) else \
+                    "its stored JSON cannot be read"
+                out.append(ToolRecord(kind=kind, result={}, id=ident, created_at=when,
+                                      problem=f"This {printable(kind)[:40]} result cannot be shown: {why}."))
+        broken = [r for r in out if r.problem]
+        self.tool_notices = [f"{plural(len(broken), 'stored tool result')} cannot be shown (first: {broken[0].id}: "
+                             f"{broken[0].problem}); `mpsstudio history --delete ID` or Delete in the Tools tab "
+                             "removes it."] if broken else []
         return out
 
     def _has_tools_table(self) -> bool:

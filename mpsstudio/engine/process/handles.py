@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from ..basics.formatting import one_line, printable
 from .child import _child_main, serve
+from .ending import holding_signals
 from .messages import KINDS, Garbled, load
 from .leftovers import Tree
 from .output import Output, remove_temp_folder, run_temp_folder
@@ -74,7 +75,8 @@ class RunProcess:
         self.temp = run_temp_folder()  # the child's temp folder, removed with it
         self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device, self.temp),
                                    name="mpsstudio-run")
-        self.process.start()
+        with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
+            self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up
         child_conn.close()
         out_write.close()
         self.output: Output | None = Output(os.dup(out_read.fileno()))
@@ -136,12 +138,17 @@ class RunProcess:
             return False
 
     def end(self, grace_s: float = TERM_GRACE_S, wait_s: float = 0.0) -> None:
-        """End the child's whole process group (SIGTERM, then SIGKILL) and reap it; safe to call twice.
+        """End the child's whole process group (SIGTERM, then SIGKILL) and reap it; safe to call twice. A Ctrl-C
+        meanwhile waits until it has (holding_signals): its temp folder and its processes never stay behind.
 
         `wait_s`: time the child has to exit by itself first (one that has sent its result is tidying up)."""
         if self.closed:
             return
         self.closed = True
+        with holding_signals():
+            self._end(grace_s, wait_s)
+
+    def _end(self, grace_s: float, wait_s: float) -> None:
         self.process.join(wait_s)
         if self.process.exitcode is None:
             self._signal_group(signal.SIGTERM)
@@ -214,6 +221,30 @@ class RunProcess:
             return f"{subject} stopped answering; {where}."
         hint = " (a model that calls os._exit(0) does this)" if code == 0 else ""
         return f"{subject} exited with code {code} before its work was done{hint}; {where}."
+
+
+@contextlib.contextmanager
+def _interrupts_blocked():
+    """A child started with SIGINT ignored (from the main thread, where a front end takes Ctrl-C): the disposition
+    is kept across its exec (the signal mask is not: _posixsubprocess resets it), and Python leaves an ignored SIGINT
+    ignored, so a Ctrl-C aimed at the terminal's process group never interrupts the child's start-up with a
+    traceback; the front end answers it and ends the child. SIGINT is blocked in this thread meanwhile, so one that
+    comes while the child starts waits for the restored handler instead of being lost."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class _ThreadHandle:

@@ -143,7 +143,23 @@ def interrupted(where: Path | None = None) -> tuple[list[tuple[RunResult, Path]]
             forget(path)
             continue
         runs.append((result, path))
-    return runs, notes
+    return _fullest(runs), notes
+
+
+def _fullest(runs: list[tuple[RunResult, Path]]) -> list[tuple[RunResult, Path]]:
+    """One run per id: where two journals hold the same run (a copied journal, a front end restarted on it), the
+    one that measured the most (windows, then steps) is kept and the others forgotten."""
+    best: dict[str, tuple[RunResult, Path]] = {}
+    for result, path in runs:
+        held = best.get(result.id)
+        size = (len(result.windows), len(result.losses))
+        if held is None or size > (len(held[0].windows), len(held[0].losses)):
+            if held is not None:
+                forget(held[1])
+            best[result.id] = (result, path)
+        else:
+            forget(path)
+    return list(best.values())
 
 
 def keep_interrupted(keep: Callable[[RunResult], str], known: Callable[[str], bool],

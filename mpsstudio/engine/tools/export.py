@@ -37,14 +37,21 @@ SEED = 0  # the model as a run builds it, and the check batch
 
 def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None, precision: str = "fp32",
            batch_size: int = 1, model_given: bool = True, compress: str | None = None,
-           batch_sizes: list[int] | None = None, progress: Callable[[str, float], None] | None = None) -> dict:
+           batch_sizes: list[int] | None = None, progress: Callable[[str, float], None] | None = None,
+           staged: bool = False) -> dict:
     """Export `config.model` (for `config.dataset`) to `out` in format `fmt`; the result (what was written, from
     which weights, and the check). With `weights` and not `model_given`, the model is the one the weights' JSON
-    names. `batch_sizes` (Core ML): the batch sizes the package takes, `batch_size` its default. UserError, one
+    names. `batch_sizes` (Core ML): the batch sizes the package takes, `batch_size` its default. `staged`: the
+    finished export is left beside `out` (the result's "staged") for the front end to land (basics.files.land)
+    once it has the answer: an export the user stopped, even at its last moment, never lands. UserError, one
     sentence, for anything the user can fix."""
+    from ..basics.files import staged_path
+
     say = progress or (lambda message, fraction: None)
     check_request(fmt, precision, batch_size, compress, batch_sizes)
-    target = check_target(out, fmt)
+    final = check_target(out, fmt)
+    check_not_weights(final, weights)
+    target = staged_path(final) if staged else final
     say("building the model", 0.1)
     model, spec, about = build(config, weights, say, model_given)
     x = example(spec, batch_size)
@@ -61,16 +68,35 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
         written, check, extra = _export_torch(fmt, model, x, reference, target)
     size = _size(written)
     result = {
-        "format": fmt, "path": str(written), "bytes": size, "precision": precision,
+        "format": fmt, "path": str(final), "bytes": size, "precision": precision,
         "model": about["model"], "dataset": about["dataset"], "weights": about["weights"], "weights_note": about["weights_note"],
         "input": {"name": extra.get("input_name", "input"), "shape": list(x.shape), "dtype": str(x.dtype).replace(
             "torch.", ""), "kind": spec.kind}, "output": {"name": extra.get("output_name", "logits"),
                                                           "shape": list(reference.shape)},
         "normalization": about["normalization"], "classes": about["classes"], "check": check, **extra,
     }
+    if staged:
+        result["staged"] = str(written)
     result["sentence"] = sentence(result)
     say("done", 1.0)
     return result
+
+
+def check_not_weights(target: Path, weights: str | None) -> None:
+    """UserError when the export would be written over the weights it is made from (or their JSON)."""
+    if not weights:
+        return
+    from ..models.saved import meta_path
+
+    for source in (Path(weights), meta_path(weights)):
+        try:
+            same = source.exists() and target.exists() and os.path.samefile(source, target)
+        except OSError:
+            same = False
+        if same or source.expanduser().absolute() == target.expanduser().absolute():
+            what = "weights file" if source == Path(weights) else "weights' JSON"
+            raise UserError(f"--out {printable(target.name)} is the {what} the export is made from; choose another "
+                            "path (the weights stay as they are).")
 
 
 MAX_ENUMERATED = 16  # batch sizes in one Core ML package

@@ -135,6 +135,17 @@ def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     return ["what", "value"], rows, [False, False]
 
 
+def safe_title(kind: str, result: dict, problem: str | None = None) -> str:
+    """title(), or "Batch-size sweep: cannot be shown" for a stored row that does not pass its shape (or any title
+    that fails): a list of results is never broken by one of them."""
+    if not problem:
+        try:
+            return title(kind, result)
+        except Exception:  # noqa: BLE001 (said in the list; the detail says why)
+            pass
+    return f"{TITLES.get(kind, str(kind)[:40])}: cannot be shown"
+
+
 def title(kind: str, result: dict) -> str:
     """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
     if kind == "deploy-bench":

@@ -129,7 +129,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
     def reload_inspections(self) -> None:
         """The stored `inspect` results whose findings (CPU fallbacks, parity) the verdict names."""
         try:
-            self.chart.inspections = [t.result for t in self.store.tools() if t.kind == "inspect"]
+            self.chart.inspections = [t.result for t in self.store.tools(kinds=("inspect",)) if not t.problem]
         except UserError as exc:
             self.chart.inspections = []
             self.message.emit(str(exc))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ...engine.basics.errors import UserError
-from ...engine.basics.formatting import plural
 from ...engine.history.store import DamagedHistory, RunStore
 
 
@@ -39,11 +38,28 @@ class HistoryMixin:
             self.banner.show_message(" ".join(notices), warning=True)
 
     def recover_history(self, path=None) -> None:
-        """Copy every readable run of the damaged history to a fresh one (the damaged file is kept)."""
-        from ...engine.history.recovery import recover
+        """Copy every readable run and tool result of the damaged history to a fresh one (the damaged file is kept),
+        off the GUI thread; the banner says how far it is, then what it found."""
+        from ..worker import RecoverWorker
 
+        if getattr(self, "recovering", None) is not None:
+            return
+        self.banner.show_message("Recovering the run history…")
+        self.recovering = RecoverWorker(path, self)
+        self.recovering.progress.connect(lambda f: self.banner.show_message(f"Recovering the run history… {f:.0%}"))
+        self.recovering.done.connect(self._recovered)
+        self.recovering.rejected.connect(self._not_recovered)
+        self.recovering.finished.connect(self._recovery_ended)
+        self.recovering.start()
+
+    def _recovery_ended(self) -> None:
+        self.recovering = None
+
+    def _not_recovered(self, sentence: str) -> None:
+        self.banner.show_message(sentence, warning=True)
+
+    def _recovered(self, found) -> None:
         try:
-            kept, copied, lost = recover(path)
             store = RunStore()
         except UserError as exc:
             self.banner.show_message(str(exc), warning=True)
@@ -53,6 +69,8 @@ class HistoryMixin:
                 store.save(result)
         self.store = store
         self.results.set_store(store)
-        lost_note = f", {lost} could not be read" if lost else ""
-        self.banner.show_message(f"Recovered {plural(copied, 'run')}{lost_note}; the damaged file is kept as "
-                                 f"{kept.name}.")
+        tools = getattr(self, "tools", None)
+        if tools is not None:
+            tools.store = store
+            tools.reload()
+        self.banner.show_message(found.sentence())

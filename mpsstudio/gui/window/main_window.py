@@ -153,7 +153,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         from ...engine.basics.paths import cache_dir
 
         self._forget_trained(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
-        for thread in [self.loader, *self.checkers]:
+        for thread in [self.loader, *self.checkers, getattr(self, "recovering", None)]:
             if thread is not None and thread.isRunning():
                 thread.wait()
         self.plots.close()

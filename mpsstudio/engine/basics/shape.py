@@ -1,0 +1,225 @@
+"""Declared shapes of stored results: one declaration per kind that the import check, the readers of pending files
+and journals, and the views all go by (engine/tools/shapes.py declares the tools' results). No torch.
+
+A shape checks a plain JSON value (what json.loads gives) and returns it, or raises ShapeError naming the field
+("rows[2].latency_ms: -3 is below 0"). Numbers are finite unless a shape says otherwise (JSON has no infinity: a
+tool writes null where a value was not finite, and the shape says where null may stand); counts are whole and
+not negative; lists and texts have the lengths a tool can produce. Fields a shape does not declare are kept, as plain
+JSON within the limits, and read by no view.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+MAX_TEXT = 20_000
+MAX_DEPTH = 8
+MAX_ITEMS = 100_000
+
+
+class ShapeError(ValueError):
+    """A value that is not of its declared shape: `path` names the field, `why` what is wrong with it."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{path or 'the result'} {why}")
+        self.path, self.why = path, why
+
+
+def _at(path: str, key) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Shape:
+    null: bool = False
+
+    def check(self, value, path: str = ""):
+        if value is None:
+            if self.null:
+                return None
+            raise ShapeError(path, "is missing or null")
+        return self._check(value, path)
+
+    def _check(self, value, path: str):  # pragma: no cover - every shape has its own
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Num(Shape):
+    """A number (int or float, never a bool), finite, within [lo, hi]."""
+
+    lo: float | None = 0.0
+    hi: float | None = None
+    null: bool = False
+    whole: bool = False
+    nonfinite_is_null: bool = False  # a value that may not be finite (a parity error), kept as JSON keeps it: null
+
+    def _check(self, value, path):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ShapeError(path, f"is {_shown(value)}, not a number")
+        if self.whole and not isinstance(value, int):
+            raise ShapeError(path, f"is {_shown(value)}, not a whole number")
+        if isinstance(value, float) and not math.isfinite(value):
+            if self.nonfinite_is_null:
+                return None
+            raise ShapeError(path, f"is {value}, not a finite number")
+        if self.lo is not None and value < self.lo:
+            raise ShapeError(path, f"is {_shown(value)}, below {self.lo:g}")
+        if self.hi is not None and value > self.hi:
+            raise ShapeError(path, f"is {_shown(value)}, above {self.hi:g}")
+        return value
+
+
+def Int(lo: int | None = 0, hi: int | None = 2**62, null: bool = False) -> Num:  # noqa: N802 (a shape's name)
+    """A whole number within [lo, hi]."""
+    return Num(lo=lo, hi=hi, null=null, whole=True)
+
+
+def Share(null: bool = False) -> Num:  # noqa: N802
+    """A share from 0 to 1."""
+    return Num(lo=0.0, hi=1.0, null=null)
+
+
+@dataclass(frozen=True)
+class Text(Shape):
+    """A string of at most `max` characters (one of `choices` when given)."""
+
+    max: int = 2_000
+    null: bool = False
+    choices: tuple = ()
+
+    def _check(self, value, path):
+        if not isinstance(value, str):
+            raise ShapeError(path, f"is {_shown(value)}, not a text")
+        if len(value) > self.max:
+            raise ShapeError(path, f"is a text of {len(value):,} characters, more than {self.max:,}")
+        if self.choices and value not in self.choices:
+            raise ShapeError(path, f"is {_shown(value)}, not one of {', '.join(map(repr, self.choices))}")
+        return value
+
+
+@dataclass(frozen=True)
+class Flag(Shape):
+    null: bool = False
+
+    def _check(self, value, path):
+        if not isinstance(value, bool):
+            raise ShapeError(path, f"is {_shown(value)}, not true or false")
+        return value
+
+
+@dataclass(frozen=True)
+class List(Shape):
+    """A list of at most `max` items, each of shape `item`."""
+
+    item: Shape
+    max: int = 1_000
+    null: bool = False
+
+    def _check(self, value, path):
+        if not isinstance(value, list):
+            raise ShapeError(path, f"is {_shown(value)}, not a list")
+        if len(value) > self.max:
+            raise ShapeError(path, f"has {len(value):,} items, more than {self.max:,}")
+        return [self.item.check(v, _at(path, i)) for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class Map(Shape):
+    """An object of at most `max` text keys, each value of shape `value`."""
+
+    value: Shape
+    max: int = 1_000
+    null: bool = False
+
+    def _check(self, value, path):
+        if not isinstance(value, dict):
+            raise ShapeError(path, f"is {_shown(value)}, not an object")
+        if len(value) > self.max:
+            raise ShapeError(path, f"has {len(value):,} keys, more than {self.max:,}")
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or len(k) > 200:
+                raise ShapeError(path, f"has a key {_shown(k)} that is not a short text")
+            out[k] = self.value.check(v, _at(path, k))
+        return out
+
+
+@dataclass(frozen=True)
+class Obj(Shape):
+    """An object: `need` fields must be there, `may` fields may be missing; each of its declared shape. Other fields
+    are kept as plain JSON (no view reads them)."""
+
+    need: dict = field(default_factory=dict)
+    may: dict = field(default_factory=dict)
+    null: bool = False
+
+    def _check(self, value, path):
+        if not isinstance(value, dict):
+            raise ShapeError(path, f"is {_shown(value)}, not an object")
+        if len(value) > MAX_ITEMS or not all(isinstance(k, str) for k in value):
+            raise ShapeError(path, "is an object with keys that are not texts, or too many of them")
+        out = dict(value)
+        for key, shape in self.need.items():
+            if key not in value:
+                raise ShapeError(_at(path, key), "is missing")
+            out[key] = shape.check(value[key], _at(path, key))
+        for key, shape in self.may.items():
+            if key in value:
+                out[key] = shape.check(value[key], _at(path, key))
+        for key in value.keys() - self.need.keys() - self.may.keys():
+            out[key] = plain(value[key], _at(path, key))
+        return out
+
+
+@dataclass(frozen=True)
+class Either(Shape):
+    """`when_true` where `test(value)` holds (an object with an "error" field, say), else `otherwise`."""
+
+    test: object
+    when_true: Shape
+    otherwise: Shape
+    null: bool = False
+
+    def _check(self, value, path):
+        return (self.when_true if self.test(value) else self.otherwise).check(value, path)
+
+
+@dataclass(frozen=True)
+class Plain(Shape):
+    """Any plain JSON within the limits (an environment record's extra fields, a note's details)."""
+
+    null: bool = True
+
+    def _check(self, value, path):
+        return plain(value, path)
+
+
+def plain(value, path: str = "", depth: int = 0):
+    """`value` when it holds only JSON values within the limits (texts, lists, nesting); ShapeError otherwise."""
+    if depth > MAX_DEPTH:
+        raise ShapeError(path, "is nested too deep")
+    if value is None or isinstance(value, (bool, str)):
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            raise ShapeError(path, f"is a text of {len(value):,} characters, more than {MAX_TEXT:,}")
+        return value
+    if isinstance(value, int):
+        if abs(value) > 2**63:
+            raise ShapeError(path, "is a whole number out of range")
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise ShapeError(path, f"has {len(value):,} items, more than {MAX_ITEMS:,}")
+        return [plain(v, _at(path, i), depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        if len(value) > MAX_ITEMS or not all(isinstance(k, str) for k in value):
+            raise ShapeError(path, "is an object with keys that are not texts, or too many of them")
+        return {k: plain(v, _at(path, k), depth + 1) for k, v in value.items()}
+    raise ShapeError(path, f"is a value of type {type(value).__name__}, not JSON")
