@@ -26,8 +26,13 @@ def pytest_sessionstart(session):
     base = session.config.mpsstudio_base = tempfile.mkdtemp(prefix="mpsstudio-tests-")
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):
         os.environ[f"MPSSTUDIO_{name}_DIR"] = os.path.join(base, name.lower())
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s workers: a temp folder of its own, so what
+        temp = os.path.join(base, "tmp")  # one worker's run processes make there is never another's leftover
+        os.makedirs(temp)
+        os.environ["TMPDIR"] = tempfile.tempdir = temp
     os.environ[MEMORY_LIMIT_VAR] = processes.MEMORY_CAP_MB
     processes.POOL = processes.WarmPool()
+    processes.use_forkserver()
 
     gc.disable()
     import torch  # noqa: F401  (with the engine and Qt: frozen below, so full collections skip them)
@@ -56,6 +61,8 @@ def _collected_in_the_main_thread():
     if full:
         _tests_since_full_collection[0] = 0
     gc.collect(2 if full else 1)
+    if full:  # what survived is the session's (modules, fixtures, caches): later collections need not walk it, the
+        gc.freeze()  # engine's own gc.collect() between max-batch probes included (as in a run process: child.py)
 
 
 def pytest_collection_finish(session):
@@ -63,6 +70,8 @@ def pytest_collection_finish(session):
     soon as it is collected, so it runs beside the in-process tests; its test collects the result."""
     from .test_user_folders import DEMO_TEST, start_demo
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects every test: the one that runs it starts it
+        return
     if any(item.name == DEMO_TEST for item in session.items) and len(session.items) > 1:
         session.config.mpsstudio_demo = start_demo()
 
@@ -87,6 +96,9 @@ def pytest_unconfigure(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "processes: the test is about run processes themselves (crashes, hangs, signals, "
                                        "Stop, spares): its runs get real processes, not InProcessRun")
+    config.addinivalue_line("markers", "spawn: its run processes start as the app starts them (spawn: a fresh "
+                                       "interpreter), not forked from the suite's forkserver with torch loaded")
+
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +121,10 @@ def _runs_in_process(request, monkeypatch):
     from . import processes
 
     processes.POOL.refill()  # first, while the environment is the session's (see WarmPool)
-    if request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
+    if request.node.get_closest_marker("spawn"):  # fresh interpreters, as the app starts them
+        monkeypatch.setattr(handles, "START_METHOD", "spawn")
+        monkeypatch.setattr(handles, "new_process", process.RunProcess)
+    elif request.node.get_closest_marker("processes") or "run_pids" in request.fixturenames:
         monkeypatch.setattr(handles, "new_process", processes.POOL.take)
     else:
         monkeypatch.setattr(handles, "new_process", process.InProcessRun)

@@ -32,6 +32,24 @@ def live_processes() -> list[int]:
 
 POOL: "WarmPool | None" = None  # the session's pool (conftest sets it)
 
+# what the suite's forkserver imports once, so that a run process forked from it starts in milliseconds instead of
+# ~3 s of `import torch` (spent on the machine's 2 cores beside the tests that run meanwhile)
+PRELOAD = ["torch", "torchvision", "mpsstudio.engine.run.session", "mpsstudio.engine.process.child",
+           "mpsstudio.engine.tools.registry"]
+
+
+def use_forkserver() -> None:
+    """Run processes of the suite start from a forkserver that has imported torch and the engine (Linux, macOS);
+    tests about what a fresh interpreter does before torch loads mark themselves `spawn`. The app itself spawns."""
+    import multiprocessing
+
+    from mpsstudio.engine.process import handles
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
+    handles.START_METHOD = "forkserver"
+
 
 def process_group(pid: int) -> int | None:
     try:

@@ -175,10 +175,11 @@ def _left_behind(temp_before: set[str]) -> set[str]:
     from mpsstudio.engine.process import handles
 
     alive = {os.path.basename(p.temp) for p in list(handles._live) if p.temp and p.alive()}
-    return {e for e in _entries(tempfile.gettempdir()) - temp_before
-            if e.startswith(("mpsstudio", "pymp")) and e not in alive}
+    return {e for e in _entries(tempfile.gettempdir()) - temp_before  # (another test session's base folder,
+            if e.startswith(("mpsstudio", "pymp")) and not e.startswith("mpsstudio-tests-") and e not in alive}
 
 
+@pytest.mark.spawn  # its model signals os.getppid(): the front end only when spawned
 @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGHUP", 129)])
 def test_a_model_that_signals_its_front_end_is_kept_as_cancelled(tmp_path, capsys, run_pids, sig, code):
     import tempfile
@@ -347,6 +348,7 @@ if x.shape[0] >= {at} and self.steps < 10**6:
 ''')
 
 
+@pytest.mark.spawn  # its model signals os.getppid(): the front end only when spawned
 def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_path, capsys, run_pids):
     model = tmp_path / "by_batch.py"
     model.write_text(BY_BATCH.format(at=16))
@@ -372,6 +374,7 @@ def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_pa
     assert live_processes() == []
 
 
+@pytest.mark.spawn  # DataLoader workers of a spawned run process, as in the app
 def test_a_run_with_dataloader_workers_blames_nothing_on_the_model(tmp_path, capsys, run_pids):
     """The DataLoader's workers are the run's own: they end with its process group and are never named as left by
     the model (multiprocessing forgets a child's target once started, so they are told apart by their group)."""

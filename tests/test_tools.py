@@ -25,8 +25,14 @@ MLP = RunConfig(model="mlp", dataset="synthetic", seed=1)
 
 def fake_memory(monkeypatch, fits_up_to: int, per_sample: int = 1024 * 1024):
     """Memory grows `per_sample` bytes per sample; batches above `fits_up_to` raise a CUDA-style OOM. Throughput
-    collapse is off (a busy test machine is not memory pressure): it has its own test."""
+    collapse is off (a busy test machine is not memory pressure): it has its own test. The model is a small one of
+    the mlp's input (its memory is faked anyway: the search, not the model, is what these tests are about)."""
+    from mpsstudio.engine.tools import toolkit
+
     monkeypatch.setattr(maxbatch, "COLLAPSE", 0.0)
+    monkeypatch.setattr(toolkit, "build", lambda setup: torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(setup.model_spec.channels * setup.model_spec.height
+                                            * setup.model_spec.width, setup.model_spec.num_classes)))
     real_step = maxbatch._Search._step
 
     def step(self, x, y):

@@ -17,8 +17,14 @@ from ..basics.errors import UserError
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
 
 
-def _child_main(conn, mps_fallback: bool, output, device: str | None = None, temp: str | None = None) -> None:
-    """Entry point of a run's process: settings first, then torch, then one job from the parent."""
+def _child_main(conn, mps_fallback: bool, output, device: str | None = None, temp: str | None = None,
+                environ: dict | None = None) -> None:
+    """Entry point of a run's process: settings first, then torch, then one job from the parent. `environ`: the
+    parent's environment when it started this process (a forked child, as the test suite starts them, would
+    otherwise have its server's)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     os.environ[FALLBACK_VAR] = "1" if mps_fallback else "0"  # read once, when torch loads
     if hasattr(os, "setsid"):
         os.setsid()  # its own process group: the parent can end it with its DataLoader workers

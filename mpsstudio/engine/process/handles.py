@@ -64,17 +64,23 @@ _live: "set[RunProcess]" = set()
 _live_lock = threading.Lock()
 
 
+# How run processes start: "spawn" (a fresh interpreter: torch loads after the child's settings, and a process that
+# touched Metal is never forked). The test suite starts them from a forkserver with torch already imported instead
+# (tests/conftest.py), except where the order of settings and torch is what is tested.
+START_METHOD = "spawn"
+
+
 class RunProcess:
     """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
 
     def __init__(self, *, mps_fallback: bool = True, device: str | None = None):
-        ctx = multiprocessing.get_context("spawn")
+        ctx = multiprocessing.get_context(START_METHOD)
         self.mps_fallback, self.device = mps_fallback, device
         self.conn, child_conn = ctx.Pipe()
         out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
         self.temp = run_temp_folder()  # the child's temp folder, removed with it
-        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device, self.temp),
-                                   name="mpsstudio-run")
+        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device, self.temp,
+                                                             dict(os.environ)), name="mpsstudio-run")
         with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
             self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up
         child_conn.close()
