@@ -98,6 +98,7 @@ def test_a_full_disk_is_said_so_when_sqlite_calls_it_a_disk_i_o_error(tmp_path, 
                                                                   tmp_path / "runs.sqlite3"))
 
 
+@pytest.mark.spawn  # the app's way: a forked child would have its forkserver's dispositions, not the front end's
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the signal mask from /proc")
 def test_a_run_process_starts_with_ctrl_c_ignored(monkeypatch):
     """Ctrl-C reaches every process of the terminal's group: a run process still starting (before its setsid)
