@@ -39,7 +39,8 @@ def config_from_args(args) -> RunConfig:
                "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
                "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed",
                "early_stop": "early_stop_patience", "early_stop_monitor": "early_stop_monitor",
-               "early_stop_mode": "early_stop_mode", "accumulate": "accumulate"}
+               "early_stop_mode": "early_stop_mode", "accumulate": "accumulate", "input_shape": "input_shape",
+               "num_classes": "num_classes"}
     for arg, field in mapping.items():
         value = getattr(args, arg, None)
         if value is not None:

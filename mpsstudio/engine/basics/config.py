@@ -26,6 +26,7 @@ MAX_WORKERS = 256
 MAX_THREADS = 4096
 MAX_SEED = 2**63 - 1
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's images are decoded
+MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000  # a synthetic sample's input
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
@@ -79,7 +80,11 @@ class RunConfig:
     seed: int = 0
     threads: int | None = None  # CPU threads torch uses; None = torch's default, recorded either way
     tf32: bool = False
-    image_size: int | None = None  # folder datasets: decode size; None = the model's preferred size
+    image_size: int | None = None  # folder datasets: decode size; synthetic images: their size; None = the model's
+    # synthetic data only: the shape of one sample ([C, H, W] images, [L] tokens) and the number of classes; None:
+    # the model's own (a user's file may declare INPUT_SHAPE and NUM_CLASSES; models/user.py)
+    input_shape: list | None = None
+    num_classes: int | None = None
     window_s: float = 0.1  # target length of one measurement window
     # operations MPS lacks run on the CPU (PYTORCH_ENABLE_MPS_FALLBACK=1 in the run's own process) instead of
     # stopping the run; copies each way make them slow, so a run records whether it allowed them
@@ -98,6 +103,10 @@ class RunConfig:
     # batch of accumulate x batch_size); steps and throughput count micro-batches and samples, as without it.
     accumulate: int = 1
     options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.input_shape, tuple):  # one form, so that equal configs compare equal
+            self.input_shape = list(self.input_shape)
 
     @property
     def monitor_mode(self) -> str:
@@ -133,6 +142,23 @@ class RunConfig:
         _whole(self.seed, "The seed", 0, MAX_SEED)
         if self.image_size is not None:
             _whole(self.image_size, "The image size", MIN_IMAGE_SIZE, MAX_IMAGE_SIZE, unit=" pixels")
+        if self.input_shape is not None:
+            if not isinstance(self.input_shape, (list, tuple)) or len(self.input_shape) not in (1, 3):
+                raise UserError(f"The input shape must be C,H,W for images or L for tokens, not "
+                                f"{_shown(self.input_shape)}.")
+            for v, (what, top) in zip(self.input_shape, ((("Channels", MAX_CHANNELS), ("Height", MAX_SIDE),
+                                                          ("Width", MAX_SIDE)) if len(self.input_shape) == 3
+                                                        else (("The sequence length", MAX_SEQ),))):
+                _whole(v, what, 1, top)
+        if self.num_classes is not None:
+            _whole(self.num_classes, "The number of classes", 1, MAX_CLASSES)
+        if (self.input_shape is not None or self.num_classes is not None) and str(self.dataset).lower() != "synthetic":
+            raise UserError("--input-shape and --num-classes shape synthetic data; a dataset's samples have their own "
+                            "(a folder's images are decoded at --image-size), so drop them or use --dataset "
+                            "synthetic.")
+        if self.image_size is not None and self.input_shape is not None:
+            raise UserError("Give the synthetic input's size once: --input-shape C,H,W, or --image-size for its "
+                            "height and width.")
         if not is_finite(self.window_s) or not (MIN_WINDOW_S <= self.window_s <= MAX_WINDOW_S):
             raise UserError(f"The measurement window must be between {MIN_WINDOW_S:g} and {MAX_WINDOW_S:g} seconds, "
                             f"not {_shown(self.window_s)}.")

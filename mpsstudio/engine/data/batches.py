@@ -119,6 +119,73 @@ class CycledBatches:
         return raw
 
 
+def to_device(tree, device: torch.device):
+    """A batch's inputs or targets on `device`: a tensor, or tuples, lists and dicts of them (other values as they
+    are)."""
+    if isinstance(tree, torch.Tensor):
+        return _to_device(tree, device)
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(to_device(t, device) for t in tree)
+    if isinstance(tree, dict):
+        return {k: to_device(v, device) for k, v in tree.items()}
+    return tree
+
+
+def shape_key(x) -> tuple:
+    """The shapes of a batch's inputs, hashable (a tensor's shape; for several inputs, theirs in order)."""
+    if isinstance(x, torch.Tensor):
+        return tuple(x.shape)
+    if isinstance(x, dict):
+        return tuple((k, shape_key(v)) for k, v in x.items())
+    if isinstance(x, (tuple, list)):
+        return tuple(shape_key(v) for v in x)
+    return ()
+
+
+def _tensors_in(tree) -> bool:
+    if isinstance(tree, torch.Tensor):
+        return True
+    if isinstance(tree, (tuple, list)):
+        return any(_tensors_in(t) for t in tree)
+    return isinstance(tree, dict) and any(_tensors_in(v) for v in tree.values())
+
+
+def made_batch(make: Callable, batch_size: int, generator: torch.Generator, where: str) -> Batch:
+    """One (inputs, targets) of a model file's make_batch(batch_size, generator), checked; UserError otherwise."""
+    from ..basics.errors import UserError
+    from ..basics.formatting import error_line
+
+    try:
+        made = make(batch_size, generator)
+    except (Exception, SystemExit) as exc:
+        raise UserError(f"make_batch in {where} raised {error_line(exc, 200)}; fix it and try again.") from exc
+    if not (isinstance(made, (tuple, list)) and len(made) == 2 and _tensors_in(made[0])):
+        raise UserError(f"make_batch in {where} returned {type(made).__name__}; return (inputs, targets), the inputs "
+                        "a tensor, a tuple or a dict of tensors.")
+    return made[0], made[1]
+
+
+class MadeBatches:
+    """Batches a user's model file makes itself (make_batch(batch_size, generator): several inputs, dicts, tokens):
+    a few made at the start, on the device, and reused, as synthetic data is (compute only, no data cost)."""
+
+    def __init__(self, make: Callable, batch_size: int, device: torch.device, seed: int, where: str,
+                 pool: int = 4, epoch_samples: int = 1024):
+        generator = torch.Generator().manual_seed(seed)
+        self.batches = [to_device(made_batch(make, batch_size, generator, where), device) for _ in range(pool)]
+        self.steps_per_epoch = max(1, epoch_samples // batch_size)
+
+    def epoch(self) -> Iterator[Batch]:
+        for i in range(self.steps_per_epoch):
+            yield self.batches[i % len(self.batches)]
+
+    raw_epoch = epoch
+
+    @staticmethod
+    def place(raw: Batch) -> Batch:
+        return raw
+
+
 class LoaderBatches:
     """Batches from a torch DataLoader (lazy datasets such as image folders; worker processes allowed)."""
 

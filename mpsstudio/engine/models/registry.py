@@ -26,7 +26,8 @@ from torch import nn
 from ..basics.errors import UserError
 from ..basics.spec import DataSpec
 from . import architectures
-from .user import USER_MODEL_WARNING, build_user_model, user_model_path, user_model_warning
+from .user import (USER_MODEL_WARNING, Declared, build_user_model, declared, user_function, user_model_path,
+                   user_model_warning)
 
 __all__ = ["USER_MODEL_WARNING", "ModelInfo", "build_model", "count_parameters", "get_model_info", "input_spec_for",
            "list_models", "parameter_count", "user_model_warning"]
@@ -47,6 +48,7 @@ class ModelInfo:
     min_image_size: int = 1
     image_size_multiple: int = 1
     preferred_image_size: int | None = None
+    declared: Declared | None = None  # a user's file: what it says of its input (models/user.py)
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,28 @@ def get_model_info(name: str) -> ModelInfo:
     if entry is not None:
         return entry.info
     path = user_model_path(name, _unknown_model)
+    said = declared(path)
+    spec = spec_of(said.input_shape or USER_DEFAULT_SHAPE, said.num_classes or USER_DEFAULT_CLASSES, said.vocab_size)
     return ModelInfo(
         name=name,
         description=f"Your model from {path.name} (its build_model(num_classes, input_shape)).",
-        input_kind=_IMAGE,
-        default_spec=DataSpec(_IMAGE, 10, channels=3, height=32, width=32),
+        input_kind=spec.kind,
+        default_spec=spec,
+        preferred_image_size=spec.height if spec.kind == _IMAGE and said.input_shape else None,
+        declared=said,
     )
+
+
+USER_DEFAULT_SHAPE = (3, 32, 32)  # what a user's model gets when neither its file nor the setup says
+USER_DEFAULT_CLASSES = 10
+DEFAULT_VOCAB = 10_000
+
+
+def spec_of(shape: tuple[int, ...], num_classes: int, vocab_size: int | None = None) -> DataSpec:
+    """The DataSpec of a declared input: (C, H, W) images or (L,) tokens."""
+    if len(shape) == 3:
+        return DataSpec(_IMAGE, num_classes, channels=shape[0], height=shape[1], width=shape[2])
+    return DataSpec(_TOKENS, num_classes, seq_len=shape[0], vocab_size=vocab_size or DEFAULT_VOCAB)
 
 
 def input_spec_for(name: str, data_spec: DataSpec) -> DataSpec:
@@ -173,6 +191,18 @@ def build_model(name: str, data_spec: DataSpec) -> nn.Module:
     if entry is None:
         return build_user_model(user_model_path(name, _unknown_model), spec)
     return entry.build(spec)
+
+
+def own_functions(name: str) -> tuple[Callable | None, Callable | None]:
+    """(make_batch, loss) of a user's model file that defines them (loading it runs its code: a run's process
+    only), (None, None) for a built-in model or a file that defines neither."""
+    if name.strip().lower() in _REGISTRY:
+        return None, None
+    info = get_model_info(name)
+    if info.declared is None or not (info.declared.make_batch or info.declared.loss):
+        return None, None
+    path = user_model_path(name, _unknown_model)
+    return user_function(path, "make_batch"), user_function(path, "loss")
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -9,10 +9,12 @@ import importlib.util
 import itertools
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
 
+from ..basics.config import MAX_CHANNELS, MAX_CLASSES, MAX_SEQ, MAX_SIDE
 from ..basics.errors import UserError
 from ..basics.formatting import error_line
 from ..basics.spec import DataSpec
@@ -42,6 +44,74 @@ def user_model_path(name: str, unknown: Callable[[str], UserError]) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What a model file says about its input, read without running it (the front end reads it too):
+    `INPUT_SHAPE = (3, 224, 224)` (or `(seq_len,)` for tokens), `NUM_CLASSES = 1000`, `VOCAB_SIZE = 30522`, and
+    whether it defines `make_batch(batch_size, generator)` (its own inputs and targets) and `loss(outputs,
+    targets)` (its own loss, else cross-entropy on logits)."""
+
+    input_shape: tuple[int, ...] | None = None
+    num_classes: int | None = None
+    vocab_size: int | None = None
+    make_batch: bool = False
+    loss: bool = False
+
+
+
+
+def declared(path: Path) -> Declared:
+    """The file's declarations, from its syntax tree (nothing in it runs); UserError naming what is wrong with one."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise UserError(f"Model file '{path}' cannot be read ({error_line(exc, 200)}); fix the file and try "
+                        "again.") from None
+    found: dict = {}
+    functions = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value is not None else []
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in ("INPUT_SHAPE", "NUM_CLASSES", "VOCAB_SIZE"):
+                try:
+                    found[target.id] = ast.literal_eval(node.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    raise UserError(f"{target.id} in '{path.name}' must be written out as numbers (e.g. INPUT_SHAPE "
+                                    "= (3, 224, 224)), not computed; MPS Studio reads it without running the "
+                                    "file.") from None
+    shape = found.get("INPUT_SHAPE")
+    if shape is not None:
+        shape = check_shape(shape, f"INPUT_SHAPE in '{path.name}'")
+    return Declared(shape, _count(found.get("NUM_CLASSES"), f"NUM_CLASSES in '{path.name}'", MAX_CLASSES),
+                    _count(found.get("VOCAB_SIZE"), f"VOCAB_SIZE in '{path.name}'", 2**31),
+                    "make_batch" in functions, "loss" in functions)
+
+
+def check_shape(shape, what: str) -> tuple[int, ...]:
+    """(C, H, W) of an image or (L,) of a token sequence, whole numbers in range; UserError otherwise."""
+    ok = isinstance(shape, (tuple, list)) and len(shape) in (1, 3) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in shape)
+    bounds = (MAX_SEQ,) if ok and len(shape) == 1 else (MAX_CHANNELS, MAX_SIDE, MAX_SIDE)
+    if not ok or not all(1 <= v <= top for v, top in zip(shape, bounds)):
+        raise UserError(f"{what} must be (channels, height, width) for images or (length,) for tokens, whole "
+                        f"numbers from 1 (at most {MAX_CHANNELS:,} channels, {MAX_SIDE:,} pixels a side, "
+                        f"{MAX_SEQ:,} tokens), not {str(shape)[:40]}.")
+    return tuple(shape)
+
+
+def _count(value, what: str, top: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise UserError(f"{what} must be a whole number from 1 to {top:,}, not {str(value)[:40]}.")
+    return value
+
+
 def _load_user_module(path: Path) -> object:
     """Import the user's file under a fresh, unique module name (so edits are picked up each time)."""
     module_name = f"mpsstudio_user_model_{next(_module_counter)}"
@@ -60,9 +130,35 @@ def _load_user_module(path: Path) -> object:
     return module
 
 
+_loaded: dict = {}  # (path, mtime, size) -> the module, in this process (a run's own process loads it once)
+
+
+def user_module(path: Path) -> object:
+    """The user's file imported once per process and version of the file (its build_model, make_batch and loss
+    share one module); an edited file is imported again."""
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _loaded:
+        return _loaded[key]
+    module = _load_user_module(path)
+    if key is not None:
+        _loaded.clear()  # one version of one file at a time: a process measures one model
+        _loaded[key] = module
+    return module
+
+
+def user_function(path: Path, name: str) -> Callable | None:
+    """The file's `make_batch` or `loss`, or None where it defines none."""
+    found = getattr(user_module(path), name, None)
+    return found if callable(found) else None
+
+
 def build_user_model(path: Path, spec: DataSpec) -> nn.Module:
     """Run the user's build_model(num_classes, input_shape) and check it returned a module."""
-    module = _load_user_module(path)
+    module = user_module(path)
     build = getattr(module, "build_model", None)
     if not callable(build):
         raise UserError(

@@ -13,11 +13,12 @@ import torch
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..data import datasets
-from ..data.batches import InputConverter, make_batches
+from ..data.batches import InputConverter, MadeBatches, make_batches
 from ..machine import devices, environment, footprint, host, precision, probe
 from ..machine.energy import meter as energy
 from ..models import registry as models
 from .epochs import Epochs
+from .feed import feed_for
 from .steps import Steps
 
 # Largest image folder the 'resident' option will decode into device memory.
@@ -25,11 +26,41 @@ RESIDENT_LIMIT_BYTES = 4 * 1024**3
 
 
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
-    """Load the config's dataset shaped for its model (synthetic data takes the model's input shape)."""
+    """Load the config's dataset shaped for its model (synthetic data takes synthetic_input's shape)."""
     info = models.get_model_info(config.model)
-    return datasets.load_dataset(config.dataset, model_spec=info.default_spec,
+    return datasets.load_dataset(config.dataset, model_spec=synthetic_input(config),
                                  image_size=config.image_size or info.preferred_image_size,
                                  seed=config.seed, progress=progress)
+
+
+def synthetic_input(config: RunConfig):
+    """What one synthetic sample is for the config's model: the model's own input (a built-in's, or what a user's
+    file declares: INPUT_SHAPE, NUM_CLASSES, VOCAB_SIZE), then --input-shape, --image-size (an image's height and
+    width) and --num-classes over it. UserError where they do not fit the model."""
+    from dataclasses import replace
+
+    info = models.get_model_info(config.model)
+    spec = info.default_spec
+    if config.input_shape:
+        shape = tuple(config.input_shape)
+        kind = "image" if len(shape) == 3 else "tokens"
+        if kind not in info.input_kind:
+            raise UserError(f"{_name(config.model)} takes {info.input_kind} input, not {'images' if kind == 'image' else 'tokens'}"
+                            f" of shape {','.join(map(str, shape))}; give --input-shape as "
+                            f"{'C,H,W' if 'image' in info.input_kind else 'L'}.")
+        spec = models.spec_of(shape, spec.num_classes, spec.vocab_size or None)
+    if config.image_size is not None and str(config.dataset).lower() == "synthetic":
+        if spec.kind != "image":
+            raise UserError(f"--image-size sets the height and width of images, and {_name(config.model)} takes "
+                            f"tokens here; give the sequence length with --input-shape L.")
+        spec = replace(spec, height=config.image_size, width=config.image_size)
+    if config.num_classes:
+        spec = replace(spec, num_classes=config.num_classes)
+    return spec
+
+
+def _name(model: str) -> str:
+    return model.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 @dataclass
@@ -78,18 +109,20 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     torch.manual_seed(cfg.seed)
     model = models.build_model(cfg.model, model_spec)
     noted["parameters"] = models.count_parameters(model)
+    feed = feed_for(cfg)  # a model file's own make_batch and loss (its code runs here, in the run's process)
     check_stop()
     notes = []
     if dev.kind == "mps":  # before anything moves to the device: what it cannot hold, what it has no kernel for
-        notes += _preflight(cfg, model, data, model_spec, noted)
+        notes += _preflight(cfg, model, data, model_spec, noted, feed)
     tdev = torch.device(dev.torch_device or dev.id)
     model = model.to(tdev)
     if cfg.channels_last and data.spec.kind == "image":
         model = model.to(memory_format=torch.channels_last)
-    steps = Steps(cfg, model, dev, tdev, model_spec.num_classes)
-    train, val = _batch_sources(cfg, data, model_spec, tdev)
+    steps = Steps(cfg, model, dev, tdev, model_spec.num_classes, feed)
+    train, val = _batch_sources(cfg, data, model_spec, tdev, feed)
     epochs = Epochs(cfg, model, steps.forward, steps.autocast, val, tdev, model_spec.num_classes, data)
-    noted.update(train_size=len(data.train), dataset=data.summary())
+    noted.update(train_size=len(data.train), dataset=data.summary() if not feed.made else
+                 f"synthetic: batches made by make_batch in {feed.where}")
     if (cfg.early_stop_patience is not None or cfg.keep_best) and val is None:
         raise UserError(f"Early stopping and the best epoch watch the validation split, and {data.name} has "
                         "none; choose a dataset with one (a folder of images gets one) or turn them off.")
@@ -111,22 +144,31 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
                     total=total, notes=notes)
 
 
-def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict) -> list[str]:
+def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict, feed) -> list[str]:
     """The notes of run/preflight.py for an MPS run (UserError for float64 the user did not choose to cast);
     the summary keeps them (`preflight`)."""
     from . import preflight
     from .steps import make_optimizer
 
     cast = preflight.check_dtypes(model, data, cfg.model, cfg.cast_float64)
-    ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image", cfg.mode == "train",
-                               lambda m: make_optimizer(cfg, m), cfg.mps_fallback)
+    if feed.made or feed.own_loss:  # its own inputs and loss are not traced on the meta device
+        ahead = {"no_mps_kernel": [], "traced": False, "note": None,
+                 "reason": "a model fed by its file's make_batch or loss is not traced before the run; the inspection "
+                           "after it lists what fell back"}
+    else:
+        ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image",
+                                   cfg.mode == "train", lambda m: make_optimizer(cfg, m), cfg.mps_fallback)
     noted["preflight"] = {"cast": cast, "no_mps_kernel": ahead["no_mps_kernel"], "traced": ahead["traced"],
                           "reason": ahead["reason"], "note": ahead["note"]}
     return [n for n in (cast, ahead["note"]) if n]
 
 
-def _batch_sources(cfg: RunConfig, data, model_spec, tdev):
-    """(training batches, validation batches or None), uint8 samples normalised on the device."""
+def _batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
+    """(training batches, validation batches or None), uint8 samples normalised on the device; a model file's own
+    make_batch gives them itself."""
+    if feed is not None and feed.made:
+        return MadeBatches(feed.make_batch, cfg.batch_size, tdev, cfg.seed, feed.where,
+                           epoch_samples=len(data.train)), None
     convert = InputConverter(data.spec, model_spec, data.mean, data.std, tdev, cfg.channels_last)
     if cfg.resident and not hasattr(data.train, "x"):
         need = len(data.train) * math.prod(data.spec.sample_shape)

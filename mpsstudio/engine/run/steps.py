@@ -56,13 +56,41 @@ def global_settings(config: RunConfig):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
+@contextmanager
+def _where_it_failed(model: torch.nn.Module):
+    """The modules entered and not yet left while the block runs (a list of (qualified name, type)): the last is
+    where an exception was raised during a forward pass."""
+    names = {id(m): name for name, m in model.named_modules()}
+    inside: list = []
+
+    def enter(module, args):
+        if id(module) in names:
+            inside.append((names[id(module)], type(module).__name__))
+
+    def leave(module, args, output):
+        if inside and id(module) in names and inside[-1][0] == names[id(module)]:
+            inside.pop()
+    hooks = [torch.nn.modules.module.register_module_forward_pre_hook(enter),
+             torch.nn.modules.module.register_module_forward_hook(leave)]
+    try:
+        yield inside
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 class Steps:
     """The step functions of one run over its model on its device; `step(x, y)` returns the step's loss, still on
     the device (fetched once per window, never per step)."""
 
     def __init__(self, config: RunConfig, model: torch.nn.Module, device: devices.Device, tdev: torch.device,
-                 num_classes: int):
+                 num_classes: int, feed=None):
+        from .feed import Feed
+
         self.config, self.model, self.num_classes = config, model, num_classes
+        self.feed = feed or Feed()
+        # the loss of a batch: cross-entropy on the model's logits, or the model file's own inputs and loss
+        self.loss_of = self._fed_loss if (self.feed.made or self.feed.own_loss) else self._logits_loss
         self.optimizer = make_optimizer(config, model) if config.mode == "train" else None
         self.forward = torch.compile(model) if config.compile else model
         self.scaler = None
@@ -72,6 +100,12 @@ class Steps:
         self.autocast: Callable = (lambda: torch.autocast(tdev.type, dtype=dtype)) if dtype else nullcontext
         self.micro = 0  # micro-batches since the run started (gradient accumulation)
         self.parameters = models.count_parameters(model)
+
+    def _logits_loss(self, x, y) -> torch.Tensor:
+        return F.cross_entropy(self.forward(x), y)
+
+    def _fed_loss(self, x, y) -> torch.Tensor:
+        return self.feed.loss_of(self.forward, x, y)
 
     def choose(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         """The step function this config runs."""
@@ -85,7 +119,7 @@ class Steps:
     def train(self, x, y) -> torch.Tensor:
         """fp32 training step: the hot path, kept as lean as the bare loop it is benchmarked against."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.forward(x), y)
+        loss = self.loss_of(x, y)
         loss.backward()
         self.optimizer.step()
         return loss.detach()
@@ -94,7 +128,7 @@ class Steps:
         """Mixed-precision training step (autocast; a GradScaler for fp16 where the device has one)."""
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = F.cross_entropy(self.forward(x), y)
+            loss = self.loss_of(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -111,7 +145,7 @@ class Steps:
         if self.micro % n == 0:
             self.optimizer.zero_grad(set_to_none=True)
         with self.autocast():
-            loss = F.cross_entropy(self.forward(x), y)
+            loss = self.loss_of(x, y)
         scaled = loss / n
         (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
         self.micro += 1
@@ -125,16 +159,18 @@ class Steps:
 
     def infer(self, x, y) -> torch.Tensor:
         with torch.inference_mode(), self.autocast():
-            return F.cross_entropy(self.forward(x), y)
+            return self.loss_of(x, y)
 
     def first(self, step_fn, x, y) -> torch.Tensor:
         """The first step, checking once that the model returns logits (N, num_classes): a user's model that
         does not gets a sentence naming the shape, not a loss function's error."""
         forward = self.forward
-        expected = (int(x.shape[0]), self.num_classes)
+        expected = (int(x.shape[0]) if isinstance(x, torch.Tensor) else self.config.batch_size, self.num_classes)
 
-        def checked(inputs):
-            out = forward(inputs)
+        def checked(*inputs, **named):
+            out = forward(*inputs, **named)
+            if self.feed.own_loss is not None:  # its own loss takes what the model returns
+                return out
             got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             if got != expected:
                 raise UserError(f"{self.config.model} returned {'an output of shape ' if isinstance(got, tuple) else ''}"
@@ -143,7 +179,20 @@ class Steps:
             return out
         self.forward = checked
         try:
-            return step_fn(x, y)
+            with _where_it_failed(self.model) as inside:
+                return step_fn(x, y)
+        except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
+            from ..basics.formatting import error_line
+
+            if (isinstance(exc, (UserError, NotImplementedError, torch.OutOfMemoryError))
+                    or "out of memory" in str(exc).lower()):  # said as such by run/failures.py
+                raise
+            where = (f" in {inside[-1][0] or 'the model'} ({inside[-1][1]})" if inside else
+                     " in the backward pass or the loss")
+            raise UserError(f"{error_line(exc, 240, with_type=False)}{where}, input "
+                            f"{'x'.join(map(str, tuple(x.shape)[1:])) if isinstance(x, torch.Tensor) else '?'}: set "
+                            "INPUT_SHAPE in the model file or --input-shape (Setup ▸ Input for synthetic data) to "
+                            "what the model takes.") from exc
         finally:
             self.forward = forward
             self.parameters = models.count_parameters(self.model)  # lazy modules have their shapes now

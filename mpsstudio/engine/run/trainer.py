@@ -21,6 +21,7 @@ from ..basics.events import Ended, EpochEnd, Event, Started, Warmup
 from ..basics.formatting import error_line
 from ..basics.results import RunResult
 from ..data import datasets
+from ..data.batches import shape_key
 from ..machine import devices, host
 from .failures import MODEL_INTERRUPT, Cancelled, DataError, outcome, release_reserve
 from .setup import Prepared, prepare
@@ -141,7 +142,7 @@ class RunLoop:
                 except Exception as exc:
                     raise DataError() from exc
                 win_wait += time.perf_counter() - t
-                self.shapes.add(x.shape)  # distinct input shapes: the driver's caches grow with them (memory.py)
+                self.shapes.add(shape_key(x))  # distinct input shapes: the driver's caches grow with them (memory.py)
                 win_losses.append(step_fn(x, y) if step > 1 else steps.first(step_fn, x, y))
                 if pending is not None:
                     win.record(*pending)

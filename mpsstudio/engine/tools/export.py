@@ -54,6 +54,10 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     target = staged_path(final) if staged else final
     say("building the model", 0.1)
     model, spec, about = build(config, weights, say, model_given)
+    declared = _declared(config) if model_given else None
+    if declared is not None and declared.make_batch and str(config.dataset).lower() == "synthetic":
+        raise UserError(f"An export takes a model with one tensor input, and {about['model']} takes what its file's "
+                        "make_batch makes; export a model of one input.")
     x = example(spec, batch_size)
     reference = logits_of(model, x, spec)
     say(f"exporting to {fmt}", 0.4)
@@ -80,6 +84,12 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     result["sentence"] = sentence(result)
     say("done", 1.0)
     return result
+
+
+def _declared(config: RunConfig):
+    from ..models import registry as models
+
+    return models.get_model_info(config.model).declared
 
 
 def check_not_weights(target: Path, weights: str | None) -> None:

@@ -21,6 +21,7 @@ Three checks of one config, in a run's own process (process.run_tool):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 
@@ -35,6 +36,8 @@ from ..basics.errors import UserError
 from ..basics.formatting import error_line
 
 PARITY_BATCH = 8  # samples in the parity batch (the float64 CPU reference is slow for large models)
+NOT_FOR_OWN_FEED = ("Parity with the CPU in float64 was not checked: it compares one tensor of images or tokens and "
+                    "cross-entropy on logits, and this model is fed by its file's make_batch or loss.")
 
 
 def parity(setup: toolkit.Setup, base: torch.nn.Module) -> dict:
@@ -57,7 +60,10 @@ def inspect(config: RunConfig, *, progress: Callable[[str, float], None] | None 
                  "probe": check.to_dict(), "env": setup.env, "config": setup.config.to_dict(), "stopped": False}
     try:
         progress("checking parity with the CPU (float64)", 0.1)
-        out["parity"] = parity(setup, base)
+        if setup.feed.made or setup.feed.own_loss:
+            out["notes"] = [NOT_FOR_OWN_FEED]
+        else:
+            out["parity"] = parity(setup, base)
         if stop():
             raise toolkit.Stopped()
         progress("recording the operations of one training step", 0.6)
@@ -86,12 +92,17 @@ def _step_ops(setup: toolkit.Setup, base: torch.nn.Module, decide) -> dict:
 
     def step():
         opt.zero_grad(set_to_none=True)
-        forward_backward(model, x, y, dtype, setup.tdev.type)
+        if setup.feed.made or setup.feed.own_loss:  # the model file's own inputs and loss
+            with torch.autocast(setup.tdev.type, dtype=dtype) if dtype else contextlib.nullcontext():
+                loss = setup.feed.loss_of(model, x, y)
+            loss.backward()
+        else:
+            forward_backward(model, x, y, dtype, setup.tdev.type)
         opt.step()
     step()  # warm-up: first-call set-up is not an operation of the step
     setup.device.synchronize()
     found = fallback_ops(step, setup.tdev.type, setup.device.synchronize, decide)
-    found["ops_batch_size"] = int(x.shape[0])
+    found["ops_batch_size"] = int(x.shape[0]) if isinstance(x, torch.Tensor) else setup.config.batch_size
     return found
 
 

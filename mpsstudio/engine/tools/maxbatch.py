@@ -39,7 +39,6 @@ from collections.abc import Callable
 
 import psutil
 import torch
-import torch.nn.functional as F
 
 from . import toolkit
 from .memory import RssPeak, enforce_limit, free, is_oom, limit_for, swapped_out
@@ -76,7 +75,7 @@ class _Search:
         self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision)
         # one untimed batch-1 step first: PyTorch's one-time set-up (thread pools, kernels, optimizer state) is
         # not memory a batch needs, so CPU growth counts from the level after it
-        x, y = toolkit.synthetic_batch(setup.model_spec, 1, setup.tdev, setup.config.seed)
+        x, y = toolkit.synthetic_batch(setup.model_spec, 1, setup.tdev, setup.config.seed, setup.feed)
         self._step(x, y)
         del x, y
         self.optimizer.zero_grad(set_to_none=True)
@@ -104,9 +103,9 @@ class _Search:
         self.optimizer.zero_grad(set_to_none=True)
         if self.dtype is not None:  # mixed precision, as the run does it
             with torch.autocast(self.setup.tdev.type, dtype=self.dtype):
-                loss = F.cross_entropy(self.model(x), y)
+                loss = self.setup.feed.loss_of(self.model, x, y)
         else:
-            loss = F.cross_entropy(self.model(x), y)
+            loss = self.setup.feed.loss_of(self.model, x, y)
         loss.backward()
         self.optimizer.step()
 
@@ -140,7 +139,8 @@ class _Search:
         search took its own boundary for memory pressure)."""
         x = y = None
         try:
-            x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed)
+            x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed,
+                                           self.setup.feed)
             self._step(x, y)
             self.dev.synchronize()
             seconds = self._timed(x, y)
@@ -195,7 +195,8 @@ class _Search:
         x = y = None
         try:
             with RssPeak() as rss:
-                x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed)
+                x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed,
+                                           self.setup.feed)
                 self._step(x, y)
                 self.dev.synchronize()
                 seconds = self._timed(x, y)

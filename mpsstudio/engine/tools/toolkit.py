@@ -7,12 +7,13 @@ checks (the functional probe included), same environment record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..machine import devices, environment, host, precision, probe
 from ..models import registry as models
+from ..run.feed import Feed, feed_for
 from ..run.setup import load_data
 from ..data.batches import InputConverter
 from ..basics.config import RunConfig
@@ -33,6 +34,7 @@ class Setup:
     data: LoadedDataset
     model_spec: DataSpec
     env: dict
+    feed: Feed = field(default_factory=Feed)  # a model file's own make_batch and loss (run/feed.py)
 
 
 def prepare(config: RunConfig, progress=None) -> Setup:
@@ -49,7 +51,7 @@ def prepare(config: RunConfig, progress=None) -> Setup:
         raise UserError(f"{cfg.model} takes {info.input_kind} input but {data.name} holds {data.spec.kind}; "
                         f"pick another model or dataset.")
     return Setup(cfg, dev, torch.device(dev.torch_device or dev.id), data,
-                 models.input_spec_for(cfg.model, data.spec), tool_env(dev))
+                 models.input_spec_for(cfg.model, data.spec), tool_env(dev), feed_for(cfg))
 
 
 def tool_env(dev: devices.Device) -> dict:
@@ -68,7 +70,10 @@ def build(setup: Setup) -> torch.nn.Module:
 
 
 def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first `n` training samples (repeated when the set is smaller), shaped and normalised as a run's are."""
+    """The first `n` training samples (repeated when the set is smaller), shaped and normalised as a run's are; a
+    model file's own make_batch makes them where the file has one."""
+    if setup.feed.made:
+        return setup.feed.batch(n, device, setup.config.seed)
     train = setup.data.train
     count = len(train)
     if count < 1:
@@ -80,8 +85,12 @@ def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor
     return convert(x.to(device)), y.to(device)
 
 
-def synthetic_batch(spec: DataSpec, n: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch shaped like the model's input (normalised images or token ids), made on the device."""
+def synthetic_batch(spec: DataSpec, n: int, device: torch.device, seed: int = 0,
+                    feed: Feed | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch shaped like the model's input (normalised images or token ids), made on the device; a model file's
+    own make_batch makes it where the file has one."""
+    if feed is not None and feed.made:
+        return feed.batch(n, device, seed)
     gen = torch.Generator().manual_seed(seed)
     if spec.kind == "image":
         x = torch.randn((n, *spec.sample_shape), generator=gen)

@@ -199,6 +199,8 @@ def inspect_sentence(result: dict) -> str:
         parts.append(f"Every operation of a training step ran on {device} (no CPU fallback).")
     if result.get("stopped"):
         parts.append("Stopped before every check ran.")
+    if not par:
+        parts += [n for n in result.get("notes") or [] if n.startswith("Parity")]
     return " ".join(parts) or f"Nothing was checked on {device}."
 
 

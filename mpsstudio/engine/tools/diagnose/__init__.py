@@ -107,7 +107,12 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span, 
                            "cast": cfg.cast_float64}
     if stop():
         raise Stopped()
-    setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {})
+    setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {}, p.steps.feed)
+    if setup.feed.made or setup.feed.own_loss:
+        from ..inspection import NOT_FOR_OWN_FEED
+
+        result["parity_error"] = NOT_FOR_OWN_FEED[0].lower() + NOT_FOR_OWN_FEED[1:].rstrip(".")
+        return result
     x, y = real_batch(setup, 8, torch.device("cpu"))
     lo, hi = span
     say(f"{cfg.device}: parity with the CPU (float64)", lo + (hi - lo) * 0.9)

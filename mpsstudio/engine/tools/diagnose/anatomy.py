@@ -26,7 +26,6 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
-import torch.nn.functional as F
 
 from ...analysis.bottleneck import judged
 from ...analysis.summary import quartiles
@@ -212,14 +211,14 @@ def _phased_step(cfg, steps, src, batch, sync) -> dict[str, float]:
     t1 = time.perf_counter()
     if cfg.mode == "inference":
         with torch.inference_mode(), steps.autocast():
-            F.cross_entropy(model(x), y)
+            steps.feed.loss_of(model, x, y)
         sync()
         return {"copy": t1 - t0, "forward": time.perf_counter() - t1, "backward": 0.0, "optimizer": 0.0}
     n_acc = cfg.accumulate
     if steps.micro % n_acc == 0:
         opt.zero_grad(set_to_none=True)
     with steps.autocast():
-        loss = F.cross_entropy(model(x), y)
+        loss = steps.feed.loss_of(model, x, y)
     sync()
     t2 = time.perf_counter()
     scaled = loss / n_acc if n_acc > 1 else loss

@@ -1,0 +1,69 @@
+"""How a model is fed and how its loss is taken, for runs and tools alike: one tensor of images or tokens with
+cross-entropy on its logits (the built-in models, a user's model on a dataset), or, for a user's model file that
+defines `make_batch(batch_size, generator)`, the inputs and targets it makes (a tensor, a tuple or a dict of
+tensors: several inputs, token batches with masks) and its own `loss(outputs, targets)` where it defines one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..basics.config import RunConfig
+from ..models import registry as models
+
+
+def call_model(forward, x):
+    """forward(x), forward(*x) for a tuple or list of inputs, forward(**x) for a dict of them."""
+    if isinstance(x, dict):
+        return forward(**x)
+    if isinstance(x, (tuple, list)):
+        return forward(*x)
+    return forward(x)
+
+
+@dataclass
+class Feed:
+    """`make_batch`: the model file's (None: batches come from the dataset); `loss(outputs, targets)`: the file's,
+    else cross-entropy on logits."""
+
+    make_batch: Callable | None = None
+    own_loss: Callable | None = None
+    where: str = ""
+
+    @property
+    def made(self) -> bool:
+        return self.make_batch is not None
+
+    def loss(self, outputs, targets) -> torch.Tensor:
+        if self.own_loss is None:
+            return F.cross_entropy(outputs, targets)
+        out = self.own_loss(outputs, targets)
+        if not isinstance(out, torch.Tensor) or out.numel() != 1:
+            from ..basics.errors import UserError
+
+            raise UserError(f"loss in {self.where} returned {type(out).__name__}"
+                            f"{' of shape ' + str(tuple(out.shape)) if isinstance(out, torch.Tensor) else ''}; return "
+                            "one number as a tensor (the mean loss of the batch).")
+        return out.reshape(())
+
+    def loss_of(self, forward, x, y) -> torch.Tensor:
+        return self.loss(call_model(forward, x), y)
+
+    def batch(self, batch_size: int, device: torch.device, seed: int = 0):
+        """One made batch (inputs, targets) on `device` (make_batch's models only)."""
+        from ..data.batches import made_batch, to_device
+
+        return to_device(made_batch(self.make_batch, batch_size, torch.Generator().manual_seed(seed), self.where),
+                         device)
+
+
+def feed_for(config: RunConfig) -> Feed:
+    """The config's feed: a user's file's make_batch (on synthetic data) and loss, loaded in the run's process."""
+    make, loss = models.own_functions(config.model)
+    where = config.model.replace("\\", "/").rsplit("/", 1)[-1]
+    if str(config.dataset).lower() != "synthetic":
+        make = None  # a dataset's samples are what the model gets
+    return Feed(make, loss, where)
