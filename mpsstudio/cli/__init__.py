@@ -29,20 +29,25 @@ COMMANDS = {
     "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
-    "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose,
+    "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose, "run": bench.cmd_run,
 }
 
 
-KEEPS_RUNS = ("bench", "demo", "launch-benchmark", "history")  # these first keep what a killed front end left
+KEEPS_RUNS = ("bench", "demo", "launch-benchmark", "history", "run")  # these first keep what a killed front end left
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; bad input is one line on stderr and exit 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if argv[:1] == ["run"] and "--" in argv:  # `mpsstudio run SCRIPT [options] -- the script's own arguments`
+        at = argv.index("--")
+        argv, script_args = argv[:at], argv[at + 1:]
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad argument already reported in one line
         return int(exc.code or 0)
+    args.script_args = script_args
     if args.command is None:
         print("mpsstudio: name a subcommand (see 'mpsstudio --help'), or run `mpsstudio` alone to open the window.",
               file=sys.stderr)

@@ -104,6 +104,20 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
     lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
+    r = sub.add_parser("run", help="run your own training script on each device in turn and measure its steps "
+                                   "(mpsstudio.track, or counted by the optimizer): kept and compared as runs",
+                       usage="mpsstudio run SCRIPT [options] [-- SCRIPT ARGS ...]",
+                       epilog="After --, the script's own arguments; {device} in them becomes the run's device.")
+    r.add_argument("script", help="the .py script to run (as `python SCRIPT ARGS` would)")
+    r.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    r.add_argument("--steps", type=int, default=None,
+                   help="end the script after this many measured steps (default: its own end)")
+    r.add_argument("--warmup", type=int, default=None, help="warm-up steps, timed apart (default: 10)")
+    r.add_argument("--repeat", type=int, default=1, metavar="N", help="run the devices N times, interleaved")
+    r.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end a run that takes longer")
+    r.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
+    r.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+
     _tool_parsers(sub)
     _diagnose_parser(sub)
     _export_parser(sub)

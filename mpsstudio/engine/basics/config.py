@@ -30,6 +30,7 @@ MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000 
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
+SCRIPT = "script"  # the dataset of a user's own training script run as a run (its model field: the script's path)
 DEFAULT_MODEL = "mlp"
 DEFAULT_DATASET = "shapes"  # generated, offline, learns: see datasets.py
 
@@ -109,6 +110,12 @@ class RunConfig:
             self.input_shape = list(self.input_shape)
 
     @property
+    def is_script(self) -> bool:
+        """A user's own training script measured as a run (mpsstudio run, Run Script…): `model` is its path,
+        `options["script_args"]` its arguments, `steps` where it is ended (None: its own end)."""
+        return self.dataset == SCRIPT
+
+    @property
     def monitor_mode(self) -> str:
         """"max" or "min": the early-stopping direction, the monitor's natural one unless set."""
         return self.early_stop_mode or ("min" if self.early_stop_monitor == "val_loss" else "max")
@@ -124,7 +131,14 @@ class RunConfig:
         if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
             raise UserError(f"The device must be cpu, mps, cuda or cuda:N, not {_shown(self.device)}.")
         _whole(self.batch_size, "Batch size", 1, MAX_BATCH)
-        if self.steps is None and self.epochs is None:
+        if self.is_script:
+            if not self.model.lower().endswith(".py"):
+                raise UserError(f"A training script is a .py file, not {_shown(self.model)}.")
+            args = self.options.get("script_args", [])
+            if not isinstance(args, list) or len(args) > 1000 or not all(isinstance(a, str) and len(a) <= MAX_NAME
+                                                                          for a in args):
+                raise UserError("A script's arguments must be a list of at most 1,000 texts.")
+        elif self.steps is None and self.epochs is None:
             raise UserError("Give a number of steps or of epochs.")
         if self.steps is not None:
             _whole(self.steps, "Steps", 1, MAX_STEPS)

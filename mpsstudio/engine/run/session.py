@@ -138,6 +138,11 @@ def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: 
     """One config, its data loaded here: what a run's process does (engine/process/). UserError as prepare_data;
     `prepared()` is called once the setup checks have passed, before any of the model's code runs. A
     KeyboardInterrupt inside the run is the model's (the process gets no Ctrl-C): a failed run."""
+    if config.is_script:  # a user's own training script, measured from its steps (run/script.py)
+        from .script import run_script
+
+        return run_script(config, on_event=on_event or (lambda event: None),
+                          should_stop=should_stop or (lambda: False), prepared=prepared)
     data = prepare_data([config], progress)
     if prepared is not None:
         prepared()

@@ -48,14 +48,15 @@ class Windows:
         return values
 
     def record(self, first: int, values: list[float], seconds: float, wait: float, step: int, elapsed: float,
-               eta: float | None, reading: energy.SpanEnergy | None) -> None:
-        """A measured window ended: adapt the next window's length, then record and send this one."""
+               eta: float | None, reading: energy.SpanEnergy | None, samples: int | None = None) -> None:
+        """A measured window ended: adapt the next window's length, then record and send this one. `samples`: the
+        window's samples where its batches differ in size (a script's own loop), else steps x the batch size."""
         n = len(values)
         self.target = max(1, min(self.cap, round(self.config.window_s * n / seconds) if seconds > 0 else self.cap))
         memory = self.device.memory()
         in_use = max(0, self.device.in_use(memory) - self.memory_base)
         self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
-        samples = n * self.config.batch_size
+        samples = samples if samples is not None else n * self.config.batch_size
         sps = samples / seconds if seconds > 0 else float("inf")
         recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
         recent = [v for v in recent if math.isfinite(v)]

@@ -1,0 +1,156 @@
+"""A user's own training script run as a run (`mpsstudio run SCRIPT`, the window's Run Script…), in a run's process:
+the script executes as `python SCRIPT ARGS` would run it, with the device MPS Studio chose for it
+(`mpsstudio.track.device()`, or `{device}` in its arguments), and its steps are measured by a Tracker (tracked.py):
+those it reports with `mpsstudio.track.step(loss, batch_size=n)`, else those counted by PyTorch's own global hooks
+(the optimizer step post-hook; the loss is the tensor `backward()` was last called on, the batch size the first
+dimension of the outermost module's first input). `--steps N` ends it cleanly after N measured steps.
+
+The script is a user's code: it runs only with the user's consent, only here, and whatever it does (crash, hang,
+exit, ignore the end of its run) ends its run as any run's process ends (engine/process)."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+
+from ..basics.config import RunConfig
+from ..basics.errors import UserError
+from ..basics.formatting import printable
+from ..basics.results import RunResult
+from .failures import MODEL_INTERRUPT, outcome
+from .tracked import ScriptDone, Tracker
+
+DEVICE_VAR = "MPSSTUDIO_TRACK_DEVICE"  # the device a tracked script is run for (mpsstudio.track.device)
+
+
+class HookCounter:
+    """Steps counted from the script's optimizer (torch.optim's global step post-hook), for a script that does not
+    report them. A step is handed to the tracker at the next one (or at the end): if the script reports steps itself
+    (`mpsstudio.track.step`) in between, it is the script's count that is kept and the hooks go quiet."""
+
+    def __init__(self, tracker: Tracker):
+        self.tracker = tracker
+        self.explicit = False
+        self.pending: tuple | None = None
+        self.loss: torch.Tensor | None = None
+        self.batch: int | None = None
+        self.depth = 0
+        self._handles: list = []
+        self._backward = None
+
+    def on_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if not self.tracker.parameters:
+            self.tracker.parameters = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
+        self.depth = 0
+        if self.explicit:
+            return
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            self.tracker.step(*pending)
+        if self.loss is not None:
+            self.pending = (self.loss, self.batch or 1)
+        self.loss = None
+
+    def on_reported(self) -> None:
+        """The script reports its steps: the hooks' pending step is the same step, dropped."""
+        self.explicit, self.pending = True, None
+        self.tracker.how = "mt.step"
+
+    def flush(self) -> None:
+        if self.pending is not None and not self.explicit:
+            pending, self.pending = self.pending, None
+            self.tracker.step(*pending)
+
+    def _pre_forward(self, module, args) -> None:
+        if self.depth == 0:
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            if first is not None and first.dim() > 0:
+                self.batch = int(first.shape[0])
+        self.depth += 1
+
+    def _post_forward(self, module, args, output) -> None:
+        self.depth = max(0, self.depth - 1)
+
+    @contextmanager
+    def installed(self):
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        counter = self
+        original = torch.Tensor.backward
+
+        def backward(tensor, *args, **kwargs):  # the loss of the step: the tensor backward() is called on
+            if tensor.numel() == 1:
+                counter.loss = tensor.detach()
+            return original(tensor, *args, **kwargs)
+        self._handles = [register_optimizer_step_post_hook(self.on_optimizer_step),
+                         torch.nn.modules.module.register_module_forward_pre_hook(self._pre_forward),
+                         torch.nn.modules.module.register_module_forward_hook(self._post_forward)]
+        torch.Tensor.backward = backward
+        try:
+            yield self
+        finally:
+            torch.Tensor.backward = original
+            for h in self._handles:
+                h.remove()
+
+
+def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[], bool],
+               prepared: Callable[[], None] | None = None) -> RunResult:
+    """Run the script `config.model` with `config.options["script_args"]` once, on `config.device`, as a tracked
+    run; every ending is a run with one sentence (and an Ended event)."""
+    from . import tracked
+
+    path = config.model
+    if not os.path.isfile(path):
+        raise UserError(f"The script {printable(path)} was not found; check the path.")
+    args = [str(a).replace("{device}", config.device) for a in config.options.get("script_args") or []]
+    tracker = Tracker(config, on_event, should_stop, limit=config.steps, how="optimizer hook")
+    counter = HookCounter(tracker)
+    if prepared is not None:
+        prepared()
+    status, error = "finished", ""
+    saved = (list(sys.argv), list(sys.path), os.environ.get(DEVICE_VAR))
+    os.environ[DEVICE_VAR] = config.device
+    sys.argv = [path, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    tracked.bind(tracker, counter)
+    try:
+        with counter.installed():
+            try:
+                runpy.run_path(path, run_name="__main__")
+                counter.flush()
+            except ScriptDone:
+                pass
+            except SystemExit as exc:  # the script's own exit: 0 (or none) is its end
+                counter.flush()
+                if exc.code not in (0, None):
+                    status, error = "failed", f"The script exited with code {printable(str(exc.code))[:80]}."
+            except KeyboardInterrupt:
+                status, error = "failed", MODEL_INTERRUPT.replace("model's code", "script")
+            except BaseException as exc:  # its own error: the run says it, with what was measured until then
+                status, error = outcome(exc, config)
+                if status == "failed" and error.startswith("The run stopped with an error: "):
+                    error = "The script stopped with an error: " + error[len("The run stopped with an error: "):]
+    except ScriptDone:  # the end of the run, raised while a hook ran
+        pass
+    finally:
+        tracked.unbind()
+        sys.argv, sys.path[:] = saved[0], saved[1]
+        if saved[2] is None:
+            os.environ.pop(DEVICE_VAR, None)
+        else:
+            os.environ[DEVICE_VAR] = saved[2]
+    if not tracker.ended and tracker.count == 0 and status == "finished":
+        status, error = "failed", ("The script ended without a training step to measure: call "
+                                   "mpsstudio.track.step(loss, batch_size=n) after optimizer.step(), or train with a "
+                                   "torch.optim optimizer (its steps are counted).")
+    result = tracker.finish(status, error) if not tracker.ended else tracker.result
+    if result.status == "finished" and tracker.limit and tracker.count < tracker.total:
+        result.summary["ended_early"] = (f"the script ended after {max(0, tracker.count - tracker.warm):,} measured "
+                                         f"steps, before the {tracker.limit:,} asked")
+    return result

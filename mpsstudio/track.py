@@ -1,0 +1,149 @@
+"""Measure your own training loop with MPS Studio's rules: a few lines in the script.
+
+    import mpsstudio.track as mt
+
+    device = mt.device()            # the device this run is for (MPS Studio's choice, or the best here)
+    model.to(device)
+    for x, y in loader:
+        ...
+        loss.backward()
+        optimizer.step()
+        mt.step(loss, batch_size=x.shape[0])
+    mt.epoch(val_loss=..., val_accuracy=...)   # optional, after a validation
+
+Under `mpsstudio run SCRIPT` or the window's Run Script…, the steps stream to the run in progress (live plots, the
+history, comparisons). Run alone (`python SCRIPT`), the run is kept in the history when the script ends and its
+summary printed. Each step keeps the loss on its device; the device is synchronized and the losses read only at the
+end of a measurement window (~0.1 s of work), warm-up steps are timed apart (MPSSTUDIO_WARMUP, default 10), and what
+the script computes is not changed. No Qt is imported.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+__all__ = ["device", "epoch", "step"]
+
+_alone: dict = {"tracker": None, "failed": None}
+
+
+def device():
+    """The torch.device to train on: the one MPS Studio runs this script for, else the best available here (CUDA,
+    then the Apple GPU where it works, then the CPU)."""
+    import torch
+
+    chosen = os.environ.get("MPSSTUDIO_TRACK_DEVICE")
+    if chosen:
+        return torch.device(chosen)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    try:
+        if torch.backends.mps.is_available():
+            torch.zeros(1, device="mps").add_(1).cpu()  # a virtual Mac says available and fails here
+            return torch.device("mps")
+    except Exception:  # noqa: BLE001 (not working: the CPU)
+        pass
+    return torch.device("cpu")
+
+
+def step(loss, batch_size: int | None = None) -> None:
+    """One training step is done (call it after optimizer.step()): its loss (a tensor, kept on its device) and its
+    samples. Without `batch_size`, the first dimension of the model's input (when MPS Studio runs the script) or 1."""
+    from .engine.run import tracked
+
+    tracker, counter = tracked.ACTIVE["tracker"], tracked.ACTIVE["counter"]
+    if counter is not None:
+        counter.on_reported()
+        if batch_size is None:
+            batch_size = counter.batch
+    if tracker is None:
+        tracker = _alone["tracker"] or _start_alone(loss)
+    tracker.step(loss, _samples(batch_size))
+
+
+def epoch(val_loss: float | None = None, val_accuracy: float | None = None) -> None:
+    """The script validated after an epoch: its loss and accuracy (0 to 1) are kept with the run."""
+    from .engine.run import tracked
+
+    tracker = tracked.ACTIVE["tracker"] or _alone["tracker"]
+    if tracker is not None:
+        tracker.epoch(val_loss, val_accuracy)
+
+
+def _samples(batch_size) -> int:
+    try:
+        n = int(batch_size) if batch_size is not None else 1
+    except (TypeError, ValueError):
+        n = 1
+    return max(1, n)
+
+
+def _start_alone(loss):
+    """The script runs by itself: its run is measured here and kept in the history when the script ends."""
+    from .engine.basics.config import RunConfig
+    from .engine.run.tracked import Tracker
+
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
+    dev = getattr(loss, "device", None)
+    cfg = RunConfig(model=script, dataset="script", device=_device_id(dev), steps=None, epochs=None,
+                    warmup_steps=_warmup())
+    tracker = _alone["tracker"] = Tracker(cfg, lambda event: None, how="mt.step")
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):  # the script failed: its run says so, with what it measured
+        from .engine.run.failures import outcome
+
+        if not issubclass(kind, KeyboardInterrupt):
+            _alone["failed"] = outcome(value, cfg)
+        else:
+            _alone["failed"] = ("cancelled", "Stopped with Ctrl-C; what was measured until then is kept.")
+        previous(kind, value, tb)
+    sys.excepthook = excepthook
+    atexit.register(_finish_alone)
+    return tracker
+
+
+def _device_id(dev) -> str:
+    if dev is None:
+        return "cpu"
+    if dev.type == "cuda":
+        return f"cuda:{dev.index}" if dev.index else "cuda"
+    return dev.type if dev.type in ("cpu", "mps") else "cpu"
+
+
+def _warmup() -> int:
+    try:
+        return max(0, min(10_000, int(os.environ.get("MPSSTUDIO_WARMUP", "10"))))
+    except ValueError:
+        return 10
+
+
+def _finish_alone() -> None:
+    """At the script's end: the run summarised, kept in the history, and said in one line."""
+    from .engine.basics.errors import UserError
+    from .engine.basics.formatting import fmt_rate
+    from .engine.history.store import keep_run
+
+    tracker = _alone["tracker"]
+    if tracker is None or tracker.ended:
+        return
+    status, error = _alone["failed"] or ("finished", "")
+    try:
+        result = tracker.finish(status, error)
+        said = keep_run(result)
+    except (UserError, OSError) as exc:
+        print(f"mpsstudio: the run could not be kept in the history: {exc}", file=sys.stderr)
+        return
+    except Exception as exc:  # noqa: BLE001 (never a traceback at the script's exit)
+        print(f"mpsstudio: the run could not be summarised ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return
+    s = result.summary
+    rate = s.get("samples_per_s")
+    spread = s.get("spread_percent")
+    shown = (f"{fmt_rate(rate)} samples/s (median of {len(result.windows)} windows, measured"
+             + (f"; spread {spread:.0f} %" if spread is not None else "") + ")") if rate else "no measured window"
+    print(f"mpsstudio: {os.path.basename(result.config.model)} on {result.config.device}: {shown}; "
+          f"{result.status}; kept in the history as {result.id}" + (f" ({said})" if said else "") + ".",
+          file=sys.stderr)
