@@ -561,3 +561,31 @@ def test_a_stopped_run_keeps_the_energy_of_the_windows_it_ran(tmp_path, monkeypa
     assert result.status == "cancelled" and len(result.windows) == 3
     assert result.windows[-1]["energy_windows"] == 3  # the open span closed with the last window
     assert result.summary["energy_j"] == pytest.approx(0.0) and result.summary["energy_reason"] is None
+
+
+def test_a_span_that_follows_starts_at_the_last_ones_end_without_reading_again():
+    """Tracked GPU windows read the counter once per span (NVML costs ~4 ms a read): a span opened with
+    begin(follow=True) starts at the last span's end reading, so spans add up to the counter's whole change."""
+    reads = []
+
+    class Counter:
+        name, measure, scope = "fake", "counter", "board"
+        joules = 100.0
+
+        def read(self):
+            reads.append(self.joules)
+            return {"gpu": self.joules}
+
+    counter = Counter()
+    meter = meters.Meter(part="gpu", counters=[counter], span_s=0.0)
+    meter.begin()
+    counter.joules = 130.0
+    first = meter.end()
+    meter.begin(follow=True)
+    counter.joules = 175.0
+    second = meter.end()
+    meter.begin()  # not following (a gap: the CPU's books, a validation): read afresh
+    counter.joules = 180.0
+    third = meter.end(close=True)
+    assert (first.energy_j, second.energy_j, third.energy_j) == (30.0, 45.0, 5.0)
+    assert reads == [100.0, 130.0, 175.0, 175.0, 180.0]  # the followed span read only at its end

@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from mpsstudio import cli
 from mpsstudio.engine.basics.config import RunConfig
@@ -65,7 +67,7 @@ def test_the_command_line_sets_the_synthetic_input(tmp_path, extra, shape, class
     (["--model", "mlp", "--dataset", "shapes", "--input-shape", "3,8,8"], "shape synthetic data"),
     (["--model", "lstm", "--dataset", "synthetic", "--image-size", "32"], "--image-size sets the height and width"),
     (["--model", "mlp", "--dataset", "synthetic", "--input-shape", "128"], "takes image input, not tokens"),
-    (["--model", "mlp", "--dataset", "synthetic", "--input-shape", "3,x,8"], "give C,H,W for images"),
+    (["--model", "mlp", "--dataset", "synthetic", "--input-shape", "3,x,8"], "give the input as C,H,W for images"),
     (["--model", "mlp", "--dataset", "synthetic", "--input-shape", "3,8,8", "--image-size", "16"],
      "Give the synthetic input's size once"),
 ])
@@ -169,7 +171,7 @@ def test_a_script_that_fails_is_a_failed_run_with_the_reason(tmp_path, name, sai
 @pytest.mark.processes
 @pytest.mark.parametrize("body, status, said", [
     ("import time\ntime.sleep(600)\n", "failed", "did not end within the time limit"),
-    ("import torch\nfrom torch import nn\nm = nn.Linear(4, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+    ("import torch\nfrom torch import nn\nprint('a line from the script', flush=True)\nm = nn.Linear(4, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
      "while True:\n    try:\n        loss = m(torch.randn(8, 4)).square().mean()\n        opt.zero_grad(); "
      "loss.backward(); opt.step()\n    except BaseException:\n        pass\n", "finished", ""),
 ])
@@ -182,6 +184,12 @@ def test_a_script_that_hangs_or_ignores_its_end_is_contained(tmp_path, run_pids,
     [run] = RunStore().all()
     assert run.status == status and said in (run.error or ""), run.error
     assert code == (cli.EXIT_OK if status == "finished" else cli.EXIT_RUN_FAILED)
+    if status == "finished":  # the script's own output goes to the run's output log
+        from mpsstudio.engine.basics.paths import log_dir
+
+        kept = log_dir() / "runs" / f"{run.id}.txt"
+        assert str(kept) in run.summary["output_note"]
+        assert "a line from the script" in kept.read_text()
 
 
 def test_a_script_with_mt_step_run_by_python_alone_is_kept_in_the_history(tmp_path):
@@ -193,3 +201,46 @@ def test_a_script_with_mt_step_run_by_python_alone_is_kept_in_the_history(tmp_pa
     [run] = RunStore().all()
     assert run.status == "finished" and run.summary["tracked"] == "mt.step" and run.config.warmup_steps == 5
     assert run.windows and run.summary["stability"] in ("stable", "noisy")
+
+
+def test_where_the_device_overlaps_a_windows_books_wait_for_the_next_step_and_nothing_is_lost():
+    """On a GPU a window's record goes out once the script has queued its next step (tracked.Tracker.overlap); every
+    window is still recorded once, in order, before the epoch that follows it and before the run's end."""
+    from mpsstudio.engine.basics.events import Ended, EpochEnd, Window
+    from mpsstudio.engine.run import tracked
+
+    events = []
+    config = RunConfig(model="own.py", dataset="script", device="cpu", steps=None, epochs=None, warmup_steps=2,
+                       window_s=0.001)
+    tracker = tracked.Tracker(config, events.append, limit=40)
+    tracker.step(torch.tensor(1.0), 8)  # the first step starts the run on the cpu ...
+    tracker.overlap = True  # ... whose books are then kept as a GPU's are
+    with pytest.raises(tracked.ScriptDone):
+        for i in range(2, 100):
+            time.sleep(0.0005)
+            tracker.step(torch.tensor(1.0 / i), 8 if i % 7 else 5)
+            if i == 20:
+                tracker.epoch(val_accuracy=0.5)
+    windows = [e for e in events if isinstance(e, Window)]
+    result = tracker.result
+    assert result.status == "finished" and tracker.pending is None
+    assert len(windows) == len(result.windows) >= 3
+    steps = [s for w in windows for s in range(w.first_step, w.first_step + len(w.losses))]
+    assert steps == list(range(3, 43))  # every measured step once, in order
+    assert sum(w.samples for w in windows) == sum(8 if i % 7 else 5 for i in range(3, 43))
+    epoch_at = next(i for i, e in enumerate(events) if isinstance(e, EpochEnd))
+    assert all(w.first_step + len(w.losses) - 1 <= 20 for w in events[:epoch_at] if isinstance(w, Window))
+    assert all(w.first_step + len(w.losses) - 1 > 20 for w in events[epoch_at:] if isinstance(w, Window))
+    assert isinstance(events[-1], Ended)
+
+    events.clear()  # a script that ends by itself: the window waiting for its books is kept at the end
+    tracker = tracked.Tracker(config, events.append)
+    tracker.step(torch.tensor(1.0), 8)
+    tracker.overlap = True
+    for i in range(2, 31):
+        time.sleep(0.0005)
+        tracker.step(torch.tensor(1.0 / i), 8)
+    assert tracker.pending is not None or tracker.win_losses
+    tracker.finish()
+    windows = [e for e in events if isinstance(e, Window)]
+    assert [s for w in windows for s in range(w.first_step, w.first_step + len(w.losses))] == list(range(3, 31))

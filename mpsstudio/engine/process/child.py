@@ -141,7 +141,7 @@ def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None
     while True:
         try:
             message = conn.recv()
-        except (EOFError, OSError):  # the parent died: nobody is left to read the run, so end it now
+        except (EOFError, OSError, TypeError, ValueError):  # the parent died (or, in a thread, closed the pipe)
             stop.set()
             on_parent_gone()
             return

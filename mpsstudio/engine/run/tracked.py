@@ -28,6 +28,12 @@ from .windows import Windows
 UNBOUNDED = 10**9  # the steps of a script that runs to its own end (no --steps)
 
 
+# A tracked run's shortest window on a GPU. Measured on the lent H100 (resnet18 224 px, batch 64, 14.6 ms a step):
+# a synchronization every 0.1 s cost 2.1 % of the loop's time, every 0.5 s 0.4 %; tracked with 0.5 s windows,
+# 0.7-1.0 % (docs/benchmarks.md, "What mpsstudio.track costs").
+GPU_WINDOW_S = 1.0
+
+
 class ScriptDone(BaseException):
     """Raised in the script's loop when its run is over (--steps reached, Stop, a NaN loss): a BaseException, so
     that a script's own `except Exception` does not swallow it."""
@@ -54,6 +60,10 @@ class Tracker:
         self.load = host.LoadMeter()
         self.ended = False
         self.epoch_mark = 0.0
+        # On a GPU a window's record (memory, its event) waits until the script has queued its next step, so the
+        # device computes meanwhile (as the trainer does): without it resnet18 on an H100 lost 3.5 % to mt.step.
+        self.overlap = False
+        self.pending: tuple | None = None
 
     @property
     def warm(self) -> int:
@@ -72,6 +82,9 @@ class Tracker:
         env, self.meter = _environment(cfg, self.device, flush_denormal=None)  # the script's own: not touched
         env["tracked"] = self.how
         self.result.env = env
+        self.overlap = self.device.kind in ("cuda", "mps")
+        if self.overlap:  # each window's synchronization idles a GPU (~2 ms on an H100): fewer, longer windows
+            cfg.window_s = max(cfg.window_s, GPU_WINDOW_S)
         base = self.device.in_use(self.device.memory()) if self.device.kind == "cpu" else 0
         self.windows = Windows(cfg, self.device, self.meter, self.result.losses, self.result.windows, self.emit,
                                self.warm, self.total, base)
@@ -82,7 +95,9 @@ class Tracker:
                           dataset=self._dataset(), parameters=self.parameters,
                           total_steps=self.total if self.limit else 0, warmup_steps=self.warm,
                           notes=[f"Your script's own loop: {how}; each step's time holds whatever the script does "
-                                 "between two steps (its data loading too)."]))
+                                 "between two steps (its data loading too)"
+                                 + (f"; measured in windows of at least {cfg.window_s:g} s (each synchronizes the "
+                                    "GPU)." if self.overlap else ".")]))
         self.device.synchronize()
         self.run_start = self.clock = self.warm_end = time.perf_counter()
         if self.warm == 0:
@@ -107,9 +122,11 @@ class Tracker:
             self._start(loss, batch_size)
         self.count += 1
         self.batch_sizes.add(batch_size)
-        self.win_losses.append(loss.detach().reshape(()).float())
+        kept = loss.detach()  # one op per step on the common 0-d loss: the script's time is what is measured
+        self.win_losses.append(kept if kept.dim() == 0 else kept.float().mean())
         self.win_samples += batch_size
         step, win = self.count, self.windows
+        self._record_pending()  # the last window's books, now that this step is queued on the device
         try:
             if step <= self.warm:
                 if step == self.warm:
@@ -122,12 +139,13 @@ class Tracker:
                                                                         self.meter.idle()))
                     self._measure_from_now()
             elif win.full(len(self.win_losses)) or step == self.total:
-                self._close_window(close=step == self.total)
+                ended_at = self._close_window(close=step == self.total)
                 if self.stop():
                     self.finish("cancelled")
                     raise ScriptDone()
                 self.meter.begin()
-                self.clock = time.perf_counter()
+                # the next window starts at this one's end where its books wait (GPU), else after them (CPU)
+                self.clock = ended_at if self.pending is not None else time.perf_counter()
         except NonFinite as exc:
             self.finish(*outcome(exc, self.config))
             raise ScriptDone() from None
@@ -135,22 +153,39 @@ class Tracker:
             self.finish("finished")
             raise ScriptDone()
 
-    def _close_window(self, close: bool) -> None:
+    def _close_window(self, close: bool) -> float:
+        """Measure the open window (synchronized); its record waits for the next step where the device overlaps
+        (`pending`), unless it is the last. Returns the clock reading that ended it."""
         self.device.synchronize()
         now = time.perf_counter()
-        reading = self.meter.end(close=close)
+        defer = self.overlap and not close
+        # the energy counter (NVML: ~4 ms a read) is read with the books, once the next step is queued; the next
+        # span then starts at that reading, so no energy falls between two spans
+        reading = None if defer else self.meter.end(close=close)
         first = self.count - len(self.win_losses) + 1
         values = self.windows.fetch(self.win_losses, first)
         spent, done = now - self.warm_end, self.count - self.warm
         eta = spent / done * (self.total - self.count) if self.limit and done > 0 else None
-        self.windows.record(first, values, now - self.clock, 0.0, self.count, now - self.run_start, eta, reading,
-                            samples=self.win_samples)
-        self.win_losses, self.win_samples = [], 0
+        books = [first, values, now - self.clock, 0.0, self.count, now - self.run_start, eta, reading]
+        samples, self.win_losses, self.win_samples = self.win_samples, [], 0
+        if defer:
+            self.pending = (books, {"samples": samples})
+        else:
+            self.windows.record(*books, samples=samples)
+        return now
+
+    def _record_pending(self) -> None:
+        if self.pending is not None:
+            (books, kwargs), self.pending = self.pending, None
+            books[-1] = self.meter.end()
+            self.meter.begin(follow=True)
+            self.windows.record(*books, **kwargs)
 
     def epoch(self, val_loss: float | None = None, val_accuracy: float | None = None) -> None:
         """The script validated after an epoch: its figures are kept with the run (measured steps go on)."""
         if self.windows is None or self.ended:
             return
+        self._record_pending()  # its last window's event goes out before the epoch's
         epoch = len(self.result.epochs) + 1
         val_loss = _number(val_loss)
         val_accuracy = _number(val_accuracy)
@@ -168,6 +203,7 @@ class Tracker:
         measured_wall = 0.0
         if self.windows is not None:
             try:
+                self._record_pending()
                 if self.win_losses and self.count > self.warm:
                     self._close_window(close=True)
                 elif self.win_losses:  # still warming up: its losses are kept, nothing is measured

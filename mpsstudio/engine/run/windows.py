@@ -40,7 +40,10 @@ class Windows:
 
     def fetch(self, win_losses: list[torch.Tensor], first: int) -> list[float]:
         """One device-to-host transfer for the whole window; checks for NaN/inf."""
-        values = torch.stack(win_losses).float().cpu().tolist()
+        try:
+            values = torch.stack(win_losses).float().cpu().tolist()
+        except RuntimeError:  # losses of several dtypes or devices (a script's own loop)
+            values = torch.stack([v.float().cpu() for v in win_losses]).tolist()
         self.losses.extend(values)
         for i, v in enumerate(values):
             if not math.isfinite(v):

@@ -55,6 +55,7 @@ class Meter:
     _t0: float = 0.0
     _windows: int = 0
     _open: bool = False
+    _last: tuple | None = None  # (reading, time) of the last span's end: where a span that follows it starts
 
     def describe(self) -> dict:
         """env["energy"]: what measured the run's energy and busy share, or why nothing did."""
@@ -107,13 +108,17 @@ class Meter:
                 return now, value
             time.sleep(EDGE_POLL_S)
 
-    def begin(self) -> None:
+    def begin(self, follow: bool = False) -> None:
         """A measured window's clock is about to start (the device was just synchronized): open a span unless
-        one is open."""
+        one is open. `follow`: the span starts where the last one ended (its end reading, no counter read), for
+        windows that follow each other with no gap."""
         if self._open:
             return
         self._open, self._windows = True, 0
         self._call_busy("begin")
+        if follow and self._last is not None:
+            self._start, self._t0 = self._last
+            return
         self._t0 = time.perf_counter()
         self._start = self._read() if self.counters else None
 
@@ -142,6 +147,7 @@ class Meter:
         if not self.counters:
             return out
         end = self._read()
+        self._last = (end, now)
         start, self._start = self._start or {}, None
         parts = {part: end[part] - start[part] for part in PARTS
                  if part in start and part in end and end[part] >= start[part]}  # backwards: unknown, never < 0
