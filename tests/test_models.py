@@ -306,3 +306,15 @@ def test_a_model_file_leaves_no_bytecode_in_the_user_s_folder(tmp_path, monkeypa
     registry.build_model(str(path), DataSpec(kind="image", num_classes=3, channels=1, height=4, width=4))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
     assert sys.dont_write_bytecode is False  # put back as it was
+
+
+def test_multiply_adds_are_counted_on_the_meta_device_for_built_ins_only(tmp_path):
+    """Known answers: ResNet-18 at 224 px is 1.81 G multiply-adds a sample (its paper's 1.8 GFLOPs), a 256-unit LSTM
+    over 128 tokens 4·256·512 a token; a user's file is never run to count."""
+    spec = models.input_spec_for("resnet18", models.spec_of((3, 224, 224), 1000))
+    assert models.macs_per_sample("resnet18", spec) == 1_814_073_344
+    lstm = models.input_spec_for("lstm", models.spec_of((128,), 10))
+    assert models.macs_per_sample("lstm", lstm) == 128 * 4 * 256 * 512 + 256 * 10
+    path = tmp_path / "mine.py"
+    path.write_text("raise SystemExit('never run')\n")
+    assert models.macs_per_sample(str(path), spec) is None

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import argparse
 
-from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS
+from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, parse_input_shape
+from ..engine.basics.errors import UserError
 from .common import DEFAULTS, Parser
 
 
 def input_shape(text: str) -> list[int]:
     """"3,224,224" -> [3, 224, 224]; "128" -> [128]; argparse says the error in one line."""
-    parts = [p.strip() for p in text.replace("x", ",").split(",")]
-    if len(parts) not in (1, 3) or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"give C,H,W for images (e.g. 3,224,224) or L for tokens, not {text[:40]!r}")
-    return [int(p) for p in parts]
+    try:
+        return parse_input_shape(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)[0].lower() + str(exc)[1:].rstrip(".")) from None
+
+
+def input_args(p: argparse.ArgumentParser) -> None:
+    """--image-size, --input-shape and --num-classes: what one sample is (run.setup.synthetic_input)."""
+    p.add_argument("--image-size", type=int, default=None,
+                   help="a folder's images are decoded at this size; synthetic images are this size")
+    p.add_argument("--input-shape", type=input_shape, default=None, metavar="C,H,W|L",
+                   help="synthetic data: one sample's shape (C,H,W images or L tokens; default: the model's own, or "
+                        "its file's INPUT_SHAPE)")
+    p.add_argument("--num-classes", type=int, default=None,
+                   help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,13 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--tf32", action="store_true",
                    help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
     b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    b.add_argument("--image-size", type=int, default=None,
-                   help="a folder's images are decoded at this size; synthetic images are this size")
-    b.add_argument("--input-shape", type=input_shape, default=None, metavar="C,H,W|L",
-                   help="synthetic data: one sample's shape (C,H,W images or L tokens; default: the model's own, or "
-                        "its file's INPUT_SHAPE)")
-    b.add_argument("--num-classes", type=int, default=None,
-                   help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
+    input_args(b)
     b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
     fallback = b.add_mutually_exclusive_group()
     fallback.add_argument("--mps-fallback", dest="mps_fallback", action="store_true", default=None,
@@ -154,13 +160,7 @@ def config_args(p, *, precision: bool = True) -> None:
     p.add_argument("--tf32", action="store_true",
                    help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    p.add_argument("--image-size", type=int, default=None,
-                   help="a folder's images are decoded at this size; synthetic images are this size")
-    p.add_argument("--input-shape", type=input_shape, default=None, metavar="C,H,W|L",
-                   help="synthetic data: one sample's shape (C,H,W images or L tokens; default: the model's own, or "
-                        "its file's INPUT_SHAPE)")
-    p.add_argument("--num-classes", type=int, default=None,
-                   help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
+    input_args(p)
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
     p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
                    help="stop at an operation MPS lacks instead of running it on the CPU")

@@ -54,6 +54,16 @@ TF32_NOTE = ("TF32 was off: PyTorch's default lets cuDNN run convolutions in TF3
              "convolutions as PyTorch's default does and for matrix products too.")
 
 
+def parse_input_shape(text: str) -> list[int]:
+    """"3,224,224", "3x224x224" or "3 × 224 × 224" -> [3, 224, 224]; "128" -> [128] (tokens). UserError otherwise
+    (the sizes' limits are RunConfig.validate's)."""
+    parts = [p.strip() for p in str(text).lower().replace("×", ",").replace("x", ",").split(",")]
+    if len(parts) not in (1, 3) or not all(p.isdigit() and len(p) <= 9 for p in parts):
+        raise UserError(f"Give the input as C,H,W for images (e.g. 3,224,224) or L for tokens (e.g. 128), not "
+                        f"{str(text)[:40]!r}.")
+    return [int(p) for p in parts]
+
+
 def precision_note(config: "RunConfig") -> str:
     """What a run's precision means for its numbers: TF32_NOTE for a CUDA run in full fp32 ("" otherwise)."""
     return TF32_NOTE if config.device.startswith("cuda") and config.precision == "fp32" and not config.tf32 else ""

@@ -222,6 +222,28 @@ def parameter_count(name: str, data_spec: DataSpec) -> int:
         return count_parameters(build_model(name, data_spec))
 
 
+def macs_per_sample(name: str, data_spec: DataSpec) -> int | None:
+    """Multiply-accumulates of one sample's forward pass of a built-in model, counted (not measured) by PyTorch's
+    FlopCounterMode on the meta device (no memory, no compute; matrix products and convolutions, the ops it counts);
+    None for a user's model (its code runs only in a run's process) or when the count fails."""
+    if name.strip().lower() not in _REGISTRY:
+        return None
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        with torch.device("meta"):
+            model = build_model(name, data_spec)
+            if data_spec.kind == _IMAGE:
+                x = torch.zeros((1, *data_spec.sample_shape))
+            else:
+                x = torch.zeros((1, *data_spec.sample_shape), dtype=torch.long)
+            with FlopCounterMode(display=False) as counter, torch.no_grad():
+                model(x)
+        return int(counter.get_total_flops()) // 2
+    except Exception:
+        return None
+
+
 # ----------------------------------------------------------------------------- helpers
 
 

@@ -36,8 +36,7 @@ from ..basics.errors import UserError
 from ..basics.formatting import error_line
 
 PARITY_BATCH = 8  # samples in the parity batch (the float64 CPU reference is slow for large models)
-NOT_FOR_OWN_FEED = ("Parity with the CPU in float64 was not checked: it compares one tensor of images or tokens and "
-                    "cross-entropy on logits, and this model is fed by its file's make_batch or loss.")
+NOT_FOR_OWN_FEED = toolkit.NOT_FOR_OWN_FEED
 
 
 def parity(setup: toolkit.Setup, base: torch.nn.Module) -> dict:

@@ -21,6 +21,10 @@ from ..data.datasets import LoadedDataset
 from ..basics.errors import UserError
 from ..basics.spec import DataSpec
 
+# what inspect and diagnose say of a model fed by its file's make_batch or loss (run/feed.py): no parity is faked
+NOT_FOR_OWN_FEED = ("Parity with the CPU in float64 was not checked: it compares one tensor of images or tokens and "
+                    "cross-entropy on logits, and this model is fed by its file's make_batch or loss.")
+
 
 class Stopped(Exception):
     """The user asked a tool to stop; it returns what it found so far."""

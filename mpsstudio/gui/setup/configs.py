@@ -57,6 +57,7 @@ class ConfigsMixin:
             early_stop_mode=self.monitor_mode_combo.currentData(),
             keep_best=self.keep_best_check.isChecked() and epochs is not None,
             options=dict(self._base.options),
+            **self._input_fields(),
         )
 
     def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
@@ -103,6 +104,7 @@ class ConfigsMixin:
             if first_available is not None:
                 first_available.checkbox.setChecked(True)
 
+        self._apply_inputs(config)
         self.batch_spin.setValue(config.batch_size)
         if config.steps is not None:
             self._steps_value = config.steps

@@ -66,6 +66,9 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         self.summary.setWordWrap(True)
         self.summary.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.summary.setToolTip("What one run of this setup trains on and the model's size. MACs: multiply-adds of "
+                                "one sample's forward pass (matrix products and convolutions), counted by PyTorch's "
+                                "FlopCounterMode, not measured; a training step is about three times that.")
         footer.addWidget(self.summary)
         self.run_button = QPushButton("Run on CPU")
         self.run_button.setDefault(True)
@@ -113,6 +116,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         row.addWidget(self.dataset_combo, 1)
         row.addWidget(self.open_folder_button)
         layout.addLayout(row)
+        self._add_input_rows(layout)
 
     def _add_devices_section(self, layout: QVBoxLayout) -> None:
         self._section(layout, "Devices")

@@ -18,6 +18,7 @@ from ...engine.basics.config import RunConfig
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
+from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
 from .names import MODEL_FILE_WARNING
@@ -29,12 +30,13 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = 200
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
     stop_requested = Signal()  # the Run button while a run is in progress: it reads Stop (⌘.)
     open_folder_requested = Signal()
+    script_requested = Signal()  # the Model picker's "Your Training Script…"
     changed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -110,11 +112,14 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupFo
             button.setText(f"Run on {run_target(checked[0])}")
         else:
             button.setText("Run")
-        button.setEnabled(self._loaded and not self._running and bool(checked))
+        problem = self.input_problem() if self._loaded else ""
+        button.setEnabled(self._loaded and not self._running and bool(checked) and not problem)
         if not self._loaded:
             button.setToolTip(LOADING_TEXT)
         elif not checked:
             button.setToolTip(NO_DEVICE_TIP)
+        elif problem:
+            button.setToolTip(problem)
         else:
             button.setToolTip(RUN_TIP)
 

@@ -14,8 +14,13 @@ from .names import CHOOSE_FILE, MODEL_FILE_WARNING
 
 def dataset_facts(info, spec: DataSpec | None) -> str:
     """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo's fields."""
-    if info.spec is None:
-        return f"{info.name} · random data shaped for the model · throughput only, no learning"
+    if info.spec is None:  # synthetic: `spec` is what the engine makes for the model (run.setup.synthetic_input)
+        if spec is None:
+            return f"{info.name} · random data shaped for the model · throughput only, no learning"
+        sample = (f"random {spec.channels}×{spec.height}×{spec.width} images" if spec.kind == "image" else
+                  f"random sequences of {spec.seq_len:,} tokens (vocabulary {spec.vocab_size:,})")
+        return " · ".join([info.name, sample, plural(spec.num_classes, "class", "classes"),
+                           "throughput only, no learning"])
     facts = [info.name]
     if info.train_size is not None:
         facts.append(f"{info.train_size:,} + {info.val_size or 0:,} images")
@@ -47,7 +52,10 @@ class SummaryMixin:
     """The line under the form: the dataset's facts and the model's parameter count (from the engine's structured fields, never its text), and the warnings that apply."""
 
     def _refresh(self) -> None:
+        if self._loaded:
+            self._update_input_rows()
         self.summary.setText(self.summary_text())
+        self._update_button()
 
     def summary_text(self) -> str:
         """One line on the dataset and the model, e.g. 'shapes · 6,000 + 1,000 images · … — mlp · 1.5 M parameters'."""
@@ -62,6 +70,9 @@ class SummaryMixin:
         params = self._parameters(model, spec)
         if isinstance(params, int):
             text = f"{facts} — {model_name} · {fmt_count(params)} parameters"
+            macs = self._macs(model, spec)
+            if macs:
+                text += f" · {fmt_count(macs)} MACs a sample (counted)"
         elif params:
             text = f"{facts} — {model_name}: {params}"
         else:
@@ -79,8 +90,8 @@ class SummaryMixin:
     def _dataset_spec_and_facts(self, model: str, dataset: str) -> tuple[DataSpec | None, str]:
         info = self._dataset_infos.get(dataset)
         if info is not None:
-            if info.spec is None:  # synthetic: shaped like the model's input
-                return self._model_default_spec(model), dataset_facts(info, None)
+            if info.spec is None:  # synthetic: the engine's sample for the model and the Input and Classes rows
+                return self._synthetic_spec(model, info)
             return info.spec, dataset_facts(info, info.spec)
         report = self._folder_reports.get(dataset)
         name = Path(dataset).expanduser().name or dataset
@@ -96,6 +107,23 @@ class SummaryMixin:
             size = None
         return spec, folder_facts(name, report, size, model)
 
+    def _synthetic_spec(self, model: str, info) -> tuple[DataSpec | None, str]:
+        from dataclasses import replace
+
+        from ...engine.basics.errors import UserError
+        from ...engine.run.setup import synthetic_input
+
+        problem = self.input_problem()
+        if problem:
+            return None, f"{info.name}: {problem}"
+        try:
+            spec = synthetic_input(replace(self._form_config(), model=model))
+        except UserError as exc:
+            return None, f"{info.name}: {exc}"
+        except Exception:  # a model file that cannot be read yet: its own words come with Run
+            return self._model_default_spec(model), dataset_facts(info, None)
+        return spec, dataset_facts(info, spec)
+
     def _model_default_spec(self, model: str) -> DataSpec | None:
         info = self._model_infos.get(model)
         if info is not None:
@@ -106,6 +134,19 @@ class SummaryMixin:
             return models.get_model_info(model).default_spec
         except Exception:
             return None
+
+    def _macs(self, model: str, spec: DataSpec) -> int | None:
+        """Multiply-adds of one sample's forward pass of a built-in model (the engine counts them on the meta device;
+        a user's file is never run here), cached."""
+        from ...engine.models import registry as models
+
+        key = ("macs", model, spec)
+        if key not in self._param_cache:
+            try:
+                self._param_cache[key] = models.macs_per_sample(model, models.input_spec_for(model, spec))
+            except Exception:
+                self._param_cache[key] = None
+        return self._param_cache[key]
 
     def _parameters(self, model: str, spec: DataSpec | None) -> int | str:
         """The model's parameter count for the data (cached); the error's sentence if it cannot be built."""

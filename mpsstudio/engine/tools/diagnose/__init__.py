@@ -109,7 +109,7 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span, 
         raise Stopped()
     setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {}, p.steps.feed)
     if setup.feed.made or setup.feed.own_loss:
-        from ..inspection import NOT_FOR_OWN_FEED
+        from ..toolkit import NOT_FOR_OWN_FEED
 
         result["parity_error"] = NOT_FOR_OWN_FEED[0].lower() + NOT_FOR_OWN_FEED[1:].rstrip(".")
         return result

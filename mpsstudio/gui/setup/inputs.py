@@ -1,0 +1,120 @@
+"""The Dataset section's input rows: what one sample is.
+
+- Synthetic data: "Input" (C × H × W for images, L for tokens) and "Classes"; left empty, the model's own
+  (a built-in's, or what a user's file declares: INPUT_SHAPE, NUM_CLASSES), shown as the placeholder.
+- A folder of images: "Image size", the side its images are decoded at (the model's preferred size when left
+  at "model's").
+- A named dataset has its own shape: no rows.
+
+They become RunConfig.input_shape, num_classes and image_size; what the engine makes of them
+(run.setup.synthetic_input) is what the summary shows. Text that is not a shape keeps Run disabled, saying why.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFormLayout, QLineEdit, QSpinBox, QVBoxLayout, QWidget
+
+from ...engine.basics.config import MAX_CLASSES, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, parse_input_shape
+from ...engine.basics.errors import UserError
+from .names import CHOOSE_FILE
+
+SYNTHETIC = "synthetic"
+_MODELS = "model's"
+INPUT_TIP = ("What one synthetic sample is: C × H × W for images (e.g. 3 × 224 × 224) or L for a sequence of "
+             "tokens (e.g. 128). Empty: the model's own input.")
+CLASSES_TIP = "How many classes the synthetic labels (and the model's output) have."
+IMAGE_SIZE_TIP = "The side, in pixels, the folder's images are decoded and resized to."
+
+
+def _shape_text(spec) -> str:
+    if spec is None:
+        return ""
+    if spec.kind == "image":
+        return f"{spec.channels} × {spec.height} × {spec.width}"
+    return f"{spec.seq_len} tokens"
+
+
+class InputsMixin:
+    """Input, Classes and Image size: shown for the data they apply to, with the model's own as the default."""
+
+    def _add_input_rows(self, layout: QVBoxLayout) -> None:
+        self._inputs_box = QWidget()
+        form: QFormLayout = self._new_form()
+        self._inputs_box.setLayout(form)
+        self.input_edit = QLineEdit()
+        self.input_edit.setToolTip(INPUT_TIP)
+        self.input_edit.setAlignment(Qt.AlignmentFlag.AlignRight)
+        self.input_edit.setClearButtonEnabled(True)
+        self.input_edit.textChanged.connect(self._emit_changed)
+        self._row(form, "Input", self.input_edit)
+        self.classes_spin = self._spin(0, MAX_CLASSES, 0, CLASSES_TIP)
+        self.classes_spin.valueChanged.connect(self._emit_changed)
+        self._row(form, "Classes", self.classes_spin)
+        self.image_size_spin = self._spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
+        self.image_size_spin.setSuffix(" px")
+        self.image_size_spin.valueChanged.connect(self._emit_changed)
+        self._row(form, "Image size", self.image_size_spin)
+        layout.addWidget(self._inputs_box)
+
+    def _input_kind(self) -> str:
+        """'synthetic', 'folder' or '' (a named dataset) for the chosen dataset."""
+        dataset = self.dataset_combo.currentData()
+        if dataset is None:
+            return ""
+        if str(dataset).lower() == SYNTHETIC:
+            return SYNTHETIC
+        return "folder" if dataset not in self._dataset_infos else ""
+
+    def _update_input_rows(self) -> None:
+        """Show the rows the data takes, with the model's own input as their default."""
+        kind = self._input_kind()
+        form: QFormLayout = self._inputs_box.layout()
+        form.setRowVisible(self.input_edit, kind == SYNTHETIC)
+        form.setRowVisible(self.classes_spin, kind == SYNTHETIC)
+        form.setRowVisible(self.image_size_spin, kind == "folder")
+        self._inputs_box.setVisible(bool(kind))
+        model = self.model_combo.currentData()
+        own = self._model_default_spec(model) if model not in (None, CHOOSE_FILE) else None
+        self.input_edit.setPlaceholderText(f"{_shape_text(own)} ({_MODELS})" if own is not None else _MODELS)
+        self.classes_spin.setSpecialValueText(f"{own.num_classes} ({_MODELS})" if own is not None else _MODELS)
+        preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
+        if preferred is None and own is not None and model not in self._model_infos and own.kind == "image":
+            preferred = own.height  # a user's file that declares INPUT_SHAPE
+        self.image_size_spin.setSpecialValueText(f"{preferred} px ({_MODELS})" if preferred else "folder's")
+
+    def _input_fields(self) -> dict:
+        """input_shape, num_classes and image_size for the form's config; a shape that does not parse is left out
+        (input_problem() says why, and Run stays disabled)."""
+        kind = self._input_kind()
+        if kind == SYNTHETIC:
+            try:
+                shape = parse_input_shape(self.input_edit.text()) if self.input_edit.text().strip() else None
+            except UserError:
+                shape = None
+            return {"input_shape": shape, "num_classes": self.classes_spin.value() or None, "image_size": None}
+        if kind == "folder":
+            size = self.image_size_spin.value()
+            return {"input_shape": None, "num_classes": None, "image_size": size if size >= MIN_IMAGE_SIZE else None}
+        return {"input_shape": None, "num_classes": None, "image_size": None}
+
+    def input_problem(self) -> str:
+        """One sentence when the Input text is not a shape; '' otherwise."""
+        text = self.input_edit.text().strip()
+        if self._input_kind() != SYNTHETIC or not text:
+            return ""
+        try:
+            parse_input_shape(text)
+        except UserError as exc:
+            return str(exc)
+        return ""
+
+    def _apply_inputs(self, config) -> None:
+        shape = config.input_shape
+        if shape is None and config.image_size and str(config.dataset).lower() == SYNTHETIC:
+            own = self._model_default_spec(config.model)  # --image-size on synthetic data: the model's C × size²
+            if own is not None and own.kind == "image":
+                shape = [own.channels, config.image_size, config.image_size]
+        self.input_edit.setText(" × ".join(str(v) for v in shape) if shape else "")
+        self.classes_spin.setValue(config.num_classes or 0)
+        self.image_size_spin.setValue(config.image_size or MIN_IMAGE_SIZE - 1)
