@@ -147,6 +147,7 @@ def _no_consent_dialog(monkeypatch):
     def refuse(self, path):
         raise AssertionError(f"a test showed the consent dialog for {path} without answering it")
     monkeypatch.setattr(ModelFileGuard, "ask", refuse)
+    monkeypatch.setattr(ModelFileGuard, "ask_script", refuse)
 
 
 @pytest.fixture

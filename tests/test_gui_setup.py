@@ -245,11 +245,13 @@ def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
                     "    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0] * input_shape[1] * "
                     "input_shape[2], num_classes))\n")
     combo = fake_panel.model_combo
+    from mpsstudio.gui.setup.names import CHOOSE_FILE
+
     fake_panel._ask_model_file = lambda: ""  # cancelled: the previous model stays
-    combo.setCurrentIndex(combo.count() - 1)
+    combo.setCurrentIndex(combo.findData(CHOOSE_FILE))
     assert combo.currentData() == "mlp"
     fake_panel._ask_model_file = lambda: str(path)
-    combo.setCurrentIndex(combo.count() - 1)
+    combo.setCurrentIndex(combo.findData(CHOOSE_FILE))
     assert fake_panel.configs()[0].model == str(path)
     assert asked == [str(path)]  # chosen just now: the user is asked, then it is checked in its own process
     qtbot.waitUntil(lambda: "tiny_net.py · 7,850 parameters" in fake_panel.summary_text(), timeout=60_000)

@@ -129,18 +129,11 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
 
 def cmd_run(args) -> int:
     """Your own training script on each device in turn, its steps measured (engine/run/script.py)."""
-    from ..engine.basics.config import MAX_STEPS, SCRIPT, RunConfig
-    from ..engine.models.user import user_model_path
+    from ..engine.run.script import script_config
 
     check_json_path(args.json)
     check_timeout(args.timeout)
-    path = user_model_path(args.script, lambda name: UserError(
-        f"{printable(name)} is not a .py script; give the path of your training script."))
-    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
-        raise UserError(f"--steps must be a whole number from 1 to {MAX_STEPS:,}, not {args.steps}.")
-    cfg = RunConfig(model=str(path), dataset=SCRIPT, steps=args.steps, epochs=None,
-                    warmup_steps=args.warmup if args.warmup is not None else 10,
-                    options={"script_args": list(args.script_args)}).validate()
+    cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  rounds=args.repeat, inspect=False)

@@ -16,7 +16,7 @@ from torch import nn
 
 from ..basics.config import MAX_CHANNELS, MAX_CLASSES, MAX_SEQ, MAX_SIDE
 from ..basics.errors import UserError
-from ..basics.formatting import error_line
+from ..basics.formatting import error_line, printable
 from ..basics.spec import DataSpec
 
 USER_MODEL_WARNING = "Loading {path} runs the Python code in it; only use files you trust."
@@ -29,18 +29,19 @@ def user_model_warning(path: str) -> str:
     return USER_MODEL_WARNING.format(path=path)
 
 
-def user_model_path(name: str, unknown: Callable[[str], UserError]) -> Path:
-    """The user's model file named by ``name``, or a UserError saying why it cannot be one
-    (`unknown(name)` when the name is neither a built-in model nor a .py file)."""
+def user_model_path(name: str, unknown: Callable[[str], UserError], what: str = "Model file",
+                    holds: str = "a Python file that defines build_model") -> Path:
+    """The user's model file (or script: `what`, `holds`) named by ``name``, or a UserError saying why it cannot be
+    one (`unknown(name)` when the name is neither a built-in model nor a .py file)."""
     path = Path(name).expanduser()
     if path.suffix.lower() != ".py":
         if path.is_file():
-            raise UserError(f"Model file '{name}' is not a .py file; give a Python file that defines build_model.")
+            raise UserError(f"{what} '{printable(name)}' is not a .py file; give {holds}.")
         raise unknown(name)
     if not path.exists():
-        raise UserError(f"Model file '{name}' was not found; check the path.")
+        raise UserError(f"{what} '{printable(name)}' was not found; check the path.")
     if not path.is_file():
-        raise UserError(f"Model file '{name}' is not a file; give the path to a .py file.")
+        raise UserError(f"{what} '{printable(name)}' is not a file; give the path to a .py file.")
     return path
 
 

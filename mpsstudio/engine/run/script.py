@@ -99,6 +99,27 @@ class HookCounter:
                 h.remove()
 
 
+DEFAULT_WARMUP = 10  # a script's steps before measuring (its first steps compile, allocate and cache)
+
+
+def script_config(path: str, args: list[str], steps: int | None = None, warmup: int | None = None,
+                  device: str = "cpu") -> RunConfig:
+    """The run of a training script at `path` with its own arguments, checked (UserError, one sentence): an
+    existing .py file, `steps` from 1 (None: until the script ends), the arguments as texts. What the command line's
+    `mpsstudio run` and the window's Run Script… both run."""
+    from ..basics.config import MAX_STEPS, SCRIPT
+    from ..models.user import user_model_path
+
+    found = user_model_path(path, lambda name: UserError(
+        f"{printable(name)} is not a .py script; give the path of your training script."),
+        what="The script", holds="the .py file you run with python")
+    if steps is not None and not 1 <= steps <= MAX_STEPS:
+        raise UserError(f"The number of steps must be a whole number from 1 to {MAX_STEPS:,}, not {steps}.")
+    return RunConfig(model=str(found), dataset=SCRIPT, device=device, steps=steps, epochs=None,
+                     warmup_steps=DEFAULT_WARMUP if warmup is None else warmup,
+                     options={"script_args": [str(a) for a in args]}).validate()
+
+
 def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[], bool],
                prepared: Callable[[], None] | None = None) -> RunResult:
     """Run the script `config.model` with `config.options["script_args"]` once, on `config.device`, as a tracked

@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from ...engine.basics.config import RunConfig
-from .names import CHOOSE_FILE, FOLDER_ICON
+from .names import CHOOSE_FILE, FOLDER_ICON, RUN_SCRIPT
 from .widgets import DeviceRow
 
 
@@ -57,6 +57,9 @@ class CatalogMixin:
         combo.setItemData(combo.count() - 1, "Use your own model: a .py file that defines "
                           "build_model(num_classes, input_shape) returning a torch.nn.Module. "
                           "Loading a model file runs its code.", Qt.ItemDataRole.ToolTipRole)
+        combo.addItem("Your Training Script…", RUN_SCRIPT)
+        combo.setItemData(combo.count() - 1, "Measure your own training script (its data, loss and loop) on the "
+                          "checked devices: Run > Run Your Training Script… (⇧⌘R).", Qt.ItemDataRole.ToolTipRole)
 
     def _fill_datasets(self, datasets: list) -> None:
         self._fill_named(self.dataset_combo, datasets)

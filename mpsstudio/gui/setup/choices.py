@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QFileDialog, QStyle
 
 from ...engine.basics.spec import DataSpec
 from .form import PRECISION_TIPS
-from .names import CHOOSE_FILE
+from .names import CHOOSE_FILE, RUN_SCRIPT
 
 
 class ChoicesMixin:
@@ -35,6 +35,11 @@ class ChoicesMixin:
         return index
 
     def _on_model_index(self, index: int) -> None:
+        if self.model_combo.itemData(index) == RUN_SCRIPT:  # not a model: the script's own dialog, the model kept
+            self.model_combo.setCurrentIndex(self._model_index)
+            if not self._quiet:
+                self.script_requested.emit()
+            return
         if self.model_combo.itemData(index) != CHOOSE_FILE:
             self._model_index = index
             self.model_combo.setToolTip(self.model_combo.itemData(index, Qt.ItemDataRole.ToolTipRole) or "")
@@ -51,7 +56,7 @@ class ChoicesMixin:
 
     def _model_file(self) -> str | None:
         model = self.model_combo.currentData()
-        return model if model not in (None, CHOOSE_FILE) and model not in self._model_infos else None
+        return model if model not in (None, CHOOSE_FILE, RUN_SCRIPT) and model not in self._model_infos else None
 
     def check_model_file(self) -> bool | str:
         """Build the chosen model file in a separate process, after asking once per file content."""

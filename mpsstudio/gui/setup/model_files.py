@@ -17,6 +17,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from ...engine.basics.formatting import printable
 from ...engine.basics.spec import DataSpec
 from ..settings import settings
 from ..worker import ModelChecker
@@ -69,27 +70,35 @@ class ModelFileGuard(QObject):
             return False
         return bool(settings().value(f"{TRUSTED_KEY}/{digest}"))
 
-    def confirm(self, path: str) -> bool | str:
+    def confirm(self, path: str, script: bool = False) -> bool | str:
         """True when the user agrees (now or before, for this content) to run the file's code; False when they
-        decline; a sentence when the file cannot be read."""
+        decline; a sentence when the file cannot be read. `script`: a training script run whole, not a model file."""
         try:
             digest = self.digest(path)
         except (OSError, ValueError) as exc:
-            return f"{path} cannot be used ({exc}); choose another file."
+            return f"{printable(path)} cannot be used ({exc}); choose another file."
         if settings().value(f"{TRUSTED_KEY}/{digest}"):
             return True
-        if not self.ask(path):
+        if not (self.ask_script(path) if script else self.ask(path)):
             return False
         settings().setValue(f"{TRUSTED_KEY}/{digest}", path)
         return True
 
     def ask(self, path: str) -> bool:
         """The consent dialog (tests replace this method)."""
+        return self._ask(path, "MPS Studio builds your model by running this file's build_model function, in a "
+                               "separate process.")
+
+    def ask_script(self, path: str) -> bool:
+        """The consent dialog for a training script (tests replace this method)."""
+        return self._ask(path, "MPS Studio runs this script as python would, in a separate process, once on each "
+                               "checked device.")
+
+    def _ask(self, path: str, how: str) -> bool:
         box = QMessageBox(QMessageBox.Icon.Warning, "Run the Code in This File?",
-                          f"Run the Python code in “{Path(path).name}”?", parent=self._window)
+                          f"Run the Python code in “{printable(Path(path).name)}”?", parent=self._window)
         box.setInformativeText(
-            "MPS Studio builds your model by running this file's build_model function, in a separate process. "
-            "The code can do anything you can do: only continue if you trust it.\n\n"
+            f"{how} The code can do anything you can do: only continue if you trust it.\n\n"
             "You will not be asked again for this file unless it changes.")
         box.setDetailedText(path)
         run = box.addButton("Run the File's Code", QMessageBox.ButtonRole.AcceptRole)

@@ -36,6 +36,8 @@ class CatalogMixin:
                 pass
         self.run_action.setEnabled(True)
         self.launch_action.setEnabled(True)
+        self.script_action.setEnabled(True)
+        self.file_script_action.setEnabled(True)
         for a in self.tool_actions:
             a.setEnabled(True)
         if self._pending_folder:

@@ -1,13 +1,61 @@
-"""The launch-benchmark preset: probe, estimate, ask, run."""
+"""Runs that are not the sidebar's setup: the launch-benchmark preset (probe, estimate, ask, run) and the user's own
+training script (Run Your Training Script…)."""
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import Slot
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QDialog, QMessageBox
+
+from ..settings import settings
+
+SCRIPT_KEY = "script/last"  # the last script, its arguments, steps and warm-up, offered again
 
 
 class LaunchMixin:
-    """PyTorch's launch benchmark from the Run menu: a short probe whose estimate the user sees first, then ordinary runs."""
+    """PyTorch's launch benchmark from the Run menu (a short probe whose estimate the user sees first, then ordinary
+    runs) and the user's training script, run on the checked devices after their consent."""
+
+    @Slot()
+    def run_script_dialog(self) -> None:
+        """Run Your Training Script…: the script and its arguments (the dialog), consent to run its code (once per
+        content), then one run per checked device through the one run path (RunWorker, a process per run)."""
+        if self.worker is not None or self.tool_worker is not None or self.catalog is None:
+            return
+        devices = self.setup.checked_devices()
+        if not devices:
+            self.say("Check at least one available device, then run your script.")
+            return
+        config = self.ask_script(devices)
+        if config is None:
+            return
+        allowed = self.setup.model_files.confirm(config.model, script=True)
+        if allowed is not True:
+            self.say(allowed or "Not run: the script's code runs only if you allow it.")
+            return
+        from ..preferences import Preferences
+
+        prefs = Preferences.load()
+        configs = [config.with_device(d) for d in devices]
+        for cfg in configs:
+            prefs.apply(cfg)
+        self._start_worker(configs, None)
+        self.say(f"Starting {config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on {', '.join(devices)}…")
+
+    def ask_script(self, devices: list[str]):
+        """The dialog; the engine-checked RunConfig of the script, or None when cancelled (tests replace this)."""
+        from ..script_dialog import ScriptDialog
+
+        try:
+            last = json.loads(settings().value(SCRIPT_KEY) or "{}")
+        except (TypeError, ValueError):
+            last = {}
+        dialog = ScriptDialog(devices, last if isinstance(last, dict) else {}, parent=self)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return None
+        settings().setValue(SCRIPT_KEY, json.dumps(dialog.values()))
+        return dialog.config
 
     @Slot()
     def launch_benchmark(self) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
-from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line
+from ...engine.basics.config import SCRIPT
+from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line, printable
 from ..plots.redraw import interval_for
 from ..preferences import Preferences
 
@@ -22,10 +23,13 @@ class LiveMixin:
             self.plots.start_run(event.run_id, device, event.warmup_steps)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             self.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))
-            self.progress.setRange(0, max(1, event.total_steps))
+            # 0 steps in all: a script that runs until it ends (the bar is busy, its words count the steps)
+            self.progress.setRange(0, event.total_steps if event.total_steps > 0 else 0)
             self.set_progress(0)
             where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
-            self.run_label.setText(f"{where}{device}")
+            script = event.config.get("dataset") == SCRIPT  # a user's script: its name says what runs
+            name = str(event.config.get("model", "")).replace("\\", "/").rsplit("/", 1)[-1]
+            self.run_label.setText(f"{where}{printable(name)} on {device}" if script else f"{where}{device}")
             self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
             for note in event.notes:
                 self.banner.show_message(note)

@@ -93,6 +93,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.setup.run_requested.connect(self.start_run)
         self.setup.stop_requested.connect(self.stop_run)
         self.setup.open_folder_requested.connect(self.open_folder)
+        self.setup.script_requested.connect(self.run_script_dialog)
         self.results.message.connect(self.say)
         self.results.selection_changed.connect(self.show_selected_runs)
         self.results.save_model_requested.connect(lambda: self.save_trained_model())

@@ -97,6 +97,8 @@ class RunsMixin:
     def _set_running(self, running: bool) -> None:
         self.setup.set_running(running)
         self.launch_action.setEnabled(not running and self.catalog is not None)
+        self.script_action.setEnabled(not running and self.catalog is not None)
+        self.file_script_action.setEnabled(not running and self.catalog is not None)
         for a in self.tool_actions:
             a.setEnabled(not running and self.catalog is not None)
         self.run_action.setEnabled(not running and self.catalog is not None)
@@ -109,8 +111,11 @@ class RunsMixin:
     def set_progress(self, done: int) -> None:
         """The status bar's bar and its words: "step 84 / 188 · 45 %" (Qt's own %p would say 44)."""
         total = self.progress.maximum()
+        if total <= 0:  # no end known (a script that runs until it ends): the step alone
+            self.progress.setFormat(f"step {done:,}")
+            return
         self.progress.setValue(min(done, total))
-        self.progress.setFormat(f"step {done:,} / {total:,} \u00b7 {round(100 * done / total) if total else 0} %")
+        self.progress.setFormat(f"step {done:,} / {total:,} \u00b7 {round(100 * done / total)} %")
 
     def _on_download(self, message: str, fraction: float) -> None:
         self.say(f"{message} {fraction:.0%}")

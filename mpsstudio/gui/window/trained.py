@@ -27,7 +27,8 @@ class TrainedModelsMixin:
             return [None] * len(configs)  # nothing can be kept: Save Trained Model… will say so
         self.trained = {}
         stamp = f"{os.getpid()}-{int(time.time() * 1000)}"
-        return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" else None for i, c in enumerate(configs)]
+        return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" and not c.is_script else None
+                for i, c in enumerate(configs)]
 
     @staticmethod
     def _forget_trained(folder: Path) -> None:

@@ -1,0 +1,131 @@
+"""Run Your Training Script…: which script, its arguments, and how long to measure it.
+
+The dialog only gathers the choices; the engine checks them (run.script.script_config, the same check as
+`mpsstudio run`) and its sentence shows in the dialog, which stays open. The window asks for consent to run the
+script's code and runs it on the sidebar's checked devices (window/launch.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import (
+    QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
+    QVBoxLayout,
+)
+
+from ..engine.basics.config import MAX_STEPS
+from ..engine.basics.errors import UserError
+
+INTRO = ("MPS Studio runs your script as “python script.py arguments” would, once on each device checked in the "
+         "sidebar, in a process of its own, and measures its training steps: each optimizer step, or what it "
+         "reports with mpsstudio.track.step(loss, batch_size=n). The device it is run for is "
+         "mpsstudio.track.device(), or {device} in its arguments.")
+UNTIL_END = "until the script ends"
+
+
+class ScriptDialog(QDialog):
+    """The script, its arguments, the steps to measure and the warm-up; `config` once accepted."""
+
+    def __init__(self, devices: list[str], last: dict | None = None, parent=None):
+        super().__init__(parent)
+        from ..engine.run.script import DEFAULT_WARMUP
+
+        self.setWindowTitle("Run Your Training Script")
+        self.config = None
+        last = last or {}
+        layout = QVBoxLayout(self)
+        intro = QLabel(INTRO)
+        intro.setWordWrap(True)
+        layout.addWidget(intro)
+
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        row = QHBoxLayout()
+        self.path_edit = QLineEdit(str(last.get("path") or ""))
+        self.path_edit.setPlaceholderText("train.py")
+        self.path_edit.setMinimumWidth(320)
+        self.path_edit.textChanged.connect(self._changed)
+        choose = QPushButton("Choose…")
+        choose.clicked.connect(self._choose)
+        row.addWidget(self.path_edit, 1)
+        row.addWidget(choose)
+        form.addRow("Script:", row)
+        self.args_edit = QLineEdit(str(last.get("args") or ""))
+        self.args_edit.setPlaceholderText("--epochs 5 --lr 0.1")
+        self.args_edit.setToolTip("The script's own arguments, as you would type them after its name; {device} "
+                                  "becomes the device of each run.")
+        self.args_edit.textChanged.connect(self._changed)
+        form.addRow("Arguments:", self.args_edit)
+        self.steps_spin = QSpinBox()
+        self.steps_spin.setRange(0, MAX_STEPS)
+        self.steps_spin.setSpecialValueText(UNTIL_END)
+        self.steps_spin.setSuffix(" measured steps")
+        self.steps_spin.setGroupSeparatorShown(True)
+        self.steps_spin.setValue(_whole(last.get("steps"), 0))
+        self.steps_spin.setToolTip("End the script cleanly after this many measured steps (after the warm-up); "
+                                   "what it measured is kept.")
+        form.addRow("Stop after:", self.steps_spin)
+        self.warmup_spin = QSpinBox()
+        self.warmup_spin.setRange(0, 100_000)
+        self.warmup_spin.setSuffix(" steps")
+        self.warmup_spin.setValue(_whole(last.get("warmup"), DEFAULT_WARMUP))
+        self.warmup_spin.setToolTip("Steps timed apart before measuring (the first steps allocate, compile and "
+                                    "cache).")
+        form.addRow("Warm-up:", self.warmup_spin)
+        form.addRow("Devices:", QLabel(", ".join(devices) + "  (checked in the sidebar)"))
+        layout.addLayout(form)
+
+        self.problem = QLabel("")
+        self.problem.setWordWrap(True)
+        self.problem.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.problem.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.problem)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.run_button = self.buttons.addButton("Run Script", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.run_button.setDefault(True)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        layout.addWidget(self.buttons)
+        self._changed()
+
+    def _choose(self) -> None:
+        start = self.path_edit.text().strip() or str(Path.home())
+        path, _ = QFileDialog.getOpenFileName(self, "Choose Your Training Script", start, "Python files (*.py)")
+        if path:
+            self.path_edit.setText(path)
+
+    def _changed(self, *_args) -> None:
+        self.problem.setText("")
+        self.run_button.setEnabled(bool(self.path_edit.text().strip()))
+
+    def arguments(self) -> list[str]:
+        """The arguments split as a shell would (UserError for unbalanced quotes)."""
+        try:
+            return shlex.split(self.args_edit.text())
+        except ValueError as exc:
+            raise UserError(f"The arguments cannot be split as a shell would ({exc}); close the quotes.") from None
+
+    def values(self) -> dict:
+        """What the dialog holds, to be offered again next time."""
+        return {"path": self.path_edit.text().strip(), "args": self.args_edit.text(),
+                "steps": self.steps_spin.value(), "warmup": self.warmup_spin.value()}
+
+    def accept(self) -> None:
+        """Checked by the engine first: a sentence keeps the dialog open."""
+        from ..engine.run.script import script_config
+
+        try:
+            self.config = script_config(str(Path(self.path_edit.text().strip()).expanduser()), self.arguments(),
+                                        self.steps_spin.value() or None, self.warmup_spin.value())
+        except UserError as exc:
+            self.problem.setText(str(exc))
+            return
+        super().accept()
+
+
+def _whole(value, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEPS else default
