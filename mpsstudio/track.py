@@ -14,8 +14,10 @@
 Under `mpsstudio run SCRIPT` or the window's Run Script…, the steps stream to the run in progress (live plots, the
 history, comparisons). Run alone (`python SCRIPT`), the run is kept in the history when the script ends and its
 summary printed. Each step keeps the loss on its device; the device is synchronized and the losses read only at the
-end of a measurement window (~0.1 s of work), warm-up steps are timed apart (MPSSTUDIO_WARMUP, default 10), and what
-the script computes is not changed. No Qt is imported.
+end of a measurement window (~0.1 s of work on a CPU), warm-up steps are timed apart (MPSSTUDIO_WARMUP, default 10), and what
+the script computes is not changed. On a GPU a window lasts at least 1 s (each synchronizes the GPU). A script run
+alone keeps its run when it ends, is interrupted (Ctrl-C) or gets SIGTERM; os._exit() leaves nothing to keep it, and
+its exit code is not judged (`mpsstudio run` judges it). No Qt is imported.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ def device():
 
 def step(loss, batch_size: int | None = None) -> None:
     """One training step is done (call it after optimizer.step()): its loss (a tensor, kept on its device) and its
-    samples. Without `batch_size`, the first dimension of the model's input (when MPS Studio runs the script) or 1."""
+    samples. Without `batch_size`, the first dimension of the model's input when MPS Studio runs the script (alone,
+    give it). A loss that is not one number, or a batch size that is not a whole number from 1, raises at once."""
     from .engine.run import tracked
 
     tracker, counter = tracked.ACTIVE["tracker"], tracked.ACTIVE["counter"]
@@ -58,26 +61,66 @@ def step(loss, batch_size: int | None = None) -> None:
         counter.on_reported()
         if batch_size is None:
             batch_size = counter.batch
+    loss, samples = _checked_loss(loss), _samples(batch_size)
     if tracker is None:
         tracker = _alone["tracker"] or _start_alone(loss)
-    tracker.step(loss, _samples(batch_size))
+    tracker.step(loss, samples)
 
 
 def epoch(val_loss: float | None = None, val_accuracy: float | None = None) -> None:
     """The script validated after an epoch: its loss and accuracy (0 to 1) are kept with the run."""
     from .engine.run import tracked
 
+    if val_loss is not None and not _is_number(val_loss):
+        raise TypeError(f"mpsstudio.track.epoch: val_loss must be a number, not {_shown(val_loss)}.")
+    if val_accuracy is not None and not (_is_number(val_accuracy) and 0 <= float(val_accuracy) <= 1):
+        raise ValueError(f"mpsstudio.track.epoch: val_accuracy is a share from 0 to 1 (0.93 for 93 %), not "
+                         f"{_shown(val_accuracy)}.")
     tracker = tracked.ACTIVE["tracker"] or _alone["tracker"]
     if tracker is not None:
         tracker.epoch(val_loss, val_accuracy)
 
 
+def _shown(value) -> str:
+    return repr(value)[:40]
+
+
+def _is_number(value) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and not value.dtype.is_complex
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _checked_loss(loss):
+    """The step's loss: a tensor holding one number (kept on its device), or a Python number."""
+    import torch
+
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError(f"mpsstudio.track.step: the loss must hold one number (the batch's mean loss), not a "
+                             f"tensor of shape {tuple(loss.shape)}.")
+        return loss
+    if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        return torch.tensor(float(loss))
+    raise TypeError(f"mpsstudio.track.step: the loss must be a tensor or a number, not {_shown(loss)}.")
+
+
 def _samples(batch_size) -> int:
+    """The step's samples: a whole number from 1 (a Python or numpy integer, or an integer tensor of one value)."""
+    import operator
+
+    if batch_size is None:
+        raise ValueError("mpsstudio.track.step: give batch_size=n, the samples in this step (samples/s counts "
+                         "them), e.g. mt.step(loss, batch_size=x.shape[0]).")
     try:
-        n = int(batch_size) if batch_size is not None else 1
-    except (TypeError, ValueError):
-        n = 1
-    return max(1, n)
+        n = operator.index(batch_size) if not isinstance(batch_size, bool) else None
+    except TypeError:
+        n = None
+    if n is None or n < 1:
+        raise ValueError(f"mpsstudio.track.step: batch_size must be a whole number from 1, not {_shown(batch_size)}.")
+    return n
 
 
 def _start_alone(loss):
@@ -102,7 +145,30 @@ def _start_alone(loss):
         previous(kind, value, tb)
     sys.excepthook = excepthook
     atexit.register(_finish_alone)
+    _keep_on_sigterm()
     return tracker
+
+
+def _keep_on_sigterm() -> None:
+    """A script ended by SIGTERM (a scheduler, `kill`) keeps its run as cancelled, then ends as SIGTERM ends it;
+    only where the script left SIGTERM to its default (its own handler stays its own)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def ended(signum, frame):
+            _alone["failed"] = ("cancelled", "Ended by SIGTERM; what was measured until then is kept.")
+            _finish_alone()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        signal.signal(signal.SIGTERM, ended)
+    except (ValueError, OSError, AttributeError):  # no signals here (a thread, an embedded interpreter)
+        pass
 
 
 def _device_id(dev) -> str:

@@ -93,7 +93,7 @@ def test_a_failed_run_exits_1(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert "runs the Python code in it" in err
-    assert "The loss became NaN" in err
+    assert "The loss was NaN at step 1" in err
 
 
 def test_listings_and_doctor(capsys):

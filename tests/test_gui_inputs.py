@@ -120,3 +120,12 @@ def test_the_summary_counts_a_built_ins_multiply_adds_and_never_runs_a_file(pane
     path.write_text("INPUT_SHAPE = (3, 8, 8)\ndef build_model(num_classes, input_shape):\n    raise SystemExit('no')\n")
     panel.apply_config(RunConfig(model=str(path), dataset="synthetic"))
     assert "MACs" not in panel.summary_text()
+
+
+def test_a_model_that_makes_its_own_batches_has_no_input_rows(panel):
+    from pathlib import Path
+
+    two_inputs = Path(__file__).resolve().parent.parent / "examples" / "two_inputs.py"
+    panel.apply_config(RunConfig(model=str(two_inputs), dataset="synthetic"))
+    assert _visible(panel) == set()
+    assert panel.configs()[0].input_shape is None and panel.configs()[0].num_classes is None

@@ -175,7 +175,7 @@ class RunConfig:
                                                         else (("The sequence length", MAX_SEQ),))):
                 _whole(v, what, 1, top)
         if self.num_classes is not None:
-            _whole(self.num_classes, "The number of classes", 1, MAX_CLASSES)
+            _whole(self.num_classes, "The number of classes", 2, MAX_CLASSES)  # one class: nothing to classify
         if (self.input_shape is not None or self.num_classes is not None) and str(self.dataset).lower() != "synthetic":
             raise UserError("--input-shape and --num-classes shape synthetic data; a dataset's samples have their own "
                             "(a folder's images are decoded at --image-size), so drop them or use --dataset "

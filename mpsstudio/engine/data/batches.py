@@ -150,8 +150,17 @@ def _tensors_in(tree) -> bool:
     return isinstance(tree, dict) and any(_tensors_in(v) for v in tree.values())
 
 
+def _kind(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} item{'' if len(value) == 1 else 's'}"
+    return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}" if type(value).__module__ not in (
+        "builtins",) else type(value).__name__
+
+
 def made_batch(make: Callable, batch_size: int, generator: torch.Generator, where: str) -> Batch:
-    """One (inputs, targets) of a model file's make_batch(batch_size, generator), checked; UserError otherwise."""
+    """One (inputs, targets) of a model file's make_batch(batch_size, generator), checked; UserError otherwise: two
+    items, the inputs tensors (a tensor, a tuple or a dict of them), the targets a tensor, and `batch_size` samples in
+    the targets (their first dimension: a run's samples/s counts them)."""
     from ..basics.errors import UserError
     from ..basics.formatting import error_line
 
@@ -159,10 +168,21 @@ def made_batch(make: Callable, batch_size: int, generator: torch.Generator, wher
         made = make(batch_size, generator)
     except (Exception, SystemExit) as exc:
         raise UserError(f"make_batch in {where} raised {error_line(exc, 200)}; fix it and try again.") from exc
-    if not (isinstance(made, (tuple, list)) and len(made) == 2 and _tensors_in(made[0])):
-        raise UserError(f"make_batch in {where} returned {type(made).__name__}; return (inputs, targets), the inputs "
-                        "a tensor, a tuple or a dict of tensors.")
-    return made[0], made[1]
+    if not (isinstance(made, (tuple, list)) and len(made) == 2):
+        raise UserError(f"make_batch in {where} returned {_kind(made)}; return two items, (inputs, targets).")
+    inputs, targets = made
+    if not _tensors_in(inputs):
+        raise UserError(f"make_batch in {where} returned inputs that are {_kind(inputs)}, not tensors; return a "
+                        "torch tensor, or a tuple or a dict of them (torch.from_numpy converts numpy arrays).")
+    if not isinstance(targets, torch.Tensor):
+        raise UserError(f"make_batch in {where} returned targets that are {_kind(targets)}, not a tensor; return "
+                        "a torch tensor of targets.")
+    if targets.dim() == 0 or int(targets.shape[0]) != batch_size:
+        got = f"{int(targets.shape[0]):,} samples" if targets.dim() else "a single number"
+        raise UserError(f"make_batch({batch_size:,}, generator) in {where} returned targets for {got} (their first "
+                        f"dimension); return {batch_size:,}, the batch size asked, so that samples/s counts what the "
+                        "model trained on.")
+    return inputs, targets
 
 
 class MadeBatches:

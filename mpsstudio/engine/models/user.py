@@ -82,13 +82,13 @@ def declared(path: Path) -> Declared:
                 try:
                     found[target.id] = ast.literal_eval(node.value)
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    raise UserError(f"{target.id} in '{path.name}' must be written out as numbers (e.g. INPUT_SHAPE "
-                                    "= (3, 224, 224)), not computed; MPS Studio reads it without running the "
+                    raise UserError(f"{target.id} in '{path.name}' must be written out as numbers (e.g. "
+                                    f"{EXAMPLES[target.id]}), not computed; MPS Studio reads it without running the "
                                     "file.") from None
     shape = found.get("INPUT_SHAPE")
     if shape is not None:
         shape = check_shape(shape, f"INPUT_SHAPE in '{path.name}'")
-    return Declared(shape, _count(found.get("NUM_CLASSES"), f"NUM_CLASSES in '{path.name}'", MAX_CLASSES),
+    return Declared(shape, _count(found.get("NUM_CLASSES"), f"NUM_CLASSES in '{path.name}'", MAX_CLASSES, low=2),
                     _count(found.get("VOCAB_SIZE"), f"VOCAB_SIZE in '{path.name}'", 2**31),
                     "make_batch" in functions, "loss" in functions)
 
@@ -101,15 +101,21 @@ def check_shape(shape, what: str) -> tuple[int, ...]:
     if not ok or not all(1 <= v <= top for v, top in zip(shape, bounds)):
         raise UserError(f"{what} must be (channels, height, width) for images or (length,) for tokens, whole "
                         f"numbers from 1 (at most {MAX_CHANNELS:,} channels, {MAX_SIDE:,} pixels a side, "
-                        f"{MAX_SEQ:,} tokens), not {str(shape)[:40]}.")
+                        f"{MAX_SEQ:,} tokens), not {printable(repr(shape))[:40]}.")
     return tuple(shape)
 
 
-def _count(value, what: str, top: int) -> int | None:
+EXAMPLES = {"INPUT_SHAPE": "INPUT_SHAPE = (3, 224, 224)", "NUM_CLASSES": "NUM_CLASSES = 1000",
+            "VOCAB_SIZE": "VOCAB_SIZE = 30522"}
+
+
+def _count(value, what: str, top: int, low: int = 1) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-        raise UserError(f"{what} must be a whole number from 1 to {top:,}, not {str(value)[:40]}.")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
+        shown = printable(repr(value))[:40]  # quoted: NUM_CLASSES = "7" is a text, not the number 7
+        raise UserError(f"{what} must be a whole number from {low} to {top:,} (e.g. {EXAMPLES[what.split()[0]]}), "
+                        f"not {shown}.")
     return value
 
 

@@ -91,9 +91,11 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
     try:
         if kind == "run":
             _, config, position, save_model = job
+            who = "The script" if RunConfig.from_dict(config).is_script else "The model"
+
             def send(event) -> None:
                 if contain and isinstance(event, Ended):  # the run is over: what its model left running ends now
-                    left = end_leftovers()
+                    left = end_leftovers(who=who)
                     if left:
                         event.result.summary["leftover_processes"] = left
                 conn.send(("event", event))

@@ -58,14 +58,14 @@ def _name(proc: psutil.Process) -> str:
         return "a process"
 
 
-def end_leftovers(grace_s: float = END_GRACE_S) -> str:
+def end_leftovers(grace_s: float = END_GRACE_S, who: str = "The model") -> str:
     """End every descendant of this process still alive but the multiprocessing children still in its process group
     (the run's DataLoader workers among them: they end with the group); one sentence when there were any ("" when
     none): "The model left 2 processes running (python, pid 4242; sleep, pid 4243); they were ended."."""
     ours = _in_group_children()
     _reap()  # a process that already ended is not left running (its parent never waited for it)
     left = [p for p in _descendants() if p.pid not in ours and _running(p)]
-    return end_processes(left, "The model", "when the run ended", grace_s=grace_s)
+    return end_processes(left, who, "when the run ended", grace_s=grace_s)
 
 
 def _in_group_children() -> set[int]:

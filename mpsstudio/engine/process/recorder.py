@@ -20,6 +20,12 @@ class Recorder:
         r, f = self.result, self.facts
         if isinstance(event, Started):
             r.id, r.env = event.run_id, event.env
+            if r.config.is_script:  # a script's batch and windows are what its first step said (run/tracked.py)
+                for key in ("batch_size", "window_s"):
+                    value = event.config.get(key)
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                        setattr(r.config, key, value)
+                f.batch_size = r.config.batch_size
             f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
             f.warmup_steps = event.warmup_steps
         elif isinstance(event, Warmup):

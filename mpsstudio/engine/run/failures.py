@@ -59,10 +59,16 @@ def outcome(exc: BaseException, config: RunConfig) -> tuple[str, str]:
         return "failed", str(exc)
     if isinstance(exc, NonFinite):
         kind = "NaN" if math.isnan(exc.value) else "infinite"
-        advice = f"lower the learning rate (now {config.lr:g})"
+        if exc.step == 1:  # before any weight changed: not the learning rate's doing
+            advice = "the model or its loss makes it before any learning (check the loss function and the inputs)"
+        elif config.is_script:
+            advice = "the script's own learning rate or loss is the place to look"
+        else:
+            advice = f"lower the learning rate (now {config.lr:g})"
         if config.precision != "fp32":
             advice += f" or use fp32 precision (this run used {config.precision})"
-        return "failed", f"The loss became {kind} at step {exc.step}; {advice}."
+        return "failed", f"The loss was {kind} at step 1; {advice}." if exc.step == 1 else \
+            f"The loss became {kind} at step {exc.step}; {advice}."
     if isinstance(exc, DataError):
         cause = error_line(exc.__cause__ or exc, with_type=False)
         return "failed", f"Reading the training data failed ({cause}); check the dataset's files."

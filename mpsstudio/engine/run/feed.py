@@ -40,10 +40,17 @@ class Feed:
     def loss(self, outputs, targets) -> torch.Tensor:
         if self.own_loss is None:
             return F.cross_entropy(outputs, targets)
-        out = self.own_loss(outputs, targets)
-        if not isinstance(out, torch.Tensor) or out.numel() != 1:
-            from ..basics.errors import UserError
+        from ..basics.errors import UserError
 
+        try:
+            out = self.own_loss(outputs, targets)
+        except (Exception, SystemExit) as exc:  # its own error, named as its (out of memory stays the device's)
+            if isinstance(exc, (UserError, torch.OutOfMemoryError)) or "out of memory" in str(exc).lower():
+                raise
+            from ..basics.formatting import error_line
+
+            raise UserError(f"loss in {self.where} raised {error_line(exc, 200)}; fix it and try again.") from exc
+        if not isinstance(out, torch.Tensor) or out.numel() != 1:
             raise UserError(f"loss in {self.where} returned {type(out).__name__}"
                             f"{' of shape ' + str(tuple(out.shape)) if isinstance(out, torch.Tensor) else ''}; return "
                             "one number as a tensor (the mean loss of the batch).")

@@ -21,6 +21,9 @@ from .epochs import Epochs
 from .feed import feed_for
 from .steps import Steps
 
+SYNTHETIC_SAMPLES = 1024  # synthetic data: samples made (an epoch's worth), unless they would not fit in ...
+SYNTHETIC_BYTES = 256 * 1024**2  # ... this much memory
+
 # Largest image folder the 'resident' option will decode into device memory.
 RESIDENT_LIMIT_BYTES = 4 * 1024**3
 
@@ -28,9 +31,17 @@ RESIDENT_LIMIT_BYTES = 4 * 1024**3
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
     """Load the config's dataset shaped for its model (synthetic data takes synthetic_input's shape)."""
     info = models.get_model_info(config.model)
-    return datasets.load_dataset(config.dataset, model_spec=synthetic_input(config),
+    spec = synthetic_input(config)
+    return datasets.load_dataset(config.dataset, model_spec=spec,
                                  image_size=config.image_size or info.preferred_image_size,
-                                 seed=config.seed, progress=progress)
+                                 seed=config.seed, progress=progress, synthetic_size=synthetic_size(spec, config))
+
+
+def synthetic_size(spec, config: RunConfig) -> int:
+    """How many synthetic samples to make: SYNTHETIC_SAMPLES, fewer where they would take more than SYNTHETIC_BYTES
+    (large inputs: 1,024 images of 3x2048x2048 are 12 GiB), never fewer than two batches."""
+    per_sample = math.prod(spec.sample_shape) * (1 if spec.kind == "image" else 8)  # uint8 pixels, int64 tokens
+    return max(2 * config.batch_size, min(SYNTHETIC_SAMPLES, SYNTHETIC_BYTES // max(1, per_sample)))
 
 
 def synthetic_input(config: RunConfig):
@@ -41,6 +52,11 @@ def synthetic_input(config: RunConfig):
 
     info = models.get_model_info(config.model)
     spec = info.default_spec
+    synthetic = str(config.dataset).lower() == "synthetic"
+    if info.declared is not None and info.declared.make_batch and (
+            config.input_shape or config.num_classes or (config.image_size is not None and synthetic)):
+        raise UserError(f"{_name(config.model)} makes its own batches (make_batch), so --input-shape, --image-size "
+                        "and --num-classes do not reach it; drop them, or change what make_batch returns.")
     if config.input_shape:
         shape = tuple(config.input_shape)
         kind = "image" if len(shape) == 3 else "tokens"
@@ -49,7 +65,7 @@ def synthetic_input(config: RunConfig):
                             f" of shape {','.join(map(str, shape))}; give --input-shape as "
                             f"{'C,H,W' if 'image' in info.input_kind else 'L'}.")
         spec = models.spec_of(shape, spec.num_classes, spec.vocab_size or None)
-    if config.image_size is not None and str(config.dataset).lower() == "synthetic":
+    if config.image_size is not None and synthetic:
         if spec.kind != "image":
             raise UserError(f"--image-size sets the height and width of images, and {_name(config.model)} takes "
                             f"tokens here; give the sequence length with --input-shape L.")

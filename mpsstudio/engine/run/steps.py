@@ -33,6 +33,64 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Opt
     return torch.optim.AdamW(model.parameters(), lr=config.lr)
 
 
+def raise_first_failure(exc: BaseException, inside: list, x, config: RunConfig, made: bool, num_classes: int) -> None:
+    """A first step's (or a tool's first forward's) error as one sentence naming the layer it happened in, the
+    input it got and what to change (UserError); returns for an error said elsewhere as what it is (out of memory,
+    an operation the device lacks, our own sentences)."""
+    from ..basics.formatting import error_line
+
+    if (isinstance(exc, (UserError, NotImplementedError, torch.OutOfMemoryError))
+            or "out of memory" in str(exc).lower()):  # said as such by run/failures.py
+        return
+    where = f" in {inside[-1][0] or 'the model'} ({inside[-1][1]})" if inside else " in the backward pass or the loss"
+    text = error_line(exc, 240, with_type=False)
+    given = (f", input {'x'.join(map(str, tuple(x.shape)[1:]))}" if isinstance(x, torch.Tensor) else
+             " (the inputs make_batch returned)" if made else "")
+    raise UserError(f"{text}{where}{given}{first_step_hint(text, config, made, num_classes)}") from exc
+
+
+def check_forward(model: torch.nn.Module, x, config: RunConfig, made: bool, num_classes: int) -> None:
+    """One forward pass of a user's model in eval mode without gradients (nothing in it changes: no running
+    statistics, no gradients), for the tools: a model that cannot take its input fails here with the sentence a
+    run's first step gives (raise_first_failure), not with a raw error deep in a search."""
+    from .feed import call_model
+
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), _where_it_failed(model) as inside:
+            call_model(model, x)
+    except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
+        raise_first_failure(exc, inside, x, config, made, num_classes)
+        raise
+    finally:
+        model.train(training)
+
+
+SHAPE_WORDS = ("shape", "size of tensor", "mat1", "dimension", "channels", "expected input", "sizes", "kernel size",
+               "output size", "too small", "expected 4d", "expected 3d", "expected 2d")
+
+
+def first_step_hint(text: str, config: RunConfig, made: bool, num_classes: int) -> str:
+    """What to change after a first step failed with `text`, where the failure says what it is about: the input's
+    shape, the vocabulary, the targets' classes, or the model file's make_batch; "" when it says nothing we know."""
+    low = text.lower()
+    if made:
+        return ": check what make_batch returns against what the model takes."
+    info = models.get_model_info(config.model)
+    if "index out of range" in low and info.input_kind == "tokens":
+        said = info.declared.vocab_size if info.declared is not None else None
+        return (": token ids reach VOCAB_SIZE - 1 ("
+                f"{said - 1 if said else models.DEFAULT_VOCAB - 1:,} here); set VOCAB_SIZE in the model file to its "
+                "embedding's size.")
+    if "out of bounds" in low and "target" in low:
+        return f": a target reached the number of classes ({num_classes}); set NUM_CLASSES or --num-classes."
+    if any(word in low for word in SHAPE_WORDS):
+        return (": set INPUT_SHAPE in the model file or --input-shape (Setup ▸ Input for synthetic data) to what the "
+                "model takes.")
+    return "."
+
+
 @contextmanager
 def global_settings(config: RunConfig):
     """Thread count, TF32 and denormal flushing are process-wide: set them for the run, then put them back.
@@ -182,17 +240,8 @@ class Steps:
             with _where_it_failed(self.model) as inside:
                 return step_fn(x, y)
         except (RuntimeError, ValueError, TypeError, IndexError, AssertionError) as exc:
-            from ..basics.formatting import error_line
-
-            if (isinstance(exc, (UserError, NotImplementedError, torch.OutOfMemoryError))
-                    or "out of memory" in str(exc).lower()):  # said as such by run/failures.py
-                raise
-            where = (f" in {inside[-1][0] or 'the model'} ({inside[-1][1]})" if inside else
-                     " in the backward pass or the loss")
-            raise UserError(f"{error_line(exc, 240, with_type=False)}{where}, input "
-                            f"{'x'.join(map(str, tuple(x.shape)[1:])) if isinstance(x, torch.Tensor) else '?'}: set "
-                            "INPUT_SHAPE in the model file or --input-shape (Setup ▸ Input for synthetic data) to "
-                            "what the model takes.") from exc
+            raise_first_failure(exc, inside, x, self.config, self.feed.made, self.num_classes)
+            raise
         finally:
             self.forward = forward
             self.parameters = models.count_parameters(self.model)  # lazy modules have their shapes now

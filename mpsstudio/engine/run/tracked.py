@@ -20,7 +20,7 @@ from ..analysis.summary import RunFacts, memory_measure, summarise
 from ..basics.config import RunConfig
 from ..basics.events import Ended, EpochEnd, Started, Warmup
 from ..basics.results import RunResult
-from ..machine import devices, host
+from ..machine import devices, environment, host
 from .failures import NonFinite, outcome
 from .setup import _environment
 from .windows import Windows
@@ -201,6 +201,16 @@ class Tracker:
             return self.result
         self.ended = True
         measured_wall = 0.0
+        if status == "finished" and 0 < self.count <= self.warm:  # every step was warm-up: nothing measured
+            status, error = "failed", (
+                f"The script made {self.count:,} step{'' if self.count == 1 else 's'}, all of them warm-up "
+                f"({self.warm:,}): nothing was measured; lower the warm-up (--warmup, or MPSSTUDIO_WARMUP for a "
+                "script run by python) or let the script run longer.")
+        if self.windows is None and not self.result.env:  # ended before its first step: where it ran, still said
+            try:
+                self.result.env = environment.environment()
+            except Exception:  # noqa: BLE001 (the run's sentence matters more than its machine's description)
+                pass
         if self.windows is not None:
             try:
                 self._record_pending()

@@ -48,7 +48,7 @@ class InputsMixin:
         self.input_edit.setClearButtonEnabled(True)
         self.input_edit.textChanged.connect(self._emit_changed)
         self._row(form, "Input", self.input_edit)
-        self.classes_spin = self._spin(0, MAX_CLASSES, 0, CLASSES_TIP)
+        self.classes_spin = self._spin(1, MAX_CLASSES, 1, CLASSES_TIP)  # 1: the model's own (one class is none)
         self.classes_spin.valueChanged.connect(self._emit_changed)
         self._row(form, "Classes", self.classes_spin)
         self.image_size_spin = self._spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
@@ -58,13 +58,26 @@ class InputsMixin:
         layout.addWidget(self._inputs_box)
 
     def _input_kind(self) -> str:
-        """'synthetic', 'folder' or '' (a named dataset) for the chosen dataset."""
+        """'synthetic', 'folder' or '' (a named dataset, or a model file that makes its own batches)."""
         dataset = self.dataset_combo.currentData()
         if dataset is None:
             return ""
         if str(dataset).lower() == SYNTHETIC:
-            return SYNTHETIC
+            return "" if self._makes_own_batches() else SYNTHETIC
         return "folder" if dataset not in self._dataset_infos else ""
+
+    def _makes_own_batches(self) -> bool:
+        """A user's file with make_batch: its batches are its own (read from the file, never run here)."""
+        model = self.model_combo.currentData()
+        if model in (None, CHOOSE_FILE) or model in self._model_infos:
+            return False
+        try:
+            from ...engine.models import registry as models
+
+            declared = models.get_model_info(model).declared
+        except Exception:
+            return False
+        return bool(declared is not None and declared.make_batch)
 
     def _update_input_rows(self) -> None:
         """Show the rows the data takes, with the model's own input as their default."""
@@ -92,7 +105,8 @@ class InputsMixin:
                 shape = parse_input_shape(self.input_edit.text()) if self.input_edit.text().strip() else None
             except UserError:
                 shape = None
-            return {"input_shape": shape, "num_classes": self.classes_spin.value() or None, "image_size": None}
+            classes = self.classes_spin.value()
+            return {"input_shape": shape, "num_classes": classes if classes >= 2 else None, "image_size": None}
         if kind == "folder":
             size = self.image_size_spin.value()
             return {"input_shape": None, "num_classes": None, "image_size": size if size >= MIN_IMAGE_SIZE else None}
@@ -116,5 +130,5 @@ class InputsMixin:
             if own is not None and own.kind == "image":
                 shape = [own.channels, config.image_size, config.image_size]
         self.input_edit.setText(" × ".join(str(v) for v in shape) if shape else "")
-        self.classes_spin.setValue(config.num_classes or 0)
+        self.classes_spin.setValue(config.num_classes or 1)
         self.image_size_spin.setValue(config.image_size or MIN_IMAGE_SIZE - 1)
