@@ -103,6 +103,10 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     speedups = speedup_map(compare(results))
     rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
     table = grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
+    if "samples_per_s_spread" in keys and results:  # the one legend of ± (basics/formatting.py)
+        from ..engine.basics.formatting import SPREAD_WORDS
+
+        table += f"\n{SPREAD_WORDS} (Samples/s)."
     if "j_per_sample" in keys and results:  # what the energy figures are, or why they are empty
         table += "\n" + "\n".join(printable(line) for line in notes(results))
     return table

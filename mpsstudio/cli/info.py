@@ -25,12 +25,12 @@ def cmd_devices(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from ..engine.models import registry as models
+    from ..engine.models.catalog import BUILT_IN
+    from ..engine.models.counts import parameter_counts
 
-    rows = []
-    for m in models.list_models():
-        params = models.parameter_count(m.name, m.default_spec)
-        rows.append([m.name, m.input_kind, fmt_count(params), m.default_spec.describe(), m.description])
+    counts = parameter_counts()  # counted once per install, then cached: no torch import here after the first
+    rows = [[m.name, m.input_kind, fmt_count(counts[m.name]), m.default_spec.describe(), m.description]
+            for m in BUILT_IN]
     print(grid(["model", "input", "parameters (default input)", "default input", "description"], rows,
                 [False, False, True, False, False]))
     print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")

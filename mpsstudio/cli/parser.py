@@ -28,10 +28,32 @@ def input_args(p: argparse.ArgumentParser) -> None:
                    help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
 
 
+def version_line() -> str:
+    """"mpsstudio 0.1.0 (Python 3.11.7, torch 2.14.1)": the installed torch's version read from its metadata,
+    without importing it (a second, not three)."""
+    import platform
+    from importlib import metadata
+
+    from .. import __version__
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:  # a frozen app may carry torch without its metadata: ask torch itself
+        try:
+            import torch
+
+            torch_version = torch.__version__
+        except ImportError:
+            torch_version = "not installed"
+    return f"mpsstudio {__version__} (Python {platform.python_version()}, torch {torch_version})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="mpsstudio", description="Measure PyTorch training speed on CPU, Apple GPU (MPS) and CUDA. "
                 "Without a subcommand, `mpsstudio` opens the window (`mpsstudio --demo --screenshot PATH`: "
                 "run the default comparison there, save a screenshot, exit).")
+    p.add_argument("--version", action="version", version=version_line(),
+                   help="the version of MPS Studio, Python and PyTorch, and exit")
     sub = p.add_subparsers(dest="command", parser_class=Parser)
 
     b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")

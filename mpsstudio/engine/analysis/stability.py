@@ -2,7 +2,7 @@
 
 The rules (documented in docs/architecture.md, "Stability"):
 - spread = IQR of the window throughputs / their median; above SPREAD_LIMIT (10 %, pyperf's warning level for
-  a standard deviation) the run is noisy;
+  a standard deviation) the run is noisy, said as everywhere as ± half the IQR over the median (beyond ±5 %);
 - fewer than MIN_WINDOWS measurement windows: noisy (too few for a spread at all);
 - other programs used at least HOST_BUSY_PERCENT of the machine's CPU during the measured phase, the Mac was
   thermally throttled or in Low Power Mode: noisy, whatever the spread (the number is not this machine's
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ..basics.formatting import is_finite
+from ..basics.formatting import fmt_spread, is_finite
 
 # the thermal states host.thermal_state writes; anything else in a file is not a measurement and is ignored
 THERMAL_STATES = re.compile(r"nominal|throttled \(CPU speed limit \d{1,2} %\)|(thermal|performance) warning level \d{1,3}"
@@ -64,9 +64,8 @@ def assess(summary: dict, env: dict) -> tuple[str | None, str | None]:
                        f"(at least {MIN_WINDOWS} are needed for a spread): run more steps")
     s = spread(summary)
     if s is not None and s > SPREAD_LIMIT:
-        varied = f"{100 * s:.0f} %" if s <= 10 else "more than 1,000 %"
-        reasons.append(f"throughput varied {varied} between windows (IQR / median), above the "
-                       f"{100 * SPREAD_LIMIT:.0f} % limit")
+        reasons.append(f"throughput spread {fmt_spread(s / 2)} between windows (half the IQR over the median), "
+                       f"beyond the {fmt_spread(SPREAD_LIMIT / 2)} limit")
     causes = host_causes(env)
     reasons += causes
     if not reasons:

@@ -29,6 +29,32 @@ def fmt_rate(v, dash: str = DASH) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.1f}"
 
 
+# How sure a measured throughput (or step time) is, said one way everywhere: the median ± half the interquartile
+# range of its measurement windows, relative to the median. The table, the status bar, the CLI, the sweep, diagnose
+# and the CSV's "±" column all use spread_of and fmt_spread, and this sentence explains it.
+SPREAD_WORDS = ("± is half the interquartile range of the measurement windows, relative to the median: the middle "
+                "half of the windows fell within the median ± it")
+
+
+def spread_of(median, iqr) -> float | None:
+    """Half the IQR over the median (0.04 for ±4 %); None when either is unknown."""
+    if not is_finite(median) or not is_finite(iqr) or median <= 0 or iqr < 0:
+        return None
+    return iqr / 2 / median
+
+
+def fmt_spread(share, dash: str = DASH) -> str:
+    """"±4 %" for 0.04 (spread_of's share), "±<1 %" below half a percent, "±>1,000 %" beyond ten times."""
+    if not is_finite(share) or share < 0:
+        return dash
+    if share > 10:
+        return "±>1,000 %"
+    percent = 100 * share
+    if 0 < percent < 0.5:
+        return "±<1 %"
+    return f"±{max(1, round(percent)) if percent else 0:,} %"
+
+
 def fmt_bytes(v, dash: str = DASH) -> str:
     """1.2 GiB, 312 MiB, 40.5 KiB (IEC units: powers of 1024)."""
     if not is_finite(v) or v <= 0:

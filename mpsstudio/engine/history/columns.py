@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..analysis.energy import fmt_joules
-from ..basics.formatting import DASH, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_timestamp, is_finite, one_line, printable
+from ..basics.formatting import (DASH, SPREAD_WORDS, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_spread,
+                                  fmt_timestamp, is_finite, one_line, printable, spread_of)
 from ..basics.results import RunResult
 from ..analysis.summary import epoch_seconds
 
@@ -94,10 +95,12 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  lambda r, s: r.config.precision),
     ResultColumn("samples_per_s", "Samples/s", "Measured: median throughput over the measurement windows "
                  "(samples per second); warm-up steps excluded.", "rate", _summary("samples_per_s")),
+    ResultColumn("samples_per_s_spread", "±", f"Measured: how sure Samples/s is. {SPREAD_WORDS}.", "spread",
+                 lambda r, s: spread_of(r.summary.get("samples_per_s"), r.summary.get("samples_per_s_iqr"))),
     ResultColumn("samples_per_s_iqr", "IQR", "Measured: interquartile range of the window throughputs "
                  "(samples per second): the spread of the middle half.", "rate", _summary("samples_per_s_iqr")),
-    ResultColumn("stability", "Stability", "Measured: stable, or noisy (throughput varied more than 10 % between "
-                 "windows, too few windows, or the machine was busy or throttled).", "text", _stability),
+    ResultColumn("stability", "Stability", "Measured: stable, or noisy (throughput spread beyond ±5 %, half the IQR "
+                 "over the median; too few windows; or the machine was busy or throttled).", "text", _stability),
     ResultColumn("speedup_vs_cpu", "Speedup vs CPU", "Median throughput divided by that of the same machine's CPU "
                  "run of the same setup (a repeat: the median of the rounds' paired ratios).", "speedup",
                  lambda r, s: s.get(r.id)),
@@ -149,7 +152,7 @@ BY_KEY = {c.key: c for c in COLUMNS}
 
 # Which columns each view shows, in order.
 CSV_COLUMNS = tuple(c.key for c in COLUMNS)
-CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_iqr", "stability", "speedup_vs_cpu",
+CLI_BENCH_COLUMNS = ("device", "samples_per_s", "samples_per_s_spread", "stability", "speedup_vs_cpu",
                      "speedup_interval", "warmup_s", "s_per_epoch", "peak_memory_bytes", "final_loss",
                      "val_accuracy_percent", "j_per_sample", "avg_power_w", "utilization_percent", "status")
 CLI_HISTORY_COLUMNS = ("time", "machine", "model", "dataset", "device", "batch", "precision", "samples_per_s",
@@ -169,6 +172,8 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
         return fmt_timestamp(value)
     if not is_finite(value):
         return dash
+    if kind == "spread":
+        return fmt_spread(value, dash)
     if kind == "count":
         return fmt_count(value, dash)
     if kind == "rate":

@@ -26,29 +26,14 @@ from torch import nn
 from ..basics.errors import UserError
 from ..basics.spec import DataSpec
 from . import architectures
-from .user import (USER_MODEL_WARNING, Declared, build_user_model, declared, user_function, user_model_path,
+from .catalog import BUILT_IN, CONVNETS, IMAGE, IMAGE_OR_TOKENS, SQUARE, TOKENS, ModelInfo
+from .user import (USER_MODEL_WARNING, build_user_model, declared, user_function, user_model_path,
                    user_model_warning)
 
 __all__ = ["USER_MODEL_WARNING", "ModelInfo", "build_model", "count_parameters", "get_model_info", "input_spec_for",
            "list_models", "parameter_count", "user_model_warning"]
 
-_IMAGE = "image"
-_TOKENS = "tokens"
-_IMAGE_OR_TOKENS = "image or tokens"
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a front end shows about a model and what the data pipeline needs to feed it."""
-
-    name: str
-    description: str
-    input_kind: str
-    default_spec: DataSpec
-    min_image_size: int = 1
-    image_size_multiple: int = 1
-    preferred_image_size: int | None = None
-    declared: Declared | None = None  # a user's file: what it says of its input (models/user.py)
+_IMAGE, _TOKENS, _IMAGE_OR_TOKENS = IMAGE, TOKENS, IMAGE_OR_TOKENS
 
 
 @dataclass(frozen=True)
@@ -62,65 +47,19 @@ class _Entry:
 
 # ----------------------------------------------------------------------------- registry
 
-_IMAGENET = DataSpec(_IMAGE, 1000, channels=3, height=224, width=224)
-_BERT_TOKENS = DataSpec(_TOKENS, 2, seq_len=128, vocab_size=30522)
-
-
-def _convnet(name: str, description: str, min_size: int = 32) -> _Entry:
-    """A torchvision ImageNet convnet; min_size 32 (their total stride) unless it needs more."""
-    info = ModelInfo(name, description, _IMAGE, _IMAGENET, min_image_size=min_size, preferred_image_size=224)
-    return _Entry(info, architectures.torchvision_builder(name))
-
-
-_REGISTRY: dict[str, _Entry] = {
-    entry.info.name: entry
-    for entry in [
-        _Entry(
-            ModelInfo("mlp", "Small MLP (1024-512-256) from the 'MPS speed test' article; shows per-step overhead.",
-                      _IMAGE, DataSpec(_IMAGE, 10, channels=1, height=32, width=32), preferred_image_size=32),
-            architectures.build_mlp,
-        ),
-        _Entry(
-            ModelInfo("mnist_cnn", "Two-layer CNN (64 and 512 filters) from the M1 MNIST benchmark article.",
-                      _IMAGE, DataSpec(_IMAGE, 10, channels=1, height=28, width=28), min_image_size=4,
-                      preferred_image_size=28),
-            architectures.build_mnist_cnn,
-        ),
-        _convnet("resnet18", "ResNet-18 (11.7M parameters), the classic CIFAR/ImageNet training benchmark."),
-        _convnet("resnet50", "ResNet-50 (25.6M parameters), the model of PyTorch's MPS launch figures."),
-        _convnet("vgg16", "VGG-16 (138M parameters), heavy convolutions and large dense layers."),
-        _convnet("alexnet", "AlexNet (61M parameters), the 2012 ImageNet network.", min_size=63),
-        _convnet("mobilenet_v3_small", "MobileNetV3-Small (2.5M parameters), a light mobile network."),
-        _convnet("efficientnet_b0", "EfficientNet-B0 (5.3M parameters), depthwise convolutions and SiLU."),
-        _Entry(
-            ModelInfo("vit_b_16", "Vision Transformer ViT-B/16 (86M parameters), 16x16 pixel patches.",
-                      _IMAGE, _IMAGENET, min_image_size=16, image_size_multiple=16, preferred_image_size=224),
-            architectures.build_vit_b_16, square=True,
-        ),
-        _Entry(
-            ModelInfo("vit_tiny", "Tiny Vision Transformer (6 layers, width 192, 4x4 patches) for 28-32 px images.",
-                      _IMAGE, DataSpec(_IMAGE, 10, channels=3, height=32, width=32), min_image_size=4,
-                      image_size_multiple=4, preferred_image_size=32),
-            architectures.build_vit_tiny, square=True,
-        ),
-        _Entry(
-            ModelInfo("lstm", "One-layer LSTM (256 units) sequence classifier; reads images row by row.",
-                      _IMAGE_OR_TOKENS, DataSpec(_TOKENS, 2, seq_len=128, vocab_size=10000),
-                      preferred_image_size=32),
-            architectures.LSTMClassifier,
-        ),
-        _Entry(
-            ModelInfo("transformer", "Small BERT-style encoder (4 layers, width 256); reads images row by row.",
-                      _IMAGE_OR_TOKENS, _BERT_TOKENS, preferred_image_size=32),
-            architectures.build_transformer,
-        ),
-        _Entry(
-            ModelInfo("transformer_base", "BERT-base-size encoder (12 layers, width 768, 110M parameters).",
-                      _IMAGE_OR_TOKENS, _BERT_TOKENS, preferred_image_size=32),
-            architectures.build_transformer_base,
-        ),
-    ]
+_BUILDERS: dict[str, Callable[[DataSpec], nn.Module]] = {
+    "mlp": architectures.build_mlp,
+    "mnist_cnn": architectures.build_mnist_cnn,
+    **{name: architectures.torchvision_builder(name) for name in CONVNETS},
+    "vit_b_16": architectures.build_vit_b_16,
+    "vit_tiny": architectures.build_vit_tiny,
+    "lstm": architectures.LSTMClassifier,
+    "transformer": architectures.build_transformer,
+    "transformer_base": architectures.build_transformer_base,
 }
+_REGISTRY: dict[str, _Entry] = {info.name: _Entry(info, _BUILDERS[info.name], square=info.name in SQUARE)
+                                for info in BUILT_IN}
+
 
 def list_models() -> list[ModelInfo]:
     """All built-in models, in a stable order from small to large families."""

@@ -272,6 +272,7 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     progress = progress or (lambda message, fraction: None)
     stop = should_stop or (lambda: False)
     setup = toolkit.prepare(config.with_device(config.device), progress)
+    cap, cap_source = data_cap(setup, cap)
     limit, source = limit_for(setup, memory_limit)
     stopped, probes = False, []
     enforced, lift = enforce_limit(setup.device, limit)
@@ -286,7 +287,18 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     if checkpoint is not None:  # the search is over: nothing to resume
         checkpoint(None, None)
     return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap, stopped=stopped,
-                  env=setup.env, config=setup.config.to_dict(), enforced=enforced)
+                  env=setup.env, config=setup.config.to_dict(), enforced=enforced, cap_source=cap_source)
+
+
+def data_cap(setup: toolkit.Setup, cap: int) -> tuple[int, str]:
+    """The largest batch worth trying: `cap`, or a dataset's training samples when fewer (a run's batch is at most
+    that many; synthetic data and a model's own make_batch make batches of any size). (cap, what set it)."""
+    if str(setup.config.dataset).lower() == "synthetic" or setup.feed.made:
+        return cap, "asked"
+    samples = len(setup.data.train)
+    if samples < cap:
+        return max(1, samples), f"the {samples:,} training samples of {setup.data.name} (a run's batch is at most that)"
+    return cap, "asked"
 
 
 def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint
@@ -326,7 +338,7 @@ def sweep_sizes(largest: int) -> list[int]:
 
 
 def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
-           env: dict, config: dict, enforced: str = "") -> dict:
+           env: dict, config: dict, enforced: str = "", cap_source: str = "asked") -> dict:
     """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
     sizes worth a sweep, and one sentence."""
     fits = [p for p in probes if p["fits"]]
@@ -345,6 +357,8 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
                     f"({fmt_bytes(largest['memory'])} {_measure_words(largest['memory_measure'])})")
         if failed is not None:
             sentence += f"; {failed['batch_size']:,} did not: {failed['reason']}"
+        elif capped and cap_source != "asked":
+            sentence += f"; the search stopped at {cap_source}, not at a memory limit"
         elif capped:
             sentence += f"; the search stopped at the cap of {cap:,}, not at a memory limit"
         sentence += (f". The probes' throughput comes from {PROBE_STEPS} training steps each, too few to rank batch "
@@ -364,6 +378,7 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
         "limit_source": limit_source,
         "limit_enforced": enforced,
         "cap": cap,
+        "cap_source": cap_source,
         "capped": capped,
         "stopped": stopped,
         "probe_steps": PROBE_STEPS,

@@ -59,7 +59,7 @@ MAX_BATCH_RESULT = Obj(
     may={**COMMON, "device": DEVICE, "smallest_failed": Obj(need={"batch_size": BATCH, "why": Text(max=64),
                                                                   "reason": LONG}, null=True),
          "sweep_sizes": List(BATCH, max=64), "limit": Int(null=True), "limit_source": LONG,
-         "limit_enforced": LONG, "cap": BATCH, "capped": Flag(), "probe_steps": Int(1, 1_000)})
+         "limit_enforced": LONG, "cap": BATCH, "cap_source": LONG, "capped": Flag(), "probe_steps": Int(1, 1_000)})
 
 # ---------------------------------------------------------------- inspect
 

@@ -3,7 +3,7 @@ them): one place decides what a cell says, so the two never disagree."""
 
 from __future__ import annotations
 
-from ..basics.formatting import DASH, fmt_bytes, fmt_rate, is_finite, plural
+from ..basics.formatting import DASH, fmt_bytes, fmt_rate, fmt_spread, is_finite, plural, spread_of
 from ..machine.probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
@@ -26,13 +26,12 @@ def _rel(v) -> str:
 
 
 def _iqr_percent(sps, iqr) -> str:
-    if not (is_finite(sps) and is_finite(iqr)) or sps <= 0:
-        return DASH
-    return f"±{50 * iqr / sps:.0f} %"
+    """The one ± rule (basics/formatting.py): half the IQR over the median."""
+    return fmt_spread(spread_of(sps, iqr))
 
 
 def sweep_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
-    headers = ["device", "batch", "samples/s (median, measured)", "spread (±IQR/2)", "step ms", "status"]
+    headers = ["device", "batch", "samples/s (median, measured)", "±", "step ms", "status"]
     rows = []
     for p in result.get("points", []):
         status = p.get("status") or ""

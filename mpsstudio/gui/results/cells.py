@@ -5,7 +5,8 @@ from __future__ import annotations
 from ...engine.analysis import energy, stability
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.config import precision_note
-from ...engine.basics.formatting import fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite, local_time, plural
+from ...engine.basics.formatting import (SPREAD_WORDS, fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite,
+                                         local_time, plural)
 from ...engine.basics.results import RunResult
 from ...engine.history.columns import BY_KEY, TABLE_COLUMNS, cell_text
 from .table_columns import STATE_GLYPHS, STATE_WORDS, Cell, fmt_time, sort_number
@@ -33,9 +34,9 @@ class CellsMixin:
         cells["model"].tooltip = self._model_tooltip(r)
         cells["dataset"].tooltip = str(s.get("dataset") or "")
         cells["precision"].tooltip = self._settings_tooltip(r)
-        spread = stability.spread(s)
-        if spread is not None:
-            cells["samples_per_s"].text += f" \u00b1{50 * spread:.0f} %"  # half the IQR, relative to the median
+        spread = cell_text("samples_per_s_spread", r, self.speedups)  # the one ± rule (columns.py)
+        if is_finite(BY_KEY["samples_per_s_spread"].value(r, self.speedups)):
+            cells["samples_per_s"].text += f" {spread}"
         if s.get("stability") == "noisy":
             cells["samples_per_s"].text = "\u26a0\ufe0e " + cells["samples_per_s"].text
         cells["samples_per_s"].tooltip = self._rate_tooltip(r)
@@ -127,12 +128,12 @@ class CellsMixin:
         if is_finite(windows):
             text += f" of {plural(int(windows), 'window')}"
         if is_finite(q1) and is_finite(q3):
-            text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s (\u00b1 shows half of it)"
+            text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s.\n{SPREAD_WORDS}"
         text += "."
         if s.get("stability") == "noisy":
             text += f"\nNoisy: {s.get('stability_reason')}. Treat this number with care."
         elif s.get("stability") == "stable":
-            text += "\nStable: window throughputs within 10 % (IQR / median), the machine was quiet."
+            text += "\nStable: window throughputs within ±5 % (half the IQR over the median), the machine was quiet."
         return text
 
     @staticmethod

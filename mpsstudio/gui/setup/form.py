@@ -70,6 +70,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
                                 "one sample's forward pass (matrix products and convolutions), counted by PyTorch's "
                                 "FlopCounterMode, not measured; a training step is about three times that.")
         footer.addWidget(self.summary)
+        self._add_guard_row(footer)
         self.run_button = QPushButton("Run on CPU")
         self.run_button.setDefault(True)
         self.run_button.setToolTip(RUN_TIP)

@@ -18,6 +18,7 @@ from ...engine.basics.config import RunConfig
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
+from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
@@ -30,7 +31,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = 200
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryMixin, SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -113,6 +114,9 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryM
         else:
             button.setText("Run")
         problem = self.input_problem() if self._loaded else ""
+        blocking = self.guard() if self._loaded and not problem and checked else None
+        if blocking is not None and blocking.blocking:
+            problem = blocking.sentence
         button.setEnabled(self._loaded and not self._running and bool(checked) and not problem)
         if not self._loaded:
             button.setToolTip(LOADING_TEXT)

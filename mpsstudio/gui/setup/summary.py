@@ -55,6 +55,8 @@ class SummaryMixin:
         if self._loaded:
             self._update_input_rows()
         self.summary.setText(self.summary_text())
+        if self._loaded:
+            self._update_guard()
         self._update_button()
 
     def summary_text(self) -> str:

@@ -9,6 +9,7 @@ from PySide6.QtCore import QTimer, Slot
 
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import fmt_rate
+from ...engine.history.columns import BY_KEY, cell_text
 from ...engine.process import STOP_GRACE_S
 from ..plots.redraw import REDRAW_INTERVAL_MS
 from ..settings import settings
@@ -142,9 +143,7 @@ class RunsMixin:
             self.plots.finish_run(result.id, result.status)
         device = result.config.device
         if result.status == "finished":
-            sps = result.summary.get("samples_per_s")
-            text = (f"{device}: finished, {fmt_rate(sps)} samples/s (median of {result.summary.get('windows')} "
-                    f"windows)." if sps else f"{device}: finished.")
+            text = finished_sentence(result)
             if result.summary.get("stability") == "noisy":
                 text += f" Noisy: {result.summary.get('stability_reason')}."
             if result.summary.get("stopped_early_reason"):
@@ -205,3 +204,15 @@ class RunsMixin:
             else:
                 print(f"screenshot saved to {self.demo_screenshot}")
         self.close()
+
+
+def finished_sentence(result) -> str:
+    """The status bar's words for a finished run: "cpu: finished, 35,558 ±3 % samples/s (median ± half the IQR of 11
+    windows)." (the ± of the table and the CLI: history/columns.py)."""
+    device, sps = result.config.device, result.summary.get("samples_per_s")
+    if not sps:
+        return f"{device}: finished."
+    if BY_KEY["samples_per_s_spread"].value(result, {}) is None:
+        return f"{device}: finished, {fmt_rate(sps)} samples/s."
+    return (f"{device}: finished, {fmt_rate(sps)} {cell_text('samples_per_s_spread', result, {})} samples/s (median ± "
+            f"half the IQR of {result.summary.get('windows')} windows).")

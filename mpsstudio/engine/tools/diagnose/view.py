@@ -4,7 +4,7 @@ from its numbers on every read: a file cannot make its words disagree with them.
 from __future__ import annotations
 
 from ...analysis.bottleneck import PHASES, judged
-from ...basics.formatting import DASH, fmt_bytes, is_finite
+from ...basics.formatting import DASH, fmt_bytes, fmt_spread, is_finite, spread_of
 
 PHASE_WORDS = {"data": "waiting for data", "copy": "copy to the device", "forward": "forward", "backward": "backward",
                "optimizer": "optimizer"}
@@ -28,9 +28,9 @@ def device_sentence(d: dict) -> str:
     parts = [f"{d['device']} is {d['bound']}-bound: {d['sentence'].split(': ', 1)[-1]}"]
     step, iqr = d.get("step_ms"), d.get("step_iqr_ms")
     if is_finite(step) and is_finite(iqr) and step > 0 and iqr / step > NOISY:
-        parts.append(f"(Noisy: the step's time varied {iqr / step:.0%} between groups of steps (IQR / median, above "
-                     f"{NOISY:.0%}); other programs or heat were at work: diagnose again on a quieter machine before "
-                     "acting on it.)")
+        parts.append(f"(Noisy: the step's time spread {fmt_spread(iqr / 2 / step)} between groups of steps (half the "
+                     f"IQR over the median, beyond {fmt_spread(NOISY / 2)}); other programs or heat were at work: "
+                     "diagnose again on a quieter machine before acting on it.)")
     ratio = d.get("phase_sum_ratio")
     if is_finite(ratio) and abs(ratio - 1) > PHASE_SUM_OFF:
         parts.append(f"(The phases, each timed with {d['device']} synchronized, add to {ratio:.2f}x the step"
@@ -123,7 +123,7 @@ def _ms(v) -> str:
 
 def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     """One line per device: the step and its phases (ms, median; measured), operations, launch cost, waits, bound."""
-    headers = ["device", "bound", "step ms (median, no sync)", "±IQR/2 ms", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
+    headers = ["device", "bound", "step ms (median, no sync)", "±", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
                "phases ÷ step", "device ms (estimated)", "ops / step", "host µs / op", "waits / step", "CPU fallback"]
     rows = []
     for d in result.get("devices") or []:
@@ -136,7 +136,7 @@ def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]
                  if d.get("sync_count") is not None else DASH)
         share = d.get("fallback_share")
         rows.append([d["device"], d.get("bound", "?"), _ms(d.get("step_ms")),
-                     _ms(d["step_iqr_ms"] / 2) if is_finite(d.get("step_iqr_ms")) else DASH,
+                     fmt_spread(spread_of(d.get("step_ms"), d.get("step_iqr_ms"))),  # the one ± rule
                      *(_ms(d.get(f"{p}_ms")) for p in PHASES),
                      f"{d['phase_sum_ratio']:.2f}" if is_finite(d.get("phase_sum_ratio")) else DASH,
                      _ms(d.get("device_ms")), f"{d['ops']:,}" if d.get("ops") is not None else DASH, launch, waits,
