@@ -1,7 +1,7 @@
 """A screenshot of the window's Tools tab showing a tool result: `python benchmarks/tools_screenshot.py OUT.png
 RESULT.json [MORE.json ...]` imports each file (a command's --json) into a fresh history, opens the window
-offscreen at 1440x900 and saves it with the last file's result selected. What docs/diagnose*.png are made with
-(docs/benchmarks.md, "Diagnose")."""
+offscreen at 1280x740 (MPSSTUDIO_SHOT_SIZE=WxH for another) and saves it with the newest result selected, the Tools
+tab in the room the plots had. What docs/diagnose*.png and docs/tool-*.png are made with (docs/benchmarks.md)."""
 import os
 import sys
 import tempfile
@@ -25,13 +25,13 @@ from mpsstudio.gui.window.main_window import MainWindow  # noqa: E402
 
 app = QApplication(sys.argv[:1])
 window = MainWindow()
-window.resize(1440, 900)
+width, height = (int(v) for v in os.environ.get("MPSSTUDIO_SHOT_SIZE", "1280x740").split("x"))
+window.resize(width, height)
 window.show()
 QTimer.singleShot(0, window.start_loading)  # as the app does (gui/app.py)
 window.tabs.setCurrentWidget(window.tools)
 window.tools.reload()
 window.tools.list.setCurrentRow(0)
-window.right_split.setSizes([120, 780])  # the Tools tab, not the (empty) live plots, is what this shows
 waited = [0]
 
 

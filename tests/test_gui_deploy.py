@@ -87,3 +87,36 @@ def test_a_tool_result_goes_out_as_json_and_png_and_comes_back_imported(qtbot, t
     runs.write_text('{"format": "mpsstudio.runs", "version": 1, "runs": []}')
     panel.import_file(str(runs))
     assert "runs.json is not a tool result (it holds runs: File → Import Runs… takes it)" in panel.headline.text()
+
+
+def test_export_model_offers_the_selected_runs_trained_weights_first(qtbot, tmp_path, monkeypatch):
+    from mpsstudio.gui.tool_sheet import ToolSheet
+
+    w = open_window(qtbot)
+    try:
+        run_and_wait(qtbot, w, TRAIN)
+        [run] = w.run_ended
+        w.results.select_ids([run.id])
+        trained = w.selected_trained()
+        assert trained is not None and trained[0] == "mlp on cpu (shapes)" and trained[2] == run.config
+        sheet = ToolSheet("export", w.setup.configs()[0], ["cpu"], [], None, trained=trained)
+        qtbot.addWidget(sheet)
+        payload = sheet.chosen()["payload"]  # the defaults: the trained weights, Core ML, fp32 as the CLI's
+        assert payload == {"format": "coreml", "precision": "fp32", "compress": None, "weights": trained[1]}
+        sheet.source.setCurrentIndex(sheet.source.findData("fresh"))
+        assert sheet.chosen()["payload"]["weights"] is None and "Untrained" in sheet.plan.text()
+        sheet.format.setCurrentIndex(sheet.format.findData("torchscript"))
+        assert not sheet.compression.isEnabled() and sheet.chosen()["payload"]["compress"] is None
+
+        out = tmp_path / "trained.pt"
+        monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train, trained=None: {
+            "config": trained[2], "batch_sizes": None,
+            "payload": {"format": "torchscript", "precision": "fp32", "compress": None, "weights": trained[1]}})
+        monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getSaveFileName", lambda *a, **k: (str(out), ""))
+        w.export_model()
+        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        record = w.tools.current()
+        assert record.kind == "export" and out.exists()
+        assert record.result["weights_note"].startswith("trained weights from ")
+    finally:
+        w.close()

@@ -421,9 +421,16 @@ def test_the_window_compares_cpu_and_mps_and_inspects_the_mps_run(qtbot, fake_mp
     assert (cpu.config.device, mps.config.device) == ("cpu", "mps")
     assert cpu.status == mps.status == "finished", (cpu.error, mps.error)
     assert mps.summary["memory_measure"] == "allocator" and mps.summary["energy_measure"] == "estimated"
-    qtbot.waitUntil(lambda: any(t.kind == "inspect" for t in w.store.tools()), timeout=60_000)
+    said = w.statusBar().currentMessage()  # the comparison's answer
+    qtbot.waitUntil(lambda: any(t.kind == "inspect" for t in w.store.tools()) and w.tool_worker is None,
+                    timeout=60_000)
     [inspection] = [t for t in w.store.tools() if t.kind == "inspect"]
     assert inspection.result["parity"]["ok"] and inspection.result["device"] == "mps"
+    # the automatic inspection never takes the user away from the comparison: a badge, the same status line
+    assert w.tabs.currentWidget() is w.results and w.statusBar().currentMessage() == said
+    assert w.tabs.tabText(w.tabs.indexOf(w.tools)) == "Tools \u2022"
+    w.tabs.setCurrentWidget(w.tools)
+    assert w.tabs.tabText(w.tabs.indexOf(w.tools)) == "Tools"
     w.close()
 
 

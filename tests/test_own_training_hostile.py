@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from mpsstudio import cli
 from mpsstudio.engine.basics.config import RunConfig

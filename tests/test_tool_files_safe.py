@@ -8,15 +8,11 @@ import json
 import os
 import signal
 import sqlite3
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history import pending
 from mpsstudio.engine.history.rows import ToolRecord
 from mpsstudio.engine.history.store import RunStore

@@ -3,6 +3,7 @@ at most that), said in the result; synthetic data and a model's own batches are 
 
 from __future__ import annotations
 
+import pytest
 from PIL import Image
 
 from mpsstudio.engine.basics.config import RunConfig
@@ -77,3 +78,87 @@ def test_guards_of_steps_runs_scripts_and_synthetic_data():
     assert guards.train_samples(synthetic) == 1024  # two steps an epoch: 1 epoch is all warm-up but 1
     [g] = guards.guards(synthetic, guards.train_samples(synthetic))
     assert g.fix == {"epochs": 9} and not g.blocking
+
+
+# ---------------------------------------------------------------- the sheets
+
+def _sheet(qtbot, kind, config=None, devices=("cpu",), runs=(), train=None):
+    from mpsstudio.gui.tool_sheet import ToolSheet
+
+    sheet = ToolSheet(kind, config or RunConfig(model="mlp", dataset="synthetic", device="cpu"), list(devices),
+                      list(runs), train)
+    qtbot.addWidget(sheet)
+    return sheet
+
+
+def test_each_sheet_gives_the_clis_options(qtbot):
+    from mpsstudio.engine.tools import maxbatch, sweep
+
+    s = _sheet(qtbot, "sweep", devices=("cpu", "mps"))
+    assert s.chosen()["batch_sizes"] == sweep.default_batch_sizes()
+    assert s.chosen()["payload"] == {"steps": sweep.DEFAULT_STEPS, "warmup": sweep.DEFAULT_WARMUP}
+    s.sizes.setText("8, 4, 64")
+    s.steps.setValue(50)
+    assert s.chosen()["batch_sizes"] == [4, 8, 64] and s.chosen()["payload"]["steps"] == 50
+    assert s.plan.text().startswith("6 runs (3 batch sizes × 2 devices) of 3 warm-up + 50 measured steps; how long: "
+                                    "unknown until the first point")
+    m = _sheet(qtbot, "max-batch")
+    assert m.chosen()["payload"] == {"memory_limit": None, "cap": maxbatch.DEFAULT_CAP}
+    m.limit.setText("1.5G")
+    assert m.chosen()["payload"]["memory_limit"] == 3 * 2**29
+    i = _sheet(qtbot, "inspect")
+    i.batch.setValue(16)
+    assert i.chosen()["config"].batch_size == 16
+    d = _sheet(qtbot, "diagnose")
+    assert d.chosen()["payload"] == {"layers": True, "after_steps": 0}
+    b = _sheet(qtbot, "deploy-bench")
+    b.compress["int8"].setChecked(True)
+    assert b.chosen()["payload"] == {"batch_sizes": [1, 8, 32], "compress": ["int8"]}
+
+
+@pytest.mark.parametrize("kind, field, text, said", [
+    ("sweep", "sizes", "1, a", "Batch sizes must be whole numbers"),
+    ("max-batch", "limit", "lots", "The memory limit must be a size such as 8G"),
+    ("deploy-bench", "sizes", "0", "Batch sizes must be whole numbers"),
+])
+def test_a_setting_the_engine_refuses_keeps_start_off_with_its_sentence(qtbot, kind, field, text, said):
+    sheet = _sheet(qtbot, kind)
+    getattr(sheet, field).setText(text)
+    assert not sheet.start_button.isEnabled() and said in sheet.problem.text()
+    sheet.accept()
+    assert sheet.result() == 0
+
+
+def test_a_small_folders_sheet_caps_the_search_and_an_earlier_run_gives_an_estimate(qtbot):
+    from mpsstudio.engine.basics.results import RunResult
+
+    m = _sheet(qtbot, "max-batch", train=54)
+    assert m.cap.value() == 54 and "the 54 training samples" in m.plan.text()
+    earlier = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device="cpu"), status="finished")
+    earlier.summary["samples_per_s"] = 1000.0
+    s = _sheet(qtbot, "sweep", runs=[earlier])
+    s.sizes.setText("10, 100")  # (3 + 24) steps x 110 samples at 1,000 samples/s, and a process start per point
+    assert "; about 13.0 s (estimated from your last runs of this setup; could be 2-3× off)" in s.plan.text()
+
+
+@pytest.mark.usefixtures("no_leftovers")
+def test_the_tools_menu_opens_the_sheet_and_runs_what_it_chose(qtbot, monkeypatch):
+    from tests.test_gui_app import open_window
+
+    w = open_window(qtbot)
+    try:
+        w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
+        asked, started = [], []
+        monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train: asked.append(
+            (kind, devices, train)) or None)
+        w.tool_actions[0].trigger()  # Batch-Size Sweep…, cancelled
+        assert asked == [("sweep", ["cpu"], 1024)] and w.tool_worker is None
+        monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train: {
+            "config": config, "batch_sizes": [2, 4], "payload": {"steps": 6, "warmup": 1}})
+        monkeypatch.setattr(w, "start_tool", lambda *a, **k: started.append((a, k)))
+        w.tool_actions[0].trigger()
+        [(args, kwargs)] = started
+        assert args[0] == "sweep" and kwargs["batch_sizes"] == [2, 4] and kwargs["devices"] == ["cpu"]
+        assert kwargs["payload"] == {"steps": 6, "warmup": 1}
+    finally:
+        w.close()

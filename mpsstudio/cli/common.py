@@ -4,7 +4,6 @@ before any work (--json, --timeout, sizes), the available devices, and plain-tex
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Sequence
 
 from ..engine.basics.config import RunConfig
@@ -77,19 +76,11 @@ def check_json_path(path: str | None) -> None:
         check_writable_file(path, "--json")
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
 def parse_size(text: str) -> int:
-    """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024); UserError for anything else."""
-    match = _SIZE.fullmatch(text or "")
-    if not match:
-        raise UserError(f"--memory-limit must be a size such as 8G, 512M or 1.5GiB, not {printable(text)!r}.")
-    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if value < 1024**2 or value > 2**62:
-        raise UserError(f"--memory-limit must be between 1 MiB and 4 EiB, not {printable(text)!r}.")
-    return int(value)
+    """--memory-limit's size in bytes (engine's parse_memory_size, worded for the option)."""
+    from ..engine.basics.formatting import parse_memory_size
+
+    return parse_memory_size(text, "--memory-limit")
 
 
 def format_table(results, keys: Sequence[str] | None = None) -> str:

@@ -195,8 +195,10 @@ def cmd_inspect(args) -> int:
     print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
     if result.get("parity"):
         par = result["parity"]
-        print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, batch of "
-              f"{par.get('batch_size', '?')}):")
+        recorded = result.get("ops_batch_size")
+        print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, on a fixed "
+              f"parity batch of {par.get('batch_size', '?')} samples"
+              + (f"; the recorded training step used batch {recorded:,}" if isinstance(recorded, int) else "") + "):")
         _print_table(toolview.parity_table(result))
     if result.get("fallback_ops"):
         print()

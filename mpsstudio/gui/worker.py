@@ -248,7 +248,9 @@ class ToolWorker(QThread):
                 self.progress.emit(f"Sweep: {result.config.device} at batch {result.config.batch_size:,}: "
                                    + (f"{sps:,.0f} samples/s" if sps else result.status) + f" ({done} of up to {total})")
             runs = sweep.run(self.config, self.devices, self.batch_sizes, should_stop=self._stop.is_set, on_point=on_point,
-                             run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set))
+                             run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set),
+                             steps=self.payload.get("steps", sweep.DEFAULT_STEPS),
+                             warmup=self.payload.get("warmup", sweep.DEFAULT_WARMUP))
             return sweep.analyse(runs, self.config)
         if self.kind == "export":  # a stopped export must not land; what it left half-written goes
             from ..engine.basics.files import clear_partials

@@ -6,6 +6,7 @@ No Qt and no torch here: rates, bytes (IEC units), durations, counts, plurals an
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timezone
 
 DASH = "\u2014"
@@ -141,3 +142,20 @@ def error_line(exc: BaseException, limit: int = 300, with_type: bool = True) -> 
     if not with_type:
         return message or type(exc).__name__
     return one_line(f"{type(exc).__name__}: {message}", limit) if message else type(exc).__name__
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_memory_size(text: str, what: str = "The memory limit") -> int:
+    """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024), from 1 MiB; UserError for anything else."""
+    from .errors import UserError
+
+    match = _SIZE.fullmatch(text or "")
+    if not match:
+        raise UserError(f"{what} must be a size such as 8G, 512M or 1.5GiB, not {printable(text)!r}.")
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if value < 1024**2 or value > 2**62:
+        raise UserError(f"{what} must be between 1 MiB and 4 EiB, not {printable(text)!r}.")
+    return int(value)

@@ -3,7 +3,12 @@ them): one place decides what a cell says, so the two never disagree."""
 
 from __future__ import annotations
 
-from ..basics.formatting import DASH, fmt_bytes, fmt_rate, fmt_spread, is_finite, plural, spread_of
+import math
+from collections.abc import Sequence
+
+from ..basics.config import RunConfig
+from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, is_finite, plural, spread_of
+from ..basics.results import RunResult
 from ..machine.probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
@@ -232,3 +237,42 @@ def _worst_name(par: dict) -> str:
     if par["logits_max_rel_err"] == worst:
         return "the logits"
     return f"the gradient of {grads[0]['name']}" if grads else "the gradients"
+
+
+# ---------------------------------------------------------------- what a tool will do (the window's tool sheets)
+# The estimate is deliberately plain: a point's steps at an earlier run's samples/s (taken as the same at every batch
+# size: larger batches usually run faster per sample, so it leans long), plus a run process's start per point
+# (launch.PROCESS_S); without an earlier run of the setup there is no figure, only the counts.
+
+def reference_rate(config: RunConfig, device: str, runs: Sequence[RunResult]) -> float | None:
+    """samples/s of the newest finished run of the same model, dataset, precision and mode on `device`."""
+    same = [r for r in runs if r.status == "finished" and r.config.device == device and r.config.model == config.model
+            and r.config.dataset == config.dataset and r.config.precision == config.precision
+            and r.config.mode == config.mode and (r.summary.get("samples_per_s") or 0) > 0]
+    if not same:
+        return None
+    return float(max(same, key=lambda r: r.created_at).summary["samples_per_s"])
+
+
+def sweep_line(config: RunConfig, devices: Sequence[str], sizes: Sequence[int], steps: int, warmup: int,
+               runs: Sequence[RunResult]) -> str:
+    """"18 runs (9 batch sizes × 2 devices) of 3 warm-up + 24 measured steps; about 2 min (estimated from your
+    last runs of this setup)"."""
+    points = len(sizes) * len(devices)
+    text = (f"{plural(points, 'run')} ({plural(len(sizes), 'batch size')} × {plural(len(devices), 'device')}) of "
+            f"{warmup:,} warm-up + {steps:,} measured steps")
+    rates = {d: reference_rate(config, d, runs) for d in devices}
+    if any(v is None for v in rates.values()):
+        return text + "; how long: unknown until the first point (no earlier run of this setup on every device)"
+    from .launch import PROCESS_S
+
+    seconds = sum(PROCESS_S + (steps + warmup) * b / rates[d] for b in sizes for d in devices)
+    return text + f"; about {fmt_duration(seconds)} (estimated from your last runs of this setup; could be 2-3× off)"
+
+
+def max_batch_line(cap: int, cap_source: str) -> str:
+    """"up to 34 probes (doubling to 65,536, then bisecting), each 1 + 3 training steps"."""
+    doubling = int(math.log2(max(1, cap))) + 1
+    capped = f"; the largest tried: {cap:,} ({cap_source})" if cap_source else ""
+    return (f"up to {doubling + doubling:,} probes (doubling from 1, then bisecting), each one untimed and 3 timed "
+            f"training steps{capped}")

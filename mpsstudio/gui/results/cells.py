@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...engine.analysis import energy, stability
+from ...engine.analysis import energy
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import (SPREAD_WORDS, fmt_count, fmt_duration, fmt_rate, fmt_ratio, is_finite,

@@ -66,3 +66,16 @@ class GuardsMixin:
         if found is None:
             return
         self.apply_config(replace(self._form_config(), **found.fix), devices=self.checked_devices())
+
+    def train_samples(self) -> int | None:
+        """The training samples the form's setup gets (the engine's run.guards.train_samples), None when unknown."""
+        configs = self.configs()
+        if not configs:
+            return None
+        from ...engine.run import guards
+
+        dataset = configs[0].dataset
+        try:
+            return guards.train_samples(configs[0], self._dataset_infos.get(dataset), self._folder_reports.get(dataset))
+        except Exception:
+            return None

@@ -13,7 +13,7 @@ They become RunConfig.input_shape, num_classes and image_size; what the engine m
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFormLayout, QLineEdit, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ...engine.basics.config import MAX_CLASSES, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, parse_input_shape
 from ...engine.basics.errors import UserError

@@ -21,6 +21,7 @@ class LayoutMixin:
         self.tabs.addTab(self.results, "Runs")
         self.tabs.addTab(self.results.details, "Details")  # the selected run: epochs, note, evaluation
         self.tabs.addTab(self.tools, "Tools")
+        self.tabs.currentChanged.connect(self._on_tab)
         self.right_split.addWidget(self.tabs)
         self.right_split.setStretchFactor(0, 3)
         self.right_split.setStretchFactor(1, 2)
@@ -54,6 +55,14 @@ class LayoutMixin:
         bar.addPermanentWidget(self.rate_label)
         bar.addPermanentWidget(self.progress)
         bar.showMessage("Loading PyTorch…")
+
+    def _on_tab(self, index: int) -> None:
+        """The Tools tab takes the room the plots had (a tool's chart and tables need it); the plots come back with
+        the Runs and Details tabs, and with a run (RunsMixin shows the Runs tab when one starts)."""
+        tools = index == self.tabs.indexOf(self.tools)
+        if tools:
+            self._badge_tools(False)
+        self.plots.setVisible(not tools)
 
     def _plots_emptied(self, empty: bool) -> None:
         """No curves: the plots shrink to a line of hint and the table below gets the room."""

@@ -78,12 +78,12 @@ class MenusMixin:
 
         tools_menu = menu.addMenu("Tools")
         self.tool_actions = [
-            self._action("Batch-Size Sweep", lambda: self.start_tool("sweep"), "Ctrl+Shift+B"),
-            self._action("Find Largest Batch", lambda: self.start_tool("max-batch"), "Ctrl+Shift+M"),
-            self._action("Inspect Model (CPU Fallback, Parity)", lambda: self.start_tool("inspect"), "Ctrl+Shift+I"),
-            self._action("Diagnose (Why Slow, Memory, Wrong Layer)", lambda: self.start_tool("diagnose"),
+            self._action("Batch-Size Sweep…", lambda: self.open_tool_sheet("sweep"), "Ctrl+Shift+B"),
+            self._action("Find Largest Batch…", lambda: self.open_tool_sheet("max-batch"), "Ctrl+Shift+M"),
+            self._action("Inspect Model (CPU Fallback, Parity)…", lambda: self.open_tool_sheet("inspect"), "Ctrl+Shift+I"),
+            self._action("Diagnose (Why Slow, Memory, Wrong Layer)…", lambda: self.open_tool_sheet("diagnose"),
                          "Ctrl+Shift+G"),
-            self._action("Deploy Benchmark (PyTorch, Core ML)", lambda: self.start_tool("deploy-bench"),
+            self._action("Deploy Benchmark (PyTorch, Core ML)…", lambda: self.open_tool_sheet("deploy-bench"),
                          "Ctrl+Shift+D"),
             self._action("Export Model…", lambda: self.export_model(), "Ctrl+Shift+E"),
         ]

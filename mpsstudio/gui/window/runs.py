@@ -55,6 +55,8 @@ class RunsMixin:
         self._start_worker(order, tags)
 
     def _start_worker(self, configs, tags, probing: bool = False) -> None:
+        if self.tabs.currentWidget() is self.tools:  # a run is watched on its plots: they come back with the runs
+            self.tabs.setCurrentWidget(self.results)
         self.plots.clear()
         self.banner.clear("run")  # the last run's failure no longer applies
         self.run_ended = []
@@ -187,7 +189,7 @@ class RunsMixin:
             return
         mps = next((r for r in self.run_ended if r.status == "finished" and r.config.device == "mps"), None)
         if mps is not None:  # what the verdict needs to explain MPS: its CPU fallbacks and parity (Tools tab)
-            QTimer.singleShot(0, lambda: self.start_tool("inspect", mps.config))
+            QTimer.singleShot(0, lambda: self.start_tool("inspect", mps.config, automatic=True))
 
     def _finish_demo(self, code: int, message: str = "") -> None:
         self.exit_code = code
