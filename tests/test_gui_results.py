@@ -288,5 +288,8 @@ def test_a_bar_whose_interval_contains_one_says_no_clear_difference(qtbot, store
     panel = open_panel(qtbot, store, [cpu, mps])
     panel.select_ids([mps.id])
     assert "no clear difference" in panel.chart._labels[1].toPlainText()
-    assert panel.chart.headline.text().startswith("<b>No clear difference between Apple GPU (mps) and the CPU")
+    # the answer in one large line, then the sentence in full
+    assert panel.chart.headline.text().startswith("<span style='font-size:15pt; font-weight:600'>No clear difference: "
+                                                  "mps ")
+    assert "<br>No clear difference between Apple GPU (mps) and the CPU" in panel.chart.headline.text()
     assert panel.chart.whiskers is not None

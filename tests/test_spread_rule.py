@@ -54,3 +54,48 @@ def test_the_same_figure_everywhere(qtbot, tmp_path, median, iqr, said):
     if noisy:
         assert f"throughput spread {said} between windows (half the IQR over the median), beyond the ±5 % limit" in \
             run.summary["stability_reason"]
+
+
+def test_best_and_fastest_are_said_only_when_the_middle_halves_separate():
+    from mpsstudio.engine.tools import deploybench, sweep
+
+    def point(b, sps, iqr):
+        return {"device": "cpu", "batch_size": b, "samples_per_s": sps, "samples_per_s_iqr": iqr, "status": "finished"}
+    clear = {"best": {"cpu": 64}, "points": [point(32, 900.0, 40.0), point(64, 1000.0, 40.0)]}
+    assert "Best throughput: cpu at batch 64." in sweep.sentence(clear)
+    close = {"best": {"cpu": 64}, "points": [point(32, 980.0, 80.0), point(64, 1000.0, 80.0), point(8, 500.0, 9.0)]}
+    assert ("Best throughput: cpu: no clear best between batch 64 and 32 (their middle halves overlap)." in
+            sweep.sentence(close))
+
+    def row(label, batch, ms, iqr):
+        return {"model": "mlp", "batch_size": batch, "latency_ms": ms, "latency_iqr_ms": iqr, "label": label,
+                "runtime": "pytorch", "where": label.split(", ")[-1], "agrees": None, "samples_per_s": batch / ms * 1e3}
+    result = {"models": ["mlp"], "rows": [row("PyTorch, cpu", 32, 10.0, 2.0), row("PyTorch, mps", 32, 10.5, 2.0),
+                                          row("PyTorch, cpu", 8, 1.0, 0.1)],
+              "placement": {}, "coreml_runs_here": False}
+    said = deploybench.sentence(result)
+    assert said.startswith("mlp: at batch 32, no clear fastest between PyTorch, cpu and PyTorch, mps (10.00 ms a "
+                           "batch and 10.50 ms: their middle halves overlap); the most samples a second: batch 8 on "
+                           "PyTorch, cpu"), said
+
+
+def test_the_headline_says_the_answer_and_its_interval_in_one_line():
+    from mpsstudio.engine.analysis import compare, verdict
+
+    def run(device, rates):
+        r = RunResult(config=RunConfig(device=device, steps=20, epochs=None), status="finished")
+        r.windows = [{"samples_per_s": v} for v in rates]
+        r.summary.update(samples_per_s=sorted(rates)[len(rates) // 2], windows=len(rates))
+        return r
+    cpu = run("cpu", [100.0 + i % 3 for i in range(12)])
+    fast = run("mps", [121.0 + i % 3 for i in range(12)])
+    [c] = compare.compare([cpu, fast])
+    e = next(e for e in c.entries if not e.is_baseline)
+    line = verdict.headline(c)
+    assert line == f"mps {verdict._x(e.speedup)} faster [{verdict._x(e.low)}-{verdict._x(e.high)}]"
+    same = run("mps", [100.0 + i % 3 for i in range(12)])
+    [c] = compare.compare([cpu, same])
+    assert verdict.headline(c).startswith("No clear difference: mps 1.00x [")
+    slow = run("mps", [50.0 + i % 3 for i in range(12)])
+    [c] = compare.compare([cpu, slow])
+    assert verdict.headline(c).startswith("mps 1.9") and " slower [1.9" in verdict.headline(c)

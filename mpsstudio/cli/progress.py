@@ -13,7 +13,7 @@ from ..engine.basics.formatting import fmt_duration, printable
 
 def print_verdicts(results, inspections=None) -> None:
     from ..engine.analysis.compare import compare
-    from ..engine.analysis.verdict import verdicts
+    from ..engine.analysis.verdict import headline, verdicts
 
     comparisons = compare(results)
     compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
@@ -22,6 +22,9 @@ def print_verdicts(results, inspections=None) -> None:
             print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
                   f"{printable(r.summary.get('stability_reason') or '')}.")
     for c in comparisons:
+        line = headline(c)  # the answer at a glance, then in full
+        if line:
+            print(f"\n{printable(line)}")
         for sentence in verdicts(c, inspections):
             print(f"\n{printable(sentence)}")
 

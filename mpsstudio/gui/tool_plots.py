@@ -188,7 +188,7 @@ class DiagnosePlot(BarPlot):
     differ by orders of magnitude, the question is where each one's time goes (the table has the milliseconds)."""
 
     def __init__(self, parent=None):
-        super().__init__("% of the step", 200, (10, 6), columns=5, parent=parent)
+        super().__init__("% of the step", 200, (10, 6), columns=3, parent=parent)
 
     def show_diagnosis(self, result: dict) -> None:
         from ..engine.analysis.bottleneck import PHASES
@@ -231,5 +231,5 @@ class DiagnosePlot(BarPlot):
         self.getAxis("bottom").setTicks([[(i, d["device"]) for i, d in enumerate(ran)]])
         pad = max(0.0, (3 - len(ran)) / 2)  # one or two devices keep bars of a sensible width
         self.setXRange(-0.6 - pad, len(ran) - 0.4 + pad, padding=0)
-        self.setYRange(0, max(220.0, float(bottoms.max()) * 2.0), padding=0)  # labels, then the legend above them
-        self.setTitle("wide: the phases, each timed synchronized · narrow: the step by cause · dashed: the step")
+        self.setYRange(0, max(260.0, float(bottoms.max()) * 2.4), padding=0)  # labels, then the legend above them
+        self.setTitle("wide: the phases (each synchronized) · narrow: the causes · dashed: the step")

@@ -123,7 +123,7 @@ class ToolsPanel(QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
-        split.setSizes([220, 900])
+        split.setSizes([180, 940])
         split.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -259,7 +259,7 @@ class ToolsPanel(QWidget):
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
         check = result.get("probe") or {}
-        layout.addWidget(QLabel(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
+        layout.addWidget(_words(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
                                 f"({check.get('detail', '')})"))
         par = result.get("parity")
         if par:
@@ -272,14 +272,14 @@ class ToolsPanel(QWidget):
             layout.addWidget(_table(*toolview.parity_table(result, limit=50)), 2)
         ops = result.get("fallback_ops") or []
         if result.get("fallback_applies") or ops:
-            layout.addWidget(QLabel(f"Operations that ran on the CPU during one training step of batch "
+            layout.addWidget(_words(f"Operations that ran on the CPU during one training step of batch "
                                     f"{result.get('ops_batch_size', '?')} ({result.get('op_count', 0):,} operations "
                                     f"recorded, each timed with the device synchronized around it):"
                                     if ops else "No operation fell back to the CPU during one training step."))
             if ops:
                 layout.addWidget(_table(*toolview.fallback_table(result)), 1)
         elif result.get("device") != "mps":
-            layout.addWidget(QLabel(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
+            layout.addWidget(_words(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
                                     f"itself."))
         return box
 
@@ -386,3 +386,10 @@ def diagnose_view(result: dict) -> QWidget:
     box.setSizes([330, 220])
     box.setObjectName("diagnose")
     return box
+
+
+def _words(text: str) -> QLabel:
+    """A sentence above a table: wrapped, so that no sentence sets the window's width."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label

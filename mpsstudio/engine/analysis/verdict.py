@@ -75,6 +75,25 @@ def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[s
     return out + sorted(notes)
 
 
+def headline(c: Comparison) -> str:
+    """The answer in one short line, read at a glance: "mps 1.21x faster [1.03x-1.31x]", "No clear difference: mps
+    1.02x [0.95x-1.10x]", "mps 2.10x slower [...]" (the first device with a speedup; its 95 % interval, or the paired
+    rounds' range); "" when no device has one."""
+    e = next((e for e in c.entries if not e.is_baseline and e.speedup is not None), None)
+    if e is None:
+        return ""
+    where = "" if e.local else f" on {short_machine(e.machine)}"
+    known = e.low is not None and e.high is not None
+
+    def rng(low, high) -> str:
+        return f" [{_x(low)}-{_x(high)}]" if known else " (no interval)"
+    if e.unclear():
+        return f"No clear difference: {e.device}{where} {_x(e.speedup)}{rng(e.low, e.high)}"
+    if e.speedup >= 1.0:
+        return f"{e.device}{where} {_x(e.speedup)} faster{rng(e.low, e.high)}"
+    return f"{e.device}{where} {_x(1 / e.speedup)} slower" + (rng(1 / e.high, 1 / e.low) if known else rng(0, 0))
+
+
 def _what(e: Entry) -> str:
     cfg = e.run.config
     text = f"for {cfg.model} on {cfg.dataset} at batch {cfg.batch_size}"

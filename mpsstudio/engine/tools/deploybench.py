@@ -20,6 +20,7 @@ import torch
 
 from ..basics.errors import UserError
 from ..basics.formatting import error_line, fmt_bytes
+from .sweep import separated
 from .artifacts import TOLERANCE, agreement
 from .export import logits_of
 
@@ -312,15 +313,25 @@ def sentence(result: dict) -> str:
             continue
         largest = max(r["batch_size"] for r in measured)
         at = [r for r in measured if r["batch_size"] == largest]
-        best = min(at, key=lambda r: r["latency_ms"])
+        ranked = sorted(at, key=lambda r: r["latency_ms"])
+        best = ranked[0]
         cpu = next((r for r in at if r["runtime"] == "pytorch" and r["where"] == "cpu"), None)
+        tied = [r for r in ranked[1:] if not separated(best, r, "latency_ms", "latency_iqr_ms")]
         speed = f", {cpu['latency_ms'] / best['latency_ms']:.1f}x PyTorch on the CPU" if cpu and cpu is not best else ""
         agree = "" if best["agrees"] is None else (
             f", top-1 agreement {best['top1_agreement']:.0%}" if best["agrees"] else ", but its outputs do NOT agree")
         mj = best.get("energy_mj_per_sample")
         energy = f", {mj:.3g} mJ a sample ({best.get('energy_measure')})" if isinstance(mj, (int, float)) else ""
-        parts.append(f"{name}: fastest at batch {largest} is {best['label']} ({best['latency_ms']:.2f} ms a batch"
-                     f"{speed}{agree}{energy})")
+        most = max(measured, key=lambda r: r.get("samples_per_s") or 0)
+        more = (f"; the most samples a second: batch {most['batch_size']} on {most['label']}"
+                if most is not best and (most.get("samples_per_s") or 0) > (best.get("samples_per_s") or 0) else "")
+        if tied:  # their middle halves overlap: no "fastest" on that
+            parts.append(f"{name}: at batch {largest}, no clear fastest between {best['label']} and "
+                         f"{', '.join(r['label'] for r in tied)} ({best['latency_ms']:.2f} ms a batch and "
+                         f"{', '.join(_ms(r) for r in tied)} ms: their middle halves overlap{agree}{energy}){more}")
+        else:
+            parts.append(f"{name}: fastest at batch {largest} is {best['label']} ({best['latency_ms']:.2f} ms a "
+                         f"batch{speed}{agree}{energy}){more}")
     said = "; ".join(parts) + "." if parts else "Nothing could be measured."
     for name, p in (result.get("placement") or {}).items():
         if p.get("sentence"):
@@ -330,6 +341,10 @@ def sentence(result: dict) -> str:
     if result.get("stopped"):
         said += " Stopped before the benchmark ended."
     return said
+
+
+def _ms(row: dict) -> str:
+    return f"{row['latency_ms']:.2f}"
 
 
 __all__ = ["COMPUTE_UNITS", "DEFAULT_BATCHES", "TOLERANCE", "bench", "sentence"]

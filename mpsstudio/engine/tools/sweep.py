@@ -171,7 +171,29 @@ def sentence(result: dict) -> str:
             parts.append(f"{d} is faster than the cpu from batch {c['batch_size']} on; at batch {at} it is {x}x.")
     best = result.get("best") or {}
     if best:
-        parts.append("Best throughput: " + ", ".join(f"{d} at batch {b}" for d, b in best.items()) + ".")
+        parts.append("Best throughput: " + ", ".join(_best_words(d, b, result.get("points") or [])
+                                                    for d, b in best.items()) + ".")
     if not parts:
         return "No point of the sweep finished, so there is nothing to compare."
     return " ".join(parts + list(result.get("notes") or []))
+
+
+def separated(a: dict, b: dict, key: str = "samples_per_s", iqr: str = "samples_per_s_iqr") -> bool:
+    """Whether two measurements' middle halves (median ± half the IQR: the one ± rule) do not overlap; unknown
+    spreads count as overlapping (nothing is "best" on a guess)."""
+    if not all(is_finite(v) for v in (a.get(key), a.get(iqr), b.get(key), b.get(iqr))):
+        return False
+    (lo, hi) = sorted((a, b), key=lambda p: p[key])
+    return lo[key] + lo[iqr] / 2 < hi[key] - hi[iqr] / 2
+
+
+def _best_words(device: str, batch: int, points: list[dict]) -> str:
+    """"cpu at batch 64", or "cpu: no clear best between batch 32 and 64" when the runner-up's middle half overlaps
+    the best's."""
+    mine = sorted((p for p in points if p.get("device") == device and p.get("status") == "finished"
+                   and is_finite(p.get("samples_per_s"))), key=lambda p: p["samples_per_s"], reverse=True)
+    if len(mine) < 2 or mine[0]["batch_size"] != batch or separated(mine[0], mine[1]):
+        return f"{device} at batch {batch}"
+    close = sorted(p["batch_size"] for p in mine[1:] if not separated(mine[0], p))
+    return (f"{device}: no clear best between batch {batch} and {', '.join(str(b) for b in close)} (their middle "
+            "halves overlap)")

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLa
 
 from ...engine.analysis.compare import Comparison, short_machine
 from ...engine.basics.formatting import DASH, fmt_rate
-from ...engine.analysis.verdict import verdicts
+from ...engine.analysis.verdict import headline, verdicts
 from ..style import TIMES, device_color, placeholder_label
 
 NO_COMPARISON_HINT = "Run the same setup on two devices to compare them"
@@ -212,8 +212,9 @@ class SpeedupChart(QWidget):
         item.showGrid(x=False, y=True, alpha=0.15)
         sentences = verdicts(c, self.inspections)
         paragraphs = [html.escape(v) for v in sentences]
-        if paragraphs:  # the first verdict is the headline; the others (other devices, machines) follow it
-            paragraphs[0] = f"<b>{paragraphs[0]}</b>"
+        line = headline(c)  # the answer at a glance, in large type; the sentences say it in full below
+        if line:
+            paragraphs.insert(0, f"<span style='font-size:15pt; font-weight:600'>{html.escape(line)}</span>")
         self.headline.setText("<br>".join(paragraphs))
         self.headline.setVisible(bool(sentences))
         self._stack.setCurrentWidget(self._chart_page)
