@@ -111,6 +111,9 @@ def test_dropping_a_class_folder_selects_it(qtbot, window, tmp_path):
     summary = window.folder_summary  # what was found, shown before anything runs
     assert summary is not None and summary.isVisible()
     assert [r[:2] for r in summary.plan.classes] == [("cats", 4), ("dogs", 4)] and summary.thumbs_shown == 8
+    # one size, said the same way: what the chosen model (mlp) gets, not the folder's own decode size
+    assert "resized to 32x32 for mlp" in window.banner.text(), window.banner.text()
+    assert "mlp gets every image as 32×32" in summary.text.text()
 
 
 @pytest.mark.parametrize("kind", ["file", "two", "flat", "missing"])

@@ -204,7 +204,7 @@ def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
     count = fake_panel.dataset_combo.count()
     with qtbot.waitSignal(fake_panel.changed):
         fake_panel.add_folder_dataset(str(folder), report)
-    assert fake_panel.dataset_combo.currentText() == "📁 flowers"
+    assert fake_panel.dataset_combo.currentText() == "flowers" and not fake_panel.dataset_combo.itemIcon(fake_panel.dataset_combo.currentIndex()).isNull()
     assert fake_panel.configs()[0].dataset == str(folder)
     tip = fake_panel.dataset_combo.itemData(fake_panel.dataset_combo.currentIndex(), 3)
     assert str(folder) in tip and summary in tip
@@ -232,7 +232,7 @@ def test_apply_config_round_trips(fake_panel, tmp_path):
     folder = RunConfig(dataset=str(tmp_path / "cats"), device="cpu")
     fake_panel.apply_config(folder)
     assert fake_panel.configs() == [folder]
-    assert fake_panel.dataset_combo.currentText() == "📁 cats"
+    assert fake_panel.dataset_combo.currentText() == "cats"
 
 
 def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):

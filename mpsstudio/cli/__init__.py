@@ -17,7 +17,8 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import bench, deploy, diagnose, history, info, launch, tools
 from .bench import model_paths
-from .common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, format_table, interrupted
+from .common import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
+                     interrupted)
 from .parser import build_parser
 from .progress import keep_interrupted_runs
 
@@ -48,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, or a bad argument already reported in one line
         return int(exc.code or 0)
     args.script_args = script_args
+    fit_tables_to_terminal(getattr(args, "wide", False))
     if args.command is None:
         print("mpsstudio: name a subcommand (see 'mpsstudio --help'), or run `mpsstudio` alone to open the window.",
               file=sys.stderr)

@@ -4,6 +4,7 @@ before any work (--json, --timeout, sizes), the available devices, and plain-tex
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Sequence
 
 from ..engine.basics.config import RunConfig
@@ -103,13 +104,54 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     return table
 
 
-def grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None) -> str:
-    """A plain-text table: numbers right-aligned, text left-aligned (`numeric` per column; default: none)."""
+# The terminal's width the tables fit (None: no limit, set by --wide or when the output is not a terminal)
+TABLE_WIDTH: int | None = None
+
+
+def fit_tables_to_terminal(wide: bool) -> None:
+    """Tables fit the terminal's width when the output is one (`--wide` or a pipe: one line per row, whatever its
+    width, so that a script reading it sees every column on one line)."""
+    import shutil
+
+    global TABLE_WIDTH
+    TABLE_WIDTH = None if wide or not sys.stdout.isatty() else max(40, shutil.get_terminal_size().columns)
+
+
+def grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None,
+         width: int | None = None) -> str:
+    """A plain-text table: numbers right-aligned, text left-aligned (`numeric` per column; default: none). Wider than
+    `width` (default: the terminal's, TABLE_WIDTH), the columns that do not fit move to a further block below, each
+    block led by the first column so that its rows can be told apart."""
     right = list(numeric) if numeric is not None else [False] * len(headers)
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    limit = TABLE_WIDTH if width is None else width
+    blocks = _column_blocks(widths, limit) if limit else [list(range(len(headers)))]
 
-    def line(cells):
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
-    out = [line(headers), "-" * len(line(headers))]
-    out += [line(row) for row in rows]
+    def line(cells, cols):
+        return "  ".join(cells[i].rjust(widths[i]) if right[i] else cells[i].ljust(widths[i]) for i in cols).rstrip()
+    out = []
+    for cols in blocks:
+        if out:
+            out.append("")
+        out += [line(headers, cols), "-" * len(line(headers, cols))]
+        out += [line(row, cols) for row in rows]
     return "\n".join(out)
+
+
+def _column_blocks(widths: list[int], limit: int) -> list[list[int]]:
+    """Column indexes per block: as many columns as fit `limit` after the first (repeated in every block). A column
+    too wide for any block (a description) stays where it is and the terminal wraps it: nothing is cut."""
+    if sum(widths) + 2 * (len(widths) - 1) <= limit or len(widths) < 3:
+        return [list(range(len(widths)))]
+    blocks: list[list[int]] = []
+    current = [0]
+    used = widths[0]
+    for i in range(1, len(widths)):
+        alone_fits = widths[0] + 2 + widths[i] <= limit
+        if len(current) > 1 and used + 2 + widths[i] > limit and alone_fits:
+            blocks.append(current)
+            current, used = [0], widths[0]
+        current.append(i)
+        used += 2 + widths[i]
+    blocks.append(current)
+    return blocks

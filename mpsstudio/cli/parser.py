@@ -169,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "memory) to the CSV FILE")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+    for command in sub.choices.values():  # every table fits the terminal's width, unless asked otherwise
+        command.add_argument("--wide", action="store_true",
+                             help="one line per table row whatever the terminal's width (the default when the "
+                                  "output is not a terminal)")
     return p
 
 

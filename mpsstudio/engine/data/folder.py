@@ -51,16 +51,19 @@ class FolderReport:
     loose_images: int = 0                 # images directly in root, ignored because they have no class
     files: list[tuple[Path, int]] = field(default_factory=list, repr=False)  # (readable image, class index)
 
-    def summary(self) -> str:
-        """One line, e.g. "3 classes, 120 images (2 unreadable files skipped), mixed sizes will be resized to 64x64"."""
+    def summary(self, model_size: tuple[int, int] | None = None, model: str = "") -> str:
+        """One line, e.g. "3 classes, 120 images (2 unreadable files skipped), mixed sizes will be resized to 64x64";
+        with the size a model gets (models.input_size_for_folder), that size, said for it: the one number the
+        window's banner and the folder's summary both show."""
         images = f"{self.total:,} images"
         if self.skipped:
             images += f" ({plural(len(self.skipped), 'unreadable file')} skipped)"
-        w, h = self.target_size
+        w, h = model_size or self.target_size
+        for_model = f" for {model}" if model_size and model else ""
         if self.mixed_sizes:
-            size = f"mixed sizes will be resized to {w}x{h}"
-        elif self.sizes and self.sizes[0] != self.target_size:
-            size = f"{self.sizes[0][0]}x{self.sizes[0][1]} will be resized to {w}x{h}"
+            size = f"mixed sizes will be resized to {w}x{h}{for_model}"
+        elif self.sizes and self.sizes[0] != (w, h):
+            size = f"{self.sizes[0][0]}x{self.sizes[0][1]} will be resized to {w}x{h}{for_model}"
         else:
             size = f"all {w}x{h}"
         colour = "grayscale" if self.channels == 1 else "RGB"

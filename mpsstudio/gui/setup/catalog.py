@@ -6,9 +6,10 @@ import os
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QStyle
 
 from ...engine.basics.config import RunConfig
-from .names import CHOOSE_FILE, FOLDER_ICON, RUN_SCRIPT
+from .names import CHOOSE_FILE, RUN_SCRIPT
 from .widgets import DeviceRow
 
 
@@ -79,7 +80,7 @@ class CatalogMixin:
             self._device_rows.append(row)
 
     def add_folder_dataset(self, path: str, report) -> None:
-        """Add a folder the engine checked (its FolderReport) to the dataset list as "📁 name" and select it;
+        """Add a folder the engine checked (its FolderReport) to the dataset list as its name beside the platform's folder icon and select it;
         a known path is reselected."""
         index = self._folder_index(path)
         if index < 0:
@@ -109,6 +110,8 @@ class CatalogMixin:
         if combo.count() == len(self._dataset_infos) and self._dataset_infos:
             combo.insertSeparator(combo.count())
         name = Path(path).expanduser().name or path
-        combo.addItem(f"{FOLDER_ICON} {name}", path)
+        # the platform's folder icon, not an emoji: a font without one draws a missing-glyph box
+        icon = combo.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon)
+        combo.addItem(icon, name, path)
         combo.setItemData(combo.count() - 1, self._folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         return combo.count() - 1

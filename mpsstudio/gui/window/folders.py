@@ -60,25 +60,33 @@ class FoldersMixin:
 
     def _on_folder_ok(self, path: str, report) -> None:
         self.setup.add_folder_dataset(path, report)
-        self.banner.show_message(f"{Path(path).name}: {report.summary()}. Selected as the dataset.")
+        model, size, _ = self._what_the_model_gets(report)
+        self.banner.show_message(f"{Path(path).name}: {report.summary(size, Path(model).name)}. Selected as the "
+                                 "dataset.")
         self.show_folder_summary(report)
 
-    def show_folder_summary(self, report) -> None:
-        """What the folder holds, its split and the size the chosen model gets (a window of its own)."""
+    def _what_the_model_gets(self, report) -> tuple[str, tuple[int, int] | None, int]:
+        """The chosen model, the (width, height) it gets from this folder (None where a model file's needs are known
+        only once it runs) and the split's seed: the engine's one answer for the banner and the summary."""
         from ...engine.models import registry as models
         from ...engine.basics.errors import UserError as _UserError
-        from ..setup.folder_summary import FolderSummary
 
         configs = self.setup.configs()
         model = configs[0].model if configs else (self.setup.model_combo.currentData() or "mlp")
         try:
             size = models.input_size_for_folder(model, report, configs[0].image_size if configs else None)
         except (_UserError, ValueError, KeyError):
-            size = None  # a model file's needs are known once it runs
-        seed = configs[0].seed if configs else 0
+            size = None
+        return str(model), size, configs[0].seed if configs else 0
+
+    def show_folder_summary(self, report) -> None:
+        """What the folder holds, its split and the size the chosen model gets (a window of its own)."""
+        from ..setup.folder_summary import FolderSummary
+
+        model, size, seed = self._what_the_model_gets(report)
         if self.folder_summary is not None:
             self.folder_summary.close()
-        self.folder_summary = FolderSummary(report, str(model), size, seed, self)
+        self.folder_summary = FolderSummary(report, model, size, seed, self)
         self.folder_summary.show()
 
     def _on_folder_rejected(self, path: str, message: str) -> None:
