@@ -82,8 +82,15 @@ def pytest_sessionfinish(session):
     if processes.POOL is not None:
         processes.POOL.close()
     import shutil
+    from multiprocessing import util
 
-    shutil.rmtree(getattr(session.config, "mpsstudio_base", ""), ignore_errors=True)
+    base = getattr(session.config, "mpsstudio_base", "")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # a worker's multiprocessing keeps its own temp folder inside `base` (TMPDIR) and removes it at exit (an
+        # exit finalizer of priority -100); removing `base` now made that one print a traceback: remove it after
+        util.Finalize(None, shutil.rmtree, args=(base,), kwargs={"ignore_errors": True}, exitpriority=-200)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def pytest_unconfigure(config):

@@ -34,7 +34,10 @@ def test_sweep_writes_points_best_and_keeps_it(tmp_path, capsys):  # in real pro
     assert doc["best"]["cpu"] in (2, 8)
     assert doc["crossover"] is None  # one device: nothing to cross
     printed = capsys.readouterr().out
-    assert "samples/s (median, measured)" in printed and f"Best throughput: cpu at batch {doc['best']['cpu']}" in printed
+    best = doc["best"]["cpu"]  # named as the best only where the middle halves separate (sweep.separated)
+    assert "samples/s (median, measured)" in printed and doc["sentence"] in printed
+    assert (f"Best throughput: cpu at batch {best}." in printed or
+            f"Best throughput: cpu: no clear best between batch {best} and" in printed)
     [record] = RunStore().tools()
     assert record.kind == "sweep" and record.result["env"]["machine_label"]
 
