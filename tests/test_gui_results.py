@@ -1,6 +1,7 @@
 """The results panel: runs from the history, speedups, sorting, deletion, exports, imports, the chart and the PNG."""
 
 import csv
+import html
 import json
 from datetime import datetime
 
@@ -204,7 +205,8 @@ def test_chart_has_one_bar_per_run_of_the_selected_comparison(qtbot, store):
     assert [t.toPlainText() for t in panel.chart._labels][:2] == ["1.0\u00d7", "4.5\u00d7"]
     assert "no CPU run" in panel.chart._labels[2].toPlainText()
     assert "Apple GPU (mps) is 4.5x faster than the CPU" in panel.chart.headline.text()
-    assert "different machines" in panel.chart.headline.text()
+    assert "different machines" in panel.chart.details.text() and not panel.chart.details.isVisible()
+    assert "different machines" in panel.chart.verdict_text()
     panel.select_ids([lone.id])
     assert panel.chart.is_showing_hint() and panel.chart.heights() == []
 
@@ -293,3 +295,30 @@ def test_a_bar_whose_interval_contains_one_says_no_clear_difference(qtbot, store
                                                   "mps ")
     assert "<br>No clear difference between Apple GPU (mps) and the CPU" in panel.chart.headline.text()
     assert panel.chart.whiskers is not None
+
+
+def test_a_verdict_shows_its_answer_and_one_sentence_and_folds_the_rest(qtbot, store):
+    from mpsstudio.engine.analysis.verdict import brief
+
+    assert brief(["Apple GPU (mps) is 1.67x faster (1.50x-1.81x): 0.08 s vs 0.12 s per epoch (measured). The cpu "
+                  "run was noisy: spread ±8 %.", "Across machines, x."]) == (
+        "Apple GPU (mps) is 1.67x faster (1.50x-1.81x): 0.08 s vs 0.12 s per epoch (measured).",
+        ["The cpu run was noisy: spread ±8 %.", "Across machines, x."])
+    assert brief([]) == ("", [])
+    cpu, mps = make_run("cpu", 100.0, precision="bf16"), make_run("mps", 300.0, precision="bf16")
+    panel = open_panel(qtbot, store, [cpu, mps, make_run("cuda:0", 2000.0, env=H100, precision="bf16")])
+    panel.select_ids([mps.id])
+    chart = panel.chart  # the mps sentence, then what the other machine's run and the precision add
+    first, rest = brief(verdict_sentences(chart))
+    assert first.startswith("Apple GPU (mps) is 3.0x faster") and html.escape(first) in chart.headline.text()
+    assert rest and not chart.details.isVisible()
+    assert chart.more.text() == (f"{len(rest)} more sentence" + ("s" if len(rest) > 1 else ""))
+    chart.more.click()
+    assert chart.details.isVisibleTo(chart) and chart.more.text() == "Less"
+    assert all(r in chart.details.text() for r in rest)
+
+
+def verdict_sentences(chart):
+    from mpsstudio.engine.analysis.verdict import verdicts
+
+    return verdicts(chart.comparison, chart.inspections)

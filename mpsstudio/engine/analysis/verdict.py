@@ -6,6 +6,7 @@ The window shows these sentences above the chart; the CLI prints them last.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
@@ -73,6 +74,14 @@ def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[s
     out += [text for x in c.cross for text in [cross_energy_sentence(x)] if text]
     notes = {precision_note(e.run.config) for e in c.entries} - {""}
     return out + sorted(notes)
+
+
+def brief(sentences: Sequence[str]) -> tuple[str, list[str]]:
+    """The verdict at a glance: its first sentence (the answer, its interval and epochs), and the rest (noise,
+    energy, hints, findings, other devices) for a front end to fold. A verdict's entries may hold several
+    sentences; they are split where a full stop ends one ("1.67x" and "0.08 s" stay whole)."""
+    parts = [p for text in sentences for p in re.split(r"(?<=\.)\s+(?=[A-Z])", text) if p]
+    return (parts[0], parts[1:]) if parts else ("", [])
 
 
 def headline(c: Comparison) -> str:

@@ -10,11 +10,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QBrush, QColor, QPalette
-from PySide6.QtWidgets import QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLayout, QToolButton, QVBoxLayout,
+                               QWidget)
 
 from ...engine.analysis.compare import Comparison, short_machine
 from ...engine.basics.formatting import DASH, fmt_rate
-from ...engine.analysis.verdict import headline, verdicts
+from ...engine.analysis.verdict import brief, headline, verdicts
 from ..style import TIMES, device_color, placeholder_label
 
 NO_COMPARISON_HINT = "Run the same setup on two devices to compare them"
@@ -51,7 +52,7 @@ class SpeedupChart(QWidget):
         self._values: list[float] = []
         self._hint_text = NO_COMPARISON_HINT
         self.plot = pg.PlotWidget()
-        self.plot.setMinimumHeight(200)
+        self.plot.setMinimumHeight(140)
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.setMouseEnabled(x=False, y=False)
@@ -66,14 +67,27 @@ class SpeedupChart(QWidget):
         self.log_check.setToolTip(f"The bars differ by more than {LOG_SCALE_RATIO:g}\u00d7: a log scale shows "
                                   "the small ones too.")
         self.log_check.toggled.connect(self._draw)
+        # the rest of the verdict (its further sentences: noise, energy, hints, findings), folded until asked for
+        self.details = QLabel()
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.setContentsMargins(2, 0, 2, 2)
+        self.details.hide()
+        self.more = QToolButton()
+        self.more.setCheckable(True)
+        self.more.setAutoRaise(True)
+        self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more.toggled.connect(self._fold)
         chart_page = QWidget()
         column = QVBoxLayout(chart_page)
         column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(4)
+        column.setSpacing(2)
         top = QHBoxLayout()
         top.addWidget(self.headline, 1)
         top.addWidget(self.log_check, 0, Qt.AlignmentFlag.AlignTop)
         column.addLayout(top)
+        column.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
+        column.addWidget(self.details)
         column.addWidget(self.plot, 1)
         self.hint = placeholder_label(NO_COMPARISON_HINT)
         self._stack = QStackedLayout(self)
@@ -86,6 +100,16 @@ class SpeedupChart(QWidget):
         self.comparison = comparison
         self._hint_text = hint
         self._draw()
+
+    def verdict_text(self) -> str:
+        """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
+        return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
+
+    def _fold(self, unfolded: bool) -> None:
+        count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
+        self.more.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
+        self.more.setText("Less" if unfolded else f"{count} more " + ("sentence" if count == 1 else "sentences"))
+        self.details.setVisible(unfolded and bool(self.details.text()))
 
     def heights(self) -> list[float]:
         """The bars' values (speedups or samples/s), whatever the scale."""
@@ -181,7 +205,7 @@ class SpeedupChart(QWidget):
                 for i, h in zip(ix, highs):
                     whisker_tops[i] = max(whisker_tops[i], h)
         span_top = max(whisker_tops + [y(1.0) if by_speedup else base])
-        top = span_top + (span_top - base) * 0.22
+        top = span_top + (span_top - base) * 0.35  # room for two lines of label above the tallest whisker
         for xv, wt, label in zip(xs, whisker_tops, labels):
             t = pg.TextItem(label, color=text, anchor=(0.5, 1.0))
             font = t.textItem.font()
@@ -203,18 +227,21 @@ class SpeedupChart(QWidget):
             left.setTicks([[(d, f"{10 ** d:g}{TIMES if by_speedup else ''}") for d in decades]])
         else:
             left.setTicks(None)
-        unit = f"speedup vs own CPU ({TIMES})" if by_speedup else "samples/s (no CPU run)"
-        item.setLabel("left", unit + (", log" if log else ""), color=text.name())
+        # short enough for a short chart: what the speedup is over (each machine's own CPU) is in the verdict
+        unit = f"speedup ({TIMES}{', log' if log else ''})" if by_speedup else f"samples/s{' (log)' if log else ''}"
+        item.setLabel("left", unit, color=text.name())
         item.setTitle(c.title() if self.show_title else None, color=text.name(), size="12pt")
         slots = max(x, 4.5)  # a few devices still get slim bars
         item.setXRange((x - 1) / 2 - slots / 2, (x - 1) / 2 + slots / 2, padding=0)
         item.setYRange(base, top, padding=0)
         item.showGrid(x=False, y=True, alpha=0.15)
         sentences = verdicts(c, self.inspections)
-        paragraphs = [html.escape(v) for v in sentences]
-        line = headline(c)  # the answer at a glance, in large type; the sentences say it in full below
-        if line:
-            paragraphs.insert(0, f"<span style='font-size:15pt; font-weight:600'>{html.escape(line)}</span>")
-        self.headline.setText("<br>".join(paragraphs))
+        first, rest = brief(sentences)
+        line = headline(c)  # the answer at a glance, in large type; its sentence below, the others folded
+        paragraphs = [f"<span style='font-size:15pt; font-weight:600'>{html.escape(line)}</span>"] if line else []
+        self.headline.setText("<br>".join(paragraphs + [html.escape(first)] if first else paragraphs))
         self.headline.setVisible(bool(sentences))
+        self.details.setText("\n\n".join(rest))
+        self.more.setVisible(bool(rest))
+        self._fold(self.more.isChecked())
         self._stack.setCurrentWidget(self._chart_page)
