@@ -66,9 +66,12 @@ def test_a_relaunched_window_draws_the_selected_runs_stored_curves(qtbot, histor
     path, (cpu, mps, h100) = history
     w = open_window(qtbot, path)
     assert w.plots.is_empty() and not w.plots._view.isVisible()  # no empty frames before anything is shown
+    qtbot.waitExposed(w)
+    assert w.plots.height() < 80 < w.tabs.height()  # folded to its line of hint: the table gets the room
     assert all(r.is_summary for r in w.results.results())  # the table read summaries only
     w.results.select_ids([cpu.id, mps.id])
     assert w.plots.run_ids() == [cpu.id, mps.id] and w.plots._view.isVisible()
+    assert w.plots.height() > 250  # the curves get their room back
     series = w.plots.series(mps.id)
     assert series["loss"].y.tolist() == pytest.approx(mps.losses)
     assert series["throughput"].x.tolist() == [7, 11, 15, 19]  # each window's last step
@@ -83,6 +86,9 @@ def test_a_relaunched_window_draws_the_selected_runs_stored_curves(qtbot, histor
         "mps \u00b7 Apple M2 Pro, macOS 14.5", "cuda:0 \u00b7 NVIDIA H100 on gpu-node-07"]
     w.results.select_ids([])
     assert w.plots.is_empty()
+    w.resize(1440, 900)  # a resize shares space by stretch: the fold holds
+    qtbot.wait(50)
+    assert w.plots.height() < 80
     w.close()
 
 

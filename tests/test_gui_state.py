@@ -202,3 +202,23 @@ def test_tab_goes_from_run_to_the_filter_and_the_table_and_cmd_w_closes(qtbot, t
     w.show()
     w.close_action.trigger()
     assert not w.isVisible()
+
+
+def test_every_shortcut_named_in_a_text_is_written_as_the_menus_write_it(qtbot, tmp_path):
+    """⌘R on a Mac, Ctrl+R elsewhere: the status bar, the plots' hint and the tooltips say what the Run menu says."""
+    from PySide6.QtGui import QKeySequence
+
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    w.start_loading()
+    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    run = w.run_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+    assert run and f"Press Run ({run}) to measure." in w.statusBar().currentMessage()
+    from mpsstudio.gui.setup.form import RUN_TIP
+
+    assert RUN_TIP.endswith(f"({run}).")
+    assert f"Press Run ({run}) to start" in w.plots._empty_label.text()
+    undo = QKeySequence("Ctrl+Z").toString(QKeySequence.SequenceFormat.NativeText)
+    assert f"({undo})" in w.results.undo_bar.button.toolTip()
+    if "⌘" not in run:  # this machine is not a Mac: no Mac key anywhere a text names one
+        assert "⌘" not in w.statusBar().currentMessage() + w.results.filter.toolTip() + w.plots._empty_label.text()

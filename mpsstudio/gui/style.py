@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QKeySequence, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QTableWidget,
                                QWidget)
 
@@ -11,6 +11,12 @@ TIMES = "\u00d7"
 
 # Apple's system colours, readable on light and dark backgrounds alike: one per comparison group.
 GROUP_COLORS = ("#0a84ff", "#ff9f0a", "#30d158", "#bf5af2", "#ff375f", "#40c8e0", "#5e5ce6", "#ac8e68")
+
+
+def keys(sequence: str) -> str:
+    """A shortcut as this platform writes it, the way the menus show it: "Ctrl+R" is ⌘R on a Mac, Ctrl+R elsewhere
+    (Qt's Ctrl is the Command key on macOS). Every shortcut named in a text goes through here."""
+    return QKeySequence(sequence).toString(QKeySequence.SequenceFormat.NativeText)
 
 
 def warning_color(palette: QPalette) -> QColor:

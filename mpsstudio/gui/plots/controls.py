@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSlider, QWidget
+from ..style import keys
 
 
 class PlotControls(QWidget):
@@ -62,7 +62,7 @@ class PlotControls(QWidget):
 
 def empty_label() -> QLabel:
     """What the plots say before any run: one line, so the table below gets the room."""
-    shortcut = QKeySequence("Ctrl+R").toString(QKeySequence.SequenceFormat.NativeText)
+    shortcut = keys("Ctrl+R")
     label = QLabel(f"Press Run ({shortcut}) to start, or select runs below to see their curves: loss, throughput, "
                    "memory and power.")
     label.setAlignment(Qt.AlignmentFlag.AlignCenter)

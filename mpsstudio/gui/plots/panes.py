@@ -8,10 +8,11 @@ from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QKeySequence
+from PySide6.QtGui import QColor, QFont
 
 from .axes import BytesAxis, StepAxis
 from .runs import ENDED_BADLY, PlotRun
+from ..style import keys
 
 SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this many windows
 
@@ -288,7 +289,7 @@ def stack(view, legend_pt: str, legend_clicked: Callable) -> tuple[LossPlot, Thr
     """The four plots stacked on `view`, sharing the loss plot's x range, each with its hover line."""
     view.ci.layout.setContentsMargins(8, 8, 12, 6)
     view.ci.layout.setVerticalSpacing(4)
-    shortcut = QKeySequence("Ctrl+R").toString(QKeySequence.SequenceFormat.NativeText)
+    shortcut = keys("Ctrl+R")
     loss = LossPlot(f"Press Run ({shortcut}) to start — loss, throughput, memory and power appear here live",
                     legend_pt, legend_clicked)
     plots = (loss, ThroughputPlot(), MemoryPlot(), PowerPlot())

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QPushBut
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import plural
 from ...engine.basics.results import RunResult
+from ..style import keys
 
 UNDO_S = 10  # seconds the Undo of a delete is offered
 UNDO_UP_TO = 1000  # a delete of more runs asks first instead (Undo would hold them all in memory)
@@ -23,7 +24,7 @@ class UndoBar(QFrame):
         self._runs: list[RunResult] = []
         self.label = QLabel()
         self.button = QPushButton("Undo")
-        self.button.setToolTip("Put the deleted runs back (⌘Z)")
+        self.button.setToolTip(f"Put the deleted runs back ({keys('Ctrl+Z')})")
         self.button.clicked.connect(self.undo.emit)
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 2, 2, 2)

@@ -17,7 +17,7 @@ from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import plural
 from ...engine.basics.results import RunResult
 from ...engine.history.store import RunStore
-from ..style import placeholder_label
+from ..style import keys, placeholder_label
 from .deleting import DeletingMixin, UndoBar
 from .files import FilesMixin
 from .run_details import RunDetails
@@ -66,7 +66,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
         self.filter.setPlaceholderText("Filter runs: model, dataset, device, machine, status, note…")
         self.filter.setClearButtonEnabled(True)
         self.filter.setToolTip("Shows the runs whose model, dataset, device, machine, precision, status or note "
-                               "contain every word typed (⌘F).")
+                               f"contain every word typed ({keys('Ctrl+F')}).")
         self.filter.textChanged.connect(self.set_filter)
         self.undo_bar = UndoBar(self)
         self.undo_bar.undo.connect(self.undo_delete)

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QStyle
 from ...engine.basics.config import RunConfig
 from .names import CHOOSE_FILE, RUN_SCRIPT
 from .widgets import DeviceRow
+from ..style import keys
 
 
 class CatalogMixin:
@@ -60,7 +61,8 @@ class CatalogMixin:
                           "Loading a model file runs its code.", Qt.ItemDataRole.ToolTipRole)
         combo.addItem("Your Training Script…", RUN_SCRIPT)
         combo.setItemData(combo.count() - 1, "Measure your own training script (its data, loss and loop) on the "
-                          "checked devices: Run > Run Your Training Script… (⇧⌘R).", Qt.ItemDataRole.ToolTipRole)
+                          "checked devices: Run > Run Your Training Script… "
+                          f"({keys('Ctrl+Shift+R')}).", Qt.ItemDataRole.ToolTipRole)
 
     def _fill_datasets(self, datasets: list) -> None:
         self._fill_named(self.dataset_combo, datasets)

@@ -18,10 +18,11 @@ from PySide6.QtWidgets import (
 from ...engine.basics.config import PRECISIONS, RunConfig
 from .advanced import AdvancedSectionMixin
 from .widgets import SectionHeading
+from ..style import keys
 
 LOADING_TEXT = "Loading PyTorch…"
 NO_DEVICE_TIP = "Check at least one device to run on."
-RUN_TIP = "Run the setup on the checked devices, one after another (⌘R)."
+RUN_TIP = f"Run the setup on the checked devices, one after another ({keys('Ctrl+R')})."
 _PRECISION_TITLES = {"fp32": "fp32", "fp16": "fp16 (autocast)", "bf16": "bf16 (autocast)"}
 PRECISION_TIPS = {
     "fp32": "Full 32-bit floating point: the reference every device supports.",

@@ -9,6 +9,7 @@ from PySide6.QtCore import QTimer, Slot
 from ...engine.basics.config import RunConfig
 from ..settings import settings
 from ..worker import CatalogLoader
+from ..style import keys
 
 
 class CatalogMixin:
@@ -44,7 +45,7 @@ class CatalogMixin:
             self.check_folder(self._pending_folder)
             self._pending_folder = None
         available = [d.id for d in catalog["devices"] if d.available]
-        self.say(f"Ready: {', '.join(available)} available. Press Run (⌘R) to measure.")
+        self.say(f"Ready: {', '.join(available)} available. Press Run ({keys('Ctrl+R')}) to measure.")
         broken = [(d, c) for d, c in (catalog.get("checks") or {}).items() if not c.ok]
         mps_text = catalog.get("mps_banner") or ""
         if mps_text:  # on a Mac: why the Apple GPU cannot be used, the fix, and a way to look again

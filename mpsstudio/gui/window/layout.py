@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum" size
 from PySide6.QtWidgets import QLabel, QProgressBar, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 
@@ -65,7 +67,9 @@ class LayoutMixin:
         self.plots.setVisible(not tools)
 
     def _plots_emptied(self, empty: bool) -> None:
-        """No curves: the plots shrink to a line of hint and the table below gets the room."""
+        """No curves: the plots shrink to a line of hint and the table below gets the room. A maximum height, not
+        only the splitter's sizes: a resize (the window opening at its size) shares space out by stretch again."""
         total = sum(self.right_split.sizes()) or 920
-        hint = self.plots.minimumSizeHint().height() + 8
+        hint = max(self.plots.minimumSizeHint().height(), 40) + 8
+        self.plots.setMaximumHeight(hint if empty else QWIDGETSIZE_MAX)
         self.right_split.setSizes([hint, total - hint] if empty else [round(total * 0.52), round(total * 0.48)])
