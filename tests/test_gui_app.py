@@ -166,6 +166,11 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
     results_png, plots_png = (QImage(p) for p in out)
     assert plots_png.width() == round(scale * (window.plots.width() + 2 * MARGIN))  # the plots as on screen
     assert results_png.width() >= scale * (720 + 2 * MARGIN)  # the comparison sheet is at least 720 px wide
+    # the Runs tab's button and File > Export Comparison… (⌘E) are one export: the comparison and its curves
+    button = tmp_path / "from-the-button.png"
+    window.results._save_path = lambda *a: str(button)
+    window.results.png_action.trigger()
+    assert button.exists() and (tmp_path / "from-the-button-plots.png").exists()
 
 
 def test_runs_survive_into_a_fresh_window(qtbot, window):

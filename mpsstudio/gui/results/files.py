@@ -190,6 +190,6 @@ class FilesMixin:
         path = self._save_path("Export Comparison as PNG", name, "PNG images (*.png)", ".png")
         if path:
             try:
-                self.export_comparison_png(path)
+                self.export_comparison_to(path)
             except UserError as exc:
                 self.message.emit(str(exc))

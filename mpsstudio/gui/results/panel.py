@@ -43,6 +43,9 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
         self.store = store
         self._importer = None
         self._last_dir = str(Path.home())
+        # what Export comparison… writes to the path asked: the window sets its own (this panel's PNG and the
+        # comparison's curves beside it); a panel alone writes its PNG
+        self.export_comparison_to = self.export_comparison_png
         self.model = RunTableModel(self)
         self.proxy = RunSortProxy(self)
         self.proxy.setSourceModel(self.model)

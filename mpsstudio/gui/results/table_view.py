@@ -95,7 +95,7 @@ class TableViewMixin:
         self.import_action = action("Import\u2026", "Add runs from a JSON file exported by MPS Studio, for "
                                     "example from a CUDA server.", self.import_dialog)
         self.png_action = action("Export comparison\u2026", "Save the selected comparison's table and chart as "
-                                 "a PNG picture.", self.export_comparison_dialog)
+                                 "a PNG picture, and its curves beside it (NAME-plots.png).", self.export_comparison_dialog)
         self.select_group_action = action("Select Comparison", "Select every run of this comparison.",
                                           self._select_current_group)
 

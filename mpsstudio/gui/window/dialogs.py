@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, Slot
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from ...engine.basics.errors import UserError
 from ..plots import LivePlots
@@ -14,12 +14,6 @@ from ..plots import LivePlots
 
 class DialogsMixin:
     """Export Comparison (the results panel and the comparison's own stored curves as PNGs), About, Preferences and PyTorch Setup."""
-
-    @Slot()
-    def export_comparison_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export comparison", "comparison.png", "PNG image (*.png)")
-        if path:
-            self.export_comparison(path)
 
     def export_comparison(self, path: str) -> tuple[str, str] | None:
         """The results panel with its chart, and the plots beside it (PATH-plots.png); titles make each readable."""

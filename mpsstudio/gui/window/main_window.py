@@ -98,6 +98,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.results.selection_changed.connect(self.show_selected_runs)
         self.results.save_model_requested.connect(lambda: self.save_trained_model())
         self.plots.emptied.connect(self._plots_emptied)
+        self.results.export_comparison_to = self.export_comparison  # the button and ⌘E: one export, two PNGs
         self._plots_emptied(self.plots.is_empty())  # the state they started in (emitted before this connection)
         self.setup.changed.connect(self._fill_spare)  # another first device or fallback: another spare
         self.tools.sweep_requested.connect(self.sweep_sizes_of)
