@@ -364,7 +364,7 @@ def test_on_mps_the_waits_inside_a_step_are_counted(fake_mps, tmp_path):
 
 
 def test_an_exported_diagnosis_imports_elsewhere_and_the_window_draws_it(tmp_path, qtbot):
-    from mpsstudio.gui.tools_panel import ToolsPanel
+    from mpsstudio.gui.tools.panel import ToolsPanel
 
     doc = _diagnose(tmp_path, "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--no-save")
     doc["devices"][0]["device"] = "cuda:0"  # as if from a CUDA server

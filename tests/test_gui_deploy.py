@@ -59,7 +59,7 @@ def test_the_deploy_benchmark_runs_the_setup_model_and_draws_its_rows(qtbot, mon
 def test_a_tool_result_goes_out_as_json_and_png_and_comes_back_imported(qtbot, tmp_path):
     from PySide6.QtGui import QImage
 
-    from mpsstudio.gui.tools_panel import ToolsPanel
+    from mpsstudio.gui.tools.panel import ToolsPanel
 
     from .test_tool_files import deploy_result
 
@@ -90,7 +90,7 @@ def test_a_tool_result_goes_out_as_json_and_png_and_comes_back_imported(qtbot, t
 
 
 def test_export_model_offers_the_selected_runs_trained_weights_first(qtbot, tmp_path, monkeypatch):
-    from mpsstudio.gui.tool_sheet import ToolSheet
+    from mpsstudio.gui.tools.sheet import ToolSheet
 
     w = open_window(qtbot)
     try:

@@ -16,7 +16,7 @@ from mpsstudio.engine.tools import sweep  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.machine.devices import Device  # noqa: E402
 from mpsstudio.engine.history.store import RunStore, ToolRecord  # noqa: E402
-from mpsstudio.gui.tools_panel import EMPTY_HINT, ToolsPanel  # noqa: E402
+from mpsstudio.gui.tools.panel import EMPTY_HINT, ToolsPanel  # noqa: E402
 from tests.test_gui_app import open_window  # noqa: E402
 from tests.test_tools import point  # noqa: E402
 

@@ -83,7 +83,7 @@ def test_guards_of_steps_runs_scripts_and_synthetic_data():
 # ---------------------------------------------------------------- the sheets
 
 def _sheet(qtbot, kind, config=None, devices=("cpu",), runs=(), train=None):
-    from mpsstudio.gui.tool_sheet import ToolSheet
+    from mpsstudio.gui.tools.sheet import ToolSheet
 
     sheet = ToolSheet(kind, config or RunConfig(model="mlp", dataset="synthetic", device="cpu"), list(devices),
                       list(runs), train)

@@ -93,7 +93,7 @@ def panel():
     pytest.importorskip("pytestqt")
     from PySide6.QtWidgets import QApplication
 
-    from mpsstudio.gui.tools_panel import ToolsPanel, _list_label
+    from mpsstudio.gui.tools.panel import ToolsPanel, _list_label
 
     app = QApplication.instance() or QApplication([])
     p = ToolsPanel(None)

@@ -20,7 +20,7 @@ from ..plots import LivePlots
 from ..results.panel import ResultsPanel
 from ..settings import settings
 from ..setup.panel import SetupPanel
-from ..tools_panel import ToolsPanel
+from ..tools.panel import ToolsPanel
 from ..worker import CatalogLoader, FolderChecker, RunWorker, ToolWorker
 from .catalog import CatalogMixin
 from .dialogs import DialogsMixin

@@ -33,7 +33,7 @@ class ToolsMixin:
         """The sheet; what start_tool takes, or None when cancelled (tests replace this)."""
         from PySide6.QtWidgets import QDialog
 
-        from ..tool_sheet import ToolSheet
+        from ..tools.sheet import ToolSheet
 
         try:
             runs = self.store.all()

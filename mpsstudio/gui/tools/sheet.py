@@ -11,8 +11,8 @@ from PySide6.QtWidgets import (
     QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout,
 )
 
-from ..engine.basics.config import MAX_BATCH, RunConfig
-from ..engine.basics.errors import UserError
+from ...engine.basics.config import MAX_BATCH, RunConfig
+from ...engine.basics.errors import UserError
 
 WHAT = {
     "sweep": "Throughput against batch size on each checked device, each point a short run with the run's rules, "
@@ -37,7 +37,7 @@ class ToolSheet(QDialog):
     def __init__(self, kind: str, config: RunConfig, devices: list[str], runs: list, train: int | None = None,
                  parent=None, trained: tuple[str, str, RunConfig] | None = None):
         super().__init__(parent)
-        from ..engine.tools import toolview
+        from ...engine.tools import toolview
 
         self.kind, self.config, self.devices, self.runs, self.train = kind, config, list(devices), runs, train
         self.trained = trained  # export: (words, weights file, the run's config) of the selected run's model
@@ -87,7 +87,7 @@ class ToolSheet(QDialog):
         return line
 
     def _build_sweep(self) -> None:
-        from ..engine.tools import sweep
+        from ...engine.tools import sweep
 
         self.sizes = self._line(", ".join(str(b) for b in sweep.default_batch_sizes()),
                                 "Batch sizes to measure, separated by commas (--batch-sizes).")
@@ -98,7 +98,7 @@ class ToolSheet(QDialog):
         self.form.addRow("Warm-up steps:", self.warmup)
 
     def _build_max_batch(self) -> None:
-        from ..engine.tools import maxbatch
+        from ...engine.tools import maxbatch
 
         self.limit = self._line("", "Memory a batch may use, e.g. 8G (--memory-limit).",
                                 "the device's own limit")
@@ -161,7 +161,7 @@ class ToolSheet(QDialog):
 
     # -- what it will do ---------------------------------------------------------------------------------
     def _update(self, *_args) -> None:
-        from ..engine.tools import toolview
+        from ...engine.tools import toolview
 
         self.problem.setText("")
         try:
@@ -188,14 +188,14 @@ class ToolSheet(QDialog):
 
     def chosen(self) -> dict:
         """{"config", "batch_sizes", "payload"} for start_tool; UserError for a field the engine refuses."""
-        from ..engine.tools import sweep
+        from ...engine.tools import sweep
 
         config, payload, sizes = self.config, {}, None
         if self.kind == "sweep":
             sizes = sweep.parse_batch_sizes(self.sizes.text()) or sweep.default_batch_sizes()
             payload = {"steps": self.steps.value(), "warmup": self.warmup.value()}
         elif self.kind == "max-batch":
-            from ..engine.basics.formatting import parse_memory_size
+            from ...engine.basics.formatting import parse_memory_size
 
             text = self.limit.text().strip()
             payload = {"memory_limit": parse_memory_size(text) if text else None, "cap": self.cap.value()}

@@ -12,7 +12,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame
 
-from .style import device_color, warning_color
+from ..style import device_color, warning_color
 
 
 class _LogTwoAxis(pg.AxisItem):
@@ -191,8 +191,8 @@ class DiagnosePlot(BarPlot):
         super().__init__("% of the step", 200, (10, 6), columns=3, parent=parent)
 
     def show_diagnosis(self, result: dict) -> None:
-        from ..engine.analysis.bottleneck import PHASES
-        from ..engine.tools.diagnose.view import PHASE_WORDS
+        from ...engine.analysis.bottleneck import PHASES
+        from ...engine.tools.diagnose.view import PHASE_WORDS
 
         self.clear()
         self.legend.clear()

@@ -18,12 +18,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QLab
                                QListWidgetItem, QPushButton, QSplitter, QStackedWidget, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..engine.tools import toolview
-from ..engine.basics.errors import UserError
-from ..engine.basics.formatting import error_line, fmt_timestamp
-from ..engine.history.runfiles import export_tool_json
-from .style import placeholder_label, warning_color
-from .tool_plots import DeployPlot, DiagnosePlot, SweepPlot
+from ...engine.tools import toolview
+from ...engine.basics.errors import UserError
+from ...engine.basics.formatting import error_line, fmt_timestamp
+from ...engine.history.runfiles import export_tool_json
+from ..style import placeholder_label, warning_color
+from .plots import DeployPlot, DiagnosePlot, SweepPlot
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
               "Benchmark or Export Model use the setup on the left.")
@@ -310,7 +310,7 @@ class ToolsPanel(QWidget):
 
     def export_png(self, path: str) -> str:
         """The shown result's chart and table below its title, machine and time; UserError if not written."""
-        from .export import render_png
+        from ..export import render_png
 
         record = self.current()
         if record is None or self.detail.currentWidget() is self.empty:
@@ -324,7 +324,7 @@ class ToolsPanel(QWidget):
 
     def import_file(self, path: str) -> None:
         """Add a tool result from a JSON file (checked as a stored one is) and show it; one sentence otherwise."""
-        from ..engine.history.runfiles import import_tool_json
+        from ...engine.history.runfiles import import_tool_json
 
         try:
             record = import_tool_json(path)
@@ -361,7 +361,7 @@ class ToolsPanel(QWidget):
 def diagnose_view(result: dict) -> QWidget:
     """The stacked bars of each device's step, the table of phases, each device's memory and, where layers were
     compared, the layer table around the first one beyond tolerance."""
-    from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
+    from ...engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
 
     plot = DiagnosePlot()
     plot.show_diagnosis(result)
