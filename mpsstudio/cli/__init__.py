@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from . import bench, deploy, diagnose, history, info, launch, tools
+from . import bench, deploy, diagnose, history, info, launch, tools, tune
 from .bench import model_paths
 from .common import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
                      interrupted)
@@ -31,6 +31,7 @@ COMMANDS = {
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
     "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose, "run": bench.cmd_run,
+    "tune": tune.cmd_tune,
 }
 
 

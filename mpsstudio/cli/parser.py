@@ -209,6 +209,28 @@ def _tool_parsers(sub) -> None:
     s.add_argument("--warmup", type=int, default=None, help="warm-up steps per point (default: 3)")
     s.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
 
+    t = sub.add_parser("tune", help="which precision, channels_last, compile, batch size (and CPU threads) make this "
+                                    "model fastest here, at what cost in memory and loss")
+    config_args(t, precision=False)
+    t.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    t.add_argument("--batch-size", type=int, default=None,
+                   help="your current batch (default: 64); the candidates are around it")
+    t.add_argument("--batch-sizes", default=None, metavar="LIST",
+                   help="comma-separated batch sizes to try (default: half, it and double, within the training set)")
+    t.add_argument("--precision", choices=PRECISIONS, default=None, help="your current precision (default: fp32)")
+    t.add_argument("--precisions", default=None, metavar="LIST",
+                   help="precisions to try (default: fp32,bf16,fp16; those a device cannot run are listed with why)")
+    t.add_argument("--channels-last", dest="try_channels_last", default=None, choices=("off", "on", "both"),
+                   help="try the channels_last layout (default: both for image models, off otherwise)")
+    t.add_argument("--compile", dest="try_compile", default=None, choices=("off", "on", "both"),
+                   help="try torch.compile (default: off; its compile time is reported apart)")
+    t.add_argument("--threads-to-try", dest="thread_counts", default=None, metavar="LIST",
+                   help="CPU thread counts to try beside torch's default (default: half the cores, on 4 or more)")
+    t.add_argument("--budget", type=float, default=None, metavar="MINUTES",
+                   help="time for the rounds (default: 10); the parity checks come after")
+    t.add_argument("--steps", type=int, default=None, help="measured steps a candidate a round (default: 16)")
+    t.add_argument("--warmup", type=int, default=None, help="warm-up steps a candidate a round (default: 3)")
+
     m = sub.add_parser("max-batch", help="the largest batch that trains (full training steps) and the fastest")
     config_args(m)
     m.add_argument("--device", default=None, help="the device to search on (default: the first accelerator, else cpu)")

@@ -106,7 +106,7 @@ def ended(name: str, answer, how: str) -> dict:
     raise UserError(how)
 
 
-STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench", "diagnose")  # the kinds the history keeps
+STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench", "diagnose", "tune")  # the kinds the history keeps
 
 
 def validated(name: str, result) -> dict:
@@ -125,6 +125,10 @@ def validated(name: str, result) -> dict:
         from .toolview import inspect_sentence
 
         result["sentence"] = inspect_sentence(result)
+    if name == "tune":  # the recommendation and its sentence from the candidates' numbers, on every read
+        from .tune.report import rederived as tune_rederived
+
+        result = tune_rederived(result)
     if name == "diagnose":  # each bound and sentence from its figures, on every read
         from .diagnose.view import rederived
 

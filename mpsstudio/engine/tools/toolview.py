@@ -12,7 +12,7 @@ from ..basics.results import RunResult
 from ..machine.probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
-          "export": "Export", "diagnose": "Diagnosis"}
+          "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}
 
 
 def _ms(v) -> str:
@@ -165,6 +165,9 @@ def title(kind: str, result: dict) -> str:
     if kind == "sweep":
         devices = list(dict.fromkeys(p["device"] for p in result.get("points", [])))
         return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
+    if kind == "tune":
+        devices = list(dict.fromkeys(c["device"] for c in result.get("candidates", [])))
+        return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
     precision = f", {cfg.get('precision')}" if kind == "inspect" and cfg.get("precision") else ""
     if precision and cfg.get("tf32") is True:
         precision += " with TF32"
@@ -276,3 +279,39 @@ def max_batch_line(cap: int, cap_source: str) -> str:
     capped = f"; the largest tried: {cap:,} ({cap_source})" if cap_source else ""
     return (f"up to {doubling + doubling:,} probes (doubling from 1, then bisecting), each one untimed and 3 timed "
             f"training steps{capped}")
+
+
+TUNE_ORDER = {"measured": 0, "dropped": 1, "unusable": 2, "failed": 3, "not measured": 4, "refused": 5}
+
+
+def tune_rows(result: dict) -> list[dict]:
+    """A tune's candidates as the table lists them: per device, the measured by samples/s (fastest first), then the
+    dropped, the unusable, the failed, the unmeasured and the refused."""
+    return sorted(result.get("candidates", []), key=lambda r: (
+        r["device"], TUNE_ORDER.get(r["status"], 9), -(r.get("samples_per_s") or 0.0)))
+
+
+def tune_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+    headers = ["device", "settings", "samples/s (median, measured)", "interval", "vs current", "peak memory",
+               "warm-up", "loss vs fp32", "parity", "status"]
+    chosen = set((result.get("recommendation") or {}).values())
+    rows = []
+    for r in tune_rows(result):
+        low, high = r.get("samples_per_s_low"), r.get("samples_per_s_high")
+        interval = f"{fmt_rate(low)}-{fmt_rate(high)}" if is_finite(low) and is_finite(high) else DASH
+        speed = r.get("speedup")
+        vs = DASH if not is_finite(speed) else ("current" if r["baseline"] else f"{speed:.2f}x")
+        if is_finite(speed) and not r["baseline"] and is_finite(r.get("speedup_low")) and \
+                is_finite(r.get("speedup_high")):
+            vs += f" [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]"
+        loss = r.get("loss_vs_fp32")
+        parity = DASH if r.get("parity_ok") is None else "ok" if r["parity_ok"] else (
+            f"rounding {_err(r.get('parity_worst'))}" if r["device"] == "cpu" else "WRONG")
+        status = ("recommended" if r["key"] in chosen else r["status"]) + (f": {r['reason']}" if r.get("reason")
+                                                                          else "")
+        rows.append([r["device"], r["label"] + (" (current)" if r["baseline"] else ""), fmt_rate(r.get("samples_per_s")),
+                     interval, vs, fmt_bytes(r.get("peak_memory")), fmt_duration(r.get("warmup_s")),
+                     (f"{loss:+.1%}" if abs(loss) >= 0.0005 else "0.0%") if is_finite(loss) else DASH, parity,
+                     status])
+    return headers, rows, [False, False, True, True, True, True, True, True, False, False]
+

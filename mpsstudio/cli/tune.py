@@ -1,0 +1,98 @@
+"""`mpsstudio tune`: the best settings for this model on these devices (engine tools/tune.py), on the command line:
+the ranked table, the recommendation with its interval, `--json FILE`, and the result kept in the history."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..engine.basics.formatting import printable
+from .common import EXIT_OK, EXIT_RUN_FAILED, available_devices, interrupted
+from .tools import _finish, _prelude, _print_table, _progress
+
+
+def train_samples(cfg) -> int | None:
+    from ..engine.data.datasets import list_datasets
+    from ..engine.run.guards import train_samples as of_config
+
+    info = next((d for d in list_datasets() if d.name == str(cfg.dataset).lower()), None)
+    return of_config(cfg, info)
+
+
+def grid_of(args, cfg, devices: list[str]):
+    """The candidates from the options (the window's sheet gives the same options): tune.grid with this install's
+    reasons."""
+    from ..engine.tools import sweep, tune
+
+    sizes = sweep.parse_batch_sizes(args.batch_sizes) or tune.default_batch_sizes(cfg.batch_size, train_samples(cfg))
+    precisions = tune.parse_precisions(args.precisions) or ["fp32", "bf16", "fp16"]
+    image = "image" in tune.input_kind(cfg)
+    layouts = tune.parse_choice(args.try_channels_last, "--channels-last", "both" if image else "off")
+    compiled = tune.parse_choice(args.try_compile, "--compile", "off")
+    threads = ([None] + [int(t) for t in args.thread_counts.split(",")] if args.thread_counts
+               else tune.default_threads(os.cpu_count()))
+    return tune.grid(cfg, devices, batch_sizes=sizes, precisions=precisions, channels_last=layouts,
+                     compiled=compiled, threads=list(dict.fromkeys(threads)), why_not=tune.why_not_here(cfg))
+
+
+def cmd_tune(args) -> int:
+    from ..engine import process
+    from ..engine.basics.events import Ended
+    from ..engine.basics.errors import UserError
+    from ..engine.run import session
+    from ..engine.tools import toolview, tune
+
+    cfg = _prelude(args)
+    budget_s = tune.parse_budget(args.budget)
+    steps = args.steps if args.steps is not None else tune.DEFAULT_STEPS
+    warmup = args.warmup if args.warmup is not None else tune.DEFAULT_WARMUP
+    if args.thread_counts and not all(t.strip().isdigit() and 1 <= int(t) <= 4096
+                                      for t in args.thread_counts.split(",")):
+        raise UserError(f"--threads-to-try takes whole numbers of threads separated by commas, not "
+                        f"{printable(args.thread_counts)!r}.")
+    names = args.devices.split(",") if args.devices is not None else available_devices()
+    plan = session.plan(cfg, names)
+    for line in plan.skipped:
+        print(line, file=sys.stderr)
+    g = grid_of(args, cfg, [c.device for c in plan.configs])
+    runnable = len([c for c in g.candidates if c.key not in g.refused])
+    print(f"tuning {cfg.model} on {', '.join(g.baselines)}: {runnable} candidates ({len(g.refused)} cannot run "
+          f"here), within {budget_s / 60:g} minutes", file=sys.stderr)
+    stopped: list[KeyboardInterrupt] = []
+
+    def point(c):
+        ended = []
+        try:
+            return process.run_point(c, progress=_progress, timeout_s=args.timeout,
+                                     on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
+        except KeyboardInterrupt as exc:  # kept as cancelled; the tune reports what it measured
+            stopped.append(exc)
+            return ended[-1] if ended else None
+
+    def check(c):
+        try:
+            return process.run_tool("inspect", {"config": c.to_dict()}, timeout_s=args.timeout,
+                                    mps_fallback=c.mps_fallback)
+        except UserError as exc:
+            print(f"mpsstudio: the parity check of {c.precision} on {c.device} did not run: {exc}", file=sys.stderr)
+            return None
+        except KeyboardInterrupt as exc:
+            stopped.append(exc)
+            return None
+
+    def on_point(cand, result, rnd):
+        sps = result.summary.get("samples_per_s")
+        shown = f"{sps:,.0f} samples/s" if sps else result.status
+        print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
+
+    result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
+                       should_stop=lambda: bool(stopped), on_point=on_point)
+    _print_table(toolview.tune_table(result))
+    _finish("tune", result, args)
+    print(f"\n{printable(result['sentence'])}")
+    if stopped:
+        code, words = interrupted(stopped[0])
+        print(f"mpsstudio: {words}; what the tune measured so far is kept.", file=sys.stderr)
+        return code
+    measured = any(r["status"] == "measured" for r in result["candidates"])
+    return EXIT_OK if measured else EXIT_RUN_FAILED

@@ -1,0 +1,304 @@
+"""`mpsstudio tune`: which precision, memory layout, compile, batch size (and, on the CPU, thread count) make this
+model fastest on this machine, at what cost in memory and accuracy.
+
+The grid: for each device, every combination of the asked settings. A setting a device cannot take (bf16 on an old
+macOS or torch, fp16 autocast that this CPU's PyTorch only pretends to do, compile in the frozen app, channels_last
+for token input) is a candidate with the engine's sentence, never dropped silently. The user's current settings are
+the baseline of each device, always measured.
+
+Each candidate is a short run with every run's rules (warm-up and compile timed apart, synchronized windows), in a
+process of its own (run_point: the front end's process.run_point), the candidates interleaved in rounds (A B C, then
+C B A, ...) so drift and heat hit all alike. After the first round, a candidate whose middle half (median ± half the
+IQR of its windows) lies wholly below the device's best is dropped, unless it is in the better half (successive
+halving), and the result says so. Further rounds run while the budget allows one more (estimated from the last).
+The same seed and the same number of steps for every candidate make their losses comparable: each is compared with
+fp32 at the same batch size on the same device; a loss that is not finite, or more than LOSS_DIVERGED above fp32's,
+makes a candidate unusable, and so does a failed parity check of one step against the CPU in float64 (`inspect`, once
+per device and reduced precision; run_check, the front end's process.run_tool) on an accelerator. On the CPU that
+check measures the precision's own rounding (there is no other CPU to compare with): shown, not judged.
+
+The scoring and the sentence are in report.py; no torch here but in why_not_here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ...basics.config import MAX_BATCH, PRECISIONS, RunConfig
+from ...basics.errors import UserError
+from ...basics.results import RunResult
+
+DEFAULT_BUDGET_MIN = 10.0
+MAX_BUDGET_MIN = 24 * 60.0
+DEFAULT_STEPS = 16  # measured steps a candidate a round: at least 8 windows (the run loop's rule)
+DEFAULT_WARMUP = 3  # torch.compile compiles in the first steps: timed apart with the warm-up
+MAX_ROUNDS = 7
+MAX_CANDIDATES = 256
+BOTH = ("off", "on", "both")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    device: str
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    batch_size: int = 64
+    threads: int | None = None  # the CPU's thread count; None: torch's default
+
+    @property
+    def key(self) -> str:
+        return (f"{self.device}|{self.precision}|{'cl' if self.channels_last else 'nchw'}|"
+                f"{'compiled' if self.compile else 'eager'}|b{self.batch_size}|t{self.threads or 'default'}")
+
+    def label(self) -> str:
+        """"bf16 + channels_last + compile, batch 128" (fp32 and the defaults unsaid past the precision)."""
+        parts = [self.precision] + (["channels_last"] if self.channels_last else []) + \
+            (["compile"] if self.compile else []) + ([f"{self.threads} threads"] if self.threads else [])
+        return f"{' + '.join(parts)}, batch {self.batch_size}"
+
+    def config(self, base: RunConfig, steps: int, warmup: int) -> RunConfig:
+        return replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
+                       compile=self.compile, batch_size=self.batch_size, threads=self.threads, steps=steps,
+                       epochs=None, warmup_steps=warmup, early_stop_patience=None, keep_best=False,
+                       options=dict(base.options))
+
+    @classmethod
+    def of(cls, config: RunConfig, device: str | None = None) -> "Candidate":
+        return cls(device or config.device, config.precision, bool(config.channels_last), bool(config.compile),
+                   config.batch_size, config.threads if (device or config.device) == "cpu" else None)
+
+
+@dataclass
+class Grid:
+    candidates: list[Candidate]
+    refused: dict[str, str] = field(default_factory=dict)  # key -> why this device cannot take it
+    baselines: dict[str, Candidate] = field(default_factory=dict)  # device -> the user's current settings
+
+
+def parse_choice(value: str | None, what: str, default: str) -> list[bool]:
+    """--channels-last / --compile: off, on or both -> [False], [True], [False, True]."""
+    value = (value or default).strip().lower()
+    if value not in BOTH:
+        raise UserError(f"{what} takes off, on or both, not {value!r}.")
+    return {"off": [False], "on": [True], "both": [False, True]}[value]
+
+
+def parse_precisions(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in PRECISIONS]
+    if bad or not names:
+        raise UserError(f"Precisions are fp32, fp16 and bf16, separated by commas; {', '.join(bad) or 'none'} "
+                        "is not one.")
+    return list(dict.fromkeys(names))
+
+
+def parse_budget(minutes: float | None) -> float:
+    """The budget in seconds (--budget is in minutes)."""
+    minutes = DEFAULT_BUDGET_MIN if minutes is None else minutes
+    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and 0.1 <= minutes <= MAX_BUDGET_MIN):
+        raise UserError(f"--budget is minutes, from 0.1 to {MAX_BUDGET_MIN:,.0f}, not {minutes}.")
+    return float(minutes) * 60.0
+
+
+def default_batch_sizes(batch: int, train_samples: int | None) -> list[int]:
+    """Around the setup's batch: half, it and double, within the training samples (a run needs one whole batch)."""
+    top = min(MAX_BATCH, train_samples) if train_samples else MAX_BATCH
+    sizes = sorted({b for b in (max(1, batch // 2), batch, batch * 2) if b <= top})
+    return sizes or [max(1, min(batch, top))]
+
+
+def default_threads(cores: int | None) -> list[int | None]:
+    """The CPU's thread counts worth trying: torch's default, and half the cores where there are four or more."""
+    return [None] + ([cores // 2] if cores and cores >= 4 else [])
+
+
+def grid(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int], precisions: Sequence[str],
+         channels_last: Sequence[bool], compiled: Sequence[bool], threads: Sequence[int | None],
+         why_not: Callable[[Candidate], str]) -> Grid:
+    """Every combination per device, the user's current settings first; `why_not(candidate)` is the engine's
+    sentence for a candidate that device cannot take ("" when it can)."""
+    out = Grid([])
+    for d in devices:
+        base = Candidate.of(config, d)
+        out.baselines[d] = base
+        combos = [Candidate(d, p, cl, c, b, t if d == "cpu" else None)
+                  for b in batch_sizes for p in precisions for cl in channels_last for c in compiled
+                  for t in (threads if d == "cpu" else [None])]
+        for cand in [base] + [c for c in dict.fromkeys(combos) if c != base]:
+            reason = why_not(cand)
+            if reason and cand != base:
+                out.refused[cand.key] = reason
+            out.candidates.append(cand)
+    if len(out.candidates) > MAX_CANDIDATES:
+        raise UserError(f"That grid holds {len(out.candidates):,} candidates; give fewer batch sizes or settings "
+                        f"(at most {MAX_CANDIDATES}).")
+    return out
+
+
+def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None], budget_s: float,
+        steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, max_rounds: int = MAX_ROUNDS,
+        should_stop: Callable[[], bool] | None = None,
+        on_point: Callable[[Candidate, RunResult, int], None] | None = None,
+        clock: Callable[[], float] = time.monotonic) -> dict:
+    """Measure the grid in rounds within the budget. Returns {"runs": {key: [RunResult, ...]}, "rounds": n,
+    "dropped": {key: why}, "elapsed_s", "budget_left": bool, "stopped": bool}."""
+    from ..sweep import separated
+
+    stop = should_stop or (lambda: False)
+    started = clock()
+    runs: dict[str, list[RunResult]] = {}
+    dropped: dict[str, str] = {}
+    live = [c for c in g.candidates if c.key not in g.refused]
+    too_big: set[tuple] = set()  # (device, settings) that failed at a batch: larger batches of it are not run
+    rounds, stopped, out_of_budget = 0, False, False
+    last_round_s = 0.0
+    while rounds < max_rounds and live:
+        if rounds and clock() - started + last_round_s > budget_s:
+            out_of_budget = rounds < max_rounds
+            break
+        rounds += 1
+        round_started = clock()
+        order = live if rounds % 2 else list(reversed(live))
+        for cand in order:
+            if stop():
+                stopped = True
+                break
+            if rounds == 1 and clock() - started > budget_s:
+                out_of_budget = True
+                break
+            family = (cand.device, cand.precision, cand.channels_last, cand.compile, cand.threads)
+            if any(f == family and b < cand.batch_size for f, b in too_big):
+                dropped.setdefault(cand.key, "a smaller batch of these settings did not run")
+                continue
+            result = run_point(cand.config(config, steps, warmup))
+            if result is None:
+                continue
+            runs.setdefault(cand.key, []).append(result)
+            if on_point is not None:
+                on_point(cand, result, rounds)
+            if result.status == "cancelled":
+                stopped = True
+                break
+            if result.status == "failed":
+                too_big.add((family, cand.batch_size))
+        last_round_s = clock() - round_started
+        if stopped or out_of_budget:
+            break
+        live = [c for c in live if c.key not in dropped and _still_running(runs.get(c.key))]
+        if rounds == 1:
+            for key, why in _halve(live, runs, g.baselines, separated).items():
+                dropped[key] = why
+            live = [c for c in live if c.key not in dropped]
+    return {"runs": runs, "rounds": rounds, "dropped": dropped, "elapsed_s": clock() - started,
+            "out_of_budget": out_of_budget, "stopped": stopped}
+
+
+def _still_running(results: list[RunResult] | None) -> bool:
+    return bool(results) and results[-1].status == "finished"
+
+
+def _halve(live: list[Candidate], runs: dict, baselines: dict, separated) -> dict[str, str]:
+    """After round one: per device, the candidates outside the better half whose middle half lies below the best's."""
+    out: dict[str, str] = {}
+    for device in dict.fromkeys(c.device for c in live):
+        mine = [(c, runs[c.key][-1].summary) for c in live if c.device == device and runs.get(c.key)]
+        mine.sort(key=lambda cs: cs[1].get("samples_per_s") or 0.0, reverse=True)
+        if len(mine) < 3:
+            continue
+        best = mine[0][1]
+        keep = math.ceil(len(mine) / 2)
+        for cand, s in mine[keep:]:
+            if cand == baselines.get(device) or not separated(s, best):
+                continue
+            ratio = (s.get("samples_per_s") or 0.0) / best["samples_per_s"]
+            out[cand.key] = (f"after round 1: {ratio:.2f}x the best's samples/s, their middle halves apart "
+                             "(successive halving)")
+    return out
+
+
+def why_not_here(config: RunConfig) -> Callable[[Candidate], str]:
+    """What this installation says of a candidate: "" when it can run, else the engine's sentence (the same checks
+    a run makes: the device's precisions, a GradScaler for fp16 training, the frozen app's compile, the input's
+    layout). Imports torch (the device checks need it)."""
+    import sys
+
+    from ...basics.config import FROZEN_COMPILE_REASON
+    from ...machine import devices, precision
+
+    kind = input_kind(config)
+    found: dict[str, devices.Device | str] = {}
+
+    def device_of(name: str):
+        if name not in found:
+            try:
+                found[name] = devices.resolve_device(name)
+            except UserError as exc:
+                found[name] = str(exc).rstrip(".")
+        return found[name]
+
+    def why(c: Candidate) -> str:
+        dev = device_of(c.device)
+        if isinstance(dev, str):
+            return dev
+        reason = precision.precision_unsupported_reason(dev, c.precision)
+        if reason:
+            return f"{c.precision} on {c.device}: {reason}"
+        if (c.precision == "fp16" and config.mode == "train" and dev.kind != "cpu"
+                and not precision.grad_scaler_supported(dev)):
+            return (f"fp16 training on {c.device} needs a GradScaler against underflow, which this PyTorch does not "
+                    "have there (MPS: PyTorch 2.8 or newer)")
+        if c.compile and getattr(sys, "frozen", False):
+            return FROZEN_COMPILE_REASON.rstrip(".")
+        if c.channels_last and "image" not in kind:
+            return (f"channels_last is a layout of image tensors; {config.model} gets {kind} here, so it changes "
+                    "nothing")
+        return ""
+    return why
+
+
+def input_kind(config: RunConfig) -> str:
+    """What the model gets from this dataset: synthetic data's sample (run.setup.synthetic_input), a named dataset's
+    kind, a folder's images; the model's own input kinds where that cannot be known here."""
+    from ...data.datasets import list_datasets
+    from ...run.setup import synthetic_input
+
+    name = str(config.dataset).lower()
+    try:
+        if name == "synthetic":
+            return synthetic_input(config).kind
+        info = next((d for d in list_datasets() if d.name == name), None)
+        return info.spec.kind if info is not None and info.spec is not None else "image"
+    except UserError:
+        from ...models import registry as models
+
+        return models.get_model_info(config.model).input_kind
+
+
+def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None],
+         run_check: Callable[[RunConfig], dict | None], budget_s: float, steps: int = DEFAULT_STEPS,
+         warmup: int = DEFAULT_WARMUP, should_stop: Callable[[], bool] | None = None,
+         on_point: Callable[[Candidate, RunResult, int], None] | None = None) -> dict:
+    """The whole tune, the one path of both front ends: the rounds (run), then one parity check per device and
+    reduced precision that ran (run_check(config): `inspect`'s result, None when it could not run), then the
+    report (report.analyse)."""
+    from .report import analyse
+
+    stop = should_stop or (lambda: False)
+    outcome = run(config, g, run_point=run_point, budget_s=budget_s, steps=steps, warmup=warmup,
+                  should_stop=stop, on_point=on_point)
+    checks: dict[tuple[str, str], dict] = {}
+    ran = [c for c in g.candidates if c.precision != "fp32" and any(
+        r.status == "finished" for r in outcome["runs"].get(c.key, []))]
+    for device, prec in dict.fromkeys((c.device, c.precision) for c in ran):
+        if stop() or outcome["stopped"]:
+            break
+        found = run_check(replace(config, device=device, precision=prec, options=dict(config.options)))
+        if isinstance(found, dict) and isinstance(found.get("parity"), dict):
+            checks[(device, prec)] = found["parity"]
+    return analyse(config, g, outcome, checks, steps=steps, warmup=warmup, budget_s=budget_s)

@@ -1,0 +1,221 @@
+"""A tune's result: every candidate on three axes (samples/s with its interval, peak memory, loss and parity against
+fp32 and float64), the recommendation per device and its sentence (the package measures; no torch here).
+
+Throughput: the median of the rounds' medians. Its interval, and that of the ratio to the user's current settings:
+with two rounds or more, the range over the rounds (the ratio paired round by round, as a repeat's); with one
+round, the 95 % bootstrap over measurement windows (compare.bootstrap_ratio). "Faster" only where the ratio's
+interval lies above 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ...analysis.compare import bootstrap_ratio, short_machine
+from ...basics.config import RunConfig
+from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite
+from ...basics.results import RunResult
+
+LOSS_DIVERGED = 0.5  # a final loss more than 50 % above fp32's at the same steps: the candidate diverged
+
+
+def _rates(r: RunResult) -> list[float]:
+    return [w["samples_per_s"] for w in (r.windows or []) if is_finite(w.get("samples_per_s"))]
+
+
+def _finished(results: Sequence[RunResult]) -> list[RunResult]:
+    return [r for r in results if r.status == "finished" and is_finite(r.summary.get("samples_per_s"))]
+
+
+def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, float | None, str]:
+    meds = [r.summary["samples_per_s"] for r in results]
+    if not meds:
+        return None, None, None, ""
+    if len(meds) >= 2:
+        return statistics.median(meds), min(meds), max(meds), f"range over {len(meds)} rounds"
+    ci = bootstrap_ratio(_rates(results[0]), [1.0, 1.0])
+    low, high = ci if ci else (None, None)
+    return meds[0], low, high, "95 % bootstrap over measurement windows"
+
+
+def _ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | None, float | None, float | None]:
+    if not mine or not base:
+        return None, None, None
+    if mine is base:
+        return 1.0, 1.0, 1.0
+    n = min(len(mine), len(base))
+    if n >= 2:
+        paired = [a.summary["samples_per_s"] / b.summary["samples_per_s"] for a, b in zip(mine[:n], base[:n])]
+        return statistics.median(paired), min(paired), max(paired)
+    speed = mine[0].summary["samples_per_s"] / base[0].summary["samples_per_s"]
+    ci = bootstrap_ratio(_rates(mine[0]), _rates(base[0]))
+    return (speed, *ci) if ci else (speed, None, None)
+
+
+def _loss(results: list[RunResult]) -> float | None:
+    losses = [r.summary.get("final_loss") for r in results]
+    finite = [v for v in losses if is_finite(v)]
+    return statistics.median(finite) if finite else None
+
+
+def _reference(c, by_key: dict, measured: dict[str, list[RunResult]]):
+    """fp32 at the same batch on the same device, eager, NCHW, default threads where measured; else any fp32 there
+    (`c`: a tune.Candidate; this module imports nothing of the package, which calls it)."""
+    plain = replace(c, precision="fp32", channels_last=False, compile=False, threads=None)
+    if plain.key in measured and _finished(measured[plain.key]):
+        return plain
+    return next((o for o in by_key.values() if o.device == c.device and o.precision == "fp32"
+                 and o.batch_size == c.batch_size and _finished(measured.get(o.key, []))), None)
+
+
+def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[dict]:
+    """One row per candidate, its three axes, and whether it is usable (and why not)."""
+    measured, dropped = outcome["runs"], outcome["dropped"]
+    by_key = {c.key: c for c in g.candidates}
+    rows = []
+    for c in g.candidates:
+        runs = measured.get(c.key, [])
+        ok = _finished(runs)
+        row = {"key": c.key, "label": c.label(), "device": c.device, "precision": c.precision,
+               "channels_last": c.channels_last, "compile": c.compile, "batch_size": c.batch_size,
+               "threads": c.threads, "baseline": c == g.baselines.get(c.device), "rounds": len(ok),
+               "run_ids": [r.id for r in runs], "reason": None}
+        sps, low, high, how = _throughput(ok)
+        base = g.baselines.get(c.device)
+        speed, s_low, s_high = _ratio(ok, _finished(measured.get(base.key, []))) if base else (None, None, None)
+        peaks = [r.summary.get("peak_memory") for r in ok if is_finite(r.summary.get("peak_memory"))]
+        warm = [r.summary.get("warmup_s") for r in ok if is_finite(r.summary.get("warmup_s"))]
+        row.update(samples_per_s=sps, samples_per_s_low=low, samples_per_s_high=high, interval=how or None,
+                   samples_per_s_iqr=statistics.median([r.summary.get("samples_per_s_iqr") or 0.0 for r in ok])
+                   if ok else None,
+                   speedup=speed, speedup_low=s_low, speedup_high=s_high,
+                   peak_memory=max(peaks) if peaks else None, warmup_s=statistics.median(warm) if warm else None,
+                   final_loss=_loss(ok), loss_vs_fp32=None, parity_ok=None, parity_worst=None)
+        ref = _reference(c, by_key, measured)
+        ref_loss = _loss(_finished(measured.get(ref.key, []))) if ref else None
+        if is_finite(row["final_loss"]) and is_finite(ref_loss) and ref_loss:
+            row["loss_vs_fp32"] = (row["final_loss"] - ref_loss) / abs(ref_loss)
+        check = checks.get((c.device, c.precision))
+        if check is not None and c.precision != "fp32":
+            row["parity_ok"], row["parity_worst"] = check.get("ok"), check.get("worst_rel_err")
+        row["status"], row["reason"] = _status(c, g, runs, ok, dropped, row, outcome)
+        rows.append(row)
+    return rows
+
+
+def _status(c, g, runs, ok, dropped, row, outcome) -> tuple[str, str | None]:
+    if c.key in g.refused:
+        return "refused", g.refused[c.key]
+    failed = [r for r in runs if r.status == "failed"]
+    if failed:
+        error = failed[-1].error or "the run failed"
+        if "nan" in error.lower() or "inf" in error.lower():
+            return "unusable", f"its loss was not finite: {error}"
+        return "failed", error
+    if not ok:
+        if c.key in dropped:
+            return "dropped", dropped[c.key]
+        return "not measured", ("the budget ran out first" if outcome.get("out_of_budget") else
+                                "the tune was stopped first" if outcome.get("stopped") else "not run")
+    if row["final_loss"] is None:
+        return "unusable", "its loss was not finite"
+    if is_finite(row["loss_vs_fp32"]) and row["loss_vs_fp32"] > LOSS_DIVERGED:
+        return "unusable", (f"it diverged: loss {row['final_loss']:.4g} after the same steps, "
+                            f"{row['loss_vs_fp32']:+.0%} against fp32")
+    if row["parity_ok"] is False and c.device != "cpu":  # on the CPU it is the precision's own rounding: the loss says
+        worst = row["parity_worst"]
+        return "unusable", ("one step does not match the CPU in float64" +
+                            (f" (worst relative error {worst:.2g})" if is_finite(worst) else " (not finite)"))
+    if c.key in dropped:
+        return "dropped", dropped[c.key]
+    return "measured", None
+
+
+def recommend(rows: list[dict]) -> dict[str, str | None]:
+    """Per device, the usable candidate with the highest samples/s whose ratio to the current settings lies wholly
+    above 1 (None: nothing beats the current settings by more than the noise)."""
+    out: dict[str, str | None] = {}
+    for device in dict.fromkeys(r["device"] for r in rows):
+        usable = [r for r in rows if r["device"] == device and r["status"] == "measured" and not r["baseline"]
+                  and is_finite(r.get("speedup_low")) and r["speedup_low"] > 1.0
+                  and is_finite(r.get("speedup")) and is_finite(r.get("speedup_high"))
+                  and is_finite(r.get("samples_per_s"))]
+        usable.sort(key=lambda r: r["samples_per_s"], reverse=True)
+        out[device] = usable[0]["key"] if usable else None
+    return out
+
+
+def rederived(result: dict) -> dict:
+    """The recommendation and the sentence from the rows' numbers, on every read (a file cannot make them disagree)."""
+    result["recommendation"] = recommend(result["candidates"])
+    result["sentence"] = sentence(result)
+    return result
+
+
+def sentence(result: dict) -> str:
+    rows = {r["key"]: r for r in result["candidates"]}
+    machine = short_machine((result.get("env") or {}).get("machine_label") or "") or "this machine"
+    model = (result.get("config") or {}).get("model", "the model")
+    parts = []
+    for device, key in (result.get("recommendation") or {}).items():
+        base = next((r for r in rows.values() if r["device"] == device and r["baseline"]), None)
+        if base is None or not is_finite(base.get("samples_per_s")):
+            parts.append(f"On {device}, your current settings did not run ({(base or {}).get('reason') or 'no run'}),"
+                         " so nothing is compared with them.")
+            continue
+        if key is None:
+            parts.append(f"On {device}, no setting beats your current one ({base['label']}, "
+                         f"{fmt_rate(base['samples_per_s'])} samples/s) by more than the noise.")
+            continue
+        best = rows.get(key)
+        if best is None:
+            continue
+        text = (f"On {machine}, {model} trains fastest on {device} with {best['label']}: "
+                f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}x-{best['speedup_high']:.2f}x] your "
+                f"{base['label']}")
+        if best.get("peak_memory") and base.get("peak_memory"):
+            change = best["peak_memory"] / base["peak_memory"] - 1
+            text += (f", {abs(change):.0%} {'less' if change < 0 else 'more'} memory "
+                     f"({fmt_bytes(best['peak_memory'])})")
+        if is_finite(best.get("loss_vs_fp32")) and best["precision"] != "fp32":
+            moved = abs(best["loss_vs_fp32"])
+            n = (result.get("steps") or 0) + (result.get("warmup") or 0)
+            text += f", loss within {moved:.1%} of fp32's after the same {n} steps"
+        if best["compile"] and is_finite(best.get("warmup_s")):
+            text += f"; it compiles for {fmt_duration(best['warmup_s'])} at each start"
+            if device == "mps":
+                text += " (PyTorch calls torch.compile on MPS a prototype)"
+        parts.append(text + ".")
+    notes = []
+    if result.get("dropped_count"):
+        notes.append(f"{result['dropped_count']} candidates were dropped after the first round (clearly behind).")
+    if result.get("out_of_budget"):
+        notes.append("The budget ran out before every candidate had its rounds: a longer --budget measures more.")
+    refused = sum(1 for r in rows.values() if r["status"] == "refused")
+    if refused:
+        notes.append(f"{refused} settings cannot run here (each says why).")
+    return " ".join(parts + notes) or "Nothing was measured."
+
+
+def analyse(config: RunConfig, g, outcome: dict, checks: dict, *, steps: int, warmup: int,
+            budget_s: float) -> dict:
+    rows = candidates(g, outcome, checks)
+    envs = [r.env for runs in outcome["runs"].values() for r in runs if r.env]
+    result = {"tool": "tune", "config": config.to_dict(), "env": envs[0] if envs else {},
+              "devices": list(g.baselines), "candidates": rows, "recommendation": recommend(rows),
+              "rounds": outcome["rounds"], "steps": steps, "warmup": warmup, "budget_s": budget_s,
+              "elapsed_s": outcome["elapsed_s"], "out_of_budget": bool(outcome.get("out_of_budget")),
+              "stopped": bool(outcome.get("stopped")),
+              "dropped_count": sum(1 for r in rows if r["status"] == "dropped"), "notes": []}
+    result["sentence"] = sentence(result)
+    return result
+
+
+def apply_to(config: RunConfig, row: dict) -> RunConfig:
+    """The setup with a candidate's settings (what Apply puts into the setup panel)."""
+    return replace(config, precision=row["precision"], channels_last=bool(row["channels_last"]),
+                   compile=bool(row["compile"]), batch_size=int(row["batch_size"]),
+                   threads=row.get("threads") if row.get("device") == "cpu" else config.threads,
+                   options=dict(config.options))

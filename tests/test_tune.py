@@ -1,0 +1,212 @@
+"""`tune`: the grid, the rounds within the budget, successive halving, the three axes and the recommendation
+(engine tools/tune.py, tune_report.py), with a fake run of each candidate (its throughput and loss chosen), then the
+command on the CPU here and on the faked Mac."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.tools import registry, toolview, tune
+from mpsstudio.engine.tools.tune import report as tune_report
+
+BASE = RunConfig(model="mnist_cnn", dataset="synthetic", device="cpu", batch_size=64)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def fake_runs(speeds: dict, losses: dict | None = None, errors: dict | None = None, clock: Clock | None = None,
+              cost_s: float = 1.0):
+    """run_point for tune.run: a candidate's throughput from `speeds` by (precision, channels_last, batch) (windows
+    within ±1 % of it), its loss from `losses` (default 2.3), failed with `errors`' sentence."""
+    ran = []
+
+    def run_point(cfg: RunConfig) -> RunResult:
+        key = (cfg.precision, cfg.channels_last, cfg.batch_size)
+        ran.append(key)
+        if clock is not None:
+            clock.t += cost_s
+        if errors and key in errors:
+            return RunResult(config=cfg, status="failed", error=errors[key])
+        sps = speeds.get(key, 100.0)
+        windows = [{"samples_per_s": sps * f} for f in (0.99, 1.0, 1.01, 0.995, 1.005, 1.0, 0.99, 1.01)]
+        summary = {"samples_per_s": sps, "samples_per_s_iqr": sps * 0.01, "peak_memory": 1_000_000 * cfg.batch_size
+                   * (0.6 if cfg.precision != "fp32" else 1.0), "warmup_s": 0.5,
+                   "final_loss": (losses or {}).get(key, 2.3)}
+        return RunResult(config=cfg, status="finished", summary=summary, windows=windows)
+    return run_point, ran
+
+
+def grid_of(precisions=("fp32", "bf16"), layouts=(False, True), sizes=(64,), why=lambda c: ""):
+    return tune.grid(BASE, ["cpu"], batch_sizes=list(sizes), precisions=list(precisions), channels_last=list(layouts),
+                     compiled=[False], threads=[None], why_not=why)
+
+
+def no_check(cfg):
+    return None
+
+
+def test_the_fastest_usable_setting_is_recommended_with_its_interval_and_the_json_holds_every_axis():
+    speeds = {("fp32", False, 64): 100.0, ("fp32", True, 64): 101.0, ("bf16", False, 64): 150.0,
+              ("bf16", True, 64): 180.0}
+    run_point, _ = fake_runs(speeds)
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    assert result["rounds"] == tune.MAX_ROUNDS  # the budget allowed every round
+    [chosen] = result["recommendation"].values()
+    best = next(r for r in result["candidates"] if r["key"] == chosen)
+    assert (best["precision"], best["channels_last"]) == ("bf16", True)
+    assert best["speedup"] == pytest.approx(1.8, rel=0.02) and best["speedup_low"] > 1.0
+    assert best["peak_memory"] < next(r for r in result["candidates"] if r["baseline"])["peak_memory"]
+    assert "trains fastest on cpu with bf16 + channels_last, batch 64: 1.80x [" in result["sentence"]
+    assert "40% less memory" in result["sentence"] and "loss within 0.0% of fp32's" in result["sentence"]
+    kept = registry.checked("tune", json.loads(json.dumps(result)))  # the declared shape, as a file reads it
+    assert kept["recommendation"] == result["recommendation"] and kept["sentence"] == result["sentence"]
+    for row in kept["candidates"]:
+        assert {"samples_per_s", "peak_memory", "loss_vs_fp32", "parity_ok"} <= set(row)
+    headers, rows, _ = toolview.tune_table(kept)
+    assert rows[0][1] == "bf16 + channels_last, batch 64" and rows[0][-1] == "recommended"
+
+
+def test_nothing_beats_the_current_settings_by_more_than_the_noise_is_an_answer():
+    run_point, _ = fake_runs({})  # every candidate at 100 samples/s
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    assert result["recommendation"] == {"cpu": None}
+    assert "On cpu, no setting beats your current one (fp32, batch 64, 100 samples/s) by more than the noise." in \
+        result["sentence"]
+
+
+def test_the_budget_is_kept_and_what_it_did_not_reach_is_said():
+    clock = Clock()
+    run_point, ran = fake_runs({}, clock=clock, cost_s=10.0)
+    g = grid_of(sizes=(32, 64, 128))  # 12 candidates, 10 s each
+    outcome = tune.run(BASE, g, run_point=run_point, budget_s=45.0, clock=clock)
+    assert outcome["out_of_budget"] and outcome["rounds"] == 1 and len(ran) == 5  # started within the budget only
+    result = tune_report.analyse(BASE, g, outcome, {}, steps=16, warmup=3, budget_s=45.0)
+    unmeasured = [r for r in result["candidates"] if r["status"] == "not measured"]
+    assert len(unmeasured) == 7 and all(r["reason"] == "the budget ran out first" for r in unmeasured)
+    assert "The budget ran out before every candidate had its rounds" in result["sentence"]
+
+
+def test_more_rounds_only_while_the_budget_allows_one_more():
+    clock = Clock()
+    run_point, ran = fake_runs({}, clock=clock, cost_s=10.0)
+    outcome = tune.run(BASE, grid_of(), run_point=run_point, budget_s=100.0, clock=clock)
+    assert outcome["rounds"] == 2 and len(ran) == 8 and clock.t <= 100.0  # a third round would end at 120 s
+    assert ran[:4] == list(reversed(ran[4:]))  # A B C D, then D C B A
+
+
+def test_successive_halving_drops_the_clearly_slow_and_keeps_the_best_and_the_current():
+    speeds = {("fp32", False, 32): 100.0, ("fp32", False, 64): 100.0, ("fp32", False, 128): 300.0,
+              ("bf16", False, 32): 20.0, ("bf16", False, 64): 21.0, ("bf16", False, 128): 22.0}
+    run_point, ran = fake_runs(speeds)
+    g = grid_of(layouts=(False,), sizes=(32, 64, 128))
+    outcome = tune.run(BASE, g, run_point=run_point, budget_s=600.0, max_rounds=3)
+    rows = {(r["precision"], r["batch_size"]): r for r in tune_report.candidates(g, outcome, {})}
+    assert all(rows[("bf16", b)]["status"] == "dropped" for b in (32, 64, 128))
+    assert "successive halving" in rows[("bf16", 32)]["reason"] and rows[("bf16", 32)]["rounds"] == 1
+    assert rows[("fp32", 128)]["rounds"] == 3 and rows[("fp32", 64)]["rounds"] == 3  # the best and the current
+    assert ran.count(("bf16", False, 64)) == 1
+    assert tune_report.recommend(list(rows.values())) == {"cpu": rows[("fp32", 128)]["key"]}
+
+
+def test_a_diverging_or_nan_candidate_is_unusable_and_never_recommended():
+    speeds = {("bf16", False, 64): 500.0, ("bf16", True, 64): 400.0, ("fp32", True, 64): 150.0}
+    run_point, _ = fake_runs(speeds, losses={("bf16", False, 64): 9.0},
+                             errors={("bf16", True, 64): "The loss became NaN at step 4."})
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    rows = {(r["precision"], r["channels_last"]): r for r in result["candidates"]}
+    assert rows[("bf16", False)]["status"] == "unusable" and "diverged" in rows[("bf16", False)]["reason"]
+    assert rows[("bf16", True)]["status"] == "unusable" and "not finite" in rows[("bf16", True)]["reason"]
+    assert result["recommendation"] == {"cpu": rows[("fp32", True)]["key"]}
+
+
+def test_a_wrong_parity_on_an_accelerator_makes_its_precision_unusable():
+    g = tune.grid(BASE, ["cuda:0"], batch_sizes=[64], precisions=["fp32", "bf16"], channels_last=[False],
+                  compiled=[False], threads=[None], why_not=lambda c: "")
+    run_point, _ = fake_runs({("bf16", False, 64): 300.0})
+    result = tune.tune(BASE, g, run_point=run_point, budget_s=600.0,
+                       run_check=lambda cfg: {"parity": {"ok": False, "worst_rel_err": 0.9}})
+    bf16 = next(r for r in result["candidates"] if r["precision"] == "bf16")
+    assert bf16["status"] == "unusable" and "does not match the CPU in float64" in bf16["reason"]
+    assert result["recommendation"] == {"cuda:0": None}
+
+
+def test_a_setting_the_device_cannot_take_is_listed_with_why_and_never_run():
+    why = (lambda c: "fp16 autocast does not run on the CPU with PyTorch 2.14" if c.precision == "fp16" else "")
+    g = grid_of(precisions=("fp32", "fp16"), why=why)
+    run_point, ran = fake_runs({})
+    result = tune.tune(BASE, g, run_point=run_point, run_check=no_check, budget_s=600.0)
+    refused = [r for r in result["candidates"] if r["status"] == "refused"]
+    assert len(refused) == 2 and all("does not run on the CPU" in r["reason"] for r in refused)
+    assert not any(k[0] == "fp16" for k in ran)
+    assert "2 settings cannot run here (each says why)." in result["sentence"]
+
+
+def test_a_cpu_autocast_that_would_do_nothing_is_said(monkeypatch):
+    from mpsstudio.engine.machine import precision
+
+    monkeypatch.setattr(precision, "_cpu_autocast_works", lambda p: False)
+    why = tune.why_not_here(BASE)
+    assert "fp16 autocast does not run on the CPU" in why(tune.Candidate("cpu", "fp16"))
+    assert why(tune.Candidate("cpu", "fp32")) == ""
+    tokens = tune.why_not_here(RunConfig(model="transformer", dataset="synthetic"))
+    assert "changes nothing" in tokens(tune.Candidate("cpu", "fp32", channels_last=True))
+
+
+def test_a_tune_stopped_midway_keeps_what_it_measured():
+    run_point, ran = fake_runs({("bf16", False, 64): 200.0})
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0,
+                       should_stop=lambda: len(ran) >= 2)
+    statuses = [r["status"] for r in result["candidates"]]
+    assert statuses.count("measured") == 2 and result["stopped"]
+    assert all(r["reason"] == "the tune was stopped first" for r in result["candidates"] if r["status"] ==
+               "not measured")
+
+
+def test_bad_options_are_one_sentence(capsys):
+    for argv, said in ((["--budget", "0"], "--budget is minutes"), (["--precisions", "fp8"], "fp8 is not one"),
+                       (["--threads-to-try", "two"], "--threads-to-try takes whole numbers")):
+        assert cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", *argv]) == \
+            cli.EXIT_BAD_INPUT
+        assert said in capsys.readouterr().err
+
+
+def test_tune_on_the_cpu_prints_the_table_and_the_recommendation_and_keeps_the_result(tmp_path, capsys):
+    out = tmp_path / "tune.json"
+    code = cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-sizes", "8,16",
+                     "--precisions", "fp32", "--budget", "1", "--steps", "8", "--warmup", "1", "--json", str(out)])
+    assert code == cli.EXIT_OK
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert {r["batch_size"] for r in doc["candidates"]} == {8, 16, 64}  # the current batch is measured too
+    assert all(r["status"] in ("measured", "dropped") for r in doc["candidates"])
+    assert "samples/s (median, measured)" in printed and doc["sentence"] in printed
+    from mpsstudio.engine.history.store import RunStore
+
+    [record] = [t for t in RunStore().tools() if t.kind == "tune"]
+    assert record.result["candidates"][0]["key"] == doc["candidates"][0]["key"]
+
+
+def test_tune_on_the_faked_mac(fake_mps, tmp_path, capsys):
+    fake_mps()
+    out = tmp_path / "tune.json"
+    code = cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "mps", "--batch-sizes", "8",
+                     "--batch-size", "8", "--precisions", "fp32,bf16", "--budget", "1", "--steps", "8", "--warmup",
+                     "1", "--no-save", "--json", str(out)])
+    assert code == cli.EXIT_OK, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    rows = {r["precision"]: r for r in doc["candidates"] if not r["channels_last"]}
+    assert rows["fp32"]["baseline"] and rows["fp32"]["status"] == "measured"
+    assert rows["bf16"]["status"] in ("measured", "refused", "unusable", "dropped")
+    if rows["bf16"]["status"] != "refused":
+        assert rows["bf16"]["parity_ok"] is not None  # inspect's check ran on the (faked) Apple GPU
