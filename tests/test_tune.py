@@ -26,7 +26,7 @@ class Clock:
 
 
 def fake_runs(speeds: dict, losses: dict | None = None, errors: dict | None = None, clock: Clock | None = None,
-              cost_s: float = 1.0):
+              cost_s: float = 1.0, jitter: float = 0.0):
     """run_point for tune.run: a candidate's throughput from `speeds` by (precision, channels_last, batch) (windows
     within ±1 % of it), its loss from `losses` (default 2.3), failed with `errors`' sentence."""
     ran = []
@@ -38,7 +38,7 @@ def fake_runs(speeds: dict, losses: dict | None = None, errors: dict | None = No
             clock.t += cost_s
         if errors and key in errors:
             return RunResult(config=cfg, status="failed", error=errors[key])
-        sps = speeds.get(key, 100.0)
+        sps = speeds.get(key, 100.0) * (1 + jitter * ((len(ran) % 5) - 2) / 2)  # varies round to round
         windows = [{"samples_per_s": sps * f} for f in (0.99, 1.0, 1.01, 0.995, 1.005, 1.0, 0.99, 1.01)]
         summary = {"samples_per_s": sps, "samples_per_s_iqr": sps * 0.01, "peak_memory": 1_000_000 * cfg.batch_size
                    * (0.6 if cfg.precision != "fp32" else 1.0), "warmup_s": 0.5,
@@ -69,6 +69,12 @@ def test_the_fastest_usable_setting_is_recommended_with_its_interval_and_the_jso
     assert best["peak_memory"] < next(r for r in result["candidates"] if r["baseline"])["peak_memory"]
     assert "trains fastest on cpu with bf16 + channels_last, batch 64: 1.80x [" in result["sentence"]
     assert "40% less memory" in result["sentence"] and "loss within 0.0% of fp32's" in result["sentence"]
+    speeds[("bf16", False, 64)] = 179.0  # within the noise of the best: "fastest" is said of both
+    run_point, _ = fake_runs(speeds, jitter=0.02)
+    tied = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    said = tied["sentence"]
+    assert "bf16 + channels_last, batch 64 or bf16, batch 64 (apart by less than the noise): " in said or \
+        "bf16, batch 64 or bf16 + channels_last, batch 64 (apart by less than the noise): " in said, said
     kept = registry.checked("tune", json.loads(json.dumps(result)))  # the declared shape, as a file reads it
     assert kept["recommendation"] == result["recommendation"] and kept["sentence"] == result["sentence"]
     for row in kept["candidates"]:
@@ -90,11 +96,20 @@ def test_the_budget_is_kept_and_what_it_did_not_reach_is_said():
     run_point, ran = fake_runs({}, clock=clock, cost_s=10.0)
     g = grid_of(sizes=(32, 64, 128))  # 12 candidates, 10 s each
     outcome = tune.run(BASE, g, run_point=run_point, budget_s=45.0, clock=clock)
-    assert outcome["out_of_budget"] and outcome["rounds"] == 1 and len(ran) == 5  # started within the budget only
+    # a point starts only where it should end within the budget: 4 of 10 s, not a fifth ending at 50 s
+    assert outcome["out_of_budget"] and outcome["rounds"] == 1 and len(ran) == 4 and clock.t <= 45.0
     result = tune_report.analyse(BASE, g, outcome, {}, steps=16, warmup=3, budget_s=45.0)
     unmeasured = [r for r in result["candidates"] if r["status"] == "not measured"]
-    assert len(unmeasured) == 7 and all(r["reason"] == "the budget ran out first" for r in unmeasured)
+    assert len(unmeasured) == 8 and all(r["reason"] == "the budget ran out first" for r in unmeasured)
     assert "The budget ran out before every candidate had its rounds" in result["sentence"]
+
+
+def test_the_parity_checks_that_follow_are_kept_within_the_budget():
+    clock = Clock()
+    run_point, ran = fake_runs({}, clock=clock, cost_s=10.0)
+    outcome = tune.run(BASE, grid_of(sizes=(32, 64, 128)), run_point=run_point, budget_s=45.0, clock=clock,
+                       reserve_points=2)  # room left for two checks of about a point each
+    assert len(ran) == 2 and clock.t + 2 * 10.0 <= 45.0
 
 
 def test_more_rounds_only_while_the_budget_allows_one_more():

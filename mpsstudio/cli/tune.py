@@ -20,19 +20,14 @@ def train_samples(cfg) -> int | None:
 
 
 def grid_of(args, cfg, devices: list[str]):
-    """The candidates from the options (the window's sheet gives the same options): tune.grid with this install's
-    reasons."""
+    """The candidates the options describe (the window's sheet gives the same options to tune.plan)."""
     from ..engine.tools import sweep, tune
 
-    sizes = sweep.parse_batch_sizes(args.batch_sizes) or tune.default_batch_sizes(cfg.batch_size, train_samples(cfg))
-    precisions = tune.parse_precisions(args.precisions) or ["fp32", "bf16", "fp16"]
-    image = "image" in tune.input_kind(cfg)
-    layouts = tune.parse_choice(args.try_channels_last, "--channels-last", "both" if image else "off")
-    compiled = tune.parse_choice(args.try_compile, "--compile", "off")
-    threads = ([None] + [int(t) for t in args.thread_counts.split(",")] if args.thread_counts
-               else tune.default_threads(os.cpu_count()))
-    return tune.grid(cfg, devices, batch_sizes=sizes, precisions=precisions, channels_last=layouts,
-                     compiled=compiled, threads=list(dict.fromkeys(threads)), why_not=tune.why_not_here(cfg))
+    return tune.plan(cfg, devices, batch_sizes=sweep.parse_batch_sizes(args.batch_sizes),
+                     precisions=tune.parse_precisions(args.precisions), channels_last=args.try_channels_last,
+                     compile=args.try_compile,
+                     threads=[int(t) for t in args.thread_counts.split(",")] if args.thread_counts else None,
+                     train_samples=train_samples(cfg), cores=os.cpu_count())
 
 
 def cmd_tune(args) -> int:

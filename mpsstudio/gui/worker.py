@@ -252,6 +252,8 @@ class ToolWorker(QThread):
                              steps=self.payload.get("steps", sweep.DEFAULT_STEPS),
                              warmup=self.payload.get("warmup", sweep.DEFAULT_WARMUP))
             return sweep.analyse(runs, self.config)
+        if self.kind == "tune":
+            return self._tune()
         if self.kind == "export":  # a stopped export must not land; what it left half-written goes
             from ..engine.basics.files import clear_partials
 
@@ -274,6 +276,36 @@ class ToolWorker(QThread):
                                   should_stop=self._stop.is_set,
                                   progress=lambda message, fraction: self.progress.emit(message),
                                   mps_fallback=self.config.mps_fallback)
+
+    def _tune(self) -> dict:
+        """Best Settings: the engine's tune (the CLI's path), each candidate a run in its own process, the parity
+        checks as `inspect` in a run process, Stop keeping what was measured."""
+        import os
+
+        from ..engine import process
+        from ..engine.basics.errors import UserError
+        from ..engine.tools import tune
+
+        p = self.payload
+        g = tune.plan(self.config, self.devices, batch_sizes=p.get("batch_sizes"), precisions=p.get("precisions"),
+                      channels_last=p.get("channels_last"), compile=p.get("compile"),
+                      train_samples=p.get("train_samples"), cores=os.cpu_count())
+
+        def check(cfg):
+            try:
+                return process.run_tool("inspect", {"config": cfg.to_dict()}, should_stop=self._stop.is_set,
+                                        mps_fallback=cfg.mps_fallback)
+            except UserError:
+                return None
+
+        def on_point(cand, result, rnd):
+            sps = result.summary.get("samples_per_s")
+            self.progress.emit(f"Best settings, round {rnd}: {cand.device} {cand.label()}: "
+                               + (f"{sps:,.0f} samples/s" if sps else result.status))
+        return tune.tune(self.config, g, run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set),
+                         run_check=check, budget_s=p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60),
+                         steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
+                         should_stop=self._stop.is_set, on_point=on_point)
 
     def run(self) -> None:
         from ..engine.basics.errors import UserError

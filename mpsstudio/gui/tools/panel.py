@@ -73,6 +73,7 @@ class ToolsPanel(QWidget):
 
     selected = Signal(object)  # the ToolRecord shown, or None
     sweep_requested = Signal(object)  # a largest-batch search's result: sweep its sizes
+    apply_requested = Signal(object, object)  # a tune's result and the candidate (row) to put into the setup
 
     def __init__(self, store, parent=None):
         super().__init__(parent)
@@ -231,6 +232,12 @@ class ToolsPanel(QWidget):
             return box
         if kind == "max-batch":
             return _table(*toolview.max_batch_table(result))
+        if kind == "tune":
+            from .tune_view import TuneView
+
+            view = TuneView(result)
+            view.apply_requested.connect(lambda row: self.apply_requested.emit(result, row))
+            return view
         if kind == "deploy-bench":
             plot = DeployPlot()
             plot.show_deploy(result)

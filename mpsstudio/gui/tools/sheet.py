@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout,
+    QCheckBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QSpinBox, QVBoxLayout,
 )
 
 from ...engine.basics.config import MAX_BATCH, RunConfig
@@ -26,6 +26,10 @@ WHAT = {
     "deploy-bench": "Inference of the model on each checked device, at each batch size (and Core ML's compute "
                     "units on macOS).",
     "export": "The model as a file another program loads, loaded back and compared with PyTorch on a fixed batch.",
+    "tune": "Which precision, memory layout, compile and batch size make the model fastest on each checked device, "
+            "each candidate a short run in rounds, at what cost in memory and loss (against fp32) and one step's "
+            "parity with the CPU in float64; the recommendation only where it beats your current settings beyond "
+            "the noise.",
 }
 FORMAT_TITLES = {"coreml": "Core ML package (.mlpackage)", "torchscript": "TorchScript (.pt)",
                  "exported-program": "torch.export program (.pt2)"}
@@ -159,6 +163,47 @@ class ToolSheet(QDialog):
         self.form.addRow("Precision:", self.precision)
         self.form.addRow("Compression:", self.compression)
 
+    def _build_tune(self) -> None:
+        from PySide6.QtWidgets import QComboBox, QDoubleSpinBox
+
+        from ...engine.tools import tune
+
+        sizes = tune.default_batch_sizes(self.config.batch_size, self.train)
+        self.sizes = self._line(", ".join(str(b) for b in sizes), "Batch sizes to try, separated by commas "
+                                "(--batch-sizes; by default half, the setup's and double).")
+        self.precisions = {p: QCheckBox(p) for p in ("fp32", "bf16", "fp16")}
+        row = QHBoxLayout()
+        for box in self.precisions.values():
+            box.setChecked(True)
+            box.setToolTip("Precisions to try (--precisions); one a device cannot run is listed with why.")
+            box.toggled.connect(self._update)
+            row.addWidget(box)
+        row.addStretch(1)
+        self.layouts = QComboBox()
+        self.compiles = QComboBox()
+        for box, default in ((self.layouts, "both"), (self.compiles, "off")):
+            for value, words in (("off", "no"), ("on", "yes"), ("both", "both, compared")):
+                box.addItem(words, value)
+            box.setCurrentIndex(box.findData(default))
+            box.currentIndexChanged.connect(self._update)
+        self.layouts.setToolTip("Try the channels_last memory layout (--channels-last); image input only.")
+        self.compiles.setToolTip("Try torch.compile (--compile); its compile time is reported apart. On MPS PyTorch "
+                                 "calls it a prototype.")
+        self.budget = QDoubleSpinBox()
+        self.budget.setRange(0.5, tune.MAX_BUDGET_MIN)
+        self.budget.setDecimals(1)
+        self.budget.setValue(tune.DEFAULT_BUDGET_MIN)
+        self.budget.setSuffix(" min")
+        self.budget.setToolTip("Time for the rounds (--budget); the parity checks come after, a few seconds each.")
+        self.budget.valueChanged.connect(self._update)
+        self.steps = self._spin(1, 100_000, tune.DEFAULT_STEPS, "Measured steps a candidate a round (--steps).")
+        self.form.addRow("Batch sizes:", self.sizes)
+        self.form.addRow("Precisions:", row)
+        self.form.addRow("channels_last:", self.layouts)
+        self.form.addRow("torch.compile:", self.compiles)
+        self.form.addRow("Time budget:", self.budget)
+        self.form.addRow("Measured steps:", self.steps)
+
     # -- what it will do ---------------------------------------------------------------------------------
     def _update(self, *_args) -> None:
         from ...engine.tools import toolview
@@ -179,6 +224,13 @@ class ToolSheet(QDialog):
             source = (f"the {self.train:,} training samples" if self.train and chosen["payload"]["cap"] >= self.train
                       else "")
             self.plan.setText(toolview.max_batch_line(chosen["payload"]["cap"], source))
+        elif self.kind == "tune":
+            p = chosen["payload"]
+            per_device = (len(p["batch_sizes"]) * len(p["precisions"]) * (2 if p["channels_last"] == "both" else 1)
+                          * (2 if p["compile"] == "both" else 1))
+            self.plan.setText(f"Up to {per_device} candidates on each of {', '.join(self.devices)} (and your current "
+                              f"settings), in rounds within {p['budget_s'] / 60:g} minutes; the clearly slower are "
+                              "dropped after the first round.")
         elif self.kind == "export":
             self.compression.setEnabled(chosen["payload"]["format"] == "coreml")
             self.plan.setText("Trained weights: the run's model as it ended training." if chosen["payload"]["weights"]
@@ -208,6 +260,17 @@ class ToolSheet(QDialog):
         elif self.kind == "deploy-bench":
             payload = {"batch_sizes": sweep.parse_batch_sizes(self.sizes.text()) or [1, 8, 32],
                        "compress": [name for name, box in self.compress.items() if box.isChecked()]}
+        elif self.kind == "tune":
+            from ...engine.tools import tune
+
+            precisions = [p for p, box in self.precisions.items() if box.isChecked()]
+            if not precisions:
+                raise UserError("Choose at least one precision to try.")
+            payload = {"batch_sizes": sweep.parse_batch_sizes(self.sizes.text()) or
+                       tune.default_batch_sizes(self.config.batch_size, self.train),
+                       "precisions": precisions, "channels_last": self.layouts.currentData(),
+                       "compile": self.compiles.currentData(), "budget_s": tune.parse_budget(self.budget.value()),
+                       "steps": self.steps.value()}
         elif self.kind == "export":
             trained = self.source.currentData() == "trained" and self.trained is not None
             fmt = self.format.currentData()

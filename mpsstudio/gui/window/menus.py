@@ -85,6 +85,8 @@ class MenusMixin:
                          "Ctrl+Shift+G"),
             self._action("Deploy Benchmark (PyTorch, Core ML)…", lambda: self.open_tool_sheet("deploy-bench"),
                          "Ctrl+Shift+D"),
+            self._action("Best Settings (Precision, Layout, Batch)…", lambda: self.open_tool_sheet("tune"),
+                         "Ctrl+Shift+T"),
             self._action("Export Model…", lambda: self.export_model(), "Ctrl+Shift+E"),
         ]
         for a in self.tool_actions:

@@ -25,7 +25,7 @@ class ToolsMixin:
         chosen = self.ask_tool_settings(kind, config, devices, self.setup.train_samples())
         if chosen is None:
             return
-        on = devices if kind in ("sweep", "deploy-bench", "diagnose") else [config.device]
+        on = devices if kind in ("sweep", "deploy-bench", "diagnose", "tune") else [config.device]
         self.start_tool(kind, chosen["config"], batch_sizes=chosen["batch_sizes"], payload=chosen["payload"],
                         devices=on)
 
@@ -64,6 +64,8 @@ class ToolsMixin:
             payload = {"models": [config.model], "devices": devices, **(payload or {})}
         if kind == "diagnose":  # the setup on every checked device, each layer compared
             payload = {"devices": devices, "layers": True, **(payload or {})}
+        if kind == "tune":  # the candidates around the setup's batch, within its training samples
+            payload = {"train_samples": self.setup.train_samples(), **(payload or {})}
         self.tool_worker = ToolWorker(kind, config, devices, self.store, self, batch_sizes=batch_sizes,
                                       payload=payload)
         self.tool_automatic = automatic
@@ -76,7 +78,7 @@ class ToolsMixin:
         self._set_running(True)
         self.progress.setRange(0, 0)  # the tool's own progress, never the last run's "step 6 / 6 · 100 %"
         self.progress.setFormat(f"{toolview.TITLES[kind]}…")
-        where = ", ".join(devices) if kind in ("sweep", "deploy-bench", "diagnose") else config.device
+        where = ", ".join(devices) if kind in ("sweep", "deploy-bench", "diagnose", "tune") else config.device
         started = f"{toolview.TITLES[kind]} of {config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on {where}…"
         self.run_label.setText(started) if automatic else self.say(started)
         self.tool_worker.start()
@@ -103,6 +105,22 @@ class ToolsMixin:
                 self.say(allowed or "Not run: the model file's code runs only if you allow it.")
                 return
         self.start_tool("sweep", config.with_device(device), batch_sizes=list(sizes))
+
+    def apply_tuned_settings(self, result: dict, row: dict) -> None:
+        """Best Settings' Apply: the tuned setup with the chosen candidate's precision, channels_last, compile,
+        batch size (and CPU threads), into the sidebar (engine tune.report.apply_to)."""
+        from ...engine.basics.errors import UserError
+        from ...engine.tools.tune.report import apply_to
+
+        if self.worker is not None or self.catalog is None:
+            return
+        try:
+            config = apply_to(RunConfig.from_dict(result.get("config") or {}), row).validate()
+        except (UserError, TypeError, ValueError, KeyError):
+            self.say("This result's setup cannot be read back; set the settings by hand from its table.")
+            return
+        self.setup.apply_config(config)
+        self.say(f"Applied {row['label']} (measured on {row['device']}) to the setup.")
 
     def _on_tool_done(self, record, why_not_kept: str, pending: str = "") -> None:
         self.tools.add(record)

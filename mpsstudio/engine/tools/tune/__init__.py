@@ -141,13 +141,32 @@ def grid(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int
     return out
 
 
+def plan(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int] | None = None,
+         precisions: Sequence[str] | None = None, channels_last: str | None = None, compile: str | None = None,
+         threads: Sequence[int] | None = None, train_samples: int | None = None, cores: int | None = None) -> Grid:
+    """The grid the options describe, the defaults where they say nothing (the CLI's and the window's sheet alike):
+    half, the setup's and double batch within the training samples; fp32, bf16 and fp16; channels_last both ways
+    for image input; compile off; the CPU's default threads (and half the cores on four or more)."""
+    image = "image" in input_kind(config)
+    extra = [t for t in (threads or []) if t]
+    return grid(config, devices,
+                batch_sizes=list(batch_sizes or default_batch_sizes(config.batch_size, train_samples)),
+                precisions=list(precisions or ("fp32", "bf16", "fp16")),
+                channels_last=parse_choice(channels_last, "--channels-last", "both" if image else "off"),
+                compiled=parse_choice(compile, "--compile", "off"),
+                threads=list(dict.fromkeys([None] + extra)) if extra else default_threads(cores),
+                why_not=why_not_here(config))
+
+
 def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None], budget_s: float,
         steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, max_rounds: int = MAX_ROUNDS,
         should_stop: Callable[[], bool] | None = None,
         on_point: Callable[[Candidate, RunResult, int], None] | None = None,
-        clock: Callable[[], float] = time.monotonic) -> dict:
-    """Measure the grid in rounds within the budget. Returns {"runs": {key: [RunResult, ...]}, "rounds": n,
-    "dropped": {key: why}, "elapsed_s", "budget_left": bool, "stopped": bool}."""
+        clock: Callable[[], float] = time.monotonic, reserve_points: int = 0) -> dict:
+    """Measure the grid in rounds within the budget. A point starts only where it should end within the budget (the
+    mean of the points so far), leaving room for `reserve_points` more (the parity checks that follow). Returns
+    {"runs": {key: [RunResult, ...]}, "rounds": n, "dropped": {key: why}, "elapsed_s", "out_of_budget": bool,
+    "stopped": bool}."""
     from ..sweep import separated
 
     stop = should_stop or (lambda: False)
@@ -158,8 +177,13 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
     too_big: set[tuple] = set()  # (device, settings) that failed at a batch: larger batches of it are not run
     rounds, stopped, out_of_budget = 0, False, False
     last_round_s = 0.0
+    points_s: list[float] = []
+
+    def left_s() -> float:  # the budget left once the reserved points are counted
+        mean = sum(points_s) / len(points_s) if points_s else 0.0
+        return budget_s - (clock() - started) - mean * reserve_points
     while rounds < max_rounds and live:
-        if rounds and clock() - started + last_round_s > budget_s:
+        if rounds and last_round_s > left_s():
             out_of_budget = rounds < max_rounds
             break
         rounds += 1
@@ -169,14 +193,16 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
             if stop():
                 stopped = True
                 break
-            if rounds == 1 and clock() - started > budget_s:
+            if rounds == 1 and points_s and sum(points_s) / len(points_s) > left_s():
                 out_of_budget = True
                 break
             family = (cand.device, cand.precision, cand.channels_last, cand.compile, cand.threads)
             if any(f == family and b < cand.batch_size for f, b in too_big):
                 dropped.setdefault(cand.key, "a smaller batch of these settings did not run")
                 continue
+            point_started = clock()
             result = run_point(cand.config(config, steps, warmup))
+            points_s.append(clock() - point_started)
             if result is None:
                 continue
             runs.setdefault(cand.key, []).append(result)
@@ -290,9 +316,11 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
     from .report import analyse
 
     stop = should_stop or (lambda: False)
+    started = time.monotonic()
+    checks = len({(c.device, c.precision) for c in g.candidates if c.precision != "fp32" and c.key not in g.refused})
     outcome = run(config, g, run_point=run_point, budget_s=budget_s, steps=steps, warmup=warmup,
-                  should_stop=stop, on_point=on_point)
-    checks: dict[tuple[str, str], dict] = {}
+                  should_stop=stop, on_point=on_point, reserve_points=checks)
+    found_checks: dict[tuple[str, str], dict] = {}
     ran = [c for c in g.candidates if c.precision != "fp32" and any(
         r.status == "finished" for r in outcome["runs"].get(c.key, []))]
     for device, prec in dict.fromkeys((c.device, c.precision) for c in ran):
@@ -300,5 +328,6 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
             break
         found = run_check(replace(config, device=device, precision=prec, options=dict(config.options)))
         if isinstance(found, dict) and isinstance(found.get("parity"), dict):
-            checks[(device, prec)] = found["parity"]
-    return analyse(config, g, outcome, checks, steps=steps, warmup=warmup, budget_s=budget_s)
+            found_checks[(device, prec)] = found["parity"]
+    outcome["elapsed_s"] = time.monotonic() - started
+    return analyse(config, g, outcome, found_checks, steps=steps, warmup=warmup, budget_s=budget_s)

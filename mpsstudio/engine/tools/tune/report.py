@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ...analysis.compare import bootstrap_ratio, short_machine
 from ...basics.config import RunConfig
-from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite
+from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite, plural
 from ...basics.results import RunResult
 
 LOSS_DIVERGED = 0.5  # a final loss more than 50 % above fp32's at the same steps: the candidate diverged
@@ -154,6 +154,16 @@ def rederived(result: dict) -> dict:
     return result
 
 
+def _tied(best: dict, rows) -> list[dict]:
+    """The other usable candidates of the device whose throughput interval reaches the best's: "fastest" is said
+    of them together."""
+    low = best.get("samples_per_s_low")
+    if not is_finite(low):
+        return []
+    return [r for r in rows if r is not best and r["device"] == best["device"] and r["status"] == "measured"
+            and not r["baseline"] and is_finite(r.get("samples_per_s_high")) and r["samples_per_s_high"] >= low]
+
+
 def sentence(result: dict) -> str:
     rows = {r["key"]: r for r in result["candidates"]}
     machine = short_machine((result.get("env") or {}).get("machine_label") or "") or "this machine"
@@ -172,7 +182,11 @@ def sentence(result: dict) -> str:
         best = rows.get(key)
         if best is None:
             continue
-        text = (f"On {machine}, {model} trains fastest on {device} with {best['label']}: "
+        tied = _tied(best, rows.values())
+        how = (f"with {best['label']}: " if not tied else
+               f"with {best['label']} or {' or '.join(r['label'] for r in tied)} (apart by less than the noise): "
+               f"{best['label']} is ")
+        text = (f"On {machine}, {model} trains fastest on {device} {how}"
                 f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}x-{best['speedup_high']:.2f}x] your "
                 f"{base['label']}")
         if best.get("peak_memory") and base.get("peak_memory"):
@@ -190,12 +204,13 @@ def sentence(result: dict) -> str:
         parts.append(text + ".")
     notes = []
     if result.get("dropped_count"):
-        notes.append(f"{result['dropped_count']} candidates were dropped after the first round (clearly behind).")
+        notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped after the first round (clearly "
+                     "behind).")
     if result.get("out_of_budget"):
         notes.append("The budget ran out before every candidate had its rounds: a longer --budget measures more.")
     refused = sum(1 for r in rows.values() if r["status"] == "refused")
     if refused:
-        notes.append(f"{refused} settings cannot run here (each says why).")
+        notes.append(f"{plural(refused, 'setting')} cannot run here (each says why).")
     return " ".join(parts + notes) or "Nothing was measured."
 
 
