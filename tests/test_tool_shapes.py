@@ -76,6 +76,10 @@ def render(kind: str, r: dict) -> list:
         out.append(toolview.export_table(r))
     elif kind == "deploy-bench":
         out.append(toolview.deploy_table(r))
+    elif kind == "tune":
+        from mpsstudio.engine.tools.tune import report
+
+        out += [toolview.tune_table(r), toolview.tune_rows(r), report.recommend(r["candidates"])]
     elif kind == "diagnose":
         out += [diagnose_view.anatomy_table(r), diagnose_view.title(r), diagnose_view.rederived(r)]
         for d in r["devices"]:

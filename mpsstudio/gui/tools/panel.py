@@ -3,9 +3,10 @@ selected, drawn.
 
 It shows what the engine computed (engine.tools.toolview's tables, the engine's sentence); nothing is re-derived here.
 A sweep is drawn as samples/s against batch size (log-x, one line per device, whiskers of ±IQR/2) with the
-crossover marked (tool_plots.py); a max-batch search as its probes; an inspection as its parity and fallback tables;
+crossover marked (plots.py); a max-batch search as its probes; an inspection as its parity and fallback tables;
 an export as what was written and its check; a deploy benchmark as latency per place, where Core ML plans the
-work, and its table.
+work, and its table; a diagnosis (views.py) as its phases, memory and layers; a tune (tune_view.py) as samples/s
+against peak memory over its table, with Apply.
 """
 
 from __future__ import annotations
@@ -14,51 +15,19 @@ import html
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QLabel, QListWidget,
-                               QListWidgetItem, QPushButton, QSplitter, QStackedWidget, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
+                               QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from ...engine.tools import toolview
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import error_line, fmt_timestamp
 from ...engine.history.runfiles import export_tool_json
 from ..style import placeholder_label, warning_color
-from .plots import DeployPlot, DiagnosePlot, SweepPlot
+from .plots import DeployPlot, SweepPlot
+from .views import _chart_over, _table, _words, diagnose_view
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
               "Benchmark or Export Model use the setup on the left.")
-
-
-def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
-    t = QTableWidget(len(rows), len(headers))
-    t.setHorizontalHeaderLabels(headers)
-    t.verticalHeader().setVisible(False)
-    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    t.setAlternatingRowColors(True)
-    for r, row in enumerate(rows):
-        for c, text in enumerate(row):
-            item = QTableWidgetItem(text)
-            item.setToolTip(text)
-            if numeric[c]:
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            t.setItem(r, c, item)
-    t.resizeColumnsToContents()
-    for c in range(len(headers)):  # a long reason (an out-of-memory message) is read in full in its tooltip
-        t.setColumnWidth(c, min(t.columnWidth(c), 420))
-    t.horizontalHeader().setStretchLastSection(True)
-    return t
-
-
-def _chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
-    """A chart over a panel (its layout returned, for labels and tables), in a vertical splitter."""
-    box = QSplitter(Qt.Orientation.Vertical)
-    box.addWidget(plot)
-    lower = QWidget()
-    layout = QVBoxLayout(lower)
-    layout.setContentsMargins(0, 0, 0, 0)
-    box.addWidget(lower)
-    return box, layout
 
 
 def _list_label(record, when: str) -> str:
@@ -124,7 +93,7 @@ class ToolsPanel(QWidget):
         split.addWidget(right)
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
-        split.setSizes([180, 940])
+        split.setSizes([160, 960])
         split.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -363,40 +332,3 @@ class ToolsPanel(QWidget):
             return
         self.records = [r for r in self.records if r.id != record.id]
         self.reload()
-
-
-def diagnose_view(result: dict) -> QWidget:
-    """The stacked bars of each device's step, the table of phases, each device's memory and, where layers were
-    compared, the layer table around the first one beyond tolerance."""
-    from ...engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
-
-    plot = DiagnosePlot()
-    plot.show_diagnosis(result)
-    box, ll = _chart_over(plot)
-    ll.addWidget(_table(*anatomy_table(result)), 1)
-    for d in result.get("devices") or []:
-        if "error" in d:
-            continue
-        memory = QLabel(f"{d['device']}: memory after the diagnostic steps: {memory_cells(d)}")
-        memory.setWordWrap(True)
-        ll.addWidget(memory)
-        for key, when in (("layers", "layer by layer"), ("after_layers", "layer by layer after training")):
-            found = d.get(key)
-            if found:
-                label = QLabel(f"{d['device']}, {when} against the float64 CPU reference ({found['precision']}, "
-                               f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
-                label.setWordWrap(True)
-                ll.addWidget(label)
-                ll.addWidget(_table(*layers_table(found)), 1)
-    box.setStretchFactor(0, 3)
-    box.setStretchFactor(1, 2)
-    box.setSizes([330, 220])
-    box.setObjectName("diagnose")
-    return box
-
-
-def _words(text: str) -> QLabel:
-    """A sentence above a table: wrapped, so that no sentence sets the window's width."""
-    label = QLabel(text)
-    label.setWordWrap(True)
-    return label

@@ -17,6 +17,18 @@ from ..style import device_color, warning_color
 from .plots import SweepPlot
 
 MIB = 1024 * 1024
+TUNE_HEADER_TIPS = {
+    "samples/s (measured)": "The median of the rounds' medians (each a short run with every run's rules).",
+    "interval": "samples/s: the range over the rounds (two or more), else the 95 % bootstrap over measurement "
+                "windows.",
+    "vs current": "samples/s over your current settings' on the same device, paired round by round: the median and "
+                  "its range (one round: the 95 % bootstrap interval).",
+    "peak memory": "The device's peak memory as the run records it (measured).",
+    "warm-up": "The warm-up steps' time, torch.compile's compilation included (measured apart from samples/s).",
+    "loss vs fp32": "The loss after the same steps from the same seed, against fp32 at the same batch on the same "
+                    "device.",
+    "parity": "One step against the CPU in float64 (inspect). On the CPU itself: the precision's own rounding.",
+}
 
 
 class TunePlot(pg.PlotWidget):
@@ -30,6 +42,7 @@ class TunePlot(pg.PlotWidget):
         self.setLabel("bottom", "peak memory (MiB, measured; ✕ unusable, ring: recommended)")
         self.setLabel("left", "samples/s (median, measured)")
         self.showGrid(x=True, y=True, alpha=0.15)
+        self.getPlotItem().setContentsMargins(8, 8, 20, 8)  # the right-most point off the window's edge
         self.legend = self.addLegend(offset=(10, 10))
         self.points: dict[str, tuple[float, float]] = {}  # key -> (MiB, samples/s) drawn
         SweepPlot._restyle(self)
@@ -92,7 +105,8 @@ class TuneView(QWidget):
         self.plot.show_tune(result)
         headers, cells, numeric = toolview.tune_table(result)
         self.table = QTableWidget(len(cells), len(headers))
-        self.table.setHorizontalHeaderLabels(headers)
+        # two-line headers, so that the ten columns fit beside the list in a 1280-point window
+        self.table.setHorizontalHeaderLabels([h.replace(" ", "\n", 1) if len(h) > 8 else h for h in headers])
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -104,12 +118,31 @@ class TuneView(QWidget):
                 item.setData(_SORT_ROLE, _sort_value(row, headers[j], text))
                 if numeric[j]:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if headers[j] == "status" and row.get("reason"):
-                    item.setToolTip(row["reason"])
+                if headers[j] == "parity":
+                    item.setToolTip(f"{text}: {TUNE_HEADER_TIPS['parity']}")
+                if headers[j] == "status":  # the word in the cell, the engine's whole sentence in its tooltip
+                    item.setText(text.split(": ", 1)[0])
+                    item.setToolTip(text)
+                if headers[j].startswith("samples/s"):  # the hidden columns' figures, where the eye is
+                    item.setToolTip(f"interval {values[headers.index('interval')]} "
+                                    f"({row.get('interval') or 'not known'}); warm-up "
+                                    f"{values[headers.index('warm-up')]} (torch.compile's compilation included)")
                 self.table.setItem(i, j, item)
         self.table.setSortingEnabled(True)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
         self.table.resizeColumnsToContents()
+        for j, header in enumerate(headers):
+            self.table.horizontalHeaderItem(j).setToolTip(TUNE_HEADER_TIPS.get(header, ""))
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setColumnHidden(0, len({r["device"] for r in self.rows}) < 2)  # one device: said in the title
+        # the throughput's interval (the chart's whiskers) and the warm-up are in the samples/s cell's tooltip, so
+        # that the columns fit beside the list in a 1280-point window
+        for hidden in ("interval", "warm-up"):
+            self.table.setColumnHidden(headers.index(hidden), True)
+        header = self.table.horizontalHeader()  # the status beside the settings; parity (its tooltip says) last
+        header.moveSection(header.visualIndex(headers.index("status")), 2)
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(headers.index("parity"), header.ResizeMode.Stretch)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.apply_button = QPushButton("Apply to Setup")
         self.apply_button.setToolTip("Put the selected candidate's precision, channels_last, compile, batch size "
@@ -159,7 +192,7 @@ class TuneView(QWidget):
 
 
 _SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-_SORT_KEYS = {"samples/s (median, measured)": "samples_per_s", "vs current": "speedup", "peak memory": "peak_memory",
+_SORT_KEYS = {"samples/s (measured)": "samples_per_s", "vs current": "speedup", "peak memory": "peak_memory",
               "warm-up": "warmup_s", "loss vs fp32": "loss_vs_fp32"}
 
 

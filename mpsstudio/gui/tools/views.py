@@ -1,0 +1,78 @@
+"""The pieces of the Tools tab's views: a table of the engine's cells, a chart over a panel, a sentence above a table,
+and a diagnosis's view (its bars, phases, memory and layers)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from .plots import DiagnosePlot
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
+    t = QTableWidget(len(rows), len(headers))
+    t.setHorizontalHeaderLabels(headers)
+    t.verticalHeader().setVisible(False)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    t.setAlternatingRowColors(True)
+    for r, row in enumerate(rows):
+        for c, text in enumerate(row):
+            item = QTableWidgetItem(text)
+            item.setToolTip(text)
+            if numeric[c]:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            t.setItem(r, c, item)
+    t.resizeColumnsToContents()
+    for c in range(len(headers)):  # a long reason (an out-of-memory message) is read in full in its tooltip
+        t.setColumnWidth(c, min(t.columnWidth(c), 420))
+    t.horizontalHeader().setStretchLastSection(True)
+    return t
+
+
+def _chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
+    """A chart over a panel (its layout returned, for labels and tables), in a vertical splitter."""
+    box = QSplitter(Qt.Orientation.Vertical)
+    box.addWidget(plot)
+    lower = QWidget()
+    layout = QVBoxLayout(lower)
+    layout.setContentsMargins(0, 0, 0, 0)
+    box.addWidget(lower)
+    return box, layout
+
+
+def diagnose_view(result: dict) -> QWidget:
+    """The stacked bars of each device's step, the table of phases, each device's memory and, where layers were
+    compared, the layer table around the first one beyond tolerance."""
+    from ...engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
+
+    plot = DiagnosePlot()
+    plot.show_diagnosis(result)
+    box, ll = _chart_over(plot)
+    ll.addWidget(_table(*anatomy_table(result)), 1)
+    for d in result.get("devices") or []:
+        if "error" in d:
+            continue
+        memory = QLabel(f"{d['device']}: memory after the diagnostic steps: {memory_cells(d)}")
+        memory.setWordWrap(True)
+        ll.addWidget(memory)
+        for key, when in (("layers", "layer by layer"), ("after_layers", "layer by layer after training")):
+            found = d.get(key)
+            if found:
+                label = QLabel(f"{d['device']}, {when} against the float64 CPU reference ({found['precision']}, "
+                               f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
+                label.setWordWrap(True)
+                ll.addWidget(label)
+                ll.addWidget(_table(*layers_table(found)), 1)
+    box.setStretchFactor(0, 3)
+    box.setStretchFactor(1, 2)
+    box.setSizes([330, 220])
+    box.setObjectName("diagnose")
+    return box
+
+
+def _words(text: str) -> QLabel:
+    """A sentence above a table: wrapped, so that no sentence sets the window's width."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    return label
