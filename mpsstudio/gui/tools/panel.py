@@ -27,7 +27,7 @@ from .plots import DeployPlot, SweepPlot
 from .views import _chart_over, _table, _words, diagnose_view
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
-              "Benchmark or Export Model use the setup on the left.")
+              "Benchmark, Best Settings or Export Model use the setup on the left.")
 
 
 def _list_label(record, when: str) -> str:

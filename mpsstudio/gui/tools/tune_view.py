@@ -43,7 +43,7 @@ class TunePlot(pg.PlotWidget):
         self.setLabel("left", "samples/s (median, measured)")
         self.showGrid(x=True, y=True, alpha=0.15)
         self.getPlotItem().setContentsMargins(8, 8, 20, 8)  # the right-most point off the window's edge
-        self.legend = self.addLegend(offset=(10, 10))
+        self.legend = self.addLegend(offset=(-10, 10))  # top right; shown only for two devices or more
         self.points: dict[str, tuple[float, float]] = {}  # key -> (MiB, samples/s) drawn
         SweepPlot._restyle(self)
 
@@ -88,6 +88,7 @@ class TunePlot(pg.PlotWidget):
                                         anchor=(0, 1))
                     label.setPos(x, y)
                     self.addItem(label)
+        self.legend.setVisible(len(by_device) > 1)  # one device: the title names it, and no box hides a point
         self.enableAutoRange()
         self.getPlotItem().getViewBox().setDefaultPadding(0.12)
 
