@@ -18,7 +18,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/lint-imports
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py

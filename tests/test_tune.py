@@ -190,7 +190,8 @@ def test_a_tune_stopped_midway_keeps_what_it_measured():
 
 def test_bad_options_are_one_sentence(capsys):
     for argv, said in ((["--budget", "0"], "--budget is minutes"), (["--precisions", "fp8"], "fp8 is not one"),
-                       (["--threads-to-try", "two"], "--threads-to-try takes whole numbers")):
+                       (["--threads-to-try", "two"], "--threads-to-try takes whole numbers"),
+                       (["--rounds", "0"], "--rounds is a whole number from 1 to 100")):
         assert cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", *argv]) == \
             cli.EXIT_BAD_INPUT
         assert said in capsys.readouterr().err
@@ -199,7 +200,8 @@ def test_bad_options_are_one_sentence(capsys):
 def test_tune_on_the_cpu_prints_the_table_and_the_recommendation_and_keeps_the_result(tmp_path, capsys):
     out = tmp_path / "tune.json"
     code = cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--batch-sizes", "8,16",
-                     "--precisions", "fp32", "--budget", "1", "--steps", "8", "--warmup", "1", "--json", str(out)])
+                     "--precisions", "fp32", "--budget", "1", "--rounds", "2", "--steps", "8", "--warmup", "1", "--json",
+                     str(out)])
     assert code == cli.EXIT_OK
     printed = capsys.readouterr().out
     doc = json.loads(out.read_text())
@@ -216,8 +218,8 @@ def test_tune_on_the_faked_mac(fake_mps, tmp_path, capsys):
     fake_mps()
     out = tmp_path / "tune.json"
     code = cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "mps", "--batch-sizes", "8",
-                     "--batch-size", "8", "--precisions", "fp32,bf16", "--budget", "1", "--steps", "8", "--warmup",
-                     "1", "--no-save", "--json", str(out)])
+                     "--batch-size", "8", "--precisions", "fp32,bf16", "--budget", "1", "--rounds", "2", "--steps", "8",
+                     "--warmup", "1", "--no-save", "--json", str(out)])
     assert code == cli.EXIT_OK, capsys.readouterr().err
     doc = json.loads(out.read_text())
     rows = {r["precision"]: r for r in doc["candidates"] if not r["channels_last"]}

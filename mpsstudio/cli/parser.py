@@ -228,6 +228,8 @@ def _tool_parsers(sub) -> None:
                    help="CPU thread counts to try beside torch's default (default: half the cores, on 4 or more)")
     t.add_argument("--budget", type=float, default=None, metavar="MINUTES",
                    help="time for the rounds (default: 10); the parity checks come after")
+    t.add_argument("--rounds", type=int, default=None,
+                   help="at most this many rounds (default: 7, as many as the budget allows)")
     t.add_argument("--steps", type=int, default=None, help="measured steps a candidate a round (default: 16)")
     t.add_argument("--warmup", type=int, default=None, help="warm-up steps a candidate a round (default: 3)")
 

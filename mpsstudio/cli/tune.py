@@ -1,4 +1,4 @@
-"""`mpsstudio tune`: the best settings for this model on these devices (engine tools/tune.py), on the command line:
+"""`mpsstudio tune`: the best settings for this model on these devices (engine tools/tune/), on the command line:
 the ranked table, the recommendation with its interval, `--json FILE`, and the result kept in the history."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def cmd_tune(args) -> int:
 
     cfg = _prelude(args)
     budget_s = tune.parse_budget(args.budget)
+    rounds = tune.parse_rounds(args.rounds)
     steps = args.steps if args.steps is not None else tune.DEFAULT_STEPS
     warmup = args.warmup if args.warmup is not None else tune.DEFAULT_WARMUP
     if args.thread_counts and not all(t.strip().isdigit() and 1 <= int(t) <= 4096
@@ -81,7 +82,7 @@ def cmd_tune(args) -> int:
         print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
 
     result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
-                       should_stop=lambda: bool(stopped), on_point=on_point)
+                       should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds)
     _print_table(toolview.tune_table(result))
     _finish("tune", result, args)
     print(f"\n{printable(result['sentence'])}")

@@ -305,7 +305,8 @@ class ToolWorker(QThread):
         return tune.tune(self.config, g, run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set),
                          run_check=check, budget_s=p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60),
                          steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
-                         should_stop=self._stop.is_set, on_point=on_point)
+                         should_stop=self._stop.is_set, on_point=on_point,
+                         max_rounds=p.get("max_rounds", tune.MAX_ROUNDS))
 
     def run(self) -> None:
         from ..engine.basics.errors import UserError

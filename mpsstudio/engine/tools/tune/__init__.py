@@ -98,6 +98,13 @@ def parse_precisions(text: str | None) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
+def parse_rounds(rounds: int | None) -> int:
+    rounds = MAX_ROUNDS if rounds is None else rounds
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 100:
+        raise UserError(f"--rounds is a whole number from 1 to 100, not {rounds}.")
+    return rounds
+
+
 def parse_budget(minutes: float | None) -> float:
     """The budget in seconds (--budget is in minutes)."""
     minutes = DEFAULT_BUDGET_MIN if minutes is None else minutes
@@ -309,7 +316,7 @@ def input_kind(config: RunConfig) -> str:
 def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None],
          run_check: Callable[[RunConfig], dict | None], budget_s: float, steps: int = DEFAULT_STEPS,
          warmup: int = DEFAULT_WARMUP, should_stop: Callable[[], bool] | None = None,
-         on_point: Callable[[Candidate, RunResult, int], None] | None = None) -> dict:
+         on_point: Callable[[Candidate, RunResult, int], None] | None = None, max_rounds: int = MAX_ROUNDS) -> dict:
     """The whole tune, the one path of both front ends: the rounds (run), then one parity check per device and
     reduced precision that ran (run_check(config): `inspect`'s result, None when it could not run), then the
     report (report.analyse)."""
@@ -319,7 +326,7 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
     started = time.monotonic()
     checks = len({(c.device, c.precision) for c in g.candidates if c.precision != "fp32" and c.key not in g.refused})
     outcome = run(config, g, run_point=run_point, budget_s=budget_s, steps=steps, warmup=warmup,
-                  should_stop=stop, on_point=on_point, reserve_points=checks)
+                  should_stop=stop, on_point=on_point, reserve_points=checks, max_rounds=max_rounds)
     found_checks: dict[tuple[str, str], dict] = {}
     ran = [c for c in g.candidates if c.precision != "fp32" and any(
         r.status == "finished" for r in outcome["runs"].get(c.key, []))]
