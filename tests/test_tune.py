@@ -154,6 +154,15 @@ def test_a_wrong_parity_on_an_accelerator_makes_its_precision_unusable():
     bf16 = next(r for r in result["candidates"] if r["precision"] == "bf16")
     assert bf16["status"] == "unusable" and "does not match the CPU in float64" in bf16["reason"]
     assert result["recommendation"] == {"cuda:0": None}
+    diagnosis = {"devices": [{"device": "cuda:0", "layers": {"first_wrong": {"module": "layer3.1.bn2",
+                                                                              "type": "BatchNorm2d"}}}]}
+    asked = []
+    result = tune.tune(BASE, g, run_point=run_point, budget_s=600.0,
+                       run_check=lambda cfg: {"parity": {"ok": False, "worst_rel_err": 0.9}},
+                       run_layers=lambda cfg: asked.append((cfg.device, cfg.precision)) or diagnosis)
+    bf16 = next(r for r in result["candidates"] if r["precision"] == "bf16")
+    assert asked == [("cuda:0", "bf16")] and bf16["first_wrong_layer"] == "layer3.1.bn2 (BatchNorm2d)"
+    assert bf16["reason"].endswith("; the first layer beyond tolerance: layer3.1.bn2 (BatchNorm2d) (diagnose --layers)")
 
 
 def test_a_setting_the_device_cannot_take_is_listed_with_why_and_never_run():

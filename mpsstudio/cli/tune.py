@@ -76,13 +76,23 @@ def cmd_tune(args) -> int:
             stopped.append(exc)
             return None
 
+    def layers(c):
+        try:
+            return process.run_tool("diagnose", {"config": c.to_dict(), "devices": [c.device], "layers": True},
+                                    timeout_s=args.timeout, mps_fallback=c.mps_fallback)
+        except UserError:
+            return None
+        except KeyboardInterrupt as exc:
+            stopped.append(exc)
+            return None
+
     def on_point(cand, result, rnd):
         sps = result.summary.get("samples_per_s")
         shown = f"{sps:,.0f} samples/s" if sps else result.status
         print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
 
     result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
-                       should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds)
+                       should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds, run_layers=layers)
     _print_table(toolview.tune_table(result))
     _finish("tune", result, args)
     print(f"\n{printable(result['sentence'])}")

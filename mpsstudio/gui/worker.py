@@ -298,6 +298,13 @@ class ToolWorker(QThread):
             except UserError:
                 return None
 
+        def layers(cfg):
+            try:
+                return process.run_tool("diagnose", {"config": cfg.to_dict(), "devices": [cfg.device], "layers": True},
+                                        should_stop=self._stop.is_set, mps_fallback=cfg.mps_fallback)
+            except UserError:
+                return None
+
         def on_point(cand, result, rnd):
             sps = result.summary.get("samples_per_s")
             self.progress.emit(f"Best settings, round {rnd}: {cand.device} {cand.label()}: "
@@ -306,7 +313,7 @@ class ToolWorker(QThread):
                          run_check=check, budget_s=p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60),
                          steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
                          should_stop=self._stop.is_set, on_point=on_point,
-                         max_rounds=p.get("max_rounds", tune.MAX_ROUNDS))
+                         max_rounds=p.get("max_rounds", tune.MAX_ROUNDS), run_layers=layers)
 
     def run(self) -> None:
         from ..engine.basics.errors import UserError

@@ -172,7 +172,7 @@ TUNE_ROW = Obj(
          "peak_memory": MS_OR_NULL, "warmup_s": MS_OR_NULL, "final_loss": Num(lo=None, hi=BIG, null=True,
                                                                               nonfinite_is_null=True),
          "loss_vs_fp32": Num(lo=None, hi=BIG, null=True, nonfinite_is_null=True), "parity_ok": Flag(null=True),
-         "parity_worst": ERR})
+         "parity_worst": ERR, "first_wrong_layer": Text(max=1_200, null=True)})
 TUNE = Obj(need={"sentence": LONG, "candidates": List(TUNE_ROW, max=1_000),
                  "recommendation": Map(Text(max=300, null=True), max=64)},
            may={**COMMON, "devices": List(DEVICE, max=64), "rounds": COUNT, "steps": COUNT, "warmup": COUNT,

@@ -295,6 +295,16 @@ def why_not_here(config: RunConfig) -> Callable[[Candidate], str]:
     return why
 
 
+def first_wrong_layer(diagnosis: dict | None) -> str | None:
+    """"features.3 (Conv2d)": the first layer a diagnosis found beyond tolerance (or not finite), None otherwise."""
+    for d in (diagnosis or {}).get("devices") or []:
+        found = d.get("layers") if isinstance(d, dict) else None
+        row = (found or {}).get("first_wrong") or (found or {}).get("first_nonfinite")
+        if isinstance(row, dict) and row.get("module"):
+            return f"{row['module']} ({row.get('type') or 'layer'})"
+    return None
+
+
 def input_kind(config: RunConfig) -> str:
     """What the model gets from this dataset: synthetic data's sample (run.setup.synthetic_input), a named dataset's
     kind, a folder's images; the model's own input kinds where that cannot be known here."""
@@ -316,9 +326,11 @@ def input_kind(config: RunConfig) -> str:
 def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None],
          run_check: Callable[[RunConfig], dict | None], budget_s: float, steps: int = DEFAULT_STEPS,
          warmup: int = DEFAULT_WARMUP, should_stop: Callable[[], bool] | None = None,
-         on_point: Callable[[Candidate, RunResult, int], None] | None = None, max_rounds: int = MAX_ROUNDS) -> dict:
+         on_point: Callable[[Candidate, RunResult, int], None] | None = None, max_rounds: int = MAX_ROUNDS,
+         run_layers: Callable[[RunConfig], dict | None] | None = None) -> dict:
     """The whole tune, the one path of both front ends: the rounds (run), then one parity check per device and
-    reduced precision that ran (run_check(config): `inspect`'s result, None when it could not run), then the
+    reduced precision that ran (run_check(config): `inspect`'s result, None when it could not run), where one fails
+    on an accelerator the first layer beyond tolerance (run_layers(config): `diagnose --layers`' result), then the
     report (report.analyse)."""
     from .report import analyse
 
@@ -335,6 +347,12 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
             break
         found = run_check(replace(config, device=device, precision=prec, options=dict(config.options)))
         if isinstance(found, dict) and isinstance(found.get("parity"), dict):
-            found_checks[(device, prec)] = found["parity"]
+            found_checks[(device, prec)] = dict(found["parity"])
+    for (device, prec), parity in found_checks.items():
+        if parity.get("ok") is False and device != "cpu" and run_layers is not None and not stop():
+            layer = first_wrong_layer(run_layers(replace(config, device=device, precision=prec,
+                                                         options=dict(config.options))))
+            if layer:
+                parity["first_wrong_layer"] = layer
     outcome["elapsed_s"] = time.monotonic() - started
     return analyse(config, g, outcome, found_checks, steps=steps, warmup=warmup, budget_s=budget_s)

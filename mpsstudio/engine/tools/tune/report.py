@@ -100,6 +100,7 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
         check = checks.get((c.device, c.precision))
         if check is not None and c.precision != "fp32":
             row["parity_ok"], row["parity_worst"] = check.get("ok"), check.get("worst_rel_err")
+            row["first_wrong_layer"] = check.get("first_wrong_layer")
         row["status"], row["reason"] = _status(c, g, runs, ok, dropped, row, outcome)
         rows.append(row)
     return rows
@@ -126,8 +127,10 @@ def _status(c, g, runs, ok, dropped, row, outcome) -> tuple[str, str | None]:
                             f"{row['loss_vs_fp32']:+.0%} against fp32")
     if row["parity_ok"] is False and c.device != "cpu":  # on the CPU it is the precision's own rounding: the loss says
         worst = row["parity_worst"]
+        layer = row.get("first_wrong_layer")
         return "unusable", ("one step does not match the CPU in float64" +
-                            (f" (worst relative error {worst:.2g})" if is_finite(worst) else " (not finite)"))
+                            (f" (worst relative error {worst:.2g})" if is_finite(worst) else " (not finite)") +
+                            (f"; the first layer beyond tolerance: {layer} (diagnose --layers)" if layer else ""))
     if c.key in dropped:
         return "dropped", dropped[c.key]
     return "measured", None
