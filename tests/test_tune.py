@@ -198,8 +198,8 @@ def test_a_tune_stopped_midway_keeps_what_it_measured():
 
 
 def test_bad_options_are_one_sentence(capsys):
-    for argv, said in ((["--budget", "0"], "--budget is minutes"), (["--precisions", "fp8"], "fp8 is not one"),
-                       (["--threads-to-try", "two"], "--threads-to-try takes whole numbers"),
+    for argv, said in ((["--budget", "0"], "--budget is minutes"), (["--precisions", "fp8"], "'fp8' is not one of them"),
+                       (["--threads-to-try", "two"], "--threads-to-try takes thread counts from 1 to 4,096"),
                        (["--rounds", "0"], "--rounds is a whole number from 1 to 100")):
         assert cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", *argv]) == \
             cli.EXIT_BAD_INPUT
@@ -236,3 +236,49 @@ def test_tune_on_the_faked_mac(fake_mps, tmp_path, capsys):
     assert rows["bf16"]["status"] in ("measured", "refused", "unusable", "dropped")
     if rows["bf16"]["status"] != "refused":
         assert rows["bf16"]["parity_ok"] is not None  # inspect's check ran on the (faked) Apple GPU
+
+
+def test_an_error_that_merely_contains_nan_or_inf_is_a_failure_not_a_non_finite_loss():
+    run_point, _ = fake_runs({}, errors={("bf16", False, 64): "information has 5 training samples, fewer than one "
+                                                               "batch of 64; use --batch-size 5 or less.",
+                                         ("bf16", True, 64): "The loss became NaN at step 3; lower the learning rate."})
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    rows = {(r["precision"], r["channels_last"]): r for r in result["candidates"]}
+    assert rows[("bf16", False)]["status"] == "failed" and rows[("bf16", False)]["reason"].startswith("information")
+    assert rows[("bf16", True)]["status"] == "unusable"
+
+
+def test_a_candidate_stopped_while_it_ran_is_not_compared_and_the_sentence_says_the_tune_was_stopped():
+    def run_point(cfg):
+        r = RunResult(config=cfg, status="cancelled")
+        r.summary.update(samples_per_s=4454.0, samples_per_s_iqr=10.0)
+        return r
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    [base] = [r for r in result["candidates"] if r["baseline"]]
+    assert base["status"] == "not measured" and "stopped while it ran" in base["reason"]
+    assert base["samples_per_s"] is None and result["stopped"]
+    assert "The tune was stopped before every candidate had its rounds" in result["sentence"]
+
+
+def test_a_file_cannot_make_fastest_contradict_its_own_table():
+    speeds = {("bf16", True, 64): 180.0}
+    run_point, _ = fake_runs(speeds)
+    result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
+    tampered = json.loads(json.dumps(result))
+    for r in tampered["candidates"]:
+        if (r["precision"], r["channels_last"]) == ("bf16", False):
+            r.update(samples_per_s=1.0, samples_per_s_low=0.5, samples_per_s_high=1.5, speedup=5.0, speedup_low=4.0,
+                     speedup_high=6.0)
+    kept = registry.checked("tune", tampered)
+    assert kept["recommendation"] == result["recommendation"]  # bf16 + channels_last, as its numbers say
+    for r in tampered["candidates"]:
+        r["baseline"] = False
+    kept = registry.checked("tune", tampered)
+    assert kept["recommendation"] == {"cpu": None} and "trains fastest" not in kept["sentence"]
+
+
+def test_thread_counts_are_plain_numbers_in_range(capsys):
+    assert cli.main(["tune", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu",
+                     "--threads-to-try", "2,\u00b3"]) == cli.EXIT_BAD_INPUT
+    assert "'\u00b3' is not one" in capsys.readouterr().err
+    assert tune.parse_threads("2, 4") == [2, 4] and tune.parse_threads(None) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..engine.basics.formatting import printable
+from ..engine.basics.formatting import plural, printable
 from .common import EXIT_OK, EXIT_RUN_FAILED, available_devices, interrupted
 from .tools import _finish, _prelude, _print_table, _progress
 
@@ -26,7 +26,7 @@ def grid_of(args, cfg, devices: list[str]):
     return tune.plan(cfg, devices, batch_sizes=sweep.parse_batch_sizes(args.batch_sizes),
                      precisions=tune.parse_precisions(args.precisions), channels_last=args.try_channels_last,
                      compile=args.try_compile,
-                     threads=[int(t) for t in args.thread_counts.split(",")] if args.thread_counts else None,
+                     threads=tune.parse_threads(args.thread_counts),
                      train_samples=train_samples(cfg), cores=os.cpu_count())
 
 
@@ -42,24 +42,24 @@ def cmd_tune(args) -> int:
     rounds = tune.parse_rounds(args.rounds)
     steps = args.steps if args.steps is not None else tune.DEFAULT_STEPS
     warmup = args.warmup if args.warmup is not None else tune.DEFAULT_WARMUP
-    if args.thread_counts and not all(t.strip().isdigit() and 1 <= int(t) <= 4096
-                                      for t in args.thread_counts.split(",")):
-        raise UserError(f"--threads-to-try takes whole numbers of threads separated by commas, not "
-                        f"{printable(args.thread_counts)!r}.")
+    tune.parse_threads(args.thread_counts)  # before any work: one sentence for a bad list
     names = args.devices.split(",") if args.devices is not None else available_devices()
     plan = session.plan(cfg, names)
     for line in plan.skipped:
         print(line, file=sys.stderr)
     g = grid_of(args, cfg, [c.device for c in plan.configs])
     runnable = len([c for c in g.candidates if c.key not in g.refused])
-    print(f"tuning {cfg.model} on {', '.join(g.baselines)}: {runnable} candidates ({len(g.refused)} cannot run "
-          f"here), within {budget_s / 60:g} minutes", file=sys.stderr)
+    print(f"tuning {cfg.model} on {', '.join(g.baselines)}: {plural(runnable, 'candidate')} ({len(g.refused)} "
+          f"cannot run here), within {budget_s / 60:g} minute{'' if budget_s == 60 else 's'}",
+          file=sys.stderr)
     stopped: list[KeyboardInterrupt] = []
+
+    limit = min(args.timeout or float("inf"), max(60.0, budget_s))  # no candidate outlasts the whole budget
 
     def point(c):
         ended = []
         try:
-            return process.run_point(c, progress=_progress, timeout_s=args.timeout,
+            return process.run_point(c, progress=_progress, timeout_s=limit,
                                      on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
         except KeyboardInterrupt as exc:  # kept as cancelled; the tune reports what it measured
             stopped.append(exc)
@@ -88,14 +88,14 @@ def cmd_tune(args) -> int:
 
     def on_point(cand, result, rnd):
         sps = result.summary.get("samples_per_s")
-        shown = f"{sps:,.0f} samples/s" if sps else result.status
+        shown = f"{sps:,.0f} samples/s" if sps and result.status == "finished" else result.status
         print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
 
     result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
                        should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds, run_layers=layers)
     _print_table(toolview.tune_table(result))
+    print(f"{toolview.TUNE_LEGEND}\n\n{printable(result['sentence'])}")  # on screen first, whatever the files do
     _finish("tune", result, args)
-    print(f"\n{printable(result['sentence'])}")
     if stopped:
         code, words = interrupted(stopped[0])
         print(f"mpsstudio: {words}; what the tune measured so far is kept.", file=sys.stderr)

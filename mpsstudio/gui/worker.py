@@ -309,8 +309,11 @@ class ToolWorker(QThread):
             sps = result.summary.get("samples_per_s")
             self.progress.emit(f"Best settings, round {rnd}: {cand.device} {cand.label()}: "
                                + (f"{sps:,.0f} samples/s" if sps else result.status))
-        return tune.tune(self.config, g, run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set),
-                         run_check=check, budget_s=p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60),
+        budget_s = p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60)
+        limit = max(60.0, budget_s)  # no candidate outlasts the whole budget
+        return tune.tune(self.config, g, run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set,
+                                                                               timeout_s=limit),
+                         run_check=check, budget_s=budget_s,
                          steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
                          should_stop=self._stop.is_set, on_point=on_point,
                          max_rounds=p.get("max_rounds", tune.MAX_ROUNDS), run_layers=layers)

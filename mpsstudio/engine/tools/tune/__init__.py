@@ -93,9 +93,24 @@ def parse_precisions(text: str | None) -> list[str] | None:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     bad = [p for p in names if p not in PRECISIONS]
     if bad or not names:
-        raise UserError(f"Precisions are fp32, fp16 and bf16, separated by commas; {', '.join(bad) or 'none'} "
-                        "is not one.")
+        said = ", ".join(repr(p) for p in bad) or "none was given"
+        raise UserError(f"Precisions are fp32, fp16 and bf16, separated by commas; {said} "
+                        f"{'is not one of them' if len(bad) == 1 else 'are not among them' if bad else ''}".rstrip() + ".")
     return list(dict.fromkeys(names))
+
+
+def parse_threads(text: str | None) -> list[int] | None:
+    """--threads-to-try "2,4" -> [2, 4]; None for the default; UserError for anything else."""
+    if text is None:
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not (part.isascii() and part.isdigit() and 1 <= int(part) <= 4096):
+            raise UserError(f"--threads-to-try takes thread counts from 1 to 4,096 separated by commas, e.g. 2,4; "
+                            f"{part!r} is not one.")
+        out.append(int(part))
+    return out
 
 
 def parse_rounds(rounds: int | None) -> int:

@@ -9,6 +9,7 @@ interval lies above 1.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,6 +19,7 @@ from ...basics.config import RunConfig
 from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite, plural
 from ...basics.results import RunResult
 
+NONFINITE_LOSS = re.compile(r"\bThe loss became (NaN|infinite)\b")
 LOSS_DIVERGED = 0.5  # a final loss more than 50 % above fp32's at the same steps: the candidate diverged
 
 
@@ -112,12 +114,14 @@ def _status(c, g, runs, ok, dropped, row, outcome) -> tuple[str, str | None]:
     failed = [r for r in runs if r.status == "failed"]
     if failed:
         error = failed[-1].error or "the run failed"
-        if "nan" in error.lower() or "inf" in error.lower():
+        if NONFINITE_LOSS.search(error):  # the engine's own words (run/failures.py), not a substring of any error
             return "unusable", f"its loss was not finite: {error}"
         return "failed", error
     if not ok:
         if c.key in dropped:
             return "dropped", dropped[c.key]
+        if any(r.status == "cancelled" for r in runs):
+            return "not measured", "the tune was stopped while it ran (a partial run is not compared)"
         return "not measured", ("the budget ran out first" if outcome.get("out_of_budget") else
                                 "the tune was stopped first" if outcome.get("stopped") else "not run")
     if row["final_loss"] is None:
@@ -141,10 +145,14 @@ def recommend(rows: list[dict]) -> dict[str, str | None]:
     above 1 (None: nothing beats the current settings by more than the noise)."""
     out: dict[str, str | None] = {}
     for device in dict.fromkeys(r["device"] for r in rows):
+        bases = [r for r in rows if r["device"] == device and r["baseline"] and is_finite(r.get("samples_per_s"))]
+        if len(bases) != 1:  # no current settings measured (or a file that says otherwise): nothing to beat
+            out[device] = None
+            continue
         usable = [r for r in rows if r["device"] == device and r["status"] == "measured" and not r["baseline"]
                   and is_finite(r.get("speedup_low")) and r["speedup_low"] > 1.0
                   and is_finite(r.get("speedup")) and is_finite(r.get("speedup_high"))
-                  and is_finite(r.get("samples_per_s"))]
+                  and is_finite(r.get("samples_per_s")) and _agrees(r, bases[0])]
         usable.sort(key=lambda r: r["samples_per_s"], reverse=True)
         out[device] = usable[0]["key"] if usable else None
     return out
@@ -155,6 +163,15 @@ def rederived(result: dict) -> dict:
     result["recommendation"] = recommend(result["candidates"])
     result["sentence"] = sentence(result)
     return result
+
+
+def _agrees(row: dict, base: dict) -> bool:
+    """Whether a row's ratio agrees with its own samples/s over the current settings' (a paired median differs from
+    the ratio of medians by a little, never by its whole interval): a file cannot make "fastest" contradict the
+    table."""
+    ratio = row["samples_per_s"] / base["samples_per_s"] if base["samples_per_s"] else 0.0
+    return row["speedup_low"] * 0.8 <= ratio <= row["speedup_high"] * 1.25 and \
+        row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
 
 
 def _tied(best: dict, rows) -> list[dict]:
@@ -175,8 +192,8 @@ def sentence(result: dict) -> str:
     for device, key in (result.get("recommendation") or {}).items():
         base = next((r for r in rows.values() if r["device"] == device and r["baseline"]), None)
         if base is None or not is_finite(base.get("samples_per_s")):
-            parts.append(f"On {device}, your current settings did not run ({(base or {}).get('reason') or 'no run'}),"
-                         " so nothing is compared with them.")
+            why = ((base or {}).get("reason") or "no run").rstrip(".")
+            parts.append(f"On {device}, your current settings did not run ({why}), so nothing is compared with them.")
             continue
         if key is None:
             parts.append(f"On {device}, no setting beats your current one ({base['label']}, "
@@ -209,7 +226,9 @@ def sentence(result: dict) -> str:
     if result.get("dropped_count"):
         notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped after the first round (clearly "
                      "behind).")
-    if result.get("out_of_budget"):
+    if result.get("stopped"):
+        notes.append("The tune was stopped before every candidate had its rounds: what it measured is above.")
+    elif result.get("out_of_budget"):
         notes.append("The budget ran out before every candidate had its rounds: a longer --budget measures more.")
     refused = sum(1 for r in rows.values() if r["status"] == "refused")
     if refused:
