@@ -212,7 +212,8 @@ def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
     expected = 3 * 32 * 32 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 * 5 + 5
     assert fmt_count(expected) == "3.80 M"
     assert "mlp · 3.80 M parameters" in fake_panel.summary_text()
-    assert "flowers · 5 classes · 3,670 images · 32×32 RGB for mlp" in fake_panel.summary_text()  # what mlp gets
+    # what mlp gets, the model named once
+    assert "flowers · 5 classes · 3,670 images · 32×32 RGB for mlp · 3.80 M parameters" in fake_panel.summary_text()
 
     after_first = fake_panel.dataset_combo.count()
     fake_panel.dataset_combo.setCurrentIndex(fake_panel.dataset_combo.findData("mnist"))

@@ -70,15 +70,17 @@ class SummaryMixin:
         spec, facts = self._dataset_spec_and_facts(model, dataset)
         model_name = self._model_title(model)
         params = self._parameters(model, spec)
+        # a folder's line already names the model its size is for: the model once
+        lead = facts if facts.endswith(f" for {model_name}") else f"{facts} — {model_name}"
         if isinstance(params, int):
-            text = f"{facts} — {model_name} · {fmt_count(params)} parameters"
+            text = f"{lead} · {fmt_count(params)} parameters"
             macs = self._macs(model, spec)
             if macs:
                 text += f" · {fmt_count(macs)} MACs a sample (counted)"
         elif params:
-            text = f"{facts} — {model_name}: {params}"
+            text = f"{lead}: {params}"
         else:
-            text = f"{facts} — {model_name}"
+            text = lead
         if model not in self._model_infos:
             text += f"\n{MODEL_FILE_WARNING}"
         if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
