@@ -218,7 +218,13 @@ def fake_mps(monkeypatch):
         stack.callback(probe.forget)  # a device check cached in this process must not outlive its faked Mac
 
         def make(**kwargs) -> FakeMPS:
+            from mpsstudio.engine.tools import maxbatch
+
             probe.forget()
+            # the faked GPU computes on this machine's shared CPU: a timing there says nothing about memory pressure
+            # (on a loaded machine it called the allocator's own boundary "memory pressure"); tests/test_tools.py
+            # tests that rule on its own
+            monkeypatch.setattr(maxbatch, "COLLAPSE", 0.0)
             fake = FakeMPS(**kwargs).install(monkeypatch)
             stack.enter_context(fake.activate())
             monkeypatch.setattr(handles, "new_process", functools.partial(process.InProcessRun,

@@ -141,14 +141,12 @@ def test_with_the_fallback_on_the_same_operation_runs_on_the_cpu(fake_mps):
 # ---------------------------------------------------------------- max-batch on a Mac
 
 
-def test_page_outs_are_not_swap_to_max_batch(fake_mps, monkeypatch):
+def test_page_outs_are_not_swap_to_max_batch(fake_mps):
     """psutil's swap_memory().sout on macOS is vmstat.pageouts x the page size (psutil/arch/osx/mem.c): a faked Mac
-    writes 512 MiB of file pages out between readings while its swap stays put, and no batch is refused for swap.
-    (The throughput-collapse rule is off here: on a loaded 2-core machine a timing could call batch 64 memory
-    pressure, which is not what this test is about; tests/test_tools.py covers that rule.)"""
+    writes 512 MiB of file pages out between readings while its swap stays put, and no batch is refused for swap
+    (the throughput-collapse rule is off on a faked Mac: conftest.fake_mps)."""
     from mpsstudio.engine.tools import maxbatch
 
-    monkeypatch.setattr(maxbatch, "COLLAPSE", 0.0)
     fake_mps(recommended_max=64 << 20, pageouts_per_read=512 * MIB)
     r = maxbatch.search(RunConfig(model="mlp", dataset="synthetic", device="mps", seed=1), memory_limit=24 << 20,
                         cap=64)
