@@ -282,3 +282,12 @@ def test_thread_counts_are_plain_numbers_in_range(capsys):
                      "--threads-to-try", "2,\u00b3"]) == cli.EXIT_BAD_INPUT
     assert "'\u00b3' is not one" in capsys.readouterr().err
     assert tune.parse_threads("2, 4") == [2, 4] and tune.parse_threads(None) is None
+
+
+def test_a_superscript_digit_is_not_a_batch_size_either():
+    from mpsstudio.engine.basics.errors import UserError
+    from mpsstudio.engine.tools import sweep
+
+    with pytest.raises(UserError, match="'\u00b3' is not one"):
+        sweep.parse_batch_sizes("8,\u00b3")
+    assert sweep.parse_batch_sizes("16, 8,16") == [8, 16]

@@ -148,6 +148,20 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
+def whole_numbers(text: str, low: int, high: int, refusal: str) -> list[int]:
+    """"8, 16,32" -> [8, 16, 32], in the order given; UserError(`refusal` + "'x' is not one.") for a part that is not
+    a plain whole number from `low` to `high` ("³" is a digit to str.isdigit, not to int)."""
+    from .errors import UserError
+
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not (part.isascii() and part.isdigit() and low <= int(part) <= high):
+            raise UserError(f"{refusal}; {part!r} is not one.")
+        out.append(int(part))
+    return out
+
+
 def parse_memory_size(text: str, what: str = "The memory limit") -> int:
     """"8G", "512M", "1.5 GiB", "1073741824" -> bytes (powers of 1024), from 1 MiB; UserError for anything else."""
     from .errors import UserError

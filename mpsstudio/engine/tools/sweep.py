@@ -21,7 +21,7 @@ from dataclasses import replace
 from ..analysis.compare import bootstrap_ratio
 from ..basics.config import MAX_BATCH, RunConfig, precision_note
 from ..basics.errors import UserError
-from ..basics.formatting import fmt_ratio, is_finite
+from ..basics.formatting import fmt_ratio, is_finite, whole_numbers
 from ..basics.results import RunResult
 
 DEFAULT_MAX = 512
@@ -34,14 +34,8 @@ def parse_batch_sizes(text: str | None) -> list[int] | None:
     """"1,2,4,8" -> [1, 2, 4, 8] (sorted, unique); None for the default; UserError for anything else."""
     if text is None:
         return None
-    sizes = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or not 1 <= int(part) <= MAX_BATCH:
-            raise UserError(f"Batch sizes must be whole numbers from 1 to {MAX_BATCH:,} separated by commas, e.g. "
-                            f"1,2,4,8; {part!r} is not one.")
-        sizes.append(int(part))
-    sizes = sorted(set(sizes))
+    sizes = sorted(set(whole_numbers(text, 1, MAX_BATCH, f"Batch sizes must be whole numbers from 1 to "
+                                                         f"{MAX_BATCH:,} separated by commas, e.g. 1,2,4,8")))
     if len(sizes) > MAX_POINTS:
         raise UserError(f"Give at most {MAX_POINTS} batch sizes; {len(sizes)} were given.")
     return sizes

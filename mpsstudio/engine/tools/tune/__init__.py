@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from ...basics.config import MAX_BATCH, PRECISIONS, RunConfig
 from ...basics.errors import UserError
+from ...basics.formatting import whole_numbers
 from ...basics.results import RunResult
 
 DEFAULT_BUDGET_MIN = 10.0
@@ -103,14 +104,8 @@ def parse_threads(text: str | None) -> list[int] | None:
     """--threads-to-try "2,4" -> [2, 4]; None for the default; UserError for anything else."""
     if text is None:
         return None
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if not (part.isascii() and part.isdigit() and 1 <= int(part) <= 4096):
-            raise UserError(f"--threads-to-try takes thread counts from 1 to 4,096 separated by commas, e.g. 2,4; "
-                            f"{part!r} is not one.")
-        out.append(int(part))
-    return out
+    return whole_numbers(text, 1, 4096, "--threads-to-try takes thread counts from 1 to 4,096 separated by commas, "
+                                        "e.g. 2,4")
 
 
 def parse_rounds(rounds: int | None) -> int:
