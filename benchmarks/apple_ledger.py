@@ -251,7 +251,7 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           for field in ("AppleEnergyMonitor", "get_cumulative_energy", "gpu_mj", "cpu_total_mj", "ane_mj", "dram_mj")]),
         ("ioreg", 'ioreg -r -d 1 -w 0 -c IOAccelerator ("Device Utilization %"); ioreg -rc AGXAccelerator',
          "ioreg(8), on a Mac (no wheel holds it)"),
-        ("sysctl", "sysctl machdep.cpu.brand_string, hw.memsize, sysctl.proc_translated",
+        ("sysctl", "sysctl machdep.cpu.brand_string, hw.memsize, sysctl.proc_translated, kern.osversion",
          [_src("psutil-sdist", "psutil/arch/osx/mem.c", 'sysctlbyname("hw.memsize")')]),
         ("pmset", "pmset -g (Low Power Mode); pmset -g therm on an Intel Mac",
          "pmset(1), on a Mac (no wheel holds it): CPU_Speed_Limit is an Intel Mac's"),

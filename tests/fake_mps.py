@@ -472,7 +472,8 @@ class FakeMPS:
         self.recommended_max, self.driver_overhead, self.noise = recommended_max, driver_overhead, noise
         self.noise_in = noise_in  # "all" operations, or "forward" ones only (grad mode on)
         self.available, self.built, self.machine = available, built, machine
-        self.sysctls = {"machdep.cpu.brand_string": chip, "hw.memsize": str(memory), **(sysctls or {})}
+        self.sysctls = {"machdep.cpu.brand_string": chip, "hw.memsize": str(memory), "kern.osversion": "23F79",
+                        **(sysctls or {})}
         self.broken = broken  # "oom": a virtual Mac's MPS (every allocation fails); "wrong" / "nan": bad results
         self.fallback_ops = set(fallback_ops)  # registered per op from MPSFallback.mm (a CPU kernel in disguise)
         self.fallback_enabled = fallback_enabled  # PYTORCH_ENABLE_MPS_FALLBACK=1 when torch loaded

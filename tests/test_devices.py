@@ -315,9 +315,13 @@ def test_environment_record(monkeypatch):
     expected = {
         "os", "platform", "machine", "hostname", "cpu", "chip", "gpus", "python", "torch", "torchvision",
         "cuda", "cudnn", "mps_built", "mps_available", "threads", "interop_threads", "tf32_matmul",
-        "tf32_cudnn", "env", "mpsstudio",
+        "tf32_cudnn", "env", "mpsstudio", "macos_build", "torch_git", "cuda_driver", "python_executable",
+        "python_env",
     }
     assert set(env) == expected
+    assert env["torch_git"] == torch.version.git_version and env["python_executable"] == sys.executable
+    assert env["macos_build"] is None  # not a Mac
+    assert env["cuda_driver"] is None or env["cuda_driver"][0].isdigit()
     assert json.loads(json.dumps(env)) == env
     assert env["torch"] == str(torch.__version__)
     assert env["threads"] == torch.get_num_threads()
@@ -333,6 +337,7 @@ def test_environment_on_faked_mac(monkeypatch):
     env = environment.environment()
     assert env["os"] == "macOS 14.5"
     assert env["chip"] == "Apple M1 Pro"
+    assert env["macos_build"] == "23F79"  # sysctl kern.osversion, as the fake Mac answers it
     assert environment.machine_label(env) == "Apple M1 Pro, macOS 14.5"
 
 

@@ -70,10 +70,35 @@ def _cudnn_version() -> int | None:
         return None
 
 
+def macos_build() -> str:
+    """The macOS build ("23F79": MPSGraph and Metal ship with it, so two Macs of one version can differ), or ""."""
+    return devices.sysctl("kern.osversion") if sys.platform == "darwin" else ""
+
+
+def cuda_driver() -> str | None:
+    """The NVIDIA driver's version ("580.95.05") through NVML, None without CUDA or NVML."""
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return None
+    try:
+        from .energy.nvml import _nvml
+
+        nvml = _nvml()
+        nvml.nvmlInit()
+        try:
+            version = nvml.nvmlSystemGetDriverVersion()
+        finally:
+            nvml.nvmlShutdown()
+    except Exception:  # no NVML library, no driver, an old nvidia-ml-py: not known, not an error
+        return None
+    return version.decode(errors="replace") if isinstance(version, bytes) else str(version)
+
+
 def environment() -> dict:
-    """Everything a result needs to be trusted and compared elsewhere; plain JSON types only."""
+    """Everything a result needs to be trusted and compared elsewhere; plain JSON types only. What can change a
+    run's numbers is compared field by field (analysis/contrast.py, ENVIRONMENT)."""
     return {
         "os": os_label(),
+        "macos_build": macos_build() or None,
         "platform": platform.platform(),
         "machine": platform.machine(),
         "hostname": platform.node(),
@@ -82,9 +107,11 @@ def environment() -> dict:
         "gpus": cuda_gpu_names(),
         "python": platform.python_version(),
         "torch": str(torch.__version__),
+        "torch_git": getattr(torch.version, "git_version", None),
         "torchvision": torchvision_version(),
         "cuda": torch.version.cuda,
         "cudnn": _cudnn_version(),
+        "cuda_driver": cuda_driver(),
         "mps_built": bool(torch.backends.mps.is_built()),
         "mps_available": bool(torch.backends.mps.is_available()),
         "threads": torch.get_num_threads(),
@@ -93,6 +120,10 @@ def environment() -> dict:
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "env": {name: os.environ[name] for name in RESULT_ENV_VARS if name in os.environ},
         "mpsstudio": __version__,
+        # the interpreter that ran (another Python environment: RunConfig.python); its folder's name is what a
+        # report shows (never the path: a user name may be in it)
+        "python_executable": sys.executable,
+        "python_env": os.path.basename(os.path.normpath(sys.prefix)),
     }
 
 
