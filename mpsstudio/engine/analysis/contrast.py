@@ -1,0 +1,369 @@
+"""Contrasts: runs compared by what differs between them, where compare.py compares devices.
+
+A contrast has a baseline run (chosen, or the oldest) and, for each other run, the ratio of its throughput to the
+baseline's with an interval, and every difference between the two that MPS Studio records: a setting of the run
+(batch, precision, channels_last, compile, workers, ...), its device, or its environment (torch, macOS and its
+build, the chip, the power source, the MPS variables, CUDA and its driver, ...). The verdict names what differs;
+where more than one thing does, it says the cause cannot be told apart.
+
+Three ways to get one:
+- `by_setting`: runs of one setup on one device of one machine in one environment that differ in exactly one
+  setting (SETTING_AXES): batch 64 against 128, fp32 against bf16.
+- `by_environment`: runs of one setup (every setting equal) on one kind of device whose environments differ:
+  torch 2.14.1 against 2.15.0, macOS 14.5 against 15.1, this Mac against a server.
+- `of_runs`: any two or more runs the user chose.
+
+Rules (docs/architecture.md, "Contrasts"): finished runs with a throughput only; one run per distinct value (the
+newest stands for it); the interval is compare.py's bootstrap of the ratio of the two runs' median window
+throughputs: window-to-window noise inside the two runs, not run-to-run variation (a repeat measures that). A ratio
+whose interval contains 1.0 is "no clear difference". No torch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..basics.config import RunConfig
+from ..basics.formatting import is_finite, one_line, printable
+from ..basics.results import RunResult
+from .compare import _rates, _seed, bootstrap_ratio, machine_id, short_machine
+
+# The settings a "differs in one setting" contrast groups by, with the word a sentence uses for each
+SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
+                "compile": "torch.compile", "workers": "workers", "threads": "CPU threads", "tf32": "TF32",
+                "accumulate": "accumulation", "resident": "data on the device"}
+# Every other setting a difference is named for (a run's length, seed and window target change what is measured)
+OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "steps", "epochs": "epochs",
+                  "warmup_steps": "warm-up steps", "seed": "seed", "window_s": "window length",
+                  "mps_fallback": "MPS fallback", "cast_float64": "float64 cast", "image_size": "image size",
+                  "input_shape": "input", "num_classes": "classes", "options": "options",
+                  "early_stop_patience": "early stopping", "keep_best": "keep best", "mode": "mode",
+                  "model": "model", "dataset": "dataset"}
+# What a regression check's baseline must share with the new run: the work itself (what differs beyond is named)
+WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
+            "num_classes", "image_size", "accumulate", "resident", "tf32", "options")
+
+
+def _host(env: dict):
+    host = env.get("host")
+    return host if isinstance(host, dict) else {}
+
+
+def _power(env: dict):
+    battery = _host(env).get("on_battery")
+    return None if battery is None else "battery" if battery else "power adapter"
+
+
+def _low_power(env: dict):
+    low = _host(env).get("low_power_mode")
+    return None if low is None else "on" if low else "off"
+
+
+def _mps_vars(env: dict):
+    variables = env.get("env")
+    if not isinstance(variables, dict):
+        return None
+    return ", ".join(f"{k}={v}" for k, v in sorted(variables.items()) if "MPS" in str(k)) or "none set"
+
+
+def _other_vars(env: dict):
+    variables = env.get("env")
+    if not isinstance(variables, dict):
+        return None
+    return ", ".join(f"{k}={v}" for k, v in sorted(variables.items()) if "MPS" not in str(k)) or "none set"
+
+
+def _field(key: str) -> Callable[[dict], object]:
+    return lambda env: env.get(key)
+
+
+def _gpus(env: dict):
+    gpus = env.get("gpus")
+    return ", ".join(str(g) for g in gpus) if isinstance(gpus, list) and gpus else None
+
+
+# (key, the word a sentence uses, how to read it from env): what can change a run's numbers besides its settings.
+# Read only when recorded: an older run without a field differs in nothing there.
+ENVIRONMENT: tuple[tuple[str, str, Callable[[dict], object]], ...] = (
+    ("torch", "torch", _field("torch")),
+    ("torch_git", "torch build", _field("torch_git")),
+    ("torchvision", "torchvision", _field("torchvision")),
+    ("python", "Python", _field("python")),
+    ("python_env", "Python environment", _field("python_env")),
+    ("os", "OS", _field("os")),
+    ("macos_build", "macOS build", _field("macos_build")),
+    ("chip", "chip", _field("chip")),
+    ("cpu", "CPU", _field("cpu")),
+    ("gpus", "GPU", _gpus),
+    ("cuda", "CUDA", _field("cuda")),
+    ("cuda_driver", "NVIDIA driver", _field("cuda_driver")),
+    ("cudnn", "cuDNN", _field("cudnn")),
+    ("threads", "CPU threads", _field("threads")),
+    ("power", "power source", _power),
+    ("low_power_mode", "Low Power Mode", _low_power),
+    ("mps_env", "MPS variables", _mps_vars),
+    ("other_env", "thread and CUDA variables", _other_vars),
+    ("mpsstudio", "MPS Studio", _field("mpsstudio")),
+    ("host", "machine", _field("hostname")),
+)
+_ENV_LABELS = {key: label for key, label, _ in ENVIRONMENT}
+
+
+@dataclass
+class Difference:
+    """One thing two runs do not share: `kind` "setting", "device" or "environment"; values as a person reads them."""
+
+    key: str
+    label: str
+    base: str
+    other: str
+    kind: str
+
+    def words(self, side: str = "other") -> str:
+        """"torch 2.15.0", "batch 128", "bf16", "channels_last on"."""
+        value = self.other if side == "other" else self.base
+        if self.key == "precision" or self.kind == "device":
+            return value
+        if self.key == "host":
+            return f"host {value}" if value != "unknown" else "another machine"
+        return f"{self.label} {value}"
+
+
+def _shown(value) -> str:
+    if value is None or value == "":
+        return "unknown"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return "x".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "none"
+    return one_line(printable(str(value)), 60)
+
+
+def environment_items(env: dict) -> list[tuple[str, str]]:
+    """(the word, the value) of every recorded environment field, for Details and reports (no host name, no path)."""
+    out = []
+    for key, label, read in ENVIRONMENT:
+        value = read(env) if isinstance(env, dict) else None
+        if key == "host" or value in (None, "", "none set"):
+            continue
+        out.append((label, _shown(value)))
+    return out
+
+
+def differences(base: RunResult, other: RunResult) -> list[Difference]:
+    """What `other` does not share with `base`: settings first, then the device, then the environment."""
+    out: list[Difference] = []
+    for name, label in {**SETTING_AXES, **OTHER_SETTINGS}.items():
+        a, b = getattr(base.config, name, None), getattr(other.config, name, None)
+        if a != b:
+            out.append(Difference(name, label, _shown(a), _shown(b), "setting"))
+    if base.config.device != other.config.device:
+        out.append(Difference("device", "device", base.config.device, other.config.device, "device"))
+    same_torch = base.env.get("torch") == other.env.get("torch")
+    for key, label, read in ENVIRONMENT:
+        a, b = read(base.env), read(other.env)
+        if a in (None, "") or b in (None, "") or a == b:
+            continue  # not recorded on one side (an older run): not a difference anyone can name
+        if key == "torch_git" and not same_torch:
+            continue  # another version has another build: the version says it
+        if key == "threads" and base.config.threads != other.config.threads:
+            continue  # the setting says it
+        out.append(Difference(key, label, _shown(a), _shown(b), "environment"))
+    return out
+
+
+@dataclass
+class Versus:
+    """One run against the baseline: the ratio of its throughput to the baseline's, the interval, what differs."""
+
+    run: RunResult
+    ratio: float | None
+    low: float | None = None
+    high: float | None = None
+    diffs: list[Difference] = field(default_factory=list)
+
+    def unclear(self) -> bool:
+        """No interval, or one containing 1.0: no clear difference."""
+        return self.low is None or self.high is None or self.low <= 1.0 <= self.high
+
+    @property
+    def noisy(self) -> bool:
+        return self.run.summary.get("stability") == "noisy"
+
+
+@dataclass
+class Contrast:
+    """A baseline run and each other run against it. `kind`: "setting" (one axis: `axis`), "environment" or
+    "selected" (runs a person chose)."""
+
+    kind: str
+    baseline: RunResult
+    rows: list[Versus]
+    axis: str = ""
+
+    @property
+    def runs(self) -> list[RunResult]:
+        return [self.baseline, *(v.run for v in self.rows)]
+
+    def title(self) -> str:
+        c = self.baseline.config
+        what = {"setting": f"{SETTING_AXES.get(self.axis, self.axis)} compared",
+                "environment": "environments compared", "selected": "selected runs compared"}[self.kind]
+        setup = _setup_words(c, skip={self.axis} if self.kind == "setting" else set())
+        return printable(f"{setup} on {c.device}: {what}" if self.kind != "selected" else f"{setup}: {what}")
+
+    def sentences(self) -> list[str]:
+        return [verdict(self, v) for v in self.rows]
+
+
+def _usable(r: RunResult) -> bool:
+    return r.status == "finished" and is_finite(r.summary.get("samples_per_s")) and r.summary["samples_per_s"] > 0
+
+
+def versus(base: RunResult, other: RunResult) -> Versus:
+    a, b = other.summary.get("samples_per_s"), base.summary.get("samples_per_s")
+    ratio = a / b if is_finite(a) and is_finite(b) and a > 0 and b > 0 else None
+    interval = bootstrap_ratio(_rates(other), _rates(base), seed=_seed(other.id, base.id)) if ratio else None
+    low, high = interval if interval else (None, None)
+    return Versus(other, ratio, low, high, differences(base, other))
+
+
+def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: str = "selected",
+            axis: str = "") -> Contrast:
+    """The given runs against `baseline` (default: the oldest); a run without a throughput has no ratio."""
+    ordered = sorted(runs, key=lambda r: r.created_at)
+    base = baseline if baseline is not None else ordered[0]
+    rows = [versus(base, r) for r in ordered if r.id != base.id]
+    return Contrast(kind, base, rows, axis)
+
+
+def _env_print(r: RunResult, skip: str = "") -> tuple:
+    return tuple(_shown(read(r.env)) for key, _, read in ENVIRONMENT if key != skip) + (machine_id(r),)
+
+
+def _newest_per(runs: Iterable[RunResult], value: Callable[[RunResult], object]) -> list[RunResult]:
+    by_value: dict = {}
+    for r in sorted(runs, key=lambda r: r.created_at):
+        by_value[repr(value(r))] = r
+    return sorted(by_value.values(), key=lambda r: r.created_at)
+
+
+def _choose(runs: list[RunResult], baseline_id: str | None) -> RunResult | None:
+    return next((r for r in runs if r.id == baseline_id), None)
+
+
+def by_setting(results: Iterable[RunResult], baseline_id: str | None = None) -> list[Contrast]:
+    """Runs of one setup, device, machine and environment that differ in exactly one setting (SETTING_AXES)."""
+    usable = [r for r in results if _usable(r)]
+    out = []
+    for axis in SETTING_AXES:
+        groups: dict[tuple, list[RunResult]] = {}
+        for r in usable:
+            key = tuple(kv for kv in r.config.comparison_key() if kv[0] != axis)
+            # CPU threads as set show in the environment's thread count too: that one is the setting's to name
+            groups.setdefault((key, r.config.device, _env_print(r, "threads" if axis == "threads" else "")),
+                              []).append(r)
+        for members in groups.values():
+            runs = _newest_per(members, lambda r: getattr(r.config, axis))
+            if len(runs) >= 2:
+                out.append(of_runs(runs, _choose(runs, baseline_id), "setting", axis))
+    return out
+
+
+def device_kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+def by_environment(results: Iterable[RunResult], baseline_id: str | None = None) -> list[Contrast]:
+    """Runs of one setup on one kind of device whose environments differ (a machine is part of its environment)."""
+    groups: dict[tuple, list[RunResult]] = {}
+    for r in results:
+        if _usable(r):
+            groups.setdefault((r.config.comparison_key(), device_kind(r.config.device)), []).append(r)
+    out = []
+    for members in groups.values():
+        runs = _newest_per(members, _env_print)
+        if len(runs) >= 2:
+            out.append(of_runs(runs, _choose(runs, baseline_id), "environment"))
+    return out
+
+
+def contrasts(results: Sequence[RunResult], baseline_id: str | None = None) -> list[Contrast]:
+    """Every contrast in a history: environments first (the question after an update), then settings."""
+    return [*by_environment(results, baseline_id), *by_setting(results, baseline_id)]
+
+
+# ---------------------------------------------------------------- words
+
+
+def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
+    parts = [f"{c.model} on {c.dataset}" if "model" not in skip and "dataset" not in skip else c.model]
+    if "batch_size" not in skip:
+        parts.append(f"batch {c.batch_size}")
+    if "precision" not in skip:
+        parts.append(c.precision)
+    for name, word in (("channels_last", "channels_last"), ("compile", "torch.compile")):
+        if getattr(c, name) and name not in skip:
+            parts.append(word)
+    if c.mode != "train":
+        parts.append(c.mode)
+    return ", ".join(printable(p) for p in parts)
+
+
+def _percent(v: float) -> str:
+    return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}"
+
+
+def ratio_words(v: Versus) -> str:
+    """"12 % slower [9, 15]", "1.31x faster [1.25-1.36]" or "no clear difference (0.99x [0.95-1.03])"."""
+    if v.ratio is None:
+        return "not measured (the run has no throughput)"
+    interval = f" [{v.low:.2f}-{v.high:.2f}]" if v.low is not None and v.high is not None else ""
+    if v.unclear():
+        why = "" if interval else ", no interval: too few measurement windows"
+        return f"no clear difference ({v.ratio:.2f}x{interval}{why})"
+    if v.ratio < 1:
+        return f"{_percent((1 - v.ratio) * 100)} % slower [{_percent((1 - v.high) * 100)}, {_percent((1 - v.low) * 100)}]"
+    if v.ratio < 2:
+        return f"{_percent((v.ratio - 1) * 100)} % faster [{_percent((v.low - 1) * 100)}, {_percent((v.high - 1) * 100)}]"
+    return f"{v.ratio:.2f}x faster{interval}"
+
+
+def _where(r: RunResult) -> str:
+    return f"{r.config.device} of {short_machine(r.machine)}"
+
+
+def verdict(c: Contrast, v: Versus) -> str:
+    """One sentence: the ratio with its interval, and what differs ("nothing else differs"; "the cause cannot be
+    told apart" when more than one thing does)."""
+    base = c.baseline
+    noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
+    setting_keys = {d.key for d in v.diffs if d.kind == "setting"}
+    setup = _setup_words(base.config, skip=setting_keys)
+    if not v.diffs:
+        return (f"A repeat of {setup} on {_where(base)}: {ratio_words(v)}; nothing MPS Studio records differs, so this "
+                f"is run-to-run variation{noisy}.")
+    if len(v.diffs) == 1:
+        d = v.diffs[0]
+        head = d.words("other")
+        if v.ratio is None or v.unclear():
+            return (f"{head} against {d.words('base')}: {ratio_words(v)} for {setup} on {_where(base)}; nothing else "
+                    f"differs{noisy}.")
+        return (f"{head} is {ratio_words(v)} than {d.base if d.kind != 'setting' or d.key == 'precision' else d.words('base')} "
+                f"for {setup} on {_where(base)}; nothing else differs{noisy}.")
+    labels = list(dict.fromkeys(d.label for d in v.diffs))
+    named = ", ".join(labels[:-1]) + f" and {labels[-1]}" if len(labels) > 1 else labels[0]
+    return (f"Run {v.run.id[:8]} against run {base.id[:8]}: {ratio_words(v)} for {setup}; these runs differ in {named}: "
+            f"the cause cannot be told apart{noisy}.")
+
+
+def headline(c: Contrast) -> str:
+    """The first row's ratio in a few words, for above a chart: "torch 2.15.0: 12 % slower [9, 15]"."""
+    if not c.rows:
+        return "Nothing to compare"
+    v = c.rows[0]
+    what = v.diffs[0].words("other") if len(v.diffs) == 1 else f"run {v.run.id[:8]}"
+    return f"{what}: {ratio_words(v)}"
