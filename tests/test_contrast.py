@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from mpsstudio.engine.analysis import contrast
+from mpsstudio.engine.analysis import contrast, differences
 from tests.test_compare import noisy_rates, run_with
 
 MAC = {"machine_label": "Apple M3 Max, macOS 14.5", "chip": "Apple M3 Max", "os": "macOS 14.5",
@@ -109,7 +109,7 @@ def test_a_run_without_throughput_or_an_older_record():
 
 
 def test_environment_items_name_no_host_or_path():
-    items = dict(contrast.environment_items(mac(python_executable="/Users/jane/venv/bin/python",
+    items = dict(differences.environment_items(mac(python_executable="/Users/jane/venv/bin/python",
                                                 python_env="venv", env={"PYTORCH_MPS_FAST_MATH": "1"})))
     assert items["torch"] == "2.14.1" and items["macOS build"] == "23F79" and items["power source"] == "power adapter"
     assert items["MPS variables"] == "PYTORCH_MPS_FAST_MATH=1"

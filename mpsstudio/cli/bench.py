@@ -10,7 +10,9 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import tools
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
-                     config_from_args, format_table, interrupted)
+                     config_from_args, find_run, format_table, interrupted)
+
+DEFAULT_FAIL_OVER = 0.05
 from .progress import Progress, download_progress, keep, print_verdicts
 
 
@@ -26,8 +28,43 @@ def cmd_bench(args) -> int:
         save_model = str(check_target(args.save_model))
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
+    check = regression_check(args)
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model)
+                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model, check=check)
+
+
+def fail_over(text: str | None) -> float:
+    """--fail-over's share: "5%", "5" or "2.5 %" -> 0.05, 0.05, 0.025; one sentence for anything else."""
+    if text is None:
+        return DEFAULT_FAIL_OVER
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number) if number.replace(".", "", 1).isdigit() else None
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < 100:
+        raise UserError(f"--fail-over must be a percentage above 0 and below 100, like 5%, not {printable(text)[:40]}.")
+    return value / 100
+
+
+def regression_check(args) -> tuple[list, float] | None:
+    """(the baseline's runs, the threshold) of --baseline RUN|FILE, read before anything runs; None without it."""
+    if args.baseline is None:
+        if args.fail_over is not None:
+            raise UserError("--fail-over is the threshold of a regression check: give --baseline RUN|FILE too.")
+        return None
+    threshold = fail_over(args.fail_over)
+    path = Path(args.baseline).expanduser()
+    if path.suffix.lower() == ".json" or path.exists():
+        from ..engine.history.runfiles import import_json
+
+        if not path.is_file():
+            raise UserError(f"--baseline {printable(args.baseline)[:80]}: no such file; give a run id or a JSON "
+                            "export of runs (bench --json).")
+        return import_json(path), threshold
+    from ..engine.history import store as history
+
+    return [find_run(history.RunStore().summaries(), args.baseline, "baseline")], threshold
 
 
 def model_paths(path: str, configs) -> list[str]:
@@ -62,7 +99,8 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
-          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None) -> int:
+          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
+          check: tuple[list, float] | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
@@ -71,6 +109,12 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     from ..engine.analysis import repeat
 
     plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
+    if check is not None:
+        from ..engine.analysis.regression import mismatch
+
+        why = mismatch(check[0], plan.configs)
+        if why:
+            raise UserError(why)
     order, tags = repeat.interleave(plan.configs, rounds)
     model_files = model_paths(save_model, order) if save_model else None
     no_file_written_twice(json_path, model_files or [])
@@ -123,7 +167,21 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         elif r.summary.get("saved_model_error"):
             print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     print_verdicts(results, inspections)  # last: the answer in words
-    return EXIT_RUN_FAILED if failed or not kept else EXIT_OK  # a run that was not kept is never exit 0
+    regressed = check is not None and print_regressions(check, results)
+    return EXIT_RUN_FAILED if failed or not kept or regressed else EXIT_OK  # a run not kept is never exit 0
+
+
+def print_regressions(check: tuple[list, float], results) -> bool:
+    """The regression check's sentences; True when a device regressed (exit 1)."""
+    from ..engine.analysis.regression import regressions
+
+    found = regressions(check[0], results, check[1])
+    for r in found:
+        print(f"Regression check: {printable(r.sentence())}")
+    if not found:
+        print("Regression check: no new run finished with a throughput, so nothing was compared.")
+        return True
+    return any(r.regressed for r in found)
 
 
 

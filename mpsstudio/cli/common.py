@@ -84,6 +84,21 @@ def parse_size(text: str) -> int:
     return parse_memory_size(text, "--memory-limit")
 
 
+def find_run(results, text: str, what: str = "run"):
+    """The run whose id is `text` or starts with it (at least 4 characters: the tables show 8); one sentence when
+    none or several do."""
+    shown = printable(text)[:64]
+    exact = [r for r in results if r.id == text]
+    found = exact or ([r for r in results if r.id.startswith(text)] if len(text) >= 4 else [])
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise UserError(f"{len(found)} runs have ids starting with {shown}; give more of the {what}'s id.")
+    if len(text) < 4 and not exact:
+        raise UserError(f"Give at least 4 characters of a run id, not {shown}; `mpsstudio history` lists them.")
+    raise UserError(f"No run with id {shown} in the history; `mpsstudio history` lists them.")
+
+
 def format_table(results, keys: Sequence[str] | None = None) -> str:
     """Runs as a table (the CLI's bench columns by default), speedup against the CPU run of the same comparison."""
     from ..engine.history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text

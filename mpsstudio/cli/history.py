@@ -7,7 +7,7 @@ import sys
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import plural, printable
-from .common import EXIT_OK, check_json_path, format_table
+from .common import EXIT_OK, check_json_path, find_run, format_table, grid
 
 
 def cmd_history(args) -> int:
@@ -79,6 +79,8 @@ def cmd_history(args) -> int:
     if not results:
         print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
         return EXIT_OK
+    if args.compare is not None or args.baseline:
+        return print_contrasts(results, args.compare or [], args.baseline)
     print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
         print(f"\n{printable(c.title())}")
@@ -86,4 +88,36 @@ def cmd_history(args) -> int:
         print(format_table(c.all_runs, keys))
         for sentence in verdicts(c, inspections):
             print(printable(sentence))
+    return EXIT_OK
+
+
+def print_contrasts(results, ids: list[str], baseline_id: str | None) -> int:
+    """`history --compare [ID ...] [--baseline ID]`: the chosen runs against the baseline, or every group of runs
+    that differ in one setting or in their environment."""
+    from ..engine.analysis import contrast
+
+    baseline = find_run(results, baseline_id, "baseline") if baseline_id else None
+    if ids:
+        chosen = list({r.id: r for r in (find_run(results, text) for text in ids)}.values())
+        if baseline is not None and all(r.id != baseline.id for r in chosen):
+            chosen.insert(0, baseline)
+        if len(chosen) < 2:
+            raise UserError("--compare needs two or more different runs (or one and --baseline).")
+        found = [contrast.of_runs(chosen, baseline)]
+    else:
+        found = contrast.contrasts(results, baseline.id if baseline else None)
+        if baseline is not None:
+            found = [c for c in found if c.baseline.id == baseline.id]
+        if not found:
+            print("No runs to compare by what differs: none share a setup and differ in one setting or in their "
+                  "environment" + (f" with run {baseline.id[:8]}" if baseline is not None else "") + ". Give run ids "
+                  "to compare any runs: `mpsstudio history --compare ID ID`.")
+            return EXIT_OK
+    for c in found:
+        print(f"\n{c.title()}")
+        headers, rows, numeric = contrast.table(c)
+        print(grid(headers, rows, numeric))
+        for sentence in c.sentences():
+            print(printable(sentence))
+    print(f"\n{contrast.LEGEND}.")
     return EXIT_OK

@@ -115,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+    b.add_argument("--baseline", metavar="RUN|FILE", default=None,
+                   help="a regression check: compare each device's new run with the newest run of the same work on "
+                        "that kind of device in a run id of the history or a JSON export (bench --json); exit 1 "
+                        "when it is slower by more than --fail-over and its 95 %% interval lies wholly below 1")
+    b.add_argument("--fail-over", metavar="PERCENT", default=None,
+                   help="how much slower than the baseline fails the check (default: 5%%)")
     b.add_argument("--no-inspect", action="store_true",
                    help="after an MPS run, skip the inspection (operations that fell back to the CPU, parity with "
                         "the CPU) whose findings the verdict names")
@@ -167,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--steps", nargs=2, metavar=("ID", "FILE"), default=None,
                    help="write run ID's loss curve (step, phase, loss, training time, its window's samples/s and "
                         "memory) to the CSV FILE")
+    h.add_argument("--compare", nargs="*", metavar="ID", default=None,
+                   help="compare runs by what differs between them: with run ids, those runs; without, every group "
+                        "of runs that differ in one setting (batch, precision, ...) or in their environment (torch, "
+                        "macOS, machine, ...); each against --baseline or the oldest, with a 95 %% interval")
+    h.add_argument("--baseline", metavar="ID", default=None,
+                   help="the run the others are compared against (default: the oldest of each group)")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
     for command in sub.choices.values():  # every table fits the terminal's width, unless asked otherwise

@@ -25,154 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..basics.config import RunConfig
-from ..basics.formatting import is_finite, one_line, printable
+from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, printable, spread_of
 from ..basics.results import RunResult
 from .compare import _rates, _seed, bootstrap_ratio, machine_id, short_machine
-
-# The settings a "differs in one setting" contrast groups by, with the word a sentence uses for each
-SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
-                "compile": "torch.compile", "workers": "workers", "threads": "CPU threads", "tf32": "TF32",
-                "accumulate": "accumulation", "resident": "data on the device"}
-# Every other setting a difference is named for (a run's length, seed and window target change what is measured)
-OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "steps", "epochs": "epochs",
-                  "warmup_steps": "warm-up steps", "seed": "seed", "window_s": "window length",
-                  "mps_fallback": "MPS fallback", "cast_float64": "float64 cast", "image_size": "image size",
-                  "input_shape": "input", "num_classes": "classes", "options": "options",
-                  "early_stop_patience": "early stopping", "keep_best": "keep best", "mode": "mode",
-                  "model": "model", "dataset": "dataset"}
-# What a regression check's baseline must share with the new run: the work itself (what differs beyond is named)
-WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
-            "num_classes", "image_size", "accumulate", "resident", "tf32", "options")
-
-
-def _host(env: dict):
-    host = env.get("host")
-    return host if isinstance(host, dict) else {}
-
-
-def _power(env: dict):
-    battery = _host(env).get("on_battery")
-    return None if battery is None else "battery" if battery else "power adapter"
-
-
-def _low_power(env: dict):
-    low = _host(env).get("low_power_mode")
-    return None if low is None else "on" if low else "off"
-
-
-def _mps_vars(env: dict):
-    variables = env.get("env")
-    if not isinstance(variables, dict):
-        return None
-    return ", ".join(f"{k}={v}" for k, v in sorted(variables.items()) if "MPS" in str(k)) or "none set"
-
-
-def _other_vars(env: dict):
-    variables = env.get("env")
-    if not isinstance(variables, dict):
-        return None
-    return ", ".join(f"{k}={v}" for k, v in sorted(variables.items()) if "MPS" not in str(k)) or "none set"
-
-
-def _field(key: str) -> Callable[[dict], object]:
-    return lambda env: env.get(key)
-
-
-def _gpus(env: dict):
-    gpus = env.get("gpus")
-    return ", ".join(str(g) for g in gpus) if isinstance(gpus, list) and gpus else None
-
-
-# (key, the word a sentence uses, how to read it from env): what can change a run's numbers besides its settings.
-# Read only when recorded: an older run without a field differs in nothing there.
-ENVIRONMENT: tuple[tuple[str, str, Callable[[dict], object]], ...] = (
-    ("torch", "torch", _field("torch")),
-    ("torch_git", "torch build", _field("torch_git")),
-    ("torchvision", "torchvision", _field("torchvision")),
-    ("python", "Python", _field("python")),
-    ("python_env", "Python environment", _field("python_env")),
-    ("os", "OS", _field("os")),
-    ("macos_build", "macOS build", _field("macos_build")),
-    ("chip", "chip", _field("chip")),
-    ("cpu", "CPU", _field("cpu")),
-    ("gpus", "GPU", _gpus),
-    ("cuda", "CUDA", _field("cuda")),
-    ("cuda_driver", "NVIDIA driver", _field("cuda_driver")),
-    ("cudnn", "cuDNN", _field("cudnn")),
-    ("threads", "CPU threads", _field("threads")),
-    ("power", "power source", _power),
-    ("low_power_mode", "Low Power Mode", _low_power),
-    ("mps_env", "MPS variables", _mps_vars),
-    ("other_env", "thread and CUDA variables", _other_vars),
-    ("mpsstudio", "MPS Studio", _field("mpsstudio")),
-    ("host", "machine", _field("hostname")),
-)
-_ENV_LABELS = {key: label for key, label, _ in ENVIRONMENT}
-
-
-@dataclass
-class Difference:
-    """One thing two runs do not share: `kind` "setting", "device" or "environment"; values as a person reads them."""
-
-    key: str
-    label: str
-    base: str
-    other: str
-    kind: str
-
-    def words(self, side: str = "other") -> str:
-        """"torch 2.15.0", "batch 128", "bf16", "channels_last on"."""
-        value = self.other if side == "other" else self.base
-        if self.key == "precision" or self.kind == "device":
-            return value
-        if self.key == "host":
-            return f"host {value}" if value != "unknown" else "another machine"
-        return f"{self.label} {value}"
-
-
-def _shown(value) -> str:
-    if value is None or value == "":
-        return "unknown"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list):
-        return "x".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "none"
-    return one_line(printable(str(value)), 60)
-
-
-def environment_items(env: dict) -> list[tuple[str, str]]:
-    """(the word, the value) of every recorded environment field, for Details and reports (no host name, no path)."""
-    out = []
-    for key, label, read in ENVIRONMENT:
-        value = read(env) if isinstance(env, dict) else None
-        if key == "host" or value in (None, "", "none set"):
-            continue
-        out.append((label, _shown(value)))
-    return out
-
-
-def differences(base: RunResult, other: RunResult) -> list[Difference]:
-    """What `other` does not share with `base`: settings first, then the device, then the environment."""
-    out: list[Difference] = []
-    for name, label in {**SETTING_AXES, **OTHER_SETTINGS}.items():
-        a, b = getattr(base.config, name, None), getattr(other.config, name, None)
-        if a != b:
-            out.append(Difference(name, label, _shown(a), _shown(b), "setting"))
-    if base.config.device != other.config.device:
-        out.append(Difference("device", "device", base.config.device, other.config.device, "device"))
-    same_torch = base.env.get("torch") == other.env.get("torch")
-    for key, label, read in ENVIRONMENT:
-        a, b = read(base.env), read(other.env)
-        if a in (None, "") or b in (None, "") or a == b:
-            continue  # not recorded on one side (an older run): not a difference anyone can name
-        if key == "torch_git" and not same_torch:
-            continue  # another version has another build: the version says it
-        if key == "threads" and base.config.threads != other.config.threads:
-            continue  # the setting says it
-        out.append(Difference(key, label, _shown(a), _shown(b), "environment"))
-    return out
+from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
 
 
 @dataclass
@@ -241,7 +97,7 @@ def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: 
 
 
 def _env_print(r: RunResult, skip: str = "") -> tuple:
-    return tuple(_shown(read(r.env)) for key, _, read in ENVIRONMENT if key != skip) + (machine_id(r),)
+    return tuple(shown(read(r.env)) for key, _, read in ENVIRONMENT if key != skip) + (machine_id(r),)
 
 
 def _newest_per(runs: Iterable[RunResult], value: Callable[[RunResult], object]) -> list[RunResult]:
@@ -367,3 +223,38 @@ def headline(c: Contrast) -> str:
     v = c.rows[0]
     what = v.diffs[0].words("other") if len(v.diffs) == 1 else f"run {v.run.id[:8]}"
     return f"{what}: {ratio_words(v)}"
+
+
+TABLE_HEADERS = ["run", "time", "machine", "device", "differs from the baseline", "samples/s", "\u00b1",
+                 "vs baseline [95 % interval]", "stability"]
+TABLE_NUMERIC = [False, False, False, False, False, True, True, True, False]
+LEGEND = ("samples/s: measured, the median of the run's windows; \u00b1: half their IQR over the median; vs "
+          "baseline: this run's samples/s over the baseline's, with a 95 % bootstrap interval over measurement "
+          "windows (window-to-window noise inside the two runs, not run-to-run variation)")
+
+
+def _spread(r: RunResult) -> str:
+    s = r.summary
+    return fmt_spread(spread_of(s.get("samples_per_s"), s.get("samples_per_s_iqr")))
+
+
+def _row(r: RunResult, differs: str, ratio: str) -> list[str]:
+    return [r.id[:8], fmt_timestamp(r.created_at), short_machine(r.machine), printable(r.config.device), differs,
+            fmt_rate(r.summary.get("samples_per_s")), _spread(r), ratio, str(r.summary.get("stability") or "")]
+
+
+def ratio_cell(v: Versus) -> str:
+    """"0.88x [0.86-0.90]" (the interval when there is one)."""
+    if v.ratio is None:
+        return "\u2014"
+    interval = f" [{v.low:.2f}-{v.high:.2f}]" if v.low is not None and v.high is not None else ""
+    return f"{v.ratio:.2f}x{interval}"
+
+
+def table(c: Contrast) -> tuple[list[str], list[list[str]], list[bool]]:
+    """The contrast as rows (the baseline first): the same cells in the CLI, the window and reports."""
+    rows = [_row(c.baseline, "baseline", "1.00x")]
+    for v in c.rows:
+        differs = ", ".join(d.words("other") for d in v.diffs) or "nothing recorded"
+        rows.append(_row(v.run, differs, ratio_cell(v)))
+    return list(TABLE_HEADERS), rows, list(TABLE_NUMERIC)

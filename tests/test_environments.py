@@ -1,0 +1,125 @@
+"""Did something else change the numbers? `history --compare`, and `bench --baseline` as a regression check for
+scripts (exit 1 on a slower run beyond the threshold and the noise, 0 on a repeat)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine.analysis import regression
+from tests.test_compare import noisy_rates, run_with
+
+# A model whose step is dominated by a sleep the environment sets: slowed on purpose, whatever the machine's load
+SLEEPY = '''
+import os, time
+from torch import nn
+
+class Sleepy(nn.Module):
+    def __init__(self, num_classes, features):
+        super().__init__()
+        self.head = nn.Linear(features, num_classes)
+
+    def forward(self, x):
+        time.sleep(float(os.environ.get("SLEEPY_S", "0.005")))
+        return self.head(x.flatten(1))
+
+def build_model(num_classes, input_shape):
+    size = 1
+    for n in input_shape:
+        size *= n
+    return Sleepy(num_classes, size)
+'''
+
+
+def bench_sleepy(path, *extra):
+    return cli.main(["bench", "--model", str(path), "--dataset", "synthetic", "--devices", "cpu", "--batch-size", "8",
+                     "--image-size", "8", "--steps", "50", "--warmup", "2", "--no-inspect", *extra])
+
+
+def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeypatch, capsys):
+    model = tmp_path / "sleepy.py"
+    model.write_text(SLEEPY)
+    base = tmp_path / "base.json"
+    assert bench_sleepy(model, "--json", str(base)) == 0
+    capsys.readouterr()
+    assert bench_sleepy(model, "--baseline", str(base), "--fail-over", "20%") == 0  # a repeat of the same setup
+    out = capsys.readouterr().out
+    assert "Regression check: cpu:" in out and "not a regression" in out or "not slower" in out
+    monkeypatch.setenv("SLEEPY_S", "0.02")  # each step four times as long
+    assert bench_sleepy(model, "--baseline", str(base), "--fail-over", "20%") == 1
+    out = capsys.readouterr().out
+    assert "% slower [" in out and "a regression." in out and "differs in nothing MPS Studio records" in out
+    # the history's run id works as a baseline too, and differences are named (threads)
+    from mpsstudio.engine.history.store import RunStore
+
+    first = RunStore().all()[0]
+    monkeypatch.setenv("SLEEPY_S", "0.005")
+    assert bench_sleepy(model, "--baseline", first.id[:8], "--threads", "1") in (0, 1)
+    assert "differs in CPU threads 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--baseline", "missing.json"], "no such file"),
+    (["--baseline", "nope"], "No run with id nope"),
+    (["--baseline", "BAD", "--fail-over", "five"], "--fail-over must be a percentage"),
+    (["--fail-over", "5%"], "give --baseline RUN|FILE too"),
+    (["--baseline", "BAD"], "BAD is not valid JSON"),
+    (["--baseline", "OTHER"], "another setup"),
+    (["--baseline", "OTHER", "--batch-size", "16", "--model", "mlp"], "ran on mps and this bench on cpu"),
+])
+def test_bench_baseline_bad_input_is_one_sentence_exit_2(tmp_path, monkeypatch, capsys, args, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "BAD").write_text("{not json")
+    other = run_with("mps", noisy_rates(900, 0.02), batch_size=16, model="mlp", dataset="synthetic")
+    from mpsstudio.engine.history.runfiles import export_json
+
+    export_json([other], tmp_path / "OTHER")
+    base = ["bench", "--model", "mnist_cnn", "--dataset", "synthetic", "--devices", "cpu", "--steps", "5"]
+    code = cli.main(base + args)  # later flags win: --model mlp, --batch-size 16 in the last case
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_regression_rule():
+    base = run_with("cpu", noisy_rates(1000, 0.02, seed=1), created="2026-11-01T10:00:00+00:00")
+    slower = run_with("cpu", noisy_rates(900, 0.02, seed=2), created="2026-11-02T10:00:00+00:00")
+    [r] = regression.regressions([base], [slower], 0.05)
+    assert r.regressed and "a regression" in r.sentence()
+    [r] = regression.regressions([base], [slower], 0.15)
+    assert not r.regressed and "by less than 15 %" in r.sentence()
+    noisy = run_with("cpu", noisy_rates(900, 0.6, seed=3), created="2026-11-03T10:00:00+00:00")
+    [r] = regression.regressions([base], [noisy], 0.05)
+    assert not r.regressed and "within the noise" in r.sentence()
+    faster = run_with("cpu", noisy_rates(1200, 0.02, seed=4), created="2026-11-04T10:00:00+00:00")
+    assert regression.regressions([base], [faster], 0.05)[0].sentence().endswith("not slower.")
+    # another kind of device or another batch is not this baseline's
+    assert regression.regressions([base], [run_with("mps", noisy_rates(900, 0.02))], 0.05) == []
+    assert regression.regressions([base], [run_with("cpu", noisy_rates(900, 0.02), batch_size=32)], 0.05) == []
+
+
+def test_history_compare_any_runs_and_groups(tmp_path, capsys):
+    from mpsstudio.engine.history.store import RunStore
+
+    env = {"machine_label": "box", "hostname": "box", "torch": "2.14.1", "python": "3.11.7"}
+    a = run_with("cpu", noisy_rates(1000, 0.02), env=env, created="2026-11-01T10:00:00+00:00")
+    b = run_with("cpu", noisy_rates(800, 0.02, seed=2), env={**env, "torch": "2.13.0"},
+                 created="2026-11-02T10:00:00+00:00")
+    c = run_with("cpu", noisy_rates(1500, 0.02, seed=3), env=env, created="2026-11-03T10:00:00+00:00", batch_size=128)
+    store = RunStore()
+    for r in (a, b, c):
+        store.save(r)
+    assert cli.main(["history", "--compare", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "environments compared" in out and "batch compared" in out
+    assert "torch 2.13.0 is 20 % slower [" in out and "than 2.14.1" in out
+    assert cli.main(["history", "--compare", b.id[:6], c.id, "--baseline", c.id, "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "differ in batch and torch: the cause cannot be told apart" in out
+    for args, words in ((["--compare", a.id], "two or more different runs"), (["--compare", "abc"], "at least 4"),
+                        (["--baseline", "ffffffff"], "No run with id ffffffff")):
+        assert cli.main(["history", *args]) == 2
+        assert words in capsys.readouterr().err
+    assert json.loads(json.dumps([a.to_dict()]))  # plain JSON, as stored
