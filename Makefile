@@ -20,6 +20,16 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal
 
+# A second Python environment with another torch (2.13; this machine's pip finds a CPU-only wheel in its
+# find-links), for comparing torch versions (bench --python) and its test (tests/test_other_python.py).
+OTHER := .venv-other
+.PHONY: other-torch
+other-torch: $(OTHER)/.installed
+$(OTHER)/.installed:
+	$(PYTHON) -m venv $(OTHER)
+	$(OTHER)/bin/python -m pip install -q "torch==2.13.*" numpy psutil platformdirs
+	touch $(OTHER)/.installed
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/overhead.py
 
@@ -30,7 +40,7 @@ apple-check: $(STAMP)
 	$(BIN)/python benchmarks/apple_ledger.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(OTHER) build *.egg-info
 
 # The desktop app bundle (PyInstaller): macOS dist/MPS Studio.app + .dmg, Linux dist/MPS Studio/.
 .PHONY: app smoke

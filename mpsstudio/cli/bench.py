@@ -28,9 +28,21 @@ def cmd_bench(args) -> int:
         save_model = str(check_target(args.save_model))
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
+    use_python(cfg, args.python)
     check = regression_check(args)
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model, check=check)
+
+
+def use_python(cfg, path: str | None) -> None:
+    """--python PATH: checked (one sentence when it cannot run a run), then the runs' interpreter."""
+    if path is None:
+        return
+    from ..engine.process.interpreter import check
+
+    found = check(path)
+    cfg.python = found.path
+    print(f"mpsstudio: running in another Python environment: {printable(found.label())}", file=sys.stderr)
 
 
 def fail_over(text: str | None) -> float:
@@ -192,6 +204,7 @@ def cmd_run(args) -> int:
     check_json_path(args.json)
     check_timeout(args.timeout)
     cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup)
+    use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  rounds=args.repeat, inspect=False)

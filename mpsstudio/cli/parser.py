@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
+    b.add_argument("--python", metavar="PATH", default=None,
+                   help="run in another Python environment: the python of a venv or conda env with its own torch "
+                        "(checked first); runs of one setup in two environments are compared by `history --compare`")
     b.add_argument("--baseline", metavar="RUN|FILE", default=None,
                    help="a regression check: compare each device's new run with the newest run of the same work on "
                         "that kind of device in a run id of the history or a JSON export (bench --json); exit 1 "
@@ -148,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="end the script after this many measured steps (default: its own end)")
     r.add_argument("--warmup", type=int, default=None, help="warm-up steps, timed apart (default: 10)")
     r.add_argument("--repeat", type=int, default=1, metavar="N", help="run the devices N times, interleaved")
+    r.add_argument("--python", metavar="PATH", default=None,
+                   help="run the script with another Python environment's python (a venv or conda env with its own "
+                        "torch; checked first)")
     r.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end a run that takes longer")
     r.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
     r.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")

@@ -202,15 +202,18 @@ def verdict(c: Contrast, v: Versus) -> str:
     if not v.diffs:
         return (f"A repeat of {setup} on {_where(base)}: {ratio_words(v)}; nothing MPS Studio records differs, so this "
                 f"is run-to-run variation{noisy}.")
-    if len(v.diffs) == 1:
-        d = v.diffs[0]
+    causes = [d for d in v.diffs if d.cause]
+    along = "".join(f" ({d.label} {d.other}, against {d.base})" for d in v.diffs if not d.cause)
+    if len(causes) == 1:
+        d = causes[0]
         head = d.words("other")
         if v.ratio is None or v.unclear():
             return (f"{head} against {d.words('base')}: {ratio_words(v)} for {setup} on {_where(base)}; nothing else "
-                    f"differs{noisy}.")
-        return (f"{head} is {ratio_words(v)} than {d.base if d.kind != 'setting' or d.key == 'precision' else d.words('base')} "
-                f"for {setup} on {_where(base)}; nothing else differs{noisy}.")
-    labels = list(dict.fromkeys(d.label for d in v.diffs))
+                    f"differs{along}{noisy}.")
+        than = d.base if d.kind != "setting" or d.key == "precision" else d.words("base")
+        return (f"{head} is {ratio_words(v)} than {than} for {setup} on {_where(base)}; nothing else "
+                f"differs{along}{noisy}.")
+    labels = list(dict.fromkeys(d.label for d in causes))
     named = ", ".join(labels[:-1]) + f" and {labels[-1]}" if len(labels) > 1 else labels[0]
     return (f"Run {v.run.id[:8]} against run {base.id[:8]}: {ratio_words(v)} for {setup}; these runs differ in {named}: "
             f"the cause cannot be told apart{noisy}.")
@@ -221,7 +224,8 @@ def headline(c: Contrast) -> str:
     if not c.rows:
         return "Nothing to compare"
     v = c.rows[0]
-    what = v.diffs[0].words("other") if len(v.diffs) == 1 else f"run {v.run.id[:8]}"
+    causes = [d for d in v.diffs if d.cause]
+    what = causes[0].words("other") if len(causes) == 1 else f"run {v.run.id[:8]}"
     return f"{what}: {ratio_words(v)}"
 
 

@@ -88,13 +88,16 @@ _ENV_LABELS = {key: label for key, label, _ in ENVIRONMENT}
 
 @dataclass
 class Difference:
-    """One thing two runs do not share: `kind` "setting", "device" or "environment"; values as a person reads them."""
+    """One thing two runs do not share: `kind` "setting", "device" or "environment"; values as a person reads them.
+    `cause`: False for what follows from another difference (the Python environment's folder, when its torch or
+    Python differs too): listed, never counted among the candidate causes."""
 
     key: str
     label: str
     base: str
     other: str
     kind: str
+    cause: bool = True
 
     def words(self, side: str = "other") -> str:
         """"torch 2.15.0", "batch 128", "bf16", "channels_last on"."""
@@ -162,4 +165,7 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
         if key == "threads" and base.config.threads != other.config.threads:
             continue  # the setting says it
         out.append(Difference(key, label, shown(a), shown(b), "environment"))
+    if any(d.key == "python_env" for d in out) and any(d.kind == "environment" and d.key != "python_env" for d in out):
+        for d in out:
+            d.cause = d.cause and d.key != "python_env"  # another venv is how another torch came: not a cause
     return out

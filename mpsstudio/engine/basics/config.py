@@ -114,6 +114,10 @@ class RunConfig:
     # batch of accumulate x batch_size); steps and throughput count micro-batches and samples, as without it.
     accumulate: int = 1
     options: dict = field(default_factory=dict)
+    # Another Python environment to run in (a venv's or conda env's python with its own torch; process/interpreter.py
+    # checks it); None: MPS Studio's own. Not part of the setup: runs of one setup in two environments are compared
+    # by their environments (analysis/contrast.py), whose records say which torch ran.
+    python: str | None = None
 
     def __post_init__(self):
         if isinstance(self.input_shape, tuple):  # one form, so that equal configs compare equal
@@ -208,6 +212,8 @@ class RunConfig:
                 raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
         if not isinstance(self.options, dict):
             raise UserError(f"'options' must be a JSON object, not {_shown(self.options)}.")
+        if self.python is not None:
+            _text(self.python, "The Python interpreter's path", MAX_NAME)
         return self
 
     def check_runs_here(self) -> "RunConfig":
@@ -236,14 +242,16 @@ class RunConfig:
         return replace(self, device=device, options=dict(self.options))
 
     def comparison_key(self) -> tuple:
-        """What must be equal for two runs to be compared: everything except the device."""
+        """What must be equal for two runs to be compared: everything except the device (and the interpreter, whose
+        torch is part of the run's environment)."""
         return tuple((name, repr(getattr(self, name))) for name in _key_names())
 
 
 @functools.cache
 def _key_names() -> tuple[str, ...]:
-    """RunConfig's field names but the device, sorted (once: a history of 10,000 runs asks 10,000 times)."""
-    return tuple(sorted(f.name for f in fields(RunConfig) if f.name != "device"))
+    """RunConfig's field names but the device and the interpreter, sorted (once: a history of 10,000 runs asks
+    10,000 times)."""
+    return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python")))
 
 
 def _shown(v) -> str:

@@ -12,12 +12,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from PIL import Image
 
 from ..basics.errors import UserError
+
+if TYPE_CHECKING:
+    from PIL import Image
 from ..basics.formatting import plural
 from ..basics.spec import DataSpec
 
@@ -200,6 +203,8 @@ def _read_header(path: Path) -> tuple[str, tuple[int, int]] | None:
     end-of-image marker (a truncated copy or download does not; decoding every JPEG would make the check ~30x
     slower); other formats are decoded whole unless they are huge. A file that passes and still fails to
     decode stops the run with a sentence naming it (ImageFiles)."""
+    from PIL import Image  # here, not at import: a run of synthetic data in another environment needs no Pillow
+
     try:
         with Image.open(path) as img:
             mode, size = img.mode, img.size
@@ -273,6 +278,8 @@ def inspect_folder(path: str | Path, *, image_size: int | None = None,
 
 def _convert(img: Image.Image, channels: int) -> Image.Image:
     """Any PIL mode to "L" (channels 1) or "RGB" (channels 3)."""
+    from PIL import Image
+
     if img.mode.startswith("I;16"):
         img = Image.fromarray((np.asarray(img, dtype=np.uint32) >> 8).astype(np.uint8))
     if channels == 1:
@@ -284,6 +291,8 @@ def _convert(img: Image.Image, channels: int) -> Image.Image:
 
 def decode_image(path: str | Path, size: tuple[int, int], channels: int) -> torch.Tensor:
     """One image file as a uint8 (channels, height, width) tensor of the given (width, height)."""
+    from PIL import Image
+
     with Image.open(path) as img:
         if img.format == "JPEG":
             img.draft("L" if channels == 1 else "RGB", size)  # decode large JPEGs at a reduced scale

@@ -42,6 +42,20 @@ def _child_main(conn, mps_fallback: bool, output, device: str | None = None, tem
     _exit_now()
 
 
+def foreign_main(conn_fd: int, output_fd: int) -> None:
+    """Entry point of a run's process in another Python environment (interpreter.py): the pipes are inherited file
+    descriptors, the settings the parent's first message; then as any run process."""
+    from multiprocessing.connection import Connection
+
+    conn = Connection(conn_fd)
+    output = Connection(output_fd, readable=False)
+    message = conn.recv()
+    if not (isinstance(message, tuple) and len(message) == 5 and message[0] == "settings"):
+        os._exit(3)
+    _, mps_fallback, device, temp, environ = message
+    _child_main(conn, mps_fallback, output, device, temp, environ)
+
+
 def _exit_now() -> None:
     """The job is done and said so: exit without the interpreter's teardown (~0.3 s with torch loaded, paid before
     the parent hands the run on). What the model started was ended (end_leftovers); the DataLoader workers end with

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from ..basics.formatting import one_line, printable
 from .child import _child_main, serve
+from .interpreter import ForeignProcess
 from .ending import holding_signals
 from .messages import KINDS, Garbled, load
 from .leftovers import Tree
@@ -73,16 +74,23 @@ START_METHOD = "spawn"
 class RunProcess:
     """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
 
-    def __init__(self, *, mps_fallback: bool = True, device: str | None = None):
+    def __init__(self, *, mps_fallback: bool = True, device: str | None = None, python: str | None = None):
+        """`python`: another interpreter to run the job (interpreter.py; checked by the caller), else this one's."""
         ctx = multiprocessing.get_context(START_METHOD)
         self.mps_fallback, self.device = mps_fallback, device
         self.conn, child_conn = ctx.Pipe()
         out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
         self.temp = run_temp_folder()  # the child's temp folder, removed with it
-        self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, device, self.temp,
-                                                             dict(os.environ)), name="mpsstudio-run")
+        settings = (mps_fallback, device, self.temp, dict(os.environ))
+        if python:
+            self.process = ForeignProcess(python, child_conn.fileno(), out_write.fileno())
+        else:
+            self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, *settings[1:]),
+                                       name="mpsstudio-run")
         with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
             self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up
+        if python:
+            self.conn.send(("settings", *settings))  # the child's first read (child.foreign_main)
         child_conn.close()
         out_write.close()
         self.output: Output | None = Output(os.dup(out_read.fileno()))

@@ -52,8 +52,11 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
             if tag is not None and isinstance(event, Ended):
                 event.result.env["repeat"] = dict(tag)
             forward(event)
-        proc = (spare.take(cfg.mps_fallback, cfg.device) if spare else None) or handles.new_process(
-            mps_fallback=cfg.mps_fallback)
+        if cfg.python:  # another Python environment: its own process, never the spare (checked in plan())
+            proc = RunProcess(mps_fallback=cfg.mps_fallback, python=cfg.python)
+        else:
+            proc = (spare.take(cfg.mps_fallback, cfg.device) if spare else None) or handles.new_process(
+                mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
                       Journal(cfg) if journal else None)

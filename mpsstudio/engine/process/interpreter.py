@@ -1,0 +1,236 @@
+"""Another Python environment for a run (RunConfig.python: a venv's or conda env's `python`, with its own torch):
+checked once, then the run's process is that interpreter running this engine's own code.
+
+- `check(path)` starts the interpreter once (a time limit) and imports what a run process imports: this engine's
+  run path, with *that* environment's torch, numpy, psutil and platformdirs. One sentence when it cannot: no such
+  file, not a Python, too old a Python, no torch, a torch outside SUPPORTED_TORCH, a library missing, a torch that
+  fails to load. The answer is cached per path and modification time.
+- `ForeignProcess` is what RunProcess needs of a multiprocessing.Process, for a child started as
+  `PATH -c BOOT ROOT FD FD`: ROOT is a folder holding only a link to this engine's package (never this
+  environment's site-packages: the child must load its own torch), FD the run's pipe and its output pipe. The
+  child takes its settings from the pipe and goes on as any run process (child.foreign_main).
+
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..basics.errors import UserError
+from ..basics.formatting import one_line, printable
+from ..machine.apple import MPS_MACOS_BY_TORCH, torch_release
+
+CHECK_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk can take a minute
+MIN_PYTHON = (3, 10)
+# ((2, 6), (2, 15)): the releases the Apple ledger covers (benchmarks/apple_ledger.py --torch-table)
+SUPPORTED_TORCH = (MPS_MACOS_BY_TORCH[0][0], MPS_MACOS_BY_TORCH[-1][0])
+ENGINE_NEEDS = ("numpy", "psutil", "platformdirs")
+
+# The child's first words: its own sys.path (never '' or the caller's folder), this engine first, then the run.
+BOOT = ("import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if p not in ('', '.')]; "
+        "from mpsstudio.engine.process.child import foreign_main; foreign_main(int(sys.argv[2]), int(sys.argv[3]))")
+
+# What the check runs in the other interpreter: its versions, then what a run process imports.
+_CHECK = r"""
+import json, sys
+sys.path[:] = [sys.argv[1]] + [p for p in sys.path if p not in ('', '.')]
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix}
+if sys.version_info < tuple(json.loads(sys.argv[2])):
+    print(json.dumps(out)); sys.exit(0)
+try:
+    import torch
+except ModuleNotFoundError as exc:
+    out["missing"] = exc.name
+    print(json.dumps(out)); sys.exit(0)
+except BaseException as exc:
+    out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
+    print(json.dumps(out)); sys.exit(0)
+out["torch"] = str(getattr(torch, "__version__", "?"))
+out["torch_git"] = str(getattr(getattr(torch, "version", None), "git_version", None) or "") or None
+for name in json.loads(sys.argv[3]):
+    try:
+        __import__(name)
+    except BaseException:
+        out["missing"] = name
+        print(json.dumps(out)); sys.exit(0)
+try:
+    import mpsstudio.engine.process.child, mpsstudio.engine.run.session
+except BaseException as exc:
+    out["engine_error"] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A checked Python environment: its path, Python and torch versions, and its folder's name (what reports show)."""
+
+    path: str
+    python: str
+    torch: str
+    torch_git: str | None
+    name: str
+
+    def label(self) -> str:
+        """"torch 2.13.0 · Python 3.11.7 (torch213)"."""
+        return f"torch {self.torch} · Python {self.python} ({self.name})"
+
+
+_checked: dict[tuple, Interpreter] = {}
+_lock = threading.Lock()
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("+")[0].split("."):
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def check(path: str) -> Interpreter:
+    """The interpreter at `path`, checked (see the module docstring); UserError with one sentence otherwise."""
+    shown = printable(path)[:200]
+    target = Path(path).expanduser()
+    if not target.is_file():
+        raise UserError(f"No Python at {shown}: choose a python executable, such as a venv's bin/python.")
+    if not os.access(target, os.X_OK):
+        raise UserError(f"{shown} is not executable: choose a Python interpreter, such as a venv's bin/python.")
+    key = (str(target.absolute()), target.stat().st_mtime_ns)
+    with _lock:
+        if key in _checked:
+            return _checked[key]
+    answer = _ask(target, shown)
+    python = answer.get("python") or "?"
+    if _version(python) < MIN_PYTHON:
+        raise UserError(f"The Python at {shown} is {python}; MPS Studio runs on Python "
+                        f"{'.'.join(map(str, MIN_PYTHON))} or later: choose another environment.")
+    if answer.get("missing") == "torch":
+        raise UserError(f"The Python at {shown} has no PyTorch: install it there (`{shown} -m pip install torch`) "
+                        "or choose another environment.")
+    if answer.get("torch_error"):
+        raise UserError(f"PyTorch fails to load in the Python at {shown} "
+                        f"({one_line(printable(answer['torch_error']), 160)}): repair that environment or choose "
+                        "another.")
+    torch = str(answer.get("torch") or "?")
+    low, high = SUPPORTED_TORCH
+    if not low <= torch_release(torch) <= high:
+        raise UserError(f"The Python at {shown} has PyTorch {printable(torch)[:30]}; MPS Studio runs on "
+                        f"{low[0]}.{low[1]} to {high[0]}.{high[1]}: choose an environment with one of those.")
+    if answer.get("missing"):
+        name = printable(answer["missing"])[:40]
+        raise UserError(f"The Python at {shown} lacks {name}, which MPS Studio's run process needs: install it there "
+                        f"(`{shown} -m pip install {name}`).")
+    if answer.get("engine_error"):
+        raise UserError(f"MPS Studio's engine cannot load in the Python at {shown} "
+                        f"({one_line(printable(answer['engine_error']), 160)}): choose another environment.")
+    found = Interpreter(str(target.absolute()), python, torch, answer.get("torch_git"),
+                        os.path.basename(os.path.normpath(str(answer.get("prefix") or target.parent.parent))))
+    with _lock:
+        _checked[key] = found
+    return found
+
+
+def _ask(target: Path, shown: str) -> dict:
+    try:
+        done = subprocess.run([str(target), "-c", _CHECK, engine_root(), json.dumps(MIN_PYTHON),
+                               json.dumps(ENGINE_NEEDS)], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
+                              env=child_environment(), stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:.0f} s; try again, or "
+                        "choose another environment.") from None
+    except OSError as exc:
+        raise UserError(f"{shown} cannot be started ({printable(exc.strerror or exc)}): choose a Python "
+                        "interpreter, such as a venv's bin/python.") from None
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["nothing"]
+        said = one_line(printable(last[0]), 120)
+        raise UserError(f"{shown} is not a Python MPS Studio can use (it said: {said}); choose a Python "
+                        "interpreter, such as a venv's bin/python.")
+    return answer
+
+
+def child_environment() -> dict:
+    """The environment another interpreter starts with: this one's, without what would make it load this
+    environment's packages (PYTHONPATH, PYTHONHOME)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+
+
+_root: str | None = None
+
+
+def engine_root() -> str:
+    """A folder holding only `mpsstudio`, a link to this engine's package (the app's bundled sources when frozen),
+    made once per process and removed at exit."""
+    global _root
+    with _lock:
+        if _root is not None and os.path.isdir(_root):
+            return _root
+        package = _package_source()
+        folder = tempfile.mkdtemp(prefix="mpsstudio-engine-")
+        os.symlink(package, os.path.join(folder, "mpsstudio"), target_is_directory=True)
+        atexit.register(shutil.rmtree, folder, True)
+        _root = folder
+        return folder
+
+
+def _package_source() -> str:
+    """This engine's package folder on disk: the source tree, or in the frozen app the sources it carries."""
+    here = Path(__file__).resolve().parents[2]  # .../mpsstudio
+    if (here / "engine" / "process" / "child.py").is_file():
+        return str(here)
+    bundled = Path(getattr(sys, "_MEIPASS", "")) / "engine_source" / "mpsstudio"
+    if (bundled / "engine" / "process" / "child.py").is_file():
+        return str(bundled)
+    raise UserError("This MPS Studio carries no sources another Python could run; use the Python it comes with.")
+
+
+class ForeignProcess:
+    """What RunProcess needs of a multiprocessing.Process, for a child run by another interpreter."""
+
+    def __init__(self, python: str, conn_fd: int, output_fd: int):
+        self.python, self._fds = python, (conn_fd, output_fd)
+        self._popen: subprocess.Popen | None = None
+        self.pid: int | None = None
+
+    def start(self) -> None:
+        fd_conn, fd_out = self._fds
+        self._popen = subprocess.Popen([self.python, "-c", BOOT, engine_root(), str(fd_conn), str(fd_out)],
+                                       pass_fds=self._fds, stdin=subprocess.DEVNULL, env=child_environment(),
+                                       close_fds=True)
+        self.pid = self._popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self._popen is None else self._popen.poll()
+
+    def is_alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._popen is None:
+            return
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        pass

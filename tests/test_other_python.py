@@ -1,0 +1,109 @@
+"""Another Python environment for a run (`bench --python`, RunConfig.python): checked with one sentence for each way
+it cannot run a run, then the run's process is that interpreter with this engine's code and *its* torch."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpsstudio import cli
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.process import interpreter, run_isolated
+
+OTHER = Path(__file__).resolve().parents[1] / ".venv-other" / "bin" / "python"  # `make other-torch`
+
+
+def make_venv(folder: Path, packages: dict[str, str] | None = None, share_ours: bool = False) -> Path:
+    """A venv in a fraction of a second (no pip): `packages` name -> its __init__.py; `share_ours` links this
+    suite's site-packages in (the same torch: another interpreter and environment, for the mechanics)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    lib = next((folder / "lib").glob("python3*")) / "site-packages"
+    for name, text in (packages or {}).items():
+        (lib / name).mkdir(parents=True)
+        (lib / name / "__init__.py").write_text(text)
+    if share_ours:
+        (lib / "ours.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return folder / "bin" / "python"
+
+
+@pytest.mark.parametrize("packages, words", [
+    ({}, "has no PyTorch: install it there"),
+    ({"torch": "__version__ = '2.3.0'\nclass version: git_version = None\n"}, "has PyTorch 2.3.0; MPS Studio runs on "
+                                                                               "2.6 to 2.15"),
+    ({"torch": "__version__ = '2.99.0'\n"}, "has PyTorch 2.99.0"),
+    ({"torch": "raise OSError('libtorch_cpu.so: cannot open shared object file')\n"}, "PyTorch fails to load"),
+    ({"torch": "__version__ = '2.14.0'\n"}, "lacks numpy, which MPS Studio's run process needs"),
+])
+def test_an_environment_that_cannot_run_is_one_sentence(tmp_path, packages, words):
+    python = make_venv(tmp_path / "env", packages)
+    with pytest.raises(UserError) as caught:
+        interpreter.check(str(python))
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_not_a_python_or_not_there(tmp_path, capsys):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho hello\n")
+    fake.chmod(0o755)
+    with pytest.raises(UserError, match="is not a Python MPS Studio can use \\(it said: hello\\)"):
+        interpreter.check(str(fake))
+    (tmp_path / "plain").write_text("x")
+    with pytest.raises(UserError, match="is not executable"):
+        interpreter.check(str(tmp_path / "plain"))
+    code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu",
+                     "--python", str(tmp_path / "nowhere" / "python")])
+    err = capsys.readouterr().err
+    assert code == 2 and "No Python at" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_in_another_environment(tmp_path):
+    python = make_venv(tmp_path / "other-env", share_ours=True)
+    found = interpreter.check(str(python))
+    assert found.name == "other-env" and found.torch == __import__("torch").__version__
+    assert interpreter.check(str(python)) is found  # asked once per interpreter
+    cfg = RunConfig(model="mlp", dataset="synthetic", device="cpu", steps=12, epochs=None, warmup_steps=2,
+                    batch_size=16, python=found.path).validate()
+    [run] = run_isolated([cfg])
+    assert run.status == "finished", run.error
+    assert run.env["python_env"] == "other-env" and run.env["python_executable"].startswith(str(tmp_path))
+    assert cfg.comparison_key() == RunConfig(**{**cfg.to_dict(), "python": None}).comparison_key()
+
+
+def test_a_run_in_another_environment_that_crashes_is_kept_as_failed(tmp_path):
+    python = make_venv(tmp_path / "env", share_ours=True)
+    cfg = RunConfig(model="mlp", dataset="synthetic", device="cpu", steps=5, epochs=None, warmup_steps=1,
+                    batch_size=16, python=str(python)).validate()
+    lib = next((tmp_path / "env" / "lib").glob("python3*")) / "site-packages"
+    (lib / "sitecustomize.py").write_text("import os\nif os.environ.get('CRASH_HERE'):\n    os._exit(7)\n")
+    os.environ["CRASH_HERE"] = "1"
+    try:
+        [run] = run_isolated([cfg])
+    finally:
+        del os.environ["CRASH_HERE"]
+    assert run.status == "failed" and "exited with code 7" in run.error
+
+
+@pytest.mark.spawn  # both runs started as the app starts them (the suite's forkserver children record no variables)
+@pytest.mark.skipif(not OTHER.exists(), reason="no second torch: `make other-torch` makes .venv-other (CI does)")
+def test_two_torch_versions_compared_and_named(capsys):
+    """The issue's case: one setup with two torch versions (this suite's and .venv-other's 2.13)."""
+    found = interpreter.check(str(OTHER))
+    ours = __import__("torch").__version__
+    assert found.torch != ours
+    args = ["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--steps", "60", "--warmup",
+            "3", "--batch-size", "32", "--no-inspect"]
+    assert cli.main(args) == 0
+    assert cli.main([*args, "--python", str(OTHER)]) == 0
+    capsys.readouterr()
+    assert cli.main(["history", "--compare", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "environments compared" in out
+    line = next((s for s in out.splitlines() if s.startswith(f"torch {found.torch}")), out)
+    assert f"than {ours}" in line or f"against torch {ours}" in line
+    assert "nothing else differs (Python environment .venv-other" in line
