@@ -89,5 +89,13 @@ rc=0
 [[ $rc == 0 ]] || { cat "$tmp/export.log"; fail "export --format coreml exited $rc"; }
 [[ -f "$tmp/m.mlpackage/Manifest.json" ]] || { cat "$tmp/export.log"; fail "no Core ML package was written"; }
 echo "smoke: Core ML export ok in $(( $(date +%s) - t0 )) s"
+# 5. A run in another Python environment (bench --python): that interpreter runs the engine's sources the app carries
+t0=$(date +%s)
+rc=0
+"$BIN" bench --model mlp --dataset synthetic --devices cpu --steps 5 --warmup 1 --no-save --no-inspect \
+    --python "$PYTHON" > "$tmp/python.log" 2>&1 || rc=$?
+[[ $rc == 0 ]] || { cat "$tmp/python.log"; fail "bench --python exited $rc"; }
+grep -q "finished" "$tmp/python.log" || { cat "$tmp/python.log"; fail "bench --python did not finish"; }
+echo "smoke: bench in another Python environment ok in $(( $(date +%s) - t0 )) s"
 rm -rf "$tmp"
 echo "smoke: all passed"

@@ -111,8 +111,10 @@ def _choose(runs: list[RunResult], baseline_id: str | None) -> RunResult | None:
     return next((r for r in runs if r.id == baseline_id), None)
 
 
-def by_setting(results: Iterable[RunResult], baseline_id: str | None = None) -> list[Contrast]:
-    """Runs of one setup, device, machine and environment that differ in exactly one setting (SETTING_AXES)."""
+def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
+               containing: str | None = None) -> list[Contrast]:
+    """Runs of one setup, device, machine and environment that differ in exactly one setting (SETTING_AXES);
+    `containing`: only the groups holding that run (the window asks for the selected run's)."""
     usable = [r for r in results if _usable(r)]
     out = []
     for axis in SETTING_AXES:
@@ -123,8 +125,8 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None) -> 
             groups.setdefault((key, r.config.device, _env_print(r, "threads" if axis == "threads" else "")),
                               []).append(r)
         for members in groups.values():
-            runs = _newest_per(members, lambda r: getattr(r.config, axis))
-            if len(runs) >= 2:
+            runs = _newest_per(members, lambda r, axis=axis: getattr(r.config, axis))
+            if len(runs) >= 2 and (containing is None or any(r.id == containing for r in runs)):
                 out.append(of_runs(runs, _choose(runs, baseline_id), "setting", axis))
     return out
 
@@ -133,8 +135,10 @@ def device_kind(device: str) -> str:
     return device.split(":")[0]
 
 
-def by_environment(results: Iterable[RunResult], baseline_id: str | None = None) -> list[Contrast]:
-    """Runs of one setup on one kind of device whose environments differ (a machine is part of its environment)."""
+def by_environment(results: Iterable[RunResult], baseline_id: str | None = None,
+                   containing: str | None = None) -> list[Contrast]:
+    """Runs of one setup on one kind of device whose environments differ (a machine is part of its environment);
+    `containing`: only the group holding that run."""
     groups: dict[tuple, list[RunResult]] = {}
     for r in results:
         if _usable(r):
@@ -142,14 +146,16 @@ def by_environment(results: Iterable[RunResult], baseline_id: str | None = None)
     out = []
     for members in groups.values():
         runs = _newest_per(members, _env_print)
-        if len(runs) >= 2:
+        if len(runs) >= 2 and (containing is None or any(r.id == containing for r in runs)):
             out.append(of_runs(runs, _choose(runs, baseline_id), "environment"))
     return out
 
 
-def contrasts(results: Sequence[RunResult], baseline_id: str | None = None) -> list[Contrast]:
-    """Every contrast in a history: environments first (the question after an update), then settings."""
-    return [*by_environment(results, baseline_id), *by_setting(results, baseline_id)]
+def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
+              containing: str | None = None) -> list[Contrast]:
+    """Every contrast in a history (or those holding run `containing`): environments first (the question after an
+    update), then settings."""
+    return [*by_environment(results, baseline_id, containing), *by_setting(results, baseline_id, containing)]
 
 
 # ---------------------------------------------------------------- words

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 from ..basics.formatting import one_line, printable
 from .child import _child_main, serve
-from .interpreter import ForeignProcess
+from .interpreter import ForeignProcess, child_environment
 from .ending import holding_signals
 from .messages import KINDS, Garbled, load
 from .leftovers import Tree
@@ -89,8 +89,8 @@ class RunProcess:
                                        name="mpsstudio-run")
         with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
             self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up
-        if python:
-            self.conn.send(("settings", *settings))  # the child's first read (child.foreign_main)
+        if python:  # the child's first read (child.foreign_main)
+            self.conn.send(("settings", *settings[:3], child_environment(settings[3])))
         child_conn.close()
         out_write.close()
         self.output: Output | None = Output(os.dup(out_read.fileno()))

@@ -167,10 +167,20 @@ def _ask(target: Path, shown: str) -> dict:
     return answer
 
 
-def child_environment() -> dict:
+def child_environment(environ: dict | None = None) -> dict:
     """The environment another interpreter starts with: this one's, without what would make it load this
-    environment's packages (PYTHONPATH, PYTHONHOME)."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    environment's packages (PYTHONPATH, PYTHONHOME) and, in the frozen app, with the library paths its launcher
+    changed put back (PyInstaller keeps the originals in *_ORIG)."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    if getattr(sys, "frozen", False):
+        for name in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+            original = env.pop(f"{name}_ORIG", None)
+            if original is not None:
+                env[name] = original
+            else:
+                env.pop(name, None)
+    return env
 
 
 _root: str | None = None
