@@ -4,7 +4,7 @@ Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a 
 143 / 129 stopped by SIGTERM / SIGHUP (handled as Ctrl-C: the run in progress kept as cancelled).
 (`mpsstudio` with no subcommand opens the window: see launcher.py.) One module per group of subcommands: bench
 (bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), deploy (export, deploy-bench),
-diagnose, history, info (devices, models,
+diagnose, history, report, info (devices, models,
 datasets, doctor); what they share is in common and progress, the arguments in parser.
 """
 
@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from . import bench, deploy, diagnose, history, info, launch, tools, tune
+from . import bench, deploy, diagnose, history, info, launch, report, tools, tune
 from .bench import model_paths
 from .common import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
                      interrupted)
@@ -31,7 +31,7 @@ COMMANDS = {
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
     "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose, "run": bench.cmd_run,
-    "tune": tune.cmd_tune,
+    "tune": tune.cmd_tune, "report": report.cmd_report,
 }
 
 

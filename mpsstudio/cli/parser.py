@@ -187,6 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run the others are compared against (default: the oldest of each group)")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+    rp = sub.add_parser("report", help="a report to paste (Markdown: tables with units and intervals, the verdict, "
+                                       "the environment folded) or to send (one HTML file with its charts)",
+                        usage="mpsstudio report RUN_OR_RESULT... [--format md|html] [--out FILE]")
+    rp.add_argument("sources", nargs="+", metavar="RUN_OR_RESULT",
+                    help="a run id (its comparisons of devices and of what differs), a tool result's id, a JSON "
+                         "file MPS Studio wrote (runs or a tool result), or latest")
+    rp.add_argument("--format", choices=("md", "html"), default=None,
+                    help="md (GitHub-flavoured Markdown) or html (default: html for an --out ending in .html, "
+                         "else md)")
+    rp.add_argument("--out", metavar="FILE", default=None, help="write the report to FILE (default: print it)")
     for command in sub.choices.values():  # every table fits the terminal's width, unless asked otherwise
         command.add_argument("--wide", action="store_true",
                              help="one line per table row whatever the terminal's width (the default when the "

@@ -1,0 +1,110 @@
+"""`mpsstudio report RUN_OR_RESULT... [--format md|html] [--out FILE]`: a report to paste (Markdown) or to send
+(one HTML file) of runs and tool results: a run id (its comparisons of devices and of what differs), a tool
+result's id, a JSON file MPS Studio wrote (runs or a tool result), or `latest`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..engine.basics.errors import UserError
+from ..engine.basics.formatting import printable
+from .common import EXIT_OK, find_run
+
+FORMATS = ("md", "html")
+
+
+def cmd_report(args) -> int:
+    from ..engine.basics.files import check_writable_file, write_atomic
+    from ..engine.history import store as history
+    from ..engine.report import parts as reporting, scrubbed
+    from ..engine.report.render import to_html, to_markdown
+
+    fmt = args.format or ("html" if args.out and Path(args.out).suffix.lower() in (".html", ".htm") else "md")
+    if args.out:
+        check_writable_file(args.out, "--out")
+    store = None
+    parts, hosts = [], set()
+    for source in args.sources:
+        path = Path(source).expanduser()
+        if source != "latest" and (path.is_file() or path.suffix.lower() == ".json"):
+            found, used = _from_file(path, source)
+        else:
+            store = store or history.RunStore()
+            found, used = _from_history(store, source)
+        parts += found
+        hosts |= {r.env.get("hostname") for r in used}
+    inspections = []
+    if store is not None:
+        inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]
+    parts = [p(inspections) if callable(p) else p for p in parts]
+    report = scrubbed(reporting.report(parts), hosts)
+    text = to_html(report) if fmt == "html" else to_markdown(report)
+    if args.out:
+        write_atomic(args.out, text)
+        print(f"wrote the report ({len(report.parts)} part{'s' if len(report.parts) != 1 else ''}, {fmt}) to "
+              f"{printable(args.out)}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _from_file(path: Path, shown: str):
+    from ..engine.history.runfiles import holds_runs, import_json, import_tool_json
+    from ..engine.report import parts as reporting
+
+    if not path.is_file():
+        raise UserError(f"No file {printable(shown)[:120]}; give a run id, a tool result's id, a JSON file MPS "
+                        "Studio wrote, or latest.")
+    if holds_runs(path):
+        runs = import_json(path)
+        return _run_parts(runs, runs), runs
+    import json
+
+    record = import_tool_json(path)
+    doc = json.loads(path.read_text(encoding="utf-8"))  # read and checked just above
+    when = record.created_at if isinstance(doc, dict) and doc.get("created_at") else ""  # else: when imported
+    return [reporting.tool_part(record.kind, record.result, when)], []
+
+
+def _run_parts(chosen, all_runs):
+    """Every comparison holding one of `chosen` (once each), or the runs alone; built when the inspections are known."""
+    from ..engine.analysis import contrast
+    from ..engine.analysis.compare import compare
+    from ..engine.report import parts as reporting
+
+    out, seen = [], set()
+    ids = {r.id for r in chosen}
+    for c in compare(list(all_runs)):
+        if any(r.id in ids for r in c.all_runs):
+            out.append(lambda ins, c=c: reporting.comparison_part(c, ins))
+            seen |= {r.id for r in c.all_runs}
+    for c in contrast.contrasts(list(all_runs)):
+        if any(r.id in ids for r in c.runs):
+            out.append(reporting.contrast_part(c))
+            seen |= {r.id for r in c.runs}
+    for r in chosen:
+        if r.id not in seen:
+            out += reporting.run_parts(r, [r])
+    return out
+
+
+def _from_history(store, source: str):
+    from ..engine.report import parts as reporting
+
+    runs = store.summaries()
+    tools = [t for t in store.tools() if not t.problem]
+    if source == "latest":
+        newest_run = max(runs, key=lambda r: r.created_at, default=None)
+        newest_tool = max(tools, key=lambda t: t.created_at, default=None)
+        if newest_run is None and newest_tool is None:
+            raise UserError("The history holds no run or tool result yet; run `mpsstudio bench` first.")
+        if newest_tool is not None and (newest_run is None or newest_tool.created_at > newest_run.created_at):
+            return [reporting.tool_part(newest_tool.kind, newest_tool.result, newest_tool.created_at)], []
+        return _run_parts([newest_run], runs), runs
+    tool = [t for t in tools if t.id == source] or ([t for t in tools if t.id.startswith(source)]
+                                                     if len(source) >= 4 else [])
+    if len(tool) == 1:
+        return [reporting.tool_part(tool[0].kind, tool[0].result, tool[0].created_at)], []
+    run = find_run(runs, source)
+    return _run_parts([run], runs), runs

@@ -1,0 +1,117 @@
+"""Reports to paste: a comparison of devices, a comparison by what differs (environments, settings, chosen runs), a
+run, and every tool result kind, as GitHub-flavoured Markdown (Copy as Markdown) or one self-contained HTML file
+with its chart as inline SVG (Export Report…; opens offline in Safari and Chrome). Both front ends and
+`mpsstudio report` render the same `Report`: the engine's own sentences, tables and legends, never re-derived.
+
+- parts.py  builds a Part from a comparison, a contrast, a run or a tool result
+- svg.py    the chart of a part (bars with interval whiskers) as SVG
+- render.py Markdown and HTML
+
+A report names no absolute path, user name or host name: `scrub` turns paths into their file names and the names
+into neutral words, in every text of the report. Imports no torch and no Qt.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]
+    legend: str = ""
+
+
+@dataclass
+class Chart:
+    """Horizontal bars, one per label, with optional interval whiskers and a reference line (1.0 for ratios)."""
+
+    labels: list[str]
+    values: list[float | None]
+    unit: str
+    lows: list[float | None] = field(default_factory=list)
+    highs: list[float | None] = field(default_factory=list)
+    reference: float | None = None
+    notes: list[str] = field(default_factory=list)  # a word beside each bar ("noisy", "failed"); "" for none
+
+
+@dataclass
+class Part:
+    """One thing reported: a heading, the answer at a glance, its sentences, tables, a chart, the environment."""
+
+    heading: str
+    headline: str = ""
+    sentences: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    chart: Chart | None = None
+    environment: list[tuple[str, ...]] = field(default_factory=list)  # (what, its value for each column)
+    when: str = ""
+    environment_columns: list[str] = field(default_factory=lambda: ["value"])
+
+
+@dataclass
+class Report:
+    title: str
+    parts: list[Part]
+    made_by: str = ""
+
+
+_PATH = re.compile(r"(?:(?<=[\s(\"'=:,])|^)(?:~|[A-Za-z]:)?(?:[/\\][^\s/\\\"'()<>|,;]+)+[/\\]?")
+
+
+def secrets(hosts=()) -> list[tuple[str, str]]:
+    """(text, what it becomes) for what a pasted report must not name: the user's name and home, host names."""
+    out = []
+    home = os.path.expanduser("~")
+    if home and home not in ("/", "~"):
+        out.append((home, "~"))
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name known (a container): nothing to hide
+        user = ""
+    if len(user) >= 3:
+        out.append((user, "user"))
+    for host in hosts:
+        if isinstance(host, str) and len(host) >= 3:
+            out.append((host, "a host"))
+            out.append((host.split(".")[0], "a host"))
+    return sorted(set(out), key=lambda pair: -len(pair[0]))
+
+
+def scrub(text: str, hidden: list[tuple[str, str]]) -> str:
+    """`text` with every absolute path reduced to its last part and every hidden name replaced."""
+    text = str(text)
+    for secret, word in hidden:
+        text = text.replace(secret, word)
+
+    def base(match: re.Match) -> str:
+        whole = match.group(0).rstrip("/\\")
+        name = re.split(r"[/\\]", whole)[-1]
+        return name or whole
+    return _PATH.sub(base, text)
+
+
+def scrubbed(report: Report, hosts=()) -> Report:
+    """The report with every text passed through `scrub`."""
+    hidden = secrets(hosts)
+
+    def s(text: str) -> str:
+        return scrub(text, hidden)
+
+    parts = []
+    for p in report.parts:
+        chart = p.chart
+        if chart is not None:
+            chart = Chart([s(x) for x in chart.labels], chart.values, s(chart.unit), chart.lows, chart.highs,
+                          chart.reference, [s(x) for x in chart.notes])
+        parts.append(Part(s(p.heading), s(p.headline), [s(x) for x in p.sentences],
+                          [Table([s(h) for h in t.headers], [[s(c) for c in row] for row in t.rows], t.numeric,
+                                 s(t.legend)) for t in p.tables],
+                          chart, [tuple(s(x) for x in row) for row in p.environment], s(p.when),
+                          [s(x) for x in p.environment_columns]))
+    return Report(s(report.title), parts, s(report.made_by))

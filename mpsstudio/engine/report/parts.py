@@ -1,0 +1,150 @@
+"""Parts of a report, from what the engine computed: a comparison of devices (analysis/compare, verdict), a
+comparison by what differs (analysis/contrast), a run, and each tool result kind (tools/toolview's tables, the
+result's own sentence). Nothing is re-derived here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ... import __version__
+from ..analysis import contrast as contrasts
+from ..analysis.compare import Comparison, compare, interval_name, short_machine
+from ..analysis.differences import environment_items
+from ..analysis.verdict import headline, verdicts
+from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, is_finite, plural, printable
+from ..basics.results import now_iso
+from ..basics.results import RunResult
+from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
+from ..tools import toolview
+from . import Chart, Part, Report, Table
+
+RUN_COLUMNS = ("machine", *CLI_BENCH_COLUMNS[:7], "peak_memory_bytes", "final_loss", "status")
+
+
+def made_by() -> str:
+    return f"Made with MPS Studio {__version__} on {fmt_timestamp(now_iso())}."
+
+
+def _runs_table(runs: Sequence[RunResult], all_runs: Sequence[RunResult]) -> Table:
+    from ..analysis.compare import speedup_map
+
+    speedups = speedup_map(compare(list(all_runs)))
+    keys = [k for k in RUN_COLUMNS if k != "machine" or len({r.machine for r in runs}) > 1]
+    rows = [[cell_text(k, r, speedups) for k in keys] for r in runs]
+    return Table([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys],
+                 f"{SPREAD_WORDS} (Samples/s). Samples/s and memory are measured; s/epoch with \u2248 is estimated.")
+
+
+def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
+    """Devices compared: each device's speedup over its own machine's CPU with its interval."""
+    entries = c.entries
+    many = len(c.machines()) > 1
+    labels = [f"{e.device} \u2014 {short_machine(e.machine)}" if many else e.device for e in entries]
+    by_speedup = any(e.speedup is not None for e in entries)
+    values = [e.speedup if by_speedup else e.samples_per_s for e in entries]
+    chart = Chart(labels, values, "speedup over the same machine's CPU (\u00d7)" if by_speedup else "samples/s",
+                  [e.low for e in entries] if by_speedup else [], [e.high for e in entries] if by_speedup else [],
+                  1.0 if by_speedup else None, ["noisy" if e.noisy else "" for e in entries])
+    methods = {interval_name(e.method) for e in entries} - {None}
+    table = _runs_table(c.all_runs, c.all_runs)
+    if methods:
+        table.legend += " Intervals: " + "; ".join(sorted(methods)) + "."
+    return Part(f"Devices compared: {c.title()}", headline(c), verdicts(c, inspections), [table], chart,
+                environment_items(c.runs[0].env), fmt_timestamp(max(r.created_at for r in c.all_runs)))
+
+
+def contrast_part(c: contrasts.Contrast) -> Part:
+    """Runs compared by what differs: each one's ratio to the baseline with its interval, and the verdict."""
+    headers, rows, numeric = contrasts.table(c)
+    labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs) or "repeat" for v in c.rows]
+    chart = Chart(labels, [1.0] + [v.ratio for v in c.rows], "samples/s over the baseline's (\u00d7)",
+                  [None] + [v.low for v in c.rows], [None] + [v.high for v in c.rows], 1.0,
+                  ["noisy" if c.baseline.summary.get("stability") == "noisy" else ""]
+                  + ["noisy" if v.noisy else "" for v in c.rows])
+    envs = [dict(environment_items(r.env)) for r in c.runs]
+    names = list(dict.fromkeys(k for env in envs for k in env))
+    columns = [f"run {r.id[:8]}" + (" (baseline)" if i == 0 else "") for i, r in enumerate(c.runs)]
+    return Part(c.title(), contrasts.headline(c), c.sentences(), [Table(headers, rows, numeric, contrasts.LEGEND)],
+                chart, [(k, *(env.get(k, "\u2014") for env in envs)) for k in names],
+                fmt_timestamp(c.baseline.created_at), columns)
+
+
+def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequence[dict] = ()) -> list[Part]:
+    """A run: its device comparison and every comparison by what differs that holds it; else the run alone."""
+    parts = [comparison_part(c, inspections) for c in compare(list(all_runs)) if c.entry_of(run) is not None]
+    parts += [contrast_part(c) for c in contrasts.contrasts(all_runs, containing=run.id)]
+    if parts:
+        return parts
+    s = run.summary
+    what = (f"{run.config.device}: {fmt_rate(s.get('samples_per_s'))} samples/s" if is_finite(s.get("samples_per_s"))
+            else f"{run.config.device}: {run.status}")
+    return [Part(f"Run: {run.config.model} on {run.config.dataset}, batch {run.config.batch_size}, "
+                 f"{run.config.precision} on {run.config.device}", what, [printable(run.error)] if run.error else [],
+                 [_runs_table([run], all_runs)], None, environment_items(run.env), fmt_timestamp(run.created_at))]
+
+
+def _table(cells: tuple[list[str], list[list[str]], list[bool]], legend: str = "") -> Table:
+    headers, rows, numeric = cells
+    return Table(list(headers), [list(map(str, r)) for r in rows], list(numeric), legend)
+
+
+def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
+    """A tool's result: its title, its sentence, the tables the window shows, a chart where it has one."""
+    tables: list[Table] = []
+    chart = None
+    if kind == "sweep":
+        tables.append(_table(toolview.sweep_table(result), f"{SPREAD_WORDS}. Step ms and samples/s are measured."))
+        points = [p for p in result.get("points", []) if is_finite(p.get("samples_per_s"))]
+        chart = Chart([f"{p['device']} batch {p['batch_size']:,}" for p in points],
+                      [p["samples_per_s"] for p in points], "samples/s (median, measured)",
+                      notes=["noisy" if p.get("stability") == "noisy" else "" for p in points])
+    elif kind == "max-batch":
+        tables.append(_table(toolview.max_batch_table(result)))
+        probes = sorted(result.get("probes", []), key=lambda p: p["batch_size"])
+        chart = Chart([f"batch {p['batch_size']:,}" for p in probes], [p.get("samples_per_s") for p in probes],
+                      "samples/s of each probe (measured over a few steps: rough)",
+                      notes=["" if p["fits"] else "does not fit" for p in probes])
+    elif kind == "tune":
+        tables.append(_table(toolview.tune_table(result), toolview.TUNE_LEGEND))
+        rows = [r for r in toolview.tune_rows(result) if is_finite(r.get("samples_per_s"))]
+        chart = Chart([f"{r['device']}: {r['label']}" for r in rows], [r["samples_per_s"] for r in rows],
+                      "samples/s (measured)", [r.get("samples_per_s_low") for r in rows],
+                      [r.get("samples_per_s_high") for r in rows],
+                      notes=[r["status"] if r["status"] != "measured" else "" for r in rows])
+    elif kind == "diagnose":
+        from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table
+
+        tables.append(_table(anatomy_table(result), "Milliseconds per step: medians, each phase timed with the "
+                                                    "device synchronized (measured)."))
+        for d in result.get("devices") or []:
+            if isinstance(d.get("layers"), dict) and d["layers"].get("layers"):
+                tables.append(_table(layers_table(d["layers"])))
+        first = next((d for d in result.get("devices") or [] if "error" not in d), None)
+        if first is not None:
+            phases = [p for p in PHASE_WORDS if is_finite(first.get(f"{p}_ms"))]
+            chart = Chart([PHASE_WORDS[p] for p in phases], [first[f"{p}_ms"] for p in phases],
+                          f"ms per step on {first.get('device', '?')} (median, measured)")
+    elif kind == "inspect":
+        par = result.get("parity")
+        if par:
+            tables.append(_table(toolview.parity_table(result, limit=50), f"Parity with the CPU in float64 "
+                                 f"({par.get('precision')}; relative error = max|device - reference| / max|reference|; "
+                                 f"one batch of {par.get('batch_size', '?')})."))
+        if result.get("fallback_ops"):
+            tables.append(_table(toolview.fallback_table(result), "Operations that ran on the CPU during one "
+                                 "training step, each timed with the device synchronized around it."))
+    elif kind == "deploy-bench":
+        tables.append(_table(toolview.deploy_table(result), "Latency and throughput measured; energy where a meter "
+                                                            "was read."))
+    elif kind == "export":
+        tables.append(_table(toolview.export_table(result)))
+    env = result.get("env") if isinstance(result.get("env"), dict) else {}
+    return Part(toolview.title(kind, result), "", [str(result.get("sentence") or "")], tables, chart,
+                environment_items(env), fmt_timestamp(created_at) if created_at else "")
+
+
+def report(parts: list[Part], title: str | None = None) -> Report:
+    """A report of these parts (the title: the first part's heading, or how many there are)."""
+    if title is None:
+        title = parts[0].heading if len(parts) == 1 else f"MPS Studio: {plural(len(parts), 'result')}"
+    return Report(title, parts, made_by())
