@@ -4,6 +4,8 @@ fresh history:
     python benchmarks/window_screenshot.py OUT.png FILE.json [MORE.json ...]   # the Tools tab, newest result
     python benchmarks/window_screenshot.py --runs OUT.png RUNS.json             # the Runs tab, newest comparison
     python benchmarks/window_screenshot.py --folder DIR OUT.png                 # a folder dropped: its summary
+    python benchmarks/window_screenshot.py --runs --compare environment --python PY OUT.png RUNS.json
+                                                    # the newest run compared by its environment; PY in Preferences
 
 Each FILE is imported as `mpsstudio history --import` does (a command's --json: a tool result, or runs). With
 --runs the runs of the newest comparison are selected (its verdict and chart beside the table); with --folder the
@@ -23,12 +25,22 @@ from mpsstudio import cli  # noqa: E402
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--runs", action="store_true", help="the Runs tab with the newest comparison selected")
 parser.add_argument("--folder", default=None, metavar="DIR", help="drop this folder and show its summary")
+parser.add_argument("--compare", default=None, metavar="KIND",
+                    help="with --runs: select the newest run and show its comparison of this kind (environment, "
+                         "setting, selected)")
+parser.add_argument("--python", default=None, metavar="PATH", help="another Python environment in Preferences")
 parser.add_argument("out")
 parser.add_argument("files", nargs="*")
 args = parser.parse_args()
 for path in args.files:
     if cli.main(["history", "--import", path]) != cli.EXIT_OK:
         raise SystemExit(f"could not import {path}")
+if args.python:
+    from mpsstudio.engine.process.interpreter import check
+    from mpsstudio.gui.preferences import Preferences
+
+    found = check(args.python)
+    Preferences(pythons=[{"path": found.path, "label": found.label()}]).save()
 
 from PySide6.QtCore import QPoint, Qt, QTimer  # noqa: E402
 from PySide6.QtGui import QColor, QPainter  # noqa: E402
@@ -50,6 +62,14 @@ def prepare():
         from mpsstudio.engine.analysis.compare import compare
 
         window.tabs.setCurrentWidget(window.results)
+        if args.compare:
+            newest = max(window.store.all(), key=lambda r: r.created_at)
+            window.results.select_ids([newest.id])
+            combo = window.results.compare_combo
+            index = next(i for i in range(combo.count()) if str(combo.itemData(i)).startswith(args.compare))
+            combo.setCurrentIndex(index)
+            window.results._update_chart()
+            return
         comparisons = compare(window.store.all())
         window.results.select_ids([r.id for r in comparisons[-1].all_runs] if comparisons else [])
     elif args.folder:

@@ -93,3 +93,32 @@ def png_scale(path: str) -> float:
 
     dpm = QImage(path).dotsPerMeterX()
     return round(dpm * 0.0254 / 72, 2) if dpm > 0 else 1.0
+
+
+def report_markdown(report) -> str:
+    """The engine's report (engine/report) as Markdown, scrubbed of paths, user and host names."""
+    from ..engine.report import scrubbed
+    from ..engine.report.render import to_markdown
+
+    return to_markdown(scrubbed(report))
+
+
+def write_report_html(report, path: str) -> str:
+    """Write the report as one HTML file; the sentence to show (what was written, or why not)."""
+    from ..engine.basics.errors import UserError
+    from ..engine.basics.files import write_atomic
+    from ..engine.basics.formatting import error_line
+    from ..engine.report import scrubbed
+    from ..engine.report.render import to_html
+
+    try:
+        write_atomic(path, to_html(scrubbed(report)))
+    except (OSError, UserError) as exc:
+        return f"The report could not be written to {path} ({error_line(exc)}); choose another folder."
+    return f"Exported the report to {path.replace(chr(92), '/').rsplit('/', 1)[-1]} (one HTML file with its chart)."
+
+
+def copy_to_clipboard(text: str) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.clipboard().setText(text)

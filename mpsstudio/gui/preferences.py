@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QPalette
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QMessageBox, QPushButton,
-    QSpinBox, QVBoxLayout, QWidget,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
+    QListWidgetItem, QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from ..engine.basics.files import write_atomic
@@ -27,13 +27,15 @@ class Preferences:
     cpu_threads: int = 0  # 0: PyTorch's default
     window_s: float = 0.1  # length of one measurement window
     plot_refresh: str = "auto"  # live plots: "auto" (10 Hz; every 2 s while a CPU run uses every core), "10", "2"
+    # other Python environments to run in ({"path", "label"}, checked when added: engine process/interpreter.py)
+    pythons: list = field(default_factory=list)
 
     @classmethod
     def load(cls) -> "Preferences":
         try:
             data = json.loads((config_dir() / "preferences.json").read_text())
             prefs = cls(cpu_threads=int(data.get("cpu_threads", 0)), window_s=float(data.get("window_s", 0.1)),
-                        plot_refresh=str(data.get("plot_refresh", "auto")))
+                        plot_refresh=str(data.get("plot_refresh", "auto")), pythons=_pythons(data.get("pythons")))
         except (OSError, ValueError, TypeError, AttributeError):
             return cls()
         if prefs.plot_refresh not in REFRESH_CHOICES:
@@ -83,6 +85,7 @@ class PreferencesDialog(QDialog):
                                 "none measurable every 2 s); a GPU run, or a CPU run that leaves a core free, loses "
                                 "none measurable at 10 Hz (docs/benchmarks.md).")
         form.addRow("Live plot refresh:", self.refresh)
+        form.addRow("Other PyTorch:", self._pythons_row())
         from ..engine.basics.paths import cache_dir
 
         for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
@@ -99,6 +102,7 @@ class PreferencesDialog(QDialog):
         self.prefs.cpu_threads = self.threads.value()
         self.prefs.window_s = self.window.value()
         self.prefs.plot_refresh = self.refresh.currentData()
+        self.prefs.pythons = [self.pythons.item(i).data(PYTHON_ROLE) for i in range(self.pythons.count())]
         try:
             self.prefs.save()
         except OSError as exc:
@@ -107,6 +111,74 @@ class PreferencesDialog(QDialog):
                                 "check that this folder can be written, or press Cancel to keep the old ones.")
             return
         super().accept()
+
+
+    def _pythons_row(self) -> QWidget:
+        """Other Python environments (a venv's or conda env's python with its own torch): each checked when added,
+        then a checkbox under Devices in the setup."""
+        box = QWidget()
+        column = QVBoxLayout(box)
+        column.setContentsMargins(0, 0, 0, 0)
+        self.pythons = QListWidget()
+        self.pythons.setMaximumHeight(90)
+        self.pythons.setToolTip("Each becomes a checkbox under Devices: the checked devices run in every checked "
+                                "PyTorch, and the runs are compared by their environments.")
+        for env in self.prefs.pythons:
+            self._add_item(env)
+        self.python_note = QLabel("Add a venv's or conda env's python to run your setup with its torch too.")
+        self.python_note.setWordWrap(True)
+        self.python_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        row = QHBoxLayout()
+        add = QPushButton("Add…")
+        add.clicked.connect(self._choose_python)
+        remove = QPushButton("Remove")
+        remove.clicked.connect(lambda: self.pythons.takeItem(self.pythons.currentRow()))
+        row.addWidget(add)
+        row.addWidget(remove)
+        row.addStretch(1)
+        column.addWidget(self.pythons)
+        column.addWidget(self.python_note)
+        column.addLayout(row)
+        self._checker = None
+        return box
+
+    def _add_item(self, env: dict) -> None:
+        item = QListWidgetItem(env["label"])
+        item.setToolTip(env["path"])
+        item.setData(PYTHON_ROLE, env)
+        self.pythons.addItem(item)
+
+    def _choose_python(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a Python (a venv's bin/python)", str(Path.home()))
+        if path:
+            self.add_python(path)
+
+    def add_python(self, path: str) -> None:
+        """Check the interpreter off the window's thread, then list it (or say why not)."""
+        from .worker import InterpreterChecker
+
+        self.python_note.setText(f"Checking {path}… (it starts that Python and imports its torch)")
+        self._checker = InterpreterChecker(path, self)
+        self._checker.checked.connect(self._python_checked)
+        self._checker.rejected.connect(lambda _p, why: self.python_note.setText(why))
+        self._checker.start()
+
+    def _python_checked(self, path: str, label: str) -> None:
+        known = [self.pythons.item(i).data(PYTHON_ROLE)["path"] for i in range(self.pythons.count())]
+        if path not in known:
+            self._add_item({"path": path, "label": label})
+        self.python_note.setText(f"Added: {label}.")
+
+
+PYTHON_ROLE = 0x0100 + 7  # Qt.UserRole + 7: an item's {"path", "label"}
+
+
+def _pythons(value) -> list:
+    """Preferences' environments, as far as they are well formed (a hand-edited file loses only its bad entries)."""
+    if not isinstance(value, list):
+        return []
+    return [{"path": e["path"], "label": e["label"]} for e in value
+            if isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("label"), str)][:20]
 
 
 def _folder_row(folder: Path) -> QWidget:

@@ -54,6 +54,30 @@ class CatalogLoader(QThread):
                              f"run `mpsstudio doctor` in a terminal for details.")
 
 
+class InterpreterChecker(QThread):
+    """Checks another Python environment (engine process/interpreter.py: it starts that Python once)."""
+
+    checked = Signal(str, str)  # path, its label ("torch 2.15.0 · Python 3.12.4 (venv215)")
+    rejected = Signal(str, str)  # path, one sentence
+
+    def __init__(self, path: str, parent=None):
+        super().__init__(parent)
+        self.path = path
+        _live.add(self)
+
+    def run(self) -> None:
+        from ..engine.basics.errors import UserError
+        from ..engine.process.interpreter import check
+
+        try:
+            found = check(self.path)
+            self.checked.emit(found.path, found.label())
+        except UserError as exc:
+            self.rejected.emit(self.path, str(exc))
+        except Exception as exc:  # noqa: BLE001 (said in one sentence, never a traceback)
+            self.rejected.emit(self.path, f"{self.path} could not be checked ({type(exc).__name__}: {exc}).")
+
+
 class FolderChecker(QThread):
     """Validates a dropped or opened folder with the engine (reading every image can take a moment)."""
 

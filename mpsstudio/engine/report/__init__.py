@@ -59,6 +59,7 @@ class Report:
     title: str
     parts: list[Part]
     made_by: str = ""
+    hosts: list[str] = field(default_factory=list)  # host names of the runs reported: never written (scrubbed)
 
 
 _PATH = re.compile(r"(?:(?<=[\s(\"'=:,])|^)(?:~|[A-Za-z]:)?(?:[/\\][^\s/\\\"'()<>|,;]+)+[/\\]?")
@@ -98,7 +99,7 @@ def scrub(text: str, hidden: list[tuple[str, str]]) -> str:
 
 def scrubbed(report: Report, hosts=()) -> Report:
     """The report with every text passed through `scrub`."""
-    hidden = secrets(hosts)
+    hidden = secrets([*hosts, *report.hosts])
 
     def s(text: str) -> str:
         return scrub(text, hidden)
@@ -114,4 +115,4 @@ def scrubbed(report: Report, hosts=()) -> Report:
                                  s(t.legend)) for t in p.tables],
                           chart, [tuple(s(x) for x in row) for row in p.environment], s(p.when),
                           [s(x) for x in p.environment_columns]))
-    return Report(s(report.title), parts, s(report.made_by))
+    return Report(s(report.title), parts, s(report.made_by))  # no host list: nothing left to hide

@@ -143,8 +143,10 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
                 environment_items(env), fmt_timestamp(created_at) if created_at else "")
 
 
-def report(parts: list[Part], title: str | None = None) -> Report:
-    """A report of these parts (the title: the first part's heading, or how many there are)."""
+def report(parts: list[Part], title: str | None = None, runs: Sequence[RunResult] = ()) -> Report:
+    """A report of these parts (the title: the first part's heading, or how many there are); `runs`: those it
+    reports, whose host names scrubbed() hides."""
     if title is None:
         title = parts[0].heading if len(parts) == 1 else f"MPS Studio: {plural(len(parts), 'result')}"
-    return Report(title, parts, made_by())
+    hosts = sorted({r.env.get("hostname") for r in runs if isinstance(r.env.get("hostname"), str)})
+    return Report(title, parts, made_by(), hosts)

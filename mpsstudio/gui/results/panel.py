@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QSplitter, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QStackedLayout, QVBoxLayout, QWidget
 
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.errors import UserError
@@ -18,8 +18,10 @@ from ...engine.basics.formatting import plural
 from ...engine.basics.results import RunResult
 from ...engine.history.store import RunStore
 from ..style import keys, placeholder_label
+from .contrast_chart import ContrastChart
 from .deleting import DeletingMixin, UndoBar
 from .files import FilesMixin
+from .reports import ReportsMixin
 from .run_details import RunDetails
 from .run_table import COL, RunSortProxy, RunTableModel
 from .speedup_chart import SpeedupChart
@@ -30,7 +32,7 @@ __all__ = ["COL", "ResultsPanel"]
 
 
 
-class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QWidget):
+class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, ReportsMixin, QWidget):
     """Every kept run in a sortable table, the speedup chart of the selected comparison, and exports."""
 
     message = Signal(str)
@@ -51,6 +53,9 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
         self.proxy.setSourceModel(self.model)
         self.table = self._make_table()
         self.chart = SpeedupChart()
+        self.contrast_chart = ContrastChart()
+        self.contrast_chart.baseline_chosen.connect(self._choose_baseline)
+        self._baseline_id: str | None = None  # the baseline the user chose for the comparisons by what differs
         self._make_actions()
 
         self.empty = placeholder_label("<b>No runs yet</b><br>Finished runs appear here and are kept between "
@@ -84,8 +89,29 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
         # Table and chart side by side: the table gets the panel's whole height (a dozen rows at 1280x740)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
+        # the right side: what the current run is compared with: its devices, or runs that differ in one setting or
+        # in their environment, or the selected runs (engine analysis/compare.py and contrast.py)
+        self.compare_combo = QComboBox()
+        self.compare_combo.setToolTip("Compare the current run with the same setup on other devices, with runs that "
+                                      "differ in one setting or in their environment, or the selected runs.")
+        self.compare_combo.activated.connect(lambda _i: self._update_chart())
+        compare_row = QHBoxLayout()
+        compare_row.setContentsMargins(0, 0, 0, 0)
+        compare_row.addWidget(QLabel("Compare:"))
+        compare_row.addWidget(self.compare_combo, 1)
+        self.compare_bar = QWidget()
+        self.compare_bar.setLayout(compare_row)
+        charts = QWidget()
+        self._chart_stack = QStackedLayout()
+        self._chart_stack.addWidget(self.chart)
+        self._chart_stack.addWidget(self.contrast_chart)
+        right = QVBoxLayout(charts)
+        right.setContentsMargins(0, 0, 0, 0)
+        right.setSpacing(4)
+        right.addWidget(self.compare_bar)
+        right.addLayout(self._chart_stack, 1)
         splitter.addWidget(left)
-        splitter.addWidget(self.chart)
+        splitter.addWidget(charts)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setSizes([3000, 2000])  # scaled to the real width: the table gets three fifths
@@ -95,7 +121,8 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, QW
         buttons.setSpacing(8)
         buttons.addWidget(self._button(self.delete_action))
         buttons.addStretch(1)
-        for action in (self.import_action, self.csv_action, self.json_action, self.png_action):
+        for action in (self.import_action, self.csv_action, self.json_action, self.png_action, self.markdown_action,
+                       self.report_action):
             buttons.addWidget(self._button(action))
 
         layout = QVBoxLayout(self)

@@ -131,6 +131,7 @@ class RunDetails(QWidget):
             lines.append(f"⚠︎ Memory: {escape(printable(s['memory_flag']))}")
         if precision_note(cfg):
             lines.append(escape(precision_note(cfg)))
+        lines.append(environment_line(run.env))
         self.title.setText("<br>".join(lines))
         self.note.blockSignals(True)
         self.note.setText(run.note)
@@ -235,6 +236,17 @@ class RunDetails(QWidget):
         """The table's text, row by row (for tests and reading back)."""
         return [[self.epochs.item(r, c).text() for c in range(self.epochs.columnCount())]
                 for r in range(self.epochs.rowCount())]
+
+
+def environment_line(env: dict) -> str:
+    """What can change the run's numbers besides its settings, as recorded (engine analysis/differences.py), in
+    grey: "Environment: torch 2.14.1 · Python 3.11.7 · macOS 14.5 · macOS build 23F79 · …"."""
+    from ...engine.analysis.differences import environment_items
+
+    items = [f"{k} {v[:12] if k == 'torch build' else v}" for k, v in environment_items(env)]
+    if not items:
+        return "<span style='color:gray'>Environment: not recorded (an older run)</span>"
+    return f"<span style='color:gray'>Environment: {escape(' · '.join(items))}</span>"
 
 
 def _best_epoch(rows: list[dict]) -> int | None:

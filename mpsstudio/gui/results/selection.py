@@ -74,12 +74,84 @@ class SelectionMixin:
             what = {"cancelled": "was stopped before the end", "interrupted": "was interrupted"}.get(run.status,
                                                                                                     run.status)
             hint = f"This run {what}; only finished runs are compared"
-        self.chart.show_comparison(self.current_comparison(), hint)
+        self._fill_compare_choices(run)
+        shown = self.shown_contrast()
+        if shown is not None:
+            self._chart_stack.setCurrentWidget(self.contrast_chart)
+            self.contrast_chart.show_contrast(shown)
+        else:
+            self._chart_stack.setCurrentWidget(self.chart)
+        self.chart.show_comparison(self.current_comparison(), hint)  # kept current, shown or not
         if run is None:
             self.details.show_run(None)
         elif self.details.run is None or self.details.run.id != run.id:
             whole = self.whole_runs([run.id])
             self.details.show_run(whole[0] if whole else None)
+
+    # comparisons by what differs (engine analysis/contrast.py)
+    def _contrast_choices(self, run: RunResult | None) -> list[tuple[str, str, object]]:
+        """(label, key, what to show) for the Compare menu: devices, the environments, one setting, the selection."""
+        from ...engine.analysis import contrast
+
+        out: list[tuple[str, str, object]] = []
+        if run is not None and self.model.comparison_of.get(run.id) is not None:
+            out.append(("Devices (speedup over each machine's CPU)", "devices", None))
+        ids = self.selected_ids()
+        if len(ids) >= 2:
+            runs = self.whole_or_summary(ids)
+            if len(runs) >= 2:
+                out.append((f"The {len(runs)} selected runs", "selected", ("selected", [r.id for r in runs])))
+        if run is not None:
+            for c in contrast.contrasts(self.model.runs(), containing=run.id):
+                label = ("Environments (torch, macOS, machine…)" if c.kind == "environment"
+                         else f"Settings: {contrast.SETTING_AXES.get(c.axis, c.axis)}")
+                out.append((label, f"{c.kind}:{c.axis}", (c.kind, c.axis)))
+        return out
+
+    def whole_or_summary(self, ids: list[str]) -> list[RunResult]:
+        """These runs as the table holds them (a summary keeps the windows' samples/s an interval needs)."""
+        rows = [self.model.row_of(i) for i in ids]
+        return [self.model.run_at(r) for r in rows if r is not None]
+
+    def _fill_compare_choices(self, run: RunResult | None) -> None:
+        choices = self._contrast_choices(run)
+        previous = self.compare_combo.currentData()
+        self.compare_combo.blockSignals(True)
+        self.compare_combo.clear()
+        for label, key, _ in choices:
+            self.compare_combo.addItem(label, key)
+        self._choices = {key: what for _, key, what in choices}
+        keys = [key for _, key, _ in choices]
+        if previous in keys and not (previous == "devices" and "selected" in keys):
+            self.compare_combo.setCurrentIndex(keys.index(previous))
+        elif "selected" in keys:
+            self.compare_combo.setCurrentIndex(keys.index("selected"))
+        self.compare_combo.blockSignals(False)
+        self.compare_bar.setVisible(len(choices) > 1 or (len(choices) == 1 and keys[0] != "devices"))
+
+    def shown_contrast(self):
+        """The comparison by what differs the Compare menu shows (None: the devices' chart)."""
+        from ...engine.analysis import contrast
+
+        key = self.compare_combo.currentData()
+        what = getattr(self, "_choices", {}).get(key)
+        if what is None:
+            return None
+        run = self._current_run()
+        baseline = self._baseline_id
+        if what[0] == "selected":
+            runs = self.whole_or_summary(what[1])
+            if len(runs) < 2:  # deleted meanwhile
+                return None
+            chosen = next((r for r in runs if r.id == baseline), None)
+            return contrast.of_runs(runs, chosen)
+        kind, axis = what
+        found = contrast.contrasts(self.model.runs(), baseline, containing=run.id if run else None)
+        return next((c for c in found if c.kind == kind and c.axis == axis), None)
+
+    def _choose_baseline(self, run_id: str) -> None:
+        self._baseline_id = run_id
+        self._update_chart()
 
     def set_filter(self, text: str) -> None:
         """Show only the runs matching every word of `text` (case-insensitive)."""
@@ -103,3 +175,6 @@ class SelectionMixin:
         self.csv_action.setEnabled(has_runs)
         self.json_action.setEnabled(has_runs)
         self.png_action.setEnabled(self.current_comparison() is not None)
+        if hasattr(self, "report_action"):
+            self.report_action.setEnabled(self.report_parts_available())
+            self.markdown_action.setEnabled(self.report_parts_available())

@@ -96,6 +96,12 @@ class TableViewMixin:
                                     "example from a CUDA server.", self.import_dialog)
         self.png_action = action("Export comparison\u2026", "Save the selected comparison's table and chart as "
                                  "a PNG picture, and its curves beside it (NAME-plots.png).", self.export_comparison_dialog)
+        self.markdown_action = action("Copy as Markdown", "Copy the comparison on screen (or the selected run) as "
+                                      "Markdown: tables with units and intervals, the verdict, the environment "
+                                      "folded; no paths or names.", self.copy_markdown)
+        self.report_action = action("Export Report\u2026", "Save the comparison on screen (or the selected run) as "
+                                    "one HTML file with its chart, to open in any browser, offline.",
+                                    self.export_report_dialog)
         self.select_group_action = action("Select Comparison", "Select every run of this comparison.",
                                           self._select_current_group)
 

@@ -22,7 +22,8 @@ class ConfigsMixin:
         if not self._loaded:
             return []
         base = self._form_config()
-        return [base.with_device(device) for device in self.checked_devices()]
+        return [replace(base.with_device(device), python=python) for device in self.checked_devices()
+                for python in self.checked_pythons()]
 
     def _form_config(self) -> RunConfig:
         """The form's choices on top of the fields it does not show; `device` is left as it was."""

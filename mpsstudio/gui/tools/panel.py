@@ -41,6 +41,7 @@ class ToolsPanel(QWidget):
     """Stored tool results on the left, the selected one on the right."""
 
     selected = Signal(object)  # the ToolRecord shown, or None
+    message = Signal(str)  # a sentence for the status line
     sweep_requested = Signal(object)  # a largest-batch search's result: sweep its sizes
     apply_requested = Signal(object, object)  # a tune's result and the candidate (row) to put into the setup
 
@@ -67,6 +68,13 @@ class ToolsPanel(QWidget):
         self.png_button = QPushButton("Export PNG…")
         self.png_button.setToolTip("The chart and table shown, with its title, as a picture to share")
         self.png_button.clicked.connect(self.export_png_dialog)
+        self.markdown_button = QPushButton("Copy as Markdown")
+        self.markdown_button.setToolTip("This result as Markdown (its tables with units, the sentence, the environment "
+                                        "folded; no paths or names), to paste into an issue or a pull request")
+        self.markdown_button.clicked.connect(self.copy_markdown)
+        self.report_button = QPushButton("Export Report…")
+        self.report_button.setToolTip("This result as one HTML file with its chart, to open in any browser, offline")
+        self.report_button.clicked.connect(self.export_report_dialog)
         self.import_button = QPushButton("Import…")
         self.import_button.setToolTip("A tool result exported as JSON (Export JSON…, or a command's --json), from "
                                       "this Mac or another machine")
@@ -79,6 +87,8 @@ class ToolsPanel(QWidget):
         buttons.addWidget(self.sweep_button)
         buttons.addWidget(self.import_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.markdown_button)
+        buttons.addWidget(self.report_button)
         buttons.addWidget(self.png_button)
         buttons.addWidget(self.export_button)
         buttons.addWidget(self.delete_button)
@@ -140,8 +150,8 @@ class ToolsPanel(QWidget):
             widget.deleteLater()
         record = self.records[row] if 0 <= row < len(self.records) else None
         shown = record is not None and not record.problem
-        self.export_button.setEnabled(shown)
-        self.png_button.setEnabled(shown)
+        for button in (self.export_button, self.png_button, self.markdown_button, self.report_button):
+            button.setEnabled(shown)
         self.delete_button.setEnabled(record is not None)
         sizes = record.result.get("sweep_sizes") if shown and record.kind == "max-batch" else None
         self.sweep_button.setVisible(bool(sizes))
@@ -163,8 +173,8 @@ class ToolsPanel(QWidget):
             why = record.problem or (f"This {record.kind} result cannot be shown: "
                                      f"{error_line(exc, 200)}; Delete removes it.")
             headline, view = html.escape(why), placeholder_label(why)
-            self.export_button.setEnabled(False)
-            self.png_button.setEnabled(False)
+            for button in (self.export_button, self.png_button, self.markdown_button, self.report_button):
+                button.setEnabled(False)
             self.sweep_button.setVisible(False)
         self.headline.setText(headline)
         self.detail.addWidget(view)
@@ -294,6 +304,34 @@ class ToolsPanel(QWidget):
         machine = (record.result.get("env") or {}).get("machine_label") or ""
         subtitle = " · ".join(p for p in (machine, fmt_timestamp(record.created_at)) if p)
         return render_png(self.detail.currentWidget(), path, toolview.title(record.kind, record.result), subtitle)
+
+    def current_report(self):
+        """The engine's report of the shown result (engine/report), None when none is shown."""
+        from ...engine.report import parts as reporting
+
+        record = self.current()
+        if record is None or record.problem:
+            return None
+        return reporting.report([reporting.tool_part(record.kind, record.result, record.created_at)])
+
+    def copy_markdown(self) -> str:
+        from ..export import copy_to_clipboard, report_markdown
+
+        report = self.current_report()
+        if report is None:
+            return ""
+        text = report_markdown(report)
+        copy_to_clipboard(text)
+        self.message.emit(f"Copied “{report.title}” as Markdown: paste it into an issue or a pull request.")
+        return text
+
+    def export_report_dialog(self) -> None:
+        from ..export import write_report_html
+
+        report = self.current_report()
+        if report is not None:
+            self._save_dialog("Export Report", ".html", "HTML (*.html)",
+                              lambda path: self.message.emit(write_report_html(report, path)))
 
     def export_png_dialog(self) -> None:
         self._save_dialog("Export Tool Result as PNG", ".png", "PNG (*.png)", self.export_png)

@@ -28,6 +28,7 @@ class CatalogMixin:
         if self.setup_window is not None:
             self.setup_window.show_rows(catalog.get("setup"))
         self.setup.set_catalog(catalog["models"], catalog["datasets"], catalog["devices"])
+        self.refresh_environments()
         last = settings().value("run/last_config")
         if last and not self.demo:
             try:

@@ -73,7 +73,18 @@ class DialogsMixin:
     def show_preferences(self) -> None:
         from ..preferences import PreferencesDialog
 
-        PreferencesDialog(self.store.path, self).exec()
+        if PreferencesDialog(self.store.path, self).exec():
+            self.refresh_environments()
+
+    def refresh_environments(self) -> None:
+        """The setup's PyTorch checkboxes from Preferences (this app's own, and the other environments named)."""
+        import sys
+
+        from ..preferences import Preferences
+
+        torch = sys.modules.get("torch")
+        own = f"torch {torch.__version__}" if torch is not None else "PyTorch"
+        self.setup.set_environments(Preferences.load().pythons, own)
 
     @Slot()
     def show_doctor(self) -> None:

@@ -102,6 +102,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self._plots_emptied(self.plots.is_empty())  # the state they started in (emitted before this connection)
         self.setup.changed.connect(self._fill_spare)  # another first device or fallback: another spare
         self.tools.sweep_requested.connect(self.sweep_sizes_of)
+        self.tools.message.connect(self.say)
         self.tools.apply_requested.connect(self.apply_tuned_settings)
 
     # -- reviewing stored runs ------------------------------------------------------------------------------

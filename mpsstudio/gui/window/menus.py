@@ -42,6 +42,7 @@ class MenusMixin:
         file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
         file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
         file_menu.addAction(self._action("Export Comparison…", self.results.export_comparison_dialog, "Ctrl+E"))
+        file_menu.addAction(self._action("Export Report…", self.export_report, "Ctrl+Shift+E"))
         file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
         file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()
@@ -58,6 +59,7 @@ class MenusMixin:
         self.results.message.connect(lambda _: self.undo_action.setEnabled(self.results.undo_bar.can_undo()))
         edit_menu.addAction(self.undo_action)
         edit_menu.addSeparator()
+        edit_menu.addAction(self._action("Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C"))
         edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.Find))
         edit_menu.addAction(self._action("Select All Runs", self.results.table.selectAll, QKeySequence.SelectAll))
 
@@ -103,6 +105,17 @@ class MenusMixin:
 
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup…", self.show_doctor))
+
+    def _reporting(self):
+        """What a report is of: the Tools tab's shown result there, else the Runs tab's comparison or run."""
+        return self.tools if self.tabs.currentWidget() is self.tools else self.results
+
+    def export_report(self) -> None:
+        self._reporting().export_report_dialog()
+
+    def copy_markdown(self) -> None:
+        if not self._reporting().copy_markdown():
+            self.say("Select a run, a comparison or a tool result first; its report is copied as Markdown.")
 
     def find_runs(self) -> None:
         """⌘F: the Runs tab's filter box, text selected."""

@@ -24,7 +24,8 @@ class RunsMixin:
         saying why not (in the status bar; with `banner`, a refusal with its own words in the banner too)."""
         configs = self.setup.configs()
         if not configs:
-            self.say(f"Check at least one available device, then {then}.")
+            what = "available device" if not self.setup.checked_devices() else "PyTorch (under Devices)"
+            self.say(f"Check at least one {what}, then {then}.")
             return []
         allowed = self.setup.confirm_model_file()
         if allowed is not True:
