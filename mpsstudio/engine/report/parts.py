@@ -56,7 +56,7 @@ def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
 def contrast_part(c: contrasts.Contrast) -> Part:
     """Runs compared by what differs: each one's ratio to the baseline with its interval, and the verdict."""
     headers, rows, numeric = contrasts.table(c)
-    labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs) or "repeat" for v in c.rows]
+    labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
     chart = Chart(labels, [1.0] + [v.ratio for v in c.rows], "samples/s over the baseline's (\u00d7)",
                   [None] + [v.low for v in c.rows], [None] + [v.high for v in c.rows], 1.0,
                   ["noisy" if c.baseline.summary.get("stability") == "noisy" else ""]

@@ -1,0 +1,116 @@
+"""The window's side of "did something else change my numbers": Compare by environment, setting or selection with a
+baseline, Copy as Markdown and Export Report…, Preferences' other PyTorch and the setup's checkbox for it, and the
+environment in Details."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtWidgets import QApplication
+
+from mpsstudio.gui.results.run_details import environment_line
+from tests.test_gui_results import MAC, make_run, open_panel, store  # noqa: F401 (the fixture)
+from tests.test_other_python import make_venv
+
+
+def runs_of_two_torches():
+    old = make_run("mps", 1000.0, created="2026-11-21T08:00:00+00:00", env={**MAC, "torch": "2.14.1"})
+    new = make_run("mps", 850.0, created="2026-11-22T08:00:00+00:00", env={**MAC, "torch": "2.15.0"})
+    new.windows = [{"samples_per_s": 850.0 * f} for f in (0.98, 1.02) * 20]
+    bigger = make_run("mps", 1300.0, created="2026-11-23T08:00:00+00:00", env={**MAC, "torch": "2.14.1"},
+                      batch_size=256)
+    return old, new, bigger
+
+
+def test_compare_by_environment_with_a_chosen_baseline(qtbot, store):  # noqa: F811
+    old, new, bigger = runs_of_two_torches()
+    panel = open_panel(qtbot, store, [old, new, bigger])
+    panel.select_ids([new.id])
+    keys = [panel.compare_combo.itemData(i) for i in range(panel.compare_combo.count())]
+    assert keys == ["environment:"]  # no device comparison; the batch-256 run has another torch than `new`
+    assert panel.compare_bar.isVisible() or not panel.isVisible()
+    chart = panel.contrast_chart
+    assert panel._chart_stack.currentWidget() is chart
+    assert chart.heights() == [1.0, 0.85]
+    assert "torch 2.15.0: 15 % slower [" in chart.verdict_text()
+    assert "than 2.14.1" in chart.verdict_text() and "nothing else differs" in chart.verdict_text()
+    ticks = chart.plot.getAxis("left")._tickLevels[0]
+    assert [label for _, label in ticks] == ["baseline", "torch 2.15.0"]
+    chart.baseline_chosen.emit(new.id)  # the newer run as the baseline: the older one is faster than it
+    assert chart.heights()[1] > 1.1 and chart.contrast.baseline.id == new.id
+    panel.select_ids([old.id])
+    keys = [panel.compare_combo.itemData(i) for i in range(panel.compare_combo.count())]
+    assert keys == ["environment:", "setting:batch_size"]
+    panel.compare_combo.setCurrentIndex(1)
+    panel._update_chart()
+    assert "batch 256 is 30 % faster [" in chart.verdict_text()
+
+
+def test_any_selected_runs_compared_and_reported(qtbot, store, tmp_path):  # noqa: F811
+    old, new, bigger = runs_of_two_torches()
+    cpu = make_run("cpu", 200.0, created="2026-11-24T08:00:00+00:00", model="mlp")
+    panel = open_panel(qtbot, store, [old, new, bigger, cpu])
+    panel.select_ids([new.id, bigger.id])
+    assert panel.compare_combo.currentData() == "selected"
+    assert "differ in batch and torch: the cause cannot be told apart" in panel.contrast_chart.verdict_text()
+    text = panel.copy_markdown()
+    assert text == QApplication.clipboard().text()
+    assert "| run | time |" in text and "<details><summary>Environment</summary>" in text
+    out = tmp_path / "r.html"
+    assert panel.export_report(str(out)) and "<svg" in out.read_text()
+    panel.select_ids([cpu.id])  # a run with nothing to compare: its own report
+    assert not panel.compare_bar.isVisible() and panel.chart.is_showing_hint()
+    assert "Run: mlp on cifar10" in panel.copy_markdown()
+
+
+def test_tools_tab_copies_and_exports_its_result(qtbot, tmp_path):
+    from mpsstudio.engine.history.store import RunStore
+    from mpsstudio.gui.tools.panel import ToolsPanel
+
+    tools = ToolsPanel(RunStore(tmp_path / "h.sqlite3"))
+    qtbot.addWidget(tools)
+    said = []
+    tools.message.connect(said.append)
+    assert tools.copy_markdown() == "" and not tools.markdown_button.isEnabled()
+    tools.import_file(str(__import__("pathlib").Path(__file__).parent / "data" / "tool_results" / "sweep.json"))
+    assert tools.markdown_button.isEnabled()
+    text = tools.copy_markdown()
+    assert text.startswith("## Batch-size sweep") and "| device | batch |" in text and said
+
+
+def test_preferences_add_another_python_and_the_setup_runs_in_it(qtbot, tmp_path):
+    from mpsstudio.gui.preferences import Preferences, PreferencesDialog
+
+    python = make_venv(tmp_path / "torch-env", share_ours=True)
+    dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(dialog)
+    dialog.add_python(str(python))
+    qtbot.waitUntil(lambda: dialog.pythons.count() == 1, timeout=60_000)
+    assert "(torch-env)" in dialog.pythons.item(0).text()
+    bad = tmp_path / "nothing"
+    dialog.add_python(str(bad))
+    qtbot.waitUntil(lambda: "No Python at" in dialog.python_note.text(), timeout=30_000)
+    dialog.accept()
+    prefs = Preferences.load()
+    assert [p["path"] for p in prefs.pythons] == [str(python.absolute())]
+
+    from mpsstudio.gui.setup.panel import SetupPanel
+
+    setup = SetupPanel()
+    qtbot.addWidget(setup)
+    assert setup.checked_pythons() == [None]
+    setup.set_environments(prefs.pythons, "torch 2.14.1")
+    labels = [c.text() for c, _ in setup._env_checks]
+    assert labels[0] == "This app's torch 2.14.1" and labels[1].endswith("(torch-env)")
+    setup._env_checks[1][0].setChecked(True)
+    assert setup.checked_pythons() == [None, str(python.absolute())]
+    setup._env_checks[0][0].setChecked(False)
+    assert setup.checked_pythons() == [str(python.absolute())]
+
+
+def test_details_say_the_environment():
+    line = environment_line({**MAC, "torch": "2.14.1", "torch_git": "5c4886908584029761b5", "macos_build": "23F79",
+                             "python_executable": sys.executable})
+    assert "torch 2.14.1" in line and "torch build 5c4886908584" in line and "macOS build 23F79" in line
+    assert sys.executable not in line
+    assert "not recorded" in environment_line({})
