@@ -114,3 +114,21 @@ def test_environment_items_name_no_host_or_path():
     assert items["torch"] == "2.14.1" and items["macOS build"] == "23F79" and items["power source"] == "power adapter"
     assert items["MPS variables"] == "PYTORCH_MPS_FAST_MATH=1"
     assert "studio" not in items.values() and not any("/Users" in v for v in items.values())
+
+
+def test_the_phase_that_moved_where_both_runs_have_a_diagnosis():
+    old = run_with("mps", noisy_rates(1000, 0.02), env=mac(), created=at(1))
+    new = run_with("mps", noisy_rates(800, 0.02, seed=2), env=mac(torch="2.15.0"), created=at(2))
+
+    def diagnosis(torch, backward):
+        return {"config": old.config.to_dict(), "env": {"torch": torch, "hostname": "studio"},
+                "devices": [{"device": "mps", "kind": "mps", "data_ms": 0.1, "copy_ms": 0.2, "forward_ms": 3.0,
+                             "backward_ms": backward, "optimizer_ms": 1.0}]}
+    [c] = contrast.by_environment([old, new])
+    assert len(c.sentences()) == 1
+    said = c.sentences([diagnosis("2.14.1", 5.0), diagnosis("2.15.0", 6.5)])
+    assert said[1] == ("Of the step's phases, the backward pass moved most: 5.00 \u2192 6.50 ms per step (the two "
+                       "runs' diagnoses, measured).")
+    assert len(c.sentences([diagnosis("2.14.1", 5.0)])) == 1  # one side only: nothing to say
+    other_batch = {**diagnosis("2.15.0", 9.0), "config": {**old.config.to_dict(), "batch_size": 999}}
+    assert len(c.sentences([diagnosis("2.14.1", 5.0), other_batch])) == 1  # another setup's diagnosis is not its

@@ -222,3 +222,23 @@ def test_every_shortcut_named_in_a_text_is_written_as_the_menus_write_it(qtbot, 
     assert f"({undo})" in w.results.undo_bar.button.toolTip()
     if "⌘" not in run:  # this machine is not a Mac: no Mac key anywhere a text names one
         assert "⌘" not in w.statusBar().currentMessage() + w.results.filter.toolTip() + w.plots._empty_label.text()
+
+
+def test_no_two_menu_commands_share_a_shortcut(qtbot, tmp_path):
+    """Every menu command's keys are its own (a second one silently never fires)."""
+    w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
+    qtbot.addWidget(w)
+    seen: dict[str, str] = {}
+
+    def walk(menu):
+        for action in menu.actions():
+            if action.menu() is not None:
+                walk(action.menu())
+                continue
+            for keys in action.shortcuts():
+                text = keys.toString()
+                assert text not in seen, f"{action.text()!r} and {seen[text]!r} both take {text}"
+                seen[text] = action.text()
+    for top in w.menuBar().actions():
+        walk(top.menu())
+    assert seen["Ctrl+Alt+E"] == "Export Report…" and seen["Ctrl+Shift+C"] == "Copy as Markdown"

@@ -80,7 +80,8 @@ def cmd_history(args) -> int:
         print("No runs in the history yet; run `mpsstudio bench` or `mpsstudio demo` to make one.")
         return EXIT_OK
     if args.compare is not None or args.baseline:
-        return print_contrasts(results, args.compare or [], args.baseline)
+        diagnoses = [t.result for t in store.tools(kinds=("diagnose",)) if not t.problem]
+        return print_contrasts(results, args.compare or [], args.baseline, diagnoses)
     print(format_table(results, CLI_HISTORY_COLUMNS))
     for c in compare(results):
         print(f"\n{printable(c.title())}")
@@ -91,7 +92,7 @@ def cmd_history(args) -> int:
     return EXIT_OK
 
 
-def print_contrasts(results, ids: list[str], baseline_id: str | None) -> int:
+def print_contrasts(results, ids: list[str], baseline_id: str | None, diagnoses=()) -> int:
     """`history --compare [ID ...] [--baseline ID]`: the chosen runs against the baseline, or every group of runs
     that differ in one setting or in their environment."""
     from ..engine.analysis import contrast
@@ -117,7 +118,7 @@ def print_contrasts(results, ids: list[str], baseline_id: str | None) -> int:
         print(f"\n{c.title()}")
         headers, rows, numeric = contrast.table(c)
         print(grid(headers, rows, numeric))
-        for sentence in c.sentences():
+        for sentence in c.sentences(diagnoses):
             print(printable(sentence))
     print(f"\n{contrast.LEGEND}.")
     return EXIT_OK

@@ -34,10 +34,11 @@ def cmd_report(args) -> int:
             found, used = _from_history(store, source)
         parts += found
         hosts |= {r.env.get("hostname") for r in used}
-    inspections = []
+    inspections, diagnoses = [], []
     if store is not None:
         inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]
-    parts = [p(inspections) if callable(p) else p for p in parts]
+        diagnoses = [t.result for t in store.tools(kinds=("diagnose",)) if not t.problem]
+    parts = [p(inspections, diagnoses) if callable(p) else p for p in parts]
     report = scrubbed(reporting.report(parts), hosts)
     text = to_html(report) if fmt == "html" else to_markdown(report)
     if args.out:
@@ -77,15 +78,15 @@ def _run_parts(chosen, all_runs):
     ids = {r.id for r in chosen}
     for c in compare(list(all_runs)):
         if any(r.id in ids for r in c.all_runs):
-            out.append(lambda ins, c=c: reporting.comparison_part(c, ins))
+            out.append(lambda ins, dia, c=c: reporting.comparison_part(c, ins))
             seen |= {r.id for r in c.all_runs}
     for c in contrast.contrasts(list(all_runs)):
         if any(r.id in ids for r in c.runs):
-            out.append(reporting.contrast_part(c))
+            out.append(lambda ins, dia, c=c: reporting.contrast_part(c, dia))
             seen |= {r.id for r in c.runs}
     for r in chosen:
         if r.id not in seen:
-            out += reporting.run_parts(r, [r])
+            out.append(lambda ins, dia, r=r: reporting.run_parts(r, [r])[0])
     return out
 
 

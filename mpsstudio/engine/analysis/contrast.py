@@ -71,8 +71,16 @@ class Contrast:
         setup = _setup_words(c, skip={self.axis} if self.kind == "setting" else set())
         return printable(f"{setup} on {c.device}: {what}" if self.kind != "selected" else f"{setup}: {what}")
 
-    def sentences(self) -> list[str]:
-        return [verdict(self, v) for v in self.rows]
+    def sentences(self, diagnoses: Sequence[dict] = ()) -> list[str]:
+        """One verdict per run; `diagnoses` (stored diagnose results): where both runs have one, the phase that
+        moved follows its verdict."""
+        out = []
+        for v in self.rows:
+            out.append(verdict(self, v))
+            moved = phase_moved(self.baseline, v.run, diagnoses)
+            if moved:
+                out.append(moved)
+        return out
 
 
 def _usable(r: RunResult) -> bool:
@@ -268,3 +276,48 @@ def table(c: Contrast) -> tuple[list[str], list[list[str]], list[bool]]:
         differs = ", ".join(d.words("other") for d in v.diffs) or "nothing recorded"
         rows.append(_row(v.run, differs, ratio_cell(v)))
     return list(TABLE_HEADERS), rows, list(TABLE_NUMERIC)
+
+
+# ---------------------------------------------------------------- the phase that moved (diagnose results)
+
+_DIAGNOSIS_MATCH = ("model", "dataset", "batch_size", "precision", "channels_last", "compile", "mode", "image_size")
+_PHASE_WORDS = {"data": "waiting for data", "copy": "the copy to the device", "forward": "the forward pass",
+                "backward": "the backward pass", "optimizer": "the optimizer step"}
+
+
+def diagnosis_of(run: RunResult, diagnoses: Sequence[dict]) -> dict | None:
+    """The newest diagnosis of this run's work on its kind of device in its environment (torch, machine): its
+    device's entry, or None."""
+    found = None
+    for d in diagnoses:
+        cfg, env = d.get("config"), d.get("env")
+        if not isinstance(cfg, dict) or not isinstance(env, dict):
+            continue
+        if any(cfg.get(k) != getattr(run.config, k, None) for k in _DIAGNOSIS_MATCH):
+            continue
+        if env.get("torch") != run.env.get("torch") or env.get("hostname") != run.env.get("hostname"):
+            continue
+        for dev in d.get("devices") or []:
+            if isinstance(dev, dict) and dev.get("kind") == device_kind(run.config.device) and "error" not in dev:
+                found = dev
+    return found
+
+
+def phase_moved(base: RunResult, other: RunResult, diagnoses: Sequence[dict]) -> str:
+    """"The backward pass moved most: 3.41 → 4.12 ms per step (diagnose, measured)." where both runs have a
+    diagnosis; "" otherwise."""
+    if not diagnoses:
+        return ""
+    a, b = diagnosis_of(base, diagnoses), diagnosis_of(other, diagnoses)
+    if a is None or b is None or a is b:
+        return ""
+    from .bottleneck import PHASES
+
+    moves = [(abs(b[f"{p}_ms"] - a[f"{p}_ms"]), p) for p in PHASES
+             if is_finite(a.get(f"{p}_ms")) and is_finite(b.get(f"{p}_ms"))]
+    if not moves:
+        return ""
+    _, phase = max(moves)
+    x, y = a[f"{phase}_ms"], b[f"{phase}_ms"]
+    return (f"Of the step's phases, {_PHASE_WORDS[phase]} moved most: {x:,.2f} \u2192 {y:,.2f} ms per step "
+            f"(the two runs' diagnoses, measured).")

@@ -53,7 +53,7 @@ def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
                 environment_items(c.runs[0].env), fmt_timestamp(max(r.created_at for r in c.all_runs)))
 
 
-def contrast_part(c: contrasts.Contrast) -> Part:
+def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part:
     """Runs compared by what differs: each one's ratio to the baseline with its interval, and the verdict."""
     headers, rows, numeric = contrasts.table(c)
     labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
@@ -64,15 +64,16 @@ def contrast_part(c: contrasts.Contrast) -> Part:
     envs = [dict(environment_items(r.env)) for r in c.runs]
     names = list(dict.fromkeys(k for env in envs for k in env))
     columns = [f"run {r.id[:8]}" + (" (baseline)" if i == 0 else "") for i, r in enumerate(c.runs)]
-    return Part(c.title(), contrasts.headline(c), c.sentences(), [Table(headers, rows, numeric, contrasts.LEGEND)],
+    return Part(c.title(), contrasts.headline(c), c.sentences(diagnoses), [Table(headers, rows, numeric, contrasts.LEGEND)],
                 chart, [(k, *(env.get(k, "\u2014") for env in envs)) for k in names],
                 fmt_timestamp(c.baseline.created_at), columns)
 
 
-def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequence[dict] = ()) -> list[Part]:
+def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequence[dict] = (),
+              diagnoses: Sequence[dict] = ()) -> list[Part]:
     """A run: its device comparison and every comparison by what differs that holds it; else the run alone."""
     parts = [comparison_part(c, inspections) for c in compare(list(all_runs)) if c.entry_of(run) is not None]
-    parts += [contrast_part(c) for c in contrasts.contrasts(all_runs, containing=run.id)]
+    parts += [contrast_part(c, diagnoses) for c in contrasts.contrasts(all_runs, containing=run.id)]
     if parts:
         return parts
     s = run.summary

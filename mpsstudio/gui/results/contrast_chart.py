@@ -29,6 +29,7 @@ class ContrastChart(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.contrast: contrasts.Contrast | None = None
+        self.diagnoses: list[dict] = []  # stored diagnose results: where both runs have one, the phase that moved
         self._values: list[float] = []
         self.headline = QLabel()
         self.headline.setWordWrap(True)
@@ -78,7 +79,7 @@ class ContrastChart(QWidget):
             self.baseline.addItem(f"run {r.id[:8]} ({differs})" if r.id != c.baseline.id else f"run {r.id[:8]}", r.id)
         self.baseline.setCurrentIndex(max(0, self.baseline.findData(c.baseline.id)))
         self.baseline.blockSignals(False)
-        sentences = c.sentences()
+        sentences = c.sentences(self.diagnoses)
         text = f"<span style='font-size:15pt; font-weight:600'>{html.escape(contrasts.headline(c))}</span>"
         self.headline.setText("<br>".join([text, *(html.escape(s) for s in sentences)]))
         self._draw(c)

@@ -160,6 +160,8 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         """The stored `inspect` results whose findings (CPU fallbacks, parity) the verdict names."""
         try:
             self.chart.inspections = [t.result for t in self.store.tools(kinds=("inspect",)) if not t.problem]
+            self.contrast_chart.diagnoses = [t.result for t in self.store.tools(kinds=("diagnose",))
+                                             if not t.problem]
         except UserError as exc:
             self.chart.inspections = []
             self.message.emit(str(exc))

@@ -19,7 +19,7 @@ class ReportsMixin:
 
         shown = self.shown_contrast()
         if shown is not None:
-            return reporting.report([reporting.contrast_part(shown)], runs=shown.runs)
+            return reporting.report([reporting.contrast_part(shown, self.contrast_chart.diagnoses)], runs=shown.runs)
         comparison = self.current_comparison()
         if comparison is not None:
             return reporting.report([reporting.comparison_part(comparison, self.chart.inspections)],

@@ -42,7 +42,7 @@ class MenusMixin:
         file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
         file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
         file_menu.addAction(self._action("Export Comparison…", self.results.export_comparison_dialog, "Ctrl+E"))
-        file_menu.addAction(self._action("Export Report…", self.export_report, "Ctrl+Shift+E"))
+        file_menu.addAction(self._action("Export Report…", self.export_report, "Ctrl+Alt+E"))
         file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
         file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()

@@ -126,6 +126,8 @@ class ToolsMixin:
         self.tools.add(record)
         if record.kind == "inspect":  # the verdict names its findings (kept in memory when the history is not)
             self.results.add_inspection(record.result)
+        if record.kind == "diagnose":  # a comparison by what differs names the phase that moved
+            self.results.contrast_chart.diagnoses.append(record.result)
         if getattr(self, "tool_automatic", False):  # the user is looking at the runs: a badge, not a jump
             self._badge_tools(True)
         else:
