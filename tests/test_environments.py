@@ -123,3 +123,33 @@ def test_history_compare_any_runs_and_groups(tmp_path, capsys):
         assert cli.main(["history", *args]) == 2
         assert words in capsys.readouterr().err
     assert json.loads(json.dumps([a.to_dict()]))  # plain JSON, as stored
+
+
+def test_no_interval_is_undecided_and_a_failed_run_is_not_compared():
+    from mpsstudio.engine.analysis import contrast
+
+    base = run_with("cpu", [1000.0], created="2026-11-01T10:00:00+00:00")  # one window: no interval
+    new = run_with("cpu", noisy_rates(500, 0.02), created="2026-11-02T10:00:00+00:00")
+    [r] = regression.regressions([base], [new], 0.05)
+    assert r.undecided and not r.regressed and "cannot tell" in r.sentence()
+    failed = run_with("cpu", noisy_rates(900, 0.02), created="2026-11-03T10:00:00+00:00")
+    failed.status = "failed"
+    c = contrast.of_runs([new, failed])
+    assert "has no throughput to compare (failed)" in c.sentences()[0]
+
+
+def test_history_takes_short_ids_and_refuses_a_failed_baseline(capsys):
+    from mpsstudio.engine.history.store import RunStore
+
+    ok = run_with("cpu", noisy_rates(1000, 0.02), created="2026-11-01T10:00:00+00:00")
+    bad = run_with("cpu", noisy_rates(900, 0.02), created="2026-11-02T10:00:00+00:00")
+    bad.status = "failed"
+    store = RunStore()
+    store.save(ok)
+    store.save(bad)
+    assert cli.main(["history", "--note", ok.id[:8].upper(), "after the update"]) == 0
+    assert store.get(ok.id).note == "after the update"
+    assert cli.main(["history", "--compare", ok.id[:8], "--baseline", bad.id[:8]]) == 2
+    assert "has no throughput to compare with (failed)" in capsys.readouterr().err
+    assert cli.main(["history", "--compare", ""]) == 2
+    assert "not an empty text" in capsys.readouterr().err

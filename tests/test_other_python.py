@@ -107,3 +107,30 @@ def test_two_torch_versions_compared_and_named(capsys):
     line = next((s for s in out.splitlines() if s.startswith(f"torch {found.torch}")), out)
     assert f"than {ours}" in line or f"against torch {ours}" in line
     assert "nothing else differs (Python environment .venv-other" in line
+
+
+def test_a_python_that_writes_bytes_or_hangs_is_one_sentence_and_leaves_nothing(tmp_path, monkeypatch):
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"#!/bin/sh\nprintf '\\377\\376\\n'\nprintf '\\377' >&2\n")
+    binary.chmod(0o755)
+    with pytest.raises(UserError, match="is not a Python MPS Studio can use"):
+        interpreter.check(str(binary))
+    marker = tmp_path / "grandchild.pid"
+    hang = tmp_path / "hang"
+    hang.write_text(f"#!/bin/sh\nsleep 1000 &\necho $! > {marker}\nwait\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(interpreter, "CHECK_TIMEOUT_S", 1.0)
+    with pytest.raises(UserError, match="did not answer within 1 s"):
+        interpreter.check(str(hang))
+    pid = int(marker.read_text())
+    import time
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the check's grandchild outlived it")

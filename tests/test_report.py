@@ -129,3 +129,51 @@ def test_the_html_renders_in_headless_chromium(tmp_path):
     assert image.width() == 1000
     colours = {image.pixelColor(x, y).name() for x in range(0, 1000, 25) for y in range(0, 800, 25)}
     assert "#0a84ff" in colours or len(colours) > 4  # the bars and the text drew, not a blank page
+
+
+def test_an_output_never_destroys_the_history_or_an_input(tmp_path, monkeypatch, capsys):
+    from mpsstudio.engine.basics.paths import data_dir
+    from mpsstudio.engine.history.store import RunStore
+
+    run = run_with("cpu", noisy_rates(1000, 0.02))
+    RunStore().save(run)
+    history = data_dir() / "runs.sqlite3"
+    before = history.read_bytes()
+    source = tmp_path / "in.json"
+    source.write_text((CORPUS / "sweep.json").read_text())
+    link = tmp_path / "link.md"
+    target = tmp_path / "real.md"
+    target.write_text("old")
+    link.symlink_to(target)
+    for args in (["report", run.id, "--out", str(history)], ["report", str(source), "--out", str(source)],
+                 ["history", "--json", str(history)], ["history", "--steps", run.id[:8], str(history) + "-wal"]):
+        assert cli.main(args) == 2, args
+        err = capsys.readouterr().err
+        assert ("run history's own file" in err or "also a file this command reads" in err) and len(
+            err.strip().splitlines()) == 1
+    assert history.read_bytes()[:100] == before[:100] and source.read_text() == (CORPUS / "sweep.json").read_text()
+    assert cli.main(["report", str(source), "--out", str(link)]) == 0  # through the link, which stays a link
+    assert link.is_symlink() and "Batch-size sweep" in target.read_text()
+
+
+def test_hostile_fields_in_a_report(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setattr("getpass.getuser", lambda: "sam")
+    run = run_with("cpu", noisy_rates(1000, 0.02), env={"machine_label": "box", "hostname": ["not", "text"]})
+    from mpsstudio.engine.history.runfiles import export_json
+
+    export_json([run], tmp_path / "runs.json")
+    assert cli.main(["report", str(tmp_path / "runs.json")]) == 0  # a host name that is not text: ignored
+    assert "samples/s" in capsys.readouterr().out  # "sam" is hidden as a word, never inside one
+    doc = json.loads((CORPUS / "export.json").read_text())
+    doc["sentence"] = "Wrote [/Users/ann/x.pt] and `*bold*` [a](javascript:alert(1)) \x1b[31m <script>"
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    assert cli.main(["report", str(tmp_path / "t.json")]) == 0
+    md = capsys.readouterr().out
+    assert "/Users/ann" not in md and "\x1b" not in md and "<script>" not in md
+    assert "\\*bold\\*" in md and "\\](javascript" in md
+    assert "<em>" not in rendered_markdown(md) and "<a href" not in rendered_markdown(md)
+    (tmp_path / "empty.json").write_text(json.dumps({"format": "mpsstudio.runs", "version": 1, "runs": []}))
+    assert cli.main(["report", str(tmp_path / "empty.json")]) == 2
+    assert "holds no runs" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import tools
-from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+from .common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      config_from_args, find_run, format_table, interrupted)
 
 DEFAULT_FAIL_OVER = 0.05
@@ -18,7 +18,7 @@ from .progress import Progress, download_progress, keep, print_verdicts
 
 def cmd_bench(args) -> int:
     cfg = config_from_args(args)
-    check_json_path(args.json)
+    check_json_path(args.json, [args.baseline] if args.baseline else [])  # never over the baseline it reads
     check_timeout(args.timeout)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     save_model = None
@@ -26,6 +26,9 @@ def cmd_bench(args) -> int:
         from ..engine.models.saved import check_target
 
         save_model = str(check_target(args.save_model))
+        from .common import check_output
+
+        check_output(save_model, "--save-model")
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
     use_python(cfg, args.python)
@@ -61,12 +64,17 @@ def fail_over(text: str | None) -> float:
 
 def regression_check(args) -> tuple[list, float] | None:
     """(the baseline's runs, the threshold) of --baseline RUN|FILE, read before anything runs; None without it."""
+    if args.baseline is not None and not args.baseline.strip():
+        raise UserError("--baseline needs a run id or a JSON export of runs (bench --json).")
     if args.baseline is None:
         if args.fail_over is not None:
             raise UserError("--fail-over is the threshold of a regression check: give --baseline RUN|FILE too.")
         return None
     threshold = fail_over(args.fail_over)
     path = Path(args.baseline).expanduser()
+    if path.exists() and not path.is_file():
+        raise UserError(f"--baseline {printable(args.baseline)[:80]} is not a file (a folder or a device); give a run "
+                        "id or a JSON export of runs (bench --json).")
     if path.suffix.lower() == ".json" or path.exists():
         from ..engine.history.runfiles import import_json
 
@@ -179,12 +187,15 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         elif r.summary.get("saved_model_error"):
             print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     print_verdicts(results, inspections)  # last: the answer in words
-    regressed = check is not None and print_regressions(check, results)
+    regressed = print_regressions(check, results) if check is not None else False
+    if regressed is None and not (failed or not kept):
+        return EXIT_BAD_INPUT  # the check could not decide: too few windows (said), never a silent pass
     return EXIT_RUN_FAILED if failed or not kept or regressed else EXIT_OK  # a run not kept is never exit 0
 
 
-def print_regressions(check: tuple[list, float], results) -> bool:
-    """The regression check's sentences; True when a device regressed (exit 1)."""
+def print_regressions(check: tuple[list, float], results) -> bool | None:
+    """The regression check's sentences; True when a device regressed (exit 1), None when the check could not tell
+    for a device and none regressed (exit 2)."""
     from ..engine.analysis.regression import regressions
 
     found = regressions(check[0], results, check[1])
@@ -193,7 +204,9 @@ def print_regressions(check: tuple[list, float], results) -> bool:
     if not found:
         print("Regression check: no new run finished with a throughput, so nothing was compared.")
         return True
-    return any(r.regressed for r in found)
+    if any(r.regressed for r in found):
+        return True
+    return None if any(r.undecided for r in found) else False
 
 
 

@@ -71,10 +71,34 @@ def available_devices() -> list[str]:
     return [d.id for d in devices.discover_devices() if d.available]
 
 
-def check_json_path(path: str | None) -> None:
+def check_json_path(path: str | None, reads: Sequence[str] = ()) -> None:
     """A --json that cannot be written is bad input: say so before the work, not after."""
     if path is not None:
-        check_writable_file(path, "--json")
+        check_output(path, "--json", reads)
+
+
+def check_output(path: str, what: str, reads: Sequence[str] = ()):
+    """Where `what` may write: check_writable_file, and never the history's own files nor a file this command
+    reads (`reads`: an input, a baseline), which the write would destroy; the resolved path."""
+    from pathlib import Path
+
+    from ..engine.basics.paths import data_dir
+
+    target = check_writable_file(path, what)
+    history = (data_dir() / "runs.sqlite3").resolve()
+    kept = {history, *(history.with_name(history.name + tail) for tail in ("-journal", "-wal", "-shm"))}
+    if target in kept or target.parent == history.parent and target.name.startswith(history.name):
+        raise UserError(f"{what} {printable(path)} is the run history's own file; writing there would destroy "
+                        "every run kept. Choose another file.")
+    for name in reads:
+        try:
+            same = Path(name).expanduser().resolve() == target
+        except (OSError, RuntimeError, ValueError):
+            same = False
+        if same:
+            raise UserError(f"{what} {printable(path)} is also a file this command reads ({printable(name)}); "
+                            "writing it would replace what is read. Choose another file.")
+    return target
 
 
 def parse_size(text: str) -> int:
@@ -87,6 +111,9 @@ def parse_size(text: str) -> int:
 def find_run(results, text: str, what: str = "run"):
     """The run whose id is `text` or starts with it (at least 4 characters: the tables show 8); one sentence when
     none or several do."""
+    if not text.strip():
+        raise UserError(f"Give the {what}'s id, not an empty text; `mpsstudio history` lists them.")
+    text = text.strip().lower() if all(c in "0123456789abcdefABCDEF" for c in text.strip()) else text
     shown = printable(text)[:64]
     exact = [r for r in results if r.id == text]
     found = exact or ([r for r in results if r.id.startswith(text)] if len(text) >= 4 else [])

@@ -17,7 +17,9 @@ def cmd_history(args) -> int:
     from ..engine.history.runfiles import import_json
     from ..engine.analysis.verdict import verdicts
 
-    check_json_path(args.json)
+    check_json_path(args.json, [args.import_file] if args.import_file else [])
+    if args.baseline is not None and not args.baseline.strip():
+        raise UserError("--baseline needs a run id; `mpsstudio history` lists them.")
     if args.recover:
         from ..engine.history.recovery import recover
 
@@ -51,17 +53,19 @@ def cmd_history(args) -> int:
               file=sys.stderr)
     if args.note:
         run_id, text = args.note
-        if store.get(run_id) is None:
-            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+        run_id = find_run(store.summaries(), run_id).id  # the whole id, or a unique start of it (8 characters)
         store.set_note(run_id, text)
         print(f"kept the note on run {printable(run_id)[:64]}" if text else "removed the note", file=sys.stderr)
     if args.steps:
         from ..engine.history.runfiles import export_steps_csv
 
         run_id, out = args.steps
-        run = store.get(run_id)
+        from .common import check_output
+
+        check_output(out, "--steps' FILE")
+        run = store.get(find_run(store.summaries(), run_id).id)
         if run is None:
-            raise UserError(f"No run with id {printable(run_id)[:64]} in the history; `mpsstudio history` lists them.")
+            raise UserError(f"Run {printable(run_id)[:64]} cannot be read any more; `mpsstudio history` lists them.")
         rows = export_steps_csv(run, out)
         print(f"wrote {plural(rows, 'step')} of run {printable(run_id)[:64]} to {printable(out)}", file=sys.stderr)
         return EXIT_OK
@@ -98,6 +102,9 @@ def print_contrasts(results, ids: list[str], baseline_id: str | None, diagnoses=
     from ..engine.analysis import contrast
 
     baseline = find_run(results, baseline_id, "baseline") if baseline_id else None
+    if baseline is not None and not contrast.usable(baseline):
+        raise UserError(f"Run {baseline.id[:8]} has no throughput to compare with ({baseline.status}); choose a "
+                        "finished run as the baseline.")
     if ids:
         chosen = list({r.id: r for r in (find_run(results, text) for text in ids)}.values())
         if baseline is not None and all(r.id != baseline.id for r in chosen):

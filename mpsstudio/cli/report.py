@@ -9,40 +9,58 @@ from pathlib import Path
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from .common import EXIT_OK, find_run
+from .common import EXIT_OK, check_output, find_run
 
 FORMATS = ("md", "html")
 
 
 def cmd_report(args) -> int:
-    from ..engine.basics.files import check_writable_file, write_atomic
+    from ..engine.basics.files import write_atomic
     from ..engine.history import store as history
     from ..engine.report import parts as reporting, scrubbed
     from ..engine.report.render import to_html, to_markdown
 
     fmt = args.format or ("html" if args.out and Path(args.out).suffix.lower() in (".html", ".htm") else "md")
-    if args.out:
-        check_writable_file(args.out, "--out")
+    out = None
+    if args.out is not None:  # never the history's files nor a file this report reads (check_output)
+        out = check_output(args.out, "--out", [s for s in args.sources if s != "latest"])
     store = None
     parts, hosts = [], set()
     for source in args.sources:
         path = Path(source).expanduser()
+        if not source.strip():
+            raise UserError("Give a run id, a tool result's id, a JSON file MPS Studio wrote, or latest; not an "
+                            "empty text.")
+        if source != "latest" and path.exists() and not path.is_file():
+            raise UserError(f"{printable(source)[:120]} is not a file (a folder or a device); give a JSON file MPS "
+                            "Studio wrote, a run id, or latest.")
         if source != "latest" and (path.is_file() or path.suffix.lower() == ".json"):
             found, used = _from_file(path, source)
         else:
             store = store or history.RunStore()
             found, used = _from_history(store, source)
         parts += found
-        hosts |= {r.env.get("hostname") for r in used}
+        hosts |= {r.env.get("hostname") for r in used if isinstance(r.env.get("hostname"), str)}
     inspections, diagnoses = [], []
     if store is not None:
         inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]
         diagnoses = [t.result for t in store.tools(kinds=("diagnose",)) if not t.problem]
-    parts = [p(inspections, diagnoses) if callable(p) else p for p in parts]
+    built, seen = [], set()
+    for p in parts:  # the same comparison asked for twice (two of its runs) is reported once
+        part = p(inspections, diagnoses) if callable(p) else p
+        key = (part.heading, part.when, tuple(part.sentences), tuple(tuple(r) for t in part.tables for r in t.rows))
+        if key not in seen:
+            seen.add(key)
+            built.append(part)
+    parts = built
     report = scrubbed(reporting.report(parts), hosts)
     text = to_html(report) if fmt == "html" else to_markdown(report)
-    if args.out:
-        write_atomic(args.out, text)
+    if out is not None:
+        try:
+            write_atomic(out, text)  # the resolved path: a link is written through, never replaced
+        except OSError as exc:
+            raise UserError(f"The report could not be written to {printable(args.out)} "
+                            f"({exc.strerror or type(exc).__name__}); choose another file.") from None
         print(f"wrote the report ({len(report.parts)} part{'s' if len(report.parts) != 1 else ''}, {fmt}) to "
               f"{printable(args.out)}", file=sys.stderr)
     else:
@@ -58,7 +76,13 @@ def _from_file(path: Path, shown: str):
         raise UserError(f"No file {printable(shown)[:120]}; give a run id, a tool result's id, a JSON file MPS "
                         "Studio wrote, or latest.")
     if holds_runs(path):
-        runs = import_json(path)
+        try:
+            runs = import_json(path)
+        except UserError as exc:  # the import's words, said of a report
+            text = str(exc).replace("so nothing was imported", "so it cannot be reported")
+            raise UserError(text.replace("; nothing was imported", "; it cannot be reported")) from None
+        if not runs:
+            raise UserError(f"{printable(path.name)} holds no runs to report; choose another file.")
         return _run_parts(runs, runs), runs
     import json
 

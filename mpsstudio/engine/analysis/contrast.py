@@ -83,13 +83,18 @@ class Contrast:
         return out
 
 
+def usable(r: RunResult) -> bool:
+    """A finished run with a throughput: what a contrast compares."""
+    return _usable(r)
+
+
 def _usable(r: RunResult) -> bool:
     return r.status == "finished" and is_finite(r.summary.get("samples_per_s")) and r.summary["samples_per_s"] > 0
 
 
 def versus(base: RunResult, other: RunResult) -> Versus:
-    a, b = other.summary.get("samples_per_s"), base.summary.get("samples_per_s")
-    ratio = a / b if is_finite(a) and is_finite(b) and a > 0 and b > 0 else None
+    usable = _usable(other) and _usable(base)  # a failed or stopped run is never compared
+    ratio = other.summary["samples_per_s"] / base.summary["samples_per_s"] if usable else None
     interval = bootstrap_ratio(_rates(other), _rates(base), seed=_seed(other.id, base.id)) if ratio else None
     low, high = interval if interval else (None, None)
     return Versus(other, ratio, low, high, differences(base, other))
@@ -183,23 +188,30 @@ def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
     return ", ".join(printable(p) for p in parts)
 
 
+def times_text(v: float) -> str:
+    """A ratio's digits: two decimals in the range a measurement gives, three significant digits beyond (an
+    imported file's 1e-300 samples/s must not print 300 digits)."""
+    return f"{v:.2f}" if 1e-3 <= abs(v) < 1e4 else f"{v:.3g}"
+
+
 def _percent(v: float) -> str:
-    return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}"
+    return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}" if abs(v) < 1e4 else f"{v:.3g}"
 
 
 def ratio_words(v: Versus) -> str:
     """"12 % slower [9, 15]", "1.31x faster [1.25-1.36]" or "no clear difference (0.99x [0.95-1.03])"."""
     if v.ratio is None:
         return "not measured (the run has no throughput)"
-    interval = f" [{v.low:.2f}-{v.high:.2f}]" if v.low is not None and v.high is not None else ""
+    interval = f" [{times_text(v.low)}-{times_text(v.high)}]" if v.low is not None and v.high is not None else ""
+    if v.low is None or v.high is None:
+        return f"{times_text(v.ratio)}x, but how sure cannot be told (too few measurement windows for an interval)"
     if v.unclear():
-        why = "" if interval else ", no interval: too few measurement windows"
-        return f"no clear difference ({v.ratio:.2f}x{interval}{why})"
+        return f"no clear difference ({times_text(v.ratio)}x{interval})"
     if v.ratio < 1:
         return f"{_percent((1 - v.ratio) * 100)} % slower [{_percent((1 - v.high) * 100)}, {_percent((1 - v.low) * 100)}]"
     if v.ratio < 2:
         return f"{_percent((v.ratio - 1) * 100)} % faster [{_percent((v.low - 1) * 100)}, {_percent((v.high - 1) * 100)}]"
-    return f"{v.ratio:.2f}x faster{interval}"
+    return f"{times_text(v.ratio)}x faster{interval}"
 
 
 def _where(r: RunResult) -> str:
@@ -213,9 +225,14 @@ def verdict(c: Contrast, v: Versus) -> str:
     noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
     setting_keys = {d.key for d in v.diffs if d.kind == "setting"}
     setup = _setup_words(base.config, skip=setting_keys)
+    if v.ratio is None:
+        return (f"Run {v.run.id[:8]} has no throughput to compare ({printable(v.run.status)}): it is not compared "
+                f"with run {base.id[:8]}.")
     if not v.diffs:
-        return (f"A repeat of {setup} on {_where(base)}: {ratio_words(v)}; nothing MPS Studio records differs, so this "
-                f"is run-to-run variation{noisy}.")
+        why = ("so this is run-to-run variation" if v.unclear() else
+               "so the difference comes from something it does not record (other programs, heat, the code of a "
+               "model file or script)")
+        return f"A repeat of {setup} on {_where(base)}: {ratio_words(v)}; nothing MPS Studio records differs, {why}{noisy}."
     causes = [d for d in v.diffs if d.cause]
     along = "".join(f" ({d.label} {d.other}, against {d.base})" for d in v.diffs if not d.cause)
     if len(causes) == 1:
@@ -265,8 +282,8 @@ def ratio_cell(v: Versus) -> str:
     """"0.88x [0.86-0.90]" (the interval when there is one)."""
     if v.ratio is None:
         return "\u2014"
-    interval = f" [{v.low:.2f}-{v.high:.2f}]" if v.low is not None and v.high is not None else ""
-    return f"{v.ratio:.2f}x{interval}"
+    interval = f" [{times_text(v.low)}-{times_text(v.high)}]" if v.low is not None and v.high is not None else ""
+    return f"{times_text(v.ratio)}x{interval}"
 
 
 def table(c: Contrast) -> tuple[list[str], list[list[str]], list[bool]]:

@@ -52,6 +52,11 @@ class Regression:
     threshold: float  # 0.05 for 5 %
 
     @property
+    def undecided(self) -> bool:
+        """No interval on one side (too few measurement windows): the check cannot tell."""
+        return self.versus.ratio is not None and (self.versus.low is None or self.versus.high is None)
+
+    @property
     def regressed(self) -> bool:
         v = self.versus
         return (v.ratio is not None and v.high is not None and v.ratio < 1 - self.threshold and v.high < 1.0)
@@ -66,6 +71,9 @@ class Regression:
             return f"{head}: slower by more than {limit} and beyond the noise: a regression."
         if v.ratio is None:
             return f"{head}: not compared."
+        if self.undecided:
+            return (f"{head}: the check cannot tell (fewer than two measurement windows on one side); give the bench "
+                    "and the baseline more --steps.")
         if v.unclear():
             return f"{head}: within the noise, not a regression."
         if v.ratio < 1:

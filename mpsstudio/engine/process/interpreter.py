@@ -30,7 +30,7 @@ from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
 from ..machine.apple import MPS_MACOS_BY_TORCH, torch_release
 
-CHECK_TIMEOUT_S = 180.0  # a first `import torch` from a cold disk can take a minute
+CHECK_TIMEOUT_S = 120.0  # a first `import torch` from a cold disk can take a minute
 MIN_PYTHON = (3, 10)
 # ((2, 6), (2, 15)): the releases the Apple ledger covers (benchmarks/apple_ledger.py --torch-table)
 SUPPORTED_TORCH = (MPS_MACOS_BY_TORCH[0][0], MPS_MACOS_BY_TORCH[-1][0])
@@ -144,16 +144,26 @@ def check(path: str) -> Interpreter:
 
 
 def _ask(target: Path, shown: str) -> dict:
+    """Run the check in the interpreter, in its own process group: one that hangs, or a Ctrl-C meanwhile, ends
+    it with everything it started."""
     try:
-        done = subprocess.run([str(target), "-c", _CHECK, engine_root(), json.dumps(MIN_PYTHON),
-                               json.dumps(ENGINE_NEEDS)], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
-                              env=child_environment(), stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:.0f} s; try again, or "
-                        "choose another environment.") from None
+        proc = subprocess.Popen([str(target), "-c", _CHECK, engine_root(), json.dumps(MIN_PYTHON),
+                                 json.dumps(ENGINE_NEEDS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, env=child_environment(), start_new_session=True)
     except OSError as exc:
         raise UserError(f"{shown} cannot be started ({printable(exc.strerror or exc)}): choose a Python "
                         "interpreter, such as a venv's bin/python.") from None
+    try:
+        out, err = proc.communicate(timeout=CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _end_group(proc)
+        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:.0f} s (importing its torch "
+                        "hung); try again, or choose another environment.") from None
+    except BaseException:  # Ctrl-C, SIGTERM: nothing of the check stays behind
+        _end_group(proc)
+        raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode("utf-8", "replace"),
+                                       err.decode("utf-8", "replace"))
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     try:
         answer = json.loads(lines[-1]) if lines else None
@@ -165,6 +175,16 @@ def _ask(target: Path, shown: str) -> dict:
         raise UserError(f"{shown} is not a Python MPS Studio can use (it said: {said}); choose a Python "
                         "interpreter, such as a venv's bin/python.")
     return answer
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        proc.kill()
+    proc.wait()
 
 
 def child_environment(environ: dict | None = None) -> dict:

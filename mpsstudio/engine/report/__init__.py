@@ -18,6 +18,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..basics.formatting import printable
+
 
 @dataclass
 class Table:
@@ -62,7 +64,13 @@ class Report:
     hosts: list[str] = field(default_factory=list)  # host names of the runs reported: never written (scrubbed)
 
 
-_PATH = re.compile(r"(?:(?<=[\s(\"'=:,])|^)(?:~|[A-Za-z]:)?(?:[/\\][^\s/\\\"'()<>|,;]+)+[/\\]?")
+# An absolute path: a slash (or a drive, a UNC share, ~) not preceded by a word, a dot or another slash; inner
+# parts may hold spaces ("/Volumes/My Drive/x.pt"), the last one may not
+_PART = r"[^/\\\s\"'<>|()\[\]{}`*,;~]+"
+_PATH = re.compile(rf"(?<![\w./\\])(?:~|[A-Za-z]:)?[/\\]*(?:[/\\]{_PART}(?: {_PART})*(?=[/\\]))*[/\\]{_PART}")
+# Words a host or user name is never taken for (they name devices, data and units in every report)
+_RESERVED = {"cpu", "mps", "cuda", "gpu", "localhost", "local", "synthetic", "shapes", "mnist", "mlp", "user",
+             "root", "host", "batch", "samples"}
 
 
 def secrets(hosts=()) -> list[tuple[str, str]]:
@@ -75,20 +83,25 @@ def secrets(hosts=()) -> list[tuple[str, str]]:
         user = getpass.getuser()
     except Exception:  # no user name known (a container): nothing to hide
         user = ""
-    if len(user) >= 3:
+    if len(user) >= 2 and user.lower() not in _RESERVED:
         out.append((user, "user"))
     for host in hosts:
-        if isinstance(host, str) and len(host) >= 3:
-            out.append((host, "a host"))
-            out.append((host.split(".")[0], "a host"))
+        if isinstance(host, str) and host.strip():
+            for name in {host.strip(), host.strip().split(".")[0]}:
+                if len(name) >= 2 and name.lower() not in _RESERVED:
+                    out.append((name, "a host"))
     return sorted(set(out), key=lambda pair: -len(pair[0]))
 
 
 def scrub(text: str, hidden: list[tuple[str, str]]) -> str:
-    """`text` with every absolute path reduced to its last part and every hidden name replaced."""
-    text = str(text)
+    """`text` with control characters made visible ("?"), every absolute path reduced to its last part and every
+    hidden name (a whole word, never part of one: "samples" keeps its "sam") replaced."""
+    text = printable(str(text))
     for secret, word in hidden:
-        text = text.replace(secret, word)
+        if secret.startswith(("/", "~")) or "\\" in secret:
+            text = text.replace(secret, word)
+        else:
+            text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", word, text, flags=re.IGNORECASE)
 
     def base(match: re.Match) -> str:
         whole = match.group(0).rstrip("/\\")

@@ -3,14 +3,24 @@
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 from . import Part, Report, Table
 from .svg import chart_svg
 
 
+_MD_SPECIAL = re.compile(r"([\\`*#<]|(?<!\w)_|_(?!\w)|\](?=\())")  # "](" would make a link; < an autolink
+
+
+def _md(text: str) -> str:
+    """Text from data as literal Markdown: HTML escaped, and the characters that would format it (emphasis, code,
+    links, headings) escaped; "channels_last" keeps its underscore readable."""
+    return _MD_SPECIAL.sub(r"\\\1", escape(str(text), quote=False))
+
+
 def _md_cell(text: str) -> str:
-    text = escape(str(text), quote=False).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = _md(text).replace("|", "\\|").replace("\n", " ")
     return text.strip() or " "
 
 
@@ -19,16 +29,16 @@ def _md_table(t: Table) -> list[str]:
              "|" + "|".join("---:" if num else "---" for num in t.numeric) + "|"]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
     if t.legend:
-        lines += ["", f"<sub>{escape(t.legend, quote=False)}</sub>"]
+        lines += ["", f"<sub>{_md(t.legend)}</sub>"]
     return lines
 
 
 def _md_part(p: Part, level: str) -> list[str]:
-    lines = [f"{level} {escape(p.heading, quote=False)}", ""]
+    lines = [f"{level} {_md(p.heading)}", ""]
     if p.headline:
-        lines += [f"**{escape(p.headline, quote=False)}**", ""]
+        lines += [f"**{_md(p.headline)}**", ""]
     for s in p.sentences:
-        lines += [escape(s, quote=False), ""]
+        lines += [_md(s), ""]
     for t in p.tables:
         lines += [*_md_table(t), ""]
     if p.environment:
@@ -41,12 +51,12 @@ def _md_part(p: Part, level: str) -> list[str]:
 
 def to_markdown(report: Report) -> str:
     """The report as Markdown that renders on GitHub (tables) and stays readable as text."""
-    lines = [f"## {escape(report.title, quote=False)}", ""] if len(report.parts) > 1 else []
+    lines = [f"## {_md(report.title)}", ""] if len(report.parts) > 1 else []
     level = "###" if len(report.parts) > 1 else "##"
     for p in report.parts:
         lines += _md_part(p, level)
     if report.made_by:
-        lines += [f"<sub>{escape(report.made_by, quote=False)}</sub>", ""]
+        lines += [f"<sub>{_md(report.made_by)}</sub>", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -23,6 +23,8 @@ FAINT = "#9fc9ff"
 def _fmt(v: float) -> str:
     if v == 0:
         return "0"
+    if abs(v) >= 1e7 or abs(v) < 1e-3:
+        return f"{v:.3g}"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"

@@ -113,9 +113,9 @@ class ContrastChart(QWidget):
         right = max([values[i] for i in range(n)] + [rows[i].high for i in ix] + [1.0])
         for i, (y, value) in enumerate(zip(ys, values)):
             v = rows[i]
-            words = f"{value:.2f}{TIMES}" if value else "not measured"
+            words = f"{contrasts.times_text(value)}{TIMES}" if value else "not measured"
             if v is not None and v.low is not None and v.high is not None:
-                words += f" [{v.low:.2f}\u2013{v.high:.2f}]"
+                words += f" [{contrasts.times_text(v.low)}\u2013{contrasts.times_text(v.high)}]"
             if v is not None and v.ratio and v.unclear():
                 words += "  no clear difference"
             label = pg.TextItem(words, color=text, anchor=(0, 0.5))
