@@ -118,7 +118,7 @@ def test_history_compare_any_runs_and_groups(tmp_path, capsys):
     assert cli.main(["history", "--compare", b.id[:6], c.id, "--baseline", c.id, "--wide"]) == 0
     out = capsys.readouterr().out
     assert "differ in batch and torch: the cause cannot be told apart" in out
-    for args, words in ((["--compare", a.id], "two or more different runs"), (["--compare", "abc"], "at least 4"),
+    for args, words in ((["--compare", a.id], "two or more different runs"), (["--compare", "abc"], "at least 4 characters"),
                         (["--baseline", "ffffffff"], "No run with id ffffffff")):
         assert cli.main(["history", *args]) == 2
         assert words in capsys.readouterr().err

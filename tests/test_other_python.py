@@ -89,15 +89,17 @@ def test_a_run_in_another_environment_that_crashes_is_kept_as_failed(tmp_path):
     assert run.status == "failed" and "exited with code 7" in run.error
 
 
-@pytest.mark.spawn  # both runs started as the app starts them (the suite's forkserver children record no variables)
 @pytest.mark.skipif(not OTHER.exists(), reason="no second torch: `make other-torch` makes .venv-other (CI does)")
-def test_two_torch_versions_compared_and_named(capsys):
+def test_two_torch_versions_compared_and_named(capsys, monkeypatch):
     """The issue's case: one setup with two torch versions (this suite's and .venv-other's 2.13)."""
+    # this suite runs its own torch's run in-process (handles.new_process), where no run process sets the MPS
+    # fallback variable as the app's do (and the other interpreter's does): set as both record it
+    monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
     found = interpreter.check(str(OTHER))
     ours = __import__("torch").__version__
     assert found.torch != ours
-    args = ["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--steps", "60", "--warmup",
-            "3", "--batch-size", "32", "--no-inspect"]
+    args = ["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--steps", "40", "--warmup",
+            "2", "--batch-size", "32", "--no-inspect"]
     assert cli.main(args) == 0
     assert cli.main([*args, "--python", str(OTHER)]) == 0
     capsys.readouterr()

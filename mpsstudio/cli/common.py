@@ -80,11 +80,15 @@ def check_json_path(path: str | None, reads: Sequence[str] = ()) -> None:
 def check_output(path: str, what: str, reads: Sequence[str] = ()):
     """Where `what` may write: check_writable_file, and never the history's own files nor a file this command
     reads (`reads`: an input, a baseline), which the write would destroy; the resolved path."""
+    return not_the_history(check_writable_file(path, what), path, what, reads)
+
+
+def not_the_history(target, path: str, what: str, reads: Sequence[str] = ()):
+    """`target` (resolved) unless it is one of the history's files or a file in `reads`: one sentence then."""
     from pathlib import Path
 
     from ..engine.basics.paths import data_dir
 
-    target = check_writable_file(path, what)
     history = (data_dir() / "runs.sqlite3").resolve()
     kept = {history, *(history.with_name(history.name + tail) for tail in ("-journal", "-wal", "-shm"))}
     if target in kept or target.parent == history.parent and target.name.startswith(history.name):
@@ -122,7 +126,8 @@ def find_run(results, text: str, what: str = "run"):
     if found:
         raise UserError(f"{len(found)} runs have ids starting with {shown}; give more of the {what}'s id.")
     if len(text) < 4 and not exact:
-        raise UserError(f"Give at least 4 characters of a run id, not {shown}; `mpsstudio history` lists them.")
+        raise UserError(f"No run with id {shown} in the history; give at least 4 characters of an id (`mpsstudio "
+                        "history` lists them).")
     raise UserError(f"No run with id {shown} in the history; `mpsstudio history` lists them.")
 
 

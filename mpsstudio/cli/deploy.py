@@ -38,10 +38,9 @@ def cmd_export(args) -> int:
     batch_sizes = _sizes(args.batch_sizes, 4096) if args.batch_sizes is not None else None
     check_request(args.format, args.precision, args.batch_size, args.compress, batch_sizes)
     target = check_target(args.out, args.format)  # before any work: a bad --out is one sentence at once
-    if target.suffix:  # a file (a Core ML package is a folder): never the history's own
-        from .common import check_output
+    from .common import not_the_history
 
-        check_output(str(target), "--out")
+    not_the_history(Path(target).resolve(), args.out, "--out")  # never the history's own files
     check_not_weights(target, args.weights)
     if args.json:
         written = Path(args.json).expanduser().resolve()
