@@ -90,16 +90,6 @@ _checked: dict[tuple, Interpreter] = {}
 _lock = threading.Lock()
 
 
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("+")[0].split("."):
-        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def check(path: str) -> Interpreter:
     """The interpreter at `path`, checked (see the module docstring); UserError with one sentence otherwise."""
     shown = printable(path)[:200]
@@ -114,7 +104,7 @@ def check(path: str) -> Interpreter:
             return _checked[key]
     answer = _ask(target, shown)
     python = answer.get("python") or "?"
-    if _version(python) < MIN_PYTHON:
+    if torch_release(python) < MIN_PYTHON:  # (major, minor) of any version text
         raise UserError(f"The Python at {shown} is {python}; MPS Studio runs on Python "
                         f"{'.'.join(map(str, MIN_PYTHON))} or later: choose another environment.")
     if answer.get("missing") == "torch":

@@ -10,10 +10,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPalette
-from PySide6.QtWidgets import QComboBox, QFrame, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ...engine.analysis import contrast as contrasts
 from ..style import TIMES
+from .speedup_chart import still_plot
 
 def bar_labels(c: contrasts.Contrast) -> list[str]:
     """One label per bar: what the run differs in ("baseline" for the baseline)."""
@@ -39,12 +40,7 @@ class ContrastChart(QWidget):
         self.baseline.setToolTip("The run the others are divided by.")
         self.baseline.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.baseline.activated.connect(lambda i: self.baseline_chosen.emit(self.baseline.itemData(i)))
-        self.plot = pg.PlotWidget()
-        self.plot.setMinimumHeight(90)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setMouseEnabled(x=False, y=False)
-        self.plot.setFrameShape(QFrame.Shape.StyledPanel)
+        self.plot = still_plot(90)
         self.plot.setToolTip(contrasts.LEGEND[0].upper() + contrasts.LEGEND[1:] + ".")
         self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         row = QHBoxLayout()

@@ -34,6 +34,17 @@ def device_labels(c: Comparison) -> list[str]:
     return [f"{e.device} {DASH} {short_machine(e.machine)}" if many else e.device for e in c.entries]
 
 
+def still_plot(min_height: int) -> pg.PlotWidget:
+    """A chart that is read, not explored: no menu, no buttons, no panning or zooming, framed."""
+    plot = pg.PlotWidget()
+    plot.setMinimumHeight(min_height)
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    plot.setMouseEnabled(x=False, y=False)
+    plot.setFrameShape(QFrame.Shape.StyledPanel)
+    return plot
+
+
 LOG_SCALE_RATIO = 20.0  # bars differing by more than this offer a log scale
 
 
@@ -51,12 +62,7 @@ class SpeedupChart(QWidget):
         self._labels: list[pg.TextItem] = []
         self._values: list[float] = []
         self._hint_text = NO_COMPARISON_HINT
-        self.plot = pg.PlotWidget()
-        self.plot.setMinimumHeight(140)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setMouseEnabled(x=False, y=False)
-        self.plot.setFrameShape(QFrame.Shape.StyledPanel)
+        self.plot = still_plot(140)
         self.plot.getPlotItem().setContentsMargins(8, 8, 12, 8)
         self.headline = QLabel()
         self.headline.setWordWrap(True)
