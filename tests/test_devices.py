@@ -311,6 +311,7 @@ def test_version_parsing():
 def test_environment_record(monkeypatch):
     monkeypatch.setenv("PYTORCH_ENABLE_MPS_FALLBACK", "1")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # the lent multi-GPU hosts' multicast switch: recorded
     env = environment.environment()
     expected = {
         "os", "platform", "machine", "hostname", "cpu", "chip", "gpus", "python", "torch", "torchvision",
@@ -326,7 +327,7 @@ def test_environment_record(monkeypatch):
     assert env["torch"] == str(torch.__version__)
     assert env["threads"] == torch.get_num_threads()
     assert env["env"]["PYTORCH_ENABLE_MPS_FALLBACK"] == "1"
-    assert "MKL_NUM_THREADS" not in env["env"]
+    assert "MKL_NUM_THREADS" not in env["env"] and env["env"]["NCCL_NVLS_ENABLE"] == "0"
     assert env["mpsstudio"] == "0.1.0"
     if ON_LINUX:
         assert env["os"].startswith("Linux ") and env["chip"] == ""

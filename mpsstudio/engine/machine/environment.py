@@ -33,6 +33,10 @@ RESULT_ENV_VARS = (
     "MKL_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
     "PYTORCH_CUDA_ALLOC_CONF",
+    # NVLink multicast kept off on shared multi-GPU hosts (they change what collectives do)
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
 )
 
 
