@@ -79,7 +79,7 @@ ENVIRONMENT: tuple[tuple[str, str, Callable[[dict], object]], ...] = (
     ("power", "power source", _power),
     ("low_power_mode", "Low Power Mode", _low_power),
     ("mps_env", "MPS variables", _mps_vars),
-    ("other_env", "thread and CUDA variables", _other_vars),
+    ("other_env", "thread, CUDA and NCCL variables", _other_vars),
     ("mpsstudio", "MPS Studio", _field("mpsstudio")),
     ("host", "machine", _field("hostname")),
 )
