@@ -114,3 +114,11 @@ def test_details_say_the_environment():
     assert "torch 2.14.1" in line and "torch build 5c4886908584" in line and "macOS build 23F79" in line
     assert sys.executable not in line
     assert "not recorded" in environment_line({})
+
+
+def test_curves_of_two_torches_are_told_apart():
+    from mpsstudio.gui.plots.stored import legend_labels
+
+    old, new, _ = runs_of_two_torches()
+    assert legend_labels([old, new]) == ["mps · torch 2.14.1", "mps · torch 2.15.0"]
+    assert legend_labels([old]) == ["mps"]

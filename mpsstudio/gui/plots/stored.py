@@ -15,11 +15,14 @@ def legend_labels(results: Sequence) -> list[str]:
     """Each run by its device, and by machine and setup where the runs drawn together differ in them."""
     machines = {r.machine for r in results}
     setups = {(r.config.model, r.config.dataset, r.config.batch_size, r.config.precision) for r in results}
+    torches = {str(r.env.get("torch")) for r in results}
     labels = []
     for r in results:
         label = r.config.device
         if len(machines) > 1:
             label += f" · {r.machine}"
+        if len(torches) > 1:
+            label += f" · torch {r.env.get('torch')}"
         if len(setups) > 1:
             label += f" · {r.config.model} batch {r.config.batch_size}"
         labels.append(label)

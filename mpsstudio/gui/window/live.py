@@ -20,7 +20,9 @@ class LiveMixin:
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:
                 self._epochs[event.run_id] = (epochs, event.total_steps)
-            self.plots.start_run(event.run_id, device, event.warmup_steps)
+            # a run in another Python environment says its torch beside the device (two cpu curves stay apart)
+            label = f"{device} · torch {event.env.get('torch')}" if event.config.get("python") else device
+            self.plots.start_run(event.run_id, label, event.warmup_steps)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             self.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))
             # 0 steps in all: a script that runs until it ends (the bar is busy, its words count the steps)
