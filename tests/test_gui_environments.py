@@ -122,3 +122,72 @@ def test_curves_of_two_torches_are_told_apart():
     old, new, _ = runs_of_two_torches()
     assert legend_labels([old, new]) == ["mps · torch 2.14.1", "mps · torch 2.15.0"]
     assert legend_labels([old]) == ["mps"]
+
+
+def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot, store):  # noqa: F811
+    cpu = make_run("cpu", 100.0, created="2026-11-20T08:00:00+00:00")
+    mps = make_run("mps", 450.0, created="2026-11-20T08:01:00+00:00")
+    failed = make_run("mps", 300.0, created="2026-11-20T08:02:00+00:00", status="failed", batch_size=256)
+    panel = open_panel(qtbot, store, [cpu, mps, failed])
+    panel.select_ids([cpu.id, mps.id])
+    combo = panel.compare_combo
+    assert combo.currentData() == "selected"
+    combo.setCurrentIndex(combo.findData("devices"))
+    panel._chosen_comparison(combo.currentIndex())
+    assert combo.currentData() == "devices" and panel._chart_stack.currentWidget() is panel.chart
+    panel._update_chart()  # a redraw keeps what the user chose for this selection
+    assert combo.currentData() == "devices"
+    panel.select_ids([cpu.id, mps.id, failed.id])  # another selection: its default again
+    assert combo.currentData() == "selected"
+    chart = panel.contrast_chart
+    offered = [chart.baseline.itemData(i) for i in range(chart.baseline.count())]
+    assert failed.id not in offered and chart.contrast.baseline.id == cpu.id
+    chart.baseline_chosen.emit(failed.id)  # never possible from the menu; even so, not taken
+    assert chart.contrast.baseline.id == cpu.id
+    assert any(label.startswith(f"run {failed.id[:8]}: failed") for label in contrast_labels(chart))
+    panel.table.clearSelection()
+    assert not panel.report_action.isEnabled() and not panel.markdown_action.isEnabled()
+
+
+def contrast_labels(chart):
+    return [label for _, label in chart.plot.getAxis("left")._tickLevels[0]]
+
+
+def test_long_differences_are_cut_on_the_bars():
+    from mpsstudio.engine.analysis import contrast
+    from mpsstudio.gui.results.contrast_chart import LABEL_CHARS, bar_labels
+
+    a = make_run("cpu", 100.0, created="2026-11-20T08:00:00+00:00")
+    b = make_run("mps", 450.0, created="2026-11-20T08:01:00+00:00", env={**MAC, "torch": "2.15.0"}, batch_size=8,
+                 precision="bf16", channels_last=True)
+    labels = bar_labels(contrast.of_runs([a, b]))
+    assert len(labels[1]) == LABEL_CHARS and labels[1].endswith("\u2026")
+
+
+def test_no_pytorch_checked_keeps_run_off_and_own_python_is_not_another(qtbot, tmp_path):
+    from mpsstudio.gui.preferences import PreferencesDialog
+    from mpsstudio.gui.setup.panel import SetupPanel
+
+    setup = SetupPanel()
+    qtbot.addWidget(setup)
+    setup.set_environments([{"path": "/x/bin/python", "label": "torch 2.15.0 · Python 3.12.1 (x)"}], "torch 2.14.1")
+    setup._env_checks[0][0].setChecked(False)
+    assert setup.checked_pythons() == [] and not setup.run_button.isEnabled()
+    dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(dialog)
+    dialog.add_python(sys.executable)
+    assert "MPS Studio's own Python" in dialog.python_note.text() and dialog.pythons.count() == 0
+
+
+def test_a_broken_environment_is_a_failed_run_naming_it_and_the_others_run(tmp_path):
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.process import run_isolated
+
+    broken = make_venv(tmp_path / "lost-torch")
+    base = RunConfig(model="mlp", dataset="synthetic", device="cpu", steps=6, epochs=None, warmup_steps=1,
+                     batch_size=16)
+    from dataclasses import replace
+
+    ran = run_isolated([replace(base, python=str(broken)), base])
+    assert [r.status for r in ran] == ["failed", "finished"]
+    assert "has no PyTorch" in ran[0].error and ran[0].env["python_env"] == "lost-torch"

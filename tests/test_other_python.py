@@ -80,7 +80,9 @@ def test_a_run_in_another_environment_that_crashes_is_kept_as_failed(tmp_path):
     cfg = RunConfig(model="mlp", dataset="synthetic", device="cpu", steps=5, epochs=None, warmup_steps=1,
                     batch_size=16, python=str(python)).validate()
     lib = next((tmp_path / "env" / "lib").glob("python3*")) / "site-packages"
-    (lib / "sitecustomize.py").write_text("import os\nif os.environ.get('CRASH_HERE'):\n    os._exit(7)\n")
+    # the run's process dies at its start (its arguments: -c ROOT FD FD); the check before it passes
+    (lib / "sitecustomize.py").write_text("import os, sys\nif os.environ.get('CRASH_HERE') and len(sys.argv) == 4 "
+                                          "and sys.argv[2].isdigit():\n    os._exit(7)\n")
     os.environ["CRASH_HERE"] = "1"
     try:
         [run] = run_isolated([cfg])
@@ -108,7 +110,7 @@ def test_two_torch_versions_compared_and_named(capsys, monkeypatch):
     assert "environments compared" in out
     line = next((s for s in out.splitlines() if s.startswith(f"torch {found.torch}")), out)
     assert f"than {ours}" in line or f"against torch {ours}" in line
-    assert "nothing else differs (Python environment .venv-other" in line
+    assert "nothing else differs (Python environment: .venv-other" in line
 
 
 def test_a_python_that_writes_bytes_or_hangs_is_one_sentence_and_leaves_nothing(tmp_path, monkeypatch):

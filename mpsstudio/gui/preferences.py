@@ -129,7 +129,7 @@ class PreferencesDialog(QDialog):
         self.python_note.setWordWrap(True)
         self.python_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         row = QHBoxLayout()
-        add = QPushButton("Add…")
+        add = self.add_button = QPushButton("Add…")
         add.clicked.connect(self._choose_python)
         remove = QPushButton("Remove")
         remove.clicked.connect(lambda: self.pythons.takeItem(self.pythons.currentRow()))
@@ -155,19 +155,39 @@ class PreferencesDialog(QDialog):
 
     def add_python(self, path: str) -> None:
         """Check the interpreter off the window's thread, then list it (or say why not)."""
+        import sys
+
         from .worker import InterpreterChecker
 
-        self.python_note.setText(f"Checking {path}… (it starts that Python and imports its torch)")
+        known = [self.pythons.item(i).data(PYTHON_ROLE)["path"] for i in range(self.pythons.count())]
+        target = os.path.abspath(os.path.expanduser(path))
+        if target in known:
+            self._say(f"{target} is listed already.", error=False)
+            return
+        own = os.path.dirname(os.path.abspath(sys.executable))  # its bin folder (a venv's python links elsewhere)
+        if os.path.dirname(target) == own:
+            self._say("That is MPS Studio's own Python, always offered as This app's PyTorch; choose another "
+                      "environment's python.", error=True)
+            return
+        self._say(f"Checking {path}… (it starts that Python and imports its torch)", error=False)
+        self.add_button.setEnabled(False)
         self._checker = InterpreterChecker(path, self)
         self._checker.checked.connect(self._python_checked)
-        self._checker.rejected.connect(lambda _p, why: self.python_note.setText(why))
+        self._checker.rejected.connect(lambda _p, why: self._say(why.replace("`", ""), error=True))
+        self._checker.finished.connect(lambda: self.add_button.setEnabled(True))
         self._checker.start()
+
+    def _say(self, text: str, error: bool) -> None:
+        self.python_note.setText(text)
+        self.python_note.setForegroundRole(QPalette.ColorRole.Text if error else QPalette.ColorRole.PlaceholderText)
 
     def _python_checked(self, path: str, label: str) -> None:
         known = [self.pythons.item(i).data(PYTHON_ROLE)["path"] for i in range(self.pythons.count())]
-        if path not in known:
-            self._add_item({"path": path, "label": label})
-        self.python_note.setText(f"Added: {label}.")
+        if path in known:
+            self._say(f"{label} is listed already.", error=False)
+            return
+        self._add_item({"path": path, "label": label})
+        self._say(f"Added: {label}. Check it under Devices to run in it.", error=False)
 
 
 PYTHON_ROLE = 0x0100 + 7  # Qt.UserRole + 7: an item's {"path", "label"}

@@ -68,7 +68,8 @@ class Contrast:
         c = self.baseline.config
         what = {"setting": f"{SETTING_AXES.get(self.axis, self.axis)} compared",
                 "environment": "environments compared", "selected": "selected runs compared"}[self.kind]
-        setup = _setup_words(c, skip={self.axis} if self.kind == "setting" else set())
+        differ = {d.key for v in self.rows for d in v.diffs if d.kind == "setting"}
+        setup = _setup_words(c, skip={self.axis} if self.kind == "setting" else differ)
         return printable(f"{setup} on {c.device}: {what}" if self.kind != "selected" else f"{setup}: {what}")
 
     def sentences(self, diagnoses: Sequence[dict] = ()) -> list[str]:
@@ -104,7 +105,8 @@ def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: 
             axis: str = "") -> Contrast:
     """The given runs against `baseline` (default: the oldest); a run without a throughput has no ratio."""
     ordered = sorted(runs, key=lambda r: r.created_at)
-    base = baseline if baseline is not None else ordered[0]
+    usable = [r for r in ordered if _usable(r)]  # a failed run is never the baseline: nothing could be divided by it
+    base = baseline if baseline is not None and _usable(baseline) else (usable or ordered)[0]
     rows = [versus(base, r) for r in ordered if r.id != base.id]
     return Contrast(kind, base, rows, axis)
 
@@ -175,7 +177,12 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
 
 
 def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
-    parts = [f"{c.model} on {c.dataset}" if "model" not in skip and "dataset" not in skip else c.model]
+    """"resnet18 on cifar10, batch 64, bf16": what the runs share (`skip`: what differs between them)."""
+    parts = []
+    if "model" not in skip:
+        parts.append(c.model + (f" on {c.dataset}" if "dataset" not in skip else ""))
+    elif "dataset" not in skip:
+        parts.append(f"data {c.dataset}")
     if "batch_size" not in skip:
         parts.append(f"batch {c.batch_size}")
     if "precision" not in skip:
@@ -183,15 +190,15 @@ def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
     for name, word in (("channels_last", "channels_last"), ("compile", "torch.compile")):
         if getattr(c, name) and name not in skip:
             parts.append(word)
-    if c.mode != "train":
+    if c.mode != "train" and "mode" not in skip:
         parts.append(c.mode)
-    return ", ".join(printable(p) for p in parts)
+    return ", ".join(printable(p) for p in parts) or "these setups"
 
 
 def times_text(v: float) -> str:
     """A ratio's digits: two decimals in the range a measurement gives, three significant digits beyond (an
     imported file's 1e-300 samples/s must not print 300 digits)."""
-    return f"{v:.2f}" if 1e-3 <= abs(v) < 1e4 else f"{v:.3g}"
+    return f"{v:.2f}" if 0.1 <= abs(v) < 1e4 else f"{v:.3g}"
 
 
 def _percent(v: float) -> str:
@@ -207,6 +214,8 @@ def ratio_words(v: Versus) -> str:
         return f"{times_text(v.ratio)}x, but how sure cannot be told (too few measurement windows for an interval)"
     if v.unclear():
         return f"no clear difference ({times_text(v.ratio)}x{interval})"
+    if v.ratio < 0.5:  # "330x slower", never "100 % slower"
+        return f"{times_text(1 / v.ratio)}x slower [{times_text(1 / v.high)}-{times_text(1 / v.low)}]"
     if v.ratio < 1:
         return f"{_percent((1 - v.ratio) * 100)} % slower [{_percent((1 - v.high) * 100)}, {_percent((1 - v.low) * 100)}]"
     if v.ratio < 2:
@@ -234,7 +243,7 @@ def verdict(c: Contrast, v: Versus) -> str:
                "model file or script)")
         return f"A repeat of {setup} on {_where(base)}: {ratio_words(v)}; nothing MPS Studio records differs, {why}{noisy}."
     causes = [d for d in v.diffs if d.cause]
-    along = "".join(f" ({d.label} {d.other}, against {d.base})" for d in v.diffs if not d.cause)
+    along = "".join(f" ({d.label}: {d.other}; the baseline's: {d.base})" for d in v.diffs if not d.cause)
     if len(causes) == 1:
         d = causes[0]
         head = d.words("other")

@@ -13,6 +13,7 @@ from ..basics.results import RunResult
 SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
                 "compile": "torch.compile", "workers": "workers", "threads": "CPU threads", "tf32": "TF32",
                 "accumulate": "accumulation", "resident": "data on the device"}
+MEASUREMENT = ("steps", "epochs", "warmup_steps", "window_s", "seed")
 # Every other setting a difference is named for (a run's length, seed and window target change what is measured)
 OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "steps", "epochs": "epochs",
                   "warmup_steps": "warm-up steps", "seed": "seed", "window_s": "window length",
@@ -106,6 +107,10 @@ class Difference:
             return value
         if self.key == "host":
             return f"host {value}" if value != "unknown" else "another machine"
+        if self.key == "threads":
+            if value[:1].isdigit():
+                return f"{value} CPU thread" + ("" if value == "1" else "s")
+            return value.replace(" (", " CPU threads (")
         return f"{self.label} {value}"
 
 
@@ -165,6 +170,9 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
         if key == "threads" and base.config.threads != other.config.threads:
             continue  # the setting says it
         out.append(Difference(key, label, shown(a), shown(b), "environment"))
+    for d in out:  # how long a run measured, its seed: they change how sure a figure is, not what it measures
+        if d.key in MEASUREMENT:
+            d.cause = False
     if any(d.key == "python_env" for d in out) and any(d.kind == "environment" and d.key != "python_env" for d in out):
         for d in out:
             d.cause = d.cause and d.key != "python_env"  # another venv is how another torch came: not a cause

@@ -133,6 +133,25 @@ def check(path: str) -> Interpreter:
     return found
 
 
+def why_not(path: str) -> str:
+    """check(path) again, whatever was cached (an environment may have lost a package since it was chosen): "" when
+    it can run a run, else the sentence saying why not, naming it."""
+    with _lock:
+        for key in [k for k in _checked if k[0] == str(Path(path).expanduser().absolute())]:
+            del _checked[key]
+    try:
+        check(path)
+    except UserError as exc:
+        return str(exc)
+    return ""
+
+
+def env_name(path: str) -> str:
+    """The environment's folder name from its interpreter's path (".../torch215/bin/python" -> "torch215")."""
+    parent = Path(path).expanduser().absolute().parent
+    return (parent.parent if parent.name in ("bin", "Scripts") else parent).name
+
+
 def _ask(target: Path, shown: str) -> dict:
     """Run the check in the interpreter, in its own process group: one that hangs, or a Ctrl-C meanwhile, ends
     it with everything it started."""

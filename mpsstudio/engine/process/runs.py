@@ -11,7 +11,7 @@ from ..basics.errors import UserError
 from ..basics.events import Ended, Event
 from ..basics.formatting import fmt_duration, one_line
 from ..basics.results import RunResult
-from . import handles
+from . import handles, interpreter
 from .handles import POLL_S, TREE_S, RunProcess, log_output
 from .journal import Journal
 from .recorder import Recorder
@@ -43,16 +43,28 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
     results: list[RunResult] = []
+    checked: dict[str, str] = {}  # another Python environment's check, once per call
     for i, cfg in enumerate(configs, start=1):
         if stop():
             break
         tag = repeat[i - 1] if repeat is not None and i <= len(repeat) else None
 
-        def emit(event, tag=tag):
+        def emit(event, tag=tag, cfg=cfg):
             if tag is not None and isinstance(event, Ended):
                 event.result.env["repeat"] = dict(tag)
+            if cfg.python and isinstance(event, Ended):  # known even of a run that never started
+                event.result.env.setdefault("python_executable", cfg.python)
+                event.result.env.setdefault("python_env", interpreter.env_name(cfg.python))
             forward(event)
-        if cfg.python:  # another Python environment: its own process, never the spare (checked in plan())
+        if cfg.python:  # another Python environment: checked again (it may have changed since it was chosen), then
+            why = checked.setdefault(cfg.python, interpreter.why_not(cfg.python))  # its own process, never the spare
+            if why:
+                if not results and i == len(configs):
+                    raise UserError(why)
+                result = Recorder(cfg).finish("failed", why)
+                emit(Ended(result))
+                results.append(result)
+                continue
             proc = RunProcess(mps_fallback=cfg.mps_fallback, python=cfg.python)
         else:
             proc = (spare.take(cfg.mps_fallback, cfg.device) if spare else None) or handles.new_process(

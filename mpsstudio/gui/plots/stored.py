@@ -22,7 +22,7 @@ def legend_labels(results: Sequence) -> list[str]:
         if len(machines) > 1:
             label += f" · {r.machine}"
         if len(torches) > 1:
-            label += f" · torch {r.env.get('torch')}"
+            label += f" · torch {r.env.get('torch') or '?'}"
         if len(setups) > 1:
             label += f" · {r.config.model} batch {r.config.batch_size}"
         labels.append(label)

@@ -10,15 +10,25 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPalette
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from ...engine.analysis import contrast as contrasts
+from ...engine.basics.formatting import fmt_timestamp
 from ..style import TIMES
 from .speedup_chart import still_plot
 
-def bar_labels(c: contrasts.Contrast) -> list[str]:
-    """One label per bar: what the run differs in ("baseline" for the baseline)."""
-    return ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
+LABEL_CHARS = 28  # a bar's label beyond this is cut with "…" (the whole in the table, the report and the sentence)
+
+
+def bar_labels(c: contrasts.Contrast, limit: int = LABEL_CHARS) -> list[str]:
+    """One label per bar: what the run differs in ("baseline" for the baseline; "no throughput" for a run that has
+    none; "repeat" where nothing recorded differs)."""
+    out = ["baseline"]
+    for v in c.rows:
+        text = (", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat") if v.ratio is not None \
+            else f"run {v.run.id[:8]}: {v.run.status}"
+        out.append(text if len(text) <= limit else text[: limit - 1] + "\u2026")
+    return out
 
 
 class ContrastChart(QWidget):
@@ -43,6 +53,15 @@ class ContrastChart(QWidget):
         self.plot = still_plot(90)
         self.plot.setToolTip(contrasts.LEGEND[0].upper() + contrasts.LEGEND[1:] + ".")
         self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.details = QLabel()
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.hide()
+        self.more = QToolButton()
+        self.more.setCheckable(True)
+        self.more.setAutoRaise(True)
+        self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more.toggled.connect(self._fold)
         row = QHBoxLayout()
         row.addWidget(QLabel("Baseline:"))
         row.addWidget(self.baseline, 1)
@@ -50,6 +69,8 @@ class ContrastChart(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
         layout.addWidget(self.headline)
+        layout.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.details)
         layout.addLayout(row)
         layout.addWidget(self.plot, 1)
 
@@ -57,7 +78,14 @@ class ContrastChart(QWidget):
         return list(self._values)
 
     def verdict_text(self) -> str:
-        return self.headline.text()
+        """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
+        return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
+
+    def _fold(self, unfolded: bool) -> None:
+        count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
+        self.more.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
+        self.more.setText("Less" if unfolded else f"{count} more " + ("sentence" if count == 1 else "sentences"))
+        self.details.setVisible(unfolded and bool(self.details.text()))
 
     def show_contrast(self, c: contrasts.Contrast | None) -> None:
         self.contrast = c
@@ -66,18 +94,24 @@ class ContrastChart(QWidget):
         self._values = []
         if c is None:
             self.headline.clear()
+            self.details.clear()
+            self.more.hide()
             return
         self.baseline.blockSignals(True)
         self.baseline.clear()
-        for r in sorted(c.runs, key=lambda r: r.created_at):
-            differs = ", ".join(d.words("other") for d in contrasts.differences(c.runs[0], r)) if r is not c.runs[0] \
-                else "the oldest"
-            self.baseline.addItem(f"run {r.id[:8]} ({differs})" if r.id != c.baseline.id else f"run {r.id[:8]}", r.id)
+        for r in sorted(c.runs, key=lambda r: r.created_at):  # a run without a throughput cannot be divided by
+            if contrasts.usable(r):
+                torch = f" · torch {r.env['torch']}" if r.env.get("torch") else ""
+                self.baseline.addItem(f"{fmt_timestamp(r.created_at)} · {r.config.device}{torch} · run {r.id[:8]}",
+                                      r.id)
         self.baseline.setCurrentIndex(max(0, self.baseline.findData(c.baseline.id)))
         self.baseline.blockSignals(False)
         sentences = c.sentences(self.diagnoses)
         text = f"<span style='font-size:15pt; font-weight:600'>{html.escape(contrasts.headline(c))}</span>"
-        self.headline.setText("<br>".join([text, *(html.escape(s) for s in sentences)]))
+        self.headline.setText("<br>".join([text, *(html.escape(s) for s in sentences[:1])]))
+        self.details.setText("\n\n".join(sentences[1:]))  # the others folded: the chart keeps its room
+        self.more.setVisible(len(sentences) > 1)
+        self._fold(self.more.isChecked())
         self._draw(c)
 
     def _draw(self, c: contrasts.Contrast) -> None:
@@ -112,8 +146,6 @@ class ContrastChart(QWidget):
             words = f"{contrasts.times_text(value)}{TIMES}" if value else "not measured"
             if v is not None and v.low is not None and v.high is not None:
                 words += f" [{contrasts.times_text(v.low)}\u2013{contrasts.times_text(v.high)}]"
-            if v is not None and v.ratio and v.unclear():
-                words += "  no clear difference"
             label = pg.TextItem(words, color=text, anchor=(0, 0.5))
             label.setPos((v.high if v is not None and v.high else value) + right * 0.02, y)
             item.addItem(label)
@@ -123,7 +155,7 @@ class ContrastChart(QWidget):
         item.getAxis("left").setTicks([[(y, label) for y, label in zip(ys, bar_labels(c))]])
         item.getAxis("bottom").setTicks(None)
         item.setLabel("bottom", f"samples/s over the baseline's ({TIMES})", color=text.name())
-        item.setXRange(0, right * 2.1, padding=0)  # room for "1.01× [1.00–1.02]  no clear difference"
+        item.setXRange(0, right * 1.8, padding=0)  # room for "1.01× [1.00–1.02]"
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.showGrid(x=True, y=False, alpha=0.15)
         for name in ("left", "bottom"):

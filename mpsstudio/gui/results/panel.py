@@ -94,7 +94,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         self.compare_combo = QComboBox()
         self.compare_combo.setToolTip("Compare the current run with the same setup on other devices, with runs that "
                                       "differ in one setting or in their environment, or the selected runs.")
-        self.compare_combo.activated.connect(lambda _i: self._update_chart())
+        self.compare_combo.activated.connect(self._chosen_comparison)
         compare_row = QHBoxLayout()
         compare_row.setContentsMargins(0, 0, 0, 0)
         compare_row.addWidget(QLabel("Compare:"))

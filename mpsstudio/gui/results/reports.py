@@ -10,24 +10,30 @@ class ReportsMixin:
     """The panel's reports: the comparison on screen as Markdown on the clipboard or as one HTML file."""
 
     def report_parts_available(self) -> bool:
-        return self.shown_contrast() is not None or self.current_comparison() is not None \
-            or self._current_run() is not None
+        return self.current_report_source() is not None
+
+    def current_report_source(self):
+        """What a report would be of now: the comparison by what differs on screen, the device comparison, or the
+        selected run; None when nothing is selected."""
+        if not self.selected_ids():
+            return None
+        return self.shown_contrast() or self.current_comparison() or self._current_run()
 
     def current_report(self):
         """The engine's report of what the chart shows; None when nothing is."""
         from ...engine.report import parts as reporting
 
-        shown = self.shown_contrast()
-        if shown is not None:
-            return reporting.report([reporting.contrast_part(shown, self.contrast_chart.diagnoses)], runs=shown.runs)
-        comparison = self.current_comparison()
-        if comparison is not None:
-            return reporting.report([reporting.comparison_part(comparison, self.chart.inspections)],
-                                    runs=comparison.all_runs)
-        run = self._current_run()
-        if run is None:
+        from ...engine.analysis.compare import Comparison
+        from ...engine.analysis.contrast import Contrast
+
+        what = self.current_report_source()
+        if isinstance(what, Contrast):
+            return reporting.report([reporting.contrast_part(what, self.contrast_chart.diagnoses)], runs=what.runs)
+        if isinstance(what, Comparison):
+            return reporting.report([reporting.comparison_part(what, self.chart.inspections)], runs=what.all_runs)
+        if what is None:
             return None
-        return reporting.report(reporting.run_parts(run, self.model.runs(), self.chart.inspections), runs=[run])
+        return reporting.report(reporting.run_parts(what, self.model.runs(), self.chart.inspections), runs=[what])
 
     def copy_markdown(self) -> str:
         """Put the report on the clipboard as Markdown (GitHub renders its tables); returns the text."""

@@ -244,8 +244,11 @@ def environment_line(env: dict) -> str:
     from ...engine.analysis.differences import environment_items
 
     items = [f"{k} {v[:12] if k == 'torch build' else v}" for k, v in environment_items(env)]
+    if env.get("python_env") and not env.get("torch"):  # another environment's run that ended before it started
+        return (f"<span style='color:gray'>Environment: Python environment {escape(str(env['python_env']))} (the "
+                "run ended before it could say more)</span>")
     if not items:
-        return "<span style='color:gray'>Environment: not recorded (an older run)</span>"
+        return "<span style='color:gray'>Environment: not recorded (an older run, or one that never started)</span>"
     return f"<span style='color:gray'>Environment: {escape(' · '.join(items))}</span>"
 
 

@@ -9,6 +9,8 @@ from ...engine.basics.results import RunResult
 from .run_table import COLUMNS, RUN_ID_ROLE
 from .speedup_chart import NO_COMPARISON_HINT
 
+AXIS_WORDS = {"batch_size": "batch size", "threads": "CPU threads", "accumulate": "gradient accumulation"}
+
 
 class SelectionMixin:
     """What is selected and shown: the selected runs (by id, whatever the sort and filter), the current comparison and its chart, the filter, and the Details tab's run."""
@@ -82,6 +84,9 @@ class SelectionMixin:
         else:
             self._chart_stack.setCurrentWidget(self.chart)
         self.chart.show_comparison(self.current_comparison(), hint)  # kept current, shown or not
+        if hasattr(self, "report_action"):  # what a report would be of changed with the chart
+            self.report_action.setEnabled(self.report_parts_available())
+            self.markdown_action.setEnabled(self.report_parts_available())
         if run is None:
             self.details.show_run(None)
         elif self.details.run is None or self.details.run.id != run.id:
@@ -104,7 +109,7 @@ class SelectionMixin:
         if run is not None:
             for c in contrast.contrasts(self.model.runs(), containing=run.id):
                 label = ("Environments (torch, macOS, machine…)" if c.kind == "environment"
-                         else f"Settings: {contrast.SETTING_AXES.get(c.axis, c.axis)}")
+                         else f"Settings: {AXIS_WORDS.get(c.axis, contrast.SETTING_AXES.get(c.axis, c.axis))}")
                 out.append((label, f"{c.kind}:{c.axis}", (c.kind, c.axis)))
         return out
 
@@ -115,14 +120,19 @@ class SelectionMixin:
 
     def _fill_compare_choices(self, run: RunResult | None) -> None:
         choices = self._contrast_choices(run)
-        previous = self.compare_combo.currentData()
+        selection = tuple(self.selected_ids())
+        if selection != getattr(self, "_compared_selection", None):  # another selection: the defaults again
+            self._compared_selection, self._user_choice = selection, None
+        previous = getattr(self, "_user_choice", None) or self.compare_combo.currentData()
         self.compare_combo.blockSignals(True)
         self.compare_combo.clear()
         for label, key, _ in choices:
             self.compare_combo.addItem(label, key)
         self._choices = {key: what for _, key, what in choices}
         keys = [key for _, key, _ in choices]
-        if previous in keys and not (previous == "devices" and "selected" in keys):
+        if getattr(self, "_user_choice", None) in keys:  # what the user picked for this selection stays
+            self.compare_combo.setCurrentIndex(keys.index(self._user_choice))
+        elif previous in keys and not (previous == "devices" and "selected" in keys):
             self.compare_combo.setCurrentIndex(keys.index(previous))
         elif "selected" in keys:
             self.compare_combo.setCurrentIndex(keys.index("selected"))
@@ -148,6 +158,11 @@ class SelectionMixin:
         kind, axis = what
         found = contrast.contrasts(self.model.runs(), baseline, containing=run.id if run else None)
         return next((c for c in found if c.kind == kind and c.axis == axis), None)
+
+    def _chosen_comparison(self, _index: int) -> None:
+        """The user picked in the Compare menu: it stays for this selection."""
+        self._user_choice = self.compare_combo.currentData()
+        self._update_chart()
 
     def _choose_baseline(self, run_id: str) -> None:
         self._baseline_id = run_id

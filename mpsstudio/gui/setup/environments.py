@@ -20,17 +20,21 @@ class EnvironmentsMixin:
         self._env_checks: list[tuple[QCheckBox, str | None]] = []
         if not environments:
             self._env_title.hide()
+            self._update_button()
             return
         self._env_title.show()
+        self._env_title.setToolTip("Every checked device runs in every checked PyTorch; the runs are compared by "
+                                   "their environments (Compare → Environments).")
         for label, path in [(f"This app's {own}", None), *((e["label"], e["path"]) for e in environments)]:
             short = label.replace(" · Python ", " (Python ").split(" (")[0] if path else label
             name = label.rsplit("(", 1)[-1].rstrip(")") if path and "(" in label else ""
             check = QCheckBox(f"{short} ({name})" if name else short)
             check.setToolTip(f"{label}\n{path}" if path else "The PyTorch MPS Studio comes with.")
             check.setChecked(path in was or (path is None and not was))
-            check.toggled.connect(lambda _on: self._refresh())
+            check.toggled.connect(lambda _on: (self._refresh(), self._update_button()))
             self._env_box.addWidget(check)
             self._env_checks.append((check, path))
+        self._update_button()
 
     def checked_pythons(self) -> list[str | None]:
         """The interpreters to run in (None: this app's own); this app's alone when no other is named."""

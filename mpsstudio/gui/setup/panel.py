@@ -109,13 +109,18 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
             button.setToolTip("Stop at the end of the current measurement window; what was measured is kept "
                               f"({QKeySequence('Ctrl+.').toString(QKeySequence.SequenceFormat.NativeText)}).")
             return
-        elif len(checked) > 1:
-            button.setText(f"Compare {len(checked)} devices")
+        pythons = len(self.checked_pythons())
+        if len(checked) > 1:
+            button.setText(f"Compare {len(checked)} devices" + (f" × {pythons} PyTorch" if pythons > 1 else ""))
+        elif checked and pythons > 1:
+            button.setText(f"Compare {pythons} PyTorch on {run_target(checked[0])}")
         elif checked:
             button.setText(f"Run on {run_target(checked[0])}")
         else:
             button.setText("Run")
         problem = self.input_problem() if self._loaded else ""
+        if not pythons and not problem:  # every PyTorch unchecked under Devices
+            problem = "Check at least one PyTorch under Devices."
         blocking = self.guard() if self._loaded and not problem and checked else None
         if blocking is not None and blocking.blocking:
             problem = blocking.sentence

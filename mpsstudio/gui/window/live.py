@@ -21,7 +21,8 @@ class LiveMixin:
             if epochs:
                 self._epochs[event.run_id] = (epochs, event.total_steps)
             # a run in another Python environment says its torch beside the device (two cpu curves stay apart)
-            label = f"{device} · torch {event.env.get('torch')}" if event.config.get("python") else device
+            torch = event.env.get("torch") or "?"
+            label = f"{device} · torch {torch}" if event.config.get("python") else device
             self.plots.start_run(event.run_id, label, event.warmup_steps)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             self.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))
@@ -31,7 +32,8 @@ class LiveMixin:
             where = f"run {event.run_index} of {event.run_count}: " if event.run_count > 1 else ""
             script = event.config.get("dataset") == SCRIPT  # a user's script: its name says what runs
             name = str(event.config.get("model", "")).replace("\\", "/").rsplit("/", 1)[-1]
-            self.run_label.setText(f"{where}{printable(name)} on {device}" if script else f"{where}{device}")
+            what = label if event.config.get("python") else device  # another PyTorch says its torch
+            self.run_label.setText(f"{where}{printable(name)} on {what}" if script else f"{where}{what}")
             self.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
             for note in event.notes:
                 self.banner.show_message(note)
