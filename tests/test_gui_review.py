@@ -279,8 +279,11 @@ def test_delete_is_undone_within_its_window_and_not_after(qtbot, history):
     back = RunStore(path).get(mps.id)
     assert back is not None and back.note == "keep me" and len(back.windows) == 4 and back.losses == pytest.approx(mps.losses)
     assert sorted(panel.selected_ids()) == sorted([mps.id, h100.id]) and not panel.undo_bar.can_undo()
+    heard = []
+    panel.selection_changed.connect(heard.append)
     panel.select_ids([cpu.id])
     panel.delete_selected()
+    assert heard[-1] == []  # the plots hear that nothing is selected: the deleted run's curves go
     panel.undo_bar.timer.timeout.emit()  # the window passed
     panel.undo_delete()
     assert RunStore(path).get(cpu.id) is None and not panel.undo_bar.isVisibleTo(panel)

@@ -16,7 +16,8 @@ _MD_SPECIAL = re.compile(r"([\\`*#<]|(?<!\w)_|_(?!\w)|\](?=\())")  # "](" would 
 def _md(text: str) -> str:
     """Text from data as literal Markdown: HTML escaped, and the characters that would format it (emphasis, code,
     links, headings) escaped; "channels_last" keeps its underscore readable."""
-    return _MD_SPECIAL.sub(r"\\\1", escape(str(text), quote=False))
+    text = _MD_SPECIAL.sub(r"\\\1", escape(str(text), quote=False))
+    return re.sub(r"&lt;(?![A-Za-z/!?])", "<", text)  # "±<1 %" stays readable: no tag starts with a digit
 
 
 def _md_cell(text: str) -> str:

@@ -190,6 +190,8 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         self.select_ids([i for i in select if self.model.row_of(i) is not None])
         self._update_actions()
         self._update_chart()
+        if not self.selected_ids():  # a reset model clears its selection without a signal: the plots hear it here
+            self.selection_changed.emit([])
 
     # selection
 
