@@ -13,7 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QPalette
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from ...engine.analysis import contrast as contrasts
-from ...engine.basics.formatting import fmt_timestamp
+from ...engine.basics.formatting import local_time
 from ..style import TIMES
 from .speedup_chart import still_plot
 
@@ -101,9 +101,10 @@ class ContrastChart(QWidget):
         self.baseline.clear()
         for r in sorted(c.runs, key=lambda r: r.created_at):  # a run without a throughput cannot be divided by
             if contrasts.usable(r):
+                when = local_time(r.created_at)
                 torch = f" · torch {r.env['torch']}" if r.env.get("torch") else ""
-                self.baseline.addItem(f"{fmt_timestamp(r.created_at)} · {r.config.device}{torch} · run {r.id[:8]}",
-                                      r.id)
+                self.baseline.addItem(f"{when:%d %b %H:%M} · {r.config.device}{torch}" if when else r.id[:8], r.id)
+                self.baseline.setItemData(self.baseline.count() - 1, f"run {r.id}", Qt.ItemDataRole.ToolTipRole)
         self.baseline.setCurrentIndex(max(0, self.baseline.findData(c.baseline.id)))
         self.baseline.blockSignals(False)
         sentences = c.sentences(self.diagnoses)
@@ -155,7 +156,7 @@ class ContrastChart(QWidget):
         item.getAxis("left").setTicks([[(y, label) for y, label in zip(ys, bar_labels(c))]])
         item.getAxis("bottom").setTicks(None)
         item.setLabel("bottom", f"samples/s over the baseline's ({TIMES})", color=text.name())
-        item.setXRange(0, right * 1.8, padding=0)  # room for "1.01× [1.00–1.02]"
+        item.setXRange(0, right * 2.2, padding=0)  # room for "1.01× [1.00–1.02]"
         item.setYRange(-0.6, n - 0.4, padding=0)
         item.showGrid(x=True, y=False, alpha=0.15)
         for name in ("left", "bottom"):
