@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
 from ..machine.apple import MPS_MACOS_BY_TORCH, torch_release
 
+FRESH_S = 60.0  # before a run: a check older than this is done again
 CHECK_TIMEOUT_S = 120.0  # a first `import torch` from a cold disk can take a minute
 MIN_PYTHON = (3, 10)
 # ((2, 6), (2, 15)): the releases the Apple ledger covers (benchmarks/apple_ledger.py --torch-table)
@@ -90,8 +92,9 @@ _checked: dict[tuple, Interpreter] = {}
 _lock = threading.Lock()
 
 
-def check(path: str) -> Interpreter:
-    """The interpreter at `path`, checked (see the module docstring); UserError with one sentence otherwise."""
+def check(path: str, max_age_s: float | None = None) -> Interpreter:
+    """The interpreter at `path`, checked (see the module docstring); UserError with one sentence otherwise.
+    `max_age_s`: an answer older than this is asked again (None: any answer of this process stands)."""
     shown = printable(path)[:200]
     target = Path(path).expanduser()
     if not target.is_file():
@@ -100,8 +103,8 @@ def check(path: str) -> Interpreter:
         raise UserError(f"{shown} is not executable: choose a Python interpreter, such as a venv's bin/python.")
     key = (str(target.absolute()), target.stat().st_mtime_ns)
     with _lock:
-        if key in _checked:
-            return _checked[key]
+        if key in _checked and (max_age_s is None or time.monotonic() - _checked[key][1] <= max_age_s):
+            return _checked[key][0]
     answer = _ask(target, shown)
     python = answer.get("python") or "?"
     if torch_release(python) < MIN_PYTHON:  # (major, minor) of any version text
@@ -129,18 +132,16 @@ def check(path: str) -> Interpreter:
     found = Interpreter(str(target.absolute()), python, torch, answer.get("torch_git"),
                         os.path.basename(os.path.normpath(str(answer.get("prefix") or target.parent.parent))))
     with _lock:
-        _checked[key] = found
+        _checked[key] = (found, time.monotonic())
     return found
 
 
 def why_not(path: str) -> str:
-    """check(path) again, whatever was cached (an environment may have lost a package since it was chosen): "" when
-    it can run a run, else the sentence saying why not, naming it."""
-    with _lock:
-        for key in [k for k in _checked if k[0] == str(Path(path).expanduser().absolute())]:
-            del _checked[key]
+    """check(path) with an answer of the last minute at most (an environment may have lost a package since it was
+    chosen in Preferences; a command that checked it a moment ago is not made to wait again): "" when it can run a
+    run, else the sentence saying why not, naming it."""
     try:
-        check(path)
+        check(path, max_age_s=FRESH_S)
     except UserError as exc:
         return str(exc)
     return ""
