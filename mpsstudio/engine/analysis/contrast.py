@@ -131,13 +131,16 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
     """Runs of one setup, device, machine and environment that differ in exactly one setting (SETTING_AXES);
     `containing`: only the groups holding that run (the window asks for the selected run's)."""
     usable = [r for r in results if _usable(r)]
+    keys = {r.id: r.config.comparison_key() for r in usable}  # once per run, not once per axis
+    prints = {r.id: _env_print(r, "threads") for r in usable}
+    full = {r.id: _env_print(r) for r in usable}
     out = []
     for axis in SETTING_AXES:
         groups: dict[tuple, list[RunResult]] = {}
         for r in usable:
-            key = tuple(kv for kv in r.config.comparison_key() if kv[0] != axis)
+            key = tuple(kv for kv in keys[r.id] if kv[0] != axis)
             # CPU threads as set show in the environment's thread count too: that one is the setting's to name
-            groups.setdefault((key, r.config.device, _env_print(r, "threads" if axis == "threads" else "")),
+            groups.setdefault((key, r.config.device, prints[r.id] if axis == "threads" else full[r.id]),
                               []).append(r)
         for members in groups.values():
             runs = _newest_per(members, lambda r, axis=axis: getattr(r.config, axis))
@@ -170,6 +173,13 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
               containing: str | None = None) -> list[Contrast]:
     """Every contrast in a history (or those holding run `containing`): environments first (the question after an
     update), then settings."""
+    if containing is not None:  # only runs of its model and data on its kind of device can share a group with it
+        target = next((r for r in results if r.id == containing), None)
+        if target is None:
+            return []
+        c = target.config
+        results = [r for r in results if r.config.model == c.model and r.config.dataset == c.dataset
+                   and device_kind(r.config.device) == device_kind(c.device)]
     return [*by_environment(results, baseline_id, containing), *by_setting(results, baseline_id, containing)]
 
 
