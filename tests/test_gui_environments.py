@@ -78,10 +78,16 @@ def test_tools_tab_copies_and_exports_its_result(qtbot, tmp_path):
     assert text.startswith("## Batch-size sweep") and "| device | batch |" in text and said
 
 
-def test_preferences_add_another_python_and_the_setup_runs_in_it(qtbot, tmp_path):
+def test_preferences_add_another_python_and_the_setup_runs_in_it(qtbot, tmp_path, monkeypatch):
     from mpsstudio.gui.preferences import Preferences, PreferencesDialog
 
-    python = make_venv(tmp_path / "torch-env", share_ours=True)
+    from mpsstudio.engine.process import interpreter
+
+    python = make_venv(tmp_path / "torch-env")
+    real_check = interpreter.check
+    # the check itself is tested with real environments (test_other_python.py); here its answer, from its thread
+    monkeypatch.setattr(interpreter, "check", lambda path, max_age_s=None: interpreter.Interpreter(
+        str(python.absolute()), "3.11.7", "2.15.0", None, "torch-env") if path == str(python) else real_check(path))
     dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
     qtbot.addWidget(dialog)
     dialog.add_python(str(python))

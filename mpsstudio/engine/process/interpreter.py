@@ -167,7 +167,7 @@ def _ask(target: Path, shown: str) -> dict:
         out, err = proc.communicate(timeout=CHECK_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         _end_group(proc)
-        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:.0f} s (importing its torch "
+        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:g} s (importing its torch "
                         "hung); try again, or choose another environment.") from None
     except BaseException:  # Ctrl-C, SIGTERM: nothing of the check stays behind
         _end_group(proc)
