@@ -10,12 +10,12 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPalette
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ...engine.analysis import contrast as contrasts
 from ...engine.basics.formatting import local_time
 from ..style import TIMES
-from .speedup_chart import still_plot
+from .speedup_chart import FoldedVerdict, still_plot
 
 LABEL_CHARS = 28  # a bar's label beyond this is cut with "…" (the whole in the table, the report and the sentence)
 
@@ -31,7 +31,7 @@ def bar_labels(c: contrasts.Contrast, limit: int = LABEL_CHARS) -> list[str]:
     return out
 
 
-class ContrastChart(QWidget):
+class ContrastChart(FoldedVerdict, QWidget):
     """Runs against a baseline: the verdict in words, a bar per run (its samples/s over the baseline's, the 95 %
     interval as whiskers and in words, noisy runs hatched) and the baseline picker."""
 
@@ -53,15 +53,7 @@ class ContrastChart(QWidget):
         self.plot = still_plot(90)
         self.plot.setToolTip(contrasts.LEGEND[0].upper() + contrasts.LEGEND[1:] + ".")
         self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self.details = QLabel()
-        self.details.setWordWrap(True)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details.hide()
-        self.more = QToolButton()
-        self.more.setCheckable(True)
-        self.more.setAutoRaise(True)
-        self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.more.toggled.connect(self._fold)
+        self._make_fold()
         row = QHBoxLayout()
         row.addWidget(QLabel("Baseline:"))
         row.addWidget(self.baseline, 1)
@@ -76,16 +68,6 @@ class ContrastChart(QWidget):
 
     def heights(self) -> list[float]:
         return list(self._values)
-
-    def verdict_text(self) -> str:
-        """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
-        return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
-
-    def _fold(self, unfolded: bool) -> None:
-        count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
-        self.more.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
-        self.more.setText("Less" if unfolded else f"{count} more " + ("sentence" if count == 1 else "sentences"))
-        self.details.setVisible(unfolded and bool(self.details.text()))
 
     def show_contrast(self, c: contrasts.Contrast | None) -> None:
         self.contrast = c

@@ -48,7 +48,34 @@ def still_plot(min_height: int) -> pg.PlotWidget:
 LOG_SCALE_RATIO = 20.0  # bars differing by more than this offer a log scale
 
 
-class SpeedupChart(QWidget):
+class FoldedVerdict:
+    """A verdict's headline above its further sentences, folded under "N more sentences" until asked for (the
+    device chart and the contrast chart alike)."""
+
+    def _make_fold(self) -> None:
+        self.details = QLabel()
+        self.details.setWordWrap(True)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.setContentsMargins(2, 0, 2, 2)
+        self.details.hide()
+        self.more = QToolButton()
+        self.more.setCheckable(True)
+        self.more.setAutoRaise(True)
+        self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.more.toggled.connect(self._fold)
+
+    def verdict_text(self) -> str:
+        """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
+        return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
+
+    def _fold(self, unfolded: bool) -> None:
+        count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
+        self.more.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
+        self.more.setText("Less" if unfolded else f"{count} more " + ("sentence" if count == 1 else "sentences"))
+        self.details.setVisible(unfolded and bool(self.details.text()))
+
+
+class SpeedupChart(FoldedVerdict, QWidget):
     """The verdict in words above bars of one comparison's speedups over each machine's own CPU (or samples/s
     when no machine has a CPU run), with the interval as whiskers; noisy runs' bars are hatched."""
 
@@ -74,16 +101,7 @@ class SpeedupChart(QWidget):
                                   "the small ones too.")
         self.log_check.toggled.connect(self._draw)
         # the rest of the verdict (its further sentences: noise, energy, hints, findings), folded until asked for
-        self.details = QLabel()
-        self.details.setWordWrap(True)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details.setContentsMargins(2, 0, 2, 2)
-        self.details.hide()
-        self.more = QToolButton()
-        self.more.setCheckable(True)
-        self.more.setAutoRaise(True)
-        self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.more.toggled.connect(self._fold)
+        self._make_fold()
         chart_page = QWidget()
         column = QVBoxLayout(chart_page)
         column.setContentsMargins(0, 0, 0, 0)
@@ -106,16 +124,6 @@ class SpeedupChart(QWidget):
         self.comparison = comparison
         self._hint_text = hint
         self._draw()
-
-    def verdict_text(self) -> str:
-        """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
-        return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
-
-    def _fold(self, unfolded: bool) -> None:
-        count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
-        self.more.setArrowType(Qt.ArrowType.DownArrow if unfolded else Qt.ArrowType.RightArrow)
-        self.more.setText("Less" if unfolded else f"{count} more " + ("sentence" if count == 1 else "sentences"))
-        self.details.setVisible(unfolded and bool(self.details.text()))
 
     def heights(self) -> list[float]:
         """The bars' values (speedups or samples/s), whatever the scale."""
