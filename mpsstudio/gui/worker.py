@@ -54,52 +54,54 @@ class CatalogLoader(QThread):
                              f"run `mpsstudio doctor` in a terminal for details.")
 
 
-class InterpreterChecker(QThread):
-    """Checks another Python environment (engine process/interpreter.py: it starts that Python once)."""
+class _PathChecker(QThread):
+    """One path checked by the engine off the window's thread: `checked` with its answer, or `rejected` with one
+    sentence (never a traceback). Subclasses name the answer (`answer`) and what a surprise failure says."""
 
-    checked = Signal(str, str)  # path, its label ("torch 2.15.0 · Python 3.12.4 (venv215)")
     rejected = Signal(str, str)  # path, one sentence
+    failing = "could not be checked"
 
     def __init__(self, path: str, parent=None):
         super().__init__(parent)
         self.path = path
         _live.add(self)
 
+    def answer(self) -> tuple:
+        raise NotImplementedError
+
     def run(self) -> None:
         from ..engine.basics.errors import UserError
-        from ..engine.process.interpreter import check
 
         try:
-            found = check(self.path)
-            self.checked.emit(found.path, found.label())
+            self.checked.emit(*self.answer())
         except UserError as exc:
             self.rejected.emit(self.path, str(exc))
         except Exception as exc:  # noqa: BLE001 (said in one sentence, never a traceback)
-            self.rejected.emit(self.path, f"{self.path} could not be checked ({type(exc).__name__}: {exc}).")
+            self.rejected.emit(self.path, f"{self.path} {self.failing} ({type(exc).__name__}: {exc}).")
 
 
-class FolderChecker(QThread):
+class InterpreterChecker(_PathChecker):
+    """Checks another Python environment (engine process/interpreter.py: it starts that Python once)."""
+
+    checked = Signal(str, str)  # path, its label ("torch 2.15.0 · Python 3.12.4 (venv215)")
+
+    def answer(self) -> tuple:
+        from ..engine.process.interpreter import check
+
+        found = check(self.path)
+        return found.path, found.label()
+
+
+class FolderChecker(_PathChecker):
     """Validates a dropped or opened folder with the engine (reading every image can take a moment)."""
 
     checked = Signal(str, object)  # path, FolderReport
-    rejected = Signal(str, str)  # path, one sentence
+    failing = "could not be read"
 
-    def __init__(self, path: str, parent=None):
-        super().__init__(parent)
-        self.path = path
-        _live.add(self)
+    def answer(self) -> tuple:
+        from ..engine.data.datasets import inspect_folder
 
-    def run(self) -> None:
-        from ..engine.basics.errors import UserError
-
-        try:
-            from ..engine.data.datasets import inspect_folder
-
-            self.checked.emit(self.path, inspect_folder(self.path))
-        except UserError as exc:
-            self.rejected.emit(self.path, str(exc))
-        except Exception as exc:
-            self.rejected.emit(self.path, f"{self.path} could not be read ({type(exc).__name__}: {exc}).")
+        return self.path, inspect_folder(self.path)
 
 
 class ImportWorker(QThread):
