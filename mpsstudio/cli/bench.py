@@ -10,7 +10,7 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import tools
 from .common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
-                     config_from_args, find_run, format_table, interrupted)
+                     config_from_args, find_run, format_table, gpu_counts, interrupted)
 
 DEFAULT_FAIL_OVER = 0.05
 from .progress import Progress, download_progress, keep, print_verdicts
@@ -18,6 +18,9 @@ from .progress import Progress, download_progress, keep, print_verdicts
 
 def cmd_bench(args) -> int:
     cfg = config_from_args(args)
+    gpus = gpu_counts(args.gpus)
+    if cfg.torchrun and not gpus:
+        gpus = [1]
     check_json_path(args.json, [args.baseline] if args.baseline else [])  # never over the baseline it reads
     check_timeout(args.timeout)
     names = args.devices.split(",") if args.devices is not None else available_devices()
@@ -29,12 +32,15 @@ def cmd_bench(args) -> int:
         from .common import check_output
 
         check_output(save_model, "--save-model")
+        if gpus and gpus != [1] or cfg.torchrun:
+            raise UserError("--save-model saves one device's model; a run on several GPUs keeps none (drop one).")
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
     use_python(cfg, args.python)
     check = regression_check(args)
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model, check=check)
+                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model, check=check,
+                 gpus=gpus)
 
 
 def use_python(cfg, path: str | None) -> None:
@@ -120,7 +126,7 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
-          check: tuple[list, float] | None = None) -> int:
+          check: tuple[list, float] | None = None, gpus: list[int] | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
@@ -128,7 +134,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     from ..engine.run import session
     from ..engine.analysis import repeat
 
-    plan = session.plan(cfg, device_names)  # bad input: UserError before anything runs
+    plan = session.plan(cfg, device_names, gpus)  # bad input: UserError before anything runs
     if check is not None:
         from ..engine.analysis.regression import mismatch
 
@@ -187,10 +193,29 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         elif r.summary.get("saved_model_error"):
             print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     print_verdicts(results, inspections)  # last: the answer in words
+    print_scaling(results)
     regressed = print_regressions(check, results) if check is not None else False
     if regressed is None and not (failed or not kept):
         return EXIT_BAD_INPUT  # the check could not decide: too few windows (said), never a silent pass
     return EXIT_RUN_FAILED if failed or not kept or regressed else EXIT_OK  # a run not kept is never exit 0
+
+
+def print_scaling(results) -> None:
+    """The scaling of runs on several GPU counts (--gpus 1,2,4): its table and its verdict (analysis/scaling.py)."""
+    from ..engine.analysis.scaling import scalings
+    from .common import grid
+
+    for found in scalings(results):
+        headers, rows = found.table()
+        print(f"\nScaling: {printable(found.title())}")
+        print(grid(headers, [[printable(c) for c in row] for row in rows], [True] * 3 + [False] * 4))
+        for point in found.points:
+            comm = point.communication
+            if comm:
+                print(f"  {point.gpus} GPUs: all-reduce share: {printable(comm['method'])}.")
+        print(printable(found.verdict()))
+        for line in found.beside_sentences():
+            print(printable(line))
 
 
 def print_regressions(check: tuple[list, float], results) -> bool | None:

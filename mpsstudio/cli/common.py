@@ -55,7 +55,27 @@ def config_from_args(args) -> RunConfig:
             setattr(cfg, field, True)
     if getattr(args, "mps_fallback", None) is not None:
         cfg.mps_fallback = args.mps_fallback
+    cfg.torchrun = [f"--{name.replace('_', '-')}={value}" for name in TORCHRUN_ARGS
+                    if (value := getattr(args, name, None)) is not None]
+    if getattr(args, "rank_timeout", None) is not None:
+        cfg.rank_timeout_s = args.rank_timeout
     return cfg.validate()
+
+
+TORCHRUN_ARGS = ("nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port")
+
+
+def gpu_counts(text: str | None) -> list[int]:
+    """--gpus "2" or "1,2,4" -> [2], [1, 2, 4]; one sentence for anything else."""
+    if text is None:
+        return []
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(p.isdigit() and len(p) <= 3 for p in parts) or len(parts) > 16:
+        raise UserError(f"--gpus takes a number of GPUs or a list such as 1,2,4, not {printable(text)[:40]!r}.")
+    counts = list(dict.fromkeys(int(p) for p in parts))
+    for n in counts:
+        RunConfig(gpus=n)._validate_ranks()  # the bounds, said as the config says them
+    return counts
 
 
 def check_timeout(timeout) -> None:

@@ -17,6 +17,25 @@ def input_shape(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(exc)[0].lower() + str(exc)[1:].rstrip(".")) from None
 
 
+def gpu_args(p: argparse.ArgumentParser) -> None:
+    """--gpus and torchrun's options for several machines (engine/run/distributed.py)."""
+    g = p.add_argument_group("several GPUs (torchrun, DistributedDataParallel)")
+    g.add_argument("--gpus", default=None, metavar="N|N,N,...",
+                   help="train on N CUDA GPUs of this machine, one rank each (--batch-size per GPU); a list (1,2,4) "
+                        "runs each count, interleaved, and reports the scaling; with --devices cpu, N processes "
+                        "share the CPU (to try the path)")
+    g.add_argument("--rank-timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long a rank waits for the others before the run fails (default: 120)")
+    for flag, what in (("--nnodes", "machines in the run (torchrun's --nnodes)"),
+                       ("--node-rank", "this machine's rank (with --master-addr)"),
+                       ("--rdzv-backend", "rendezvous backend, e.g. c10d"),
+                       ("--rdzv-endpoint", "rendezvous HOST:PORT every machine reaches"),
+                       ("--rdzv-id", "a job id shared by the machines"), ("--master-addr", "rank 0's machine"),
+                       ("--master-port", "its port")):
+        g.add_argument(flag, default=None, metavar=flag.strip("-").split("-")[-1].upper(),
+                       help=f"passed to torchrun: {what}")
+
+
 def input_args(p: argparse.ArgumentParser) -> None:
     """--image-size, --input-shape and --num-classes: what one sample is (run.setup.synthetic_input)."""
     p.add_argument("--image-size", type=int, default=None,
@@ -111,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the trained model's weights to PATH (torch state_dict; loads with "
                         "weights_only=True) and what rebuilding it needs to PATH's .json; with several devices, "
                         "one file per device (PATH-cpu.pt, PATH-mps.pt)")
+    gpu_args(b)
     b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")

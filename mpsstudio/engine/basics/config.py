@@ -28,6 +28,12 @@ MAX_SEED = 2**63 - 1
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's images are decoded
 MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000  # a synthetic sample's input
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
+MAX_GPUS = 64  # ranks on one machine (torchrun's --nproc-per-node)
+MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 5.0, 3600.0
+# torchrun's options a run passes through (run on several machines; process/launch.py): --nproc-per-node is --gpus,
+# restarts would hide a failed rank, and the rest (its log folders, its own entry point) are the launch's own
+TORCHRUN_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
+                    "--master-addr", "--master-port", "--local-addr")
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
 SCRIPT = "script"  # the dataset of a user's own training script run as a run (its model field: the script's path)
@@ -118,10 +124,25 @@ class RunConfig:
     # checks it); None: MPS Studio's own. Not part of the setup: runs of one setup in two environments are compared
     # by their environments (analysis/contrast.py), whose records say which torch ran.
     python: str | None = None
+    # Data-parallel training on several GPUs (process/launch.py): `gpus` ranks on this machine, launched by torchrun,
+    # each with its own GPU and a disjoint share of the data, the model in DistributedDataParallel; `batch_size` is
+    # per rank. `torchrun`: its options for several machines (TORCHRUN_OPTIONS: --nnodes, the rendezvous), passed
+    # through. `rank_timeout_s`: how long a rank waits for the others at a collective before the run fails (a hung
+    # rank ends the run then, not never); not part of the setup.
+    gpus: int = 1
+    torchrun: list = field(default_factory=list)
+    rank_timeout_s: float = 120.0
 
     def __post_init__(self):
         if isinstance(self.input_shape, tuple):  # one form, so that equal configs compare equal
             self.input_shape = list(self.input_shape)
+        if isinstance(self.torchrun, tuple):
+            self.torchrun = list(self.torchrun)
+
+    @property
+    def distributed(self) -> bool:
+        """Launched as ranks by torchrun (several GPUs, or several machines)."""
+        return self.gpus != 1 or bool(self.torchrun)
 
     @property
     def is_script(self) -> bool:
@@ -214,7 +235,36 @@ class RunConfig:
             raise UserError(f"'options' must be a JSON object, not {_shown(self.options)}.")
         if self.python is not None:
             _text(self.python, "The Python interpreter's path", MAX_NAME)
+        self._validate_ranks()
         return self
+
+    def _validate_ranks(self) -> None:
+        """--gpus, torchrun's options and the rank timeout: what a run on several GPUs can be."""
+        _whole(self.gpus, "The number of GPUs", 1, MAX_GPUS)
+        if not is_finite(self.rank_timeout_s) or not MIN_RANK_TIMEOUT_S <= self.rank_timeout_s <= MAX_RANK_TIMEOUT_S:
+            raise UserError(f"The ranks' timeout must be between {MIN_RANK_TIMEOUT_S:g} and {MAX_RANK_TIMEOUT_S:g} "
+                            f"seconds, not {_shown(self.rank_timeout_s)}.")
+        args = self.torchrun
+        if not isinstance(args, list) or len(args) > 40 or not all(isinstance(a, str) and 0 < len(a) <= 400
+                                                                   for a in args):
+            raise UserError("torchrun's options must be a list of at most 40 texts.")
+        for arg in args:
+            name = arg.split("=", 1)[0].replace("_", "-")
+            if arg.startswith("-") and name not in TORCHRUN_OPTIONS:
+                raise UserError(f"{_shown(arg)} is not a torchrun option MPS Studio passes on; give only "
+                                f"{', '.join(TORCHRUN_OPTIONS)} (--gpus sets --nproc-per-node).")
+        if not self.distributed:
+            return
+        if self.is_script:
+            raise UserError("--gpus runs MPS Studio's own loop on several GPUs; to measure your own script there, run "
+                            "it under torchrun yourself.")
+        if not (self.device in ("cuda", "cpu")):
+            raise UserError(f"Runs on several GPUs name the device cuda (the ranks take GPUs 0 to {self.gpus - 1}) "
+                            f"or cpu (ranks sharing its cores, to try the distributed path), not "
+                            f"{_shown(self.device)}; MPS has no distributed backend.")
+        if self.early_stop_patience is not None or self.keep_best:
+            raise UserError("Early stopping and the best epoch are for one device; drop them to train on several "
+                            "GPUs.")
 
     def check_runs_here(self) -> "RunConfig":
         """validate(), plus what this installation can run (a config from another machine may be valid
@@ -243,7 +293,7 @@ class RunConfig:
 
     def comparison_key(self) -> tuple:
         """What must be equal for two runs to be compared: everything except the device (and the interpreter, whose
-        torch is part of the run's environment)."""
+        torch is part of the run's environment, and how long ranks wait for each other)."""
         return tuple((name, repr(getattr(self, name))) for name in _key_names())
 
 
@@ -251,7 +301,7 @@ class RunConfig:
 def _key_names() -> tuple[str, ...]:
     """RunConfig's field names but the device and the interpreter, sorted (once: a history of 10,000 runs asks
     10,000 times)."""
-    return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python")))
+    return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python", "rank_timeout_s")))
 
 
 def _shown(v) -> str:

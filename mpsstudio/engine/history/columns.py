@@ -86,8 +86,8 @@ COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("machine", "Machine", "The computer the run came from.", "text", lambda r, s: r.machine),
     ResultColumn("origin", "Origin", "local: run on this computer; imported: read from a file.", "text",
                  lambda r, s: r.origin),
-    ResultColumn("device", "Device", "Where the model ran: cpu, mps (the Apple GPU) or cuda.", "text",
-                 lambda r, s: r.config.device),
+    ResultColumn("device", "Device", "Where the model ran: cpu, mps (the Apple GPU) or cuda; \u00d7N: on N GPUs "
+                 "(ranks) at once.", "text", lambda r, s: device_label(r)),
     ResultColumn("model", "Model", "The network that was trained.", "text", lambda r, s: r.config.model),
     ResultColumn("dataset", "Dataset", "The data it was trained on.", "text", lambda r, s: r.config.dataset),
     ResultColumn("batch", "Batch", "Samples per training step.", "count", lambda r, s: r.config.batch_size),
@@ -193,6 +193,14 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
     if kind == "watts":
         return f"{value:,.1f} W" if value < 100 else f"{value:,.0f} W"
     raise ValueError(f"unknown column kind {kind!r}")
+
+
+def device_label(r: RunResult) -> str:
+    """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all)."""
+    from ..analysis.scaling import world_of
+
+    n = world_of(r)
+    return r.config.device if n == 1 else f"{r.config.device} \u00d7{n}"
 
 
 def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, times: str = "\u00d7") -> str:

@@ -51,10 +51,12 @@ def _own_s(process: psutil.Process) -> float:
 class LoadMeter:
     """Other programs' CPU use between start() and stop(); stop() returns the env["host_load"] record."""
 
-    def __init__(self):
+    def __init__(self, pid: int | None = None):
+        """`pid`: whose tree is "own" (default this process; a rank's: torchrun's, so the other ranks on this
+        machine are the run's own work, not other programs)."""
         self._start: tuple[float, float, float] | None = None
         try:
-            self._process = psutil.Process()
+            self._process = psutil.Process(pid)
         except Exception:
             self._process = None
 

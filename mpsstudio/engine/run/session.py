@@ -10,7 +10,7 @@ Rules, the same for the CLI and the window:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..data import datasets
 from ..machine import devices, precision
@@ -37,8 +37,9 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
 
 
-def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
-    """One config per named device that exists here and supports the config's precision.
+def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] = ()) -> Plan:
+    """One config per named device that exists here and supports the config's precision; `gpus` (--gpus): the CUDA
+    config once per number of GPUs (or, where no CUDA device is named, the CPU's once per number of processes).
 
     Raises UserError when the config is invalid, the model unknown, or no named device can run it.
     """
@@ -65,11 +66,38 @@ def plan(config: RunConfig, device_names: Sequence[str]) -> Plan:
             note = precision_note(config.with_device(dev.id))
             if note and note not in out.notes:
                 out.notes.append(note)
+    if gpus and out.configs:
+        _on_gpus(out, list(gpus))
     if not out.configs:
         why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
         raise UserError(f"None of the devices can run this ({why}); "
                         f"see `mpsstudio devices` for what is available.")
     return out
+
+
+def _on_gpus(out: Plan, counts: list[int]) -> None:
+    """Each count of GPUs as a config of its own (in the order given: a scaling sweep interleaves them)."""
+    target = next((c for c in out.configs if c.device.startswith("cuda")), None)
+    if target is None:
+        target = next((c for c in out.configs if c.device == "cpu"), None)
+        if target is not None and any(n > 1 for n in counts):
+            out.notes.append("--gpus without a CUDA device runs processes on this CPU, sharing its cores: to try the "
+                             "distributed path, not to measure a speedup.")
+    if target is None:
+        out.skipped.append(f"skipping --gpus: it needs CUDA GPUs (or the CPU), and the devices here are "
+                           f"{', '.join(c.device for c in out.configs)}.")
+        return
+    if target.device.startswith("cuda"):
+        import torch
+
+        have = torch.cuda.device_count()
+        for n in [n for n in counts if n > have]:
+            out.skipped.append(f"skipping {n} GPUs: this machine has {have}.")
+        counts = [n for n in counts if n <= have]
+    where = out.configs.index(target)
+    out.configs[where:where + 1] = [replace(target, gpus=n, device="cuda" if target.device.startswith("cuda")
+                                            else target.device, options=dict(target.options)).validate()
+                                    for n in counts]
 
 
 def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None) -> datasets.LoadedDataset:
@@ -143,6 +171,12 @@ def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: 
 
         return run_script(config, on_event=on_event or (lambda event: None),
                           should_stop=should_stop or (lambda: False), prepared=prepared)
+    if config.distributed:  # several GPUs: torchrun's ranks, each running this loop (run/distributed.py)
+        from .distributed import run_ranks
+
+        config.check_runs_here()
+        models.get_model_info(config.model)
+        return run_ranks(config, on_event or (lambda event: None), should_stop or (lambda: False), prepared)
     data = prepare_data([config], progress)
     if prepared is not None:
         prepared()

@@ -104,10 +104,10 @@ class Prepared:
 
 
 def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.LoadedDataset | None,
-            progress, check_stop: Callable[[], None], flush_denormal: bool, noted: dict) -> Prepared:
+            progress, check_stop: Callable[[], None], flush_denormal: bool, noted: dict, ranks=None) -> Prepared:
     """The run's device, data, model, steps, batches, environment and meter; UserError for bad input. `noted`
     gets the facts a failed run's summary still reports as soon as they are known (parameters, memory base,
-    training-set size, dataset summary)."""
+    training-set size, dataset summary). `ranks`: a run on several GPUs (ranks.py): the model in DDP."""
     cfg.check_runs_here()
     dev = device or devices.resolve_device(cfg.device)
     probe.require(dev)  # "available but not working" now, not a misleading out-of-memory error later
@@ -134,6 +134,8 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     model = model.to(tdev)
     if cfg.channels_last and data.spec.kind == "image":
         model = model.to(memory_format=torch.channels_last)
+    if ranks is not None:
+        model = ranks.wrap(model)
     steps = Steps(cfg, model, dev, tdev, model_spec.num_classes, feed)
     train, val = _batch_sources(cfg, data, model_spec, tdev, feed)
     epochs = Epochs(cfg, model, steps.forward, steps.autocast, val, tdev, model_spec.num_classes, data)
@@ -146,6 +148,8 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
         raise UserError(f"{data.name} has {len(data.train)} training samples, fewer than one batch of "
                         f"{cfg.batch_size}; use a batch size of at most {len(data.train)}.")
     env, meter = _environment(cfg, dev, flush_denormal)
+    if ranks is not None:
+        env["ranks"] = ranks.describe()
     if cfg.steps is not None:
         warm, total = cfg.warmup_steps, cfg.warmup_steps + cfg.steps
     else:

@@ -12,6 +12,7 @@ windows.py's, and validation, early stopping and the best epoch are epochs.py's.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -33,17 +34,18 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
         should_stop: Callable[[], bool] | None = None, device: devices.Device | None = None,
         data: datasets.LoadedDataset | None = None,
         progress: Callable[[str, float], None] | None = None, position: tuple[int, int] = (1, 1),
-        interrupt_is_user: bool = True, save_model: str | None = None) -> RunResult:
+        interrupt_is_user: bool = True, save_model: str | None = None, ranks=None) -> RunResult:
     """Run one config to its end and return the result; every outcome (also failure) ends with an Ended event.
 
     `device` and `data` let a caller pass an already resolved device or loaded dataset (tests, comparisons);
     `position` is (this run, of how many) when several configs run together (session.run_configs).
     `should_stop` is polled once per measurement window. `save_model`: where a finished training run writes its
     trained weights and their JSON (models/saved.py); the summary says where (`saved_model`) or why not.
+    `ranks`: this process's rank of a run on several GPUs (ranks.py); None for a run on one device.
     """
     result = RunResult(config=config)
     loop = RunLoop(config, result, on_event or (lambda event: None), should_stop or (lambda: False), device, data,
-                   progress, position)
+                   progress, position, ranks)
     try:
         with global_settings(config) as flushing:
             loop.flush_denormal = flushing
@@ -67,8 +69,9 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
 class RunLoop:
     """One run from set-up to summary; `execute` is the measured loop."""
 
-    def __init__(self, config, result, emit, stop, device, data, progress, position=(1, 1)):
+    def __init__(self, config, result, emit, stop, device, data, progress, position=(1, 1), ranks=None):
         self.config, self.result, self.emit, self.stop = config, result, emit, stop
+        self.ranks, self.asked = ranks, stop  # several ranks: Stop is what they agreed at a window's end
         self.device, self.data, self.progress, self.position = device, data, progress, position
         self.p: Prepared | None = None
         self.noted: dict = {}  # what setup learnt before it ended: a failed run's summary still reports it
@@ -77,9 +80,12 @@ class RunLoop:
         self.measured_wall_s = 0.0  # warm-up end to run end, validation excluded: includes all engine overhead
         self.val: tuple[float, float] | None = None
         self.flush_denormal = False
-        self.load = host.LoadMeter()  # other programs' CPU use over the measured phase
+        # other programs' CPU use over the measured phase (a rank's own: every rank torchrun started here)
+        self.load = host.LoadMeter(os.getppid() if ranks is not None else None)
         self.saved: dict = {}  # saved_model (its path) or saved_model_error, for the summary
         self.shapes: set = set()  # the input shapes the model was fed
+        if ranks is not None:
+            self.stop = lambda: ranks.stopped
 
     def _check_stop(self) -> None:
         """Setup and warm-up honour Stop too (measured steps check it once a window)."""
@@ -88,14 +94,15 @@ class RunLoop:
 
     def _start(self) -> Prepared:
         p = self.p = prepare(self.config, self.device, self.data, self.progress, self._check_stop,
-                             self.flush_denormal, self.noted)
+                             self.flush_denormal, self.noted, self.ranks)
         self.device, self.data = p.device, p.data
         self.result.env = p.env
         self.windows = Windows(self.config, p.device, p.meter, self.result.losses, self.result.windows, self.emit,
-                               p.warm, p.total, p.memory_base)
+                               p.warm, p.total, p.memory_base, self.ranks.world if self.ranks else 1)
         self.emit(Started(run_id=self.result.id, config=self.config.to_dict(), env=p.env, device=p.device.to_dict(),
                           dataset=self.noted["dataset"], parameters=p.steps.parameters, total_steps=p.total,
-                          warmup_steps=p.warm, notes=[*p.data.notes, *p.notes, *filter(None, [precision_note(self.config)])],
+                          warmup_steps=p.warm, notes=[*p.data.notes, *p.notes, *filter(None, [precision_note(self.config),
+                                                                          self.ranks and self.ranks.note()])],
                           run_index=self.position[0],
                           run_count=self.position[1], train_size=self.noted["train_size"]))
         return p
@@ -160,6 +167,8 @@ class RunLoop:
                 # energy over spans of whole windows, closed before every break (validation, the end; a stop: below)
                 reading = None if in_warm else meter.end(close=step == p.total or epoch_end)
                 seconds = now - clock
+                if self.ranks is not None:  # every rank's window is the slowest rank's; Stop agreed by all
+                    seconds = self.ranks.agree(seconds, step, self.asked())
                 first = step - len(win_losses) + 1
                 values = win.fetch(win_losses, first)
                 if in_warm:
@@ -204,6 +213,10 @@ class RunLoop:
         finally:
             if pending is not None:  # the next step failed: the window before it still counts
                 win.record(*pending)
+        if self.ranks is not None:  # the all-reduce's share of a step, after the measured phase (never counted)
+            t_comm = time.perf_counter()
+            self.ranks.communication(steps, step_fn, stream, dev.synchronize, win.steps_per_s())
+            validation_s += time.perf_counter() - t_comm
         if not by_epoch:
             t_val = time.perf_counter()
             self.val = p.epochs.validate()
@@ -235,6 +248,10 @@ class RunLoop:
         if self.p is not None:
             self.p.meter.close()
         self.summarise()
+        if self.ranks is not None:
+            from .ranks import summary_of
+
+            self.result.summary.update(summary_of(self.ranks, self.result, self.windows, self.device))
         if save_model and self.result.status == "finished" and self.p is not None:
             self.save_model(save_model)
         self.result.summary.update(self.saved)
@@ -263,10 +280,11 @@ class RunLoop:
         if self.result.env and "host_load" not in self.result.env:  # ended early: up to now
             self.result.env["host_load"] = self.load.stop()
         p, noted = self.p, self.noted
+        world = self.ranks.world if self.ranks is not None else 1  # several ranks: every rank's samples
         summarise(self.result, RunFacts(
-            batch_size=self.config.batch_size, parameters=p.steps.parameters if p else noted.get("parameters", 0),
+            batch_size=self.config.batch_size * world, parameters=p.steps.parameters if p else noted.get("parameters", 0),
             dataset=noted.get("dataset", ""), warmup_steps=p.warm if p else 0, warmup_s=self.warmup_s,
-            measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0), val=self.val,
+            measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0) * world, val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None))
         if p is not None:

@@ -27,13 +27,14 @@ class Windows:
     """Window bookkeeping of one run; `records` and `losses` are the RunResult's own lists."""
 
     def __init__(self, config: RunConfig, device: devices.Device, meter: energy.Meter, losses: list[float],
-                 records: list[dict], emit: Callable, warm: int, total: int, memory_base: int):
+                 records: list[dict], emit: Callable, warm: int, total: int, memory_base: int, world: int = 1):
         self.config, self.device, self.meter, self.emit = config, device, meter, emit
         self.losses, self.records = losses, records
         self.total, self.memory_base = total, memory_base
         self.target = 1  # steps per window; adapted after each window to ~window_s of work
         self.cap = max(1, math.ceil((total - warm) / 8))  # at least ~8 windows for a median and IQR
         self.peak_memory = 0
+        self.world = world  # ranks: a window's samples are every rank's (ranks.py)
 
     def full(self, steps_in_window: int) -> bool:
         return steps_in_window >= self.target
@@ -59,7 +60,7 @@ class Windows:
         memory = self.device.memory()
         in_use = max(0, self.device.in_use(memory) - self.memory_base)
         self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
-        samples = samples if samples is not None else n * self.config.batch_size
+        samples = samples if samples is not None else n * self.config.batch_size * self.world
         sps = samples / seconds if seconds > 0 else float("inf")
         recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
         recent = [v for v in recent if math.isfinite(v)]
@@ -71,6 +72,12 @@ class Windows:
                         **(span_fields(reading) if reading is not None else {}))
         self.records.append(window.record())
         self.emit(window)
+
+    def steps_per_s(self) -> float:
+        """Measured steps a second, the median over the windows so far (0 before any)."""
+        rates = [w["samples_per_s"] / (self.config.batch_size * self.world) for w in self.records
+                 if math.isfinite(w.get("samples_per_s") or math.inf)]
+        return statistics.median(rates) if rates else 0.0
 
     def close_span(self) -> None:
         """A stop right after a window: its open energy span ends with that window (the device was synchronized

@@ -1,9 +1,9 @@
-"""A run rebuilt from its events: for a run whose process died or was ended before its Ended event (runs.py), and
-for one whose front end was killed (journal.py)."""
+"""A run rebuilt from its events: for a run whose process died or was ended before its Ended event (process/runs.py), for
+one whose front end was killed (process/journal.py), and for a run on several GPUs whose rank 0 did not end it (run/distributed.py)."""
 
 from __future__ import annotations
 
-from ..analysis.summary import RunFacts, memory_measure, summarise
+from .summary import RunFacts, memory_measure, summarise
 from ..basics.config import RunConfig
 from ..basics.events import EpochEnd, Event, Started, Warmup, Window
 from ..basics.results import RunResult
@@ -28,6 +28,10 @@ class Recorder:
                 f.batch_size = r.config.batch_size
             f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
             f.warmup_steps = event.warmup_steps
+            ranks = event.env.get("ranks") if isinstance(event.env, dict) else None
+            world = ranks.get("world") if isinstance(ranks, dict) else None
+            if isinstance(world, int) and not isinstance(world, bool) and 1 < world <= 100_000:
+                f.batch_size, f.train_size = f.batch_size * world, f.train_size * world  # every rank's samples
         elif isinstance(event, Warmup):
             r.losses.extend(event.losses)
             f.warmup_s = event.seconds

@@ -1,0 +1,236 @@
+"""Scaling: one setup on 1, 2, ... N GPUs of one machine (runs of `--gpus 1,2,4`), measured and said.
+
+For each number of GPUs: the total throughput (median over windows, the IQR beside it, as every run's), per GPU,
+the speedup over one GPU with the 95 % window-bootstrap interval every comparison uses, the scaling efficiency
+(speedup / N, its interval the speedup's / N), every rank's peak memory, and the share of a step the gradient
+all-reduce takes (ranks.py: spans with and without it under DDP's no_sync, alternated on the same ranks).
+Runs of the same setup on other devices or machines (a Mac's MPS) stand beside it, each labelled with its machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..basics.config import _key_names
+from ..basics.formatting import fmt_bytes
+from ..basics.results import RunResult
+from .compare import _rates, _seed, bootstrap_ratio, short_machine
+
+LAUNCH_BOUND = 1.10  # a speedup whose interval lies below this: "a second GPU gains nothing"
+SPREAD_KEYS = ("gpus", "torchrun")
+
+
+def world_of(r: RunResult) -> int:
+    """The ranks a run ran on in all (its GPUs, on every machine)."""
+    world = r.summary.get("ranks_world")
+    if isinstance(world, int) and not isinstance(world, bool) and world >= 1:
+        return world
+    gpus = getattr(r.config, "gpus", 1)
+    return gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1 else 1
+
+
+def setup_key(r: RunResult) -> tuple:
+    """The setup without how many GPUs ran it (what a scaling groups by)."""
+    return tuple((name, repr(getattr(r.config, name))) for name in _key_names() if name not in SPREAD_KEYS)
+
+
+def _usable(r: RunResult) -> bool:
+    return r.status == "finished" and bool(r.summary.get("samples_per_s")) and len(_rates(r)) >= 1
+
+
+@dataclass
+class Point:
+    """One number of GPUs: its newest run and what was measured."""
+
+    gpus: int
+    run: RunResult
+    speedup: float | None = None  # over one GPU
+    low: float | None = None  # the speedup's 95 % interval
+    high: float | None = None
+
+    @property
+    def samples_per_s(self) -> float:
+        return float(self.run.summary["samples_per_s"])
+
+    @property
+    def per_gpu(self) -> float:
+        return self.samples_per_s / self.gpus
+
+    @property
+    def iqr(self) -> tuple[float | None, float | None]:
+        return self.run.summary.get("samples_per_s_q1"), self.run.summary.get("samples_per_s_q3")
+
+    @property
+    def efficiency(self) -> float | None:
+        return self.speedup / self.gpus if self.speedup is not None else None
+
+    @property
+    def efficiency_interval(self) -> tuple[float, float] | None:
+        return (self.low / self.gpus, self.high / self.gpus) if self.low is not None and self.high is not None else None
+
+    @property
+    def communication(self) -> dict | None:
+        comm = self.run.summary.get("communication")
+        return comm if isinstance(comm, dict) and isinstance(comm.get("share"), (int, float)) else None
+
+    @property
+    def rank_memory(self) -> list[int]:
+        ranks = self.run.summary.get("ranks")
+        if not isinstance(ranks, list):
+            peak = self.run.summary.get("peak_memory")
+            return [int(peak)] if isinstance(peak, (int, float)) and peak > 0 else []
+        return [int(r["peak_memory"]) for r in ranks if isinstance(r, dict) and
+                isinstance(r.get("peak_memory"), (int, float)) and not isinstance(r.get("peak_memory"), bool)]
+
+
+@dataclass
+class Scaling:
+    """One setup on one machine at several numbers of GPUs, and the same setup elsewhere beside it."""
+
+    points: list[Point]
+    beside: list[RunResult] = field(default_factory=list)  # other devices or machines, one GPU each
+
+    @property
+    def one(self) -> Point | None:
+        return next((p for p in self.points if p.gpus == 1), None)
+
+    @property
+    def machine(self) -> str:
+        return short_machine(self.points[0].run.machine)
+
+    @property
+    def runs(self) -> list[RunResult]:
+        return [p.run for p in self.points]
+
+    def title(self) -> str:
+        c = self.points[0].run.config
+        return (f"{c.model} on {c.dataset}, batch {c.batch_size} per {_gpu_word(self.points[0].run)}, {c.precision}"
+                f"{', channels_last' if c.channels_last else ''} · {self.machine}")
+
+    def verdict(self) -> str:
+        """"4 GPUs train resnet50 3.71x [3.65-3.77] faster than one (93 % efficiency [91-94]); the all-reduce takes
+        6 % of a step" — or that more GPUs gain nothing, or that no one-GPU run was measured."""
+        top = self.points[-1]
+        model, device = top.run.config.model, _gpu_word(top.run)
+        if self.one is None or top.gpus == 1:
+            return (f"{top.gpus} {device}s train {model} at {_rate(top.samples_per_s)}; run --gpus 1,{top.gpus} for "
+                    "the speedup over one and the efficiency." if top.gpus > 1 else
+                    f"1 {device} trains {model} at {_rate(top.samples_per_s)}.")
+        comm = _comm_words(top)
+        if top.speedup is None:
+            return f"{top.gpus} {device}s: no throughput to compare."
+        if top.high is not None and top.high < LAUNCH_BOUND:
+            return (f"more {device}s gain nothing here: {top.gpus} train {model} {top.speedup:.2f}x "
+                    f"[{top.low:.2f}-{top.high:.2f}] as fast as one{comm}; the step is too short for the all-reduce "
+                    "to hide behind (launch- or communication-bound): try a larger batch per GPU.")
+        interval = f" [{top.low:.2f}-{top.high:.2f}]" if top.low is not None else " (too few windows for an interval)"
+        eff = top.efficiency_interval
+        eff_words = (f"{100 * top.efficiency:.0f} % efficiency [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else
+                     f"{100 * top.efficiency:.0f} % efficiency")
+        return f"{top.gpus} {device}s train {model} {top.speedup:.2f}x{interval} faster than one ({eff_words}){comm}."
+
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """The scaling as a table: one row per number of GPUs, then the runs beside it."""
+        headers = ["GPUs", "samples/s (median, IQR)", "per GPU", "speedup vs 1 [95 % CI]", "efficiency [95 % CI]",
+                   "all-reduce share of a step (median, range)", "peak memory per rank"]
+        rows = []
+        for p in self.points:
+            q1, q3 = p.iqr
+            iqr = f" [{_num(q1)}-{_num(q3)}]" if q1 is not None and q3 is not None else ""
+            speed = ("—" if p.speedup is None else f"{p.speedup:.2f}x" +
+                     (f" [{p.low:.2f}-{p.high:.2f}]" if p.low is not None else ""))
+            eff = p.efficiency_interval
+            efficiency = ("—" if p.efficiency is None else f"{100 * p.efficiency:.0f} %" +
+                          (f" [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else ""))
+            comm = p.communication
+            share = ("—" if comm is None else f"{100 * max(0.0, comm['share']):.0f} % "
+                     f"[{100 * max(0.0, comm['low']):.0f}-{100 * max(0.0, comm['high']):.0f}]")
+            memory = ", ".join(fmt_bytes(m) for m in p.rank_memory) or "—"
+            rows.append([str(p.gpus), f"{_num(p.samples_per_s)}{iqr}", _num(p.per_gpu), speed, efficiency, share,
+                         memory])
+        for r in self.beside:
+            rows.append([f"{r.config.device} · {short_machine(r.machine)}", _num(r.summary["samples_per_s"]),
+                         "—", "—", "—", "—", fmt_bytes(r.summary.get("peak_memory") or 0)])
+        return headers, rows
+
+    def beside_sentences(self) -> list[str]:
+        """Each run beside the scaling against this machine's one GPU: "Apple M3 Max mps: 412 samples/s, 0.10x one
+        GPU here"."""
+        one = self.one
+        out = []
+        for r in self.beside:
+            rate = float(r.summary["samples_per_s"])
+            against = f", {rate / one.samples_per_s:.2f}x one {_gpu_word(one.run)} here" if one else ""
+            out.append(f"{short_machine(r.machine)} {r.config.device}: {_rate(rate)}{against} (measured on "
+                       "another device, same setup).")
+        return out
+
+
+def scalings(results: Iterable[RunResult]) -> list[Scaling]:
+    """Every setup run on more than one GPU count of one machine (or on several GPUs at all), newest run per count,
+    with the same setup's one-device runs on other devices and machines beside it."""
+    from .compare import machine_id
+
+    usable = [r for r in results if _usable(r)]
+    groups: dict[tuple, dict[int, RunResult]] = {}
+    for r in usable:
+        if r.config.device.startswith("mps"):
+            continue
+        by_n = groups.setdefault((setup_key(r), machine_id(r), r.config.device.split(":")[0]), {})
+        n = world_of(r)
+        if n not in by_n or (by_n[n].created or "") < (r.created or ""):
+            by_n[n] = r
+    out = []
+    for (key, machine, kind), by_n in groups.items():
+        if max(by_n) < 2:  # no run on several: no scaling
+            continue
+        points = [Point(n, by_n[n]) for n in sorted(by_n)]
+        one = points[0] if points[0].gpus == 1 else None
+        for p in points:
+            if one is not None:
+                p.speedup = p.samples_per_s / one.samples_per_s
+                interval = (1.0, 1.0) if p is one else bootstrap_ratio(_rates(p.run), _rates(one.run),
+                                                                         _seed(p.run.id, one.run.id))
+                if interval is not None:
+                    p.low, p.high = interval
+        beside = [r for r in usable if setup_key(r) == key and world_of(r) == 1 and
+                  (machine_id(r) != machine or r.config.device.split(":")[0] != kind)]
+        newest: dict[tuple, RunResult] = {}
+        for r in beside:
+            k = (machine_id(r), r.config.device)
+            if k not in newest or (newest[k].created or "") < (r.created or ""):
+                newest[k] = r
+        out.append(Scaling(points, sorted(newest.values(), key=lambda r: -float(r.summary["samples_per_s"]))))
+    return out
+
+
+def scaling_of(runs: Sequence[RunResult]) -> Scaling | None:
+    """The scaling the runs belong to (the first found), None when they make none."""
+    found = scalings(runs)
+    return found[0] if found else None
+
+
+def _comm_words(p: Point) -> str:
+    comm = p.communication
+    if comm is None:
+        return ""
+    share = max(0.0, comm["share"])
+    return (f"; the all-reduce takes {100 * share:.0f} % of a step [{100 * max(0.0, comm['low']):.0f}-"
+            f"{100 * max(0.0, comm['high']):.0f}]")
+
+
+def _gpu_word(r: RunResult) -> str:
+    return "GPU" if r.config.device.startswith("cuda") else "CPU rank"
+
+
+def _rate(v: float) -> str:
+    return f"{_num(v)} samples/s"
+
+
+def _num(v) -> str:
+    if v is None:
+        return "—"
+    v = float(v)
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
