@@ -99,6 +99,12 @@ def _engine_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(mpsstudio.__file__)))
 
 
+def _plain(error: str) -> str:
+    """A collective's error without its source paths and our preamble: "Timed out waiting 5000ms for recv"."""
+    text = re.sub(r"\[[^\]]*[/\\][^\]]*\]\s*", "", error).removeprefix("The run stopped with an error: ")
+    return one_line(text, 160)
+
+
 class _Launch:
     """One launch: torchrun, its ranks' connections, their messages in one queue, and the run's ending."""
 
@@ -113,6 +119,7 @@ class _Launch:
         self.said: dict[int, tuple] = {}  # rank -> (status, error): how it said it ended
         self.lost: list[int] = []  # ranks whose connection closed without a word, in that order
         self.failed_first: list[int] = []  # ranks in the order they said they failed
+        self.order: list[tuple] = []  # ("failed" | "lost", rank) as they came: what came first is the cause
         self.ended: Ended | None = None  # rank 0's
         self.output: list[str] = []  # torchrun's last lines (its own and the ranks')
         self.world = config.gpus
@@ -236,14 +243,17 @@ class _Launch:
             self.said[rank] = (str(status), str(error or ""))
             if status == "failed":
                 self.failed_first.append(rank)
+                self.order.append(("failed", rank))
             if rank == 0 and isinstance(ended, Ended):
                 self.ended = ended
         elif kind == "lost":
             rank = message[1]
             if rank is not None and rank not in self.said and rank not in self.lost:
                 self.lost.append(rank)
-        elif kind == "garbled":
-            self.lost.append(message[1] if message[1] is not None else -1)
+                self.order.append(("lost", rank))
+        elif kind == "garbled" and message[1] is not None and message[1] not in self.lost:
+            self.lost.append(message[1])
+            self.order.append(("lost", message[1]))
 
     def _send(self, rank: int, message: tuple) -> None:
         try:
@@ -278,19 +288,21 @@ class _Launch:
         if roots:
             r = roots[0]
             return f"Rank {r} of {n} failed: {self.said[r][1]}"
-        if self.lost:
+        waited_first = self.failed_first and (not self.lost or self.order.index(("failed", self.failed_first[0]))
+                                              < self.order.index(("lost", self.lost[0])))
+        if self.lost and not waited_first:
             r = self.lost[0]
             how = self._exit_of(r)
             return (f"Rank {r} of {n} ended without a word ({how}); the other ranks were ended. Its last output "
                     "is in the run's output.")
         if self.failed_first:  # only collectives that waited: the ranks that said nothing hung
             waited = self.failed_first[0]
-            silent = [r for r in sorted(self.conns) if r not in self.said]
+            silent = [r for r in sorted(self.conns) if r not in self.said] or self.lost
             who = (f"rank {', '.join(map(str, silent))} stopped answering" if silent else
                    "a rank stopped answering")
             return (f"{who[0].upper()}{who[1:]}: rank {waited} of {n} waited {self.config.rank_timeout_s:g} s for it "
                     f"at a collective (the ranks' timeout, --rank-timeout) and the run was ended "
-                    f"({one_line(self.said[waited][1], 160)}).")
+                    f"({_plain(self.said[waited][1])}).")
         return ""
 
     def _exit_of(self, rank: int) -> str:
