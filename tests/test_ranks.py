@@ -53,7 +53,7 @@ def ranked(tmp_path, **kwargs) -> RunConfig:
     model = tmp_path / "bad_rank.py"
     model.write_text(BAD_RANK)
     settings = dict(model=str(model), dataset="synthetic", device="cpu", batch_size=8, steps=40, epochs=None,
-                    warmup_steps=3, gpus=2, window_s=0.05, image_size=8, rank_timeout_s=5.0)
+                    warmup_steps=2, gpus=2, window_s=0.05, image_size=8, rank_timeout_s=2.0)
     settings.update(kwargs)
     return RunConfig(**settings).validate()
 
@@ -94,7 +94,7 @@ def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path
         monkeypatch.setenv(name, value)
     out = tmp_path / "runs.json"
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--gpus", "1,2",
-                     "--steps", "30", "--warmup", "3", "--batch-size", "16", "--no-inspect", "--rank-timeout", "30",
+                     "--steps", "24", "--warmup", "2", "--batch-size", "16", "--no-inspect", "--rank-timeout", "30",
                      "--json", str(out)])
     printed = capsys.readouterr()
     assert code == 0, printed.err
@@ -127,7 +127,7 @@ def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path
 
 @pytest.mark.parametrize("how, words", [
     ("raise", "Rank 1 of 2 failed: The run stopped with an error: ValueError: rank trouble on purpose"),
-    ("hang", "Rank 1 stopped answering: rank 0 of 2 waited 5 s for it at a collective (the ranks' timeout, "
+    ("hang", "Rank 1 stopped answering: rank 0 of 2 waited 2 s for it at a collective (the ranks' timeout, "
              "--rank-timeout) and the run was ended (RuntimeError: Timed out"),
 ])
 def test_a_rank_that_raises_or_hangs_fails_the_run_naming_it(tmp_path, monkeypatch, how, words):
@@ -181,7 +181,7 @@ def test_two_machines_on_one_host_meet_at_a_rendezvous(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    base = ranked(tmp_path, gpus=1, steps=20, torchrun=["--nnodes=2", "--rdzv-backend=c10d",
+    base = ranked(tmp_path, gpus=1, steps=10, rank_timeout_s=30.0, torchrun=["--nnodes=2", "--rdzv-backend=c10d",
                                                        f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=test"])
     answers: dict = {}
 
@@ -216,7 +216,7 @@ def test_two_machines_on_one_host_meet_at_a_rendezvous(tmp_path):
     (["--gpus", "2", "--devices", "cpu", "--early-stop", "2", "--dataset", "shapes"],
      "Early stopping and the best epoch are for one device"),
     (["--gpus", "2", "--devices", "cpu", "--save-model", "m.pt"], "--save-model saves one device's model"),
-    (["--gpus", "2", "--devices", "cpu", "--rank-timeout", "1"], "The ranks' timeout must be between 5 and 3600"),
+    (["--gpus", "2", "--devices", "cpu", "--rank-timeout", "0.5"], "The ranks' timeout must be between 1 and 3600"),
     (["--gpus", "2", "--devices", "cpu", "--rdzv-endpoint", "h:1", "--rdzv-conf", "x"], "unrecognized arguments"),
 ])
 def test_bad_gpu_arguments_are_one_sentence(args, words, capsys, tmp_path, monkeypatch):

@@ -179,7 +179,7 @@ def scalings(results: Iterable[RunResult]) -> list[Scaling]:
             continue
         by_n = groups.setdefault((setup_key(r), machine_id(r), r.config.device.split(":")[0]), {})
         n = world_of(r)
-        if n not in by_n or (by_n[n].created or "") < (r.created or ""):
+        if n not in by_n or (by_n[n].created_at or "") < (r.created_at or ""):
             by_n[n] = r
     out = []
     for (key, machine, kind), by_n in groups.items():
@@ -199,7 +199,7 @@ def scalings(results: Iterable[RunResult]) -> list[Scaling]:
         newest: dict[tuple, RunResult] = {}
         for r in beside:
             k = (machine_id(r), r.config.device)
-            if k not in newest or (newest[k].created or "") < (r.created or ""):
+            if k not in newest or (newest[k].created_at or "") < (r.created_at or ""):
                 newest[k] = r
         out.append(Scaling(points, sorted(newest.values(), key=lambda r: -float(r.summary["samples_per_s"]))))
     return out

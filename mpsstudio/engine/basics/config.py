@@ -29,7 +29,7 @@ MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's imag
 MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000  # a synthetic sample's input
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
 MAX_GPUS = 64  # ranks on one machine (torchrun's --nproc-per-node)
-MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 5.0, 3600.0
+MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 1.0, 3600.0
 # torchrun's options a run passes through (run on several machines; process/launch.py): --nproc-per-node is --gpus,
 # restarts would hide a failed rank, and the rest (its log folders, its own entry point) are the launch's own
 TORCHRUN_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",

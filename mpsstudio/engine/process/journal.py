@@ -196,7 +196,7 @@ def keep_interrupted(keep: Callable[[RunResult], str], known: Callable[[str], bo
 def _rebuilt(head: dict, events: list[Event]) -> RunResult | None:
     """The interrupted run from its events, checked as an imported run is (None when it had not started)."""
     from ..analysis.runcheck import checked_result
-    from ..analysis.recorder import Recorder
+    from ..analysis.summary import Recorder
 
     if not any(isinstance(e, Started) for e in events):
         return None

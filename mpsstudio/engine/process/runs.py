@@ -14,7 +14,7 @@ from ..basics.results import RunResult
 from . import handles, interpreter
 from .handles import POLL_S, TREE_S, RunProcess, log_output
 from .journal import Journal
-from ..analysis.recorder import Recorder
+from ..analysis.summary import Recorder
 from .messages import Garbled, checked_event
 from .spare import Spare
 

@@ -39,6 +39,7 @@ from ..basics.results import RunResult
 RANK_MODULE = "mpsstudio.engine.process.rank"
 ADDRESS_VAR, KEY_VAR = "MPSSTUDIO_RANKS_ADDRESS", "MPSSTUDIO_RANKS_KEY"  # process/rank.py reads them
 START_S = 600.0  # from launch to every local rank's hello (importing torch on N ranks at once, a rendezvous)
+SETTLE_S = 5.0  # after a rank ended without a word: time torchrun has to say how (its failure report)
 ENDING_S = 10.0  # after a rank's ending: time the others have to say theirs before they are ended
 # how a collective that waited for a rank that stopped answering reads (gloo's and NCCL's words)
 WAITED = re.compile(r"timed out|timeout|connection closed by peer|connection reset|broken pipe|"
@@ -109,7 +110,7 @@ class _Launch:
     """One launch: torchrun, its ranks' connections, their messages in one queue, and the run's ending."""
 
     def __init__(self, config: RunConfig, on_event, should_stop, prepared):
-        from ..analysis.recorder import Recorder
+        from ..analysis.summary import Recorder
 
         self.config, self.on_event, self.should_stop, self.prepared = config, on_event, should_stop, prepared
         self.recorder = Recorder(config)
@@ -137,9 +138,17 @@ class _Launch:
             listener.close()
             raise UserError(f"torchrun could not be started ({printable(exc.strerror or exc)}).") from None
         threading.Thread(target=self._accept, args=(listener,), daemon=True, name="ranks-accept").start()
-        threading.Thread(target=self._read_output, daemon=True, name="ranks-output").start()
+        output = threading.Thread(target=self._read_output, daemon=True, name="ranks-output")
+        output.start()
         try:
-            return self._follow()
+            self._follow()
+            if self.lost:  # torchrun's report says how a rank ended: read it once torchrun has ended
+                try:
+                    self.proc.wait(SETTLE_S)
+                except subprocess.TimeoutExpired:
+                    pass
+                output.join(1.0)
+            return self._result()
         finally:
             self._end_all()
             listener.close()
@@ -195,7 +204,7 @@ class _Launch:
 
     # ---------------------------------------------------------------------------------------- following
 
-    def _follow(self) -> RunResult:
+    def _follow(self) -> None:
         """Pass on rank 0's events and Stop until every rank of this machine has said how it ended (or is gone),
         torchrun has ended, or the others had ENDING_S to say theirs after a rank's ending."""
         started = time.monotonic()
@@ -223,7 +232,6 @@ class _Launch:
                 break
             if not self.conns and time.monotonic() - started > START_S:
                 break
-        return self._result()
 
     def _handle(self, message: tuple) -> None:
         kind = message[0]
