@@ -1,5 +1,6 @@
 """A bare DDP training loop, the yardstick of runs on several GPUs (benchmarks/ddp_scaling.py): what a user would
-write by hand, launched by torchrun. No engine code: torchvision's model, DDP's defaults, synthetic batches made
+write by hand, launched by torchrun. No engine code: torchvision's model, DDP's defaults (no DDP on one GPU, as
+the engine's --gpus 1 runs), synthetic batches made
 once on the GPU (uint8 pixels normalised there, as the engine's are), SGD with momentum, bf16 autocast and
 channels_last when asked. Timed in spans of --span steps with a device sync before each clock read; a span is the
 slowest rank's (all-reduced MAX), throughput = every rank's samples / that span. Rank 0 prints one JSON line:
@@ -46,7 +47,8 @@ def main() -> None:
     model = getattr(torchvision.models, args.model)(num_classes=10).to(dev)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    if world > 1:  # one GPU: the plain loop a user runs there (DDP of one rank still buckets and all-reduces)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(int(os.environ.get("RANK", "0")))
     batches = []

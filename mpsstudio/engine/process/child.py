@@ -139,13 +139,17 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
 
 def warm_up(device: str) -> None:
     """What the first run of a process pays before its first step, paid by a spare while it waits: torch.optim's
-    first optimizer imports torch._dynamo (~1.2 s on the 2-core build machine), and the first tensor on a GPU
+    first optimizer imports torch._dynamo (~1.2 s on the 2-core build machine), torchvision's models (~1 s), and the first tensor on a GPU
     creates its context (~3 s for CUDA on an H100; Metal's command queue on MPS). A failure here is left for the
     run to meet and explain."""
     try:
         import torch
 
         torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        try:  # the built-in models' module (~0.5-1 s on a first import)
+            import torchvision.models  # noqa: F401
+        except Exception:
+            pass
         if device != "cpu":
             torch.zeros(1, device=device).add_(1).cpu()  # a round trip: the context and the first kernel
     except Exception:

@@ -3,7 +3,8 @@ group, the model in DistributedDataParallel, its share of the data, and what the
 
 The measurement rules of a run hold across ranks:
 - a window ends on every rank at the same step: its length follows the window seconds every rank agreed on (the
-  slowest rank's), so every rank adapts the next window the same way;
+  slowest rank's), so every rank adapts the next window the same way; the agreements go over gloo on the CPU (on
+  GPUs too), so agreeing never waits on a GPU stream;
 - throughput is the samples of all ranks over the slowest rank's window;
 - Stop is agreed at a window's end (rank 0 hears it), so every rank stops at the same step;
 - a rank waits at most `rank_timeout_s` for the others at any collective; a hung rank ends the run then.
@@ -46,7 +47,7 @@ class Ranks:
         self.window_steps: list[int] = []  # where this rank's windows ended (every rank's are the same)
         self.window_s: list[float] = []  # this rank's own window seconds
         self.comm: dict | None = None
-        self._tensor_device = torch.device(self.device)
+        self.group = None  # the ranks' agreements go over gloo on the CPU: no GPU stream waits for them
 
     def start(self) -> None:
         """Join the process group (NCCL on GPUs, gloo on the CPU) with the config's timeout."""
@@ -55,6 +56,8 @@ class Ranks:
         dist.init_process_group("nccl" if self.cuda else "gloo",
                                 timeout=timedelta(seconds=self.config.rank_timeout_s),
                                 **({"device_id": torch.device(self.device)} if self.cuda else {}))
+        if self.cuda:
+            self.group = dist.new_group(backend="gloo")
 
     def close(self) -> None:
         if dist.is_initialized():
@@ -100,10 +103,10 @@ class Ranks:
     def agree(self, seconds: float, step: int, stop: bool) -> float:
         """A window ended at `step` on this rank after `seconds`: the slowest rank's seconds (every rank's
         window), and Stop when any rank was asked (`self.stopped`)."""
-        mine = torch.tensor([seconds, 1.0 if stop else 0.0], dtype=torch.float64, device=self._tensor_device)
+        mine = torch.tensor([seconds, 1.0 if stop else 0.0], dtype=torch.float64)
         every = [torch.empty_like(mine) for _ in range(self.world)]
-        dist.all_gather(every, mine)
-        values = torch.stack(every).cpu()
+        dist.all_gather(every, mine, group=self.group)
+        values = torch.stack(every)
         self.stopped = bool(values[:, 1].max().item() > 0)
         self.window_steps.append(step)
         self.window_s.append(seconds)
@@ -136,8 +139,8 @@ class Ranks:
                                "all-reduce and without it (DDP no_sync)"}
 
     def agree_seconds(self, seconds: float) -> float:
-        mine = torch.tensor([seconds], dtype=torch.float64, device=self._tensor_device)
-        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        mine = torch.tensor([seconds], dtype=torch.float64)
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=self.group)
         return float(mine.item())
 
     def figures(self, peak_memory: int, device_name: str) -> list[dict] | None:
@@ -148,7 +151,7 @@ class Ranks:
                 "window_s": [round(s, 6) for s in self.window_s],
                 "window_s_median": statistics.median(self.window_s) if self.window_s else None}
         every: list = [None] * self.world
-        dist.all_gather_object(every, mine)
+        dist.all_gather_object(every, mine, group=self.group)
         return every if self.rank == 0 else None
 
     def describe(self) -> dict:

@@ -140,6 +140,10 @@ class RunLoop:
         # computes meanwhile: measured on an H100 (docs/benchmarks.md), ~3 ms of it at every window's end with the
         # device idle cost resnet18 3 % of its wall-clock throughput. The next window then starts at this one's end.
         overlap = dev.kind in ("cuda", "mps")
+        # On CUDA a window is timed by events recorded in the stream (win.marks): its end is marked and its losses'
+        # copy queued without draining the device; both are read once the next step is queued (_settle).
+        marks = win.marks
+        start_mark = marks.mark() if p.warm == 0 else None
         pending: tuple | None = None
         try:
             for step in range(1, p.total + 1):
@@ -152,7 +156,7 @@ class RunLoop:
                 self.shapes.add(shape_key(x))  # distinct input shapes: the driver's caches grow with them (memory.py)
                 win_losses.append(step_fn(x, y) if step > 1 else steps.first(step_fn, x, y))
                 if pending is not None:
-                    win.record(*pending)
+                    self._settle(pending)
                     pending = None
                 # epochs matter only in epoch mode: a steps run closes windows by time alone
                 epoch_end = by_epoch and step % p.steps_per_epoch == 0
@@ -162,14 +166,32 @@ class RunLoop:
                     raise Cancelled()
                 if not (step == p.warm or step == p.total or epoch_end or (not in_warm and win.full(len(win_losses)))):
                     continue
+                first = step - len(win_losses) + 1
+                if marks.enabled and not in_warm and not epoch_end and step != p.total:  # no drain: settled later
+                    staged = win.stage(win_losses)
+                    end_mark = marks.mark()
+                    now = time.perf_counter()
+                    reading = meter.end(close=False)
+                    eta = (now - warm_end) / (step - p.warm) * (p.total - step)
+                    pending = (first, staged, None, win_wait, step, now - run_start, eta, reading, (start_mark, end_mark))
+                    start_mark, win_losses, win_wait = end_mark, [], 0.0
+                    if self.stop():
+                        self._settle(pending)
+                        pending = None
+                        win.close_span()
+                        self._close_wall(warm_end, validation_s)
+                        raise Cancelled()
+                    meter.begin()
+                    clock = now
+                    continue
                 dev.synchronize()
                 now = time.perf_counter()
                 # energy over spans of whole windows, closed before every break (validation, the end; a stop: below)
                 reading = None if in_warm else meter.end(close=step == p.total or epoch_end)
                 seconds = now - clock
-                if self.ranks is not None:  # every rank's window is the slowest rank's; Stop agreed by all
-                    seconds = self.ranks.agree(seconds, step, self.asked())
-                first = step - len(win_losses) + 1
+                timed = (start_mark, marks.mark()) if marks.enabled and not in_warm else None
+                if in_warm and self.ranks is not None:  # Stop agreed by every rank at the warm-up's end too
+                    self.ranks.agree(seconds, step, self.asked())
                 values = win.fetch(win_losses, first)
                 if in_warm:
                     if step == p.warm:
@@ -181,9 +203,9 @@ class RunLoop:
                 else:
                     spent, done = now - warm_end, step - p.warm  # validation included, so the estimate covers it
                     eta = spent / done * (p.total - step) if done > 0 else None
-                    pending = (first, values, seconds, win_wait, step, now - run_start, eta, reading)
+                    pending = (first, values, seconds, win_wait, step, now - run_start, eta, reading, timed)
                     if not overlap or epoch_end or step == p.total:
-                        win.record(*pending)
+                        self._settle(pending)
                         pending = None
                 win_losses, win_wait = [], 0.0
                 if epoch_end:
@@ -195,7 +217,7 @@ class RunLoop:
                         break
                 if self.stop():
                     if pending is not None:
-                        win.record(*pending)
+                        self._settle(pending)
                         pending = None
                     win.close_span()
                     self._close_wall(warm_end, validation_s)
@@ -205,6 +227,7 @@ class RunLoop:
                     if step >= p.warm:  # the next window is measured
                         meter.begin()
                     clock = time.perf_counter()
+                    start_mark = marks.mark()
                 else:  # ... or at this one's end, its bookkeeping done while the next step runs
                     meter.begin()
                     clock = now
@@ -212,7 +235,7 @@ class RunLoop:
                     epoch_start = clock
         finally:
             if pending is not None:  # the next step failed: the window before it still counts
-                win.record(*pending)
+                self._settle(pending)
         if self.ranks is not None:  # the all-reduce's share of a step, after the measured phase (never counted)
             t_comm = time.perf_counter()
             self.ranks.communication(steps, step_fn, stream, dev.synchronize, win.steps_per_s())
@@ -225,6 +248,20 @@ class RunLoop:
         evaluation = p.epochs.finish(len(self.result.epochs))
         if evaluation is not None:
             self.result.evaluation = evaluation
+
+    def _settle(self, pending: tuple) -> None:
+        """Record a measured window: one timed by CUDA events has its end and its losses' copy read now (the device
+        reached them while the next step was queued), and every rank agrees on its seconds (the slowest rank's)."""
+        first, values, seconds, wait, step, elapsed, eta, reading, timed = pending
+        if timed is not None:
+            start, end = timed
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1000
+            if not isinstance(values, list):
+                values = self.windows.unstage(values, first)
+        if self.ranks is not None:
+            seconds = self.ranks.agree(seconds, step, self.asked())
+        self.windows.record(first, values, seconds, wait, step, elapsed, eta, reading)
 
     def _end_epoch(self, epoch: int, step: int, train_s: float) -> bool:
         """Validation, the epoch's record and event, early stopping and the best checkpoint; True to stop now."""

@@ -5,6 +5,7 @@ its throughput, memory, time left and energy span recorded and sent as a Window 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable
 
@@ -15,6 +16,9 @@ from ..basics.events import RECENT_WINDOWS, Window
 from ..machine import devices
 from ..machine.energy import meter as energy
 from .failures import NonFinite
+
+# "sync": time CUDA windows by the synchronized wall clock, as other devices (benchmarks/window_clock.py compares)
+WINDOW_CLOCK_VAR = "MPSSTUDIO_WINDOW_CLOCK"
 
 
 def span_fields(span: energy.SpanEnergy) -> dict:
@@ -35,6 +39,7 @@ class Windows:
         self.cap = max(1, math.ceil((total - warm) / 8))  # at least ~8 windows for a median and IQR
         self.peak_memory = 0
         self.world = world  # ranks: a window's samples are every rank's (ranks.py)
+        self.marks = StreamMarks(device)
 
     def full(self, steps_in_window: int) -> bool:
         return steps_in_window >= self.target
@@ -45,6 +50,22 @@ class Windows:
             values = torch.stack(win_losses).float().cpu().tolist()
         except RuntimeError:  # losses of several dtypes or devices (a script's own loop)
             values = torch.stack([v.float().cpu() for v in win_losses]).tolist()
+        self.losses.extend(values)
+        for i, v in enumerate(values):
+            if not math.isfinite(v):
+                raise NonFinite(first + i, v)
+        return values
+
+    def stage(self, win_losses: list[torch.Tensor]) -> torch.Tensor:
+        """The window's losses copied to pinned host memory without waiting (read by `unstage` once the device has
+        passed the window's end mark)."""
+        losses = torch.stack(win_losses).float()
+        host = torch.empty(losses.shape, dtype=losses.dtype, pin_memory=True)
+        return host.copy_(losses, non_blocking=True)
+
+    def unstage(self, host: torch.Tensor, first: int) -> list[float]:
+        """`fetch` for losses `stage` copied: kept, and checked for NaN/inf."""
+        values = host.tolist()
         self.losses.extend(values)
         for i, v in enumerate(values):
             if not math.isfinite(v):
@@ -85,3 +106,20 @@ class Windows:
         span = self.meter.flush()
         if span is not None and self.records:
             self.records[-1].update(span_fields(span))
+
+
+class StreamMarks:
+    """CUDA events recorded in the device's stream at windows' ends: a window's seconds are the device's own time
+    between two marks, read without draining the queue (the run loop reads them once the next step is queued).
+    Measured side by side with the synchronized clock on an H100 (docs/benchmarks.md). Other devices: disabled,
+    `mark()` gives None, and windows are timed by the synchronized wall clock."""
+
+    def __init__(self, device: devices.Device):
+        self.enabled = device.kind == "cuda" and os.environ.get(WINDOW_CLOCK_VAR, "") != "sync"
+
+    def mark(self):
+        if not self.enabled:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
