@@ -67,7 +67,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 continue
             proc = RunProcess(mps_fallback=cfg.mps_fallback, python=cfg.python)
         else:
-            proc = (spare.take(cfg.mps_fallback, cfg.device) if spare else None) or handles.new_process(
+            proc = (spare.take(cfg.mps_fallback, cfg.device) if spare and not cfg.distributed else None) or handles.new_process(
                 mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,

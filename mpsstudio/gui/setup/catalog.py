@@ -80,6 +80,7 @@ class CatalogMixin:
             row.toggled.connect(self._on_device_toggled)
             self._devices_box.addWidget(row)
             self._device_rows.append(row)
+        self.set_gpu_count(sum(1 for d in devices if d.kind == "cuda" and d.available))
 
     def add_folder_dataset(self, path: str, report) -> None:
         """Add a folder the engine checked (its FolderReport) to the dataset list as its name beside the platform's folder icon and select it;

@@ -22,8 +22,18 @@ class ConfigsMixin:
         if not self._loaded:
             return []
         base = self._form_config()
-        return [replace(base.with_device(device), python=python) for device in self.checked_devices()
-                for python in self.checked_pythons()]
+        counts = [n for n in self.gpu_counts() if n > 0]
+        out, ranked = [], False
+        for device in self.checked_devices():
+            for python in self.checked_pythons():
+                config = replace(base.with_device(device), python=python)
+                if device.startswith("cuda") and counts and counts != [1]:  # GPUs: the CUDA run on N at once
+                    if not ranked:
+                        out += [replace(config, device="cuda", gpus=n) for n in counts]
+                    continue
+                out.append(config)
+            ranked = ranked or (device.startswith("cuda") and bool(counts) and counts != [1])
+        return out
 
     def _form_config(self) -> RunConfig:
         """The form's choices on top of the fields it does not show; `device` is left as it was."""

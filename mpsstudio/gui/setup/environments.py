@@ -1,10 +1,14 @@
 """The sidebar's PyTorch choice: this app's own, and the other Python environments Preferences names (each with
 its own torch; engine process/interpreter.py checked them there). Each checked one runs every checked device, so
-"torch 2.14 against 2.15 on my model" is two checkboxes; the runs are compared by their environments."""
+"torch 2.14 against 2.15 on my model" is two checkboxes; the runs are compared by their environments.
+
+And the GPUs field, shown where the machine has several CUDA GPUs: a CUDA run on N of them at once (torchrun's ranks,
+the model in DistributedDataParallel: engine run/distributed.py), or each count in turn for the scaling."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QVBoxLayout
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 
 class EnvironmentsMixin:
@@ -52,3 +56,55 @@ class EnvironmentsMixin:
         self._env_box.setSpacing(4)
         layout.addWidget(self._env_title)
         layout.addLayout(self._env_box)
+
+
+def scaling_counts(n: int) -> list[int]:
+    """1, 2, 4, ... up to n, and n itself: the counts a scaling runs."""
+    counts, k = [], 1
+    while k < n:
+        counts.append(k)
+        k *= 2
+    return counts + [n]
+
+
+class GpusMixin:
+    """GPUs: how many of this machine's CUDA GPUs a CUDA run takes (the field exists only where there are several)."""
+
+    def _add_gpus(self, layout) -> None:
+        self.gpus_combo = QComboBox()
+        self.gpus_combo.setToolTip("Train on several GPUs at once (one rank each, the model in DistributedDataParallel, "
+                                   "batch size per GPU), or run each count in turn to see how it scales.")
+        self.gpus_combo.activated.connect(lambda _i: (self._refresh(), self._update_button(), self._emit_changed()))
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("CUDA GPUs:"))
+        row.addWidget(self.gpus_combo, 1)
+        self.gpus_row = QWidget()
+        self.gpus_row.setLayout(row)
+        self.gpus_row.hide()
+        layout.addWidget(self.gpus_row)
+
+    def set_gpu_count(self, n: int) -> None:
+        """The machine's CUDA GPUs: the field's choices (hidden with fewer than two)."""
+        keep = self.gpus_combo.currentData()
+        self.gpus_combo.clear()
+        if n < 2:
+            self.gpus_row.hide()
+            return
+        self.gpus_combo.addItem("1 (one GPU per run)", [1])
+        for k in range(2, n + 1):
+            self.gpus_combo.addItem(f"{k} at once (DDP)", [k])
+        counts = scaling_counts(n)
+        self.gpus_combo.addItem(f"Scaling: {', '.join(map(str, counts))}", counts)
+        self.gpus_combo.setItemData(self.gpus_combo.count() - 1, "Run the CUDA setup on each count in turn and see "
+                                    "its speedup, efficiency and the all-reduce's share (Compare → GPUs).",
+                                    Qt.ItemDataRole.ToolTipRole)
+        index = self.gpus_combo.findData(keep) if keep else 0
+        self.gpus_combo.setCurrentIndex(max(0, index))
+        self.gpus_row.show()
+
+    def gpu_counts(self) -> list[int]:
+        """The counts chosen ([1]: one GPU per run; [] where the field is hidden)."""
+        if self.gpus_row.isHidden():
+            return []
+        return list(self.gpus_combo.currentData() or [])

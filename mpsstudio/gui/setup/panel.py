@@ -18,7 +18,7 @@ from ...engine.basics.config import RunConfig
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
-from .environments import EnvironmentsMixin
+from .environments import EnvironmentsMixin, GpusMixin
 from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = 200
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin,
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin, GpusMixin,
                  SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
@@ -110,7 +110,13 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
                               f"({QKeySequence('Ctrl+.').toString(QKeySequence.SequenceFormat.NativeText)}).")
             return
         pythons = len(self.checked_pythons())
-        if len(checked) > 1:
+        counts = self.gpu_counts()
+        if counts and counts != [1] and any(d.kind == "cuda" for d in checked):  # GPUs: one run on N, or the scaling
+            others = [d for d in checked if d.kind != "cuda"]
+            button.setText((f"Run on {counts[0]} GPUs" if len(counts) == 1 else
+                            f"Scale over {', '.join(map(str, counts))} GPUs")
+                           + (f" + {len(others)} device{'s' if len(others) > 1 else ''}" if others else ""))
+        elif len(checked) > 1:
             button.setText(f"Compare {len(checked)} devices" + (f" × {pythons} PyTorch" if pythons > 1 else ""))
         elif checked and pythons > 1:
             button.setText(f"Compare {pythons} PyTorch on {run_target(checked[0])}")
