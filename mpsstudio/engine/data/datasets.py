@@ -142,8 +142,7 @@ def default_cache_dir() -> Path:
 
 # ---------------------------------------------------------------------------------------------- synthetic
 
-
-SYNTHETIC_UNIQUE = 256  # distinct synthetic images; the rest repeat them (random pixels: only the compute matters)
+SYNTHETIC_UNIQUE = 256  # distinct images, repeated: 1,024 of 3x224x224 took ~0.45 s of Run -> first step
 
 
 def _load_synthetic(model_spec: DataSpec | None, size: int, seed: int) -> LoadedDataset:
@@ -155,11 +154,8 @@ def _load_synthetic(model_spec: DataSpec | None, size: int, seed: int) -> Loaded
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, max(1, model_spec.num_classes), (size,), generator=g)
     if model_spec.kind == "image":
-        # SYNTHETIC_UNIQUE random images, repeated to `size`: drawing 1,024 images of 3x224x224 takes ~0.45 s of the
-        # time from Run to the first step, and a run cycles through 4 batches of them anyway (data/batches.py)
-        unique = torch.randint(0, 256, (min(size, SYNTHETIC_UNIQUE), *model_spec.sample_shape), generator=g,
-                               dtype=torch.uint8)
-        x = unique[torch.arange(size) % unique.shape[0]] if unique.shape[0] < size else unique
+        shape = (min(size, SYNTHETIC_UNIQUE), *model_spec.sample_shape)
+        x = torch.randint(0, 256, shape, generator=g, dtype=torch.uint8)[torch.arange(size) % shape[0]]
         mean, std = (0.5,) * model_spec.channels, (0.2887,) * model_spec.channels  # uniform 0..1
     else:
         x = torch.randint(0, max(1, model_spec.vocab_size), (size, model_spec.seq_len), generator=g)

@@ -1,6 +1,7 @@
 """The chart of a comparison by what differs (engine analysis/contrast.py): its headline and sentences, each run's
 throughput over the baseline's as a bar with its interval written beside it, and the baseline chosen here (the
-table's rows are the runs; `history --compare` and the reports print the engine's table)."""
+table's rows are the runs; `history --compare` and the reports print the engine's table). And the chart of a
+scaling over GPUs (engine analysis/scaling.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from PySide6.QtGui import QBrush, QColor, QPalette
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from ...engine.analysis import contrast as contrasts
+from ...engine.analysis.compare import short_machine
+from ...engine.analysis.scaling import Scaling
 from ...engine.basics.formatting import local_time
 from ..style import TIMES
 from .speedup_chart import FoldedVerdict, still_plot
@@ -144,4 +147,103 @@ class ContrastChart(FoldedVerdict, QWidget):
         for name in ("left", "bottom"):
             axis = item.getAxis(name)
             axis.setTextPen(pg.mkPen(text))
+        self.plot.setBackground(palette.color(QPalette.ColorRole.Base))
+
+
+class ScalingChart(FoldedVerdict, QWidget):
+    """One setup on 1, 2, ... N GPUs (engine analysis/scaling.py): the verdict in words, total throughput against
+    GPUs with each point's IQR as whiskers and its speedup and efficiency written beside it, the ideal line (N times
+    one GPU's) dashed, and runs of the same setup elsewhere (a Mac's MPS) as labelled dotted lines."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.scaling: Scaling | None = None
+        self.headline = QLabel()
+        self.headline.setWordWrap(True)
+        self.headline.setTextFormat(Qt.TextFormat.RichText)
+        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.plot = still_plot(90)
+        self.plot.setToolTip("Samples per second of all GPUs together (median over the measurement windows; whiskers: "
+                             "the middle half of the windows). Dashed: N times one GPU's, perfect scaling.")
+        self._make_fold()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)
+        layout.addWidget(self.headline)
+        layout.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.details)
+        layout.addWidget(self.plot, 1)
+
+    def points(self) -> list[tuple[int, float]]:
+        return [(p.gpus, p.samples_per_s) for p in self.scaling.points] if self.scaling else []
+
+    def show_scaling(self, s: Scaling | None) -> None:
+        self.scaling = s
+        self.plot.getPlotItem().clear()
+        if s is None:
+            self.headline.clear()
+            self.details.clear()
+            self.more.hide()
+            return
+        c = s.points[0].run.config
+        short = f"{c.model} · batch {c.batch_size} per GPU · {c.precision}{' · channels_last' if c.channels_last else ''}"
+        title = f"<span style='font-size:15pt; font-weight:600'>{html.escape(short)}</span>"
+        self.headline.setText("<br>".join([title, html.escape(s.verdict())]))
+        notes = [f"{p.gpus} GPUs: the all-reduce's share is the {p.communication['method']}." for p in s.points
+                 if p.communication]
+        self.details.setText("\n\n".join([f"Measured on {s.machine}: {s.title()}.", *s.beside_sentences(), *notes]))
+        self.more.setVisible(bool(self.details.text()))
+        self._fold(self.more.isChecked())
+        self._draw(s)
+
+    def _draw(self, s: Scaling) -> None:
+        item = self.plot.getPlotItem()
+        palette = self.palette()
+        text = palette.color(QPalette.ColorRole.Text)
+        accent = palette.color(QPalette.ColorRole.Highlight)
+        xs = np.array([p.gpus for p in s.points], dtype=float)
+        ys = np.array([p.samples_per_s for p in s.points], dtype=float)
+        top = max([*ys, *(float(r.summary["samples_per_s"]) for r in s.beside)])
+        one = s.one
+        if one is not None:
+            faint = QColor(text)
+            faint.setAlphaF(0.5)
+            ideal = item.plot([1, xs.max()], [one.samples_per_s, one.samples_per_s * xs.max()],
+                              pen=pg.mkPen(faint, width=1, style=Qt.PenStyle.DashLine))
+            ideal.setZValue(-1)
+            top = max(top, one.samples_per_s * xs.max())
+        item.plot(xs, ys, pen=pg.mkPen(accent, width=2), symbol="o", symbolSize=8, symbolBrush=pg.mkBrush(accent),
+                  symbolPen=pg.mkPen(accent))
+        lows = [p.iqr[0] if p.iqr[0] is not None else p.samples_per_s for p in s.points]
+        highs = [p.iqr[1] if p.iqr[1] is not None else p.samples_per_s for p in s.points]
+        item.addItem(pg.ErrorBarItem(x=xs, y=ys, top=np.array(highs) - ys, bottom=ys - np.array(lows), beam=0.08,
+                                     pen=pg.mkPen(text, width=1)))
+        for p in s.points:
+            words = f"{p.samples_per_s:,.0f}/s"
+            if p.speedup is not None and p.gpus > 1:
+                words += f"  {contrasts.times_text(p.speedup)}{TIMES}"
+                if p.low is not None and p.high is not None:
+                    words += f" [{contrasts.times_text(p.low)}\u2013{contrasts.times_text(p.high)}]"
+                words += f" · {100 * p.efficiency:.0f} %"
+            label = pg.TextItem(words, color=text, anchor=(0.5 if p.gpus == 1 else 1.0, 1.2))
+            label.setPos(p.gpus, p.samples_per_s)
+            item.addItem(label)
+        dotted = QColor(text)
+        dotted.setAlphaF(0.7)
+        for r in s.beside:
+            rate = float(r.summary["samples_per_s"])
+            item.addItem(pg.InfiniteLine(pos=rate, angle=0, pen=pg.mkPen(dotted, width=1, style=Qt.PenStyle.DotLine)))
+            label = pg.TextItem(f"{short_machine(r.machine)} {r.config.device}: {rate:,.0f}/s", color=text,
+                                anchor=(0, 1))
+            label.setPos(1, rate)
+            item.addItem(label)
+        item.getAxis("bottom").setTicks([[(float(p.gpus), str(p.gpus)) for p in s.points]])
+        item.setLabel("bottom", "GPUs", color=text.name())
+        item.setLabel("left", "samples/s", color=text.name())
+        item.setXRange(0.6, xs.max() + 0.4, padding=0)
+        item.setYRange(0, top * 1.32, padding=0)  # room for the top point's words
+        item.showGrid(x=False, y=True, alpha=0.15)
+        for name in ("left", "bottom"):
+            item.getAxis(name).setTextPen(pg.mkPen(text))
         self.plot.setBackground(palette.color(QPalette.ColorRole.Base))

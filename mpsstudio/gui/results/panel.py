@@ -18,7 +18,7 @@ from ...engine.basics.formatting import plural
 from ...engine.basics.results import RunResult
 from ...engine.history.store import RunStore
 from ..style import keys, placeholder_label
-from .contrast_chart import ContrastChart
+from .contrast_chart import ContrastChart, ScalingChart
 from .deleting import DeletingMixin, UndoBar
 from .files import FilesMixin
 from .reports import ReportsMixin
@@ -55,6 +55,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         self.chart = SpeedupChart()
         self.contrast_chart = ContrastChart()
         self.contrast_chart.baseline_chosen.connect(self._choose_baseline)
+        self.scaling_chart = ScalingChart()
         self._baseline_id: str | None = None  # the baseline the user chose for the comparisons by what differs
         self._make_actions()
 
@@ -105,6 +106,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         self._chart_stack = QStackedLayout()
         self._chart_stack.addWidget(self.chart)
         self._chart_stack.addWidget(self.contrast_chart)
+        self._chart_stack.addWidget(self.scaling_chart)
         right = QVBoxLayout(charts)
         right.setContentsMargins(0, 0, 0, 0)
         right.setSpacing(4)

@@ -77,8 +77,12 @@ class SelectionMixin:
                                                                                                     run.status)
             hint = f"This run {what}; only finished runs are compared"
         self._fill_compare_choices(run)
-        shown = self.shown_contrast()
-        if shown is not None:
+        scaling = self.shown_scaling()
+        shown = self.shown_contrast() if scaling is None else None
+        if scaling is not None:
+            self._chart_stack.setCurrentWidget(self.scaling_chart)
+            self.scaling_chart.show_scaling(scaling)
+        elif shown is not None:
             self._chart_stack.setCurrentWidget(self.contrast_chart)
             self.contrast_chart.show_contrast(shown)
         else:
@@ -106,6 +110,8 @@ class SelectionMixin:
             runs = self.whole_or_summary(ids)
             if len(runs) >= 2:
                 out.append((f"The {len(runs)} selected runs", "selected", ("selected", [r.id for r in runs])))
+        if run is not None and self._scaling_of(run) is not None:
+            out.append(("GPUs (scaling)", "scaling", ("scaling",)))
         if run is not None:
             for c in contrast.contrasts(self.model.runs(), containing=run.id):
                 label = ("Environments (torch, macOS, machine…)" if c.kind == "environment"
@@ -119,6 +125,8 @@ class SelectionMixin:
         return [self.model.run_at(r) for r in rows if r is not None]
 
     def _fill_compare_choices(self, run: RunResult | None) -> None:
+        from ...engine.analysis.scaling import world_of
+
         choices = self._contrast_choices(run)
         selection = tuple(self.selected_ids())
         if selection != getattr(self, "_compared_selection", None):  # another selection: the defaults again
@@ -132,6 +140,9 @@ class SelectionMixin:
         keys = [key for _, key, _ in choices]
         if getattr(self, "_user_choice", None) in keys:  # what the user picked for this selection stays
             self.compare_combo.setCurrentIndex(keys.index(self._user_choice))
+        elif "scaling" in keys and previous != "selected" and run is not None and world_of(run) > 1:
+            # a run on several GPUs: its scaling first
+            self.compare_combo.setCurrentIndex(keys.index("scaling"))
         elif previous in keys and not (previous == "devices" and "selected" in keys):
             self.compare_combo.setCurrentIndex(keys.index(previous))
         elif "selected" in keys:
@@ -139,13 +150,28 @@ class SelectionMixin:
         self.compare_combo.blockSignals(False)
         self.compare_bar.setVisible(len(choices) > 1 or (len(choices) == 1 and keys[0] != "devices"))
 
+    def _scaling_of(self, run: RunResult):
+        """The scaling over GPUs the run belongs to (engine analysis/scaling.py), None when it belongs to none."""
+        from ...engine.analysis import scaling
+
+        if run.status != "finished":
+            return None
+        return next((s for s in scaling.scalings(self.model.runs()) if run.id in {r.id for r in s.runs}), None)
+
+    def shown_scaling(self):
+        """The scaling the Compare menu shows, None when it shows something else."""
+        if self.compare_combo.currentData() != "scaling":
+            return None
+        run = self._current_run()
+        return self._scaling_of(run) if run is not None else None
+
     def shown_contrast(self):
         """The comparison by what differs the Compare menu shows (None: the devices' chart)."""
         from ...engine.analysis import contrast
 
         key = self.compare_combo.currentData()
         what = getattr(self, "_choices", {}).get(key)
-        if what is None:
+        if what is None or what[0] == "scaling":
             return None
         run = self._current_run()
         baseline = self._baseline_id
