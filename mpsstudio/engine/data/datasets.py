@@ -177,7 +177,6 @@ def _load_shapes() -> LoadedDataset:
 
 # ---------------------------------------------------------------------------------------------- MNIST family
 
-
 @dataclass(frozen=True)
 class _Mnist:
     name: str          # our name
@@ -332,7 +331,6 @@ def _load_cifar10(root: Path, download: bool, progress: Progress | None) -> Load
 
 # ---------------------------------------------------------------------------------------------- folders
 
-
 def _load_folder(path: str, image_size: int | None, seed: int, val_fraction: float,
                  progress: Progress | None) -> LoadedDataset:
     report = inspect_folder(path, image_size=image_size, progress=progress)
@@ -360,7 +358,6 @@ def _load_folder(path: str, image_size: int | None, seed: int, val_fraction: flo
 
 
 # ---------------------------------------------------------------------------------------------- entry point
-
 
 def _canonical(name: str) -> str:
     key = name.strip().lower().replace("-", "_")
