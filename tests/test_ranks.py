@@ -50,10 +50,12 @@ NVLINK_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", 
 
 
 def ranked(tmp_path, **kwargs) -> RunConfig:
+    """Two ranks of the misbehaving model. Inference: the ranks still meet at every window's end (the agreement is a
+    collective) without an optimizer, whose first use imports torch._dynamo (~1.6 s a rank on this machine)."""
     model = tmp_path / "bad_rank.py"
     model.write_text(BAD_RANK)
     settings = dict(model=str(model), dataset="synthetic", device="cpu", batch_size=8, steps=40, epochs=None,
-                    warmup_steps=2, gpus=2, window_s=0.05, image_size=8, rank_timeout_s=2.0)
+                    warmup_steps=2, gpus=2, window_s=0.05, image_size=8, rank_timeout_s=2.0, mode="inference")
     settings.update(kwargs)
     return RunConfig(**settings).validate()
 
@@ -128,7 +130,7 @@ def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path
 @pytest.mark.parametrize("how, words", [
     ("raise", "Rank 1 of 2 failed: The run stopped with an error: ValueError: rank trouble on purpose"),
     ("hang", "Rank 1 stopped answering: rank 0 of 2 waited 2 s for it at a collective (the ranks' timeout, "
-             "--rank-timeout) and the run was ended (RuntimeError: Timed out"),
+             "--rank-timeout) and the run was ended (RuntimeError: "),
 ])
 def test_a_rank_that_raises_or_hangs_fails_the_run_naming_it(tmp_path, monkeypatch, how, words):
     monkeypatch.setenv("BAD_HOW", how)

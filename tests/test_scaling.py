@@ -85,6 +85,11 @@ def test_the_lent_machines_runs_import_as_a_scaling(tmp_path):
     back = tmp_path / "again.json"
     export_json(runs, back)
     assert [r.config.gpus for r in import_json(back)] == [1, 2]
+    from mpsstudio.engine.report import parts, render
+
+    text = render.to_markdown(parts.report(parts.run_parts(runs[1], runs), runs=runs))
+    assert "## Scaling over GPUs: resnet50 on synthetic, batch 128 per GPU" in text
+    assert "1.86x [1.81-1.90] faster than one (93 % efficiency [90-95])" in text and "| 2 | 6,979 [" in text
 
 
 def test_the_window_shows_the_gpus_field_only_where_there_are_several(qtbot):

@@ -108,6 +108,12 @@ def _run_parts(chosen, all_runs):
         if any(r.id in ids for r in c.runs):
             out.append(lambda ins, dia, c=c: reporting.contrast_part(c, dia))
             seen |= {r.id for r in c.runs}
+    from ..engine.analysis.scaling import scalings
+
+    for found in scalings(list(all_runs)):
+        if any(r.id in ids for r in found.runs):
+            out.append(lambda ins, dia, found=found: reporting.scaling_part(found))
+            seen |= {r.id for r in found.runs}
     for r in chosen:
         if r.id not in seen:
             out.append(lambda ins, dia, r=r: reporting.run_parts(r, [r])[0])

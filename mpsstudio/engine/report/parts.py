@@ -10,6 +10,7 @@ from ... import __version__
 from ..analysis import contrast as contrasts
 from ..analysis.compare import Comparison, compare, interval_name, short_machine
 from ..analysis.differences import environment_items
+from ..analysis.scaling import scalings
 from ..analysis.verdict import headline, verdicts
 from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, is_finite, plural, printable
 from ..basics.results import now_iso
@@ -69,11 +70,32 @@ def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part
                 fmt_timestamp(c.baseline.created_at), columns)
 
 
+def scaling_part(s) -> Part:
+    """One setup on 1, 2, ... N GPUs (analysis/scaling.py): the verdict, the scaling table, throughput per count."""
+    headers, rows = s.table()
+    labels = [f"{p.gpus} GPU{'s' if p.gpus > 1 else ''}" for p in s.points] + [
+        f"{r.config.device} \u2014 {short_machine(r.machine)}" for r in s.beside]
+    values = [p.samples_per_s for p in s.points] + [float(r.summary["samples_per_s"]) for r in s.beside]
+    lows = [p.iqr[0] for p in s.points] + [None] * len(s.beside)
+    highs = [p.iqr[1] for p in s.points] + [None] * len(s.beside)
+    chart = Chart(labels, values, "samples/s, all GPUs (median; whiskers: the middle half of the windows)", lows, highs,
+                  None, ["noisy" if p.run.summary.get("stability") == "noisy" else "" for p in s.points]
+                  + [""] * len(s.beside))
+    methods = [f"{p.gpus} GPUs: the all-reduce's share is the {p.communication['method']}." for p in s.points
+               if p.communication]
+    table = Table(headers, rows, [True, True, True, False, False, False, False],
+                  "Samples/s: every GPU's samples over the slowest rank's window (median, IQR). Speedup over the one-GPU "
+                  "run and efficiency (speedup / GPUs) with the 95 % window-bootstrap interval.")
+    return Part(f"Scaling over GPUs: {s.title()}", s.verdict(), [*s.beside_sentences(), *methods], [table], chart,
+                environment_items(s.points[-1].run.env), fmt_timestamp(max(r.created_at for r in s.runs)))
+
+
 def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequence[dict] = (),
               diagnoses: Sequence[dict] = ()) -> list[Part]:
     """A run: its device comparison and every comparison by what differs that holds it; else the run alone."""
     parts = [comparison_part(c, inspections) for c in compare(list(all_runs)) if c.entry_of(run) is not None]
     parts += [contrast_part(c, diagnoses) for c in contrasts.contrasts(all_runs, containing=run.id)]
+    parts += [scaling_part(found) for found in scalings(all_runs) if run.id in {r.id for r in found.runs}]
     if parts:
         return parts
     s = run.summary

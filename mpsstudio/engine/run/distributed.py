@@ -129,6 +129,9 @@ class _Launch:
 
     def run(self) -> RunResult:
         folder = tempfile.mkdtemp(prefix="ranks-")
+        if len(folder) > 90:  # a Unix socket's path holds 104-108 bytes: a deep temp folder gets a short one instead
+            os.rmdir(folder)
+            folder = tempfile.mkdtemp(prefix="mpsstudio-ranks-", dir="/tmp" if os.path.isdir("/tmp") else None)
         address, key = os.path.join(folder, "s"), secrets.token_hex(16)
         listener = Listener(address, family="AF_UNIX", authkey=bytes.fromhex(key))
         try:
@@ -164,7 +167,7 @@ class _Launch:
         while True:
             try:
                 conn = listener.accept()
-            except (OSError, EOFError, ValueError):  # closed at the end, or a connection without the key
+            except Exception:  # closed at the end, or a connection without the key (AuthenticationError)
                 if listener._listener is None:  # noqa: SLF001 (closed: the launch is over)
                     return
                 continue
@@ -184,11 +187,12 @@ class _Launch:
             if not isinstance(message, tuple) or not message:
                 continue
             if message[0] == "hello" and rank is None and len(message) == 5:
-                rank = int(message[1])
-                self.conns[rank] = conn
-                self.pids[rank] = int(message[4])
-                self.world = int(message[3])
-                conn.send(("config", self.config.to_dict()))
+                try:
+                    rank, world, pid = int(message[1]), int(message[3]), int(message[4])
+                    conn.send(("config", self.config.to_dict()))
+                except (TypeError, ValueError, OSError):
+                    continue
+                self.conns[rank], self.pids[rank], self.world = conn, pid, world
             self.messages.put(message if message[0] != "hello" else ("hello", rank))
 
     def _read_output(self) -> None:

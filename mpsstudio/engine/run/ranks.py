@@ -29,7 +29,7 @@ import torch.distributed as dist
 from ..basics.config import RunConfig
 
 COMM_PAIRS = 6  # pairs of spans (all-reduce, no_sync) the communication share is the median of
-COMM_SPAN_S = 0.25  # at least this much work per span
+COMM_SPAN_S = 0.25  # at most this much work per span (at least two windows' worth when windows are shorter)
 
 
 class Ranks:
@@ -118,7 +118,8 @@ class Ranks:
         model = steps.model
         if self.world < 2 or self.config.mode != "train" or self.config.accumulate > 1 or not hasattr(model, "no_sync"):
             return
-        n = max(2, round(COMM_SPAN_S * steps_per_s * 1.0)) if steps_per_s > 0 else 2
+        span_s = min(COMM_SPAN_S, 2 * self.config.window_s)
+        n = max(2, round(span_s * steps_per_s)) if steps_per_s > 0 else 2
         n = min(n, 200)
         pairs = []
         for i in range(COMM_PAIRS):

@@ -17,7 +17,7 @@ class ReportsMixin:
         selected run; None when nothing is selected."""
         if not self.selected_ids():
             return None
-        return self.shown_contrast() or self.current_comparison() or self._current_run()
+        return self.shown_scaling() or self.shown_contrast() or self.current_comparison() or self._current_run()
 
     def current_report(self):
         """The engine's report of what the chart shows; None when nothing is."""
@@ -26,7 +26,11 @@ class ReportsMixin:
         from ...engine.analysis.compare import Comparison
         from ...engine.analysis.contrast import Contrast
 
+        from ...engine.analysis.scaling import Scaling
+
         what = self.current_report_source()
+        if isinstance(what, Scaling):
+            return reporting.report([reporting.scaling_part(what)], runs=what.runs)
         if isinstance(what, Contrast):
             return reporting.report([reporting.contrast_part(what, self.contrast_chart.diagnoses)], runs=what.runs)
         if isinstance(what, Comparison):
