@@ -43,6 +43,10 @@ def pytest_sessionstart(session):
         import mpsstudio.gui.window  # noqa: F401
     except ImportError:  # no PySide6
         pass
+    # the first optimizer imports torch._dynamo (and sympy: ~1M objects) and the built-in models import torchvision's:
+    # loaded before the freeze, so no full collection (the engine's between max-batch probes among them) walks them
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    import torchvision.models  # noqa: F401
     gc.freeze()
 
 

@@ -34,8 +34,8 @@ POOL: "WarmPool | None" = None  # the session's pool (conftest sets it)
 
 # what the suite's forkserver imports once, so that a run process forked from it starts in milliseconds instead of
 # ~3 s of `import torch` (spent on the machine's 2 cores beside the tests that run meanwhile)
-PRELOAD = ["torch", "torchvision", "mpsstudio.engine.run.session", "mpsstudio.engine.process.child",
-           "mpsstudio.engine.tools.registry"]
+PRELOAD = ["torch", "torchvision", "torchvision.models", "torch._dynamo", "mpsstudio.engine.run.session",
+           "mpsstudio.engine.process.child", "mpsstudio.engine.tools.registry"]  # torch._dynamo: a first optimizer's
 
 
 def use_forkserver() -> None:
