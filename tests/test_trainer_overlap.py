@@ -73,3 +73,69 @@ def test_a_step_that_fails_after_a_gpu_window_keeps_that_window(fake_mps, monkey
     assert [w.steps_done for w in windows] == [5, 10, 15]
     assert [w["first_step"] + w["steps"] - 1 for w in result.windows] == [5, 10, 15]
     assert isinstance(seen[-1], Ended)
+
+
+class _StreamClock:
+    """CUDA's events as the run loop uses them, on the CPU: a mark holds the device time of the steps queued before
+    it (one second a forward pass here), and the loop reads it only after the next step is queued."""
+
+    def __init__(self, state):
+        self.state, self.reads = state, []
+
+    def install(self, monkeypatch):
+        from mpsstudio.engine.run import windows
+
+        clock = self
+
+        class Mark:
+            def __init__(self):
+                self.t = float(clock.state["calls"])
+
+            def synchronize(self):
+                clock.reads.append(clock.state["calls"])
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1000.0
+        monkeypatch.setattr(windows.StreamMarks, "__init__", lambda marks, device: setattr(marks, "enabled", True))
+        monkeypatch.setattr(windows.StreamMarks, "mark", lambda marks: Mark())
+
+
+def test_cuda_windows_are_timed_by_marks_in_the_stream_read_once_the_next_step_is_queued(monkeypatch):
+    """On CUDA a window's end is a mark in the stream and its losses a copy queued beside it: no drain. The host
+    reads both once the next step is queued, and the window's seconds are the device's between two marks."""
+    state = _count_forwards(monkeypatch)
+    clock = _StreamClock(state)
+    clock.install(monkeypatch)
+    seen = []
+    cfg = RunConfig(model="mlp", dataset="tiny", device="cpu", batch_size=16, steps=40, epochs=None, warmup_steps=4,
+                    window_s=60.0)
+    result = trainer.run(cfg, data=tiny_data(), on_event=lambda e: seen.append((e, state["calls"])))
+    assert result.status == "finished", result.error
+    [before] = [n - 4 for e, n in seen if isinstance(e, Warmup)]
+    windows = [(e, n - before) for e, n in seen if isinstance(e, Window)]
+    assert len(windows) >= 4
+    assert all(n == e.steps_done + 1 for e, n in windows[:-1])  # recorded once the next step was queued
+    assert [w["seconds"] for w in result.windows] == [float(w["steps"]) for w in result.windows]  # the marks' time
+    assert len(result.losses) == 44 and all(isinstance(v, float) for v in result.losses)
+
+
+def test_a_nan_in_a_window_timed_by_marks_names_its_step(monkeypatch):
+    import torch
+
+    state = _count_forwards(monkeypatch)
+    _StreamClock(state).install(monkeypatch)
+    real = models.build_model
+
+    def build(name, spec):
+        model = real(name, spec)
+        model.register_forward_hook(lambda m, args, out: out * float("nan") if state["calls"] - 4 >= 12 else out)
+        return model
+    monkeypatch.setattr(models, "build_model", build)
+    cfg = RunConfig(model="mlp", dataset="tiny", device="cpu", batch_size=16, steps=40, epochs=None, warmup_steps=4,
+                    window_s=60.0)
+    result = trainer.run(cfg, data=tiny_data())
+    assert result.status == "failed" and "step" in result.error.lower() and "nan" in result.error.lower()
+    losses = torch.tensor(result.losses)
+    first = int(torch.isnan(losses).nonzero()[0])
+    assert first == 4 + 12 - 1 and torch.isnan(losses[first:]).all()  # kept once: no finite loss after the NaNs
+    assert f"NaN at step {first + 1};" in result.error  # the step the window held, counted from the first

@@ -155,9 +155,9 @@ class RunLoop:
                 win_wait += time.perf_counter() - t
                 self.shapes.add(shape_key(x))  # distinct input shapes: the driver's caches grow with them (memory.py)
                 win_losses.append(step_fn(x, y) if step > 1 else steps.first(step_fn, x, y))
-                if pending is not None:
-                    self._settle(pending)
-                    pending = None
+                if pending is not None:  # (cleared first: a window that fails its check is not settled twice)
+                    settling, pending = pending, None
+                    self._settle(settling)
                 # epochs matter only in epoch mode: a steps run closes windows by time alone
                 epoch_end = by_epoch and step % p.steps_per_epoch == 0
                 in_warm = step <= p.warm
@@ -176,8 +176,8 @@ class RunLoop:
                     pending = (first, staged, None, win_wait, step, now - run_start, eta, reading, (start_mark, end_mark))
                     start_mark, win_losses, win_wait = end_mark, [], 0.0
                     if self.stop():
-                        self._settle(pending)
-                        pending = None
+                        settling, pending = pending, None
+                        self._settle(settling)
                         win.close_span()
                         self._close_wall(warm_end, validation_s)
                         raise Cancelled()
@@ -205,8 +205,8 @@ class RunLoop:
                     eta = spent / done * (p.total - step) if done > 0 else None
                     pending = (first, values, seconds, win_wait, step, now - run_start, eta, reading, timed)
                     if not overlap or epoch_end or step == p.total:
-                        self._settle(pending)
-                        pending = None
+                        settling, pending = pending, None
+                        self._settle(settling)
                 win_losses, win_wait = [], 0.0
                 if epoch_end:
                     epoch += 1
@@ -217,8 +217,8 @@ class RunLoop:
                         break
                 if self.stop():
                     if pending is not None:
-                        self._settle(pending)
-                        pending = None
+                        settling, pending = pending, None
+                        self._settle(settling)
                     win.close_span()
                     self._close_wall(warm_end, validation_s)
                     raise Cancelled()

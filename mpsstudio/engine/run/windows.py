@@ -60,7 +60,7 @@ class Windows:
         """The window's losses copied to pinned host memory without waiting (read by `unstage` once the device has
         passed the window's end mark)."""
         losses = torch.stack(win_losses).float()
-        host = torch.empty(losses.shape, dtype=losses.dtype, pin_memory=True)
+        host = torch.empty(losses.shape, dtype=losses.dtype, pin_memory=losses.is_cuda)
         return host.copy_(losses, non_blocking=True)
 
     def unstage(self, host: torch.Tensor, first: int) -> list[float]:
