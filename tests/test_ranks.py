@@ -238,6 +238,7 @@ def test_bad_gpu_arguments_are_one_sentence(args, words, capsys, tmp_path, monke
     (dict(torchrun=["--nproc-per-node=8"]), "'--nproc-per-node=8' is not a torchrun option MPS Studio passes on"),
     (dict(torchrun=["--max-restarts=3"]), "is not a torchrun option"),
     (dict(torchrun="--nnodes=2"), "torchrun's options must be a list"),
+    (dict(torchrun=["--nnodes=2"]), "A run on several machines needs where they meet: give --rdzv-endpoint"),
     (dict(gpus=True), "The number of GPUs must be a whole number"),
     (dict(rank_timeout_s=float("nan")), "The ranks' timeout must be between"),
 ])

@@ -253,6 +253,11 @@ class RunConfig:
             if arg.startswith("-") and name not in TORCHRUN_OPTIONS:
                 raise UserError(f"{_shown(arg)} is not a torchrun option MPS Studio passes on; give only "
                                 f"{', '.join(TORCHRUN_OPTIONS)} (--gpus sets --nproc-per-node).")
+        given = {a.split("=", 1)[0].replace("_", "-"): a.split("=", 1)[-1] for a in args if a.startswith("-")}
+        if given.get("--nnodes", "1") not in ("1", "1:1") and not ({"--rdzv-endpoint", "--master-addr"} & set(given)):
+            raise UserError("A run on several machines needs where they meet: give --rdzv-endpoint HOST:PORT (with "
+                            "--rdzv-backend c10d and a shared --rdzv-id) or --master-addr and --node-rank, the same on "
+                            "every machine.")
         if not self.distributed:
             return
         if self.is_script:
