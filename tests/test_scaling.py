@@ -48,6 +48,11 @@ def test_a_second_gpu_that_gains_nothing_is_said_so():
     assert "try a larger batch per GPU" in found.verdict()
 
 
+def test_more_than_n_times_one_gpu_is_said_to_be_suspect():
+    found = scaling_of([on_gpus(1, 100.0), on_gpus(2, 2000.0)])
+    assert "More than 2 times one GPU is rare: check that the one-GPU run was not slowed" in found.verdict()
+
+
 def test_without_a_one_gpu_run_it_says_what_to_run():
     found = scaling_of([on_gpus(2, 1900.0)])
     assert found.one is None and "run --gpus 1,2 for the speedup over one" in found.verdict()

@@ -70,7 +70,9 @@ def gpu_counts(text: str | None) -> list[int]:
     if text is None:
         return []
     parts = [p.strip() for p in str(text).split(",")]
-    if not parts or not all(p.isdigit() and len(p) <= 3 for p in parts) or len(parts) > 16:
+    if len(parts) > 16:
+        raise UserError(f"--gpus takes at most 16 counts, not {len(parts)}; give fewer, such as 1,2,4,8.")
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):  # not "²" or "①"
         raise UserError(f"--gpus takes a number of GPUs or a list such as 1,2,4, not {printable(text)[:40]!r}.")
     counts = list(dict.fromkeys(int(p) for p in parts))
     for n in counts:

@@ -17,6 +17,7 @@ from ..basics.formatting import fmt_bytes
 from ..basics.results import RunResult
 from .compare import _rates, _seed, bootstrap_ratio, short_machine
 
+SUPERLINEAR = 1.05  # an efficiency whose interval lies above this: said to be suspect
 LAUNCH_BOUND = 1.10  # a speedup whose interval lies below this: "a second GPU gains nothing"
 SPREAD_KEYS = ("gpus", "torchrun")
 
@@ -122,13 +123,22 @@ class Scaling:
             return f"{top.gpus} {device}s: no throughput to compare."
         if top.high is not None and top.high < LAUNCH_BOUND:
             return (f"more {device}s gain nothing here: {top.gpus} train {model} {top.speedup:.2f}x "
-                    f"[{top.low:.2f}-{top.high:.2f}] as fast as one{comm}; the step is too short for the all-reduce "
-                    "to hide behind (launch- or communication-bound): try a larger batch per GPU.")
+                    f"[{top.low:.2f}-{top.high:.2f}] as fast as one{comm}; " +
+                    ("the step is too short for the all-reduce to hide behind (launch- or communication-bound): try "
+                     "a larger batch per GPU." if device == "GPU" else "CPU ranks share this CPU's cores: this tries "
+                     "the distributed path; it is no speedup to expect."))
         interval = f" [{top.low:.2f}-{top.high:.2f}]" if top.low is not None else " (too few windows for an interval)"
         eff = top.efficiency_interval
         eff_words = (f"{100 * top.efficiency:.0f} % efficiency [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else
                      f"{100 * top.efficiency:.0f} % efficiency")
-        return f"{top.gpus} {device}s train {model} {top.speedup:.2f}x{interval} faster than one ({eff_words}){comm}."
+        words = f"{top.gpus} {device}s train {model} {top.speedup:.2f}x{interval} faster than one ({eff_words}){comm}."
+        if eff is not None and eff[0] > SUPERLINEAR:  # more than N times one: the one-GPU run is suspect first
+            words += (f" More than {top.gpus} times one {device} is rare: check that the one-{device} run was not "
+                      f"slowed by something else (its stability: {self.one.run.summary.get('stability') or 'unknown'})"
+                      " and repeat it (--repeat).")
+        if device != "GPU":
+            words += " CPU ranks share this CPU's cores: this tries the distributed path; it is no speedup to expect."
+        return words
 
     def table(self) -> tuple[list[str], list[list[str]]]:
         """The scaling as a table: one row per number of GPUs, then the runs beside it."""

@@ -254,6 +254,7 @@ class RunConfig:
                 raise UserError(f"{_shown(arg)} is not a torchrun option MPS Studio passes on; give only "
                                 f"{', '.join(TORCHRUN_OPTIONS)} (--gpus sets --nproc-per-node).")
         given = {a.split("=", 1)[0].replace("_", "-"): a.split("=", 1)[-1] for a in args if a.startswith("-")}
+        _check_torchrun_values(given)
         if given.get("--nnodes", "1") not in ("1", "1:1") and not ({"--rdzv-endpoint", "--master-addr"} & set(given)):
             raise UserError("A run on several machines needs where they meet: give --rdzv-endpoint HOST:PORT (with "
                             "--rdzv-backend c10d and a shared --rdzv-id) or --master-addr and --node-rank, the same on "
@@ -307,6 +308,33 @@ def _key_names() -> tuple[str, ...]:
     """RunConfig's field names but the device and the interpreter, sorted (once: a history of 10,000 runs asks
     10,000 times)."""
     return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python", "rank_timeout_s")))
+
+
+def _check_torchrun_values(given: dict) -> None:
+    """torchrun's options' values, before torchrun starts (it would say so in a traceback, or ignore them)."""
+    def port(text: str, what: str) -> None:
+        if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
+            raise UserError(f"{what} must be a port from 1 to 65535, not {_shown(text)}.")
+    nodes = given.get("--nnodes", "1")
+    counts = nodes.split(":") if nodes.count(":") <= 1 else []
+    if not counts or not all(c.isascii() and c.isdigit() and 1 <= int(c) <= 100_000 for c in counts) or \
+            int(counts[0]) > int(counts[-1]):
+        raise UserError(f"--nnodes is a number of machines (or MIN:MAX), not {_shown(nodes)}.")
+    if "--node-rank" in given:
+        rank = given["--node-rank"]
+        if not (rank.isascii() and rank.isdigit() and int(rank) < int(counts[-1])):
+            raise UserError(f"--node-rank is this machine's number, from 0 to {int(counts[-1]) - 1}, not "
+                            f"{_shown(rank)}.")
+    if "--master-port" in given:
+        port(given["--master-port"], "--master-port")
+    if "--rdzv-endpoint" in given:
+        host, _, number = given["--rdzv-endpoint"].rpartition(":")
+        if not host or not host.strip():
+            raise UserError(f"--rdzv-endpoint is HOST:PORT, not {_shown(given['--rdzv-endpoint'])}.")
+        port(number, "--rdzv-endpoint's port")
+    if "--master-port" in given and not ({"--master-addr", "--nnodes"} & set(given)):
+        raise UserError("--master-port is where the machines of a run on several meet; on one machine torchrun picks "
+                        "a free port itself: drop it, or give --nnodes and --master-addr too.")
 
 
 def _shown(v) -> str:

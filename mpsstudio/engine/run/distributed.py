@@ -332,8 +332,12 @@ class _Launch:
         return "its process crashed or was killed"
 
     def _launch_failed(self) -> str:
-        last = [line for line in self.output if line.strip()][-3:]
-        said = one_line(printable(" ".join(last)), 240) if last else "nothing"
+        """torchrun's reason: its last line naming an error (a rendezvous it could not reach, say), else its last
+        words, without file paths."""
+        lines = [line.strip() for line in self.output if line.strip() and not line.lstrip().startswith(("*", "File "))]
+        errors = [line for line in lines if re.search(r"\w(Error|Exception)\b", line)]
+        last = errors[-1:] or lines[-1:]
+        said = one_line(printable(_plain(last[0])), 240) if last else "nothing"
         return (f"torchrun ended before the ranks started (it said: {said}); check --gpus and the rendezvous "
                 "options.")
 
