@@ -142,3 +142,14 @@ def test_the_runs_tab_shows_a_scaling_with_its_chart(qtbot, store):  # noqa: F81
     panel.select_ids([runs[0].id])  # the one-GPU run is part of it too, but not shown first
     assert "scaling" in [combo.itemData(i) for i in range(combo.count())]
     assert isinstance(runs[0], RunResult)
+
+
+def test_runs_on_one_and_two_gpus_compared_name_the_gpus_not_torchruns_thread_setting():
+    from mpsstudio.engine.analysis import contrast
+
+    one, two = on_gpus(1, 1000.0), on_gpus(2, 1900.0)
+    one.env, two.env = {**one.env, "threads": 8}, {**two.env, "threads": 1, "env": {"OMP_NUM_THREADS": "1"}}
+    c = contrast.of_runs([one, two])
+    (sentence,) = c.sentences()
+    assert sentence.startswith("GPUs (ranks) 2 is 90 % faster [") and "nothing else differs" in sentence
+    assert contrast.table(c)[1][1][3] == "cuda \u00d72"

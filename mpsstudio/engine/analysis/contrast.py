@@ -29,6 +29,7 @@ from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, 
 from ..basics.results import RunResult
 from .compare import _rates, _seed, bootstrap_ratio, machine_id, short_machine
 from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
+from .scaling import device_label
 
 
 @dataclass
@@ -293,7 +294,7 @@ def _spread(r: RunResult) -> str:
 
 
 def _row(r: RunResult, differs: str, ratio: str) -> list[str]:
-    return [r.id[:8], fmt_timestamp(r.created_at), short_machine(r.machine), printable(r.config.device), differs,
+    return [r.id[:8], fmt_timestamp(r.created_at), short_machine(r.machine), printable(device_label(r)), differs,
             fmt_rate(r.summary.get("samples_per_s")), _spread(r), ratio, str(r.summary.get("stability") or "")]
 
 

@@ -20,7 +20,7 @@ OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "ste
                   "mps_fallback": "MPS fallback", "cast_float64": "float64 cast", "image_size": "image size",
                   "input_shape": "input", "num_classes": "classes", "options": "options",
                   "early_stop_patience": "early stopping", "keep_best": "keep best", "mode": "mode",
-                  "model": "model", "dataset": "dataset"}
+                  "model": "model", "dataset": "dataset", "gpus": "GPUs (ranks)", "torchrun": "torchrun options"}
 
 def _host(env: dict):
     host = env.get("host")
@@ -173,6 +173,9 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
     for d in out:  # how long a run measured, its seed: they change how sure a figure is, not what it measures
         if d.key in MEASUREMENT:
             d.cause = False
+    if any(d.key == "gpus" for d in out):  # torchrun sets OMP_NUM_THREADS=1 for its ranks: a consequence, not a cause
+        for d in out:
+            d.cause = d.cause and d.key not in ("threads", "other_env")
     if any(d.key == "python_env" for d in out) and any(d.kind == "environment" and d.key != "python_env" for d in out):
         for d in out:
             d.cause = d.cause and d.key != "python_env"  # another venv is how another torch came: not a cause

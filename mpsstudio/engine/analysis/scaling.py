@@ -31,6 +31,12 @@ def world_of(r: RunResult) -> int:
     return gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1 else 1
 
 
+def device_label(r: RunResult) -> str:
+    """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all)."""
+    n = world_of(r)
+    return r.config.device if n == 1 else f"{r.config.device} \u00d7{n}"
+
+
 def setup_key(r: RunResult) -> tuple:
     """The setup without how many GPUs ran it (what a scaling groups by)."""
     return tuple((name, repr(getattr(r.config, name))) for name in _key_names() if name not in SPREAD_KEYS)

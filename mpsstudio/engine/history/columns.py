@@ -14,6 +14,7 @@ from ..analysis.energy import fmt_joules
 from ..basics.formatting import (DASH, SPREAD_WORDS, fmt_bytes, fmt_count, fmt_duration, fmt_rate, fmt_spread,
                                   fmt_timestamp, is_finite, one_line, printable, spread_of)
 from ..basics.results import RunResult
+from ..analysis.scaling import device_label
 from ..analysis.summary import epoch_seconds
 
 Speedups = dict[str, "float | None"]
@@ -193,14 +194,6 @@ def format_value(kind: str, value, dash: str = DASH, times: str = "\u00d7") -> s
     if kind == "watts":
         return f"{value:,.1f} W" if value < 100 else f"{value:,.0f} W"
     raise ValueError(f"unknown column kind {kind!r}")
-
-
-def device_label(r: RunResult) -> str:
-    """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all)."""
-    from ..analysis.scaling import world_of
-
-    n = world_of(r)
-    return r.config.device if n == 1 else f"{r.config.device} \u00d7{n}"
 
 
 def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, times: str = "\u00d7") -> str:
