@@ -25,6 +25,7 @@ from ..machine.energy.cpu import descendants
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 END_GRACE_S = 0.3  # after SIGTERM: time the leftovers have to end before SIGKILL
 SHOWN = 3  # processes named in the sentence
+DATA_WORKER = "pt_data_worker"  # the name torch gives a DataLoader's worker process
 
 
 def become_subreaper() -> bool:
@@ -83,6 +84,14 @@ def _in_group_children() -> set[int]:
                 ours.add(p.pid)
         except OSError:  # ended meanwhile
             continue
+    # a DataLoader's worker (torch names it "pt_data_worker") that its loader is still shutting down: once seen
+    # leaving multiprocessing's list while alive on a loaded machine; it ends with the group too
+    try:
+        for child in psutil.Process().children():
+            if child.pid not in ours and child.name() == DATA_WORKER and os.getpgid(child.pid) == group:
+                ours.add(child.pid)
+    except (psutil.Error, OSError):
+        pass
     return ours
 
 
