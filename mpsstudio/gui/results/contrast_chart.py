@@ -34,6 +34,29 @@ def bar_labels(c: contrasts.Contrast, limit: int = LABEL_CHARS) -> list[str]:
     return out
 
 
+def _headline() -> QLabel:
+    """A chart's verdict: rich text, wrapped, selectable, as tall as its words."""
+    label = QLabel()
+    label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+    return label
+
+
+def _verdict_above_plot(chart, row=None) -> None:
+    """The headline, its folded sentences, an optional row of controls, then the plot taking the rest."""
+    layout = QVBoxLayout(chart)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.setSpacing(4)
+    layout.addWidget(chart.headline)
+    layout.addWidget(chart.more, 0, Qt.AlignmentFlag.AlignLeft)
+    layout.addWidget(chart.details)
+    if row is not None:
+        layout.addLayout(row)
+    layout.addWidget(chart.plot, 1)
+
+
 class ContrastChart(FoldedVerdict, QWidget):
     """Runs against a baseline: the verdict in words, a bar per run (its samples/s over the baseline's, the 95 %
     interval as whiskers and in words, noisy runs hatched) and the baseline picker."""
@@ -45,29 +68,18 @@ class ContrastChart(FoldedVerdict, QWidget):
         self.contrast: contrasts.Contrast | None = None
         self.diagnoses: list[dict] = []  # stored diagnose results: where both runs have one, the phase that moved
         self._values: list[float] = []
-        self.headline = QLabel()
-        self.headline.setWordWrap(True)
-        self.headline.setTextFormat(Qt.TextFormat.RichText)
-        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.headline = _headline()
         self.baseline = QComboBox()
         self.baseline.setToolTip("The run the others are divided by.")
         self.baseline.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.baseline.activated.connect(lambda i: self.baseline_chosen.emit(self.baseline.itemData(i)))
         self.plot = still_plot(90)
         self.plot.setToolTip(contrasts.LEGEND[0].upper() + contrasts.LEGEND[1:] + ".")
-        self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self._make_fold()
         row = QHBoxLayout()
         row.addWidget(QLabel("Baseline:"))
         row.addWidget(self.baseline, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(4)
-        layout.addWidget(self.headline)
-        layout.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.details)
-        layout.addLayout(row)
-        layout.addWidget(self.plot, 1)
+        _verdict_above_plot(self, row)
 
     def heights(self) -> list[float]:
         return list(self._values)
@@ -158,22 +170,12 @@ class ScalingChart(FoldedVerdict, QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.scaling: Scaling | None = None
-        self.headline = QLabel()
-        self.headline.setWordWrap(True)
-        self.headline.setTextFormat(Qt.TextFormat.RichText)
-        self.headline.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.headline.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.headline = _headline()
         self.plot = still_plot(90)
         self.plot.setToolTip("Samples per second of all GPUs together (median over the measurement windows; whiskers: "
                              "the middle half of the windows). Dashed: N times one GPU's, perfect scaling.")
         self._make_fold()
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.setSpacing(4)
-        layout.addWidget(self.headline)
-        layout.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.details)
-        layout.addWidget(self.plot, 1)
+        _verdict_above_plot(self)
 
     def points(self) -> list[tuple[int, float]]:
         return [(p.gpus, p.samples_per_s) for p in self.scaling.points] if self.scaling else []
