@@ -27,7 +27,7 @@ import mpsstudio.track as mt  # noqa: E402
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.machine import devices  # noqa: E402
 from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.run import tracked  # noqa: E402
+from mpsstudio.engine.run.script import tracker as tracked  # noqa: E402
 from mpsstudio.engine.run.setup import synthetic_input  # noqa: E402
 
 

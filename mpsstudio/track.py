@@ -54,7 +54,7 @@ def step(loss, batch_size: int | None = None) -> None:
     """One training step is done (call it after optimizer.step()): its loss (a tensor, kept on its device) and its
     samples. Without `batch_size`, the first dimension of the model's input when MPS Studio runs the script (alone,
     give it). A loss that is not one number, or a batch size that is not a whole number from 1, raises at once."""
-    from .engine.run import tracked
+    from .engine.run.script import tracker as tracked
 
     tracker, counter = tracked.ACTIVE["tracker"], tracked.ACTIVE["counter"]
     if counter is not None:
@@ -69,7 +69,7 @@ def step(loss, batch_size: int | None = None) -> None:
 
 def epoch(val_loss: float | None = None, val_accuracy: float | None = None) -> None:
     """The script validated after an epoch: its loss and accuracy (0 to 1) are kept with the run."""
-    from .engine.run import tracked
+    from .engine.run.script import tracker as tracked
 
     if val_loss is not None and not _is_number(val_loss):
         raise TypeError(f"mpsstudio.track.epoch: val_loss must be a number, not {_shown(val_loss)}.")
@@ -126,7 +126,7 @@ def _samples(batch_size) -> int:
 def _start_alone(loss):
     """The script runs by itself: its run is measured here and kept in the history when the script ends."""
     from .engine.basics.config import RunConfig
-    from .engine.run.tracked import Tracker
+    from .engine.run.script.tracker import Tracker
 
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
     dev = getattr(loss, "device", None)

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine.run.script import script_config  # noqa: E402
+from mpsstudio.engine.run.script.runner import script_config  # noqa: E402
 from mpsstudio.gui.script_dialog import ScriptDialog, UNTIL_END  # noqa: E402
 from mpsstudio.gui.setup.model_files import ModelFileGuard  # noqa: E402
 from mpsstudio.gui.window import MainWindow  # noqa: E402

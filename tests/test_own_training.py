@@ -207,7 +207,7 @@ def test_where_the_device_overlaps_a_windows_books_wait_for_the_next_step_and_no
     """On a GPU a window's record goes out once the script has queued its next step (tracked.Tracker.overlap); every
     window is still recorded once, in order, before the epoch that follows it and before the run's end."""
     from mpsstudio.engine.basics.events import Ended, EpochEnd, Window
-    from mpsstudio.engine.run import tracked
+    from mpsstudio.engine.run.script import tracker as tracked
 
     events = []
     config = RunConfig(model="own.py", dataset="script", device="cpu", steps=None, epochs=None, warmup_steps=2,

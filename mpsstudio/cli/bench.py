@@ -126,7 +126,7 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
-          check: tuple[list, float] | None = None, gpus: list[int] | None = None) -> int:
+          check: tuple[list, float] | None = None, gpus: list[int] | None = None, show_output: bool = False) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
@@ -150,11 +150,12 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         print(f"mpsstudio: {line}", file=sys.stderr)
     if cfg.model.endswith(".py"):
         print(f"mpsstudio: {models.user_model_warning(cfg.model)}", file=sys.stderr)
-    progress = Progress(save)
+    progress = Progress(save, show_output=show_output)
     try:
         results = process.run_isolated(order, on_event=progress, progress=download_progress,
                                          timeout_s=timeout_s, repeat=tags,
-                                         save_models=model_files, journal=save)
+                                         save_models=model_files, journal=save,
+                                         on_output=progress.output if cfg.is_script else None)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: keep what ran (the interrupted run as cancelled)
         code, words = interrupted(exc)
         print(format_table(progress.ended))
@@ -237,15 +238,19 @@ def print_regressions(check: tuple[list, float], results) -> bool | None:
 
 def cmd_run(args) -> int:
     """Your own training script on each device in turn, its steps measured (engine/run/script.py)."""
-    from ..engine.run.script import script_config
+    from ..engine.basics.config import MAX_BATCH
+    from ..engine.run.script.runner import parse_device_args, script_config
 
     check_json_path(args.json)
     check_timeout(args.timeout)
-    cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup)
+    if args.batch_size is not None and not 1 <= args.batch_size <= MAX_BATCH:
+        raise UserError(f"--batch-size must be a whole number from 1 to {MAX_BATCH:,}, not {args.batch_size}.")
+    cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup, batch_size=args.batch_size,
+                        device_args=parse_device_args(args.args_for))
     use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat, inspect=False)
+                 rounds=args.repeat, inspect=False, show_output=args.show_output)
 
 
 def cmd_demo(args) -> int:

@@ -175,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the script with another Python environment's python (a venv or conda env with its own "
                         "torch; checked first)")
     r.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end a run that takes longer")
+    r.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="the samples of each step, when the model's input cannot say it (default: read from the "
+                        "model's first input, or mt.step's batch_size)")
+    r.add_argument("--args-for", action="append", default=[], metavar="DEVICE=ARGS",
+                   help="arguments for one device's run only, added after the script's own (e.g. --args-for "
+                        "cuda=\"--accel\"); repeat for other devices")
+    r.add_argument("--show-output", action="store_true",
+                   help="print the script's own output as it comes (default: its last lines under the progress line "
+                        "on a terminal; all of it is kept in the run's output log)")
     r.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
     r.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 

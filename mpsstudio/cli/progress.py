@@ -3,11 +3,13 @@ in the history the moment it ends, --json written at the end, and the verdicts p
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
 from ..engine.basics.config import TF32_NOTE
 from ..engine.basics.errors import UserError
+from ..engine.basics.events import UNBOUNDED_STEPS
 from ..engine.basics.formatting import fmt_duration, printable
 
 
@@ -85,19 +87,41 @@ def download_progress(message: str, fraction: float) -> None:
 
 
 class Progress:
-    """Prints one progress line per run: a live line on a terminal, a line every few seconds otherwise."""
+    """Prints one progress line per run: a live line on a terminal, a line every few seconds otherwise. A script's
+    own output (`output`): every line with `show_output`, else its last line at the end of the live line."""
 
-    def __init__(self, save: bool = False):
+    def __init__(self, save: bool = False, show_output: bool = False):
         self.save, self.kept = save, True
+        self.show_output = show_output
         self.tty = sys.stderr.isatty()
         self.last = 0.0
         self.device = ""
+        self.shown = ""  # the live line, without the output's tail
+        self.tail = ""  # the script's last line of output
         self.ended = []  # every run that ended, also one interrupted by Ctrl-C
 
-    def __call__(self, event) -> None:
-        from ..engine.basics.events import Ended, Started, Warmup, Window
+    def output(self, device: str, text: str) -> None:
+        """What a run's process wrote (run_isolated's on_output)."""
+        lines = [printable(line.rstrip()) for line in text.splitlines() if line.strip()]
+        if not lines:
+            return
+        if self.show_output:
+            if self.tty:
+                print("\r\033[K", end="", file=sys.stderr)
+            for line in lines:
+                print(f"{device} | {line}", file=sys.stderr)
+            if self.tty and self.shown:
+                print(self.shown, end="", file=sys.stderr, flush=True)
+        elif self.tty:
+            self.tail = lines[-1]
+            self._line(self.shown, force=True)
 
-        if isinstance(event, Started):
+    def __call__(self, event) -> None:
+        from ..engine.basics.events import Ended, Notice, Started, Warmup, Window
+
+        if isinstance(event, Notice):
+            self._line(f"{printable(event.device) or self.device}: {printable(event.text)}", force=True, keep=True)
+        elif isinstance(event, Started):
             self.device = event.config["device"]
             if event.run_index == 1:
                 print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
@@ -109,11 +133,14 @@ class Progress:
         elif isinstance(event, Warmup):
             self._line(f"{self.device}: warm-up {fmt_duration(event.seconds)}", force=True)
         elif isinstance(event, Window):
-            done = event.steps_done / event.total_steps
-            left = f", about {fmt_duration(event.eta_s)} left" if event.eta_s is not None else ""
-            bar = "#" * int(done * 20)
-            self._line(f"{self.device}: [{bar:<20}] {done:4.0%} {event.samples_per_s:,.0f} samples/s, "
-                       f"loss {event.losses[-1]:.4f}{left}")
+            rate = f"{event.samples_per_s:,.0f} samples/s, loss {event.losses[-1]:.4f}"
+            if event.total_steps >= UNBOUNDED_STEPS:  # a script that runs to its own end: how far, not a share of it
+                self._line(f"{self.device}: step {event.steps_done:,} · {fmt_duration(event.elapsed_s)} · {rate}")
+            else:
+                done = event.steps_done / event.total_steps
+                left = f", about {fmt_duration(event.eta_s)} left" if event.eta_s is not None else ""
+                bar = "#" * int(done * 20)
+                self._line(f"{self.device}: [{bar:<20}] {done:4.0%} {rate}{left}")
         elif isinstance(event, Ended):
             r = event.result
             self.ended.append(r)
@@ -124,13 +151,23 @@ class Progress:
                     self.kept = save_run(r) and self.kept
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
+            self.shown = self.tail = ""
             print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
 
-    def _line(self, text: str, force: bool = False) -> None:
+    def _line(self, text: str, force: bool = False, keep: bool = False) -> None:
+        """The live line (a terminal) or a line every few seconds; `keep`: a sentence that stays on the screen."""
         now = time.perf_counter()
+        if self.tty and keep:
+            print(f"\r\033[K{text}", file=sys.stderr, flush=True)
+            if self.shown:
+                self._line(self.shown, force=True)
+            return
         if self.tty:
-            print(f"\r\033[K{text}", end="", file=sys.stderr, flush=True)
-        elif force or now - self.last >= 5:
+            self.shown = text
+            width = shutil.get_terminal_size((100, 24)).columns - 1
+            tail = f"  │ {self.tail}" if self.tail and len(text) + 8 < width else ""
+            print(f"\r\033[K{(text + tail)[:width]}", end="", file=sys.stderr, flush=True)
+        elif force or keep or now - self.last >= 5:
             print(text, file=sys.stderr, flush=True)
         else:
             return

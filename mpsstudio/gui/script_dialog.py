@@ -32,7 +32,7 @@ class ScriptDialog(QDialog):
 
     def __init__(self, devices: list[str], last: dict | None = None, parent=None):
         super().__init__(parent)
-        from ..engine.run.script import DEFAULT_WARMUP
+        from ..engine.run.script.runner import DEFAULT_WARMUP
 
         self.setWindowTitle("Run Your Training Script")
         self.config = None
@@ -116,7 +116,7 @@ class ScriptDialog(QDialog):
 
     def accept(self) -> None:
         """Checked by the engine first: a sentence keeps the dialog open."""
-        from ..engine.run.script import script_config
+        from ..engine.run.script.runner import script_config
 
         try:
             self.config = script_config(str(Path(self.path_edit.text().strip()).expanduser()), self.arguments(),

@@ -171,7 +171,7 @@ class Comparison:
     def title(self, sep: str = ", ") -> str:
         """"resnet18 on cifar10, batch 128, fp32" (", inference" for inference runs)."""
         c = self.config
-        parts = [f"{c.model} on {c.dataset}", f"batch {c.batch_size}", c.precision]
+        parts = [c.work_words, c.batch_words, c.precision_words]
         if c.mode != "train":
             parts.append(c.mode)
         if self.repeat and self.paired_rounds() >= 2:

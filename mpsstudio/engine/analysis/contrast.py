@@ -191,13 +191,13 @@ def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
     """"resnet18 on cifar10, batch 64, bf16": what the runs share (`skip`: what differs between them)."""
     parts = []
     if "model" not in skip:
-        parts.append(c.model + (f" on {c.dataset}" if "dataset" not in skip else ""))
+        parts.append(c.work_words if "dataset" not in skip else c.model)
     elif "dataset" not in skip:
         parts.append(f"data {c.dataset}")
     if "batch_size" not in skip:
-        parts.append(f"batch {c.batch_size}")
+        parts.append(c.batch_words)
     if "precision" not in skip:
-        parts.append(c.precision)
+        parts.append(c.precision_words)
     for name, word in (("channels_last", "channels_last"), ("compile", "torch.compile")):
         if getattr(c, name) and name not in skip:
             parts.append(word)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..basics.config import SCRIPT_PER_DEVICE
 from ..basics.formatting import one_line, printable
 from ..basics.results import RunResult
 
@@ -107,6 +108,8 @@ class Difference:
             return value
         if self.key == "host":
             return f"host {value}" if value != "unknown" else "another machine"
+        if self.key.startswith("arg "):  # a script's argument: "--batch_size 16", "--amp on", "--amp not given"
+            return f"{self.label} {value}"
         if self.key == "threads":
             if value[:1].isdigit():
                 return f"{value} CPU thread" + ("" if value == "1" else "s")
@@ -151,13 +154,86 @@ def environment_items(env: dict) -> list[tuple[str, str]]:
     return out
 
 
+def script_arguments(args) -> dict[str, str]:
+    """A script's arguments as {name: value}: "--lr 0.1" and "--lr=0.1" as "--lr": "0.1", a flag alone as "on",
+    a positional one as "argument N": {"--batch_size": "8", "--amp": "on", "argument 1": "data/"}."""
+    out: dict[str, str] = {}
+    items = [str(a) for a in args] if isinstance(args, list) else []
+    i, position = 0, 0
+    while i < len(items):
+        item = items[i]
+        if item.startswith("-") and len(item) > 1 and not _number_text(item):
+            name, sep, value = item.partition("=")
+            if not sep:
+                following = items[i + 1] if i + 1 < len(items) else None
+                if following is not None and (not following.startswith("-") or _number_text(following)):
+                    value, i = following, i + 1
+                else:
+                    value = "on"
+            out[name] = value
+        else:
+            position += 1
+            out[f"argument {position}"] = item
+        i += 1
+    return out
+
+
+def _number_text(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _script_differences(base: RunResult, other: RunResult) -> list[Difference]:
+    """Two runs of one script: each argument that differs, by its name ("--batch_size 8" against "--batch_size
+    16"), instead of the whole argument list; the arguments given for one device alone too."""
+    out = []
+    for key, label in (("script_args", ""), ("device_args", "for this device: ")):
+        if key == "script_args":
+            a, b = script_arguments(base.config.options.get(key)), script_arguments(other.config.options.get(key))
+        else:
+            a = script_arguments(_for_device(base.config))
+            b = script_arguments(_for_device(other.config))
+        for name in dict.fromkeys([*a, *b]):
+            if a.get(name) != b.get(name):
+                word = f"{label}{name}"
+                out.append(Difference(f"arg {word}", word, a.get(name, "not given"), b.get(name, "not given"),
+                                      "setting"))
+    rest = {k: v for k, v in base.config.options.items() if k not in ("script_args", "device_args")}
+    others = {k: v for k, v in other.config.options.items() if k not in ("script_args", "device_args")}
+    if rest != others:
+        out.append(Difference("options", "options", shown(rest), shown(others), "setting"))
+    return out
+
+
+def _for_device(config) -> list:
+    extra = config.options.get("device_args")
+    if not isinstance(extra, dict):
+        return []
+    mine = extra.get(config.device, extra.get(config.device.split(":")[0], []))
+    return mine if isinstance(mine, list) else []
+
+
 def differences(base: RunResult, other: RunResult) -> list[Difference]:
-    """What `other` does not share with `base`: settings first, then the device, then the environment."""
+    """What `other` does not share with `base`: settings first, then the device, then the environment. Two runs of
+    one script name the arguments that differ; what a script reads from them (its batch, precision, ...) is then
+    listed as following from them, not counted as a cause of its own."""
     out: list[Difference] = []
+    scripts = base.config.is_script and other.config.is_script
     for name, label in {**SETTING_AXES, **OTHER_SETTINGS}.items():
+        if scripts and name == "options":
+            continue
         a, b = getattr(base.config, name, None), getattr(other.config, name, None)
         if a != b:
             out.append(Difference(name, label, _setting(base, name), _setting(other, name), "setting"))
+    if scripts:
+        arguments = _script_differences(base, other)
+        if any(d.key.startswith("arg ") for d in arguments):
+            for d in out:
+                d.cause = d.cause and d.key not in (*SCRIPT_PER_DEVICE, "batch_size")
+        out.extend(arguments)
     if base.config.device != other.config.device:
         out.append(Difference("device", "device", base.config.device, other.config.device, "device"))
     same_torch = base.env.get("torch") == other.env.get("torch")

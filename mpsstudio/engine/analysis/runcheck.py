@@ -186,7 +186,7 @@ def _window_rates(windows: list[dict]) -> list[float]:
     return rates
 
 
-def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> None:
+def _rederive_throughput(summary: dict, rates: list[float], batch_size: int | None) -> None:
     """The throughput figures come from the window rates they summarise, whatever the summary says: a file whose
     summary disagrees with its windows cannot show another median, spread or stability."""
     if not rates:
@@ -199,7 +199,8 @@ def _rederive_throughput(summary: dict, rates: list[float], batch_size: int) -> 
     q1, med, q3 = quartiles(rates)
     old = summary.get("samples_per_s")
     summary.update(samples_per_s=med, samples_per_s_q1=q1, samples_per_s_q3=q3, samples_per_s_iqr=q3 - q1,
-                   windows=len(rates), spread_percent=100 * (q3 - q1) / med, step_ms=1000 * batch_size / med)
+                   windows=len(rates), spread_percent=100 * (q3 - q1) / med,
+                   step_ms=1000 * batch_size / med if batch_size else None)
     estimate = summary.get("s_per_epoch_estimate")
     if _number(old) and old > 0 and _number(estimate):  # train size / median: follows the median
         summary["s_per_epoch_estimate"] = estimate * old / med

@@ -112,7 +112,7 @@ class Scaling:
 
     def title(self) -> str:
         c = self.points[0].run.config
-        return (f"{c.model} on {c.dataset}, batch {c.batch_size} per {_gpu_word(self.points[0].run)}, {c.precision}"
+        return (f"{c.work_words}, {c.batch_words} per {_gpu_word(self.points[0].run)}, {c.precision_words}"
                 f"{', channels_last' if c.channels_last else ''} · {self.machine}")
 
     def verdict(self) -> str:

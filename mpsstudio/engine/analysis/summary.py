@@ -26,7 +26,7 @@ FINAL_LOSS_STEPS = 10
 class RunFacts:
     """What a summary needs beyond the result's windows, losses and epochs."""
 
-    batch_size: int
+    batch_size: int | None  # None: a script run whose batch was never seen
     parameters: int = 0
     dataset: str = ""
     warmup_steps: int = 0  # 0 when warm-up did not finish
@@ -57,12 +57,12 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
         s["samples_per_s"] = med
         s["samples_per_s_q1"], s["samples_per_s_q3"] = q1, q3
         s["samples_per_s_iqr"] = q3 - q1
-        s["step_ms"] = 1000 * facts.batch_size / med
+        s["step_ms"] = 1000 * facts.batch_size / med if facts.batch_size else None
         s["s_per_epoch_estimate"] = facts.train_size / med if facts.train_size else None
         wait = sum(w["data_wait_s"] for w in result.windows)
         s["data_wait_s"] = wait
         s["data_wait_fraction"] = wait / measured_s if measured_s > 0 else None
-        if facts.measured_wall_s > 0:
+        if facts.measured_wall_s > 0 and facts.batch_size:
             s["wall_samples_per_s"] = s["measured_steps"] * facts.batch_size / facts.measured_wall_s
     else:
         s["samples_per_s"] = None
@@ -144,7 +144,7 @@ class Recorder:
             f.warmup_steps = event.warmup_steps
             ranks = event.env.get("ranks") if isinstance(event.env, dict) else None
             world = ranks.get("world") if isinstance(ranks, dict) else None
-            if isinstance(world, int) and not isinstance(world, bool) and 1 < world <= 100_000:
+            if isinstance(world, int) and not isinstance(world, bool) and 1 < world <= 100_000 and f.batch_size:
                 f.batch_size, f.train_size = f.batch_size * world, f.train_size * world  # every rank's samples
         elif isinstance(event, Warmup):
             r.losses.extend(event.losses)

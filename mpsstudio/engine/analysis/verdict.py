@@ -105,8 +105,8 @@ def headline(c: Comparison) -> str:
 
 def _what(e: Entry) -> str:
     cfg = e.run.config
-    text = f"for {cfg.model} on {cfg.dataset} at batch {cfg.batch_size}"
-    if cfg.precision != "fp32":
+    text = f"for {cfg.work_words} at {cfg.batch_words}"
+    if cfg.precision not in ("fp32", None):
         text += f" in {cfg.precision}"
     if cfg.mode != "train":
         text += f" ({cfg.mode})"

@@ -71,8 +71,18 @@ def parse_input_shape(text: str) -> list[int]:
 
 
 def precision_note(config: "RunConfig") -> str:
-    """What a run's precision means for its numbers: TF32_NOTE for a CUDA run in full fp32 ("" otherwise)."""
-    return TF32_NOTE if config.device.startswith("cuda") and config.precision == "fp32" and not config.tf32 else ""
+    """What a run's precision means for its numbers: TF32_NOTE for a CUDA run of ours in full fp32 ("" otherwise: a
+    script's TF32 is what the script left, said with its settings)."""
+    return TF32_NOTE if (config.device.startswith("cuda") and config.precision == "fp32" and not config.tf32
+                         and not config.is_script) else ""
+
+
+# What differs by device in a script's runs, never part of what two runs of it must share to be compared: what the
+# script decides for itself (a GPT script trains in bf16 autocast on CUDA and fp32 on the CPU; read from it:
+# run/script/settings.py), and its window's length (at least 1 s on a GPU: run/script/tracker.py).
+SCRIPT_PER_DEVICE = ("precision", "optimizer", "lr", "tf32", "compile", "channels_last", "window_s")
+OPTIMIZER_NAME = re.compile(r"[a-z0-9_.+-]{1,80}")
+MAX_SCRIPT_LR = 1e6
 
 
 @dataclass
@@ -82,13 +92,14 @@ class RunConfig:
     model: str = DEFAULT_MODEL
     dataset: str = DEFAULT_DATASET
     device: str = "cpu"
-    batch_size: int = 64
+    batch_size: int | None = 64  # None only for a script whose batch was not seen (nothing ran)
     steps: int | None = None  # measured steps after warm-up; None when `epochs` is used
     epochs: int | None = 2
     warmup_steps: int = 10
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    precision: str = "fp32"
+    # a script's (is_script): what it used, read from PyTorch; None where not seen (run/script/settings.py)
+    optimizer: str | None = "sgd"
+    lr: float | None = 0.01
+    precision: str | None = "fp32"
     channels_last: bool = False
     compile: bool = False
     workers: int = 0
@@ -165,14 +176,10 @@ class RunConfig:
         _text(self.dataset, "The dataset", MAX_NAME)
         if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
             raise UserError(f"The device must be cpu, mps, cuda or cuda:N, not {_shown(self.device)}.")
-        _whole(self.batch_size, "Batch size", 1, MAX_BATCH)
+        if not (self.is_script and self.batch_size is None):  # a script's batch: None until seen
+            _whole(self.batch_size, "Batch size", 1, MAX_BATCH)
         if self.is_script:
-            if not self.model.lower().endswith(".py"):
-                raise UserError(f"A training script is a .py file, not {_shown(self.model)}.")
-            args = self.options.get("script_args", [])
-            if not isinstance(args, list) or len(args) > 1000 or not all(isinstance(a, str) and len(a) <= MAX_NAME
-                                                                          for a in args):
-                raise UserError("A script's arguments must be a list of at most 1,000 texts.")
+            self._validate_script()
         elif self.steps is None and self.epochs is None:
             raise UserError("Give a number of steps or of epochs.")
         if self.steps is not None:
@@ -180,11 +187,13 @@ class RunConfig:
         if self.epochs is not None:
             _whole(self.epochs, "Epochs", 1, MAX_EPOCHS)
         _whole(self.warmup_steps, "Warm-up steps", 0, MAX_STEPS)
-        _choice(self.precision, "precision", PRECISIONS)
-        _choice(self.optimizer, "optimizer", OPTIMIZERS)
+        if not self.is_script:
+            _choice(self.precision, "precision", PRECISIONS)
+            _choice(self.optimizer, "optimizer", OPTIMIZERS)
+            if not is_finite(self.lr) or not (0 < self.lr <= MAX_LR):
+                raise UserError(f"Learning rate must be a number above 0 and at most {MAX_LR:g}, not "
+                                f"{_shown(self.lr)}.")
         _choice(self.mode, "mode", MODES)
-        if not is_finite(self.lr) or not (0 < self.lr <= MAX_LR):
-            raise UserError(f"Learning rate must be a number above 0 and at most {MAX_LR:g}, not {_shown(self.lr)}.")
         _whole(self.workers, "Data workers", 0, MAX_WORKERS)
         if self.threads is not None:
             _whole(self.threads, "CPU threads", 1, MAX_THREADS)
@@ -237,6 +246,28 @@ class RunConfig:
             _text(self.python, "The Python interpreter's path", MAX_NAME)
         self._validate_ranks()
         return self
+
+    def _validate_script(self) -> None:
+        """A script run: a .py file, its arguments (and those for one device) as texts, and what was read from the
+        script (None: not known)."""
+        if not self.model.lower().endswith(".py"):
+            raise UserError(f"A training script is a .py file, not {_shown(self.model)}.")
+        args = self.options.get("script_args", [])
+        if not _texts(args):
+            raise UserError("A script's arguments must be a list of at most 1,000 texts.")
+        per_device = self.options.get("device_args", {})
+        if not isinstance(per_device, dict) or len(per_device) > 16 or not all(
+                isinstance(k, str) and DEVICE_PATTERN.fullmatch(k) and _texts(v) for k, v in per_device.items()):
+            raise UserError("A script's arguments for one device must map a device (cpu, mps, cuda, cuda:N) to a list "
+                            "of texts.")
+        if self.precision is not None:
+            _choice(self.precision, "precision", PRECISIONS)
+        if self.optimizer is not None and not (isinstance(self.optimizer, str)
+                                               and OPTIMIZER_NAME.fullmatch(self.optimizer)):
+            raise UserError(f"A script's optimizer is the name of its class, not {_shown(self.optimizer)}.")
+        if self.lr is not None and (not is_finite(self.lr) or not 0 <= self.lr <= MAX_SCRIPT_LR):
+            raise UserError(f"A script's learning rate is a number from 0 to {MAX_SCRIPT_LR:g}, not "
+                            f"{_shown(self.lr)}.")
 
     def _validate_ranks(self) -> None:
         """--gpus, torchrun's options and the rank timeout: what a run on several GPUs can be."""
@@ -294,13 +325,34 @@ class RunConfig:
             cfg.options = {**cfg.options, **extra}
         return cfg
 
+    @property
+    def work_words(self) -> str:
+        """"resnet18 on cifar10", or a script's file name ("train.py, your script"): what a sentence names."""
+        if self.is_script:
+            return f"{self.model.replace(chr(92), '/').rsplit('/', 1)[-1]} (your script)"
+        return f"{self.model} on {self.dataset}"
+
+    @property
+    def batch_words(self) -> str:
+        """"batch 64", or "batch not known" (a script run that ended before its model was called)."""
+        return f"batch {self.batch_size:,}" if self.batch_size is not None else "batch not known"
+
+    @property
+    def precision_words(self) -> str:
+        """"fp32", "bf16", ..., or "precision not known" (a script whose model's call was not seen)."""
+        return self.precision or "precision not known"
+
     def with_device(self, device: str) -> "RunConfig":
         return replace(self, device=device, options=dict(self.options))
 
     def comparison_key(self) -> tuple:
         """What must be equal for two runs to be compared: everything except the device (and the interpreter, whose
-        torch is part of the run's environment, and how long ranks wait for each other)."""
-        return tuple((name, repr(getattr(self, name))) for name in _key_names())
+        torch is part of the run's environment, and how long ranks wait for each other); for a script, also except
+        what differs by device (SCRIPT_PER_DEVICE: its runs are compared as the script trains on each)."""
+        names = _key_names()
+        if self.is_script:
+            names = tuple(n for n in names if n not in SCRIPT_PER_DEVICE)
+        return tuple((name, repr(getattr(self, name))) for name in names)
 
 
 @functools.cache
@@ -335,6 +387,10 @@ def _check_torchrun_values(given: dict) -> None:
     if "--master-port" in given and not ({"--master-addr", "--nnodes"} & set(given)):
         raise UserError("--master-port is where the machines of a run on several meet; on one machine torchrun picks "
                         "a free port itself: drop it, or give --nnodes and --master-addr too.")
+
+
+def _texts(v) -> bool:
+    return isinstance(v, list) and len(v) <= 1000 and all(isinstance(a, str) and len(a) <= MAX_NAME for a in v)
 
 
 def _shown(v) -> str:

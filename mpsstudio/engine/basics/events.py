@@ -1,4 +1,4 @@
-"""Events a run emits, in order: Started, Warmup, Window... (EpochEnd...), Ended.
+"""Events a run emits, in order: Started, Warmup, Window... (EpochEnd...), Ended; a Notice at any time.
 
 They are plain dataclasses so the GUI worker can forward them as signals and the CLI can print them.
 """
@@ -36,6 +36,7 @@ class Warmup:
 
 
 RECENT_WINDOWS = 5  # windows in Window.recent_samples_per_s
+UNBOUNDED_STEPS = 10**9  # a Window's total_steps in a script's run that goes to the script's own end (no --steps)
 
 
 @dataclass
@@ -97,10 +98,19 @@ class EpochEnd:
 
 
 @dataclass
+class Notice:
+    """A sentence for the run in progress that is not a measurement (a script whose steps are not counted yet):
+    shown by the front ends as it comes, not kept with the run."""
+
+    text: str
+    device: str = ""  # the run's device (a notice can come before Started)
+
+
+@dataclass
 class Ended:
     """The run is over: result.status is finished, failed or cancelled."""
 
     result: RunResult
 
 
-Event = Started | Warmup | Window | EpochEnd | Ended
+Event = Started | Warmup | Window | EpochEnd | Notice | Ended

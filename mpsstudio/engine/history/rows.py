@@ -55,7 +55,7 @@ def to_row(result: RunResult) -> tuple:
               json.dumps(json_safe(result.summary), allow_nan=False))
     rates = rates_blob(result.windows)
     return (
-        *fields[:4], text(c.model), text(c.dataset), text(c.device), c.batch_size, text(c.precision),
+        *fields[:4], text(c.model), text(c.dataset), text(c.device), c.batch_size or 0, text(c.precision or ""),
         text(result.machine), fields[4],
         *fields[5:], json.dumps(json_safe(result.windows), allow_nan=False),
         json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),

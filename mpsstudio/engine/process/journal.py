@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
-from ..basics.events import Ended, Event, Started
+from ..basics.events import Ended, Event, Notice, Started
 from ..basics.formatting import one_line, plural, printable
 from ..basics.results import RunResult, now_iso
 
@@ -69,8 +69,8 @@ class Journal:
             self.close()
 
     def add(self, event: Event) -> None:
-        if self._file is None or isinstance(event, Ended):  # an Ended run is handed on whole, then forgotten
-            return
+        if self._file is None or isinstance(event, (Ended, Notice)):  # an Ended run is handed on whole; a notice is
+            return  # not kept
         try:
             data = pickle.dumps(event, protocol=4)
             self._file.write(_FRAME.pack(len(data)) + data)

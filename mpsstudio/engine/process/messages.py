@@ -7,17 +7,18 @@ from __future__ import annotations
 import io
 import pickle
 
-from ..basics.events import Ended, EpochEnd, Started, Warmup, Window
+from ..basics.events import Ended, EpochEnd, Notice, Started, Warmup, Window
 
 KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "partial", "done")
-_EVENTS = (Started, Warmup, Window, EpochEnd, Ended)
+_EVENTS = (Started, Warmup, Window, EpochEnd, Notice, Ended)
+MAX_NOTICE = 1000  # characters of a Notice
 
 
 
 # The only classes a child's message may hold: anything else (a pickle that would call os.system, say) is refused
 # before it is built, so a model cannot run code in the front end's process through the pipe.
 _ALLOWED = {
-    "mpsstudio.engine.basics.events": {"Started", "Warmup", "Window", "EpochEnd", "Ended"},
+    "mpsstudio.engine.basics.events": {"Started", "Warmup", "Window", "EpochEnd", "Notice", "Ended"},
     "mpsstudio.engine.basics.results": {"RunResult"},
     "mpsstudio.engine.basics.config": {"RunConfig"},
     "mpsstudio.engine.run.session": {"ModelProbe"},
@@ -49,6 +50,12 @@ def checked_event(event):
         from ..analysis.runcheck import checked_result
 
         return Ended(checked_result(event.result, "The run's process"))
+    if isinstance(event, Notice):
+        if not isinstance(event.text, str) or not isinstance(event.device, str):
+            raise TypeError("a notice that is not a text")
+        from ..basics.formatting import one_line, printable
+
+        return Notice(one_line(printable(event.text), MAX_NOTICE), one_line(printable(event.device), 40))
     numbers = {
         Started: ("parameters", "total_steps", "warmup_steps", "run_index", "run_count", "train_size"),
         Warmup: ("steps", "seconds"),

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..basics.formatting import fmt_bytes, plural
 
 KEEP_BYTES = 4 * 1024 * 1024  # the first and the last this many bytes of a run's output are kept
+LIVE_BYTES = 64 * 1024  # what a front end that shows the output as it comes may be behind by (older lines dropped)
 KEPT_FILES = 50  # run output files kept in the log folder (the oldest go first)
 READ_BYTES = 64 * 1024
 AFTER_CLOSE_BYTES = 16 * 1024 * 1024  # read at most this much after close(): what a descendant goes on writing is not
@@ -33,6 +34,7 @@ class Output:
         self.head = bytearray()
         self._tail = bytearray()
         self.total = 0  # bytes the process wrote
+        self._live = bytearray()  # written since the last `take_live` (its newest LIVE_BYTES)
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()  # close() wakes the reading thread through this
         self._thread = threading.Thread(target=self._read, name="mpsstudio-run-output", daemon=True)
@@ -67,6 +69,9 @@ class Output:
     def _add(self, data: bytes) -> None:
         with self._lock:
             self.total += len(data)
+            self._live += data
+            if len(self._live) > 2 * LIVE_BYTES:
+                del self._live[:-LIVE_BYTES]
             room = self.keep - len(self.head)
             if room > 0:
                 self.head += data[:room]
@@ -88,6 +93,15 @@ class Output:
             finally:
                 os.close(wake)
         self._thread.join(drain_s)
+
+    def take_live(self, whole_lines: bool = True) -> str:
+        """What the process wrote since the last call (at most its newest LIVE_BYTES), as text: its whole lines,
+        the last unfinished one left for the next call unless `whole_lines` is False."""
+        with self._lock:
+            data = bytes(self._live)
+            cut = data.rfind(b"\n") + 1 if whole_lines else len(data)
+            del self._live[:cut]
+        return data[:cut].decode("utf-8", "replace")
 
     @property
     def tail(self) -> bytes:

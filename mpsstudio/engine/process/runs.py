@@ -19,6 +19,7 @@ from .messages import Garbled, checked_event
 from .spare import Spare
 
 STOP_GRACE_S = 3.0  # after Stop: time a run has to end by itself before its process is ended
+OUTPUT_S = 0.2  # how often a front end that shows a run's output as it comes is given what is new
 
 
 def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], None] | None = None,
@@ -26,7 +27,8 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                  progress: Callable[[str, float], None] | None = None, spare: Spare | None = None,
                  timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
                  repeat: Sequence[dict | None] | None = None,
-                 save_models: Sequence[str | None] | None = None, journal: bool = False) -> list[RunResult]:
+                 save_models: Sequence[str | None] | None = None, journal: bool = False,
+                 on_output: Callable[[str, str], None] | None = None) -> list[RunResult]:
     """Run each config in turn, each in a fresh process; returns the results of the runs that started.
 
     A run's Ended event goes out once its process has ended (with everything it started), so nothing of the run
@@ -39,6 +41,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
     `save_models[i]`: where run i, if it finishes training, writes its trained model (models/saved.py).
     `journal`: each run's events are also written to a journal (journal.py) until its Ended event has been
     handled, so a front end killed meanwhile finds the run at its next start (the runs a front end keeps).
+    `on_output(device, text)`: what each run's process writes, as it comes (whole lines, a few times a second).
     """
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
@@ -71,7 +74,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
-                      Journal(cfg) if journal else None)
+                      Journal(cfg) if journal else None, on_output)
         try:
             try:
                 result = job.run()
@@ -101,8 +104,11 @@ def run_point(config: RunConfig, **kwargs) -> RunResult:
 
 
 class _RunJob:
-    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None, journal=None):
+    def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None, journal=None,
+                 on_output=None):
         self.proc, self.cfg, self.position, self.save_model = proc, cfg, position, save_model
+        self.on_output = on_output
+        self.shown_at = 0.0
         self.journal = journal
         self.emit, self.stop, self.progress = emit, stop, progress or (lambda message, fraction: None)
         self.timeout_s, self.grace_s = timeout_s, grace_s
@@ -141,6 +147,8 @@ class _RunJob:
                         why = "died"
                         break
                 now = time.monotonic()  # also between messages: a flood of them must not hide Stop
+                if self.on_output is not None and now - self.shown_at >= OUTPUT_S:
+                    self._show_output(now)
                 if now >= look_at:
                     proc.look_at_tree()
                     look_at = now + TREE_S
@@ -173,9 +181,21 @@ class _RunJob:
             _log_child_output(proc, result)
         return self._kept(result)
 
+    def _show_output(self, now: float, everything: bool = False) -> None:
+        self.shown_at = now
+        output = getattr(self.proc, "output", None)
+        if output is None:
+            return
+        text = output.take_live(whole_lines=not everything)
+        if text:
+            self.on_output(self.cfg.device, text)
+
     def _kept(self, result: RunResult) -> RunResult:
         """The run with its process's output kept (output.py), once that process has ended."""
         self.proc.end(wait_s=2.0)
+        if self.on_output is not None and getattr(self.proc, "output", None) is not None:
+            self.proc.output.close()
+            self._show_output(time.monotonic(), everything=True)
         note = self.proc.keep_output(result.id)
         if note:
             result.summary["output_note"] = note

@@ -101,8 +101,8 @@ def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequen
     s = run.summary
     what = (f"{run.config.device}: {fmt_rate(s.get('samples_per_s'))} samples/s (measured)"
             if run.status == "finished" and is_finite(s.get("samples_per_s")) else f"{run.config.device}: {run.status}")
-    return [Part(f"Run: {run.config.model} on {run.config.dataset}, batch {run.config.batch_size}, "
-                 f"{run.config.precision} on {run.config.device}", what, [printable(run.error)] if run.error else [],
+    return [Part(f"Run: {run.config.work_words}, {run.config.batch_words}, "
+                 f"{run.config.precision_words} on {run.config.device}", what, [printable(run.error)] if run.error else [],
                  [_runs_table([run], all_runs)], None, environment_items(run.env), fmt_timestamp(run.created_at))]
 
 

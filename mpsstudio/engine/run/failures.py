@@ -65,7 +65,7 @@ def outcome(exc: BaseException, config: RunConfig) -> tuple[str, str]:
             advice = "the script's own learning rate or loss is the place to look"
         else:
             advice = f"lower the learning rate (now {config.lr:g})"
-        if config.precision != "fp32":
+        if config.precision not in ("fp32", None):
             advice += f" or use fp32 precision (this run used {config.precision})"
         return "failed", f"The loss was {kind} at step 1; {advice}." if exc.step == 1 else \
             f"The loss became {kind} at step {exc.step}; {advice}."
@@ -90,6 +90,9 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
     """One sentence for an exception raised by PyTorch during a run."""
     msg = error_line(exc, with_type=False)
     lowered = msg.lower()
+    if config.is_script and (isinstance(exc, MemoryError) or "out of memory" in lowered):
+        return (f"The script ran out of memory on {config.device} ({config.batch_words}): {msg[:200]}; lower its "
+                "batch size (its own setting), or check it for memory it keeps.")
     if isinstance(exc, MemoryError) and not isinstance(exc, torch.OutOfMemoryError):
         return (f"The run ran out of memory on {config.device} (Python could not allocate more at batch size "
                 f"{config.batch_size}); try a smaller batch size, or check the model for memory it keeps.")

@@ -55,8 +55,8 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] = (
         except UserError as exc:
             out.skipped.append(f"skipping {name}: {exc}")
             continue
-        reason = precision.precision_unsupported_reason(dev, config.precision)
-        if reason:
+        reason = precision.precision_unsupported_reason(dev, config.precision) if config.precision else ""
+        if reason:  # (a script's precision is its own: None until read from it)
             out.skipped.append(f"skipping {dev.id}: {config.precision} is not available there: {reason}.")
             continue
         if dev.id not in (c.device for c in out.configs):
@@ -167,7 +167,7 @@ def run_one(config: RunConfig, *, position: tuple[int, int] = (1, 1), on_event: 
     `prepared()` is called once the setup checks have passed, before any of the model's code runs. A
     KeyboardInterrupt inside the run is the model's (the process gets no Ctrl-C): a failed run."""
     if config.is_script:  # a user's own training script, measured from its steps (run/script.py)
-        from .script import run_script
+        from .script.runner import run_script
 
         return run_script(config, on_event=on_event or (lambda event: None),
                           should_stop=should_stop or (lambda: False), prepared=prepared)

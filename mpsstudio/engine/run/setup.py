@@ -147,7 +147,7 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     if train.steps_per_epoch < 1:
         raise UserError(f"{data.name} has {len(data.train)} training samples, fewer than one batch of "
                         f"{cfg.batch_size}; use a batch size of at most {len(data.train)}.")
-    env, meter = _environment(cfg, dev, flush_denormal)
+    env, meter = run_environment(cfg, dev, flush_denormal)
     if ranks is not None:
         env["ranks"] = ranks.describe()
     if cfg.steps is not None:
@@ -204,9 +204,11 @@ def _batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
     return train, val
 
 
-def _environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool) -> tuple[dict, energy.Meter]:
-    """What the result carries about where it ran, and the device's energy meter (described in env["energy"])."""
-    env = environment.environment()
+def run_environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool | None,
+                    env: dict | None = None) -> tuple[dict, energy.Meter]:
+    """What the result carries about where it ran, and the device's energy meter (described in env["energy"]).
+    `env`: the machine's description read earlier (environment.environment()), else read now."""
+    env = dict(env) if env else environment.environment()
     env["threads"] = torch.get_num_threads()
     env["tf32"] = cfg.tf32
     env["flush_denormal"] = flush_denormal

@@ -24,7 +24,7 @@ def legend_labels(results: Sequence) -> list[str]:
         if len(torches) > 1:
             label += f" · torch {r.env.get('torch') or '?'}"
         if len(setups) > 1:
-            label += f" · {r.config.model} batch {r.config.batch_size}"
+            label += f" · {r.config.model} {r.config.batch_words}"
         labels.append(label)
     return labels
 

@@ -113,6 +113,10 @@ class CellsMixin:
         length = f"{plural(cfg.steps, 'step')}" if cfg.steps else f"{plural(cfg.epochs or 0, 'epoch')}"
         flags = [name for name, on in (("channels-last", cfg.channels_last), ("torch.compile", cfg.compile),
                                        ("TF32", cfg.tf32), ("data on the device", cfg.resident)) if on]
+        if cfg.is_script:  # what the script used, read from it (run/script/settings.py)
+            words = r.summary.get("script_settings_words")
+            text = "; ".join(str(w) for w in words) if isinstance(words, list) and words else "settings not known"
+            return f"The script's own: {text}."
         text = f"{cfg.precision}, {cfg.optimizer} lr {cfg.lr:g}, {length}, {cfg.mode}"
         text += f"; {', '.join(flags)}" if flags else ""
         return text + (f".\n{precision_note(cfg)}" if precision_note(cfg) else "")

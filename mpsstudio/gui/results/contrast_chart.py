@@ -189,7 +189,7 @@ class ScalingChart(FoldedVerdict, QWidget):
             self.more.hide()
             return
         c = s.points[0].run.config
-        short = f"{c.model} · batch {c.batch_size} per GPU · {c.precision}{' · channels_last' if c.channels_last else ''}"
+        short = f"{c.model} · {c.batch_words} per GPU · {c.precision_words}{' · channels_last' if c.channels_last else ''}"
         title = f"<span style='font-size:15pt; font-weight:600'>{html.escape(short)}</span>"
         self.headline.setText("<br>".join([title, html.escape(s.verdict())]))
         notes = [f"{p.gpus} GPUs: the all-reduce's share is the {p.communication['method']}." for p in s.points

@@ -186,7 +186,7 @@ class FilesMixin:
         name = "comparison.png"
         if c is not None:
             cfg = c.config
-            name = f"{cfg.model}-{cfg.dataset}-batch{cfg.batch_size}-{cfg.precision}.png"
+            name = f"{cfg.model}-{cfg.dataset}-batch{cfg.batch_size or ''}-{cfg.precision or ''}.png"
         path = self._save_path("Export Comparison as PNG", name, "PNG images (*.png)", ".png")
         if path:
             try:

@@ -114,8 +114,8 @@ class RunDetails(QWidget):
             run.status, run.status)
         s = run.summary
         lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.model))} on "
-                 f"{escape(printable(cfg.dataset))} · batch {cfg.batch_size}"
-                 + (f" × {cfg.accumulate} accumulated" if cfg.accumulate > 1 else "") + f" · {cfg.precision}</b>",
+                 f"{escape(printable(cfg.dataset))} · {cfg.batch_words}"
+                 + (f" × {cfg.accumulate} accumulated" if cfg.accumulate > 1 else "") + f" · {cfg.precision_words}</b>",
                  f"{when} · {escape(printable(run.machine))} · {status}"]
         if s.get("stopped_early_reason"):
             lines.append(f"Stopped early after epoch {s.get('stopped_early_epoch')}: "

@@ -6,7 +6,8 @@ device and read once a window; memory, energy and the environment as a run recor
 loading, logging and whatever else it does between two steps.
 
 It never changes what the script computes: no thread count, TF32 or denormal setting is touched (a run of our own
-sets them), nothing is moved or copied but the loss, read once a window."""
+sets them), nothing is moved or copied but the loss, read once a window. Its own pauses fall outside the script's
+time: the device's idle power is read after the script's last step, never between two of its steps."""
 
 from __future__ import annotations
 
@@ -16,16 +17,16 @@ from collections.abc import Callable
 
 import torch
 
-from ..analysis.summary import RunFacts, memory_measure, summarise
-from ..basics.config import RunConfig
-from ..basics.events import Ended, EpochEnd, Started, Warmup
-from ..basics.results import RunResult
-from ..machine import devices, environment, host
-from .failures import NonFinite, outcome
-from .setup import _environment
-from .windows import Windows
+from ...analysis.summary import RunFacts, memory_measure, summarise
+from ...basics.config import RunConfig
+from ...basics.events import UNBOUNDED_STEPS, Ended, EpochEnd, Started, Warmup
+from ...basics.results import RunResult
+from ...machine import devices, environment, host
+from ..failures import NonFinite, outcome
+from ..setup import run_environment
+from ..windows import Windows
 
-UNBOUNDED = 10**9  # the steps of a script that runs to its own end (no --steps)
+UNBOUNDED = UNBOUNDED_STEPS  # the steps of a script that runs to its own end (no --steps)
 
 
 # A tracked run's shortest window on a GPU. Measured on the lent H100 (resnet18 224 px, batch 64, 14.6 ms a step):
@@ -44,8 +45,20 @@ class Tracker:
     `finish(status, error)` once at the end (also when the script failed)."""
 
     def __init__(self, config: RunConfig, emit: Callable, stop: Callable[[], bool] = lambda: False,
-                 limit: int | None = None, how: str = "mt.step"):
+                 limit: int | None = None, how: str = "mt.step", asked: bool = False, machine: dict | None = None):
+        """`asked`: MPS Studio chose `config.device` (mpsstudio run): a script that trains elsewhere ends its run
+        with a sentence, never relabelled; else (a script run by python) the run is where its loss is. `machine`:
+        the machine's description (environment.environment()), read before the script hid any device from itself."""
         self.config, self.emit, self.stop, self.limit, self.how = config, emit, stop, limit, how
+        self.asked, self.machine = asked, machine
+        # where the batch size comes from, in words ("the first dimension of the model's first input", ...)
+        self.batch_from = "mt.step's batch_size" if how == "mt.step" else ""
+        self.tokens = 0  # the measured steps' tokens (a token model's input ids), 0 when not a token model
+        self.measured_samples = 0
+        # called once, at the first measured step: the runner reads the script's settings there (counter.py); and
+        # once as the run ends, before its summary (the runner's config then says what the script used)
+        self.on_measure: Callable[[], None] | None = None
+        self.on_finish: Callable[[], None] | None = None
         self.result = RunResult(config=config)
         self.device: devices.Device | None = None
         self.windows: Windows | None = None
@@ -75,11 +88,16 @@ class Tracker:
 
     def _start(self, loss: torch.Tensor, batch_size: int) -> None:
         cfg = self.config
-        if loss.device.type != torch.device(cfg.device).type:  # the loss says where the script trains
-            cfg.device = str(loss.device) if loss.device.type == "cuda" else loss.device.type
+        elsewhere = trained_elsewhere(cfg.device, loss.device)
+        if elsewhere and self.asked:
+            self.result.summary["trained_on"] = elsewhere
+            self.finish("failed", wrong_device(cfg.device, elsewhere))
+            raise ScriptDone()
+        if elsewhere:  # a script run by python: its run is where its loss is
+            cfg.device = elsewhere
         cfg.batch_size = batch_size
         self.device = devices.resolve_device(cfg.device)
-        env, self.meter = _environment(cfg, self.device, flush_denormal=None)  # the script's own: not touched
+        env, self.meter = run_environment(cfg, self.device, flush_denormal=None, env=self.machine)  # not touched
         env["tracked"] = self.how
         self.result.env = env
         self.overlap = self.device.kind in ("cuda", "mps")
@@ -97,7 +115,9 @@ class Tracker:
                           notes=[f"Your script's own loop: {how}; each step's time holds whatever the script does "
                                  "between two steps (its data loading too)"
                                  + (f"; measured in windows of at least {cfg.window_s:g} s (each synchronizes the "
-                                    "GPU)." if self.overlap else ".")]))
+                                    "GPU)." if self.overlap else "."),
+                                 *([f"Batch: {batch_size:,} samples a step, from {self.batch_from}."]
+                                   if self.batch_from else [])]))
         self.device.synchronize()
         self.run_start = self.clock = self.warm_end = time.perf_counter()
         if self.warm == 0:
@@ -108,12 +128,15 @@ class Tracker:
         return f"{name}'s own data"
 
     def _measure_from_now(self) -> None:
+        if self.on_measure is not None:
+            self.on_measure()
         self.meter.begin()
         self.load.start()
         self.clock = self.warm_end = time.perf_counter()
 
-    def step(self, loss, batch_size: int) -> None:
-        """One optimizer step of the script: its loss (a tensor: kept on its device) and its samples."""
+    def step(self, loss, batch_size: int, tokens: int = 0) -> None:
+        """One optimizer step of the script: its loss (a tensor: kept on its device), its samples and, for a token
+        model, its tokens (0 otherwise)."""
         if self.ended:
             raise ScriptDone()
         if not isinstance(loss, torch.Tensor):
@@ -125,6 +148,9 @@ class Tracker:
         kept = loss.detach()  # one op per step on the common 0-d loss: the script's time is what is measured
         self.win_losses.append(kept if kept.dim() == 0 else kept.float().mean())
         self.win_samples += batch_size
+        if self.count > self.warm:
+            self.measured_samples += batch_size
+            self.tokens += tokens
         step, win = self.count, self.windows
         self._record_pending()  # the last window's books, now that this step is queued on the device
         try:
@@ -135,8 +161,6 @@ class Tracker:
                     values = win.fetch(self.win_losses, 1)
                     self.emit(Warmup(steps=self.warm, seconds=self.warmup_s, losses=values))
                     self.win_losses, self.win_samples = [], 0
-                    self.result.env.setdefault("energy", {}).update(zip(("idle_w", "idle_s", "idle_reason"),
-                                                                        self.meter.idle()))
                     self._measure_from_now()
             elif win.full(len(self.win_losses)) or step == self.total:
                 ended_at = self._close_window(close=step == self.total)
@@ -200,6 +224,8 @@ class Tracker:
         if self.ended:
             return self.result
         self.ended = True
+        if self.on_finish is not None:
+            self.on_finish()
         measured_wall = 0.0
         if status == "finished" and 0 < self.count <= self.warm:  # every step was warm-up: nothing measured
             status, error = "failed", (
@@ -208,7 +234,7 @@ class Tracker:
                 "script run by python) or let the script run longer.")
         if self.windows is None and not self.result.env:  # ended before its first step: where it ran, still said
             try:
-                self.result.env = environment.environment()
+                self.result.env = dict(self.machine) if self.machine else environment.environment()
             except Exception:  # noqa: BLE001 (the run's sentence matters more than its machine's description)
                 pass
         if self.windows is not None:
@@ -225,9 +251,17 @@ class Tracker:
             measured_wall = time.perf_counter() - self.warm_end if self.count > self.warm else 0.0
             self.meter.close()
             self.result.env["host_load"] = self.load.stop()
+            self._read_idle(status)
+        elif isinstance(self.result.env, dict) and "energy" not in self.result.env:
+            self.result.env["energy"] = {"reason": "not measured (the script ended before its first training step)"}
         self.result.status, self.result.error = status, error
+        s = self.result.summary
         if len(self.batch_sizes) > 1:
-            self.result.summary["batch_sizes"] = sorted(self.batch_sizes)[:20]
+            s["batch_sizes"] = sorted(self.batch_sizes)[:20]
+        if self.batch_from:
+            s["batch_from"] = self.batch_from
+        if self.tokens and self.measured_samples:
+            s["tokens_per_sample"] = self.tokens / self.measured_samples
         summarise(self.result, RunFacts(
             batch_size=self.config.batch_size, parameters=self.parameters, dataset=self._dataset(),
             warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=measured_wall,
@@ -235,9 +269,41 @@ class Tracker:
             if self.result.epochs else None,
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device)))
-        self.result.summary["tracked"] = self.how
+        s["tracked"] = self.how
+        if s.get("tokens_per_sample") and s.get("samples_per_s"):
+            s["tokens_per_s"] = s["samples_per_s"] * s["tokens_per_sample"]
         self.emit(Ended(self.result))
         return self.result
+
+    def _read_idle(self, status: str) -> None:
+        """The device's idle power, read once the script's last step is done (a second with nothing running), so
+        that no pause of ours falls between two of the script's steps; only after a run that finished."""
+        energy = self.result.env.setdefault("energy", {})
+        if status != "finished":
+            energy.update(idle_w=None, idle_s=0.0, idle_reason="not read (the run did not finish)")
+            return
+        energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.meter.idle()))
+
+
+def trained_elsewhere(asked: str, where: torch.device) -> str:
+    """The device a script's loss is on, when that is not the device asked for ("" when it is): another kind, or
+    another CUDA GPU than one asked by its number."""
+    kind = torch.device(asked)
+    if where.type == "meta":
+        return ""  # not a device anyone trains on: the loss's check says so (track.py)
+    if where.type != kind.type:
+        return f"{where.type}:{where.index}" if where.type == "cuda" and where.index is not None else where.type
+    if kind.index is not None and where.index is not None and where.index != kind.index:
+        return f"{where.type}:{where.index}"
+    return ""
+
+
+def wrong_device(asked: str, where: str) -> str:
+    """The sentence of a run whose script trained on another device than the one asked for."""
+    return (f"Asked for {asked}; the script trained on {where}: it chooses its device itself, so this run measured "
+            f"nothing for {asked}. Let it take the run's device (mpsstudio.track.device(), or {{device}} in its "
+            f"arguments), or give it arguments for {asked} alone (--args-for {asked}=\"...\", or the script "
+            "dialog's field for that device).")
 
 
 def _number(v) -> float | None:
