@@ -196,6 +196,13 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
     return [
         ("availability", "torch.backends.mps.is_built(), is_available()",
          [_src("torch", "torch/backends/mps/__init__.py", "@_lru_cache\ndef is_available() -> bool:")]),
+        ("script-visibility", "torch.backends.mps.is_available(), torch.mps.is_available(), device_count(); "
+         "torch.accelerator.current_accelerator(), is_available(), device_count()",
+         [_src("torch", TORCH_MPS, "def is_available() -> bool:\n    return device_count() > 0"),
+          _src("torch", TORCH_MPS, "def device_count() -> int:"),
+          _src("torch", "torch/accelerator/__init__.py", "def current_accelerator(check_available: bool = False)"),
+          _src("torch", "torch/accelerator/__init__.py", "mod = torch.get_device_module(acc)\n    return "
+               "mod.is_available()")]),
         ("minimum-macos", "the minimum macOS of the loaded torch", _min_macos_claims(torch_version)),
         ("convert", "coremltools.convert(ExportedProgram, ..., skip_model_load=True)",
          [_src(CT, "coremltools/converters/_converters_entry.py", "skip_model_load=False,\n    compute_units="
@@ -267,9 +274,10 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("info-plist", "Info.plist keys (LSMinimumSystemVersion, ...)",
          "Apple's Information Property List reference (no wheel holds it); LSMinimumSystemVersion is the row "
          "minimum-macos of the pinned torch"),
-        ("spawn", "spawn, multiprocessing.freeze_support()",
+        ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
-                "is no longer reliable")]),
+                "is no longer reliable"),
+          Claim("python", "source", "multiprocessing/spawn.py", "start_method=get_start_method()")]),
     ]
 
 

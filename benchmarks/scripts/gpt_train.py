@@ -3,7 +3,9 @@ a small GPT (token and position embeddings, pre-norm blocks of causal self-atten
 bf16 autocast on CUDA, a `loss.item()` every step for the log. It times itself: after `--warmup` steps, the wall
 clock over `--iters` steps (the device synchronized at both ends by the last `.item()`), and writes its own
 sequences/s to `--out` (one line of JSON), so that a run alone and a run under `mpsstudio run` are compared by the
-script's own clock. benchmarks/script_overhead.py runs it both ways.
+script's own clock; also the CPU time of its own thread over those steps (`time.thread_time`: what a busy machine's
+other programs do not add, where the wall clock on a shared 2-core machine varies by 20 %).
+benchmarks/script_overhead.py runs it both ways.
 
     python benchmarks/scripts/gpt_train.py --device cuda --iters 300 --out rate.json
 """
@@ -63,8 +65,11 @@ def main() -> None:
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--width", type=int, default=128)
     p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--threads", type=int, default=None, help="torch's CPU threads (default: torch's)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     device = torch.device(a.device)
     dtype = torch.bfloat16 if device.type == "cuda" else None
@@ -82,7 +87,7 @@ def main() -> None:
     started = None
     for it in range(a.warmup + a.iters):
         if it == a.warmup:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
         lr = 6e-4 * min(1.0, (it + 1) / 50) * 0.5 * (1 + math.cos(math.pi * it / (a.warmup + a.iters)))
         for group in opt.param_groups:
             group["lr"] = lr
@@ -96,12 +101,13 @@ def main() -> None:
         value = loss.item()  # the log's number: a host sync every step, as most scripts do
         if it % 100 == 0:
             print(f"iter {it} loss {value:.4f}")
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.thread_time() - cpu_started
     rate = a.iters * a.batch_size / seconds
     print(f"{rate:.1f} sequences/s over {a.iters} iterations")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"sequences_per_s": rate, "seconds": seconds, "iters": a.iters}, f)
+            json.dump({"sequences_per_s": rate, "seconds": seconds, "iters": a.iters, "cpu_seconds": cpu_seconds,
+                       "sequences_per_cpu_s": a.iters * a.batch_size / cpu_seconds}, f)
 
 
 if __name__ == "__main__":

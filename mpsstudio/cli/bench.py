@@ -133,6 +133,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     from ..engine.models import registry as models, saved as savedmodel
     from ..engine.run import session
     from ..engine.analysis import repeat
+    from ..engine.run.script.words import script_lines
 
     plan = session.plan(cfg, device_names, gpus)  # bad input: UserError before anything runs
     if check is not None:
@@ -179,6 +180,8 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
     for r in results:
+        for line in script_lines(r):  # what the run found about the script: its batch, tokens, settings
+            print(f"{r.config.device}: {printable(line)}")
         for key in ("leftover_processes", "output_note"):
             if r.summary.get(key):
                 print(f"mpsstudio: {r.config.device}: {printable(r.summary[key])}", file=sys.stderr)

@@ -25,7 +25,7 @@ def cmd_report(args) -> int:
     if args.out is not None:  # never the history's files nor a file this report reads (check_output)
         out = check_output(args.out, "--out", [s for s in args.sources if s != "latest"])
     store = None
-    parts, hosts = [], set()
+    parts, hosts, named = [], set(), []
     for source in args.sources:
         path = Path(source).expanduser()
         if not source.strip():
@@ -36,11 +36,14 @@ def cmd_report(args) -> int:
                             "Studio wrote, a run id, or latest.")
         if source != "latest" and (path.is_file() or path.suffix.lower() == ".json"):
             found, used = _from_file(path, source)
+            named += used
         else:
             store = store or history.RunStore()
             found, used = _from_history(store, source)
+            named += [r for r in used if r.id == source or (len(source) >= 4 and r.id.startswith(source))]
         parts += found
         hosts |= {r.env.get("hostname") for r in used if isinstance(r.env.get("hostname"), str)}
+    parts = _named_compared(named) + parts
     inspections, diagnoses = [], []
     if store is not None:
         inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]
@@ -90,6 +93,18 @@ def _from_file(path: Path, shown: str):
     doc = json.loads(path.read_text(encoding="utf-8"))  # read and checked just above
     when = record.created_at if isinstance(doc, dict) and doc.get("created_at") else ""  # else: when imported
     return [reporting.tool_part(record.kind, record.result, when)], []
+
+
+def _named_compared(named) -> list:
+    """Two or more runs named: they are compared with each other by what differs (the oldest the baseline), as
+    `history --compare` does, before each one's own parts."""
+    from ..engine.analysis import contrast
+    from ..engine.report import parts as reporting
+
+    runs = list({r.id: r for r in named}.values())
+    if len(runs) < 2:
+        return []
+    return [lambda ins, dia, c=contrast.of_runs(runs): reporting.contrast_part(c, dia)]
 
 
 def _run_parts(chosen, all_runs):

@@ -17,14 +17,16 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from ..engine.basics.config import MAX_STEPS
+from ..engine.basics.config import MAX_BATCH, MAX_STEPS
 from ..engine.basics.errors import UserError
 
 INTRO = ("MPS Studio runs your script as “python script.py arguments” would, once on each device checked in the "
          "sidebar, in a process of its own, and measures its training steps: each optimizer step, or what it "
-         "reports with mpsstudio.track.step(loss, batch_size=n). The device it is run for is "
-         "mpsstudio.track.device(), or {device} in its arguments.")
+         "reports with mpsstudio.track.step(loss, batch_size=n). In each run the script sees that device as the only "
+         "one (a script that picks “the best available” trains on it); mpsstudio.track.device() and {device} in its "
+         "arguments name it too.")
 UNTIL_END = "until the script ends"
+FROM_MODEL = "read from the model's input"
 
 
 class ScriptDialog(QDialog):
@@ -76,7 +78,27 @@ class ScriptDialog(QDialog):
         self.warmup_spin.setToolTip("Steps timed apart before measuring (the first steps allocate, compile and "
                                     "cache).")
         form.addRow("Warm-up:", self.warmup_spin)
+        self.batch_spin = QSpinBox()
+        self.batch_spin.setRange(0, MAX_BATCH)
+        self.batch_spin.setSpecialValueText(FROM_MODEL)
+        self.batch_spin.setSuffix(" samples a step")
+        self.batch_spin.setGroupSeparatorShown(True)
+        self.batch_spin.setValue(_whole(last.get("batch"), 0))
+        self.batch_spin.setToolTip("The samples of each training step. Left as it is, MPS Studio reads it from the "
+                                   "model's first input (a sequence-first LSTM's second dimension); set it when that "
+                                   "is not the batch.")
+        form.addRow("Batch:", self.batch_spin)
         form.addRow("Devices:", QLabel(", ".join(devices) + "  (checked in the sidebar)"))
+        kept = last.get("device_args") if isinstance(last.get("device_args"), dict) else {}
+        self.device_edits: dict[str, QLineEdit] = {}
+        for device in devices:  # arguments for one device's run alone (--accel for the GPU, say)
+            edit = QLineEdit(str(kept.get(device) or ""))
+            edit.setPlaceholderText("--accel" if device != "cpu" else "")
+            edit.setToolTip(f"Added after the arguments above in the {device} run only (e.g. a flag that makes the "
+                            "script use its accelerator).")
+            edit.textChanged.connect(self._changed)
+            self.device_edits[device] = edit
+            form.addRow(f"Only on {device}:", edit)
         layout.addLayout(form)
 
         self.problem = QLabel("")
@@ -109,10 +131,18 @@ class ScriptDialog(QDialog):
         except ValueError as exc:
             raise UserError(f"The arguments cannot be split as a shell would ({exc}); close the quotes.") from None
 
+    def device_arguments(self) -> dict[str, list[str]]:
+        """Each device's own arguments ({"cuda": ["--accel"]}), split by the engine's rule (--args-for's)."""
+        from ..engine.run.script.runner import parse_device_args
+
+        return parse_device_args([f"{d}={e.text()}" for d, e in self.device_edits.items() if e.text().strip()])
+
     def values(self) -> dict:
         """What the dialog holds, to be offered again next time."""
         return {"path": self.path_edit.text().strip(), "args": self.args_edit.text(),
-                "steps": self.steps_spin.value(), "warmup": self.warmup_spin.value()}
+                "steps": self.steps_spin.value(), "warmup": self.warmup_spin.value(),
+                "batch": self.batch_spin.value(),
+                "device_args": {d: e.text() for d, e in self.device_edits.items() if e.text().strip()}}
 
     def accept(self) -> None:
         """Checked by the engine first: a sentence keeps the dialog open."""
@@ -120,7 +150,9 @@ class ScriptDialog(QDialog):
 
         try:
             self.config = script_config(str(Path(self.path_edit.text().strip()).expanduser()), self.arguments(),
-                                        self.steps_spin.value() or None, self.warmup_spin.value())
+                                        self.steps_spin.value() or None, self.warmup_spin.value(),
+                                        batch_size=self.batch_spin.value() or None,
+                                        device_args=self.device_arguments())
         except UserError as exc:
             self.problem.setText(str(exc))
             return

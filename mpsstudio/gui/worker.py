@@ -162,8 +162,9 @@ class RunWorker(QThread):
     """Runs configs one after another, each in its own process (engine.process.run_isolated, the engine's one
     run path), and forwards every engine event unchanged.
 
-    `event` carries the engine's events (Started, Warmup, Window, EpochEnd, Ended); `progress` dataset download
-    progress; `rejected` the one sentence when the setup cannot run at all (nothing is recorded then).
+    `event` carries the engine's events (Started, Warmup, Window, EpochEnd, Notice, Ended); `progress` dataset
+    download progress; `output` what each run's process writes; `rejected` the one sentence when the setup cannot
+    run at all (nothing is recorded then).
     Stop asks the run to stop (it does at its next warm-up step or measurement window); a run that has not
     ended `STOP_GRACE_S` later has its process ended and is kept as cancelled. `stop(grace_s=...)` allows less
     (closing the window).
@@ -172,6 +173,7 @@ class RunWorker(QThread):
     event = Signal(object)
     progress = Signal(str, float)
     rejected = Signal(str)
+    output = Signal(str, str)  # device, what its run's process wrote (whole lines, a few times a second)
     all_done = Signal()
 
     def __init__(self, configs: list, parent=None, spare=None, repeat: list | None = None,
@@ -199,7 +201,8 @@ class RunWorker(QThread):
         try:
             process.run_isolated(self.configs, on_event=self.event.emit, should_stop=self._stop.is_set,
                                    progress=self.progress.emit, spare=self.spare, grace_s=lambda: self._grace_s,
-                                   repeat=self.repeat, save_models=self.save_models, journal=True)
+                                   repeat=self.repeat, save_models=self.save_models, journal=True,
+                                   on_output=self.output.emit)
         except UserError as exc:
             self.rejected.emit(str(exc))
         except Exception as exc:  # a bug must still end in a sentence, never a silent thread death

@@ -13,7 +13,9 @@ def _percent(v: float) -> float:
     return min(100.0, max(0.0, v))
 
 
-IDLE_KEYS = ("idle_w", "idle_s", "idle_reason", "energy_above_idle_j", "power_above_idle_w", "j_per_sample_above_idle")
+IDLE_KEYS = ("idle_w", "idle_s", "idle_reason", "energy_above_idle_j", "power_above_idle_w", "j_per_sample_above_idle",
+             "idle_when")
+IDLE_WHEN = {"before": "before the measured phase", "after": "after the script's last step"}  # env["energy"]["idle_when"]
 SUMMARY_KEYS = ("energy_j", "avg_power_w", "j_per_sample", "energy_parts", "energy_part", "energy_source",
                 "energy_measure", "energy_scope", "energy_reason", "utilization", "utilization_measure",
                 "utilization_reason", *IDLE_KEYS)
@@ -124,6 +126,7 @@ def _above_idle(out: dict, info: dict, spans: list[tuple[dict, float]]) -> None:
         out["idle_reason"] = _text(info.get("idle_reason")) or "the idle power could not be read"
         return
     out["idle_w"], out["idle_s"] = float(watts), float(seconds)
+    out["idle_when"] = info.get("idle_when") if info.get("idle_when") in IDLE_WHEN else "before"
     if out["energy_j"] is None:
         return
     span_s = sum(w["energy_s"] for w, _ in spans)
@@ -156,7 +159,8 @@ def describe_idle(summary: dict) -> str:
     idle = summary.get("idle_w")
     if not is_finite(idle):
         return f"Idle power: {summary.get('idle_reason') or 'not measured'}."
-    text = f"Idle: {idle:,.1f} W (read for {summary.get('idle_s') or 0:.1f} s before the measured phase)"
+    when = IDLE_WHEN.get(summary.get("idle_when"), IDLE_WHEN["before"])
+    text = f"Idle: {idle:,.1f} W (read for {summary.get('idle_s') or 0:.1f} s {when})"
     above = summary.get("j_per_sample_above_idle")
     if is_finite(above):
         return text + f"; above idle {fmt_joules(above)} per sample at {summary.get('power_above_idle_w'):,.1f} W."

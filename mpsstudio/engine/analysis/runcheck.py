@@ -37,7 +37,8 @@ ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long bef
 _NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
                  "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
                  "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
-                 "wall_samples_per_s", "peak_memory", "best_epoch", "stopped_early_epoch")
+                 "wall_samples_per_s", "peak_memory", "best_epoch", "stopped_early_epoch", "tokens_per_sample",
+                 "tokens_per_s")
 _LOSSES = ("final_loss", "val_loss", "best_value")  # any finite number, or null: a diverging run's last losses are huge
 _FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
@@ -266,10 +267,18 @@ def _summary(summary: dict) -> dict:
         raise _Bad("summary.epoch_s", "a list of seconds expected")
     for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
                 "saved_model_error", "precision_note", "leftover_processes",
-                "output_note"):
+                "output_note", "batch_from", "trained_on", "idle_when", "tracked"):
         value = summary.get(key)
         if value is not None and not isinstance(value, str):
             raise _Bad(f"summary.{key}", "text expected")
+    words = summary.get("script_settings_words")  # what a script used (run/script/settings.py)
+    if words is not None and not (isinstance(words, list) and len(words) <= 40
+                                  and all(isinstance(w, str) and len(w) <= 200 for w in words)):
+        raise _Bad("summary.script_settings_words", "a list of at most 40 short texts expected")
+    found = summary.get("script_settings")
+    if found is not None and not (isinstance(found, dict) and len(found) <= 40 and all(
+            isinstance(k, str) and (v is None or isinstance(v, (str, bool)) or _finite(v)) for k, v in found.items())):
+        raise _Bad("summary.script_settings", "an object of texts, numbers and true/false expected")
     return summary
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import UserError
 from .formatting import is_finite, one_line
+from .torchrun import TORCHRUN_OPTIONS, check_torchrun  # noqa: F401 (TORCHRUN_OPTIONS: imported from here too)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -30,10 +32,6 @@ MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000 
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
 MAX_GPUS = 64  # ranks on one machine (torchrun's --nproc-per-node)
 MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 1.0, 3600.0
-# torchrun's options a run passes through (run on several machines; process/launch.py): --nproc-per-node is --gpus,
-# restarts would hide a failed rank, and the rest (its log folders, its own entry point) are the launch's own
-TORCHRUN_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
-                    "--master-addr", "--master-port", "--local-addr")
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
 SCRIPT = "script"  # the dataset of a user's own training script run as a run (its model field: the script's path)
@@ -275,21 +273,7 @@ class RunConfig:
         if not is_finite(self.rank_timeout_s) or not MIN_RANK_TIMEOUT_S <= self.rank_timeout_s <= MAX_RANK_TIMEOUT_S:
             raise UserError(f"The ranks' timeout must be between {MIN_RANK_TIMEOUT_S:g} and {MAX_RANK_TIMEOUT_S:g} "
                             f"seconds, not {_shown(self.rank_timeout_s)}.")
-        args = self.torchrun
-        if not isinstance(args, list) or len(args) > 40 or not all(isinstance(a, str) and 0 < len(a) <= 400
-                                                                   for a in args):
-            raise UserError("torchrun's options must be a list of at most 40 texts.")
-        for arg in args:
-            name = arg.split("=", 1)[0].replace("_", "-")
-            if arg.startswith("-") and name not in TORCHRUN_OPTIONS:
-                raise UserError(f"{_shown(arg)} is not a torchrun option MPS Studio passes on; give only "
-                                f"{', '.join(TORCHRUN_OPTIONS)} (--gpus sets --nproc-per-node).")
-        given = {a.split("=", 1)[0].replace("_", "-"): a.split("=", 1)[-1] for a in args if a.startswith("-")}
-        _check_torchrun_values(given)
-        if given.get("--nnodes", "1") not in ("1", "1:1") and not ({"--rdzv-endpoint", "--master-addr"} & set(given)):
-            raise UserError("A run on several machines needs where they meet: give --rdzv-endpoint HOST:PORT (with "
-                            "--rdzv-backend c10d and a shared --rdzv-id) or --master-addr and --node-rank, the same on "
-                            "every machine.")
+        check_torchrun(self.torchrun)
         if not self.distributed:
             return
         if self.is_script:
@@ -333,6 +317,18 @@ class RunConfig:
         return f"{self.model} on {self.dataset}"
 
     @property
+    def model_label(self) -> str:
+        """The Model column's text: the model's name, or a script's file name first and then its folder ("train.py
+        — ~/projects/gpt"), so that two scripts' runs never look alike however the column elides."""
+        if not self.is_script:
+            return self.model
+        folder, _, name = self.model.replace("\\", "/").rpartition("/")
+        home = os.path.expanduser("~").replace("\\", "/")
+        if folder and home not in ("", "/", "~") and (folder == home or folder.startswith(home + "/")):
+            folder = "~" + folder[len(home):]
+        return f"{name} — {folder}" if folder else name
+
+    @property
     def batch_words(self) -> str:
         """"batch 64", or "batch not known" (a script run that ended before its model was called)."""
         return f"batch {self.batch_size:,}" if self.batch_size is not None else "batch not known"
@@ -360,33 +356,6 @@ def _key_names() -> tuple[str, ...]:
     """RunConfig's field names but the device and the interpreter, sorted (once: a history of 10,000 runs asks
     10,000 times)."""
     return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python", "rank_timeout_s")))
-
-
-def _check_torchrun_values(given: dict) -> None:
-    """torchrun's options' values, before torchrun starts (it would say so in a traceback, or ignore them)."""
-    def port(text: str, what: str) -> None:
-        if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 65535):
-            raise UserError(f"{what} must be a port from 1 to 65535, not {_shown(text)}.")
-    nodes = given.get("--nnodes", "1")
-    counts = nodes.split(":") if nodes.count(":") <= 1 else []
-    if not counts or not all(c.isascii() and c.isdigit() and 1 <= int(c) <= 100_000 for c in counts) or \
-            int(counts[0]) > int(counts[-1]):
-        raise UserError(f"--nnodes is a number of machines (or MIN:MAX), not {_shown(nodes)}.")
-    if "--node-rank" in given:
-        rank = given["--node-rank"]
-        if not (rank.isascii() and rank.isdigit() and int(rank) < int(counts[-1])):
-            raise UserError(f"--node-rank is this machine's number, from 0 to {int(counts[-1]) - 1}, not "
-                            f"{_shown(rank)}.")
-    if "--master-port" in given:
-        port(given["--master-port"], "--master-port")
-    if "--rdzv-endpoint" in given:
-        host, _, number = given["--rdzv-endpoint"].rpartition(":")
-        if not host or not host.strip():
-            raise UserError(f"--rdzv-endpoint is HOST:PORT, not {_shown(given['--rdzv-endpoint'])}.")
-        port(number, "--rdzv-endpoint's port")
-    if "--master-port" in given and not ({"--master-addr", "--nnodes"} & set(given)):
-        raise UserError("--master-port is where the machines of a run on several meet; on one machine torchrun picks "
-                        "a free port itself: drop it, or give --nnodes and --master-addr too.")
 
 
 def _texts(v) -> bool:

@@ -89,7 +89,8 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  lambda r, s: r.origin),
     ResultColumn("device", "Device", "Where the model ran: cpu, mps (the Apple GPU) or cuda; \u00d7N: on N GPUs "
                  "(ranks) at once.", "text", lambda r, s: device_label(r)),
-    ResultColumn("model", "Model", "The network that was trained.", "text", lambda r, s: r.config.model),
+    ResultColumn("model", "Model", "The network that was trained (a script: its file name, then its folder).", "text",
+                 lambda r, s: r.config.model_label),
     ResultColumn("dataset", "Dataset", "The data it was trained on.", "text", lambda r, s: r.config.dataset),
     ResultColumn("batch", "Batch", "Samples per training step.", "count", lambda r, s: r.config.batch_size),
     ResultColumn("precision", "Precision", "Number format of the computation: fp32, or fp16/bf16 autocast.", "text",
@@ -131,7 +132,8 @@ COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("energy_j", "Energy", "Joules of that device over all measurement windows.", "joules",
                  _summary("energy_j")),
     ResultColumn("idle_w", "Idle power", "Watts the same device drew doing nothing, read for about a second "
-                 "before the measured phase (after the warm-up, the device synchronized and quiet).", "watts",
+                 "before the measured phase (after the warm-up, the device synchronized and quiet; a script's run: "
+                 "after its last step).", "watts",
                  _summary("idle_w")),
     ResultColumn("j_per_sample_above_idle", "J/sample above idle", "Energy per sample above the device's idle "
                  "power: what the work itself cost, without what the device draws doing nothing.", "joules",

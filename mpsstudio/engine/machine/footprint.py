@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import time
 
 import psutil
 
@@ -67,12 +68,21 @@ def process_memory() -> tuple[int | None, str]:
         return None, "rss"
 
 
+SWAP_EVERY_S = 1.0  # swap moves slowly: read at most this often (each read parses /proc files: ~0.2 ms a window)
+_swap: list = [float("-inf"), None]  # (when read, bytes)
+
+
 def swap_used() -> int | None:
-    """Bytes of swap in use on the machine (None where it cannot be read)."""
+    """Bytes of swap in use on the machine (None where it cannot be read), read at most every SWAP_EVERY_S."""
+    now = time.monotonic()
+    if now - _swap[0] < SWAP_EVERY_S:
+        return _swap[1]
     try:
-        return int(psutil.swap_memory().used)
+        value = int(psutil.swap_memory().used)
     except (psutil.Error, OSError, RuntimeError):
-        return None
+        value = None
+    _swap[:] = [now, value]
+    return value
 
 
 PROCESS_WORDS = {"footprint": "physical footprint (Activity Monitor's Memory)", "rss": "resident memory (RSS)"}

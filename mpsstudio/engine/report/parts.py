@@ -11,6 +11,7 @@ from ..analysis import contrast as contrasts
 from ..analysis.compare import Comparison, compare, interval_name, short_machine
 from ..analysis.differences import environment_items
 from ..analysis.scaling import scalings
+from ..run.script.words import script_lines
 from ..analysis.verdict import headline, verdicts
 from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, is_finite, plural, printable
 from ..basics.results import now_iso
@@ -65,7 +66,9 @@ def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part
     envs = [dict(environment_items(r.env)) for r in c.runs]
     names = list(dict.fromkeys(k for env in envs for k in env))
     columns = [f"run {r.id[:8]}" + (" (baseline)" if i == 0 else "") for i, r in enumerate(c.runs)]
-    return Part(c.title(), contrasts.headline(c), c.sentences(diagnoses), [Table(headers, rows, numeric, contrasts.LEGEND)],
+    scripts = [f"Run {r.id[:8]} ({r.config.device}): {printable(line)}" for r in c.runs for line in script_lines(r)]
+    return Part(c.title(), contrasts.headline(c), [*c.sentences(diagnoses), *scripts],
+                [Table(headers, rows, numeric, contrasts.LEGEND)],
                 chart, [(k, *(env.get(k, "\u2014") for env in envs)) for k in names],
                 fmt_timestamp(c.baseline.created_at), columns)
 
@@ -101,8 +104,9 @@ def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequen
     s = run.summary
     what = (f"{run.config.device}: {fmt_rate(s.get('samples_per_s'))} samples/s (measured)"
             if run.status == "finished" and is_finite(s.get("samples_per_s")) else f"{run.config.device}: {run.status}")
+    said = ([printable(run.error)] if run.error else []) + [printable(line) for line in script_lines(run)]
     return [Part(f"Run: {run.config.work_words}, {run.config.batch_words}, "
-                 f"{run.config.precision_words} on {run.config.device}", what, [printable(run.error)] if run.error else [],
+                 f"{run.config.precision_words} on {run.config.device}", what, said,
                  [_runs_table([run], all_runs)], None, environment_items(run.env), fmt_timestamp(run.created_at))]
 
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
                                QScrollArea, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ...engine.analysis import evaluation
+from ...engine.run.script.words import script_lines
 from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import fmt_duration, is_finite, local_time, plural, printable
 from ...engine.basics.results import RunResult
@@ -113,8 +114,7 @@ class RunDetails(QWidget):
                   "interrupted": "interrupted (MPS Studio ended during the run)"}.get(
             run.status, run.status)
         s = run.summary
-        lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.model))} on "
-                 f"{escape(printable(cfg.dataset))} · {cfg.batch_words}"
+        lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.work_words))} · {cfg.batch_words}"
                  + (f" × {cfg.accumulate} accumulated" if cfg.accumulate > 1 else "") + f" · {cfg.precision_words}</b>",
                  f"{when} · {escape(printable(run.machine))} · {status}"]
         if s.get("stopped_early_reason"):
@@ -124,6 +124,7 @@ class RunDetails(QWidget):
             lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
         if run.error:
             lines.append(escape(printable(run.error)))
+        lines += [escape(printable(line)) for line in script_lines(run)]  # a script's batch, tokens, settings
         for key in ("leftover_processes", "output_note"):
             if s.get(key):
                 lines.append(escape(printable(s[key])))

@@ -23,6 +23,7 @@ class LayoutMixin:
         self.tabs.addTab(self.results, "Runs")
         self.tabs.addTab(self.results.details, "Details")  # the selected run: epochs, note, evaluation
         self.tabs.addTab(self.tools, "Tools")
+        self.tabs.addTab(self.output, "Output")  # what the runs' processes write, as it comes
         self.tabs.currentChanged.connect(self._on_tab)
         self.right_split.addWidget(self.tabs)
         self.right_split.setStretchFactor(0, 3)
@@ -64,7 +65,21 @@ class LayoutMixin:
         tools = index == self.tabs.indexOf(self.tools)
         if tools:
             self._badge_tools(False)
+        if index == self.tabs.indexOf(self.output):
+            self._badge_output(False)
         self.plots.setVisible(not tools)
+
+    def _badge_output(self, new: bool) -> None:
+        """"Output •" while the Output tab holds lines not seen yet."""
+        index = self.tabs.indexOf(self.output)
+        if new and self.tabs.currentIndex() == index:
+            return
+        self.tabs.setTabText(index, "Output \u2022" if new else "Output")
+        self.tabs.setTabToolTip(index, "New output from the run in progress." if new else "")
+
+    def _on_output(self, device: str, text: str) -> None:
+        self.output.add(device, text)
+        self._badge_output(True)
 
     def _plots_emptied(self, empty: bool) -> None:
         """No curves: the plots shrink to a line of hint and the table below gets the room. A maximum height, not

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Started, Warmup, Window
+from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Notice, Started, Warmup, Window
 from ...engine.basics.config import SCRIPT
 from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line, printable
 from ..plots.redraw import interval_for
@@ -15,7 +15,12 @@ class LiveMixin:
     """A run's events as they come: the plots, the status bar's step, samples/s (the engine's rolling median) and time left (the engine's estimate), notes and the power note."""
 
     def _on_event(self, event) -> None:
-        if isinstance(event, Started):
+        if isinstance(event, Notice):  # a sentence about the run in progress: said, and beside its output
+            self.say(f"{event.device}: {event.text}" if event.device else event.text)
+            self.banner.show_message(event.text)
+            self.output.say(event.device, event.text)
+            self._badge_output(True)
+        elif isinstance(event, Started):
             device = event.config["device"]
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:

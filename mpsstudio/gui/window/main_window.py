@@ -17,6 +17,7 @@ from ...engine.history.store import RunStore
 from ...engine.process import Spare
 from ..banner import Banner
 from ..plots import LivePlots
+from ..output_view import OutputView
 from ..results.panel import ResultsPanel
 from ..settings import settings
 from ..setup.panel import SetupPanel
@@ -75,6 +76,7 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.plots = LivePlots()
         self.results = ResultsPanel(self.store)
         self.tools = ToolsPanel(self.store)
+        self.output = OutputView()
         self.tool_worker: ToolWorker | None = None
         self.banner = Banner()
         self._build_layout()

@@ -102,6 +102,7 @@ class MenusMixin:
         window_menu.addAction(self._action("Show Runs", lambda: self._show_tab(0), "Ctrl+1"))
         window_menu.addAction(self._action("Show Run Details", lambda: self._show_tab(1), "Ctrl+2"))
         window_menu.addAction(self._action("Show Tools", lambda: self._show_tab(2), "Ctrl+3"))
+        window_menu.addAction(self._action("Show Output", lambda: self._show_tab(3), "Ctrl+4"))
 
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup…", self.show_doctor))

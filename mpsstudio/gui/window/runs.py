@@ -66,6 +66,9 @@ class RunsMixin:
         self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None, repeat=tags,
                                 save_models=None if probing else self._model_slots(configs))
         self.worker.event.connect(self._on_event)
+        self.worker.output.connect(self._on_output)
+        self.output.clear()
+        self._badge_output(False)
         self.worker.progress.connect(self._on_download)
         self.worker.rejected.connect(self._on_rejected)
         self.worker.all_done.connect(self._on_all_done)

@@ -126,11 +126,14 @@ def has_main_guard(path: str) -> bool | None:
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
-            names = [n for n in ast.walk(node.test) if isinstance(n, ast.Name) and n.id == "__name__"]
-            values = [n for n in ast.walk(node.test) if isinstance(n, ast.Constant) and n.value == "__main__"]
-            if names and values:
-                return True
+        if not isinstance(node, ast.If):
+            continue
+        for test in ast.walk(node.test):  # `__name__ == "__main__"`, also inside `and`/`or`
+            if isinstance(test, ast.Compare):
+                parts = [test.left, *test.comparators]
+                if any(isinstance(n, ast.Name) and n.id == "__name__" for n in parts) and \
+                        any(isinstance(n, ast.Constant) and n.value == "__main__" for n in parts):
+                    return True
     return False
 
 

@@ -70,7 +70,7 @@ def apply(config: RunConfig, found: dict) -> None:
     config.optimizer = name.lower() if isinstance(name, str) else None
     config.lr = found.get("lr")
     config.precision = precision(found)
-    config.tf32 = bool(found.get("tf32_matmul") and found.get("tf32_cudnn"))
+    config.tf32 = bool(config.device.startswith("cuda") and found.get("tf32_matmul") and found.get("tf32_cudnn"))
     config.compile = bool(found.get("compiled"))
     config.channels_last = bool(found.get("channels_last"))
 

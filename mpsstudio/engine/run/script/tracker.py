@@ -33,6 +33,10 @@ UNBOUNDED = UNBOUNDED_STEPS  # the steps of a script that runs to its own end (n
 # a synchronization every 0.1 s cost 2.1 % of the loop's time, every 0.5 s 0.4 %; tracked with 0.5 s windows,
 # 0.7-1.0 % (docs/benchmarks.md, "What mpsstudio.track costs").
 GPU_WINDOW_S = 1.0
+# ... and its shortest energy span there: reading NVML's energy counter and utilisation samples took ~5-8 ms of the
+# script's thread once a second on the lent H200 (~1 % of a launch-bound script's time: benchmarks/script_overhead.py
+# --self-time), so a script's GPU energy is read every 5 s (its power plot gets a point each time).
+GPU_SPAN_S = 5.0
 
 
 class ScriptDone(BaseException):
@@ -103,6 +107,7 @@ class Tracker:
         self.overlap = self.device.kind in ("cuda", "mps")
         if self.overlap:  # each window's synchronization idles a GPU (~2 ms on an H100): fewer, longer windows
             cfg.window_s = max(cfg.window_s, GPU_WINDOW_S)
+            self.meter.span_s = max(self.meter.span_s, GPU_SPAN_S)
         base = self.device.in_use(self.device.memory()) if self.device.kind == "cpu" else 0
         self.windows = Windows(cfg, self.device, self.meter, self.result.losses, self.result.windows, self.emit,
                                self.warm, self.total, base)
@@ -115,7 +120,7 @@ class Tracker:
                           notes=[f"Your script's own loop: {how}; each step's time holds whatever the script does "
                                  "between two steps (its data loading too)"
                                  + (f"; measured in windows of at least {cfg.window_s:g} s (each synchronizes the "
-                                    "GPU)." if self.overlap else "."),
+                                    f"GPU), its energy read every {self.meter.span_s:g} s." if self.overlap else "."),
                                  *([f"Batch: {batch_size:,} samples a step, from {self.batch_from}."]
                                    if self.batch_from else [])]))
         self.device.synchronize()
@@ -282,7 +287,7 @@ class Tracker:
         if status != "finished":
             energy.update(idle_w=None, idle_s=0.0, idle_reason="not read (the run did not finish)")
             return
-        energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.meter.idle()))
+        energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.meter.idle()), idle_when="after")
 
 
 def trained_elsewhere(asked: str, where: torch.device) -> str:
