@@ -366,3 +366,15 @@ def test_the_idle_power_is_read_after_the_scripts_last_step_never_between_two(mo
     assert calls == [("idle", 33)]  # once, after the 3 warm-up and 30 measured steps
     s = tracker.result.summary
     assert s["idle_when"] == "after" and "after the script's last step" in describe_idle(s)
+
+
+def test_an_lbfgs_closure_evaluated_many_times_is_one_batch(tmp_path):
+    text = MODEL.replace("torch.optim.SGD(model.parameters(), lr=0.1)", "torch.optim.LBFGS(model.parameters(), max_iter=5)") + (
+        "x, y = torch.randn(12, 8), torch.randint(0, 3, (12,))\n"
+        "def closure():\n    opt.zero_grad()\n    loss = nn.functional.cross_entropy(model(x), y)\n"
+        "    loss.backward()\n    return loss\n"
+        "for i in range(30):\n    opt.step(closure)\n")
+    code, run = _run(tmp_path, text)
+    assert code == cli.EXIT_OK and run.status == "finished", run.error
+    assert run.config.batch_size == 12 and {w["samples"] / w["steps"] for w in run.windows} == {12}
+    assert run.config.optimizer == "lbfgs"

@@ -13,6 +13,7 @@ from dataclasses import fields
 from datetime import datetime
 
 from . import energy, memory
+from ..basics.summary_fields import ANY_FINITE, MAX_NUMBER, FieldError as _Bad, check_summary, finite as _finite, number as _number
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
@@ -30,31 +31,13 @@ MAX_STEPS = 10_000_000  # per-step losses of one run
 MAX_ROWS = 1_000_000  # windows or epochs of one run
 MAX_ITEMS = 1_000  # keys of env, summary or options; items of a list in them
 MAX_DEPTH = 4  # nesting inside env, summary or options
-MAX_NUMBER = 1e18  # no measured quantity (time, rate, bytes, joules) comes near this; losses may (see _LOSSES)
-ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long before it becomes inf or NaN
 
-# Summary fields that are measured quantities: a finite number >= 0, or null.
-_NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",
-                 "samples_per_s", "samples_per_s_q1", "samples_per_s_q3", "samples_per_s_iqr", "step_ms",
-                 "s_per_epoch", "s_per_epoch_estimate", "s_per_epoch_measured", "spread_percent", "data_wait_s",
-                 "wall_samples_per_s", "peak_memory", "best_epoch", "stopped_early_epoch", "tokens_per_sample",
-                 "tokens_per_s")
-_LOSSES = ("final_loss", "val_loss", "best_value")  # any finite number, or null: a diverging run's last losses are huge
-_FRACTIONS = ("data_wait_fraction", "val_accuracy")  # 0..1
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
 _WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
                    "energy_j", "energy_s", "energy_windows", "utilization", "memory_driver", "memory_process",
                    "swap_used")
 _EPOCH_NUMBERS = ("epoch", "step", "seconds", "val_accuracy")
-
-
-class _Bad(Exception):
-    """A field that is wrong: `field` names it (config.batch_size), `why` says what it should be."""
-
-    def __init__(self, field: str, why: str):
-        super().__init__(f"{field}: {why}")
-        self.field, self.why = field, why
 
 
 def run_from_dict(data, where: str) -> RunResult:
@@ -115,7 +98,7 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         raise _Bad("note", f"text of at most {MAX_TEXT:,} characters expected")
     config = _config(data["config"])
     env = _object(data.get("env", {}), "env")
-    summary = _summary(_object(data["summary"], "summary"))
+    summary = check_summary(_object(data["summary"], "summary"))
     if rates is None:
         losses = _steps(data.get("steps", []))
         windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
@@ -245,43 +228,6 @@ def _config(cfg) -> RunConfig:
     return config
 
 
-def _summary(summary: dict) -> dict:
-    for key in _NON_NEGATIVE:
-        v = summary.get(key)
-        if v is not None and not (_number(v) and v >= 0):
-            raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
-    for key in ("best_epoch", "stopped_early_epoch", "windows", "measured_steps", "warmup_steps"):  # counts
-        v = summary.get(key)
-        if v is not None and v != int(v):
-            raise _Bad(f"summary.{key}", "a whole number, or null, expected")
-    for key in _LOSSES:
-        v = summary.get(key)
-        if v is not None and not _finite(v):
-            raise _Bad(f"summary.{key}", "a finite number, or null, expected")
-    for key in _FRACTIONS:
-        v = summary.get(key)
-        if v is not None and not (_number(v) and 0 <= v <= 1):
-            raise _Bad(f"summary.{key}", "a number from 0 to 1, or null, expected")
-    epochs = summary.get("epoch_s")
-    if epochs is not None and not (isinstance(epochs, list) and all(_number(e) and e >= 0 for e in epochs)):
-        raise _Bad("summary.epoch_s", "a list of seconds expected")
-    for key in ("dataset", "stability_reason", "memory_measure", "monitor", "stopped_early_reason", "saved_model",
-                "saved_model_error", "precision_note", "leftover_processes",
-                "output_note", "batch_from", "trained_on", "idle_when", "tracked"):
-        value = summary.get(key)
-        if value is not None and not isinstance(value, str):
-            raise _Bad(f"summary.{key}", "text expected")
-    words = summary.get("script_settings_words")  # what a script used (run/script/settings.py)
-    if words is not None and not (isinstance(words, list) and len(words) <= 40
-                                  and all(isinstance(w, str) and len(w) <= 200 for w in words)):
-        raise _Bad("summary.script_settings_words", "a list of at most 40 short texts expected")
-    found = summary.get("script_settings")
-    if found is not None and not (isinstance(found, dict) and len(found) <= 40 and all(
-            isinstance(k, str) and (v is None or isinstance(v, (str, bool)) or _finite(v)) for k, v in found.items())):
-        raise _Bad("summary.script_settings", "an object of texts, numbers and true/false expected")
-    return summary
-
-
 def _steps(steps) -> list[float]:
     if not isinstance(steps, list) or len(steps) > MAX_STEPS:
         raise _Bad("steps", f"a list of at most {MAX_STEPS:,} steps expected")
@@ -374,19 +320,6 @@ def _path(name) -> str:
         return name
     parent, key = name
     return f"{_path(parent)}[{key}]" if isinstance(key, int) else f"{_path(parent)}.{_short(key)}"
-
-
-def _finite(v) -> bool:
-    """Any finite JSON number (a loss; ints of any size compare exactly, without overflowing a float)."""
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and -ANY_FINITE <= v <= ANY_FINITE
-
-
-def _number(v) -> bool:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return False
-    if isinstance(v, int):
-        return abs(v) <= MAX_NUMBER
-    return math.isfinite(v) and abs(v) <= MAX_NUMBER
 
 
 def _is_iso(text: str) -> bool:

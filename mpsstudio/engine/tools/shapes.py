@@ -18,7 +18,7 @@ DEVICE = Text(max=64)
 LONG = Text(max=20_000)  # a sentence, a reason with an error message in it
 BATCH = Int(1, MAX_BATCH)
 COUNT = Int()
-BIG = 1e18  # no measured quantity (a time, a rate, bytes) comes near this (analysis/runcheck.MAX_NUMBER alike)
+BIG = 1e18  # no measured quantity (a time, a rate, bytes) comes near this (basics/summary_fields.MAX_NUMBER alike)
 MS = Num(hi=BIG)  # milliseconds (or seconds, bytes ...): finite, not negative
 MS_OR_NULL = Num(hi=BIG, null=True)
 ERR = Num(hi=BIG, null=True, nonfinite_is_null=True)  # a relative error: null where it was not finite (JSON has no inf)

@@ -107,12 +107,19 @@ class HookCounter:
         self.model_input: torch.Tensor | None = None
         self.want_settings = False
         self.in_backward = False
+        self.in_step = False  # inside an optimizer's step (between its pre- and post-hook)
         self._global: list = []
         self._local = None
 
     # ------------------------------------------------------------------ the optimizer's step and backward()
 
+    def before_optimizer_step(self, optimizer, args, kwargs) -> None:
+        """An optimizer's step begins: the backward() calls inside it (LBFGS's closure evaluates the same batch
+        again and again) are one batch, not one each."""
+        self.in_step = True
+
     def on_optimizer_step(self, optimizer, args, kwargs) -> None:
+        self.in_step = False
         key = id(optimizer)
         if key not in self.sizes:
             self.sizes[key] = sum(p.numel() for g in optimizer.param_groups for p in g["params"])
@@ -158,10 +165,14 @@ class HookCounter:
         if isinstance(tensor, torch.Tensor):
             kept = tensor.detach()
             self.loss = kept if kept.numel() == 1 else kept.float().mean()
-            self.backwards += 1
-            if self.batch is not None:
-                self.step_samples += self.batch
-                self.step_tokens += self.tokens
+            if self.in_step:  # a closure's evaluation inside the step: its batch once
+                if not self.step_samples and self.batch is not None:
+                    self.step_samples, self.step_tokens, self.backwards = self.batch, self.tokens, 1
+            else:
+                self.backwards += 1
+                if self.batch is not None:
+                    self.step_samples += self.batch
+                    self.step_tokens += self.tokens
         self._no_step_yet()
 
     def _no_step_yet(self) -> None:
@@ -249,7 +260,7 @@ class HookCounter:
 
     @contextmanager
     def installed(self):
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         counter = self
         original, autograd_backward = torch.Tensor.backward, torch.autograd.backward
@@ -266,7 +277,8 @@ class HookCounter:
             if not counter.in_backward:
                 counter._saw_backward(tensors)
             return autograd_backward(tensors, *args, **kwargs)
-        step_hook = register_optimizer_step_post_hook(self.on_optimizer_step)
+        step_hooks = [register_optimizer_step_pre_hook(self.before_optimizer_step),
+                      register_optimizer_step_post_hook(self.on_optimizer_step)]
         self._global = [torch.nn.modules.module.register_module_forward_pre_hook(self._pre_forward),
                         torch.nn.modules.module.register_module_forward_hook(self._post_forward)]
         torch.Tensor.backward, torch.autograd.backward = backward, autograd
@@ -274,7 +286,8 @@ class HookCounter:
             yield self
         finally:
             torch.Tensor.backward, torch.autograd.backward = original, autograd_backward
-            step_hook.remove()
+            for hook in step_hooks:
+                hook.remove()
             self._remove_global()
             if self._local is not None:
                 self._local.remove()
