@@ -143,7 +143,7 @@ def test_dataloader_workers_without_a_main_guard_train_as_under_python(tmp_path)
 
 def test_where_python_spawns_workers_the_missing_guard_is_named_with_its_fix(tmp_path, monkeypatch):
     monkeypatch.setenv(machine.START_METHOD_VAR, "spawn")  # macOS's default, and Linux's from Python 3.14 (forkserver)
-    code, run = _run(tmp_path, NO_GUARD)
+    code, run = _run(tmp_path, NO_GUARD.replace("num_workers=2", "num_workers=1"))  # one fresh interpreter is enough
     assert code == cli.EXIT_RUN_FAILED and run.status == "failed"
     assert run.error.startswith("The script's DataLoader workers could not start: Python starts them with spawn here")
     assert 'if __name__ == "__main__":' in run.error and "num_workers=0" in run.error
