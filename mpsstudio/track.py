@@ -23,6 +23,7 @@ its exit code is not judged (`mpsstudio run` judges it). No Qt is imported.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import sys
 
@@ -97,12 +98,20 @@ def _checked_loss(loss):
     """The step's loss: a tensor holding one number (kept on its device), or a Python number."""
     import torch
 
+    from .engine.run.script.tracker import loss_problem
+
     if isinstance(loss, torch.Tensor):
+        problem = loss_problem(loss)
+        if problem:
+            raise ValueError(f"mpsstudio.track.step: {problem}")
         if loss.numel() != 1:
             raise ValueError(f"mpsstudio.track.step: the loss must hold one number (the batch's mean loss), not a "
                              f"tensor of shape {tuple(loss.shape)}.")
         return loss
     if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        if not math.isfinite(loss):
+            raise ValueError(f"mpsstudio.track.step: the loss is {loss!r}, not a finite number: the step went wrong "
+                             "before it reached mt.step.")
         return torch.tensor(float(loss))
     raise TypeError(f"mpsstudio.track.step: the loss must be a tensor or a number, not {_shown(loss)}.")
 
@@ -118,8 +127,11 @@ def _samples(batch_size) -> int:
         n = operator.index(batch_size) if not isinstance(batch_size, bool) else None
     except TypeError:
         n = None
-    if n is None or n < 1:
-        raise ValueError(f"mpsstudio.track.step: batch_size must be a whole number from 1, not {_shown(batch_size)}.")
+    from .engine.run.script.tracker import batch_problem
+
+    problem = batch_problem(n if n is not None else batch_size)
+    if problem:
+        raise ValueError(f"mpsstudio.track.step: {problem}, not {_shown(batch_size)}.")
     return n
 
 

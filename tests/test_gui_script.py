@@ -58,7 +58,8 @@ def test_the_dialog_makes_the_engines_config(dialog):
     assert dialog.config == script_config(str(SCRIPT), ["--epochs", "2", "--note", "two words", "--on", "{device}"],
                                           30, 3, batch_size=20, device_args={"cpu": ["--threads", "2", "--tag", "a b"]})
     assert dialog.values() == {"path": str(SCRIPT), "args": '--epochs 2 --note "two words" --on {device}',
-                               "steps": 30, "warmup": 3, "batch": 20, "device_args": {"cpu": '--threads 2 --tag "a b"'}}
+                               "steps": 30, "warmup": 3, "batch": 20, "keep_args": False,
+                               "device_args": {"cpu": '--threads 2 --tag "a b"'}}
     again = ScriptDialog(["cpu"], dialog.values())
     assert again.values() == dialog.values()
     assert ScriptDialog(["cpu"], {"steps": "many", "warmup": -4, "path": None}).values()["steps"] == 0

@@ -85,14 +85,17 @@ def test_a_row_whose_windows_are_gone_is_shown_without_the_throughput_they_backe
     assert not store.notices
 
 
-def test_an_unchecked_run_is_stored_unsealed_and_read_back_checked(tmp_path):
+def test_an_unchecked_run_is_checked_before_it_is_stored(tmp_path):
+    """Every run is stored as the history reads it back (runcheck.storable): checked, its summary re-derived from its
+    windows, then sealed."""
     store = RunStore(tmp_path / "runs.sqlite3")
     run = make_run()
-    run.summary["samples_per_s"] = 5.0  # a summary its (no) windows do not back: kept, never trusted unchecked
+    run.summary["samples_per_s"] = 5.0  # a summary its windows do not back: never stored as it claims
     run.windows = [{"first_step": 1, "steps": 1, "seconds": 0.1, "samples": 10, "samples_per_s": 100.0}]
     store.save(run)
     with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
-        assert db.execute("SELECT seal FROM runs").fetchone()[0] is None
+        assert db.execute("SELECT seal FROM runs").fetchone()[0] is not None
+        assert json.loads(db.execute("SELECT summary_json FROM runs").fetchone()[0])["samples_per_s"] == 100.0
     [back] = store.summaries()
     assert back.summary["samples_per_s"] == 100.0
 

@@ -141,8 +141,10 @@ def test_a_step_is_one_round_of_the_scripts_optimizers_and_autograd_backward_cou
 
 
 @pytest.mark.parametrize("call, said", [
-    ("mt.step(loss, batch_size=0)", "mpsstudio.track.step: batch_size must be a whole number from 1, not 0."),
-    ("mt.step(loss, batch_size='16')", "batch_size must be a whole number from 1, not '16'"),
+    ("mt.step(loss, batch_size=0)", "mpsstudio.track.step: batch_size must be a whole number from 1 to 1,048,576 (the "
+                                    "largest batch MPS Studio measures), not 0."),
+    ("mt.step(loss, batch_size='16')", "batch_size must be a whole number from 1 to 1,048,576 (the largest batch MPS "
+                                       "Studio measures), not '16'"),
     ("mt.step(loss, batch_size=16.5)", "not 16.5"),
     ("mt.step('abc', batch_size=8)", "mpsstudio.track.step: the loss must be a tensor or a number, not 'abc'."),
     ("mt.step(torch.randn(4), batch_size=8)", "the loss must hold one number (the batch's mean loss)"),

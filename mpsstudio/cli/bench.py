@@ -249,7 +249,7 @@ def cmd_run(args) -> int:
     if args.batch_size is not None and not 1 <= args.batch_size <= MAX_BATCH:
         raise UserError(f"--batch-size must be a whole number from 1 to {MAX_BATCH:,}, not {args.batch_size}.")
     cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup, batch_size=args.batch_size,
-                        device_args=parse_device_args(args.args_for))
+                        device_args=parse_device_args(args.args_for), keep_args=args.keep_args)
     use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,

@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--args-for", action="append", default=[], metavar="DEVICE=ARGS",
                    help="arguments for one device's run only, added after the script's own (e.g. --args-for "
                         "cuda=\"--accel\"); repeat for other devices")
+    r.add_argument("--keep-args", action="store_true",
+                   help="keep the script's arguments as given in the history and its exports (by default values that "
+                        "look like secrets, such as --api-key's or an hf_ token, are stored as [redacted])")
     r.add_argument("--show-output", action="store_true",
                    help="print the script's own output as it comes (default: its last lines under the progress line "
                         "on a terminal; all of it is kept in the run's output log)")

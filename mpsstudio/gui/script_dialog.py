@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
+    QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
     QVBoxLayout,
 )
 
@@ -99,6 +99,11 @@ class ScriptDialog(QDialog):
             edit.textChanged.connect(self._changed)
             self.device_edits[device] = edit
             form.addRow(f"Only on {device}:", edit)
+        self.keep_args = QCheckBox("Keep the arguments as typed")
+        self.keep_args.setChecked(last.get("keep_args") is True)
+        self.keep_args.setToolTip("Otherwise values that look like secrets (an --api-key's, a --token's, an hf_ or sk- "
+                                  "key) are kept in the history, its exports and reports as [redacted].")
+        form.addRow("", self.keep_args)
         layout.addLayout(form)
 
         self.problem = QLabel("")
@@ -137,11 +142,21 @@ class ScriptDialog(QDialog):
 
         return parse_device_args([f"{d}={e.text()}" for d, e in self.device_edits.items() if e.text().strip()])
 
+    def remembered(self) -> dict:
+        """values() as the window's settings keep them: the arguments' secrets redacted, unless they are kept."""
+        from ..engine.basics.redact import redact_text
+
+        found = self.values()
+        if not found["keep_args"]:
+            found["args"] = redact_text(found["args"])
+            found["device_args"] = {d: redact_text(v) for d, v in found["device_args"].items()}
+        return found
+
     def values(self) -> dict:
         """What the dialog holds, to be offered again next time."""
         return {"path": self.path_edit.text().strip(), "args": self.args_edit.text(),
                 "steps": self.steps_spin.value(), "warmup": self.warmup_spin.value(),
-                "batch": self.batch_spin.value(),
+                "batch": self.batch_spin.value(), "keep_args": self.keep_args.isChecked(),
                 "device_args": {d: e.text() for d, e in self.device_edits.items() if e.text().strip()}}
 
     def accept(self) -> None:
@@ -152,7 +167,7 @@ class ScriptDialog(QDialog):
             self.config = script_config(str(Path(self.path_edit.text().strip()).expanduser()), self.arguments(),
                                         self.steps_spin.value() or None, self.warmup_spin.value(),
                                         batch_size=self.batch_spin.value() or None,
-                                        device_args=self.device_arguments())
+                                        device_args=self.device_arguments(), keep_args=self.keep_args.isChecked())
         except UserError as exc:
             self.problem.setText(str(exc))
             return

@@ -10,14 +10,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import fields
-from datetime import datetime
 
 from . import energy, memory
 from ..basics.summary_fields import ANY_FINITE, MAX_NUMBER, FieldError as _Bad, check_summary, finite as _finite, number as _number
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
-from ..basics.results import STATUSES, RunResult
+from ..basics.results import STATUSES, RunResult, date_problem, new_run_id, now_iso
 from .stability import assess
 from .summary import device_kind, quartiles
 
@@ -70,6 +69,44 @@ def checked_result(result: RunResult, where: str) -> RunResult:
         raise UserError(f"{where} sent a run that could not be read ({type(exc).__name__})") from None
 
 
+def storable(result: RunResult) -> RunResult:
+    """The run as the history keeps it and reads it back: checked whole (the same check as a run read back), or,
+    when a figure cannot be kept (a number past what the history holds, a value of the wrong kind), the same run as
+    failed with the reason and without its figures: never lost, never unreadable."""
+    if result.checked or result.is_summary:  # (a summary is refused by the store itself: it would lose the run)
+        return result
+    try:
+        return _run(result.to_dict())
+    except _Bad as bad:
+        reason = f"'{bad.field}' ({bad.why})"
+    except Exception as exc:  # noqa: BLE001 (an object that is not what it claims to be)
+        reason = f"a value that cannot be written ({type(exc).__name__})"
+    cfg = result.config
+    try:
+        config = _config(cfg.to_dict())
+    except Exception:  # noqa: BLE001 (the setup itself is what cannot be kept: its names and device stay)
+        config = _config({"model": _text_or(cfg.model, "unknown"), "dataset": _text_or(cfg.dataset, "unknown"),
+                          "device": cfg.device if isinstance(cfg.device, str) and len(cfg.device) < 16 else "cpu",
+                          "batch_size": None if cfg.is_script else 1, "steps": None, "epochs": None if
+                          cfg.is_script else 1, "optimizer": None if cfg.is_script else "sgd",
+                          "lr": None if cfg.is_script else 0.01, "precision": None if cfg.is_script else "fp32"})
+    try:
+        env = _object(result.env, "env")
+    except Exception:  # noqa: BLE001
+        env = {}
+    before = f"{printable(result.error)[:2000]} " if isinstance(result.error, str) and result.error else ""
+    error = (f"{before}This run could not be kept as measured: its {reason} cannot be stored, so its figures were "
+             "dropped.").strip()
+    kept = RunResult(config=config, status="failed", env=env, error=error[:MAX_TEXT],
+                     id=result.id if isinstance(result.id, str) and ID_PATTERN.fullmatch(result.id) else new_run_id(),
+                     created_at=now_iso() if date_problem(result.created_at) else result.created_at, origin="local")
+    return _run(kept.to_dict())
+
+
+def _text_or(value, default: str) -> str:
+    return value if isinstance(value, str) and value.strip() and len(value) <= 4096 else default
+
+
 def _run(data, rates: list[float] | None = None) -> RunResult:
     if not isinstance(data, dict):
         raise _Bad("run", f"a JSON object is expected, not {_kind(data)}")
@@ -83,8 +120,9 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
     if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
         raise _Bad("id", "1 to 64 letters, digits, '.', '_' or '-' expected")
     created = data.get("created_at")
-    if not isinstance(created, str) or len(created) > 64 or not _is_iso(created):
-        raise _Bad("created_at", "an ISO 8601 date and time expected")
+    when = date_problem(created)
+    if when:
+        raise _Bad("created_at", when)
     if data["status"] not in STATUSES:
         raise _Bad("status", f"one of {', '.join(STATUSES)} expected")
     origin = data.get("origin", "local")
@@ -320,14 +358,6 @@ def _path(name) -> str:
         return name
     parent, key = name
     return f"{_path(parent)}[{key}]" if isinstance(key, int) else f"{_path(parent)}.{_short(key)}"
-
-
-def _is_iso(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _kind(v) -> str:

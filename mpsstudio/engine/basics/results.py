@@ -23,6 +23,29 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+FUTURE_SLACK_S = 86_400.0  # a date this far ahead of this machine's clock is another clock's; beyond, not a date
+
+
+def date_problem(text) -> str:
+    """Why `text` is not when a run or a result was made ("" when it can be): an ISO 8601 date and time, not in the
+    future (a file dated 9999-12-31 would always be the newest)."""
+    if not isinstance(text, str) or len(text) > 64:
+        return "an ISO 8601 date and time expected"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return "an ISO 8601 date and time expected"
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        ahead = (when - datetime.now(timezone.utc)).total_seconds()
+    except OverflowError:
+        ahead = float("inf")
+    if ahead > FUTURE_SLACK_S:
+        return f"a date in the future ({text[:32]}), not when it was made"
+    return ""
+
+
 @dataclass
 class RunResult:
     """One run. `losses` holds every step's loss (warm-up steps first); `windows` one row per measurement window."""

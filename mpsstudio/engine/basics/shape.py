@@ -87,7 +87,9 @@ def Share(null: bool = False) -> Num:  # noqa: N802
 
 @dataclass(frozen=True)
 class Text(Shape):
-    """A string of at most `max` characters (one of `choices` when given)."""
+    """A string of at most `max` characters (one of `choices` when given), read back with its control and format
+    characters (a terminal's escapes, a right-to-left override, a zero-width joiner) shown as "?": every front end
+    then shows what was written, in the order it was written (a line break is kept)."""
 
     max: int = 2_000
     null: bool = False
@@ -100,7 +102,7 @@ class Text(Shape):
             raise ShapeError(path, f"is a text of {len(value):,} characters, more than {self.max:,}")
         if self.choices and value not in self.choices:
             raise ShapeError(path, f"is {_shown(value)}, not one of {', '.join(map(repr, self.choices))}")
-        return value
+        return value if value.isprintable() else "".join(c if c.isprintable() or c == "\n" else "?" for c in value)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ..analysis.compare import compare, speedup_map
 from ..basics.errors import UserError
 from ..basics.files import write_atomic
 from ..basics.formatting import fmt_bytes, is_finite, one_line, printable
-from ..basics.results import RunResult, json_safe
+from ..basics.results import RunResult, date_problem, json_safe
 from ..analysis.runcheck import run_from_dict
 from ..analysis.verdict import comparison_record
 
@@ -134,6 +134,10 @@ def import_tool_json(path: str | Path):
     record.id = doc["id"] if is_id(doc.get("id")) else content_id(kind, result)
     result["imported_from"] = path.name[:200]
     if is_text(doc.get("created_at")) and len(doc["created_at"]) <= 40:
+        when = date_problem(doc["created_at"])
+        if when:
+            raise UserError(f"{name} is dated {printable(doc['created_at'])[:32]}: {when.split(' (')[0]}; nothing was "
+                            "imported.")
         record.created_at = doc["created_at"]
     return record
 

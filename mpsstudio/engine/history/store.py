@@ -16,6 +16,7 @@ from pathlib import Path
 from ..basics import paths
 from ..basics.errors import UserError
 from ..basics.formatting import plural, printable
+from ..analysis.runcheck import storable
 from ..basics.results import RunResult, json_safe
 from . import pending, rows, schema
 from .rows import ToolRecord
@@ -52,8 +53,9 @@ class RunStore:
 
     # -- writing --------------------------------------------------------------------------------------------
     def save(self, result: RunResult) -> None:
-        """Insert or replace one run (a run of this app: its id is ours) in a single transaction."""
-        self._write("INSERT OR REPLACE", [result])
+        """Insert or replace one run (a run of this app: its id is ours) in a single transaction: the run as the
+        history can read it back (runcheck.storable: one it could not is kept as failed, saying why)."""
+        self._write("INSERT OR REPLACE", [storable(result)])
 
     def restore(self, results: list[RunResult]) -> None:
         """Put back whole runs that were deleted (Undo), ids, times and notes as they were, in one transaction."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
-from ..basics.events import Ended, Event
+from ..basics.events import Ended, Event, Notice, Started
+from ..basics.redact import keeps_args, redact_text, redacted_options
 from ..basics.formatting import fmt_duration, one_line
 from ..basics.results import RunResult
 from . import handles, interpreter
@@ -64,7 +66,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
             if why:
                 if not results and i == len(configs):
                     raise UserError(why)
-                result = Recorder(cfg).finish("failed", why)
+                result = Recorder(shown_config(cfg)).finish("failed", why)
                 emit(Ended(result))
                 results.append(result)
                 continue
@@ -74,7 +76,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 mps_fallback=cfg.mps_fallback)
         save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
-                      Journal(cfg) if journal else None, on_output)
+                      Journal(shown_config(cfg)) if journal else None, on_output)
         try:
             try:
                 result = job.run()
@@ -103,6 +105,27 @@ def run_point(config: RunConfig, **kwargs) -> RunResult:
     return results[0] if results else RunResult(config=config, status="cancelled")
 
 
+def shown_config(cfg: RunConfig) -> RunConfig:
+    """The config as the run is kept and shown: a script's arguments with secrets redacted (basics/redact.py)."""
+    options = redacted_options(cfg.options)
+    return cfg if options is cfg.options else replace(cfg, options=options)
+
+
+def shown_event(event, keep: bool):
+    """An event as the front end may keep and show it: a script's arguments and its quoted words redacted."""
+    if keep:
+        return event
+    if isinstance(event, Started):
+        event.config = {**event.config, "options": redacted_options(event.config.get("options") or {})}
+    elif isinstance(event, Ended):
+        r = event.result
+        r.config = shown_config(r.config)
+        r.error = redact_text(r.error) if isinstance(r.error, str) else r.error
+    elif isinstance(event, Notice):
+        event.text = redact_text(event.text)
+    return event
+
+
 class _RunJob:
     def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None, journal=None,
                  on_output=None):
@@ -110,9 +133,10 @@ class _RunJob:
         self.on_output = on_output
         self.shown_at = 0.0
         self.journal = journal
+        self.keep = keeps_args(cfg.options)
         self.emit, self.stop, self.progress = emit, stop, progress or (lambda message, fraction: None)
         self.timeout_s, self.grace_s = timeout_s, grace_s
-        self.recorder = Recorder(cfg)
+        self.recorder = Recorder(shown_config(cfg))
         self.rejected = ""
         self.timed_out = False
         self.garbled = ""
@@ -191,7 +215,9 @@ class _RunJob:
             self.on_output(self.cfg.device, text)
 
     def _kept(self, result: RunResult) -> RunResult:
-        """The run with its process's output kept (output.py), once that process has ended."""
+        """The run with its process's output kept (output.py), once that process has ended; its words redacted."""
+        if not self.keep:
+            result.error = redact_text(result.error) if isinstance(result.error, str) else result.error
         self.proc.end(wait_s=2.0)
         if self.on_output is not None and getattr(self.proc, "output", None) is not None:
             self.proc.output.close()
@@ -207,7 +233,7 @@ class _RunJob:
         kind = message[0]
         try:
             if kind == "event":
-                event = checked_event(message[1])
+                event = shown_event(checked_event(message[1]), self.keep)
                 if isinstance(event, Ended) and self.timed_out and event.result.status == "cancelled":
                     event.result.status, event.result.error = "failed", self._timeout_sentence()  # it stopped
                 self.recorder.add(event)

@@ -125,9 +125,12 @@ def validated(name: str, result) -> dict:
         from .toolview import inspect_sentence
 
         result["sentence"] = inspect_sentence(result)
-    if name == "tune":  # the recommendation and its sentence from the candidates' numbers, on every read
-        from .tune.report import rederived as tune_rederived
+    if name == "tune":  # rows that agree, then the recommendation and its sentence from their numbers, on every read
+        from .tune.report import contradiction, rederived as tune_rederived
 
+        found = contradiction(result)
+        if found:
+            raise ShapeError(*found)
         result = tune_rederived(result)
     if name == "diagnose":  # each bound and sentence from its figures, on every read
         from .diagnose.view import rederived

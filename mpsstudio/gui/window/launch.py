@@ -54,7 +54,7 @@ class LaunchMixin:
         dialog = ScriptDialog(devices, last if isinstance(last, dict) else {}, parent=self)
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return None
-        settings().setValue(SCRIPT_KEY, json.dumps(dialog.values()))
+        settings().setValue(SCRIPT_KEY, json.dumps(dialog.remembered()))
         return dialog.config
 
     @Slot()

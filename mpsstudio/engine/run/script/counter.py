@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .tracker import Tracker
+from .tracker import Tracker, loss_problem
 
 FIRST_DIM = "the first dimension of the model's first input"
 NO_STEP_S = 10.0  # after the script's first forward pass: how long before a run with no counted step says so
@@ -164,7 +164,8 @@ class HookCounter:
             tensor = next((t for t in tensor if isinstance(t, torch.Tensor)), None)
         if isinstance(tensor, torch.Tensor):
             kept = tensor.detach()
-            self.loss = kept if kept.numel() == 1 else kept.float().mean()
+            whole = kept.numel() == 1 or bool(loss_problem(kept))  # a complex or sparse loss: said at the step
+            self.loss = kept if whole else kept.float().mean()
             if self.in_step:  # a closure's evaluation inside the step: its batch once
                 if not self.step_samples and self.batch is not None:
                     self.step_samples, self.step_tokens, self.backwards = self.batch, self.tokens, 1

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ...basics.config import RunConfig
 from ...basics.errors import UserError
+from ...basics.redact import KEEP_ARGS
 from ...basics.events import Notice
 from ...basics.formatting import printable
 from ...basics.results import RunResult
@@ -51,12 +52,13 @@ class LastLine:
 
 def script_config(path: str, args: list[str], steps: int | None = None, warmup: int | None = None,
                   device: str = "cpu", batch_size: int | None = None,
-                  device_args: dict[str, list[str]] | None = None) -> RunConfig:
+                  device_args: dict[str, list[str]] | None = None, keep_args: bool = False) -> RunConfig:
     """The run of a training script at `path` with its own arguments, checked (UserError, one sentence): an
     existing .py file, `steps` from 1 (None: until the script ends), the arguments as texts; `batch_size`: the
     samples of each step when the script's own input cannot say it (None: read from the model's input);
-    `device_args`: arguments added for one device alone ({"cuda": ["--accel"]}). What the command line's
-    `mpsstudio run` and the window's Run Script… both run."""
+    `device_args`: arguments added for one device alone ({"cuda": ["--accel"]}); `keep_args`: keep the arguments as
+    given in the history and its exports (otherwise values that look like secrets are redacted: basics/redact.py).
+    What the command line's `mpsstudio run` and the window's Run Script… both run."""
     from ...basics.config import MAX_STEPS, SCRIPT
     from ...models.user import user_model_path
 
@@ -68,6 +70,8 @@ def script_config(path: str, args: list[str], steps: int | None = None, warmup: 
     options: dict = {"script_args": [str(a) for a in args]}
     if device_args:
         options["device_args"] = {str(k): [str(a) for a in v] for k, v in device_args.items()}
+    if keep_args:
+        options[KEEP_ARGS] = True
     return RunConfig(model=str(found.resolve()), dataset=SCRIPT, device=device, steps=steps, epochs=None,
                      warmup_steps=DEFAULT_WARMUP if warmup is None else warmup, batch_size=batch_size,
                      optimizer=None, lr=None, precision=None, options=options).validate()

@@ -18,8 +18,9 @@ from collections.abc import Callable
 import torch
 
 from ...analysis.summary import RunFacts, memory_measure, summarise
-from ...basics.config import RunConfig
+from ...basics.config import MAX_BATCH, RunConfig
 from ...basics.events import UNBOUNDED_STEPS, Ended, EpochEnd, Started, Warmup
+from ...basics.formatting import printable
 from ...basics.results import RunResult
 from ...machine import devices, environment, host
 from ..failures import NonFinite, outcome
@@ -146,6 +147,17 @@ class Tracker:
             raise ScriptDone()
         if not isinstance(loss, torch.Tensor):
             loss = torch.as_tensor(float(loss))
+        problem = loss_problem(loss)
+        if not problem and batch_problem(batch_size):
+            source = f", from {self.batch_from}" if self.batch_from else ""
+            problem = (f"its samples ({printable(repr(batch_size))[:40]}{source}) are not a whole number from 1 to "
+                       f"{MAX_BATCH:,}, the largest batch MPS Studio measures (give the step's samples with "
+                       "--batch-size N or mt.step(loss, batch_size=n))")
+        if not problem and not (isinstance(tokens, int) and 0 <= tokens <= MAX_TOKENS):
+            problem = "its tokens are not a count"
+        if problem:  # checked where it enters: a run that cannot be stored is never made
+            self.finish("failed", f"Step {self.count + 1} could not be measured: {problem}.")
+            raise ScriptDone()
         if self.windows is None:
             self._start(loss, batch_size)
         self.count += 1
@@ -288,6 +300,33 @@ class Tracker:
             energy.update(idle_w=None, idle_s=0.0, idle_reason="not read (the run did not finish)")
             return
         energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.meter.idle()), idle_when="after")
+
+
+MAX_TOKENS = 10**12  # a step's tokens (MAX_BATCH sequences of a million tokens each)
+
+
+def batch_problem(samples) -> str:
+    """Why a step's samples cannot be counted ("" when they can): a whole number from 1 to the engine's largest
+    batch (--batch-size's limit), so that every figure a run stores fits the history."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_BATCH:
+        return f"batch_size must be a whole number from 1 to {MAX_BATCH:,} (the largest batch MPS Studio measures)"
+    return ""
+
+
+def loss_problem(loss: torch.Tensor) -> str:
+    """Why a step's loss tensor cannot be measured ("" when it can), read without waiting for the device: a loss
+    on the meta device has no value, a complex one no order (its imaginary part would be dropped), a sparse one is
+    not one number. A NaN or infinite value is found when its window is read (the run then says at which step)."""
+    if loss.device.type == "meta":
+        return ("the loss is on the meta device, which holds shapes but no values: nothing can be measured; train on "
+                "a real device")
+    if loss.dtype.is_complex:
+        return "the loss is complex; give a real number (the value the optimizer minimises)"
+    if loss.layout != torch.strided:
+        return f"the loss is a {str(loss.layout).replace('torch.', '')} tensor; give the dense mean loss"
+    if loss.dtype == torch.bool:
+        return "the loss is a true/false tensor, not a number"
+    return ""
 
 
 def trained_elsewhere(asked: str, where: torch.device) -> str:

@@ -104,8 +104,40 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
             row["parity_ok"], row["parity_worst"] = check.get("ok"), check.get("worst_rel_err")
             row["first_wrong_layer"] = check.get("first_wrong_layer")
         row["status"], row["reason"] = _status(c, g, runs, ok, dropped, row, outcome)
+        if row["status"] in NO_FIGURES:  # a round that failed: what the others measured is not compared
+            row.update({k: None for k in FIGURES})
         rows.append(row)
     return rows
+
+
+NO_FIGURES = ("failed", "refused", "not measured")  # statuses whose rows carry no throughput nor ratio
+FIGURES = ("samples_per_s", "samples_per_s_low", "samples_per_s_high", "samples_per_s_iqr", "speedup", "speedup_low",
+           "speedup_high")
+
+
+def contradiction(result: dict) -> tuple[str, str] | None:
+    """(where, what) when a tune result's rows contradict one another or themselves (a file written by hand, or
+    damaged): at most one current row per device (none where the current settings could not run there), no candidate twice, an interval's low not above its high, a measured row
+    with its throughput, a row that failed or was not measured without one; None when they agree."""
+    rows = result.get("candidates") or []
+    seen: set = set()
+    for i, row in enumerate(rows):
+        where = f"candidates[{i}]"
+        if row["key"] in seen:
+            return where, f"repeats the candidate {row['key'][:60]!r}"
+        seen.add(row["key"])
+        for lo, hi in (("samples_per_s_low", "samples_per_s_high"), ("speedup_low", "speedup_high")):
+            if is_finite(row.get(lo)) and is_finite(row.get(hi)) and row[lo] > row[hi]:
+                return f"{where}.{lo}", f"is above its {hi} ({row[lo]:.4g} > {row[hi]:.4g})"
+        if row["status"] == "measured" and not (is_finite(row.get("samples_per_s")) and row["samples_per_s"] > 0):
+            return f"{where}.samples_per_s", "is missing from a measured candidate"
+        if row["status"] in NO_FIGURES and any(row.get(k) is not None for k in FIGURES):
+            return where, f"has a throughput or a ratio though it is {row['status']}"
+    for device in dict.fromkeys(r["device"] for r in rows):
+        current = sum(1 for r in rows if r["device"] == device and r["baseline"])
+        if current > 1:
+            return "candidates", f"mark {current} rows as the current settings on {device}, not one"
+    return None
 
 
 def _status(c, g, runs, ok, dropped, row, outcome) -> tuple[str, str | None]:
