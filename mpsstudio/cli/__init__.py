@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
-from ..engine.basics.errors import UserError
+from ..engine.basics.errors import HistoryBusy, UserError
 from ..engine.basics.formatting import printable
 from . import bench, deploy, diagnose, history, info, launch, report, tools, tune
 from .bench import model_paths
-from .common import (EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
+from .common import (EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
                      interrupted)
 from .parser import build_parser
 from .progress import keep_interrupted_runs
@@ -62,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command in KEEPS_RUNS and not getattr(args, "no_save", False):
                 keep_interrupted_runs()
             return COMMANDS[args.command](args)
+    except HistoryBusy as exc:  # not the input's fault: another program holds the history; try again later
+        print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
+        return EXIT_BUSY
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)  # a name from a folder may hold escape codes
         return EXIT_BAD_INPUT

@@ -13,6 +13,7 @@ from ..engine.basics.files import check_writable_file
 from ..engine.basics.formatting import is_finite, printable
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_BUSY = 75  # EX_TEMPFAIL: the history is held by another program; nothing is wrong with the input, try again
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
 DEFAULTS = RunConfig()
 
@@ -72,7 +73,7 @@ def gpu_counts(text: str | None) -> list[int]:
     parts = [p.strip() for p in str(text).split(",")]
     if len(parts) > 16:
         raise UserError(f"--gpus takes at most 16 counts, not {len(parts)}; give fewer, such as 1,2,4,8.")
-    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):  # not "²" or "①"
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 12 for p in parts):  # not "²" or "①"
         raise UserError(f"--gpus takes a number of GPUs or a list such as 1,2,4, not {printable(text)[:40]!r}.")
     counts = list(dict.fromkeys(int(p) for p in parts))
     for n in counts:

@@ -10,6 +10,29 @@ from ..engine.basics.formatting import plural, printable
 from .common import EXIT_OK, check_json_path, find_run, format_table, grid
 
 
+IMPORT_WAIT_S = 30.0  # an import waits this long for a history another program holds, then says it is busy
+
+
+def waiting(write):
+    """`write()` to the history, waiting up to IMPORT_WAIT_S for another program that holds it (said once); the
+    history's HistoryBusy when it is held still (the command exits EXIT_BUSY: not bad input, try again)."""
+    import time
+
+    from ..engine.basics.errors import HistoryBusy
+
+    deadline, said = time.monotonic() + IMPORT_WAIT_S, False
+    while True:
+        try:
+            return write()
+        except HistoryBusy:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                print(f"mpsstudio: the history is in use by another program; waiting up to {IMPORT_WAIT_S:g} s...",
+                      file=sys.stderr)
+                said = True
+
+
 def cmd_history(args) -> int:
     from ..engine.history import store as history
     from ..engine.history.columns import CLI_BENCH_COLUMNS, CLI_HISTORY_COLUMNS
@@ -32,16 +55,16 @@ def cmd_history(args) -> int:
             imported = import_json(args.import_file)  # checked whole before the history is opened for writing
         else:
             tool = import_tool_json(args.import_file)
-    store = history.RunStore()
+    store = waiting(history.RunStore) if args.import_file else history.RunStore()
     if args.import_file and tool is not None:
-        if store.add_imported_tool(tool):
+        if waiting(lambda: store.add_imported_tool(tool)):
             print(f"imported the {tool.kind} result from {printable(args.import_file)} (id {tool.id})",
                   file=sys.stderr)
         else:  # what is kept stays as it is, as with runs
             print(f"the {tool.kind} result in {printable(args.import_file)} is already in the history; it stays as "
                   "it was", file=sys.stderr)
     elif args.import_file:
-        added, known = store.add_imported(imported)
+        added, known = waiting(lambda: store.add_imported(imported))
         note = f" ({known} already in the history)" if known else ""
         print(f"imported {plural(added, 'run')} from {printable(args.import_file)}{note}", file=sys.stderr)
     if args.delete:  # runs and tool results alike, by id

@@ -23,3 +23,8 @@ class Terminated(KeyboardInterrupt):
         except ValueError:
             self.name = f"signal {signum}"
         self.reason = f"Stopped by {self.name} (the front end was asked to end); what it measured until then is kept."
+
+
+class HistoryBusy(UserError):
+    """Another program held the run history for longer than the bounded wait (history/schema.LOCK_WAIT_S): not the
+    input's fault, so a command says it and exits 75 (EX_TEMPFAIL: try again), not 2."""

@@ -9,7 +9,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..basics.errors import UserError
+from ..basics.errors import HistoryBusy, UserError
 from . import rows
 
 SCHEMA_VERSION = 3  # 2: the tools table; 3: runs.note and runs.rates (the table loads summaries only)
@@ -184,10 +184,6 @@ class DamagedHistory(UserError):
         super().__init__(f"The run history at {path} is damaged; it was left as it is. Run `mpsstudio history "
                          "--recover` (or Recover in the window) to copy every readable run to a fresh history.")
         self.path = path
-
-
-class HistoryBusy(UserError):
-    """Another program held the history for longer than the bounded wait (LOCK_WAIT_S)."""
 
 
 FULL_BELOW = 16 * 1024 * 1024  # a disk I/O error with less free space than this is a full disk

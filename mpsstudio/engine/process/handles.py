@@ -77,7 +77,7 @@ class RunProcess:
     def __init__(self, *, mps_fallback: bool = True, device: str | None = None, python: str | None = None):
         """`python`: another interpreter to run the job (interpreter.py; checked by the caller), else this one's."""
         ctx = multiprocessing.get_context(START_METHOD)
-        self.mps_fallback, self.device = mps_fallback, device
+        self.mps_fallback, self.device, self.python = mps_fallback, device, python
         self.conn, child_conn = ctx.Pipe()
         out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
         self.temp = run_temp_folder()  # the child's temp folder, removed with it
@@ -233,7 +233,12 @@ class RunProcess:
             return f"{subject} was killed by signal {-code} ({what}); {hint}: {where}."
         if code is None:
             return f"{subject} stopped answering; {where}."
-        hint = " (a model that calls os._exit(0) does this)" if code == 0 else ""
+        python = getattr(self, "python", None)
+        if python:  # another Python environment's interpreter: it, or what ran in it, ended the process
+            subject = f"{subject} (the Python at {printable(python)[:200]})"
+            hint = " (that Python, or the model's code in it, ended it)" if code == 0 else ""
+        else:
+            hint = " (a model that calls os._exit(0) does this)" if code == 0 else ""
         return f"{subject} exited with code {code} before its work was done{hint}; {where}."
 
 

@@ -153,38 +153,92 @@ def env_name(path: str) -> str:
     return (parent.parent if parent.name in ("bin", "Scripts") else parent).name
 
 
+CHECK_OUTPUT_BYTES = 256 * 1024  # what the check may print before it is taken for something that is not a Python
+CHECK_DRAIN_S = 0.5  # once the interpreter has exited: how long what it left in its pipes is still read
+CHECK_TOKEN_VAR = "MPSSTUDIO_CHECK_TOKEN"  # marks every process the check starts (a `setsid` child keeps it too)
+
+
 def _ask(target: Path, shown: str) -> dict:
-    """Run the check in the interpreter, in its own process group: one that hangs, or a Ctrl-C meanwhile, ends
-    it with everything it started."""
+    """Run the check in the interpreter, contained as a run is: its output read as it comes and capped, its end
+    taken from its exit (a child it left holding the pipes is not waited for), and everything it started ended
+    with it (its process group, and any process carrying the check's mark: one that left the group with setsid).
+    Each way it can go wrong is said as itself."""
+    import secrets
+    import select
+
+    token = secrets.token_hex(8)
     try:
         proc = subprocess.Popen([str(target), "-c", _CHECK, engine_root(), json.dumps(MIN_PYTHON),
                                  json.dumps(ENGINE_NEEDS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, env=child_environment(), start_new_session=True)
+                                stdin=subprocess.DEVNULL, env={**child_environment(), CHECK_TOKEN_VAR: token},
+                                start_new_session=True)
     except OSError as exc:
         raise UserError(f"{shown} cannot be started ({printable(exc.strerror or exc)}): choose a Python "
                         "interpreter, such as a venv's bin/python.") from None
+    out, err = bytearray(), bytearray()
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    deadline, exited_at, why = time.monotonic() + CHECK_TIMEOUT_S, None, ""
     try:
-        out, err = proc.communicate(timeout=CHECK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
+        while streams:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > CHECK_DRAIN_S:
+                break  # exited; what a leftover child still holds open is not waited for
+            if now > deadline:
+                why = "timeout"
+                break
+            ready, _, _ = select.select(list(streams), [], [], 0.05)
+            for fd in ready:
+                data = os.read(fd, 65536)
+                if not data:
+                    del streams[fd]
+                    continue
+                streams[fd] += data
+            if len(out) + len(err) > CHECK_OUTPUT_BYTES:
+                why = "flood"
+                break
+        if exited_at is None and not why:
+            proc.wait(CHECK_DRAIN_S)
+    finally:  # an answer, a flood, a hang or Ctrl-C: nothing of the check stays behind
         _end_group(proc)
-        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:g} s (importing its torch "
-                        "hung); try again, or choose another environment.") from None
-    except BaseException:  # Ctrl-C, SIGTERM: nothing of the check stays behind
-        _end_group(proc)
-        raise
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode("utf-8", "replace"),
-                                       err.decode("utf-8", "replace"))
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        _end_marked(token)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+    if why == "flood":
+        raise UserError(f"{shown} printed more than {CHECK_OUTPUT_BYTES // 1024} KiB without answering MPS Studio's "
+                        "check, so it was ended: it is not a Python MPS Studio can use; choose a Python interpreter, "
+                        "such as a venv's bin/python.")
+    if why == "timeout":
+        raise UserError(f"The Python at {shown} did not answer within {CHECK_TIMEOUT_S:g} s (it was still running: a "
+                        "first import of torch from a cold disk can take a minute); try again, or choose another "
+                        "environment.")
+    stdout = out.decode("utf-8", "replace")
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     try:
         answer = json.loads(lines[-1]) if lines else None
     except ValueError:
         answer = None
-    if not isinstance(answer, dict):
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["nothing"]
-        said = one_line(printable(last[0]), 120)
-        raise UserError(f"{shown} is not a Python MPS Studio can use (it said: {said}); choose a Python "
-                        "interpreter, such as a venv's bin/python.")
-    return answer
+    if isinstance(answer, dict):
+        return answer
+    code = proc.returncode
+    ended = (f"exited with code {code}" if code is not None and code >= 0 else
+             f"was killed by signal {-code}" if code is not None else "did not end")
+    raise UserError(f"{shown} {ended} without answering MPS Studio's check ({_said(out, err)}): it is not a "
+                    "Python MPS Studio can use; choose a Python interpreter, such as a venv's bin/python.")
+
+
+def _said(out: bytes, err: bytes) -> str:
+    """What the interpreter wrote, as the sentence quotes it: its last line if it is text, else how much it was."""
+    data = bytes(err or out)
+    if not data.strip():
+        return "it printed nothing"
+    text = data.decode("utf-8", "replace")
+    shown = sum(1 for c in text if c.isprintable() or c in "\n\t")
+    if shown < 0.9 * len(text):
+        return f"it printed {len(data):,} bytes that are not text"
+    last = text.strip().splitlines()[-1]
+    return f"it said: {one_line(printable(last), 120)}"
 
 
 def _end_group(proc: subprocess.Popen) -> None:
@@ -195,6 +249,40 @@ def _end_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError, AttributeError):
         proc.kill()
     proc.wait()
+
+
+def _end_marked(token: str) -> None:
+    """End every process of this user that carries the check's mark in its environment (what left the group)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "uids"]):
+        try:
+            if p.pid == os.getpid() or (hasattr(os, "getuid") and p.info["uids"] and p.info["uids"].real != os.getuid()):
+                continue
+            if p.environ().get(CHECK_TOKEN_VAR) == token:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    for p in found:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    deadline = time.monotonic() + 2.0
+    while found and time.monotonic() < deadline:  # gone, or a zombie its new parent has not collected yet
+        found = [p for p in found if _alive(p)]
+        if found:
+            time.sleep(0.02)
+
+
+def _alive(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def child_environment(environ: dict | None = None) -> dict:

@@ -21,6 +21,7 @@ from .messages import Garbled, checked_event
 from .spare import Spare
 
 STOP_GRACE_S = 3.0  # after Stop: time a run has to end by itself before its process is ended
+CTRL_C = "Stopped with Ctrl-C; what was measured until then is kept."
 OUTPUT_S = 0.2  # how often a front end that shows a run's output as it comes is given what is new
 
 
@@ -188,7 +189,8 @@ class _RunJob:
                     stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
         except KeyboardInterrupt as exc:  # Ctrl-C in the CLI, or SIGTERM / SIGHUP (Terminated, with its reason):
             proc.end()  # keep the run so far as cancelled, then go on up
-            self.emit(Ended(self._kept(self.recorder.finish("cancelled", getattr(exc, "reason", "")))))
+            why = getattr(exc, "reason", "") or CTRL_C
+            self.emit(Ended(self._kept(self.recorder.finish("cancelled", why))))
             raise
         proc.end()
         if why == "garbled":

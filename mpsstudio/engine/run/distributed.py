@@ -288,6 +288,8 @@ class _Launch:
             if self.recorder.result.env == {} and not self.recorder.result.windows and not why:
                 why = self._launch_failed()
             stopped = self.stop_sent and not self.failed_first and not self.lost
+            if not why and not stopped:  # torchrun itself ended mid-run (killed): the ranks went with it
+                why = self._launcher_ended()
             result = self.recorder.finish("cancelled" if stopped else "failed", "" if stopped else why)
         else:
             result.status, result.error = "failed", why
@@ -330,6 +332,21 @@ class _Launch:
                         return f"killed by signal {-code}"
                 return f"exit code {code}"
         return "its process crashed or was killed"
+
+    def _launcher_ended(self) -> str:
+        """The sentence of a run whose launcher (torchrun) ended before its ranks said how the run ended."""
+        code = self.proc.poll()
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by signal {-code} ({signal.Signals(-code).name})"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        elif code is not None:
+            how = f"exited with code {code}"
+        else:
+            how = "stopped answering"
+        return (f"torchrun, which started the {self.world} ranks, {how} during the run; the ranks were ended with it "
+                "and what rank 0 measured until then is kept.")
 
     def _launch_failed(self) -> str:
         """torchrun's reason: its last line naming an error (a rendezvous it could not reach, say), else its last

@@ -101,7 +101,8 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
         smaller = max(1, config.batch_size // 2)
         return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
                 f"try a batch size of {smaller} or less.")
-    if isinstance(exc, NotImplementedError) and "MPS" in str(exc):
+    if isinstance(exc, NotImplementedError) and "MPS" in str(exc) and config.device == "mps":  # (a CPU error lists
+        # every backend an operator has, MPS among them: not MPS's doing)
         op = re.search(r"operator '([^']+)'", str(exc))
         name = op.group(1) if op else "an operation"
         return (f"{name} is not supported on MPS by this PyTorch; turn on 'Run operations MPS lacks on the CPU' "

@@ -27,7 +27,7 @@ from ..failures import MODEL_INTERRUPT, outcome
 from . import settings, tracker as tracked
 from .counter import HookCounter
 from .machine import Visibility, plain_start_method, workers_sentence
-from .tracker import ScriptDone, Tracker
+from .tracker import ScriptDone, Tracker, batch_problem
 
 DEVICE_VAR = "MPSSTUDIO_TRACK_DEVICE"  # the device a tracked script is run for (mpsstudio.track.device)
 DEFAULT_WARMUP = 10  # a script's steps before measuring (its first steps compile, allocate and cache)
@@ -129,7 +129,8 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
         switches.update(settings.flags())
 
     def concluding() -> None:  # the run ends (however): its config says what the script used, where it was seen
-        if config.batch_size is None and counter.batch is not None:  # what was seen, never a default
+        if config.batch_size is None and counter.batch is not None and not batch_problem(counter.batch):  # what was
+            # seen (never a default, nor a count no run can keep)
             config.batch_size = counter.batch
             tracker.batch_from = tracker.batch_from or counter.input.said
         found = settings.seen(counter.optimizers, counter.model, counter.model_input, counter.autocast,
