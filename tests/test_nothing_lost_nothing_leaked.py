@@ -365,3 +365,26 @@ def test_an_import_waits_for_a_held_history_and_says_busy_when_it_stays_held(tmp
     finally:
         held.close()
     assert len(RunStore().all()) == 1
+
+
+def test_torchrun_killed_mid_run_is_said_never_an_empty_reason():
+    """kill -9 of torchrun during --gpus 2: its ranks go with it; the run keeps rank 0's windows and says why."""
+    import signal as signals
+
+    from mpsstudio.engine.basics.events import Started, Window
+    from mpsstudio.engine.run import distributed
+
+    config = RunConfig(model="mlp", dataset="synthetic", device="cpu", gpus=2, steps=50, epochs=None, batch_size=4)
+    launch = distributed._Launch(config, lambda e: None, lambda: False, None)
+    launch.proc = subprocess.Popen(["sleep", "30"])
+    launch.proc.send_signal(signals.SIGKILL)
+    launch.proc.wait()
+    launch.recorder.add(Started(run_id="r1", config=config.to_dict(), env={"os": "Linux"}, device={}, dataset="d",
+                                parameters=1, total_steps=52, warmup_steps=2))
+    launch.recorder.add(Window(index=0, first_step=3, losses=[1.0], seconds=0.1, samples=8, samples_per_s=80.0,
+                               data_wait_s=0.0, memory=0, memory_detail={}, steps_done=3, total_steps=52,
+                               elapsed_s=0.2, eta_s=None))
+    result = launch._result()
+    assert result.status == "failed" and result.windows
+    assert result.error == ("torchrun, which started the 2 ranks, was killed by signal 9 (SIGKILL) during the run; the "
+                            "ranks were ended with it and what rank 0 measured until then is kept.")
