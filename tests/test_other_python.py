@@ -51,7 +51,8 @@ def test_not_a_python_or_not_there(tmp_path, capsys):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho hello\n")
     fake.chmod(0o755)
-    with pytest.raises(UserError, match="is not a Python MPS Studio can use \\(it said: hello\\)"):
+    with pytest.raises(UserError, match="exited with code 0 without answering MPS Studio's check \\(it said: hello\\): it is not a "
+                                            "Python MPS Studio can use"):
         interpreter.check(str(fake))
     (tmp_path / "plain").write_text("x")
     with pytest.raises(UserError, match="is not executable"):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import secrets
 import signal
 import subprocess
@@ -35,17 +34,13 @@ from ..basics.errors import UserError
 from ..basics.events import Ended, Event
 from ..basics.formatting import one_line, printable
 from ..basics.results import RunResult
+from . import rank_endings as endings
 
 RANK_MODULE = "mpsstudio.engine.process.rank"
 ADDRESS_VAR, KEY_VAR = "MPSSTUDIO_RANKS_ADDRESS", "MPSSTUDIO_RANKS_KEY"  # process/rank.py reads them
 START_S = 600.0  # from launch to every local rank's hello (importing torch on N ranks at once, a rendezvous)
 SETTLE_S = 5.0  # after a rank ended without a word: time torchrun has to say how (its failure report)
 ENDING_S = 10.0  # after a rank's ending: time the others have to say theirs before they are ended
-# how a collective that waited for a rank that stopped answering reads (gloo's and NCCL's words)
-WAITED = re.compile(r"timed out|timeout|connection closed by peer|connection reset|broken pipe|"
-                    r"NCCL communicator was aborted|DistBackendError|watchdog", re.I)
-
-
 def run_ranks(config: RunConfig, on_event: Callable[[Event], None], should_stop: Callable[[], bool],
               prepared: Callable[[], None] | None = None) -> RunResult:
     """The run on its ranks, to its end: the result rank 0 measured, or rebuilt from its events when a rank
@@ -98,12 +93,6 @@ def _engine_root() -> str:
     import mpsstudio
 
     return os.path.dirname(os.path.dirname(os.path.abspath(mpsstudio.__file__)))
-
-
-def _plain(error: str) -> str:
-    """A collective's error without its source paths and our preamble: "Timed out waiting 5000ms for recv"."""
-    text = re.sub(r"\[[^\]]*[/\\][^\]]*\]\s*", "", error).removeprefix("The run stopped with an error: ")
-    return one_line(text, 160)
 
 
 class _Launch:
@@ -296,67 +285,15 @@ class _Launch:
         return result
 
     def _why(self) -> str:
-        """One sentence naming the rank the run failed by, "" when none failed."""
-        n = self.world
-        roots = [r for r in self.failed_first if not WAITED.search(self.said[r][1])]
-        if roots:
-            r = roots[0]
-            return f"Rank {r} of {n} failed: {self.said[r][1]}"
-        waited_first = self.failed_first and (not self.lost or self.order.index(("failed", self.failed_first[0]))
-                                              < self.order.index(("lost", self.lost[0])))
-        if self.lost and not waited_first:
-            r = self.lost[0]
-            how = self._exit_of(r)
-            return (f"Rank {r} of {n} ended without a word ({how}); the other ranks were ended. Its last output "
-                    "is in the run's output.")
-        if self.failed_first:  # only collectives that waited: the ranks that said nothing hung
-            waited = self.failed_first[0]
-            silent = [r for r in sorted(self.conns) if r not in self.said] or self.lost
-            who = (f"rank {', '.join(map(str, silent))} stopped answering" if silent else
-                   "a rank stopped answering")
-            return (f"{who[0].upper()}{who[1:]}: rank {waited} of {n} waited {self.config.rank_timeout_s:g} s for it "
-                    f"at a collective (the ranks' timeout, --rank-timeout) and the run was ended "
-                    f"({_plain(self.said[waited][1])}).")
-        return ""
-
-    def _exit_of(self, rank: int) -> str:
-        """How torchrun saw the rank end ("killed by signal 9 (SIGKILL)"), from its failure report."""
-        text = "\n".join(self.output)
-        for match in re.finditer(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", text):
-            if int(match.group(1)) == rank:
-                code = int(match.group(2))
-                if code < 0:
-                    try:
-                        return f"killed by signal {-code} ({signal.Signals(-code).name})"
-                    except ValueError:
-                        return f"killed by signal {-code}"
-                return f"exit code {code}"
-        return "its process crashed or was killed"
+        """One sentence naming the rank the run failed by, "" when none failed (run/rank_endings.py)."""
+        return endings.first_cause(self.world, self.said, self.lost, self.failed_first, self.order, self.conns,
+                                   self.config.rank_timeout_s, self.output)
 
     def _launcher_ended(self) -> str:
-        """The sentence of a run whose launcher (torchrun) ended before its ranks said how the run ended."""
-        code = self.proc.poll()
-        if code is not None and code < 0:
-            try:
-                how = f"was killed by signal {-code} ({signal.Signals(-code).name})"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        elif code is not None:
-            how = f"exited with code {code}"
-        else:
-            how = "stopped answering"
-        return (f"torchrun, which started the {self.world} ranks, {how} during the run; the ranks were ended with it "
-                "and what rank 0 measured until then is kept.")
+        return endings.launcher_ended(self.proc.poll(), self.world)
 
     def _launch_failed(self) -> str:
-        """torchrun's reason: its last line naming an error (a rendezvous it could not reach, say), else its last
-        words, without file paths."""
-        lines = [line.strip() for line in self.output if line.strip() and not line.lstrip().startswith(("*", "File "))]
-        errors = [line for line in lines if re.search(r"\w(Error|Exception)\b", line)]
-        last = errors[-1:] or lines[-1:]
-        said = one_line(printable(_plain(last[0])), 240) if last else "nothing"
-        return (f"torchrun ended before the ranks started (it said: {said}); check --gpus and the rendezvous "
-                "options.")
+        return endings.launch_failed(self.output)
 
     def _end_all(self) -> None:
         """torchrun, then every rank still running (their own sessions: signalled one by one)."""
