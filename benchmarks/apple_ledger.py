@@ -77,6 +77,53 @@ def macho_symbols(data: bytes) -> list[str]:
     return []
 
 
+def macho_function(data: bytes, name: str) -> bytes:
+    """The machine code of the function `name` in a 64-bit Mach-O image (or a universal one's arm64 slice): from its
+    symbol's address to the next symbol's, mapped to the file through its segment (LC_SEGMENT_64)."""
+    if data[:4] == b"\xca\xfe\xba\xbe":
+        count = struct.unpack(">I", data[4:8])[0]
+        for i in range(count):
+            cputype, _, offset, size, _ = struct.unpack(">iiIII", data[8 + 20 * i:28 + 20 * i])
+            if cputype == 0x0100000C:
+                return macho_function(data[offset:offset + size], name)
+        raise ValueError("a universal binary without an arm64 slice")
+    ncmds = struct.unpack("<I", data[16:20])[0]
+    at, segments, addresses, wanted = 32, [], [], None
+    for _ in range(ncmds):
+        cmd, size = struct.unpack("<II", data[at:at + 8])
+        if cmd == 0x19:  # LC_SEGMENT_64: segname, vmaddr, vmsize, fileoff, filesize
+            vmaddr, vmsize, fileoff, filesize = struct.unpack("<QQQQ", data[at + 24:at + 56])
+            segments.append((vmaddr, vmsize, fileoff))
+        elif cmd == 0x2:  # LC_SYMTAB
+            symoff, nsyms, stroff, _ = struct.unpack("<IIII", data[at + 8:at + 24])
+            for i in range(nsyms):
+                strx, ntype, _, _, value = struct.unpack("<IBBHQ", data[symoff + 16 * i:symoff + 16 * i + 16])
+                if ntype & 0x0E != 0x0E or not value:  # N_SECT: defined in a section
+                    continue
+                addresses.append(value)
+                if wanted is None:
+                    end = data.find(b"\0", stroff + strx)
+                    if data[stroff + strx:end].decode("latin-1") == name:
+                        wanted = value
+        at += size
+    if wanted is None:
+        raise KeyError(name)
+    following = min((a for a in addresses if a > wanted), default=wanted + 4096)
+    for vmaddr, vmsize, fileoff in segments:
+        if vmaddr <= wanted < vmaddr + vmsize:
+            start = wanted - vmaddr + fileoff
+            return data[start:start + min(following - wanted, 65536)]
+    raise KeyError(name)
+
+
+def arm64_words(code: bytes) -> set[int]:
+    """The 32-bit instruction words of arm64 code (little-endian)."""
+    return {struct.unpack("<I", code[i:i + 4])[0] for i in range(0, len(code) - 3, 4)}
+
+
+CMP_W8_0 = 0x7100C11F  # arm64 `cmp w8, #48`: compares a byte with the character '0'
+
+
 class Package:
     """One downloaded distribution: its file name and its members, read on demand."""
 
@@ -134,17 +181,25 @@ def fetch(spec: str, cache: Path, *, sdist: bool = False) -> Package:
 class Claim:
     """One thing the ledger says about a distribution: `kind` is "source" (a member's text holds `text`, or matches it
     as a regex with `regex`), "string" (a library's bytes hold it), "symbol" (a library's symbol table has a name
-    holding it) or "tag" (the wheel's platform tag is it)."""
+    holding it), "code" (the arm64 code of the function named `text` holds the instruction word `word`) or "tag"
+    (the wheel's platform tag is it)."""
 
     package: str  # "torch", "coremltools", ... or "psutil-sdist"
     kind: str
     member: str
     text: str
     regex: bool = False
+    word: int = 0
 
     def holds(self, pkg: Package) -> tuple[bool, str]:
         if self.kind == "tag":
             return pkg.tag() == self.text, pkg.tag()
+        if self.kind == "code":
+            try:
+                code = macho_function(pkg.read(self.member), self.text)
+            except KeyError:
+                return False, f"{self.member} has no function {self.text}"
+            return self.word in arm64_words(code), ""
         try:
             if self.kind == "symbol":
                 hay = pkg.symbols(self.member)
@@ -157,6 +212,8 @@ class Claim:
         return self.text in hay, ""
 
     def words(self) -> str:
+        if self.kind == "code":
+            return f"{self.package}: {self.member}'s {self.text} holds the instruction {self.word:#010x}"
         what = {"source": "holds", "string": "has the string", "symbol": "has a symbol with",
                 "tag": "is tagged"}[self.kind]
         where = self.member if self.kind != "tag" else "the wheel"
@@ -223,12 +280,8 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("empty-cache", "torch.mps.empty_cache()", [_src("torch", TORCH_MPS, "torch._C._mps_emptyCache()")]),
         ("events", "torch.mps.event.Event(enable_timing=True): record(), elapsed_time(end)",
          [_src("torch", "torch/mps/event.py", "torch._C._mps_elapsedTimeOfEvents(self.__eventId, "
-               "end_event.__eventId)"),
-          _src("torch", EVENT_H, "bool m_cpu_sync_completed = false;"),
-          _src("torch", EVENT_H, "void waitForCpuSync();"),
-          _src("torch", EVENT_H, "return clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW);"),
-          _lib("Events were not created with argument 'enable_timing=True'"),
-          _lib(" was not recorded after start event ")]),
+               "end_event.__eventId)"), *_event_claims(torch_version),
+          _lib("Events were not created with argument 'enable_timing=True'")]),
         ("footprint", "proc_pid_rusage(pid, RUSAGE_INFO_V0, &info), ri_phys_footprint",
          "<libproc.h>, <sys/resource.h> of the macOS SDK (no wheel holds them): the footprint at byte 72"),
         ("float64", "float64 / complex128 on the device, and before an MPS run",
@@ -247,7 +300,8 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("fallback", "dispatcher: the boxed MPS fallback (mps_fallback / mps_error_fallback)",
          [_sym("mps_error_fallback"), _sym("L12mps_fallback"),
           _lib("' is not currently implemented "), _lib("aten/src/ATen/mps/MPSFallback.mm")]),
-        ("fallback-variable", "PYTORCH_ENABLE_MPS_FALLBACK", [_lib("PYTORCH_ENABLE_MPS_FALLBACK")]),
+        ("fallback-variable", "PYTORCH_ENABLE_MPS_FALLBACK",
+         [_lib("PYTORCH_ENABLE_MPS_FALLBACK"), *_fallback_parse(torch_version)]),
         ("mps-variables", "the MPS environment variables torch reads",
          [Claim("torch", "string", TORCH_LIB, name) for name in _torch_mps_variables()]),
         ("compile", "torch.compile on MPS",
@@ -279,6 +333,30 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
                 "is no longer reliable"),
           Claim("python", "source", "multiprocessing/spawn.py", "start_method=get_start_method()")]),
     ]
+
+
+def _event_claims(torch_version: str) -> list[Claim]:
+    """What an MPS event's time is, as engine/machine/apple.mps_event_words says it for this torch: from 2.15 the
+    GPU's completion time (no one-shot CPU-sync flag: no pytorch#162872 hang); before, the host's clock in Metal's
+    completion callbacks, and a flag `synchronize()` consumes."""
+    if apple.mps_events_gpu_times(torch_version):
+        return [_src("torch", EVENT_H, "Enables measuring the GPU completion time of this event."),
+                _src("torch", EVENT_H, "double waitForTiming();"),
+                _src("torch", EVENT_H, "double m_completion_time = 0.0;")]
+    return [_src("torch", EVENT_H, "bool m_cpu_sync_completed = false;"),
+            _src("torch", EVENT_H, "void waitForCpuSync();"),
+            _src("torch", EVENT_H, "return clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW);"),
+            _lib(" was not recorded after start event ")]
+
+
+def _fallback_parse(torch_version: str) -> list[Claim]:
+    """How torch reads PYTORCH_ENABLE_MPS_FALLBACK, as engine/machine/apple.fallback_enabled says it does: from 2.8,
+    the MPS init compares the value with the one character "0" (unset or "0": off; anything else: on; nothing
+    aborts); before, std::stoi (a value it cannot read aborts `import torch`)."""
+    if apple.torch_release(torch_version) < apple.FALLBACK_STRING_FROM:
+        return []
+    return [Claim("torch", "code", TORCH_LIB, "__ZN2atL31TORCH_LIBRARY_IMPL_init___MPS_1ERN5torch7LibraryE",
+                  word=CMP_W8_0)]
 
 
 def _torch_mps_variables() -> tuple[str, ...]:

@@ -356,22 +356,33 @@ def test_stoi_reads_what_std_stoi_reads(value, reads):
 
 @pytest.mark.parametrize("value, becomes, said", [("1", "1", False), ("0", "0", False), ("true", "1", True),
                                                   ("", "0", True), ("off", "0", True), ("maybe", "1", True)])
-def test_a_fallback_value_torch_would_abort_on_is_corrected(value, becomes, said):
+def test_a_fallback_value_torch_2_7_would_abort_on_is_corrected(value, becomes, said):
     env = {apple.FALLBACK_VAR: value}
-    sentence = apple.correct_fallback_env(env)
+    sentence = apple.correct_fallback_env(env, torch_version="2.7.1")
     assert env[apple.FALLBACK_VAR] == becomes
     assert bool(sentence) is said
     if said:
         assert sentence.startswith(f"PYTORCH_ENABLE_MPS_FALLBACK was {value!r}") and sentence.endswith("to choose.")
 
 
-def test_the_command_corrects_it_before_torch_is_imported(tmp_path):
+@pytest.mark.parametrize("value, on", [(None, False), ("0", False), ("", True), ("00", True), (" 0", True),
+                                       ("false", True), ("1", True), ("true", True)])
+def test_from_torch_2_8_only_unset_or_0_is_off_and_nothing_is_corrected(value, on):
+    """torch 2.8+ compares the value with "0" (the ledger's fallback-variable row checks the init's code): nothing
+    aborts, so nothing is changed, and what is on is said as torch will do it."""
+    env = {} if value is None else {apple.FALLBACK_VAR: value}
+    assert apple.correct_fallback_env(env, torch_version="2.14.1") is None and env.get(apple.FALLBACK_VAR) == value
+    assert apple.fallback_enabled(env, torch_version="2.14.1") is on
+    assert apple.fallback_enabled(env, torch_version="2.7.1") is (value is not None and value.strip() not in
+                                                                  ("", "0", "00", "false"))
+
+
+def test_the_command_corrects_it_before_torch_is_imported_only_for_a_torch_that_would_abort(tmp_path):
     code = ("import sys; from mpsstudio import launcher; launcher.prepare_environment(); "
             "import os; print(os.environ['PYTORCH_ENABLE_MPS_FALLBACK'], 'torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTORCH_ENABLE_MPS_FALLBACK": "true"})
-    assert done.stdout.split() == ["1", "False"]
-    assert done.stderr.count("\n") == 1 and "PYTORCH_ENABLE_MPS_FALLBACK was 'true'" in done.stderr
+    assert done.stdout.split() == ["true", "False"] and done.stderr == ""  # torch 2.14 here: it reads "true" as on
 
 
 def test_every_mps_variable_torch_reads_is_recorded_with_a_run(monkeypatch):

@@ -110,7 +110,11 @@ def test_two_torch_versions_compared_and_named(capsys, monkeypatch):
     assert cli.main(["history", "--compare", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "environments compared" in out
-    line = next((s for s in out.splitlines() if s.startswith(f"torch {found.torch}")), out)
+    line = next((s for s in out.splitlines() if s.startswith(f"torch {found.torch}")), None)
+    if line is None:  # a run this busy machine made noisy: no verdict, and it says why (the regression check's rule)
+        line = next(s for s in out.splitlines() if "cannot tell whether torch changed the speed" in s)
+        assert "was noisy (" in line
+        return
     assert f"than {ours}" in line or f"against torch {ours}" in line
     assert "nothing else differs (Python environment: .venv-other" in line
 

@@ -301,10 +301,11 @@ def test_kernel_kind_mps_per_op_fallback_registration(monkeypatch):
 
 
 @pytest.mark.parametrize("value, kind", [("1", "cpu_fallback"), ("0", "missing"), (None, "missing"),
-                                         (" 2", "cpu_fallback"), ("-1", "cpu_fallback"), ("00", "missing")])
+                                         (" 2", "cpu_fallback"), ("-1", "cpu_fallback"), ("00", "cpu_fallback"),
+                                         ("", "cpu_fallback"), ("false", "cpu_fallback")])
 def test_kernel_kind_mps_backend_fallback_follows_the_variable_torch_loaded_with(monkeypatch, value, kind):
     """MPSFallback.mm registers a boxed MPS fallback whatever PYTORCH_ENABLE_MPS_FALLBACK says: the CPU fallback when
-    std::stoi of it is not 0, else one that raises "not currently implemented". So the dispatcher always has one on a
+    it is set and not exactly "0" (torch 2.8+, as here), else one that raises "not currently implemented". So the dispatcher always has one on a
     Mac, and only the variable says whether an operation MPS lacks runs on the CPU or fails."""
     C = torch._C
     monkeypatch.setattr(C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: False)

@@ -38,8 +38,14 @@ def cmd_bench(args) -> int:
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
     use_python(cfg, args.python)
     check = regression_check(args)
+    rounds = args.repeat
+    if check is not None and rounds is None:  # a regression check measures in several processes by default
+        from ..engine.analysis.regression import DEFAULT_PROCESSES
+
+        rounds = DEFAULT_PROCESSES
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 rounds=args.repeat, inspect=not args.no_inspect, save_model=save_model, check=check,
+                 keep_host=args.keep_host,
+                 rounds=rounds or 1, inspect=not args.no_inspect, save_model=save_model, check=check,
                  gpus=gpus)
 
 
@@ -126,7 +132,8 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
-          check: tuple[list, float] | None = None, gpus: list[int] | None = None, show_output: bool = False) -> int:
+          check: tuple[list, float] | None = None, gpus: list[int] | None = None, show_output: bool = False,
+          keep_host: bool = False) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
@@ -160,7 +167,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: keep what ran (the interrupted run as cancelled)
         code, words = interrupted(exc)
         print(format_table(progress.ended))
-        in_history = keep(progress, progress.ended, json_path) and save  # (a save that failed has said why)
+        in_history = keep(progress, progress.ended, json_path, keep_host=keep_host) and save  # (a save that failed has said why)
         kept_where = [w for w, on in (("in the history", in_history), (f"in {printable(json_path)}", json_path))
                       if on]
         cut = bool(progress.ended) and progress.ended[-1].status == "cancelled"  # or it came as a run was kept
@@ -175,7 +182,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
         return code
     print(format_table(results))  # first: whatever happens to the files, the numbers are on screen
     inspections = tools.inspect_after(results, save=save, timeout_s=timeout_s) if inspect else []
-    kept = keep(progress, results, json_path, inspections)
+    kept = keep(progress, results, json_path, inspections, keep_host=keep_host)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
         print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
@@ -253,6 +260,7 @@ def cmd_run(args) -> int:
     use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
+                 keep_host=args.keep_host,
                  rounds=args.repeat, inspect=False, show_output=args.show_output)
 
 

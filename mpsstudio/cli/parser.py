@@ -82,9 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"dataset name (see `mpsstudio datasets`) or an image folder (default: {DEFAULTS.dataset})")
     b.add_argument("--devices", default=None,
                    help="comma-separated devices, e.g. cpu,mps,cuda (default: every available device, cpu first)")
-    b.add_argument("--repeat", type=int, default=1, metavar="N",
+    b.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="run the devices N times, interleaved (A B B A ...), and report the median of the paired "
-                        "speedups with their range (default: 1)")
+                        "speedups with their range (default: 1; 3 with --baseline, whose interval is between "
+                        "processes)")
     b.add_argument("--batch-size", type=int, default=None,
                    help=f"samples per step (default: {DEFAULTS.batch_size})")
     group = b.add_mutually_exclusive_group()
@@ -133,7 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     gpu_args(b)
     b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="end a run that takes longer (setup included) and record it as failed")
-    b.add_argument("--json", metavar="FILE", default=None, help="write runs and comparisons to FILE")
+    b.add_argument("--json", metavar="FILE", default=None,
+                   help="write runs and comparisons to FILE (a file to share: no host name, user name or absolute "
+                        "path in it, unless --keep-host)")
+    b.add_argument("--keep-host", action="store_true",
+                   help="keep the host name, the interpreter's path and absolute paths in --json's file")
     b.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
     b.add_argument("--python", metavar="PATH", default=None,
                    help="run in another Python environment: the python of a venv or conda env with its own torch "
@@ -187,7 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--show-output", action="store_true",
                    help="print the script's own output as it comes (default: its last lines under the progress line "
                         "on a terminal; all of it is kept in the run's output log)")
-    r.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
+    r.add_argument("--json", metavar="FILE", default=None,
+                   help="write the runs and comparisons to FILE (no host name, user name or absolute path, unless "
+                        "--keep-host)")
+    r.add_argument("--keep-host", action="store_true",
+                   help="keep the host name, the interpreter's path and absolute paths in --json's file")
     r.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
     _tool_parsers(sub)

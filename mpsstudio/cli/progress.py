@@ -31,12 +31,13 @@ def print_verdicts(results, inspections=None) -> None:
             print(f"\n{printable(sentence)}")
 
 
-def keep(progress: "Progress", results, json_path, inspections=None) -> bool:
-    """Write the runs to --json (the history took each as it ended); False when the history did not keep them."""
+def keep(progress: "Progress", results, json_path, inspections=None, keep_host: bool = True) -> bool:
+    """Write the runs to --json (the history took each as it ended); False when the history did not keep them.
+    `keep_host` False: the file names no host, user or absolute path (bench/run --json, a baseline to commit)."""
     from ..engine.history.runfiles import export_json
 
     if json_path:
-        export_json(results, json_path, inspections)
+        export_json(results, json_path, inspections, keep_host=keep_host)
     return progress.kept
 
 

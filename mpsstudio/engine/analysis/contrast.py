@@ -248,6 +248,13 @@ def verdict(c: Contrast, v: Versus) -> str:
     if v.ratio is None:
         return (f"Run {v.run.id[:8]} has no throughput to compare ({printable(v.run.status)}): it is not compared "
                 f"with run {base.id[:8]}.")
+    shaky = next((r for r in (v.run, base) if r.summary.get("stability") == "noisy"), None)
+    if shaky is not None and v.diffs and c.kind == "environment":  # the regression check's rule: never a verdict
+        why = str(shaky.summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
+        named = ", ".join(dict.fromkeys(d.label for d in v.diffs if d.cause)) or "what differs"
+        return (f"Run {v.run.id[:8]} against run {base.id[:8]} for {setup}: {ratio_words(v)}, but this cannot tell "
+                f"whether {named} changed the speed: run {shaky.id[:8]} was noisy ({printable(why)}); measure both "
+                "again on a quieter machine.")
     if not v.diffs:
         why = ("so this is run-to-run variation" if v.unclear() else
                "so the difference comes from something it does not record (other programs, heat, the code of a "

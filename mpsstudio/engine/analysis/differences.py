@@ -178,6 +178,12 @@ def script_arguments(args) -> dict[str, str]:
     return out
 
 
+def _file_name(model) -> str:
+    """A model's name, or a model file's or script's file name (its folder left out)."""
+    text = str(model)
+    return text.replace("\\", "/").rsplit("/", 1)[-1] if text.lower().endswith(".py") else text
+
+
 def _number_text(text: str) -> bool:
     try:
         float(text)
@@ -226,6 +232,8 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
         if scripts and name == "options":
             continue
         a, b = getattr(base.config, name, None), getattr(other.config, name, None)
+        if name == "model" and _file_name(a) == _file_name(b):  # a file named by its path on one side, by its name
+            continue                                            # on the other (a shared file keeps no paths)
         if a != b:
             out.append(Difference(name, label, _setting(base, name), _setting(other, name), "setting"))
     if scripts:

@@ -1,11 +1,20 @@
-"""A regression check for scripts (`mpsstudio bench --baseline RUN|FILE --fail-over 5%`): each device's new run
-against the newest baseline run of the same work on the same kind of device; a regression is slower by more than
-the threshold *and* an interval wholly below 1.0 (within the noise is never one). No torch here."""
+"""A regression check for scripts (`mpsstudio bench --baseline RUN|FILE --fail-over 5%`): each device's new runs
+against the baseline's runs of the same work on the same kind of device; a regression is slower by more than the
+threshold *and* an interval wholly below 1.0 (within the noise is never one).
+
+The interval is the runs' own, between processes, as pyperf's: the windows of one process cannot see what differs
+between two processes or two minutes (which core, the memory's layout, what else runs), so each run counts once, by
+its median, and the ratio's interval comes from how those medians vary (`between`: a t interval of the difference of
+log throughputs, the spread pooled over both sides). With a single run on each side the check cannot tell. A run the
+stability check calls noisy never yields "a regression" nor "not slower": the check says it cannot tell, and why.
+No torch here."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_timestamp
@@ -17,8 +26,14 @@ WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_las
             "num_classes", "image_size", "accumulate", "resident", "tf32", "options", "gpus", "torchrun")
 
 def workload(c: RunConfig, device_too: bool = True) -> tuple:
-    """What a baseline must share with a new run: the work (WORKLOAD) and the kind of device."""
-    key = tuple((name, repr(getattr(c, name))) for name in WORKLOAD)
+    """What a baseline must share with a new run: the work (WORKLOAD) and the kind of device. A model file or a
+    script is its file name (a baseline shared from another checkout, or written without paths, names it so)."""
+    def value(name: str):
+        v = getattr(c, name)
+        if name == "model" and isinstance(v, str) and v.lower().endswith(".py"):
+            return v.replace("\\", "/").rsplit("/", 1)[-1]
+        return v
+    key = tuple((name, repr(value(name))) for name in WORKLOAD)
     return (*key, device_kind(c.device)) if device_too else key
 
 
@@ -43,53 +58,123 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
             "give the same model, dataset, batch, precision and options, or another baseline.")
 
 
+# two-sided 95 % t quantiles by degrees of freedom (more: 1.96)
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+        15: 2.13, 20: 2.09, 30: 2.04}
+DEFAULT_PROCESSES = 3  # new runs per device a regression check makes by default (`bench --baseline`, no --repeat)
+
+
+def _t95(df: int) -> float:
+    return next((t for d, t in sorted(_T95.items()) if df <= d), 1.96)
+
+
+def between(new: Sequence[float], base: Sequence[float]) -> tuple[float, float, float] | None:
+    """(ratio, low, high) of the new runs' throughput over the baseline's, each run counted once by its median: the
+    ratio of geometric means with a 95 % t interval whose spread is pooled over both sides' runs; None with fewer
+    than three runs in all or a single run on each side (no spread to judge by)."""
+    new, base = [v for v in new if v > 0], [v for v in base if v > 0]
+    if not new or not base or len(new) + len(base) < 3:
+        return None
+    a, b = [math.log(v) for v in new], [math.log(v) for v in base]
+    sides = [s for s in (a, b) if len(s) > 1]
+    df = sum(len(s) - 1 for s in sides)
+    if df < 1:
+        return None
+    pooled = math.sqrt(sum(sum((x - statistics.fmean(s)) ** 2 for x in s) for s in sides) / df)
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    half = _t95(df) * pooled * math.sqrt(1 / len(a) + 1 / len(b))
+    return math.exp(diff), math.exp(diff - half), math.exp(diff + half)
+
+
 @dataclass
 class Regression:
-    """One device's new run against its baseline: slower beyond the threshold and the interval says so."""
+    """One device's new runs against its baseline's: slower beyond the threshold and the interval says so."""
 
-    versus: Versus
+    versus: Versus  # the newest new run against the newest baseline run (their windows, their differences)
     baseline: RunResult
     threshold: float  # 0.05 for 5 %
+    runs: list[RunResult] = field(default_factory=list)  # every new run of this device (one a process)
+    bases: list[RunResult] = field(default_factory=list)  # every baseline run of the same work
+
+    @property
+    def processes(self) -> tuple[float, float, float] | None:
+        """The ratio with its interval between processes (`between`), or None."""
+        return between([r.summary["samples_per_s"] for r in self.runs],
+                       [r.summary["samples_per_s"] for r in self.bases])
+
+    @property
+    def noisy(self) -> str:
+        """Why a run of either side is not to be trusted ("" when none is noisy)."""
+        for side, runs in (("new", self.runs), ("baseline", self.bases)):
+            for r in runs:
+                if r.summary.get("stability") == "noisy":
+                    reason = str(r.summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
+                    return f"the {side} run {r.id[:8]} was noisy ({reason})"
+        return ""
+
+    def _interval(self) -> tuple[float | None, float | None, float | None]:
+        found = self.processes
+        if found is not None:
+            return found
+        v = self.versus
+        return v.ratio, None, None  # one run a side: the windows of one process cannot say run-to-run noise
 
     @property
     def undecided(self) -> bool:
-        """No interval on one side (too few measurement windows): the check cannot tell."""
-        return self.versus.ratio is not None and (self.versus.low is None or self.versus.high is None)
+        """The check cannot tell: a noisy run, or no interval between processes (too few runs)."""
+        ratio, low, high = self._interval()
+        return ratio is not None and (bool(self.noisy) or low is None or high is None)
 
     @property
     def regressed(self) -> bool:
-        v = self.versus
-        return (v.ratio is not None and v.high is not None and v.ratio < 1 - self.threshold and v.high < 1.0)
+        ratio, low, high = self._interval()
+        return (not self.undecided and ratio is not None and high is not None and ratio < 1 - self.threshold
+                and high < 1.0)
 
     def sentence(self) -> str:
         v, b = self.versus, self.baseline
         differs = ", ".join(d.words("other") for d in v.diffs) or "nothing MPS Studio records"
-        head = (f"{v.run.config.device}: {ratio_words(v)} than the baseline (run {b.id[:8]}, "
-                f"{fmt_timestamp(b.created_at)}); differs in {differs}")
+        ratio, low, high = self._interval()
+        shown = Versus(v.run, ratio, low, high, v.diffs)
+        words = ratio_words(shown) if low is not None else ratio_words(v)
+        if words.startswith("no clear difference"):  # "no clear difference from the baseline (1.20x [0.86-1.57])"
+            words = words.replace("no clear difference", "no clear difference from the baseline", 1)
+        elif words.endswith(("slower", "faster")) or "slower [" in words or "faster [" in words:
+            words += " than the baseline"
+        else:  # "not measured ...", "1.2x, but how sure cannot be told ..."
+            words = f"against the baseline, {words}"
+        where = (f"{len(self.runs)} new against {len(self.bases)} baseline run{'s' if len(self.bases) != 1 else ''}, "
+                 "interval between processes" if low is not None else f"run {b.id[:8]}, {fmt_timestamp(b.created_at)}")
+        head = f"{v.run.config.device}: {words} ({where}); differs in {differs}"
         limit = f"{self.threshold * 100:g} %"
-        if self.regressed:
-            return f"{head}: slower by more than {limit} and beyond the noise: a regression."
-        if v.ratio is None:
+        if ratio is None:
             return f"{head}: not compared."
-        if self.undecided:
-            return (f"{head}: the check cannot tell (fewer than two measurement windows on one side); give the bench "
-                    "and the baseline more --steps.")
-        if v.unclear():
+        if self.noisy:
+            return f"{head}: the check cannot tell: {self.noisy}; run it again on a quieter machine."
+        if self.regressed:
+            return f"{head}: slower by more than {limit} and beyond the noise between processes: a regression."
+        if low is None or high is None:
+            return (f"{head}: the check cannot tell from one run a side (a single process cannot show how much runs "
+                    f"vary); measure in several processes (--repeat {DEFAULT_PROCESSES}, the default with --baseline) "
+                    "or give the baseline several runs.")
+        if low <= 1.0 <= high:
             return f"{head}: within the noise, not a regression."
-        if v.ratio < 1:
+        if ratio < 1:
             return f"{head}: slower, but by less than {limit} (--fail-over): not a regression."
         return f"{head}: not slower."
 
 
 def regressions(baselines: Sequence[RunResult], results: Sequence[RunResult], threshold: float) -> list[Regression]:
-    """Each device's newest finished run against its baseline."""
-    newest: dict[str, RunResult] = {}
+    """Each device's finished runs (one a process) against its baseline's runs of the same work."""
+    by_device: dict[str, list[RunResult]] = {}
     for r in sorted(results, key=lambda r: r.created_at):
         if _usable(r):
-            newest[r.config.device] = r
+            by_device.setdefault(r.config.device, []).append(r)
     out = []
-    for r in newest.values():
+    for runs in by_device.values():
+        r = runs[-1]
         base = baseline_for(baselines, r.config)
         if base is not None:
-            out.append(Regression(versus(base, r), base, threshold))
+            bases = [b for b in baselines if _usable(b) and workload(b.config) == workload(r.config)]
+            out.append(Regression(versus(base, r), base, threshold, runs, bases))
     return out

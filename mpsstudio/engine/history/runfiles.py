@@ -28,20 +28,42 @@ def _cannot_write(path: Path, exc: OSError) -> UserError:
                      "choose another folder.")
 
 
-def export_json(results: list[RunResult], path: str | Path, inspections: list[dict] | None = None) -> None:
+def export_json(results: list[RunResult], path: str | Path, inspections: list[dict] | None = None,
+                keep_host: bool = True) -> None:
     """Write runs and the comparisons among them to a JSON file: never pickle, readable anywhere. `inspections`
-    (stored `inspect` results) add their findings to the verdicts."""
+    (stored `inspect` results) add their findings to the verdicts. `keep_host` False: a file to share (a CI
+    baseline committed to a repository): no host name, user name or absolute path in it (`shareable`)."""
     doc = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "runs": [r.to_dict() for r in results],
         "comparisons": [comparison_record(c, inspections) for c in compare(results)],
     }
+    if not keep_host:
+        doc = shareable(doc, [r.env.get("hostname") for r in results])
     path = Path(path)
     try:
         write_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
     except OSError as exc:
         raise _cannot_write(path, exc) from None
+
+
+def shareable(doc, hosts) -> object:
+    """`doc` with what names this machine and its user taken out of every text: the host names (and the env's
+    `hostname`), the interpreter's path, the user's name and home, absolute paths (their last part kept)."""
+    from ..basics.scrub import scrub, secrets
+
+    hidden = secrets([h for h in hosts if isinstance(h, str)])
+
+    def clean(value, key: str = ""):
+        if isinstance(value, dict):
+            return {k: clean(v, k) for k, v in value.items() if k not in ("hostname", "python_executable")}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, str) and key != "id":
+            return scrub(value, hidden)
+        return value
+    return clean(doc)
 
 
 def export_tool_json(result: dict, path: str | Path) -> None:

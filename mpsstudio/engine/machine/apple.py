@@ -73,9 +73,39 @@ def pinned_torch(constraints_text: str) -> str | None:
 MPS_COMPILE_NOTE = ("torch.compile on the Apple GPU is an early prototype in PyTorch (its inductor MPS backend says "
                     "so): it may fail, or run slower than without it.")
 
+# ---------------------------------------------------------------- MPS timing events
+
+# torch 2.15 rewrote MPSEvent (torch/include/ATen/mps/MPSEvent.h): an event's time is the GPU's completion time
+# (`m_completion_time`, `waitForTiming`), and the one-shot CPU-sync flag that made `end.synchronize()` then
+# `elapsed_time` wait forever (pytorch#162872) is gone. Before 2.15: the host's clock read in Metal's completion
+# callbacks. Checked in both wheels (benchmarks/apple_ledger.py, the events row).
+MPS_EVENTS_GPU_FROM = (2, 15)
+
+
+def mps_events_gpu_times(torch_version: str) -> bool:
+    """Whether this torch's MPS timing events are the GPU's completion times (2.15 and later)."""
+    return torch_release(torch_version) >= MPS_EVENTS_GPU_FROM
+
+
+def mps_event_words(torch_version: str) -> str:
+    """What an MPS timing event's time is, for the sentence that says how operations were timed."""
+    if mps_events_gpu_times(torch_version):
+        return "the GPU's completion times"
+    return "the host's clock in Metal's completion callbacks, not GPU timestamps"
+
+
+def mps_event_hang_note(torch_version: str) -> str:
+    """" (an MPS timing event can wait forever: pytorch#162872)" for a torch that has that hang, else ""."""
+    return "" if mps_events_gpu_times(torch_version) else " (an MPS timing event can wait forever: pytorch#162872)"
+
+
 # ---------------------------------------------------------------- PYTORCH_ENABLE_MPS_FALLBACK before torch loads
 
 FALLBACK_VAR = "PYTORCH_ENABLE_MPS_FALLBACK"
+# From torch 2.8 the MPS init compares the value with the one character "0": unset or "0" is off, any other value
+# ("", "00", " 0", "false") on, and nothing aborts; before 2.8 it read it with std::stoi, and a value stoi cannot read
+# aborted `import torch` (checked in the macOS wheels: benchmarks/apple_ledger.py, the fallback-variable row).
+FALLBACK_STRING_FROM = (2, 8)
 _ON = {"true", "yes", "on", "enable", "enabled", "y", "t"}
 _OFF = {"", "false", "no", "off", "disable", "disabled", "n", "f"}
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
@@ -99,16 +129,42 @@ def stoi_reads(text: str) -> bool:
     return _INT_MIN <= int(text[start:i]) <= _INT_MAX
 
 
-def fallback_enabled(environ=None) -> bool:
+def installed_torch() -> str:
+    """The installed torch's version, read without importing it ("" when none is found)."""
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:  # noqa: BLE001 (no distribution metadata: a frozen app, a source build)
+        try:
+            import sys
+
+            return str(sys.modules["torch"].__version__) if "torch" in sys.modules else ""
+        except Exception:  # noqa: BLE001
+            return ""
+
+
+def reads_as_string(torch_version: str | None = None) -> bool:
+    """Whether this torch compares PYTORCH_ENABLE_MPS_FALLBACK with "0" (2.8 and later) rather than std::stoi."""
+    version = installed_torch() if torch_version is None else torch_version
+    return not version or torch_release(version) >= FALLBACK_STRING_FROM
+
+
+def fallback_enabled(environ=None, torch_version: str | None = None) -> bool:
     """Whether torch, loaded with this environment, runs the operations MPS lacks on the CPU: MPSFallback.mm
-    registers the boxed `mps_fallback` for every operation when PYTORCH_ENABLE_MPS_FALLBACK is set and
-    `std::stoi` of it is not 0, else `mps_error_fallback`, which raises "... is not currently implemented for the MPS
-    device". Read from the value a run process set before torch loaded (process/child.py); torch reads it once."""
+    registers the boxed `mps_fallback` for every operation when PYTORCH_ENABLE_MPS_FALLBACK is on, else
+    `mps_error_fallback`, which raises "... is not currently implemented for the MPS device". On: from torch 2.8 any
+    value but "0"; before, a value std::stoi reads as a number other than 0. Read from the value a run process set
+    before torch loaded (process/child.py); torch reads it once."""
     import os
 
     env = os.environ if environ is None else environ
     value = env.get(FALLBACK_VAR)
-    if value is None or not stoi_reads(value):
+    if value is None:
+        return False
+    if reads_as_string(torch_version):
+        return value != "0"
+    if not stoi_reads(value):
         return False
     text = value.strip()
     digits = text[1:] if text[:1] in "+-" else text
@@ -120,15 +176,16 @@ def fallback_enabled(environ=None) -> bool:
     return int(number) != 0
 
 
-def correct_fallback_env(environ=None) -> str | None:
-    """Make PYTORCH_ENABLE_MPS_FALLBACK readable before torch loads (a value std::stoi cannot read aborts `import
-    torch` on a Mac). A readable value is kept as the user set it; true/yes/on become 1, false/no/off/empty 0, and
-    anything else the app's default 1. Returns the one sentence saying what was changed, or None."""
+def correct_fallback_env(environ=None, torch_version: str | None = None) -> str | None:
+    """Make PYTORCH_ENABLE_MPS_FALLBACK readable before torch loads, for a torch before 2.8 (a value std::stoi cannot
+    read aborts its `import torch` on a Mac; from 2.8 every value is read, and none is changed). A readable value is
+    kept as the user set it; true/yes/on become 1, false/no/off/empty 0, and anything else the app's default 1.
+    Returns the one sentence saying what was changed, or None."""
     import os
 
     env = os.environ if environ is None else environ
     value = env.get(FALLBACK_VAR)
-    if value is None or stoi_reads(value):
+    if value is None or stoi_reads(value) or reads_as_string(torch_version):
         return None
     word = value.strip().lower()
     new = "0" if word in _OFF else "1"

@@ -271,10 +271,12 @@ def _mac_rows(conditions: dict) -> list[SetupRow]:
     thermal = conditions.get("thermal")
     from .host import thermal_reader
 
-    rows.append(SetupRow("Thermal state", thermal or unknown(thermal_reader()[1]),
-                         None if thermal is None else thermal == "nominal",
+    calm = thermal in ("nominal", "thermal state fair")  # "fair" is slightly elevated, fans running: not throttled
+    shown = "fair (slightly elevated: the fans may run; not throttled)" if thermal == "thermal state fair" else thermal
+    rows.append(SetupRow("Thermal state", shown or unknown(thermal_reader()[1]),
+                         None if thermal is None else calm,
                          "Let the Mac cool down (or give it air) before measuring: a throttled chip runs slower."
-                         if thermal and thermal != "nominal" else ""))
+                         if thermal and not calm else ""))
     return rows
 
 

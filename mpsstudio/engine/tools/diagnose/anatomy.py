@@ -29,6 +29,7 @@ import torch
 
 from ...analysis.bottleneck import judged
 from ...analysis.summary import quartiles
+from ...machine.apple import mps_event_hang_note
 from ...machine.kernels import kernel_kind
 from ...run.steps import global_settings
 from ..toolkit import Stopped
@@ -161,7 +162,7 @@ def _passes(cfg, p, say, check, checkpoint) -> dict:
     deadline_s = OP_DEADLINE_S + OP_DEADLINE_STEPS * statistics.median(step_s)
     # registry.ended puts how the process ended in place of {how}
     why = (f"the timing of each operation on {dev.id} did not finish: {{how}}"
-           + (" (an MPS timing event can wait forever: pytorch#162872)" if dev.kind == "mps" else "")
+           + (mps_event_hang_note(torch.__version__) if dev.kind == "mps" else "")
            + "; the bound is judged without the device's own time or the operations' count")
     checkpoint(judged({**out, **_untimed(dev.kind), "op_timing_error": why}), deadline_s, why)
     say("timing each operation of one step", 0.7)

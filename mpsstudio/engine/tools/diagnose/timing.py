@@ -51,10 +51,11 @@ class DeviceClock:
     compute, so that the call's kernels are queued before it reaches them: the events then time its kernels alone,
     not the host's dispatching of them (which, timed so, made a tiny MLP's step look like computing).
 
-    MPS events (torch 2.14.1, aten/src/ATen/mps/MPSEvent.mm) are the host's clock read in Metal's completion
+    MPS events up to torch 2.14 (aten/src/ATen/mps/MPSEvent.mm) are the host's clock read in Metal's completion
     callbacks, not GPU timestamps, and `end.synchronize()` before `elapsed_time` consumes the one-shot notification
-    that `elapsed_time` then waits for forever (pytorch#162872): on MPS `elapsed_time` is called alone (it waits for
-    the end event itself). A timing that raises (MPS: "End event N was not recorded after start event M" for short
+    that `elapsed_time` then waits for forever (pytorch#162872); from 2.15 they are the GPU's completion times and
+    that hang is gone (machine/apple.mps_event_words). On MPS `elapsed_time` is called alone either way (it waits
+    for the end event itself). A timing that raises (MPS: "End event N was not recorded after start event M" for short
     intervals, "Events were not created with argument 'enable_timing=True'") switches this clock to the wall clock
     for the rest of the pass, and `measure` says so; the call it was timing keeps its wall time."""
 
@@ -96,7 +97,9 @@ class DeviceClock:
             return wall
         pad = f"a {self.pad.shape[0]}² matrix product queued before each"
         if self.kind == "mps":
-            return f"MPS timing events (the host's clock in Metal's completion callbacks, not GPU timestamps; {pad})"
+            from ...machine.apple import mps_event_words
+
+            return f"MPS timing events ({mps_event_words(torch.__version__)}; {pad})"
         return f"CUDA timing events ({pad})"
 
     def _read(self, start, end) -> float:

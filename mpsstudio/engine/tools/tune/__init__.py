@@ -2,7 +2,8 @@
 model fastest on this machine, at what cost in memory and accuracy.
 
 The grid: for each device, every combination of the asked settings. A setting a device cannot take (bf16 on an old
-macOS or torch, fp16 autocast that this CPU's PyTorch only pretends to do, compile in the frozen app, channels_last
+macOS or torch, a CPU autocast dtype this PyTorch cannot compute in (probed: current torch computes matmul, linear and
+conv in fp16 on the CPU; an older one warns and stays in fp32), compile in the frozen app, channels_last
 for token input) is a candidate with the engine's sentence, never dropped silently. The user's current settings are
 the baseline of each device, always measured.
 
