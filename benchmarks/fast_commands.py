@@ -5,8 +5,9 @@ the build machine.
 
     python benchmarks/fast_commands.py [--against REV] [--runs 7]
 
-`models` reads its cached parameter counts (counted by the first call, which this script makes before timing);
-`devices` imports torch to ask it which devices there are.
+`models` reads the parameter counts shipped with the package (a fresh install's first call too, timed apart with an
+empty cache folder: the target is under 1.5 s); `devices` imports torch to ask it which devices there are, so it is
+also paired with `python -c "import torch"` alone (the target: within 0.3 s of it).
 """
 
 from __future__ import annotations
@@ -45,6 +46,24 @@ def main() -> int:
         try:
             print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; this tree vs {args.against}; "
                   f"{args.runs} pairs a command, alternating")
+            fresh = []
+            for i in range(args.runs):  # a fresh install's first `models`: no cache folder yet
+                env_fresh = {**env, "MPSSTUDIO_CACHE_DIR": str(Path(tmp) / f"fresh-{i}")}
+                fresh.append(timed(ROOT, ["models"], env_fresh))
+            print(f"mpsstudio models, first call of a fresh install: {statistics.median(fresh):.2f} s "
+                  f"(min {min(fresh):.2f}, max {max(fresh):.2f})")
+            torch_only, devices = [], []
+            for i in range(args.runs):
+                for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    if which == 0:
+                        started = time.perf_counter()
+                        subprocess.run([sys.executable, "-c", "import torch"], env=env, check=False)
+                        torch_only.append(time.perf_counter() - started)
+                    else:
+                        devices.append(timed(ROOT, ["devices"], env))
+            gap = statistics.median(d - t for d, t in zip(devices, torch_only))
+            print(f"mpsstudio devices {statistics.median(devices):.2f} s against `import torch` "
+                  f"{statistics.median(torch_only):.2f} s: {gap:+.2f} s (median of the pairs' differences)")
             for command in COMMANDS:
                 for tree in (ROOT, reference):
                     timed(tree, command, env)  # warm: the file cache, and models' parameter counts

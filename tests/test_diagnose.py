@@ -450,3 +450,24 @@ def test_a_json_path_that_cannot_be_written_loses_no_result(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == cli.EXIT_BAD_INPUT and "cannot be written" in err and "the result is kept in the history" in err
     assert [t.kind for t in RunStore().tools()] == ["diagnose"]
+
+
+def test_the_cost_of_the_hosts_waits_is_what_removing_them_saved_and_the_sentence_names_them():
+    """A model that reads 6 values back a step (blocks_item's .item() after each block): the step takes 12 ms as it
+    is and 10 ms with its reads answered from a record, so the waits cost 2 ms (17 %), not the 0.3 ms the host spent
+    inside them; the bound says so and names the line."""
+    a = {**figures(), "step_ms": 12.0, "host_ms": 4.0, "sync_wait_ms": 0.3, "device_ms": 9.5, "sync_count": 6,
+         "sync_ops": [{"op": "aten::_local_scalar_dense", "count": 6}], "nosync_step_ms": 10.0, "sync_cost_ms": 2.0,
+         "sync_calls": [{"call": ".item() at blocks_item.py:15", "count": 6}]}
+    bound, shares = bottleneck.classify(a)
+    assert bound == "sync" and shares["sync"] == pytest.approx(2 / 12)
+    said = bottleneck.sentence(a, bound, shares)
+    assert said.startswith("sync: the host waits for cuda:0 6 times a step: .item() at blocks_item.py:15 (6); without "
+                           "those waits the step takes 10.0 ms instead of 12.0 ms: they cost 17% of it")
+    smaller = {**a, "sync_cost_ms": 0.8, "nosync_step_ms": 11.2}  # 7 %: compute-bound, and the waits still named
+    bound, shares = bottleneck.classify(smaller)
+    assert bound == "compute" and "The host's waits for cuda:0 (6 times a step: .item() at blocks_item.py:15 (6)) also " \
+        "cost 7% of the step" in bottleneck.sentence(smaller, bound, shares)
+    tiny = {**a, "sync_cost_ms": 0.1, "nosync_step_ms": 11.9}  # 1 %: not worth a sentence
+    bound, shares = bottleneck.classify(tiny)
+    assert "waits" not in bottleneck.sentence(tiny, bound, shares)

@@ -239,3 +239,63 @@ def test_every_mps_variable_of_the_pinned_torch_is_recorded_with_a_run(monkeypat
 def test_a_checkpoint_of_a_tool_that_sends_none_is_not_an_answer():
     with pytest.raises(Exception, match="did not end"):
         registry.ended("inspect", {"x": 1}, "The process did not end a step within 1 s, so it was ended.")
+
+
+def test_a_models_reads_from_the_device_are_timed_away_and_named_by_their_line(fake_mps, monkeypatch, tmp_path):
+    """Diagnose measures what the host's waits cost by answering them from a record (diagnose/syncs.py), and names
+    where the model asks for them. (The faked Mac computes on the CPU: its waits cost ~nothing; the figures and the
+    line are what this checks. The lent GPU's numbers are in docs/benchmarks.md.)"""
+    _fast(monkeypatch)
+    fake_mps(event_reorder_s=0.0)
+    model = tmp_path / "checked.py"
+    model.write_text("import torch\nfrom torch import nn\n\nclass Checked(nn.Module):\n"
+                     "    def __init__(self, n, size):\n        super().__init__()\n        self.a, self.b = nn.Linear(size, 32), nn.Linear(32, n)\n"
+                     "    def forward(self, x):\n        h = self.a(x.flatten(1))\n"
+                     "        if not torch.isfinite(h).all().item():\n            raise FloatingPointError('not finite')\n"
+                     "        return self.b(h)\n\n"
+                     "def build_model(num_classes, input_shape):\n    import math\n    return Checked(num_classes, math.prod(input_shape))\n")
+    cfg = RunConfig(model=str(model), dataset="synthetic", image_size=8, batch_size=8, warmup_steps=2)
+    [d] = run_tool("diagnose", {"config": cfg.to_dict(), "devices": ["mps"]})["devices"]
+    assert "error" not in d, d.get("error")
+    assert d["sync_calls"] == [{"call": ".item() at checked.py:10", "count": 1}]
+    assert d["nosync_step_ms"] > 0 and d["sync_cost_ms"] >= 0 and "alternated pairs" in d["sync_method"]
+
+
+def test_the_replay_answers_a_steps_reads_from_the_record_without_asking_the_device():
+    from mpsstudio.engine.tools.diagnose.syncs import Replay
+
+    real = []
+    original = torch.Tensor.item
+
+    def counted(self):
+        real.append(1)
+        return original(self)
+    x = torch.tensor([1.0, -2.0, 3.0])
+
+    def step():
+        total = 0.0
+        for v in x:
+            total += v.item() if bool(v > 0) else 0.0
+        return total
+    replay = Replay("cpu")
+    torch.Tensor.item = counted
+    try:
+        with replay.recording():
+            assert step() == 4.0
+        recorded = len(real)
+        with replay.replaying():
+            for _ in range(3):
+                replay.next_step()
+                assert step() == 4.0
+    finally:
+        torch.Tensor.item = original
+    assert recorded == 2 and len(real) == 2 and replay.extra == 0  # replayed: the real item() never called again
+    assert {c["call"].split(" at ")[0]: c["count"] for c in replay.where()} == {".bool()": 3, ".item()": 2}
+    assert all(c["call"].endswith(f"test_mac_truth.py:{_line_of('bool(v > 0)')}") for c in replay.where())
+
+
+def _line_of(text: str) -> int:
+    import inspect
+
+    lines = inspect.getsource(inspect.getmodule(_line_of)).splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line and "_line_of" not in line)

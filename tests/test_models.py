@@ -318,3 +318,18 @@ def test_multiply_adds_are_counted_on_the_meta_device_for_built_ins_only(tmp_pat
     path = tmp_path / "mine.py"
     path.write_text("raise SystemExit('never run')\n")
     assert models.macs_per_sample(str(path), spec) is None
+
+
+def test_the_shipped_parameter_counts_are_the_registrys_own():
+    """`mpsstudio models` answers from counts shipped with the package for the pinned torchvision: counted again
+    here, so a changed model or pin fails the suite instead of showing a wrong count."""
+    from importlib import metadata
+
+    from mpsstudio.engine.models import counts
+    from mpsstudio.engine.models.catalog import BUILT_IN
+
+    assert metadata.version("torchvision").startswith(counts.SHIPPED_WITH + ".")
+    assert set(counts.SHIPPED) == {m.name for m in BUILT_IN}
+    for m in BUILT_IN:
+        assert counts.SHIPPED[m.name] == parameter_count(m.name, m.default_spec), m.name
+    assert counts.parameter_counts() == counts.SHIPPED

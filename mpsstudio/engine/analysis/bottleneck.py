@@ -57,7 +57,11 @@ def costs(a: dict) -> dict[str, float]:
         device = a.get("device_ms")
         device = device if is_finite(device) and device >= 0 else max(0.0, step - busy - data)
         out["launch"] = max(0.0, busy - device)
-        out["sync"] = max(0.0, step - max(device, busy) - data) if (a.get("sync_count") or 0) > 0 else 0.0
+        measured = a.get("sync_cost_ms")
+        if is_finite(measured) and measured >= 0:  # measured by removing the waits (diagnose/syncs.py)
+            out["sync"] = measured
+        else:
+            out["sync"] = max(0.0, step - max(device, busy) - data) if (a.get("sync_count") or 0) > 0 else 0.0
     return {k: max(0.0, min(v, step)) if step > 0 else 0.0 for k, v in out.items()}
 
 
@@ -102,6 +106,11 @@ def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
                 f"({_ms(costs(a)['fallback'])} of {_ms(step)}), each copying its tensors to the CPU and back; a newer "
                 "PyTorch or another operation that MPS has would help.")
     if bound == "sync":
+        if is_finite(a.get("sync_cost_ms")):
+            return (f"sync: the host waits for {device} {_where_waits(a)}; without those waits the step takes "
+                    f"{_ms(a.get('nosync_step_ms'))} instead of {_ms(step)}: they cost {shares['sync']:.0%} of it "
+                    "(measured by answering them from a record); keep the values on the device (no .item(), "
+                    ".tolist(), bool() or printing of tensors inside the step) to save that.")
         ops = ", ".join(f"{o['op']} ({o['count']})" for o in (a.get("sync_ops") or [])[:3])
         return (f"sync: the step waits for {device} {plural(a.get('sync_count') or 0, 'time')} ({ops}) and takes "
                 f"{_ms(costs(a)['sync'])} of its {_ms(step)} beyond what the host's and the device's work would take "
@@ -112,8 +121,24 @@ def sentence(a: dict, bound: str, shares: dict[str, float]) -> str:
     said = ", ".join(f"{p} {v / total:.0%}" for p, v in parts if v > 0) if total > 0 else "no phase measured"
     helps = (["lower precision (bf16 or fp16 autocast)"] if a.get("precision", "fp32") == "fp32" else []) + [
         "a smaller model", "a faster device"]
+    waits = ""
+    if is_finite(a.get("sync_cost_ms")) and shares.get("sync", 0.0) >= SYNC_SAID:  # below the bound, still worth it
+        waits = (f" The host's waits for {device} ({_where_waits(a)}) also cost {shares['sync']:.0%} of the step "
+                 f"({_ms(a['sync_cost_ms'])}, measured by answering them from a record): keeping those values on the "
+                 "device saves that.")
     return (f"compute: {device} spends the step computing ({said} of {_ms(total)}); {', '.join(helps[:-1])} or "
-            f"{helps[-1]} would make it shorter.")
+            f"{helps[-1]} would make it shorter.{waits}")
+
+
+SYNC_SAID = 0.05  # a measured share of the step the host's waits cost from which a sentence names them
+
+
+def _where_waits(a: dict) -> str:
+    """"6 times a step: .item() at blocks_item.py:15 (6)"."""
+    calls = [c for c in (a.get("sync_calls") or []) if isinstance(c, dict)]
+    count = sum(c.get("count") or 0 for c in calls) or a.get("sync_count") or 0
+    where = ", ".join(f"{c.get('call')} ({c.get('count')})" for c in calls[:3])
+    return f"{plural(count, 'time')} a step" + (f": {where}" if where else "")
 
 
 def phase_sum_ratio(a: dict) -> float | None:

@@ -1,5 +1,6 @@
-"""The built-in models' parameter counts, counted once per install and then read from the cache folder, so that
-`mpsstudio models` answers without importing torch (catalog.py lists the models themselves)."""
+"""The built-in models' parameter counts, shipped with the package for the torchvision it is pinned to (so the first
+`mpsstudio models` of a fresh install answers in a fraction of a second, without importing torch), else counted once
+per install and read from the cache folder (catalog.py lists the models themselves)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from .catalog import BUILT_IN
 
 
 PARAMETERS_FILE = "model-parameters.json"  # in the cache folder
+# Counted by registry.parameter_count at each model's default input with torchvision SHIPPED_WITH (constraints.txt's
+# pin); tests/test_models.py counts them again and fails when a model or the pin changes them.
+SHIPPED_WITH = "0.29"
+SHIPPED = {"mlp": 1_708_298, "mnist_cnn": 831_626, "resnet18": 11_689_512, "resnet50": 25_557_032,
+           "vgg16": 138_357_544, "alexnet": 61_100_840, "mobilenet_v3_small": 2_542_856, "efficientnet_b0": 5_288_548,
+           "vit_b_16": 86_567_656, "vit_tiny": 2_693_578, "lstm": 3_086_850, "transformer": 11_072_258,
+           "transformer_base": 109_187_330}
 
 
 def parameter_counts() -> dict[str, int]:
@@ -25,7 +33,10 @@ def parameter_counts() -> dict[str, int]:
             return metadata.version(package)
         except metadata.PackageNotFoundError:
             return "?"
-    key = f"mpsstudio {__version__}, torch {version('torch')}, torchvision {version('torchvision')}"
+    vision = version("torchvision")
+    if (vision == SHIPPED_WITH or vision.startswith(SHIPPED_WITH + ".")) and all(m.name in SHIPPED for m in BUILT_IN):
+        return {m.name: SHIPPED[m.name] for m in BUILT_IN}
+    key = f"mpsstudio {__version__}, torch {version('torch')}, torchvision {vision}"
     path = cache_dir() / PARAMETERS_FILE
     try:
         kept = json.loads(path.read_text())

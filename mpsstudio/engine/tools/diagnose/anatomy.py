@@ -30,6 +30,7 @@ import torch
 from ...analysis.bottleneck import judged
 from ...analysis.summary import quartiles
 from ...machine.apple import mps_event_hang_note
+from .syncs import Replay
 from ...machine.kernels import kernel_kind
 from ...run.steps import global_settings
 from ..toolkit import Stopped
@@ -155,6 +156,9 @@ def _passes(cfg, p, say, check, checkpoint) -> dict:
         out["optimizer_ms"] = 1000 * statistics.fmean(phases["optimizer"])
     out["samples_per_s"] = cfg.batch_size / (out["step_ms"] / 1000) if out["step_ms"] > 0 else None
     out["sync_wait_ms"] = _stats(wait_s)[0]
+    if dev.kind != "cpu":  # what the host's waits cost, measured by removing them (syncs.py)
+        say("timing the step without its waits for the device", 0.67)
+        out.update(_without_waits(dev.kind, step_fn, src, raw, sync, per_group))
     if dev.kind == "cpu":
         out["launch_us"], out["launch_measure"] = empty_op_us(), "estimated"
     check()
@@ -192,6 +196,42 @@ def _passes(cfg, p, say, check, checkpoint) -> dict:
         out["launch_us"] = 1000 * busy / out["ops"] if out["ops"] else None
         out["launch_measure"] = "measured"
     return judged(out)
+
+
+SYNC_ROUNDS = 3  # alternated pairs of groups (as it is, then its waits answered from the record)
+
+
+def _without_waits(kind: str, step_fn, src, raw, sync, per_group: int) -> dict:
+    """The step with its reads from the device answered from a record (syncs.Replay), timed in groups alternated with
+    the step as it is: `nosync_step_ms` and `sync_cost_ms` (their medians' difference), and where the reads are
+    asked for (`sync_calls`); {} when the step reads nothing back."""
+    replay = Replay(kind)
+    sync()
+    with replay.recording():
+        step_fn(*src.place(next(raw)))
+    sync()
+    if not replay.values:
+        return {}
+    plain, free = [], []
+    for r in range(SYNC_ROUNDS):
+        for replayed in ((False, True) if r % 2 == 0 else (True, False)):
+            batches = [src.place(next(raw)) for _ in range(per_group)]
+            sync()
+            started = time.perf_counter()
+            if replayed:
+                with replay.replaying():
+                    for batch in batches:
+                        replay.next_step()
+                        step_fn(*batch)
+            else:
+                for batch in batches:
+                    step_fn(*batch)
+            sync()
+            (free if replayed else plain).append((time.perf_counter() - started) / per_group)
+    with_waits, without = statistics.median(plain), statistics.median(free)
+    return {"nosync_step_ms": 1000 * without, "sync_cost_ms": 1000 * max(0.0, with_waits - without),
+            "sync_calls": replay.where(), "sync_method": (f"{SYNC_ROUNDS} alternated pairs of {per_group}-step groups, "
+                                                          "as it is and with its reads answered from a record")}
 
 
 def _untimed(kind: str) -> dict:
