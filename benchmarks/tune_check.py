@@ -1,8 +1,13 @@
 """Does `mpsstudio tune` find what a bare loop finds? On one device, in one call: the tune of resnet50 (fp32 and bf16,
-channels_last both ways, at one batch size), then a bare PyTorch training loop of the same model in the same
-settings, the two settings alternating (A B B A ...), and the ratio of bf16 + channels_last to fp32 from each.
+channels_last both ways, at one batch size; or, with --default-grid, every default candidate around --batch), then a
+bare PyTorch training loop of the same model in the same settings at --compare-batch, the two settings alternating
+(A B B A ...), and the ratio of bf16 + channels_last to fp32 (TF32 off) from each.
 
     python benchmarks/tune_check.py [--device cuda] [--model resnet50] [--batch 64] [--budget 4] [--pairs 3]
+    python benchmarks/tune_check.py --default-grid --budget 8 --compare-batch 128     # issue 48's done-when
+
+With --default-grid it also prints the fewest rounds any default candidate had and the recommendation's ratio
+interval as ± of its ratio (issue 48: at least 3 rounds each, within ±5 %), and the tune's own time.
 
 The bare loop: the engine's model (models.build_model, same seed), one batch of random 224 px images kept on the
 device, SGD, cross-entropy, bf16 by autocast, TF32 off (the engine's fp32 is full fp32), a synchronize before each
@@ -67,13 +72,17 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=4.0, help="the tune's budget, minutes")
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--default-grid", action="store_true", help="the tune's default candidates around --batch")
+    p.add_argument("--compare-batch", type=int, default=None, help="the batch compared (default: --batch)")
     args = p.parse_args()
+    compare = args.compare_batch or args.batch
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "tune.json"
         cmd = [sys.executable, "-m", "mpsstudio", "tune", "--model", args.model, "--dataset", "synthetic",
-               "--devices", args.device, "--batch-size", str(args.batch), "--batch-sizes", str(args.batch),
-               "--precisions", "fp32,bf16", "--channels-last", "both", "--budget", str(args.budget), "--no-save",
+               "--devices", args.device, "--batch-size", str(args.batch), "--budget", str(args.budget), "--no-save",
                "--wide", "--json", str(out)]
+        if not args.default_grid:
+            cmd[8:8] = ["--batch-sizes", str(args.batch), "--precisions", "fp32,bf16", "--channels-last", "both"]
         print("$", " ".join(cmd[2:]), flush=True)
         started = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
@@ -82,14 +91,23 @@ def main() -> int:
         print(done.stderr[-3000:], file=sys.stderr)
         print(f"tune took {time.perf_counter() - started:.0f} s, exit {done.returncode}")
         result = json.loads(out.read_text())
-    rows = {(r["precision"], r["channels_last"]): r for r in result["candidates"]}
+    rows = {(r["precision"], r["channels_last"]): r for r in result["candidates"]
+            if r["batch_size"] == compare and r.get("tf32") in (None, "off")}
     tuned = rows[("bf16", True)]
     chosen = result["recommendation"].get(next(iter(result["recommendation"]), ""), None)
-    print(f"recommended: {next((r['label'] for r in result['candidates'] if r['key'] == chosen), None)}")
+    best = next((r for r in result["candidates"] if r["key"] == chosen), None)
+    print(f"recommended: {best['label'] if best else None}")
+    if best:
+        print(f"its ratio to the current: {best['speedup']:.3f}x [{best['speedup_low']:.3f}-{best['speedup_high']:.3f}]"
+              f", ±{max(best['speedup_high'] / best['speedup'] - 1, 1 - best['speedup_low'] / best['speedup']):.1%}")
+    usable = [r for r in result["candidates"] if r["status"] not in ("refused",)]
+    print(f"candidates {len(usable)}, rounds {result['rounds']}, fewest rounds of a candidate "
+          f"{min((r['rounds'] for r in usable), default=0)} ({sum(r['status'] == 'dropped' for r in usable)} dropped), "
+          f"elapsed {result['elapsed_s']:.0f} s")
     fp32, fast = [], []
     for i in range(args.pairs):
         for bf16_cl in ((False, True) if i % 2 == 0 else (True, False)):
-            (fast if bf16_cl else fp32).append(bare(args.model, args.device, args.batch, bf16_cl, args.steps))
+            (fast if bf16_cl else fp32).append(bare(args.model, args.device, compare, bf16_cl, args.steps))
         print(f"bare pair {i + 1}: fp32 {fp32[-1]:,.0f}, bf16 + channels_last {fast[-1]:,.0f} samples/s", flush=True)
     bare_ratio = statistics.median(fast) / statistics.median(fp32)
     tune_ratio = tuned["speedup"]

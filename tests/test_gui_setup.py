@@ -15,6 +15,7 @@ from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.machine.devices import Device  # noqa: E402
 from mpsstudio.engine.basics.formatting import fmt_count  # noqa: E402
 from mpsstudio.gui.setup.panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 
 FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
 FAKE_CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="no NVIDIA GPU or driver found")
@@ -312,6 +313,10 @@ def test_a_cuda_run_in_full_fp32_is_explained_and_tf32_is_a_switch(make_panel, f
     assert TF32_NOTE in panel.summary_text() and not any(c.tf32 for c in panel.configs())
     panel.tf32_check.setChecked(True)
     assert TF32_NOTE not in panel.summary_text() and all(c.tf32 for c in panel.configs())
+    panel.tf32_check.setCheckState(Qt.CheckState.PartiallyChecked)  # convolutions only, PyTorch's default
+    assert all(c.tf32_conv and not c.tf32 for c in panel.configs()) and TF32_NOTE not in panel.summary_text()
+    panel.apply_config(RunConfig(model="mlp", dataset="shapes", tf32_conv=True), ["cuda:0"])
+    assert panel.tf32_check.checkState() == Qt.CheckState.PartiallyChecked
     panel.apply_config(RunConfig(model="mlp", dataset="shapes", tf32=False), ["cuda:0"])
     assert not panel.tf32_check.isChecked() and TF32_NOTE in panel.summary_text()
     _check(panel, {"cpu"})

@@ -51,7 +51,8 @@ def config_from_args(args) -> RunConfig:
     elif getattr(args, "epochs", None) is not None:
         cfg.epochs, cfg.steps = args.epochs, None
     for flag, field in (("resident", "resident"), ("channels_last", "channels_last"), ("compile", "compile"),
-                        ("tf32", "tf32"), ("keep_best", "keep_best"), ("cast_float64", "cast_float64")):
+                        ("tf32", "tf32"), ("tf32_conv", "tf32_conv"),
+                        ("keep_best", "keep_best"), ("cast_float64", "cast_float64")):
         if getattr(args, flag, False):
             setattr(cfg, field, True)
     if getattr(args, "mps_fallback", None) is not None:

@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--compile", action="store_true", help="torch.compile the model")
     b.add_argument("--tf32", action="store_true",
                    help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
+    b.add_argument("--tf32-conv", action="store_true",
+                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
     b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     input_args(b)
     b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
@@ -254,6 +256,8 @@ def config_args(p, *, precision: bool = True) -> None:
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
     p.add_argument("--tf32", action="store_true",
                    help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
+    p.add_argument("--tf32-conv", action="store_true",
+                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     input_args(p)
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
@@ -295,6 +299,9 @@ def _tool_parsers(sub) -> None:
                    help="try torch.compile (default: off; its compile time is reported apart)")
     t.add_argument("--threads-to-try", dest="thread_counts", default=None, metavar="LIST",
                    help="CPU thread counts to try beside torch's default (default: half the cores, on 4 or more)")
+    t.add_argument("--tf32-to-try", dest="tf32_values", default=None, metavar="LIST",
+                   help="CUDA fp32's TF32 settings to try: off, conv (convolutions only, PyTorch's default), all "
+                        "(default: off,conv,all); your current one is --tf32 or --tf32-conv")
     t.add_argument("--budget", type=float, default=None, metavar="MINUTES",
                    help="time for the rounds (default: 10); the parity checks come after")
     t.add_argument("--rounds", type=int, default=None,

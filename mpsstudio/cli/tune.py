@@ -27,7 +27,8 @@ def grid_of(args, cfg, devices: list[str]):
                      precisions=tune.parse_precisions(args.precisions), channels_last=args.try_channels_last,
                      compile=args.try_compile,
                      threads=tune.parse_threads(args.thread_counts),
-                     train_samples=train_samples(cfg), cores=os.cpu_count())
+                     train_samples=train_samples(cfg), cores=os.cpu_count(),
+                     tf32=tune.parse_tf32(getattr(args, "tf32_values", None)))
 
 
 def cmd_tune(args) -> int:
@@ -43,6 +44,7 @@ def cmd_tune(args) -> int:
     steps = args.steps if args.steps is not None else tune.DEFAULT_STEPS
     warmup = args.warmup if args.warmup is not None else tune.DEFAULT_WARMUP
     tune.parse_threads(args.thread_counts)  # before any work: one sentence for a bad list
+    tune.parse_tf32(args.tf32_values)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     plan = session.plan(cfg, names)
     for line in plan.skipped:
@@ -56,10 +58,12 @@ def cmd_tune(args) -> int:
 
     limit = min(args.timeout or float("inf"), max(60.0, budget_s))  # no candidate outlasts the whole budget
 
+    warm = process.Warm()
+
     def point(c):
         ended = []
         try:
-            return process.run_point(c, progress=_progress, timeout_s=limit,
+            return process.run_point(c, progress=_progress, timeout_s=limit, warm=warm,
                                      on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
         except KeyboardInterrupt as exc:  # kept as cancelled; the tune reports what it measured
             stopped.append(exc)
@@ -91,8 +95,10 @@ def cmd_tune(args) -> int:
         shown = f"{sps:,.0f} samples/s" if sps and result.status == "finished" else result.status
         print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
 
-    result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
-                       should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds, run_layers=layers)
+    with warm:
+        result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
+                           should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds,
+                           run_layers=layers, before_checks=warm.close)
     _print_table(toolview.tune_table(result))
     print(f"{toolview.TUNE_LEGEND}\n\n{printable(result['sentence'])}")  # on screen first, whatever the files do
     _finish("tune", result, args)

@@ -340,12 +340,14 @@ class ToolWorker(QThread):
                                + (f"{sps:,.0f} samples/s" if sps else result.status))
         budget_s = p.get("budget_s", tune.DEFAULT_BUDGET_MIN * 60)
         limit = max(60.0, budget_s)  # no candidate outlasts the whole budget
-        return tune.tune(self.config, g, run_point=lambda c: process.run_point(c, should_stop=self._stop.is_set,
-                                                                               timeout_s=limit),
-                         run_check=check, budget_s=budget_s,
-                         steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
-                         should_stop=self._stop.is_set, on_point=on_point,
-                         max_rounds=p.get("max_rounds", tune.MAX_ROUNDS), run_layers=layers)
+        with process.Warm() as warm:
+            return tune.tune(self.config, g, run_point=lambda c: process.run_point(
+                                 c, should_stop=self._stop.is_set, timeout_s=limit, warm=warm),
+                             run_check=check, budget_s=budget_s,
+                             steps=p.get("steps", tune.DEFAULT_STEPS), warmup=p.get("warmup", tune.DEFAULT_WARMUP),
+                             should_stop=self._stop.is_set, on_point=on_point,
+                             max_rounds=p.get("max_rounds", tune.MAX_ROUNDS), run_layers=layers,
+                             before_checks=warm.close)
 
     def run(self) -> None:
         from ..engine.basics.errors import UserError

@@ -13,7 +13,7 @@ from ..basics.results import RunResult
 
 SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
                 "compile": "torch.compile", "workers": "workers", "threads": "CPU threads", "tf32": "TF32",
-                "accumulate": "accumulation", "resident": "data on the device"}
+                "tf32_conv": "TF32 in convolutions", "accumulate": "accumulation", "resident": "data on the device"}
 MEASUREMENT = ("steps", "epochs", "warmup_steps", "window_s", "seed")
 # Every other setting a difference is named for (a run's length, seed and window target change what is measured)
 OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "steps", "epochs": "epochs",

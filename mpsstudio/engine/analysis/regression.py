@@ -23,7 +23,7 @@ from .contrast import Versus, _setup_words, _usable, device_kind, ratio_words, v
 
 # What a regression check's baseline must share with a new run: the work itself (what differs beyond is named)
 WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
-            "num_classes", "image_size", "accumulate", "resident", "tf32", "options", "gpus", "torchrun")
+            "num_classes", "image_size", "accumulate", "resident", "tf32", "tf32_conv", "options", "gpus", "torchrun")
 
 def workload(c: RunConfig, device_too: bool = True) -> tuple:
     """What a baseline must share with a new run: the work (WORKLOAD) and the kind of device. A model file or a

@@ -1,10 +1,14 @@
 """Scaling: one setup on 1, 2, ... N GPUs of one machine (runs of `--gpus 1,2,4`), measured and said.
 
-For each number of GPUs: the total throughput (median over windows, the IQR beside it, as every run's), per GPU,
+For each number of GPUs: the total throughput (median over its steady windows, the IQR beside it), per GPU,
 the speedup over one GPU with the 95 % window-bootstrap interval every comparison uses, the scaling efficiency
 (speedup / N, its interval the speedup's / N), every rank's peak memory, and the share of a step the gradient
 all-reduce takes (ranks.py: spans with and without it under DDP's no_sync, alternated on the same ranks).
 Runs of the same setup on other devices or machines (a Mac's MPS) stand beside it, each labelled with its machine.
+
+Steady state: each number of GPUs is measured from the window its throughput settled at (stability.settled_from;
+the windows before count as warm-up, and the table says from which step); one whose windows never settled (they
+still rose or fell at its end) makes the verdict "too short to tell", with the steps to ask for.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from ..basics.config import _key_names
 from ..basics.formatting import fmt_bytes
 from ..basics.results import RunResult
 from .compare import _rates, _seed, bootstrap_ratio, short_machine
+from .stability import drift, settled_from
 
 SUPERLINEAR = 1.05  # an efficiency whose interval lies above this: said to be suspect
 LAUNCH_BOUND = 1.10  # a speedup whose interval lies below this: "a second GPU gains nothing"
@@ -55,9 +60,36 @@ class Point:
     speedup: float | None = None  # over one GPU
     low: float | None = None  # the speedup's 95 % interval
     high: float | None = None
+    steady_from: int | None = 0  # the first steady window (stability.settled_from); None: never steady
+
+    def __post_init__(self) -> None:
+        rates = _rates(self.run)
+        self.steady_from = settled_from(rates, _seed(self.run.id)) if len(rates) >= 2 else 0
+
+    @property
+    def rates(self) -> list[float]:
+        """The windows measured in steady state (all of them where the run never settled: said apart)."""
+        rates = _rates(self.run)
+        return rates[self.steady_from:] if self.steady_from else rates
+
+    @property
+    def steady(self) -> bool:
+        return self.steady_from is not None
+
+    @property
+    def settled_at_step(self) -> int | None:
+        """The steps measured before the steady windows (None when they start the run)."""
+        if not self.steady_from:
+            return None
+        steps = [w.get("steps") for w in self.run.windows[:self.steady_from] if isinstance(w, dict)]
+        return sum(s for s in steps if isinstance(s, int) and not isinstance(s, bool)) or None
 
     @property
     def samples_per_s(self) -> float:
+        if self.steady_from:
+            import statistics
+
+            return float(statistics.median(self.rates))
         return float(self.run.summary["samples_per_s"])
 
     @property
@@ -66,7 +98,34 @@ class Point:
 
     @property
     def iqr(self) -> tuple[float | None, float | None]:
+        if self.steady_from:
+            from .summary import quartiles
+
+            q1, _, q3 = quartiles(self.rates)
+            return q1, q3
         return self.run.summary.get("samples_per_s_q1"), self.run.summary.get("samples_per_s_q3")
+
+    def unsteady_words(self) -> str:
+        """"its windows fell from 7,400 to 5,600 samples/s [...] and had not settled at its end" ("" when steady)."""
+        if self.steady:
+            return ""
+        rates = _rates(self.run)
+        found = drift(rates, _seed(self.run.id))
+        third = max(1, len(rates) // 3)
+        import statistics
+
+        first, last = statistics.median(rates[:third]), statistics.median(rates[-third:])
+        how = "fell" if last < first else "rose"
+        return (f"its windows {how} from {_num(first)} to {_num(last)} samples/s during the run"
+                + (f" ({found[0]:.2f}x [{found[1]:.2f}-{found[2]:.2f}])" if found else "") + " and had not settled")
+
+    def steps_to_ask(self) -> int:
+        """An estimate of the measured steps a run would need to settle and then measure: two and a half times
+        this run's, at least 100 more, in tens."""
+        steps = self.run.summary.get("measured_steps") or self.run.config.steps or 0
+        steps = int(steps) if isinstance(steps, (int, float)) and not isinstance(steps, bool) else 0
+        need = max(int(steps * 2.5), steps + 100)
+        return -(-need // 10) * 10
 
     @property
     def efficiency(self) -> float | None:
@@ -127,6 +186,13 @@ class Scaling:
         comm = _comm_words(top)
         if top.speedup is None:
             return f"{top.gpus} {device}s: no throughput to compare."
+        unsteady = [p for p in self.points if not p.steady]
+        if unsteady:
+            p = unsteady[-1]
+            return (f"Too short to tell the scaling: on {p.gpus} {device}{'s' if p.gpus > 1 else ''} "
+                    f"{p.unsteady_words()} (its {p.run.summary.get('measured_steps') or '?'} measured steps); run "
+                    f"again with --steps {p.steps_to_ask():,} or more (an estimate). Measured as it was: "
+                    f"{top.speedup:.2f}x one {device}, not a verdict.")
         if top.high is not None and top.high < LAUNCH_BOUND:
             return (f"more {device}s gain nothing here: {top.gpus} train {model} {top.speedup:.2f}x "
                     f"[{top.low:.2f}-{top.high:.2f}] as fast as one{comm}; " +
@@ -138,6 +204,10 @@ class Scaling:
         eff_words = (f"{100 * top.efficiency:.0f} % efficiency [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else
                      f"{100 * top.efficiency:.0f} % efficiency")
         words = f"{top.gpus} {device}s train {model} {top.speedup:.2f}x{interval} faster than one ({eff_words}){comm}."
+        settled = [p for p in self.points if p.settled_at_step]
+        if settled:
+            words += " Measured once steady: " + "; ".join(
+                f"the first {p.settled_at_step:,} steps on {p.gpus} counted as warm-up" for p in settled) + "."
         if eff is not None and eff[0] > SUPERLINEAR:  # more than N times one: the one-GPU run is suspect first
             words += (f" More than {top.gpus} times one {device} is rare: check that the one-{device} run was not "
                       f"slowed by something else (its stability: {self.one.run.summary.get('stability') or 'unknown'})"
@@ -163,8 +233,10 @@ class Scaling:
             share = ("—" if comm is None else f"{100 * max(0.0, comm['share']):.0f} % "
                      f"[{100 * max(0.0, comm['low']):.0f}-{100 * max(0.0, comm['high']):.0f}]")
             memory = ", ".join(fmt_bytes(m) for m in p.rank_memory) or "—"
-            rows.append([str(p.gpus), f"{_num(p.samples_per_s)}{iqr}", _num(p.per_gpu), speed, efficiency, share,
-                         memory])
+            settled = p.settled_at_step
+            state = (" (not steady)" if not p.steady else f" (steady from step {settled:,})" if settled else "")
+            rows.append([str(p.gpus), f"{_num(p.samples_per_s)}{iqr}{state}", _num(p.per_gpu), speed, efficiency,
+                         share, memory])
         for r in self.beside:
             rows.append([f"{r.config.device} · {short_machine(r.machine)}", _num(r.summary["samples_per_s"]),
                          "—", "—", "—", "—", fmt_bytes(r.summary.get("peak_memory") or 0)])
@@ -206,7 +278,7 @@ def scalings(results: Iterable[RunResult]) -> list[Scaling]:
         for p in points:
             if one is not None:
                 p.speedup = p.samples_per_s / one.samples_per_s
-                interval = (1.0, 1.0) if p is one else bootstrap_ratio(_rates(p.run), _rates(one.run),
+                interval = (1.0, 1.0) if p is one else bootstrap_ratio(p.rates, one.rates,
                                                                          _seed(p.run.id, one.run.id))
                 if interval is not None:
                     p.low, p.high = interval

@@ -8,6 +8,11 @@ The rules (documented in docs/architecture.md, "Stability"):
   thermally throttled or in Low Power Mode: noisy, whatever the spread (the number is not this machine's
   normal speed);
 - running on battery is named as a possible cause of a noisy run, never a cause by itself.
+
+Steady state (`settled_from`): a stretch of windows drifts when they rise or fall beyond chance (Mann-Kendall's
+trend test, 99 %) and the median of its last third differs from that of its first third by more than DRIFT; a run's
+windows are steady from the first window whose stretch to the end (at least STEADY_WINDOWS) does not drift. A scaling measures each
+number of GPUs from there, or says the run was too short to tell (analysis/scaling.py).
 """
 
 from __future__ import annotations
@@ -76,3 +81,61 @@ def assess(summary: dict, env: dict) -> tuple[str | None, str | None]:
     if s is not None and s > SPREAD_LIMIT and not causes:
         reasons.append("consider re-running on a quiet machine")
     return "noisy", "; ".join(reasons)
+
+
+DRIFT = 0.03  # the last third of a stretch over its first, beyond this and with a trend: not steady
+STEADY_WINDOWS = 8  # the shortest stretch a steady throughput is measured on
+TREND_Z = 2.58  # Mann-Kendall's statistic beyond this: the windows rise or fall (99 %, two-sided; at 95 % one level
+# run in 13 had its first windows called unsteady)
+TREND_POINTS = 400  # a longer stretch is tested on the medians of this many blocks of it
+
+
+def drift(rates: list[float], seed: int = 0) -> tuple[float, float, float] | None:
+    """(ratio, low, high): the median of the last third of `rates` over that of the first third, with its 95 %
+    bootstrap interval; None with fewer than STEADY_WINDOWS windows."""
+    import statistics
+
+    from .compare import bootstrap_ratio
+
+    if len(rates) < STEADY_WINDOWS:
+        return None
+    third = len(rates) // 3
+    first, last = rates[:third], rates[-third:]
+    base = statistics.median(first)
+    interval = bootstrap_ratio(last, first, seed)
+    if not base > 0 or interval is None:
+        return None
+    return statistics.median(last) / base, interval[0], interval[1]
+
+
+def trend_z(rates: list[float]) -> float:
+    """Mann-Kendall's trend statistic of the windows in order (positive: rising); 0 for fewer than 3."""
+    import numpy as np
+
+    x = np.asarray(rates, dtype=float)
+    if len(x) > TREND_POINTS:  # the medians of consecutive blocks: the order is what is tested
+        x = np.array([np.median(b) for b in np.array_split(x, TREND_POINTS)])
+    n = len(x)
+    if n < 3:
+        return 0.0
+    signs = np.sign(x[None, :] - x[:, None])
+    s = float(np.triu(signs, 1).sum())
+    var = n * (n - 1) * (2 * n + 5) / 18
+    return 0.0 if s == 0 else (s - np.sign(s)) / var ** 0.5
+
+
+def drifting(rates: list[float], seed: int = 0) -> bool:
+    """The windows rise or fall: a trend beyond chance (Mann-Kendall) and their last third off their first by more
+    than DRIFT."""
+    found = drift(rates, seed)
+    return found is not None and abs(found[0] - 1) > DRIFT and abs(trend_z(rates)) > TREND_Z
+
+
+def settled_from(rates: list[float], seed: int = 0) -> int | None:
+    """The first window from which the rest is steady (0: the whole run), None when no stretch of STEADY_WINDOWS
+    or more to the end is (the run ended before its throughput settled)."""
+    stride = max(1, len(rates) // 40)  # at most ~40 stretches tried, however long the run
+    for start in range(0, len(rates) - STEADY_WINDOWS + 1, stride):
+        if not drifting(rates[start:], seed):
+            return start
+    return None

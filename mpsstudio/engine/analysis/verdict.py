@@ -30,6 +30,7 @@ def inspection_for(run, inspections: Sequence[dict] | None) -> dict | None:
         rc, renv = r.get("config") or {}, r.get("env") or {}
         if (r.get("device") == cfg.device and rc.get("model") == cfg.model and rc.get("dataset") == cfg.dataset
                 and rc.get("precision") == cfg.precision and rc.get("tf32") == cfg.tf32
+                and bool(rc.get("tf32_conv")) == cfg.tf32_conv
                 and renv.get("machine_label") == env.get("machine_label")
                 and renv.get("hostname") == env.get("hostname")):
             return r

@@ -51,7 +51,7 @@ FROZEN_COMPILE_REASON = ("torch.compile cannot run in the MPS Studio app: on the
 # PyTorch's defaults: torch.backends.cudnn.allow_tf32 = True (convolutions in TF32 on Ampere and newer),
 # torch.backends.cuda.matmul.allow_tf32 = False. Runs keep both off unless asked (like with like: the CPU and MPS
 # compute fp32 in full), which on an H100 made resnet18 at 224 px and batch 64 ~1.8x slower than PyTorch's default
-# (docs/benchmarks.md). `tf32` turns both on.
+# (docs/benchmarks.md). `tf32` turns both on, `tf32_conv` convolutions only (PyTorch's default).
 TF32_NOTE = ("TF32 was off: PyTorch's default lets cuDNN run convolutions in TF32 on this GPU, so a script of yours "
              "on PyTorch's defaults can be much faster than this full-fp32 run. MPS Studio keeps full fp32 so that "
              "devices compare like with like; turn on TF32 (--tf32, or Advanced ▸ TF32) to measure with it, for "
@@ -72,13 +72,13 @@ def precision_note(config: "RunConfig") -> str:
     """What a run's precision means for its numbers: TF32_NOTE for a CUDA run of ours in full fp32 ("" otherwise: a
     script's TF32 is what the script left, said with its settings)."""
     return TF32_NOTE if (config.device.startswith("cuda") and config.precision == "fp32" and not config.tf32
-                         and not config.is_script) else ""
+                         and not config.tf32_conv and not config.is_script) else ""
 
 
 # What differs by device in a script's runs, never part of what two runs of it must share to be compared: what the
 # script decides for itself (a GPT script trains in bf16 autocast on CUDA and fp32 on the CPU; read from it:
 # run/script/settings.py), and its window's length (at least 1 s on a GPU: run/script/tracker.py).
-SCRIPT_PER_DEVICE = ("precision", "optimizer", "lr", "tf32", "compile", "channels_last", "window_s")
+SCRIPT_PER_DEVICE = ("precision", "optimizer", "lr", "tf32", "tf32_conv", "compile", "channels_last", "window_s")
 OPTIMIZER_NAME = re.compile(r"[a-z0-9_.+-]{1,80}")
 MAX_SCRIPT_LR = 1e6
 
@@ -105,7 +105,8 @@ class RunConfig:
     mode: str = "train"
     seed: int = 0
     threads: int | None = None  # CPU threads torch uses; None = torch's default, recorded either way
-    tf32: bool = False
+    tf32: bool = False  # TF32 on CUDA in convolutions and matrix products
+    tf32_conv: bool = False  # TF32 on CUDA in convolutions only (PyTorch's default); `tf32` includes it
     image_size: int | None = None  # folder datasets: decode size; synthetic images: their size; None = the model's
     # synthetic data only: the shape of one sample ([C, H, W] images, [L] tokens) and the number of classes; None:
     # the model's own (a user's file may declare INPUT_SHAPE and NUM_CLASSES; models/user.py)
@@ -235,7 +236,8 @@ class RunConfig:
         if (self.early_stop_patience is not None or self.keep_best or self.accumulate > 1) and self.mode != "train":
             raise UserError("Early stopping, the best epoch and gradient accumulation are for training; set the "
                             "mode to train.")
-        for name in ("channels_last", "compile", "resident", "tf32", "mps_fallback", "keep_best", "cast_float64"):
+        for name in ("channels_last", "compile", "resident", "tf32", "tf32_conv", "mps_fallback", "keep_best",
+                     "cast_float64"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"'{name}' must be true or false, not {_shown(getattr(self, name))}.")
         if not isinstance(self.options, dict):

@@ -2,7 +2,7 @@
 before a front end reads them; Stop, time limits, crashes, and the spare process that hides `import torch`.
 
 Owns: child (the child's side), messages (what may cross the pipe, checked), handles (RunProcess, InProcessRun, the
-`new_process` seam), spare, runs (run_isolated, run_point), recorder (a run rebuilt from its events), asks (probe_model, run_tool,
+`new_process` seam), spare, warm (a tune's candidates one after another in one process), runs (run_isolated, run_point), recorder (a run rebuilt from its events), asks (probe_model, run_tool,
 check_devices), ending (SIGTERM / SIGHUP to a front end, handled as Ctrl-C), leftovers (what a model started ends
 with its run), output (a child's stdout/stderr through a pipe, capped), journal (a run in progress kept for a
 front end that is killed; the next start keeps it as interrupted).
@@ -16,6 +16,7 @@ from .ending import ending_signals
 from .handles import InProcessRun, RunProcess, live_processes
 from .runs import STOP_GRACE_S, run_isolated, run_point
 from .spare import Spare
+from .warm import Warm
 
-__all__ = ["FALLBACK_VAR", "MEMORY_LIMIT_VAR", "PROBE_TIMEOUT_S", "STOP_GRACE_S", "InProcessRun", "RunProcess", "Spare",
+__all__ = ["FALLBACK_VAR", "MEMORY_LIMIT_VAR", "PROBE_TIMEOUT_S", "STOP_GRACE_S", "InProcessRun", "RunProcess", "Spare", "Warm",
            "check_devices", "ending_signals", "live_processes", "probe_model", "run_isolated", "run_point", "run_tool"]

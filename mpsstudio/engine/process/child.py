@@ -1,6 +1,6 @@
 """The child's side of a run process: settings first (the MPS fallback before torch loads, its own process group,
-output to a pipe the parent reads, faulthandler, the optional memory cap), then one job from the parent,
-served by `serve` (also what InProcessRun's thread runs). This module imports no torch at import time."""
+output to a pipe the parent reads, faulthandler, the optional memory cap), then one job from the parent (or,
+for a warm worker, finished runs one after another), served by `serve` (also what InProcessRun's thread runs). This module imports no torch at import time."""
 
 from __future__ import annotations
 
@@ -74,18 +74,17 @@ def _exit_now() -> None:
 
 
 def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, contain: bool = False) -> None:
-    """The child's side of one job, wherever it runs (a run process, or a thread for InProcessRun): says it is
-    ready, takes one job, sends its events or answer, then "done". `on_parent_gone` runs when the pipe closes.
-    `device`: a spare's, which it prepares before it says it is ready (warm_up). `contain` (a run process, never a
-    thread of another program): processes the job left running are ended, and a run's result says so."""
-    import gc
+    """The child's side of its jobs, wherever it runs (a run process, or a thread for InProcessRun): says it is
+    ready, takes a job, sends its events or answer, then "done". A run job that asks to stay (a warm worker's:
+    warm.py) and finished is followed by the next job, its memory given back first; every other job is the last.
+    `on_parent_gone` runs when the pipe closes. `device`: a spare's, which it prepares before it says it is ready
+    (warm_up). `contain` (a run process, never a thread of another program): processes the job left running are
+    ended, and a run's result says so."""
+    import queue
 
     from ..run import session  # imports torch and the engine: the expensive part a spare does ahead of time
-    from .leftovers import end_leftovers
 
-    # torch, the engine and the libraries are here for good: the collector need not walk their ~400,000 objects in
-    # every full collection (~0.13 s each, a pause inside a measured window or between max-batch probes)
-    gc.freeze()
+    freeze_imports()
     if device is not None:
         warm_up(device)
 
@@ -95,16 +94,32 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
     except (EOFError, OSError):
         return  # the parent went away before giving a job
     stop = threading.Event()
-    threading.Thread(target=_watch_parent, args=(conn, stop, on_parent_gone), daemon=True,
+    jobs: queue.Queue = queue.Queue()
+    threading.Thread(target=_watch_parent, args=(conn, stop, on_parent_gone, jobs), daemon=True,
                      name="watch-parent").start()
+    while job is not None:
+        stays = _serve_one(conn, job, stop, session, contain)
+        conn.send(("done",))
+        if not stays:
+            return
+        _between_jobs(job)
+        stop.clear()
+        job = jobs.get()  # None: the parent is gone
+
+
+def _serve_one(conn, job: tuple, stop: threading.Event, session, contain: bool) -> bool:
+    """One job; whether the process may take another (a run that asked to stay, and finished)."""
+    from .leftovers import end_leftovers
+
     kind = job[0]
+    stays = False
     if contain:  # a run process of its own: memory set aside to say how the run ended (run/failures.py)
         from ..run.failures import keep_reserve
 
         keep_reserve()
     try:
         if kind == "run":
-            _, config, position, save_model = job
+            _, config, position, save_model, *more = job
             who = "The script" if RunConfig.from_dict(config).is_script else "The model"
 
             def send(event) -> None:
@@ -113,10 +128,11 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
                     if left:
                         event.result.summary["leftover_processes"] = left
                 conn.send(("event", event))
-            session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
-                            on_event=send, should_stop=stop.is_set,
-                            progress=lambda message, fraction: conn.send(("progress", message, fraction)),
-                            prepared=lambda: conn.send(("prepared",)))
+            result = session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
+                                     on_event=send, should_stop=stop.is_set,
+                                     progress=lambda message, fraction: conn.send(("progress", message, fraction)),
+                                     prepared=lambda: conn.send(("prepared",)))
+            stays = bool(more and more[0]) and getattr(result, "status", None) == "finished" and not stop.is_set()
         elif kind == "probe":
             _, model, spec = job
             conn.send(("probed", session.probe_model(model, spec)))
@@ -134,7 +150,30 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
     finally:
         if contain:
             end_leftovers()  # a probe's or a tool's too (a run's were ended before its result went out)
-    conn.send(("done",))
+    return stays
+
+
+def _between_jobs(job: tuple) -> None:
+    """What a finished run leaves for the next one in this process: its objects collected and the allocator's
+    cached memory given back (tools/memory.free), so the next run's memory figures start where a fresh process's
+    would (CUDA's peak is reset by each run; MPS counts live tensors)."""
+    try:
+        from ..tools.memory import free
+
+        free(str(RunConfig.from_dict(job[1]).device).split(":")[0])
+    except Exception:
+        pass
+
+
+def freeze_imports() -> None:
+    """Torch, the engine and the libraries, once imported, are here for good: the collector need not walk their
+    ~400,000 objects in every full collection (~0.13 s each on the build machine, a pause inside a measured window
+    or between max-batch probes). Every process that measures calls it once its imports are done: a run's, and each
+    rank of a run on several GPUs (process/rank.py), where one rank's pause stalls every rank at the next
+    all-reduce."""
+    import gc
+
+    gc.freeze()
 
 
 def warm_up(device: str) -> None:
@@ -156,17 +195,22 @@ def warm_up(device: str) -> None:
         pass
 
 
-def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None]) -> None:
-    """Set `stop` when the parent asks; `on_parent_gone` (end the whole process group) when the parent is gone."""
+def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None], jobs=None) -> None:
+    """Set `stop` when the parent asks; hand a further job to `jobs` (a warm worker's); `on_parent_gone` (end the
+    whole process group) when the parent is gone."""
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError, TypeError, ValueError):  # the parent died (or, in a thread, closed the pipe)
             stop.set()
+            if jobs is not None:
+                jobs.put(None)
             on_parent_gone()
             return
         if message == ("stop",):
             stop.set()
+        elif jobs is not None and isinstance(message, tuple) and message and message[0] == "run":
+            jobs.put(message)
 
 
 def _end_own_group() -> None:

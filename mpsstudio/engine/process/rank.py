@@ -62,7 +62,9 @@ def _serve(config_dict: dict, rank: int, send, stop: threading.Event) -> int:
     from ..machine import devices
     from ..run import session, trainer
     from ..run.ranks import Ranks
+    from .child import freeze_imports
 
+    freeze_imports()  # as a run's process does: no full collection walks torch inside a measured window
     config = RunConfig.from_dict(config_dict)
     ranks = Ranks(config)
     try:

@@ -19,9 +19,11 @@ from .journal import Journal
 from ..analysis.summary import Recorder
 from .messages import Garbled, checked_event
 from .spare import Spare
+from .warm import Warm
 
 STOP_GRACE_S = 3.0  # after Stop: time a run has to end by itself before its process is ended
 CTRL_C = "Stopped with Ctrl-C; what was measured until then is kept."
+DONE_S = 10.0  # a warm worker's child: time to say "done" after its run's result before it is not used again
 OUTPUT_S = 0.2  # how often a front end that shows a run's output as it comes is given what is new
 
 
@@ -31,7 +33,7 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                  timeout_s: float | None = None, grace_s: Callable[[], float] | float = STOP_GRACE_S,
                  repeat: Sequence[dict | None] | None = None,
                  save_models: Sequence[str | None] | None = None, journal: bool = False,
-                 on_output: Callable[[str, str], None] | None = None) -> list[RunResult]:
+                 on_output: Callable[[str, str], None] | None = None, warm: Warm | None = None) -> list[RunResult]:
     """Run each config in turn, each in a fresh process; returns the results of the runs that started.
 
     A run's Ended event goes out once its process has ended (with everything it started), so nothing of the run
@@ -45,6 +47,8 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
     `journal`: each run's events are also written to a journal (journal.py) until its Ended event has been
     handled, so a front end killed meanwhile finds the run at its next start (the runs a front end keeps).
     `on_output(device, text)`: what each run's process writes, as it comes (whole lines, a few times a second).
+    `warm`: a warm worker (warm.py) that runs the configs it may take one after another in one process (a tune's
+    candidates); the others still get a process of their own.
     """
     forward = on_event or (lambda event: None)
     stop = should_stop or (lambda: False)
@@ -62,6 +66,10 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 event.result.env.setdefault("python_executable", cfg.python)
                 event.result.env.setdefault("python_env", interpreter.env_name(cfg.python))
             forward(event)
+        save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
+        stays = warm is not None and save is None and warm.takes(cfg)
+        if warm is not None and not stays:
+            warm.close()  # nothing of another run beside this one
         if cfg.python:  # another Python environment: checked again (it may have changed since it was chosen), then
             why = checked.setdefault(cfg.python, interpreter.why_not(cfg.python))  # its own process, never the spare
             if why:
@@ -73,17 +81,20 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 continue
             proc = RunProcess(mps_fallback=cfg.mps_fallback, python=cfg.python)
         else:
-            proc = (spare.take(cfg.mps_fallback, cfg.device) if spare and not cfg.distributed else None) or handles.new_process(
-                mps_fallback=cfg.mps_fallback)
-        save = save_models[i - 1] if save_models is not None and i <= len(save_models) else None
+            proc = warm.process_for(cfg) if stays else (
+                spare.take(cfg.mps_fallback, cfg.device) if spare and not cfg.distributed else None) or \
+                handles.new_process(mps_fallback=cfg.mps_fallback)
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
-                      Journal(shown_config(cfg)) if journal else None, on_output)
+                      Journal(shown_config(cfg)) if journal else None, on_output, stay=stays)
         try:
             try:
                 result = job.run()
             finally:
-                proc.end(wait_s=2.0)
-                proc.discard_output()
+                if job.stayed:
+                    warm.keep(proc, cfg)
+                else:
+                    proc.end(wait_s=2.0)
+                    proc.discard_output()
             if result is None:  # rejected before the run started
                 if not results:
                     raise UserError(job.rejected)
@@ -129,8 +140,11 @@ def shown_event(event, keep: bool):
 
 class _RunJob:
     def __init__(self, proc, cfg, position, emit, stop, progress, timeout_s, grace_s, save_model=None, journal=None,
-                 on_output=None):
+                 on_output=None, stay: bool = False):
         self.proc, self.cfg, self.position, self.save_model = proc, cfg, position, save_model
+        self.stay = stay  # a warm worker's run: its process may serve the next one (stayed, once it said "done")
+        self.stayed = False
+        self.stop_sent = False
         self.on_output = on_output
         self.shown_at = 0.0
         self.journal = journal
@@ -153,7 +167,7 @@ class _RunJob:
         started = look_at = time.monotonic()
         stop_at: float | None = None
         why = ""
-        proc.send(("run", self.cfg.to_dict(), self.position, self.save_model))
+        proc.send(("run", self.cfg.to_dict(), self.position, self.save_model, self.stay))
         try:
             while True:
                 try:
@@ -179,6 +193,7 @@ class _RunJob:
                     look_at = now + TREE_S
                 if stop_at is None and self.stop():
                     proc.send(("stop",))
+                    self.stop_sent = True
                     grace = self.grace_s() if callable(self.grace_s) else self.grace_s
                     stop_at = now + grace
                 if stop_at is not None and now >= stop_at:
@@ -186,6 +201,7 @@ class _RunJob:
                     break
                 if self.timeout_s is not None and now - started > self.timeout_s and stop_at is None:
                     proc.send(("stop",))
+                    self.stop_sent = True
                     stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
         except KeyboardInterrupt as exc:  # Ctrl-C in the CLI, or SIGTERM / SIGHUP (Terminated, with its reason):
             proc.end()  # keep the run so far as cancelled, then go on up
@@ -207,6 +223,19 @@ class _RunJob:
             _log_child_output(proc, result)
         return self._kept(result)
 
+    def _done(self) -> bool:
+        """Whether the child said "done" after a finished run (within DONE_S), so it may take the next; any other
+        message, or none, and the process is not used again."""
+        deadline = time.monotonic() + DONE_S
+        while time.monotonic() < deadline:
+            try:
+                message = self.proc.receive(POLL_S)
+            except (EOFError, Garbled):
+                return False
+            if message is not None:
+                return message == ("done",)
+        return False
+
     def _show_output(self, now: float, everything: bool = False) -> None:
         self.shown_at = now
         output = getattr(self.proc, "output", None)
@@ -217,9 +246,17 @@ class _RunJob:
             self.on_output(self.cfg.device, text)
 
     def _kept(self, result: RunResult) -> RunResult:
-        """The run with its process's output kept (output.py), once that process has ended; its words redacted."""
+        """The run with its process's output kept (output.py), once that process has ended; its words redacted. A
+        warm worker's finished run leaves its process running for the next (its output goes on in that process's
+        and is kept with the run that ends it)."""
         if not self.keep:
             result.error = redact_text(result.error) if isinstance(result.error, str) else result.error
+        if self.stay and result.status == "finished" and not self.stop_sent and self._done():
+            self.stayed = True
+            if self.on_output is not None:
+                self._show_output(time.monotonic())
+            result.env["process"] = "warm worker"
+            return result
         self.proc.end(wait_s=2.0)
         if self.on_output is not None and getattr(self.proc, "output", None) is not None:
             self.proc.output.close()

@@ -211,6 +211,7 @@ def run_environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool | 
     env = dict(env) if env else environment.environment()
     env["threads"] = torch.get_num_threads()
     env["tf32"] = cfg.tf32
+    env["tf32_conv"] = cfg.tf32 or cfg.tf32_conv
     env["flush_denormal"] = flush_denormal
     env["device_name"] = dev.name
     env["machine_label"] = environment.machine_label(env)

@@ -105,7 +105,7 @@ def global_settings(config: RunConfig):
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
-        torch.backends.cudnn.allow_tf32 = config.tf32
+        torch.backends.cudnn.allow_tf32 = config.tf32 or config.tf32_conv
         flushing = torch.set_flush_denormal(True)
         yield flushing
     finally:

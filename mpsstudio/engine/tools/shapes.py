@@ -168,7 +168,8 @@ TUNE_ROW = Obj(
           "channels_last": Flag(), "compile": Flag(), "batch_size": BATCH, "status": Text(max=32, choices=(
               "measured", "dropped", "failed", "unusable", "refused", "not measured")),
           "baseline": Flag()},
-    may={"threads": Int(1, 4096, null=True), "rounds": COUNT, "run_ids": List(Text(max=64), max=1_000),
+    may={"threads": Int(1, 4096, null=True), "tf32": Text(max=8, null=True, choices=("off", "conv", "all")),
+         "round_samples_per_s": List(MS, max=100, null=True), "rounds": COUNT, "run_ids": List(Text(max=64), max=1_000),
          "reason": Text(max=20_000, null=True), "samples_per_s": MS_OR_NULL, "samples_per_s_low": MS_OR_NULL,
          "samples_per_s_high": MS_OR_NULL, "samples_per_s_iqr": MS_OR_NULL, "interval": Text(max=200, null=True),
          "speedup": MS_OR_NULL, "speedup_low": MS_OR_NULL, "speedup_high": MS_OR_NULL,

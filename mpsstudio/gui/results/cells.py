@@ -112,7 +112,8 @@ class CellsMixin:
         cfg = r.config
         length = f"{plural(cfg.steps, 'step')}" if cfg.steps else f"{plural(cfg.epochs or 0, 'epoch')}"
         flags = [name for name, on in (("channels-last", cfg.channels_last), ("torch.compile", cfg.compile),
-                                       ("TF32", cfg.tf32), ("data on the device", cfg.resident)) if on]
+                                       ("TF32", cfg.tf32), ("TF32 in convolutions", cfg.tf32_conv and not cfg.tf32),
+                                       ("data on the device", cfg.resident)) if on]
         if cfg.is_script:  # what the script used, read from it (run/script/settings.py)
             words = r.summary.get("script_settings_words")
             text = "; ".join(str(w) for w in words) if isinstance(words, list) and words else "settings not known"

@@ -129,9 +129,11 @@ class AdvancedSectionMixin:
             self.compile_check.setEnabled(False)
             self.compile_check.setToolTip(FROZEN_COMPILE_REASON)
         self.tf32_check = QCheckBox("TF32 (CUDA)")
-        self.tf32_check.setToolTip("NVIDIA GPUs from Ampere on: let convolutions and matrix products use TF32 (a "
-                                   "10-bit mantissa), which PyTorch's default allows for convolutions. Off: full fp32 "
-                                   "on every device, like with like. Recorded with the run.")
+        self.tf32_check.setTristate(True)
+        self.tf32_check.setToolTip("NVIDIA GPUs from Ampere on: TF32 (a 10-bit mantissa) instead of full fp32. "
+                                   "Checked: in convolutions and matrix products; partly checked (−): in "
+                                   "convolutions only, PyTorch's default; off: full fp32 on every device, like "
+                                   "with like. Recorded with the run.")
         self.mps_fallback_check = QCheckBox("Run operations MPS lacks on the CPU")
         self.mps_fallback_check.setChecked(defaults.mps_fallback)
         self.mps_fallback_check.setToolTip(
@@ -146,6 +148,6 @@ class AdvancedSectionMixin:
                                         "(a best checkpoint, kept in memory): what Save Trained Model saves.")
         for check in (self.resident_check, self.channels_last_check, self.compile_check, self.tf32_check,
                       self.mps_fallback_check, self.cast_float64_check, self.keep_best_check):
-            check.toggled.connect(self._emit_changed)
+            check.stateChanged.connect(self._emit_changed)
             box.addWidget(check)
         layout.addWidget(self.advanced)

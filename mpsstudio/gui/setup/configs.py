@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
 from ...engine.basics.config import RunConfig
@@ -58,7 +59,8 @@ class ConfigsMixin:
             resident=self.resident_check.isChecked(),
             channels_last=self.channels_last_check.isChecked(),
             compile=self.compile_check.isChecked(),
-            tf32=self.tf32_check.isChecked(),
+            tf32=self.tf32_check.checkState() == Qt.CheckState.Checked,
+            tf32_conv=self.tf32_check.checkState() == Qt.CheckState.PartiallyChecked,
             mps_fallback=self.mps_fallback_check.isChecked(),
             cast_float64=self.cast_float64_check.isChecked(),
             accumulate=self.accumulate_spin.value(),
@@ -137,7 +139,8 @@ class ConfigsMixin:
         self.resident_check.setChecked(config.resident)
         self.channels_last_check.setChecked(config.channels_last)
         self.compile_check.setChecked(config.compile)
-        self.tf32_check.setChecked(config.tf32)
+        self.tf32_check.setCheckState(Qt.CheckState.Checked if config.tf32 else Qt.CheckState.PartiallyChecked
+                                      if config.tf32_conv else Qt.CheckState.Unchecked)
         self.mps_fallback_check.setChecked(config.mps_fallback)
         self.cast_float64_check.setChecked(config.cast_float64)
         self.accumulate_spin.setValue(config.accumulate)

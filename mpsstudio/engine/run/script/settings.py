@@ -71,6 +71,7 @@ def apply(config: RunConfig, found: dict) -> None:
     config.lr = found.get("lr")
     config.precision = precision(found)
     config.tf32 = bool(config.device.startswith("cuda") and found.get("tf32_matmul") and found.get("tf32_cudnn"))
+    config.tf32_conv = bool(config.device.startswith("cuda") and found.get("tf32_cudnn") and not config.tf32)
     config.compile = bool(found.get("compiled"))
     config.channels_last = bool(found.get("channels_last"))
 

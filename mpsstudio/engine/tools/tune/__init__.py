@@ -1,17 +1,20 @@
 """`mpsstudio tune`: which precision, memory layout, compile, batch size (and, on the CPU, thread count) make this
 model fastest on this machine, at what cost in memory and accuracy.
 
-The grid: for each device, every combination of the asked settings. A setting a device cannot take (bf16 on an old
+The grid: for each device, every combination of the asked settings, and on CUDA for fp32 the TF32 axis (off, in
+convolutions as PyTorch's default does, in convolutions and matrix products). A setting a device cannot take (bf16 on an old
 macOS or torch, a CPU autocast dtype this PyTorch cannot compute in (probed: current torch computes matmul, linear and
 conv in fp16 on the CPU; an older one warns and stays in fp32), compile in the frozen app, channels_last
 for token input) is a candidate with the engine's sentence, never dropped silently. The user's current settings are
 the baseline of each device, always measured.
 
-Each candidate is a short run with every run's rules (warm-up and compile timed apart, synchronized windows), in a
-process of its own (run_point: the front end's process.run_point), the candidates interleaved in rounds (A B C, then
-C B A, ...) so drift and heat hit all alike. After the first round, a candidate whose middle half (median ± half the
-IQR of its windows) lies wholly below the device's best is dropped, unless it is in the better half (successive
-halving), and the result says so. Further rounds run while the budget allows one more (estimated from the last).
+Each candidate is a short run with every run's rules (warm-up and compile timed apart, synchronized windows), run by
+the front end's process.run_point: on a GPU the candidates share a warm worker (process/warm.py: each builds its
+model and optimizer afresh in a process that has imported torch and made its GPU context once), a compiled one and
+the CPU's get a process of their own. The candidates are interleaved in rounds (A B C, then C B A, ...) so drift and
+heat hit all alike. From round MIN_ROUNDS on, a candidate whose ratio to the device's best (paired round by round)
+lies wholly below 1 is dropped, if it is in the worse half (successive halving by intervals), and the result says
+so. Further rounds run while the budget allows one more (estimated from the last).
 The same seed and the same number of steps for every candidate make their losses comparable: each is compared with
 fp32 at the same batch size on the same device; a loss that is not finite, or more than LOSS_DIVERGED above fp32's,
 makes a candidate unusable, and so does a failed parity check of one step against the CPU in float64 (`inspect`, once
@@ -24,22 +27,28 @@ The scoring and the sentence are in report.py; no torch here but in why_not_here
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from ...basics.config import MAX_BATCH, PRECISIONS, RunConfig
+from ...basics.config import RunConfig
 from ...basics.errors import UserError
-from ...basics.formatting import whole_numbers
 from ...basics.results import RunResult
+from .options import (BOTH, DEFAULT_BUDGET_MIN, MAX_BUDGET_MIN, MAX_ROUNDS, TF32, default_batch_sizes,
+                      default_threads, parse_budget, parse_choice, parse_precisions, parse_rounds, parse_tf32,
+                      parse_threads)
 
-DEFAULT_BUDGET_MIN = 10.0
-MAX_BUDGET_MIN = 24 * 60.0
+__all__ = ["BOTH", "DEFAULT_BUDGET_MIN", "DEFAULT_STEPS", "DEFAULT_WARMUP", "MAX_BUDGET_MIN", "MAX_ROUNDS",
+           "MIN_ROUNDS", "TF32", "TF32_WORDS", "Candidate", "Grid", "default_batch_sizes", "default_threads",
+           "first_wrong_layer", "grid", "input_kind", "parse_budget", "parse_choice", "parse_precisions",
+           "parse_rounds", "parse_tf32", "parse_threads", "plan", "run", "tf32_of", "tune", "why_not_here"]
+
 DEFAULT_STEPS = 16  # measured steps a candidate a round: at least 8 windows (the run loop's rule)
 DEFAULT_WARMUP = 3  # torch.compile compiles in the first steps: timed apart with the warm-up
-MAX_ROUNDS = 7
+MIN_ROUNDS = 3  # rounds every candidate gets (budget allowing) before any is dropped: a between-round interval
+TF32_WORDS = {"off": "TF32 off", "conv": "TF32 in convolutions", "all": "TF32 in convolutions and matrix products"}
 MAX_CANDIDATES = 256
-BOTH = ("off", "on", "both")
 
 
 @dataclass(frozen=True)
@@ -50,28 +59,40 @@ class Candidate:
     compile: bool = False
     batch_size: int = 64
     threads: int | None = None  # the CPU's thread count; None: torch's default
+    tf32: str | None = None  # CUDA's TF32 (TF32), said of fp32 candidates; None: the setup's, unsaid
 
     @property
     def key(self) -> str:
         return (f"{self.device}|{self.precision}|{'cl' if self.channels_last else 'nchw'}|"
-                f"{'compiled' if self.compile else 'eager'}|b{self.batch_size}|t{self.threads or 'default'}")
+                f"{'compiled' if self.compile else 'eager'}|b{self.batch_size}|t{self.threads or 'default'}"
+                + (f"|tf32-{self.tf32}" if self.tf32 else ""))
 
     def label(self) -> str:
-        """"bf16 + channels_last + compile, batch 128" (fp32 and the defaults unsaid past the precision)."""
+        """"bf16 + channels_last + compile, batch 128" (fp32 and the defaults unsaid past the precision; TF32 said
+        where it is an axis)."""
         parts = [self.precision] + (["channels_last"] if self.channels_last else []) + \
-            (["compile"] if self.compile else []) + ([f"{self.threads} threads"] if self.threads else [])
+            (["compile"] if self.compile else []) + ([f"{self.threads} threads"] if self.threads else []) + \
+            ([TF32_WORDS[self.tf32]] if self.tf32 else [])
         return f"{' + '.join(parts)}, batch {self.batch_size}"
 
     def config(self, base: RunConfig, steps: int, warmup: int) -> RunConfig:
+        tf32 = {} if self.tf32 is None else {"tf32": self.tf32 == "all", "tf32_conv": self.tf32 == "conv"}
         return replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
                        compile=self.compile, batch_size=self.batch_size, threads=self.threads, steps=steps,
                        epochs=None, warmup_steps=warmup, early_stop_patience=None, keep_best=False,
-                       options=dict(base.options))
+                       options=dict(base.options), **tf32)
 
     @classmethod
     def of(cls, config: RunConfig, device: str | None = None) -> "Candidate":
-        return cls(device or config.device, config.precision, bool(config.channels_last), bool(config.compile),
-                   config.batch_size, config.threads if (device or config.device) == "cpu" else None)
+        device = device or config.device
+        return cls(device, config.precision, bool(config.channels_last), bool(config.compile),
+                   config.batch_size, config.threads if device == "cpu" else None,
+                   tf32_of(config) if device.startswith("cuda") and config.precision == "fp32" else None)
+
+
+def tf32_of(config: RunConfig) -> str:
+    """The setup's TF32 as the axis names it."""
+    return "all" if config.tf32 else "conv" if config.tf32_conv else "off"
 
 
 @dataclass
@@ -81,73 +102,23 @@ class Grid:
     baselines: dict[str, Candidate] = field(default_factory=dict)  # device -> the user's current settings
 
 
-def parse_choice(value: str | None, what: str, default: str) -> list[bool]:
-    """--channels-last / --compile: off, on or both -> [False], [True], [False, True]."""
-    value = (value or default).strip().lower()
-    if value not in BOTH:
-        raise UserError(f"{what} takes off, on or both, not {value!r}.")
-    return {"off": [False], "on": [True], "both": [False, True]}[value]
-
-
-def parse_precisions(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    names = [p.strip().lower() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in PRECISIONS]
-    if bad or not names:
-        said = ", ".join(repr(p) for p in bad) or "none was given"
-        raise UserError(f"Precisions are fp32, fp16 and bf16, separated by commas; {said} "
-                        f"{'is not one of them' if len(bad) == 1 else 'are not among them' if bad else ''}".rstrip() + ".")
-    return list(dict.fromkeys(names))
-
-
-def parse_threads(text: str | None) -> list[int] | None:
-    """--threads-to-try "2,4" -> [2, 4]; None for the default; UserError for anything else."""
-    if text is None:
-        return None
-    return whole_numbers(text, 1, 4096, "--threads-to-try takes thread counts from 1 to 4,096 separated by commas, "
-                                        "e.g. 2,4")
-
-
-def parse_rounds(rounds: int | None) -> int:
-    rounds = MAX_ROUNDS if rounds is None else rounds
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= 100:
-        raise UserError(f"--rounds is a whole number from 1 to 100, not {rounds}.")
-    return rounds
-
-
-def parse_budget(minutes: float | None) -> float:
-    """The budget in seconds (--budget is in minutes)."""
-    minutes = DEFAULT_BUDGET_MIN if minutes is None else minutes
-    if not (isinstance(minutes, (int, float)) and math.isfinite(minutes) and 0.1 <= minutes <= MAX_BUDGET_MIN):
-        raise UserError(f"--budget is minutes, from 0.1 to {MAX_BUDGET_MIN:,.0f}, not {minutes}.")
-    return float(minutes) * 60.0
-
-
-def default_batch_sizes(batch: int, train_samples: int | None) -> list[int]:
-    """Around the setup's batch: half, it and double, within the training samples (a run needs one whole batch)."""
-    top = min(MAX_BATCH, train_samples) if train_samples else MAX_BATCH
-    sizes = sorted({b for b in (max(1, batch // 2), batch, batch * 2) if b <= top})
-    return sizes or [max(1, min(batch, top))]
-
-
-def default_threads(cores: int | None) -> list[int | None]:
-    """The CPU's thread counts worth trying: torch's default, and half the cores where there are four or more."""
-    return [None] + ([cores // 2] if cores and cores >= 4 else [])
-
-
 def grid(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int], precisions: Sequence[str],
          channels_last: Sequence[bool], compiled: Sequence[bool], threads: Sequence[int | None],
-         why_not: Callable[[Candidate], str]) -> Grid:
+         why_not: Callable[[Candidate], str], tf32: Sequence[str] = TF32) -> Grid:
     """Every combination per device, the user's current settings first; `why_not(candidate)` is the engine's
-    sentence for a candidate that device cannot take ("" when it can)."""
+    sentence for a candidate that device cannot take ("" when it can). `tf32`: the TF32 settings of CUDA's fp32
+    candidates (the others keep the setup's)."""
     out = Grid([])
     for d in devices:
         base = Candidate.of(config, d)
         out.baselines[d] = base
-        combos = [Candidate(d, p, cl, c, b, t if d == "cpu" else None)
+        cuda = d.startswith("cuda")
+
+        def tf32_axis(p: str) -> list[str | None]:
+            return list(tf32) if cuda and p == "fp32" else [None]
+        combos = [Candidate(d, p, cl, c, b, t if d == "cpu" else None, f)
                   for b in batch_sizes for p in precisions for cl in channels_last for c in compiled
-                  for t in (threads if d == "cpu" else [None])]
+                  for t in (threads if d == "cpu" else [None]) for f in tf32_axis(p)]
         for cand in [base] + [c for c in dict.fromkeys(combos) if c != base]:
             reason = why_not(cand)
             if reason and cand != base:
@@ -161,10 +132,12 @@ def grid(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int
 
 def plan(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int] | None = None,
          precisions: Sequence[str] | None = None, channels_last: str | None = None, compile: str | None = None,
-         threads: Sequence[int] | None = None, train_samples: int | None = None, cores: int | None = None) -> Grid:
+         threads: Sequence[int] | None = None, train_samples: int | None = None, cores: int | None = None,
+         tf32: Sequence[str] | None = None) -> Grid:
     """The grid the options describe, the defaults where they say nothing (the CLI's and the window's sheet alike):
     half, the setup's and double batch within the training samples; fp32, bf16 and fp16; channels_last both ways
-    for image input; compile off; the CPU's default threads (and half the cores on four or more)."""
+    for image input; compile off; the CPU's default threads (and half the cores on four or more); on CUDA, fp32
+    with TF32 off, in convolutions and everywhere."""
     image = "image" in input_kind(config)
     extra = [t for t in (threads or []) if t]
     return grid(config, devices,
@@ -173,7 +146,7 @@ def plan(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int
                 channels_last=parse_choice(channels_last, "--channels-last", "both" if image else "off"),
                 compiled=parse_choice(compile, "--compile", "off"),
                 threads=list(dict.fromkeys([None] + extra)) if extra else default_threads(cores),
-                why_not=why_not_here(config))
+                why_not=why_not_here(config), tf32=list(tf32 or TF32))
 
 
 def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None], budget_s: float,
@@ -185,8 +158,6 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
     mean of the points so far), leaving room for `reserve_points` more (the parity checks that follow). Returns
     {"runs": {key: [RunResult, ...]}, "rounds": n, "dropped": {key: why}, "elapsed_s", "out_of_budget": bool,
     "stopped": bool}."""
-    from ..sweep import separated
-
     stop = should_stop or (lambda: False)
     started = clock()
     runs: dict[str, list[RunResult]] = {}
@@ -235,8 +206,8 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
         if stopped or out_of_budget:
             break
         live = [c for c in live if c.key not in dropped and _still_running(runs.get(c.key))]
-        if rounds == 1:
-            for key, why in _halve(live, runs, g.baselines, separated).items():
+        if rounds >= MIN_ROUNDS:
+            for key, why in _halve(live, runs, g.baselines, rounds).items():
                 dropped[key] = why
             live = [c for c in live if c.key not in dropped]
     return {"runs": runs, "rounds": rounds, "dropped": dropped, "elapsed_s": clock() - started,
@@ -247,21 +218,27 @@ def _still_running(results: list[RunResult] | None) -> bool:
     return bool(results) and results[-1].status == "finished"
 
 
-def _halve(live: list[Candidate], runs: dict, baselines: dict, separated) -> dict[str, str]:
-    """After round one: per device, the candidates outside the better half whose middle half lies below the best's."""
+def _halve(live: list[Candidate], runs: dict, baselines: dict, rounds: int) -> dict[str, str]:
+    """Per device, the candidates in the worse half whose ratio to the best (paired round by round: report's
+    interval) lies wholly below 1; the user's current settings are always kept."""
+    from .report import paired_ratio
+
     out: dict[str, str] = {}
     for device in dict.fromkeys(c.device for c in live):
-        mine = [(c, runs[c.key][-1].summary) for c in live if c.device == device and runs.get(c.key)]
-        mine.sort(key=lambda cs: cs[1].get("samples_per_s") or 0.0, reverse=True)
+        mine = [(c, [r for r in runs[c.key] if r.status == "finished"]) for c in live
+                if c.device == device and runs.get(c.key)]
+        mine = [(c, ok) for c, ok in mine if ok]
+        mine.sort(key=lambda cs: statistics.median(r.summary.get("samples_per_s") or 0.0 for r in cs[1]),
+                  reverse=True)
         if len(mine) < 3:
             continue
         best = mine[0][1]
         keep = math.ceil(len(mine) / 2)
-        for cand, s in mine[keep:]:
-            if cand == baselines.get(device) or not separated(s, best):
+        for cand, ok in mine[keep:]:
+            ratio, low, high = paired_ratio(ok, best)
+            if cand == baselines.get(device) or ratio is None or high is None or high >= 1.0:
                 continue
-            ratio = (s.get("samples_per_s") or 0.0) / best["samples_per_s"]
-            out[cand.key] = (f"after round 1: {ratio:.2f}x the best's samples/s, their middle halves apart "
+            out[cand.key] = (f"after round {rounds}: {ratio:.2f}x [{low:.2f}x-{high:.2f}x] the best's samples/s "
                              "(successive halving)")
     return out
 
@@ -338,11 +315,13 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
          run_check: Callable[[RunConfig], dict | None], budget_s: float, steps: int = DEFAULT_STEPS,
          warmup: int = DEFAULT_WARMUP, should_stop: Callable[[], bool] | None = None,
          on_point: Callable[[Candidate, RunResult, int], None] | None = None, max_rounds: int = MAX_ROUNDS,
-         run_layers: Callable[[RunConfig], dict | None] | None = None) -> dict:
+         run_layers: Callable[[RunConfig], dict | None] | None = None,
+         before_checks: Callable[[], None] | None = None) -> dict:
     """The whole tune, the one path of both front ends: the rounds (run), then one parity check per device and
     reduced precision that ran (run_check(config): `inspect`'s result, None when it could not run), where one fails
     on an accelerator the first layer beyond tolerance (run_layers(config): `diagnose --layers`' result), then the
-    report (report.analyse)."""
+    report (report.analyse). `before_checks()`: called between the rounds and the checks (the front ends end their
+    warm worker there)."""
     from .report import analyse
 
     stop = should_stop or (lambda: False)
@@ -350,6 +329,8 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
     checks = len({(c.device, c.precision) for c in g.candidates if c.precision != "fp32" and c.key not in g.refused})
     outcome = run(config, g, run_point=run_point, budget_s=budget_s, steps=steps, warmup=warmup,
                   should_stop=stop, on_point=on_point, reserve_points=checks, max_rounds=max_rounds)
+    if before_checks is not None:
+        before_checks()
     found_checks: dict[tuple[str, str], dict] = {}
     ran = [c for c in g.candidates if c.precision != "fp32" and any(
         r.status == "finished" for r in outcome["runs"].get(c.key, []))]

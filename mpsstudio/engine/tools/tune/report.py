@@ -42,7 +42,9 @@ def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, f
     return meds[0], low, high, "95 % bootstrap over measurement windows"
 
 
-def _ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | None, float | None, float | None]:
+def paired_ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | None, float | None, float | None]:
+    """(ratio, low, high) of one candidate's samples/s to another's (finished runs, in round order): with two rounds
+    or more the median and range of the ratios paired round by round, with one the 95 % bootstrap over windows."""
     if not mine or not base:
         return None, None, None
     if mine is base:
@@ -82,11 +84,12 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
         ok = _finished(runs)
         row = {"key": c.key, "label": c.label(), "device": c.device, "precision": c.precision,
                "channels_last": c.channels_last, "compile": c.compile, "batch_size": c.batch_size,
-               "threads": c.threads, "baseline": c == g.baselines.get(c.device), "rounds": len(ok),
+               "threads": c.threads, "tf32": c.tf32, "baseline": c == g.baselines.get(c.device), "rounds": len(ok),
+               "round_samples_per_s": [r.summary["samples_per_s"] for r in ok],
                "run_ids": [r.id for r in runs], "reason": None}
         sps, low, high, how = _throughput(ok)
         base = g.baselines.get(c.device)
-        speed, s_low, s_high = _ratio(ok, _finished(measured.get(base.key, []))) if base else (None, None, None)
+        speed, s_low, s_high = paired_ratio(ok, _finished(measured.get(base.key, []))) if base else (None, None, None)
         peaks = [r.summary.get("peak_memory") for r in ok if is_finite(r.summary.get("peak_memory"))]
         warm = [r.summary.get("warmup_s") for r in ok if is_finite(r.summary.get("warmup_s"))]
         row.update(samples_per_s=sps, samples_per_s_low=low, samples_per_s_high=high, interval=how or None,
@@ -112,7 +115,8 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
 
 NO_FIGURES = ("failed", "refused", "not measured")  # statuses whose rows carry no throughput nor ratio
 FIGURES = ("samples_per_s", "samples_per_s_low", "samples_per_s_high", "samples_per_s_iqr", "speedup", "speedup_low",
-           "speedup_high")
+           "speedup_high", "round_samples_per_s")
+TIE_SPAN = 0.05  # "apart by less than the noise" of the best: within this of its samples/s, and its interval says so
 
 
 def contradiction(result: dict) -> tuple[str, str] | None:
@@ -131,7 +135,7 @@ def contradiction(result: dict) -> tuple[str, str] | None:
                 return f"{where}.{lo}", f"is above its {hi} ({row[lo]:.4g} > {row[hi]:.4g})"
         if row["status"] == "measured" and not (is_finite(row.get("samples_per_s")) and row["samples_per_s"] > 0):
             return f"{where}.samples_per_s", "is missing from a measured candidate"
-        if row["status"] in NO_FIGURES and any(row.get(k) is not None for k in FIGURES):
+        if row["status"] in NO_FIGURES and any(row.get(k) not in (None, []) for k in FIGURES):
             return where, f"has a throughput or a ratio though it is {row['status']}"
     for device in dict.fromkeys(r["device"] for r in rows):
         current = sum(1 for r in rows if r["device"] == device and r["baseline"])
@@ -206,14 +210,31 @@ def _agrees(row: dict, base: dict) -> bool:
         row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
 
 
-def _tied(best: dict, rows) -> list[dict]:
-    """The other usable candidates of the device whose throughput interval reaches the best's: "fastest" is said
-    of them together."""
-    low = best.get("samples_per_s_low")
-    if not is_finite(low):
-        return []
-    return [r for r in rows if r is not best and r["device"] == best["device"] and r["status"] == "measured"
-            and not r["baseline"] and is_finite(r.get("samples_per_s_high")) and r["samples_per_s_high"] >= low]
+def tied(best: dict, rows) -> list[dict]:
+    """The other usable candidates of the device that the measurements cannot tell from the best: their samples/s
+    within TIE_SPAN of the best's, and their ratio to it, paired round by round (with one round: their intervals),
+    reaching 1. "Fastest" is said of them together; never of one at half the best's speed however noisy."""
+    out = []
+    for r in rows:
+        if r is best or r["device"] != best["device"] or r["status"] != "measured" or r["baseline"]:
+            continue
+        if not (is_finite(r.get("samples_per_s")) and r["samples_per_s"] >= (1 - TIE_SPAN) * best["samples_per_s"]):
+            continue
+        mine, theirs = _round_rates(r), _round_rates(best)
+        n = min(len(mine), len(theirs))
+        if n >= 2:
+            reaches = max(a / b for a, b in zip(mine[:n], theirs[:n])) >= 1.0
+        else:
+            reaches = is_finite(r.get("samples_per_s_high")) and is_finite(best.get("samples_per_s_low")) and \
+                r["samples_per_s_high"] >= best["samples_per_s_low"]
+        if reaches:
+            out.append(r)
+    return out
+
+
+def _round_rates(row: dict) -> list[float]:
+    rates = row.get("round_samples_per_s")
+    return [v for v in rates if is_finite(v) and v > 0] if isinstance(rates, list) else []
 
 
 def sentence(result: dict) -> str:
@@ -234,9 +255,9 @@ def sentence(result: dict) -> str:
         best = rows.get(key)
         if best is None:
             continue
-        tied = _tied(best, rows.values())
-        how = (f"with {best['label']}: " if not tied else
-               f"with {best['label']} or {' or '.join(r['label'] for r in tied)} (apart by less than the noise): "
+        together = tied(best, rows.values())
+        how = (f"with {best['label']}: " if not together else
+               f"with {best['label']} or {' or '.join(r['label'] for r in together)} (apart by less than the noise): "
                f"{best['label']} is ")
         text = (f"On {machine}, {model} trains fastest on {device} {how}"
                 f"{best['speedup']:.2f}x [{best['speedup_low']:.2f}x-{best['speedup_high']:.2f}x] your "
@@ -284,7 +305,9 @@ def analyse(config: RunConfig, g, outcome: dict, checks: dict, *, steps: int, wa
 
 def apply_to(config: RunConfig, row: dict) -> RunConfig:
     """The setup with a candidate's settings (what Apply puts into the setup panel)."""
+    tf32 = row.get("tf32")
     return replace(config, precision=row["precision"], channels_last=bool(row["channels_last"]),
                    compile=bool(row["compile"]), batch_size=int(row["batch_size"]),
                    threads=row.get("threads") if row.get("device") == "cpu" else config.threads,
+                   tf32=tf32 == "all" if tf32 else config.tf32, tf32_conv=tf32 == "conv" if tf32 else config.tf32_conv,
                    options=dict(config.options))
