@@ -37,16 +37,18 @@ def test_version_says_the_versions_without_torch(capsys):
     assert not torch, out
 
 
-def test_models_counts_once_then_reads_its_cache():
+def test_models_counts_once_then_reads_its_cache(monkeypatch):
+    """With the pinned torchvision the shipped counts answer (nothing written, torch not imported); with another,
+    they are counted once and cached."""
     from mpsstudio.engine.basics.paths import cache_dir
 
     path = cache_dir() / counts.PARAMETERS_FILE
-    assert not path.exists()
+    torch, out = _imports_torch(["models"])
+    assert not torch and "11.7 M" in out and not path.exists(), out
+    monkeypatch.setattr(counts, "SHIPPED_WITH", "0.0")  # another torchvision than the one the counts shipped for
     counted = counts.parameter_counts()  # counted by the registry
     assert counted == {m.name: registry.parameter_count(m.name, m.default_spec) for m in catalog.BUILT_IN}
     assert counted["resnet18"] == 11_689_512  # torchvision's ResNet-18 at 1,000 classes
-    torch, out = _imports_torch(["models"])
-    assert not torch and "11.7 M" in out, out
     kept = json.loads(path.read_text())
     kept["counts"]["resnet18"] = 1  # a cache of another install (or damaged) is counted again, never believed
     kept["key"] = "mpsstudio 0.0.1, torch 1.0, torchvision 0.1"

@@ -373,8 +373,8 @@ def test_from_torch_2_8_only_unset_or_0_is_off_and_nothing_is_corrected(value, o
     env = {} if value is None else {apple.FALLBACK_VAR: value}
     assert apple.correct_fallback_env(env, torch_version="2.14.1") is None and env.get(apple.FALLBACK_VAR) == value
     assert apple.fallback_enabled(env, torch_version="2.14.1") is on
-    assert apple.fallback_enabled(env, torch_version="2.7.1") is (value is not None and value.strip() not in
-                                                                  ("", "0", "00", "false"))
+    # before 2.8 std::stoi reads it: only a number other than 0 is on ("true" and "" are no number at all)
+    assert apple.fallback_enabled(env, torch_version="2.7.1") is (value == "1")
 
 
 def test_the_command_corrects_it_before_torch_is_imported_only_for_a_torch_that_would_abort(tmp_path):

@@ -45,7 +45,8 @@ def cmd_bench(args) -> int:
         rounds = DEFAULT_PROCESSES
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  keep_host=args.keep_host,
-                 rounds=rounds or 1, inspect=not args.no_inspect, save_model=save_model, check=check,
+                 rounds=1 if rounds is None else rounds, inspect=not args.no_inspect, save_model=save_model,
+                 check=check,
                  gpus=gpus)
 
 

@@ -89,6 +89,7 @@ def _progress(message: str, fraction: float) -> None:
 def cmd_sweep(args) -> int:
     from ..engine import process
     from ..engine.basics.events import Ended
+    from ..engine.process import series
     from ..engine.run import session
     from ..engine.tools import sweep, toolview
 
@@ -106,11 +107,6 @@ def cmd_sweep(args) -> int:
         print(f"mpsstudio: {line}", file=sys.stderr)
     devices = [c.device for c in plan.configs]
 
-    def on_point(result, done, total):
-        sps = result.summary.get("samples_per_s")
-        shown = f"{sps:,.0f} samples/s" if sps else result.status
-        print(f"{result.config.device} batch {result.config.batch_size}: {shown}  ({done} of up to {total})",
-              file=sys.stderr, flush=True)
     stopped: list[KeyboardInterrupt] = []  # Ctrl-C, SIGTERM, SIGHUP: the points so far are kept, as a sweep
 
     def point(c):
@@ -121,9 +117,8 @@ def cmd_sweep(args) -> int:
         except KeyboardInterrupt as exc:  # the point was kept as cancelled (its Ended event) and its process ended
             stopped.append(exc)
             return ended[-1] if ended else None
-    results = sweep.run(cfg, devices, sizes, steps=steps, warmup=warmup, on_point=on_point, run_point=point,
-                        should_stop=lambda: bool(stopped))
-    result = sweep.analyse(results, cfg, steps)
+    result = series.sweep(cfg, devices, sizes, steps=steps, warmup=warmup, point=point,
+                          should_stop=lambda: bool(stopped), say=lambda line: print(line, file=sys.stderr, flush=True))
     _print_table(toolview.sweep_table(result))
     _finish("sweep", result, args)
     print(f"\n{printable(result['sentence'])}")

@@ -32,9 +32,7 @@ def grid_of(args, cfg, devices: list[str]):
 
 
 def cmd_tune(args) -> int:
-    from ..engine import process
-    from ..engine.basics.events import Ended
-    from ..engine.basics.errors import UserError
+    from ..engine.process import series
     from ..engine.run import session
     from ..engine.tools import toolview, tune
 
@@ -54,51 +52,16 @@ def cmd_tune(args) -> int:
     print(f"tuning {cfg.model} on {', '.join(g.baselines)}: {plural(runnable, 'candidate')} ({len(g.refused)} "
           f"cannot run here), within {budget_s / 60:g} minute{'' if budget_s == 60 else 's'}",
           file=sys.stderr)
-    stopped: list[KeyboardInterrupt] = []
+    stopped: list[KeyboardInterrupt] = []  # Ctrl-C, SIGTERM, SIGHUP: what the tune measured so far is kept
 
-    limit = min(args.timeout or float("inf"), max(60.0, budget_s))  # no candidate outlasts the whole budget
-
-    warm = process.Warm()
-
-    def point(c):
-        ended = []
-        try:
-            return process.run_point(c, progress=_progress, timeout_s=limit, warm=warm,
-                                     on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
-        except KeyboardInterrupt as exc:  # kept as cancelled; the tune reports what it measured
-            stopped.append(exc)
-            return ended[-1] if ended else None
-
-    def check(c):
-        try:
-            return process.run_tool("inspect", {"config": c.to_dict()}, timeout_s=args.timeout,
-                                    mps_fallback=c.mps_fallback)
-        except UserError as exc:
-            print(f"mpsstudio: the parity check of {c.precision} on {c.device} did not run: {exc}", file=sys.stderr)
-            return None
-        except KeyboardInterrupt as exc:
-            stopped.append(exc)
-            return None
-
-    def layers(c):
-        try:
-            return process.run_tool("diagnose", {"config": c.to_dict(), "devices": [c.device], "layers": True},
-                                    timeout_s=args.timeout, mps_fallback=c.mps_fallback)
-        except UserError:
-            return None
-        except KeyboardInterrupt as exc:
-            stopped.append(exc)
-            return None
-
-    def on_point(cand, result, rnd):
-        sps = result.summary.get("samples_per_s")
-        shown = f"{sps:,.0f} samples/s" if sps and result.status == "finished" else result.status
-        print(f"round {rnd}: {cand.device} {cand.label()}: {shown}", file=sys.stderr, flush=True)
-
-    with warm:
-        result = tune.tune(cfg, g, run_point=point, run_check=check, budget_s=budget_s, steps=steps, warmup=warmup,
-                           should_stop=lambda: bool(stopped), on_point=on_point, max_rounds=rounds,
-                           run_layers=layers, before_checks=warm.close)
+    def check_failed(c, sentence: str) -> None:
+        print(f"mpsstudio: the parity check of {c.precision} on {c.device} did not run: {sentence}", file=sys.stderr)
+    result = series.tune(cfg, g, budget_s=budget_s, steps=steps, warmup=warmup, max_rounds=rounds,
+                         should_stop=lambda: bool(stopped), say=lambda line: print(line, file=sys.stderr, flush=True),
+                         point_kwargs={"progress": _progress, "timeout_s": min(args.timeout or float("inf"),
+                                                                                max(60.0, budget_s))},
+                         tool_kwargs={"timeout_s": args.timeout}, on_check_failed=check_failed,
+                         interrupted=stopped.append)
     _print_table(toolview.tune_table(result))
     print(f"{toolview.TUNE_LEGEND}\n\n{printable(result['sentence'])}")  # on screen first, whatever the files do
     _finish("tune", result, args)
