@@ -1,7 +1,7 @@
 """Does watching a run slow it down? The same config run with live plots on screen and without, in pairs, with an
 interval.
 
-Both go through the GUI's RunWorker (the QThread the window uses; each run in a process of its own, a spare made
+Both go through the GUI's Run job (gui/jobs.run_job, the QThread the window uses; each run in a process of its own, a spare made
 ready before each run so no process starts while one is measured); one feeds a visible LivePlots widget redrawing
 as the window's Preferences say (--refresh: auto, 10 or 2 Hz), the other ignores the events. Pairs alternate the
 order. Each pair gives one ratio of the run's wall-clock throughput over its measured phase (every window
@@ -36,7 +36,7 @@ def one_run(config: RunConfig, plots, spare: process.Spare, refresh: str, redraw
     from PySide6.QtCore import QEventLoop
 
     from mpsstudio.gui.plots import interval_for
-    from mpsstudio.gui.worker import RunWorker
+    from mpsstudio.gui.jobs import run_job
 
     results = []
 
@@ -59,10 +59,10 @@ def one_run(config: RunConfig, plots, spare: process.Spare, refresh: str, redraw
     spare.fill()
     if not spare.wait_ready(300):
         raise SystemExit("the spare process did not get ready within 300 s")
-    worker = RunWorker([config], spare=spare)
+    worker = run_job([config], spare=spare)
     worker.event.connect(on_event)
     loop = QEventLoop()
-    worker.all_done.connect(loop.quit)
+    worker.ended.connect(loop.quit)
     worker.start()
     loop.exec()
     worker.wait()

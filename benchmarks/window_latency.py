@@ -42,9 +42,9 @@ def one(app, window, cfg: RunConfig) -> tuple[float, float]:
     marks = Marks()  # connected after the window's own slot: the window has drawn the event
     marks.start()
     window.start_run()
-    window.worker.event.connect(marks.on_event)
-    wait(app, lambda: window.worker is None, 300, "the run ending")
-    ended = window.run_ended[-1]
+    window.state.run_job.event.connect(marks.on_event)
+    wait(app, lambda: window.state.run_job is None, 300, "the run ending")
+    ended = window.state.run_ended[-1]
     if ended.status != "finished":
         raise SystemExit(f"run failed: {ended.error}")
     return marks.times()
@@ -65,7 +65,7 @@ def main() -> int:
         w = windows[keep] = MainWindow(keep_spare=keep)
         w.show()
         w.start_loading()
-        wait(app, lambda: w.catalog is not None, 300, "the model catalogue loading")
+        wait(app, lambda: w.state.catalog is not None, 300, "the model catalogue loading")
         w.setup.apply_config(cfg)
     timings: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     try:

@@ -49,7 +49,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from mpsstudio.gui.window.main_window import MainWindow  # noqa: E402
 
 app = QApplication([])
-window = MainWindow()
+window = MainWindow(keep_spare=False)  # a picture needs no spare run process (spawned, it would rerun this script)
 width, height = (int(v) for v in os.environ.get("MPSSTUDIO_SHOT_SIZE", "1280x740").split("x"))
 window.resize(width, height)
 window.show()
@@ -81,7 +81,7 @@ def prepare():
 
 
 def prepare_once_loaded():
-    if window.catalog is None and waited[0] < 120:  # the sidebar once PyTorch has loaded
+    if window.state.catalog is None and waited[0] < 120:  # the sidebar once PyTorch has loaded
         waited[0] += 1
         QTimer.singleShot(250, prepare_once_loaded)
         return
@@ -90,13 +90,13 @@ def prepare_once_loaded():
 
 
 def shoot():
-    if args.folder and window.folder_summary is None and waited[0] < 240:  # the folder once checked
+    if args.folder and window.folders.summary is None and waited[0] < 240:  # the folder once checked
         waited[0] += 1
         QTimer.singleShot(250, shoot)
         return
     app.processEvents()
     picture = window.grab()
-    summary = window.folder_summary if args.folder else None
+    summary = window.folders.summary if args.folder else None
     if summary is not None:  # a window of its own: drawn where it opens, centred over the main window, with a
         app.processEvents()  # plain title bar and frame (offscreen, Qt draws no window decorations)
         inner = summary.grab()
@@ -113,6 +113,7 @@ def shoot():
         painter.drawRect(x, y, inner.width() - 1, inner.height() + bar - 1)
         painter.end()
     picture.save(args.out)
+    window.close()  # its threads and spare process end before Qt's objects are torn down (else a crash at exit)
     app.quit()
 
 

@@ -168,7 +168,7 @@ def no_leftovers(qapp):
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from mpsstudio.gui.worker import running_threads
+    from mpsstudio.gui.jobs import running_threads
 
     threads = running_threads()
     for t in threads:

@@ -15,7 +15,7 @@ from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.export import MARGIN, export_scale, png_scale  # noqa: E402
 from mpsstudio.gui.window import MainWindow  # noqa: E402
-from mpsstudio.gui.worker import running_threads  # noqa: E402
+from mpsstudio.gui.jobs import running_threads  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 
@@ -29,7 +29,7 @@ def open_window(qtbot, **kwargs) -> MainWindow:
     qtbot.addWidget(w)
     w.show()
     w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    qtbot.waitUntil(lambda: w.state.catalog is not None, timeout=120_000)
     return w
 
 
@@ -43,24 +43,24 @@ def window(qtbot):
 def run_and_wait(qtbot, w, config, timeout=120_000):
     w.setup.apply_config(config)
     w.start_run()
-    assert w.worker is not None
-    qtbot.waitUntil(lambda: w.worker is None, timeout=timeout)
+    assert w.state.run_job is not None
+    qtbot.waitUntil(lambda: w.state.run_job is None, timeout=timeout)
 
 
 def test_window_is_disabled_until_pytorch_is_loaded(qtbot):
     w = MainWindow()
     qtbot.addWidget(w)
     w.show()
-    assert not w.run_action.isEnabled()
+    assert not w.menus.run_action.isEnabled()
     w.start_loading()
-    qtbot.waitUntil(lambda: w.run_action.isEnabled(), timeout=120_000)
+    qtbot.waitUntil(lambda: w.menus.run_action.isEnabled(), timeout=120_000)
     assert "cpu" in w.statusBar().currentMessage()
     w.close()
 
 
 def test_a_short_cpu_run_fills_the_plots_and_adds_a_row(qtbot, window):
     run_and_wait(qtbot, window, SHORT)
-    [result] = window.run_ended
+    [result] = window.state.run_ended
     assert result.status == "finished", result.error
     assert [r.id for r in window.results.results()] == [result.id]
     window.plots.redraw()
@@ -76,8 +76,8 @@ def test_stop_mid_run_keeps_a_cancelled_row(qtbot, window):
     window.start_run()
     qtbot.waitUntil(lambda: window.progress.value() > 10, timeout=60_000)
     window.stop_run()
-    qtbot.waitUntil(lambda: window.worker is None, timeout=10_000)
-    [result] = window.run_ended
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=10_000)
+    [result] = window.state.run_ended
     assert result.status == "cancelled"
     assert window.results.results()[-1].status == "cancelled"
     assert 0 < len(result.losses) < 10**6
@@ -108,7 +108,7 @@ def test_dropping_a_class_folder_selects_it(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: window.setup.configs()[0].dataset == str(folder), timeout=30_000)
     assert "2 classes" in window.banner.text()
     assert "8 images" in window.banner.text()
-    summary = window.folder_summary  # what was found, shown before anything runs
+    summary = window.folders.summary  # what was found, shown before anything runs
     assert summary is not None and summary.isVisible()
     assert [r[:2] for r in summary.plan.classes] == [("cats", 4), ("dogs", 4)] and summary.thumbs_shown == 8
     # one size, said the same way: what the chosen model (mlp) gets, not the folder's own decode size
@@ -140,7 +140,7 @@ def test_a_bad_drop_is_explained_inline(qtbot, window, tmp_path, kind):
 
 def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp_path):
     run_and_wait(qtbot, window, SHORT)
-    local = window.run_ended[0]
+    local = window.state.run_ended[0]
     # a CUDA server's run of the same setup, imported from JSON, makes the comparison
     exported = tmp_path / "server.json"
     assert window.results.export_json(str(exported), [local.id]) == 1
@@ -179,7 +179,7 @@ def test_runs_survive_into_a_fresh_window(qtbot, window):
     from .test_containment_files import _events, _gone_pid, _journal
 
     run_and_wait(qtbot, window, SHORT)
-    run_id = window.run_ended[0].id
+    run_id = window.state.run_ended[0].id
     assert list(journal.folder().iterdir()) == []  # its journal went once the run was handed on
     window.close()
     _journal(journal.folder(), _events(), pid=_gone_pid())  # a window killed mid-run left this
@@ -200,7 +200,7 @@ def test_a_folder_opened_before_pytorch_loads_is_checked_once_it_has(qtbot, tmp_
     w.handle_drop([str(folder)])  # e.g. dropped on the Dock icon while the app starts
     assert "as soon as PyTorch has loaded" in w.banner.text()
     w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None and w.setup.configs()[0].dataset == str(folder), timeout=120_000)
+    qtbot.waitUntil(lambda: w.state.catalog is not None and w.setup.configs()[0].dataset == str(folder), timeout=120_000)
     w.close()
 
 
@@ -209,20 +209,20 @@ def test_a_setup_that_cannot_run_gets_one_sentence_and_no_row(qtbot, window, tmp
     window.setup.apply_config(RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=60_000, steps=5,
                                         epochs=None, warmup_steps=1))
     window.start_run()
-    qtbot.waitUntil(lambda: window.worker is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=60_000)
     assert "fewer than one batch of 60,000" in window.banner.text()
     assert "\n" not in window.banner.text()
-    assert window.run_ended == [] and window.results.results() == []
-    assert window.run_action.isEnabled()  # ready for the next try
+    assert window.state.run_ended == [] and window.results.results() == []
+    assert window.menus.run_action.isEnabled()  # ready for the next try
 
 
 def test_repeat_runs_the_devices_interleaved_and_tags_each_round(qtbot, window):
     window.setup.repeat_spin.setValue(2)
     run_and_wait(qtbot, window, SHORT)
-    assert [r.env["repeat"]["round"] for r in window.run_ended] == [1, 2]
-    assert all(r.status == "finished" for r in window.run_ended)
+    assert [r.env["repeat"]["round"] for r in window.state.run_ended] == [1, 2]
+    assert all(r.status == "finished" for r in window.state.run_ended)
     kept = {r.id: r for r in window.store.all()}
-    assert all(kept[r.id].env["repeat"]["rounds"] == 2 for r in window.run_ended)
+    assert all(kept[r.id].env["repeat"]["rounds"] == 2 for r in window.state.run_ended)
 
 
 def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(qtbot, window, monkeypatch):
@@ -242,14 +242,14 @@ def test_launch_benchmark_probes_estimates_and_runs_only_when_the_user_says_so(q
     window.launch_benchmark()
     qtbot.waitUntil(lambda: len(questions) == 2, timeout=180_000)
     assert "ResNet50 (batch 128)" in questions[0] and "Estimated time" in questions[1] and "cpu: about" in questions[1]
-    qtbot.waitUntil(lambda: window.worker is None, timeout=60_000)
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=60_000)
     assert window.store.all() == []  # the probe's runs are not kept, and nothing started
 
     answers = iter([True, True])
     questions.clear()
     window.launch_benchmark()
     qtbot.waitUntil(lambda: len(questions) == 2, timeout=180_000)
-    qtbot.waitUntil(lambda: window.worker is None and bool(window.store.all()), timeout=180_000)
+    qtbot.waitUntil(lambda: window.state.run_job is None and bool(window.store.all()), timeout=180_000)
     [run] = window.store.all()
     assert (run.config.model, run.config.batch_size, run.config.mode) == ("resnet50", 128, "inference")
 
@@ -258,7 +258,7 @@ def test_a_run_whose_loss_becomes_nan_draws_what_it_measured(qtbot, window):
     bad = RunConfig(model="mlp", dataset="shapes", device="cpu", batch_size=64, steps=60, epochs=None,
                     warmup_steps=2, lr=1000.0)
     run_and_wait(qtbot, window, bad)
-    [result] = window.run_ended
+    [result] = window.state.run_ended
     assert result.status == "failed" and "became NaN" in result.error and "lower the learning rate" in result.error
     assert "fp32" not in result.error  # the advice fits an fp32 run
     assert window.plots.run_ids() == [result.id]  # drawn from what was kept, the failing window included

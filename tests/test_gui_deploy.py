@@ -21,11 +21,11 @@ def test_a_trained_model_is_saved_as_core_ml_and_its_export_shows_in_tools(qtbot
     w = open_window(qtbot)
     try:
         run_and_wait(qtbot, w, TRAIN)
-        [run] = w.run_ended
+        [run] = w.state.run_ended
         w.results.select_ids([run.id])
         out = tmp_path / "digits.mlpackage"
         assert w.save_trained_model(str(out), fmt="coreml") == str(out)
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         record = w.tools.current()
         assert record.kind == "export" and record.result["path"] == str(out) and out.is_dir()
         assert record.result["weights_note"].startswith("trained weights from ")
@@ -45,7 +45,7 @@ def test_the_deploy_benchmark_runs_the_setup_model_and_draws_its_rows(qtbot, mon
     try:
         w.setup.apply_config(TRAIN)
         w.start_tool("deploy-bench")
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         record = w.tools.current()
         assert record.kind == "deploy-bench" and record.result["models"] == ["mlp"]
         measured = [r for r in record.result["rows"] if r["latency_ms"]]
@@ -95,9 +95,9 @@ def test_export_model_offers_the_selected_runs_trained_weights_first(qtbot, tmp_
     w = open_window(qtbot)
     try:
         run_and_wait(qtbot, w, TRAIN)
-        [run] = w.run_ended
+        [run] = w.state.run_ended
         w.results.select_ids([run.id])
-        trained = w.selected_trained()
+        trained = w.tool_control.selected_trained()
         assert trained is not None and trained[0] == "mlp on cpu (shapes)" and trained[2] == run.config
         sheet = ToolSheet("export", w.setup.configs()[0], ["cpu"], [], None, trained=trained)
         qtbot.addWidget(sheet)
@@ -114,7 +114,7 @@ def test_export_model_offers_the_selected_runs_trained_weights_first(qtbot, tmp_
             "payload": {"format": "torchscript", "precision": "fp32", "compress": None, "weights": trained[1]}})
         monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getSaveFileName", lambda *a, **k: (str(out), ""))
         w.export_model()
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         record = w.tools.current()
         assert record.kind == "export" and out.exists()
         assert record.result["weights_note"].startswith("trained weights from ")

@@ -16,7 +16,7 @@ from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
 from mpsstudio.engine.history.store import RunStore  # noqa: E402
 from mpsstudio.gui.window import MainWindow  # noqa: E402
 from mpsstudio.gui.setup.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
-from mpsstudio.gui.worker import running_threads  # noqa: E402
+from mpsstudio.gui.jobs import running_threads  # noqa: E402
 
 from .test_gui_app import open_window  # noqa: E402
 from .test_isolation import bad_model  # noqa: E402
@@ -72,11 +72,11 @@ def run(qtbot, w, cfg, stop_after_start: bool = False) -> float:
     beat = Heartbeat()
     w.setup.apply_config(cfg)
     w.start_run()
-    assert w.worker is not None
+    assert w.state.run_job is not None
     if stop_after_start:
         qtbot.wait(3000)  # the run's process is importing torch, or the model file
         w.stop_run()
-    qtbot.waitUntil(lambda: w.worker is None, timeout=120_000)
+    qtbot.waitUntil(lambda: w.state.run_job is None, timeout=120_000)
     return beat.stop()
 
 
@@ -86,11 +86,11 @@ def run(qtbot, w, cfg, stop_after_start: bool = False) -> float:
 ])
 def test_a_crashing_model_is_a_failed_row_and_the_window_lives_on(qtbot, window, tmp_path, name, sentence):
     gap = run(qtbot, window, config(bad_model(tmp_path, name)))
-    [result] = window.run_ended
+    [result] = window.state.run_ended
     assert result.status == "failed"
     assert window.banner.text().startswith(sentence)
     assert [r.id for r in RunStore(window.store.path).all()] == [result.id]
-    assert window.run_action.isEnabled()
+    assert window.menus.run_action.isEnabled()
     assert gap < 5  # the GUI thread never stalled (a frozen window would show a gap as long as the run)
 
 
@@ -101,17 +101,17 @@ def test_stop_ends_a_model_stuck_in_forward(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: window.run_label.text() == "cpu", timeout=60_000)  # Started: the model is built
     stopped = time.monotonic()
     window.stop_run()
-    qtbot.waitUntil(lambda: window.worker is None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=30_000)
     assert time.monotonic() - stopped < process.STOP_GRACE_S + 5
     assert beat.stop() < 5
-    [result] = window.run_ended
+    [result] = window.state.run_ended
     assert result.status == "cancelled"
     assert RunStore(window.store.path).all()[0].status == "cancelled"
 
 
 def test_stop_during_a_hung_import_keeps_a_cancelled_run(qtbot, window, tmp_path):
     run(qtbot, window, config(bad_model(tmp_path, "loop_in_body")), stop_after_start=True)
-    [result] = window.run_ended
+    [result] = window.state.run_ended
     assert result.status == "cancelled"
 
 
@@ -161,7 +161,7 @@ def test_a_model_file_is_checked_in_a_child_after_consent(qtbot, window, tmp_pat
     assert window.setup.check_model_file() is False
     assert asked == [path] and not marks.exists()
     window.start_run()  # asked again, declined again: no run
-    assert window.worker is None and asked == [path, path] and not marks.exists()
+    assert window.state.run_job is None and asked == [path, path] and not marks.exists()
     asked.answer = True
     assert window.setup.check_model_file() is True
     qtbot.waitUntil(lambda: "30,730 parameters" in window.setup.summary_text(), timeout=60_000)
@@ -169,8 +169,8 @@ def test_a_model_file_is_checked_in_a_child_after_consent(qtbot, window, tmp_pat
     assert int(pid) != os.getpid() and int(pid) == run_pids[-1]  # built in a child, never in the window
     window.start_run()  # the same content: not asked again
     assert asked == [path, path, path]
-    qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
-    assert window.run_ended[0].status == "finished"
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=120_000)
+    assert window.state.run_ended[0].status == "finished"
     with open(path, "a") as f:
         f.write("# changed\n")
     assert window.setup.confirm_model_file() is True
@@ -182,9 +182,9 @@ def test_the_window_uses_its_spare_process_for_the_next_run(qtbot, run_pids, ask
     qtbot.addWidget(w)
     w.show()
     w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None and len(run_pids) == 1, timeout=120_000)
+    qtbot.waitUntil(lambda: w.state.catalog is not None and len(run_pids) == 1, timeout=120_000)
     spare = run_pids[0]
     run(qtbot, w, config("mlp"))
-    assert w.run_ended[0].status == "finished"
+    assert w.state.run_ended[0].status == "finished"
     assert run_pids[:2] == [spare, run_pids[1]] and len(run_pids) == 2  # the run used it; a new spare waits
     w.close()

@@ -39,8 +39,8 @@ def test_preferences_round_trip_and_a_damaged_file_gives_the_defaults():
         loaded = Preferences.load()
         assert loaded.plot_refresh == "auto" and loaded.cpu_threads in (0, 3)
     cfg = RunConfig()
-    Preferences(cpu_threads=2, window_s=0.5).apply(cfg)
-    assert (cfg.threads, cfg.window_s) == (2, 0.5)
+    applied = Preferences(cpu_threads=2, window_s=0.5).applied(cfg)
+    assert (applied.threads, applied.window_s) == (2, 0.5) and cfg.threads is None  # a new config
 
 
 def test_the_preferences_window_shows_and_keeps_the_refresh(qtbot, tmp_path):
@@ -62,10 +62,10 @@ def test_the_window_redraws_as_the_preferences_say(qtbot):
     try:
         started = Started(run_id="r1", config=RunConfig(device="cpu").to_dict(), env={"threads": 1}, device={},
                           dataset="shapes", parameters=1, total_steps=10, warmup_steps=1)
-        w._on_event(started)
+        w.live.on_event(started)
         assert w.plots.redraw_interval_ms() == 500  # a core free, but the user chose 2 Hz
         Preferences(plot_refresh="auto").save()
-        w._on_event(started)
+        w.live.on_event(started)
         assert w.plots.redraw_interval_ms() == REDRAW_INTERVAL_MS
     finally:
         w.close()

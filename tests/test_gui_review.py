@@ -238,7 +238,7 @@ def test_a_steps_run_has_no_epoch_table_and_says_why(qtbot):
     d = RunDetails()
     qtbot.addWidget(d)
     run = stored_run("cpu")
-    run.config.steps, run.config.epochs = 200, None
+    run.config = run.config.changed(steps=200, epochs=None)
     d.show_run(run)
     assert "measured in steps" in d.epochs_label.text() and d.epochs.isHidden()
     d.show_run(None)
@@ -314,7 +314,7 @@ def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path)
     run = stored_run("mps")
     run.summary.update(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
                        stopped_early_reason="val_accuracy did not improve for 1 epochs (mode max; best 0.5 at epoch 1)")
-    run.config.keep_best = True
+    run.config = run.config.changed(keep_best=True)
     run.evaluation = {"classes": ["cat", "dog", "bird"], "matrix": [[8, 2, 0], [1, 9, 0], [0, 5, 5]], "epoch": 1,
                       "split": "validation"}
     d = RunDetails()
@@ -345,7 +345,7 @@ def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history
             super().__init__()
             self.fc = __import__("torch").nn.Linear(2, 2)
     savedmodel.save(Tiny(), kept, {"model": "mlp"})
-    w.trained[mps.id] = str(kept)
+    w.state.trained[mps.id] = str(kept)
     w.results.select_ids([mps.id])
     out = w.save_trained_model(str(tmp_path / "mine.pt"))
     assert out == str(tmp_path / "mine.pt") and (tmp_path / "mine.json").is_file()
@@ -398,7 +398,7 @@ def test_kept_models_are_this_windows_until_the_next_run_or_quit(qtbot, tmp_path
     for f in (other_fresh, other_stale):
         f.write_bytes(b"x")
     os.utime(other_stale, (time.time() - 2 * 86_400,) * 2)
-    slots = w._model_slots([RunConfig(device="cpu"), RunConfig(device="cpu", mode="inference")])
+    slots = w.trained_models.slots([RunConfig(device="cpu"), RunConfig(device="cpu", mode="inference")])
     assert slots[0].startswith(str(folder / f"{os.getpid()}-")) and slots[1] is None  # inference trains nothing
     assert other_fresh.exists() and not other_stale.exists()  # another window's models are left alone
     open(slots[0], "wb").close()

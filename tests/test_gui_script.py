@@ -71,7 +71,7 @@ def window(qtbot):
     qtbot.addWidget(w)
     w.show()
     w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
+    qtbot.waitUntil(lambda: w.state.catalog is not None, timeout=120_000)
     yield w
     w.close()
 
@@ -81,18 +81,18 @@ def test_a_script_runs_on_the_checked_devices_once_allowed(qtbot, window, monkey
     asked = []
     monkeypatch.setattr(ModelFileGuard, "ask_script", lambda self, path: asked.append(path) or True)
     monkeypatch.setattr(window, "ask_script", lambda devices: script_config(str(SCRIPT), ["--epochs", "50"], 25, 2))
-    assert window.script_action.isEnabled()
+    assert window.menus.script_action.isEnabled()
     window.run_script_dialog()
-    assert window.worker is not None and not window.script_action.isEnabled()
-    qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
-    [result] = window.run_ended
+    assert window.state.run_job is not None and not window.menus.script_action.isEnabled()
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=120_000)
+    [result] = window.state.run_ended
     assert result.status == "finished", result.error
     assert result.config.dataset == "script" and result.config.device == "cpu"
     assert result.summary["measured_steps"] == 25 and len(result.losses) == 27
     assert asked == [str(SCRIPT)]
     assert [r.id for r in window.results.results()] == [result.id]
     assert window.progress.format().startswith("step 27 / 27")  # warm-up included, as for any run
-    assert window.script_action.isEnabled()
+    assert window.menus.script_action.isEnabled()
 
 
 @pytest.mark.processes
@@ -104,8 +104,8 @@ def test_a_script_that_runs_until_it_ends_counts_its_steps(qtbot, window, monkey
     window.run_script_dialog()
     qtbot.waitUntil(lambda: window.progress.format().startswith("step "), timeout=60_000)
     assert window.progress.maximum() == 0  # busy: no end known
-    qtbot.waitUntil(lambda: window.worker is None, timeout=120_000)
-    [result] = window.run_ended
+    qtbot.waitUntil(lambda: window.state.run_job is None, timeout=120_000)
+    [result] = window.state.run_ended
     assert result.status == "finished", result.error
     assert window.progress.format().startswith("step ") and "/" not in window.progress.format()
 
@@ -114,11 +114,11 @@ def test_a_script_not_allowed_does_not_run(qtbot, window, monkeypatch):
     monkeypatch.setattr(ModelFileGuard, "ask_script", lambda self, path: False)
     monkeypatch.setattr(window, "ask_script", lambda devices: script_config(str(SCRIPT), [], 5, 1))
     window.run_script_dialog()
-    assert window.worker is None and window.run_ended == []
+    assert window.state.run_job is None and window.state.run_ended == []
     assert "only if you allow it" in window.statusBar().currentMessage()
     monkeypatch.setattr(window, "ask_script", lambda devices: None)  # cancelled: nothing at all
     window.run_script_dialog()
-    assert window.worker is None
+    assert window.state.run_job is None
 
 
 def _write(path: Path, text: str) -> Path:
@@ -135,6 +135,6 @@ def test_the_model_picker_and_the_file_menu_open_the_script_dialog(window, monke
     before = combo.currentData()
     combo.setCurrentIndex(combo.findData(RUN_SCRIPT))
     assert asked == [["cpu"]] and combo.currentData() == before  # the model stays what it was
-    assert window.file_script_action.isEnabled()
-    window.file_script_action.trigger()
-    assert asked == [["cpu"], ["cpu"]] and window.worker is None
+    assert window.menus.file_script_action.isEnabled()
+    window.menus.file_script_action.trigger()
+    assert asked == [["cpu"], ["cpu"]] and window.state.run_job is None

@@ -66,13 +66,13 @@ def test_the_mps_banner_says_why_and_check_again_looks_again(qtbot, tmp_path, mo
     qtbot.addWidget(w)
     w.show()
     text = "The Apple GPU (MPS) cannot be used: this Python runs under Rosetta (x86_64). Install an arm64 Python."
-    w._on_catalog(catalog([devices.cpu_device(), MPS_OFF], text))
+    w.catalog_control.on_catalog(catalog([devices.cpu_device(), MPS_OFF], text))
     assert w.banner.text() == text and w.banner.action.text() == "Check Again"
     looked = []
     monkeypatch.setattr(w, "start_loading", lambda: looked.append(True))
     w.banner.action.click()
-    assert looked == [True] and w._rechecking and "Checking the devices again" in w.statusBar().currentMessage()
-    w._on_catalog(catalog([devices.cpu_device(), MPS_ON]))  # fixed meanwhile
+    assert looked == [True] and w.state.rechecking and "Checking the devices again" in w.statusBar().currentMessage()
+    w.catalog_control.on_catalog(catalog([devices.cpu_device(), MPS_ON]))  # fixed meanwhile
     assert w.banner.text() == "" and "works now" in w.statusBar().currentMessage()
     w.close()
 
@@ -81,23 +81,26 @@ def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_pat
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)
     w.show()
-    w._on_catalog(catalog([devices.cpu_device()]))
-    w._set_running(True)
+    w.catalog_control.on_catalog(catalog([devices.cpu_device()]))
+    class Job:  # a Run in progress, as the window's state holds it
+        def stop(self, grace_s=None):
+            pass
+    w.state.start_run(Job())
     assert w.setup.run_button.text() == "Stop" and w.setup.run_button.isEnabled()
     stopped = []
     w.setup.stop_requested.connect(lambda: stopped.append(True))
     w.setup.run_button.click()
     assert stopped == [True]
-    w._on_event(Started(run_id="r", config={"device": "cpu", "steps": 188, "epochs": None}, env={}, device={},
+    w.live.on_event(Started(run_id="r", config={"device": "cpu", "steps": 188, "epochs": None}, env={}, device={},
                         dataset="shapes", parameters=1, total_steps=188, warmup_steps=4, notes=[], run_index=1,
                         run_count=1, train_size=100))
-    w._on_event(Window(index=3, first_step=80, losses=[1.0] * 5, seconds=0.1, samples=320, samples_per_s=9_999.0,
+    w.live.on_event(Window(index=3, first_step=80, losses=[1.0] * 5, seconds=0.1, samples=320, samples_per_s=9_999.0,
                        data_wait_s=0.0, memory=0, memory_detail={}, steps_done=84, total_steps=188, elapsed_s=2.0,
                        eta_s=2.5, recent_samples_per_s=3_200.0))
     assert w.progress.text() == "step 84 / 188 \u00b7 45 %"
     assert w.rate_label.text().startswith("3,200 samples/s") and "left (estimated)" in w.rate_label.text()
     assert f"median of the last {RECENT_WINDOWS}" in w.rate_label.toolTip()
-    w._set_running(False)
+    w.state.end_run()
     assert w.setup.run_button.text().startswith("Run")
     w.close()
 
@@ -142,11 +145,11 @@ def test_the_setup_window_shows_marks_fixes_copies_and_checks_again(qtbot, tmp_p
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)
     w.show_doctor()
-    win = w.setup_window
+    win = w.dialogs.setup_window
     assert "Loading PyTorch" in win.headline.text() and not win.copy_button.isEnabled()
     rows = [SetupRow("PyTorch", "2.9.0"), SetupRow("Apple GPU (MPS)", "available", True),
             SetupRow("Low Power Mode", "on", False, "Turn Low Power Mode off (System Settings → Battery).")]
-    w._on_catalog({**catalog([devices.cpu_device()]), "setup": rows})
+    w.catalog_control.on_catalog({**catalog([devices.cpu_device()]), "setup": rows})
     assert "1 part needs attention" in win.headline.text()
     assert [win.table.item(i, 0).text() for i in range(3)] == ["\u2022", "\u2713", "\u2715"]
     assert win.table.item(2, 3).text().startswith("Turn Low Power Mode off")
@@ -196,11 +199,11 @@ def test_tab_goes_from_run_to_the_filter_and_the_table_and_cmd_w_closes(qtbot, t
     qtbot.addWidget(w)
     assert w.setup.run_button.nextInFocusChain() is w.results.filter
     assert w.results.filter.nextInFocusChain() is w.results.table
-    assert QKeySequence("Ctrl+W") in w.close_action.shortcuts()  # ⌘W on a Mac
+    assert QKeySequence("Ctrl+W") in w.menus.close_action.shortcuts()  # ⌘W on a Mac
     menus = [a.text() for a in w.menuBar().actions()]
     assert menus == ["MPS Studio", "File", "Edit", "Run", "Tools", "Window", "Help"]
     w.show()
-    w.close_action.trigger()
+    w.menus.close_action.trigger()
     assert not w.isVisible()
 
 
@@ -211,8 +214,8 @@ def test_every_shortcut_named_in_a_text_is_written_as_the_menus_write_it(qtbot, 
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)
     w.start_loading()
-    qtbot.waitUntil(lambda: w.catalog is not None, timeout=120_000)
-    run = w.run_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+    qtbot.waitUntil(lambda: w.state.catalog is not None, timeout=120_000)
+    run = w.menus.run_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
     assert run and f"Press Run ({run}) to measure." in w.statusBar().currentMessage()
     from mpsstudio.gui.setup.form import RUN_TIP
 

@@ -110,16 +110,16 @@ def test_export_and_delete(qtbot, store, tmp_path):
 def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
     w = open_window(qtbot)
     try:
-        assert all(a.isEnabled() for a in w.tool_actions)
+        assert all(a.isEnabled() for a in w.menus.tool_actions)
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
         w.start_tool("inspect")
-        assert not w.run_action.isEnabled() and w.stop_action.isEnabled() and w.setup.run_button.text() == "Stop"
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        assert not w.menus.run_action.isEnabled() and w.menus.stop_action.isEnabled() and w.setup.run_button.text() == "Stop"
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         assert w.tabs.currentWidget() is w.tools
         record = w.tools.current()
         assert record.kind == "inspect" and record.result["parity"]["ok"]
         assert [t.id for t in w.store.tools()] == [record.id]
-        assert w.run_action.isEnabled()
+        assert w.menus.run_action.isEnabled()
     finally:
         w.close()
 
@@ -145,7 +145,7 @@ def test_sweep_from_the_window_uses_every_checked_device(qtbot, monkeypatch):
     try:
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
         w.start_tool("sweep")
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=60_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=60_000)
         assert seen == [("cpu", b) for b in sweep.default_batch_sizes()]
         assert w.tools.current().result["best"] == {"cpu": 512}
     finally:
@@ -172,7 +172,7 @@ def test_a_largest_batch_search_offers_to_sweep_its_sizes(qtbot, monkeypatch):
         assert w.tools.sweep_button.isVisibleTo(w.tools)
         assert "Measure batches 16, 32, 64, 94 on cpu" in w.tools.sweep_button.toolTip()
         w.tools.sweep_button.click()
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=60_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=60_000)
         assert seen == [("cpu", 16), ("cpu", 32), ("cpu", 64), ("cpu", 94)]
         assert w.tools.current().kind == "sweep" and w.tools.current().result["best"] == {"cpu": 94}
         assert not w.tools.sweep_button.isVisibleTo(w.tools)  # a sweep offers no sweep
@@ -187,7 +187,7 @@ def test_sweeping_a_search_s_sizes_needs_its_device_here(qtbot, monkeypatch):
     w = open_window(qtbot)
     try:
         w.sweep_sizes_of(max_batch_result(device="cuda:0"))
-        assert w.tool_worker is None
+        assert w.state.tool_job is None
         assert "cuda:0 is not available on this machine" in w.statusBar().currentMessage()
         old = max_batch_result()
         del old["sweep_sizes"]  # a search stored by an earlier version
@@ -208,7 +208,7 @@ def test_a_tool_that_cannot_run_says_why_in_the_banner(qtbot, monkeypatch):
     w = open_window(qtbot)
     try:
         w.start_tool("max-batch")
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=30_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=30_000)
         assert w.banner.isVisible() and "a reason" in w.banner.text()
         assert w.store.tools() == []
     finally:
@@ -230,6 +230,6 @@ def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
         assert not row.checkbox.isEnabled()
         assert row.device.reason.startswith("available but not working: a 16 MiB test allocation failed")
         assert w.banner.isVisible() and "mps reports itself available but is not working" in w.banner.text()
-        assert "mps works" in dict(w.catalog["doctor"])
+        assert "mps works" in dict(w.state.catalog["doctor"])
     finally:
         w.close()

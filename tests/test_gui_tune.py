@@ -79,9 +79,9 @@ def test_best_settings_from_the_menu_runs_the_tune_and_apply_changes_the_setup(q
             "config": config, "batch_sizes": None, "payload": {
                 "batch_sizes": [8, 16], "precisions": ["fp32"], "channels_last": "off", "compile": "off",
                 "budget_s": 60.0, "steps": 8, "warmup": 1, "max_rounds": 2}})
-        [action] = [a for a in w.tool_actions if a.text().startswith("Best Settings")]
+        [action] = [a for a in w.menus.tool_actions if a.text().startswith("Best Settings")]
         action.trigger()
-        qtbot.waitUntil(lambda: w.tool_worker is None, timeout=120_000)
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         record = w.tools.current()
         assert record is not None and record.kind == "tune"
         rows = {r["batch_size"]: r for r in record.result["candidates"]}

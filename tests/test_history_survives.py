@@ -323,7 +323,7 @@ def test_text_that_is_not_unicode_is_kept_as_question_marks_never_a_lost_run(his
     """A lone surrogate: an undecodable byte of a Linux file name (os.fsdecode), or \\udcff typed into a file
     or a shell. SQLite cannot hold it; the run is kept with "?" in its place and nothing fails."""
     run = good_run("a" * 32, device="cpu")
-    run.config.dataset = "/data/caf\udcff"
+    run.config = run.config.changed(dataset="/data/caf\udcff")
     run.error = "could not open caf\udcff/x.png"
     run.note = "\ud800 lone"
     store = RunStore(history)

@@ -149,7 +149,7 @@ def test_a_good_file_imports_whole_and_never_replaces_a_run(history, tmp_path, c
 
 def test_names_from_a_file_cannot_drive_the_terminal(history, tmp_path, capsys):
     run = good_run()
-    run.config.model = "evil\x1b[2J\nfake row"
+    run.config = run.config.changed(model="evil\x1b[2J\nfake row")
     run.env["machine_label"] = "box\r\x1b[31m"
     path = tmp_path / "evil.json"
     export_json([run], path)

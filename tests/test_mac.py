@@ -423,18 +423,18 @@ def test_the_window_compares_cpu_and_mps_and_inspects_the_mps_run(qtbot, fake_mp
 
     fake_mps(noise=1e-5)
     w = open_window(qtbot, keep_spare=False)
-    found = {d.id: d for d in w.catalog["devices"]}
-    assert found["mps"].available and w.catalog["checks"]["mps"].ok and not w.catalog["mps_banner"]
+    found = {d.id: d for d in w.state.catalog["devices"]}
+    assert found["mps"].available and w.state.catalog["checks"]["mps"].ok and not w.state.catalog["mps_banner"]
     w.setup.apply_config(SHORT, devices=["cpu", "mps"])
     assert w.setup.checked_devices() == ["cpu", "mps"]
     w.start_run()
-    qtbot.waitUntil(lambda: w.worker is None, timeout=120_000)
-    cpu, mps = w.run_ended
+    qtbot.waitUntil(lambda: w.state.run_job is None, timeout=120_000)
+    cpu, mps = w.state.run_ended
     assert (cpu.config.device, mps.config.device) == ("cpu", "mps")
     assert cpu.status == mps.status == "finished", (cpu.error, mps.error)
     assert mps.summary["memory_measure"] == "allocator" and mps.summary["energy_measure"] == "estimated"
     said = w.statusBar().currentMessage()  # the comparison's answer
-    qtbot.waitUntil(lambda: any(t.kind == "inspect" for t in w.store.tools()) and w.tool_worker is None,
+    qtbot.waitUntil(lambda: any(t.kind == "inspect" for t in w.store.tools()) and w.state.tool_job is None,
                     timeout=60_000)
     [inspection] = [t for t in w.store.tools() if t.kind == "inspect"]
     assert inspection.result["parity"]["ok"] and inspection.result["device"] == "mps"
@@ -452,13 +452,13 @@ def test_the_setup_window_on_macos_13_6_says_which_update_to_make(qtbot, fake_mp
 
     fake_mps(macos="13.6", available=False)
     w = open_window(qtbot, keep_spare=False)
-    assert "macOS 14.0 or newer is needed" in w.catalog["mps_banner"]
+    assert "macOS 14.0 or newer is needed" in w.state.catalog["mps_banner"]
     w.show_doctor()
-    table = w.setup_window.table
+    table = w.dialogs.setup_window.table
     row = next(i for i in range(table.rowCount()) if table.item(i, 1).text() == "Apple GPU (MPS)")
     assert table.item(row, 0).text() == "\u2715" and "this Mac runs macOS 13.6" in table.item(row, 2).text()
     assert table.item(row, 3).text().startswith("Update to macOS 14 Sonoma or later")
-    w.setup_window.close()
+    w.dialogs.setup_window.close()
     w.close()
 
 

@@ -28,7 +28,7 @@ def read(path):
 def test_one_row_per_run_with_speedups(tmp_path):
     cpu, mps = make_run("cpu", 100.0), make_run("mps", 450.0, created="2026-01-01T00:01:00+00:00")
     failed = make_run("mps", None, status="failed", error="Out of memory at batch 128; try batch 64.")
-    failed.config.batch_size = 512
+    failed.config = failed.config.changed(batch_size=512)
     path = tmp_path / "runs.csv"
     export_csv([cpu, mps, failed], path)
     rows = read(path)

@@ -269,10 +269,9 @@ def test_the_settings_are_the_scripts_own(tmp_path):
 
 
 def test_a_script_run_is_compared_across_devices_whatever_it_chose_on_each():
-    cpu = script_config(str(Path(__file__)), ["--x"])
-    cpu.precision, cpu.optimizer, cpu.window_s = "fp32", "adamw", 0.1
-    gpu = cpu.with_device("cuda")
-    gpu.precision, gpu.tf32, gpu.window_s = "bf16", True, 1.0  # the script's autocast on the GPU; our 1 s windows
+    cpu = script_config(str(Path(__file__)), ["--x"]).changed(precision="fp32", optimizer="adamw", window_s=0.1)
+    # the script's autocast on the GPU; our 1 s windows
+    gpu = cpu.with_device("cuda").changed(precision="bf16", tf32=True, window_s=1.0)
     assert cpu.comparison_key() == gpu.comparison_key()
     other = script_config(str(Path(__file__)), ["--y"])
     assert other.comparison_key() != cpu.comparison_key()

@@ -82,7 +82,7 @@ def test_the_cli_and_the_window_both_run_through_run_isolated(monkeypatch, qtbot
     session.run_one), nothing else."""
     from mpsstudio import cli
     from mpsstudio.engine import process
-    from mpsstudio.gui.worker import RunWorker
+    from mpsstudio.gui.jobs import run_job
 
     seen = []
 
@@ -91,8 +91,8 @@ def test_the_cli_and_the_window_both_run_through_run_isolated(monkeypatch, qtbot
         return []
     monkeypatch.setattr(process, "run_isolated", fake)
     assert cli.main(["bench", "--model", "mlp", "--devices", "cpu", "--no-save"]) == 0
-    worker = RunWorker([CFG])
-    with qtbot.waitSignal(worker.all_done, timeout=10_000):
+    worker = run_job([CFG])
+    with qtbot.waitSignal(worker.ended, timeout=10_000):
         worker.start()
     worker.wait()
     assert seen == [["cpu"], ["cpu"]]

@@ -151,12 +151,12 @@ def test_the_tools_menu_opens_the_sheet_and_runs_what_it_chose(qtbot, monkeypatc
         asked, started = [], []
         monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train: asked.append(
             (kind, devices, train)) or None)
-        w.tool_actions[0].trigger()  # Batch-Size Sweep…, cancelled
-        assert asked == [("sweep", ["cpu"], 1024)] and w.tool_worker is None
+        w.menus.tool_actions[0].trigger()  # Batch-Size Sweep…, cancelled
+        assert asked == [("sweep", ["cpu"], 1024)] and w.state.tool_job is None
         monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train: {
             "config": config, "batch_sizes": [2, 4], "payload": {"steps": 6, "warmup": 1}})
         monkeypatch.setattr(w, "start_tool", lambda *a, **k: started.append((a, k)))
-        w.tool_actions[0].trigger()
+        w.menus.tool_actions[0].trigger()
         [(args, kwargs)] = started
         assert args[0] == "sweep" and kwargs["batch_sizes"] == [2, 4] and kwargs["devices"] == ["cpu"]
         assert kwargs["payload"] == {"steps": 6, "warmup": 1}

@@ -36,7 +36,7 @@ def cmd_bench(args) -> int:
             raise UserError("--save-model saves one device's model; a run on several GPUs keeps none (drop one).")
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
-    use_python(cfg, args.python)
+    cfg = use_python(cfg, args.python)
     check = regression_check(args)
     rounds = args.repeat
     if check is not None and rounds is None:  # a regression check measures in several processes by default
@@ -50,15 +50,15 @@ def cmd_bench(args) -> int:
                  gpus=gpus)
 
 
-def use_python(cfg, path: str | None) -> None:
-    """--python PATH: checked (one sentence when it cannot run a run), then the runs' interpreter."""
+def use_python(cfg, path: str | None):
+    """--python PATH: checked (one sentence when it cannot run a run), then the runs' interpreter (a new config)."""
     if path is None:
-        return
+        return cfg
     from ..engine.process.interpreter import check
 
     found = check(path)
-    cfg.python = found.path
     print(f"mpsstudio: running in another Python environment: {printable(found.label())}", file=sys.stderr)
+    return cfg.changed(python=found.path)
 
 
 def fail_over(text: str | None) -> float:
@@ -258,7 +258,7 @@ def cmd_run(args) -> int:
         raise UserError(f"--batch-size must be a whole number from 1 to {MAX_BATCH:,}, not {args.batch_size}.")
     cfg = script_config(args.script, list(args.script_args), args.steps, args.warmup, batch_size=args.batch_size,
                         device_args=parse_device_args(args.args_for), keep_args=args.keep_args)
-    use_python(cfg, args.python)
+    cfg = use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  keep_host=args.keep_host,

@@ -35,7 +35,7 @@ class Parser(argparse.ArgumentParser):
 
 def config_from_args(args) -> RunConfig:
     """The run config the arguments describe (defaults where they say nothing), validated."""
-    cfg = RunConfig()
+    changes: dict = {}
     mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
                "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
                "workers": "workers", "threads": "threads", "image_size": "image_size", "seed": "seed",
@@ -45,23 +45,23 @@ def config_from_args(args) -> RunConfig:
     for arg, field in mapping.items():
         value = getattr(args, arg, None)
         if value is not None:
-            setattr(cfg, field, value)
+            changes[field] = value
     if getattr(args, "steps", None) is not None:
-        cfg.steps, cfg.epochs = args.steps, None
+        changes.update(steps=args.steps, epochs=None)
     elif getattr(args, "epochs", None) is not None:
-        cfg.epochs, cfg.steps = args.epochs, None
+        changes.update(epochs=args.epochs, steps=None)
     for flag, field in (("resident", "resident"), ("channels_last", "channels_last"), ("compile", "compile"),
                         ("tf32", "tf32"), ("tf32_conv", "tf32_conv"),
                         ("keep_best", "keep_best"), ("cast_float64", "cast_float64")):
         if getattr(args, flag, False):
-            setattr(cfg, field, True)
+            changes[field] = True
     if getattr(args, "mps_fallback", None) is not None:
-        cfg.mps_fallback = args.mps_fallback
-    cfg.torchrun = [f"--{name.replace('_', '-')}={value}" for name in TORCHRUN_ARGS
-                    if (value := getattr(args, name, None)) is not None]
+        changes["mps_fallback"] = args.mps_fallback
+    changes["torchrun"] = [f"--{name.replace('_', '-')}={value}" for name in TORCHRUN_ARGS
+                           if (value := getattr(args, name, None)) is not None]
     if getattr(args, "rank_timeout", None) is not None:
-        cfg.rank_timeout_s = args.rank_timeout
-    return cfg.validate()
+        changes["rank_timeout_s"] = args.rank_timeout
+    return RunConfig(**changes).validate()
 
 
 TORCHRUN_ARGS = ("nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port")

@@ -19,12 +19,11 @@ def cmd_diagnose(args) -> int:
     from .tools import _prelude, _print_table, _run_tool, report
 
     cfg = _prelude(args)
-    for name, field in (("batch_size", "batch_size"), ("workers", "workers"), ("mode", "mode")):
-        if getattr(args, name, None) is not None:
-            setattr(cfg, field, getattr(args, name))
+    changes = {name: getattr(args, name) for name in ("batch_size", "workers", "mode")
+               if getattr(args, name, None) is not None}
     if args.channels_last:
-        cfg.channels_last = True
-    cfg.validate()
+        changes["channels_last"] = True
+    cfg = cfg.changed(**changes).validate()
     if not 0 <= args.after_steps <= MAX_AFTER_STEPS:
         raise UserError(f"--after-steps must be a whole number from 0 to {MAX_AFTER_STEPS:,}, not {args.after_steps}.")
     here = available_devices()
@@ -39,7 +38,7 @@ def cmd_diagnose(args) -> int:
     if missing:
         raise UserError(f"{', '.join(missing)} cannot run here; the devices here are {', '.join(here)} "
                         "(`mpsstudio devices` says why others are not).")
-    cfg.device = names[0]
+    cfg = cfg.with_device(names[0])
     stopped = None
     try:
         result = _run_tool("diagnose", cfg, args, f"diagnosing {cfg.model} on {', '.join(names)}", devices=names,

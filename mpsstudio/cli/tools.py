@@ -95,7 +95,7 @@ def cmd_sweep(args) -> int:
 
     cfg = _prelude(args)
     if args.mode:
-        cfg.mode = args.mode
+        cfg = cfg.changed(mode=args.mode).validate()
     sizes = sweep.parse_batch_sizes(args.batch_sizes)
     steps = args.steps if args.steps is not None else sweep.DEFAULT_STEPS
     warmup = args.warmup if args.warmup is not None else sweep.DEFAULT_WARMUP
@@ -148,8 +148,7 @@ def cmd_max_batch(args) -> int:
     from ..engine.basics.config import MAX_BATCH
     from ..engine.tools.maxbatch import DEFAULT_CAP
 
-    cfg = _prelude(args)
-    cfg.device = _checked_device(args.device)
+    cfg = _prelude(args).with_device(_checked_device(args.device))
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     cap = args.max_batch if args.max_batch is not None else DEFAULT_CAP
     if not 1 <= cap <= MAX_BATCH:
@@ -184,8 +183,7 @@ def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | No
 def cmd_inspect(args) -> int:
     from ..engine.tools import toolview
 
-    cfg = _prelude(args)
-    cfg.device = _checked_device(args.device)
+    cfg = _prelude(args).with_device(_checked_device(args.device))
     result = _run_tool("inspect", cfg, args, f"inspecting {cfg.model} on {cfg.device}")
     print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
     if result.get("parity"):

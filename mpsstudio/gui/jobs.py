@@ -103,11 +103,12 @@ def catalog_job(parent=None) -> Job:
 
 
 def folder_job(path: str, parent=None) -> Job:
-    """A dropped or opened folder checked by the engine (reading every image can take a moment): its FolderReport."""
+    """A dropped or opened folder checked by the engine (reading every image can take a moment): (path, its
+    FolderReport)."""
     def work(job: Job):
         from ..engine.data.datasets import inspect_folder
 
-        return inspect_folder(path)
+        return path, inspect_folder(path)
     return Job(work, lambda exc: f"{path} could not be read ({type(exc).__name__}: {exc}).", parent)
 
 
@@ -143,12 +144,12 @@ def recover_job(path, parent=None) -> Job:
 
 
 def model_job(path: str, spec, parent=None) -> Job:
-    """A user's model file built in a short-lived process (never the window's), once the user allowed its code: its
-    ModelProbe."""
+    """A user's model file built in a short-lived process (never the window's), once the user allowed its code:
+    (path, spec, its ModelProbe)."""
     def work(job: Job):
         from ..engine import process
 
-        return process.probe_model(path, spec, should_stop=job.stopping)
+        return path, spec, process.probe_model(path, spec, should_stop=job.stopping)
     return Job(work, _words(f"{path} could not be checked ({{error}})."), parent)
 
 

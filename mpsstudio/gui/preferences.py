@@ -49,9 +49,12 @@ class Preferences:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomic(folder / "preferences.json", json.dumps(asdict(self), indent=1))
 
-    def apply(self, config) -> None:
-        config.threads = self.cpu_threads or None
-        config.window_s = self.window_s
+    def applied(self, config):
+        """The config with these preferences: the CPU's threads and the window length (a new config)."""
+        from dataclasses import replace
+
+        return replace(config, threads=self.cpu_threads or None, window_s=self.window_s,
+                       options=dict(config.options))
 
 
 class PreferencesDialog(QDialog):
@@ -157,7 +160,7 @@ class PreferencesDialog(QDialog):
         """Check the interpreter off the window's thread, then list it (or say why not)."""
         import sys
 
-        from .worker import InterpreterChecker
+        from .jobs import interpreter_job
 
         known = [self.pythons.item(i).data(PYTHON_ROLE)["path"] for i in range(self.pythons.count())]
         target = os.path.abspath(os.path.expanduser(path))
@@ -171,17 +174,24 @@ class PreferencesDialog(QDialog):
             return
         self._say(f"Checking {path}… (it starts that Python and imports its torch)", error=False)
         self.add_button.setEnabled(False)
-        self._checker = InterpreterChecker(path, self)
-        self._checker.checked.connect(self._python_checked)
-        self._checker.rejected.connect(lambda _p, why: self._say(why.replace("`", ""), error=True))
-        self._checker.finished.connect(lambda: self.add_button.setEnabled(True))
+        self._checker = interpreter_job(path, self)
+        self._checker.done.connect(self._python_checked)
+        self._checker.rejected.connect(self._python_refused)
+        self._checker.finished.connect(self._python_check_ended)
         self._checker.start()
 
     def _say(self, text: str, error: bool) -> None:
         self.python_note.setText(text)
         self.python_note.setForegroundRole(QPalette.ColorRole.Text if error else QPalette.ColorRole.PlaceholderText)
 
-    def _python_checked(self, path: str, label: str) -> None:
+    def _python_refused(self, why: str) -> None:
+        self._say(why.replace("`", ""), error=True)
+
+    def _python_check_ended(self) -> None:
+        self.add_button.setEnabled(True)
+
+    def _python_checked(self, answer: tuple) -> None:
+        path, label = answer
         known = [self.pythons.item(i).data(PYTHON_ROLE)["path"] for i in range(self.pythons.count())]
         if path in known:
             self._say(f"{label} is listed already.", error=False)

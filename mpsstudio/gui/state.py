@@ -28,6 +28,7 @@ class WindowState:
     epochs: dict[str, tuple[int, int]] = field(default_factory=dict)  # run id -> (epochs, steps) of an epoch run
     pending_folder: str | None = None  # a folder dropped before PyTorch loaded: checked once it has
     rechecking: bool = False  # Check Again asked for the catalogue once more
+    stopping: bool = False  # Stop was asked of the job in progress
     _listeners: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     # -- the rules ------------------------------------------------------------------------------------------------
@@ -58,8 +59,8 @@ class WindowState:
 
     def actions(self) -> dict[str, bool]:
         """Which of the window's commands are enabled: "start" (Run, the tools, a script, the launch benchmark),
-        "stop"."""
-        return {"start": self.may_start(), "stop": self.busy}
+        "stop" (once per job)."""
+        return {"start": self.may_start(), "stop": self.busy and not self.stopping}
 
     def available_devices(self) -> list[str]:
         return [d.id for d in (self.catalog or {}).get("devices", []) if d.available]
@@ -82,26 +83,36 @@ class WindowState:
         """A Run begins: what the last one left is forgotten."""
         if self.busy:
             raise RuntimeError("a Run or a tool is already in progress")
-        self.run_job, self.probing = job, probing
+        self.run_job, self.probing, self.stopping = job, probing, False
         self.run_ended, self.rejected = [], ""
         self._changed()
 
     def end_run(self) -> Any:
         """The Run has ended; its job (to be waited for and deleted), None when none ran."""
         job, self.run_job = self.run_job, None
+        self.stopping = self.stopping and self.tool_job is not None
         self._changed()
         return job
 
     def start_tool(self, job: Any, automatic: bool = False) -> None:
         if self.busy:
             raise RuntimeError("a Run or a tool is already in progress")
-        self.tool_job, self.tool_automatic = job, automatic
+        self.tool_job, self.tool_automatic, self.stopping = job, automatic, False
         self._changed()
 
     def end_tool(self) -> Any:
         job, self.tool_job = self.tool_job, None
+        self.stopping = self.stopping and self.run_job is not None
         self._changed()
         return job
+
+    def ask_stop(self) -> list:
+        """Stop was asked: the jobs to stop (none when idle)."""
+        jobs = [j for j in (self.tool_job, self.run_job) if j is not None]
+        if jobs:
+            self.stopping = True
+            self._changed()
+        return jobs
 
     def run_has_ended(self, result) -> None:
         """One run of the Run ended (kept in order; its trained model noted where it saved one)."""

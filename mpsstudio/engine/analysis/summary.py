@@ -138,7 +138,7 @@ class Recorder:
                 for key in ("batch_size", "window_s"):
                     value = event.config.get(key)
                     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-                        setattr(r.config, key, value)
+                        r.config = r.config.changed(**{key: value})
                 f.batch_size = r.config.batch_size
             f.parameters, f.dataset, f.train_size = event.parameters, event.dataset, event.train_size
             f.warmup_steps = event.warmup_steps

@@ -83,9 +83,10 @@ OPTIMIZER_NAME = re.compile(r"[a-z0-9_.+-]{1,80}")
 MAX_SCRIPT_LR = 1e6
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
-    """One run: a model on a dataset on one device. Comparisons group configs equal but for `device`."""
+    """One run: a model on a dataset on one device. Comparisons group configs equal but for `device`. Frozen: a
+    change makes a new config (`changed`, or dataclasses.replace), so a config once validated stays as it was."""
 
     model: str = DEFAULT_MODEL
     dataset: str = DEFAULT_DATASET
@@ -145,9 +146,9 @@ class RunConfig:
 
     def __post_init__(self):
         if isinstance(self.input_shape, tuple):  # one form, so that equal configs compare equal
-            self.input_shape = list(self.input_shape)
+            object.__setattr__(self, "input_shape", list(self.input_shape))
         if isinstance(self.torchrun, tuple):
-            self.torchrun = list(self.torchrun)
+            object.__setattr__(self, "torchrun", list(self.torchrun))
 
     @property
     def distributed(self) -> bool:
@@ -306,10 +307,10 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         extra = {k: v for k, v in data.items() if k not in known}
-        cfg = cls(**kwargs)
         if extra:
-            cfg.options = {**cfg.options, **extra}
-        return cfg
+            options = kwargs.get("options", {})
+            kwargs["options"] = {**(options if isinstance(options, dict) else {}), **extra}
+        return cls(**kwargs)
 
     @property
     def work_words(self) -> str:
@@ -341,7 +342,13 @@ class RunConfig:
         return self.precision or "precision not known"
 
     def with_device(self, device: str) -> "RunConfig":
-        return replace(self, device=device, options=dict(self.options))
+        return self.changed(device=device)
+
+    def changed(self, **changes) -> "RunConfig":
+        """A new config with these fields changed (its options and lists copied, never shared)."""
+        changes.setdefault("options", dict(self.options))
+        changes.setdefault("torchrun", list(self.torchrun))
+        return replace(self, **changes)
 
     def comparison_key(self) -> tuple:
         """What must be equal for two runs to be compared: everything except the device (and the interpreter, whose

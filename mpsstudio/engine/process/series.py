@@ -10,9 +10,21 @@ from collections.abc import Callable
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..basics.results import RunResult
-from .asks import run_tool
-from .runs import run_point
 from .warm import Warm
+
+
+def run_point(config: RunConfig, **kwargs) -> RunResult:
+    """The package's run_point, looked up when called (its face: what the front ends call, and tests replace)."""
+    from .. import process
+
+    return process.run_point(config, **kwargs)
+
+
+def run_tool(name: str, payload: dict, **kwargs) -> dict:
+    """The package's run_tool, looked up when called."""
+    from .. import process
+
+    return process.run_tool(name, payload, **kwargs)
 
 
 def sweep_point_words(result: RunResult, done: int, total: int) -> str:

@@ -79,12 +79,13 @@ class FilesMixin:
 
     def start_import(self, path: str) -> None:
         """Import off the GUI thread with progress (a file of thousands of runs takes seconds to check)."""
-        from ..worker import ImportWorker
+        from ..jobs import import_job
 
         if self._importer is not None:
             self.message.emit("An import is still running; wait for it to finish.")
             return
-        self._importer = ImportWorker(path, self.store, self)
+        self._importer = import_job(path, self.store, self)
+        self._importing = path
         # bound methods, not lambdas: Qt drops the connections if the panel goes first
         self._importer.progress.connect(self._on_import_progress)
         self._importer.done.connect(self._on_import_done)
@@ -93,13 +94,14 @@ class FilesMixin:
         self.import_action.setEnabled(False)
         self._importer.start()
 
-    def _on_import_progress(self, fraction: float) -> None:
+    def _on_import_progress(self, values: tuple) -> None:
         if self._importer is not None:
-            self.message.emit(f"Checking {printable(Path(self._importer.path).name)}… {fraction:.0%}")
+            self.message.emit(f"Checking {printable(Path(self._importing).name)}… {values[0]:.0%}")
 
-    def _on_import_done(self, ids: list, added: int, known: int, runs: object) -> None:
+    def _on_import_done(self, answer: tuple) -> None:
+        ids, added, known, runs = answer
         if self._importer is not None:
-            self._imported(self._importer.path, ids, added, known, runs)
+            self._imported(self._importing, ids, added, known, runs)
 
     def _import_finished(self) -> None:
         importer, self._importer = self._importer, None

@@ -44,6 +44,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         super().__init__(parent)
         self.store = store
         self._importer = None
+        self._importing = ""  # the file being imported
         self._last_dir = str(Path.home())
         # what Export comparison… writes to the path asked: the window sets its own (this panel's PNG and the
         # comparison's curves beside it); a panel alone writes its PNG

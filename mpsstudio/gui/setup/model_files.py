@@ -3,7 +3,7 @@
 - Consent is asked once per file content (SHA-256): "Run the code in model.py?". The answer Yes is remembered
   in the window settings; a file that changes is asked about again. No is never remembered.
 - Counting parameters and checking the output shape happen in a short-lived process (engine.process.
-  probe_model, with a time limit) started by ModelChecker; a file that hangs, crashes or exits takes only that
+  probe_model, with a time limit) started by a model job (gui/jobs.py); a file that hangs, crashes or exits takes only that
   process with it.
 - Restoring the last setup at launch runs nothing: the summary says the file has not been checked yet.
 """
@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from ...engine.basics.formatting import printable
 from ...engine.basics.spec import DataSpec
 from ..settings import settings
-from ..worker import ModelChecker
+from ..jobs import model_job
 
 TRUSTED_KEY = "trusted_model_files"
 MAX_MODEL_FILE_BYTES = 16 * 1024 * 1024  # a model file is Python source; anything larger is refused unread
@@ -50,7 +50,7 @@ class ModelFileGuard(QObject):
         super().__init__(parent)
         self._window = parent
         self._results: dict[tuple[str, str, DataSpec], int | str] = {}
-        self._checker: ModelChecker | None = None
+        self._checker = None  # the check in progress (gui/jobs.model_job)
         self._checking: tuple[str, str, DataSpec] | None = None
         self._digests: dict[tuple[str, int, int], str] = {}
 
@@ -128,8 +128,8 @@ class ModelFileGuard(QObject):
             return True
         self.stop()
         self._checking = key
-        checker = ModelChecker(path, spec, self)
-        checker.checked.connect(self._on_checked)
+        checker = model_job(path, spec, self)
+        checker.done.connect(self._on_checked)
         checker.rejected.connect(self._on_rejected)
         checker.finished.connect(self._on_finished)
         self._checker = checker
@@ -137,11 +137,14 @@ class ModelFileGuard(QObject):
         self.changed.emit()
         return True
 
-    def _on_checked(self, path: str, spec, probe) -> None:
+    def _on_checked(self, answer: tuple) -> None:
+        path, spec, probe = answer
         self._store(path, spec, probe.parameters)
 
-    def _on_rejected(self, path: str, spec, message: str) -> None:
-        self._store(path, spec, message)
+    def _on_rejected(self, message: str) -> None:
+        key = self._checking
+        if key is not None:
+            self._store(key[0], key[2], message)
 
     def _store(self, path: str, spec, value) -> None:
         key = self._checking

@@ -1,10 +1,12 @@
-"""The main window: setup sidebar, live plots, results. A thin view over the engine: runs go through RunWorker ->
+"""The main window: setup sidebar, live plots, results. A thin view over the engine: runs go through a Run job ->
 engine.process.run_isolated (a process per run); nothing is measured or estimated here (progress and time left come
 with the engine's events).
 
-The window is one QMainWindow made of parts, one module each, that share its state: layout, menus, the catalogue,
-run control, the run in progress, trained models, the launch benchmark, the tools, folders, dialogs and the
-history. This module builds it, wires the panels, and keeps and restores its settings.
+The window holds one state (gui/state.py: what it is doing and what may happen next, no Qt) and parts by
+responsibility, each a QObject of its own module: the chrome (layout, status bar, badges), the menus, the catalogue,
+Run and Stop, the run in progress drawn live, the launch benchmark and the user's script, the tools, trained
+models, folders, dialogs and the history. The menus observe the state; the parts change it. The window's own methods
+are its commands (what menus, signals and tests call) and its questions (dialogs a test answers instead).
 """
 
 from __future__ import annotations
@@ -12,35 +14,35 @@ from __future__ import annotations
 from PySide6.QtCore import QCoreApplication, QEvent
 from PySide6.QtWidgets import QMainWindow
 
+from ...engine.basics.config import RunConfig
 from ...engine.basics.errors import UserError
 from ...engine.history.store import RunStore
 from ...engine.process import Spare
 from ..banner import Banner
-from ..plots import LivePlots
 from ..output_view import OutputView
+from ..plots import LivePlots
 from ..results.panel import ResultsPanel
 from ..settings import settings
 from ..setup.panel import SetupPanel
+from ..state import WindowState
 from ..tools.panel import ToolsPanel
-from ..worker import CatalogLoader, FolderChecker, RunWorker, ToolWorker
-from .catalog import CatalogMixin
-from .dialogs import DialogsMixin
-from .folders import FoldersMixin
-from .history import HistoryMixin
-from .launch import LaunchMixin
-from .layout import LayoutMixin
-from .live import LiveMixin
-from .menus import MenusMixin
-from .runs import RunsMixin
-from .tools import ToolsMixin
-from .trained import TrainedModelsMixin
+from .catalog import CatalogControl
+from .dialogs import Dialogs
+from .folders import Folders
+from .history import HistoryView
+from .launch import Launch
+from .layout import Chrome
+from .live import LiveView
+from .menus import Menus
+from .runs import RunControl
+from .tools import ToolControl
+from .trained import TrainedModels
 
 MAX_OVERLAY = 8  # stored runs drawn at once when several are selected (one colour each)
 CLOSE_GRACE_S = 1.0  # closing mid-run: the run's time to stop itself before its process is ended (< 2 s in all)
 
 
-class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, TrainedModelsMixin,
-                 LaunchMixin, ToolsMixin, FoldersMixin, DialogsMixin, HistoryMixin, QMainWindow):
+class MainWindow(QMainWindow):
     """MPS Studio's window. `demo=True` runs the default comparison once the catalogue is loaded."""
 
     def __init__(self, *, demo: bool = False, demo_screenshot: str | None = None, store: RunStore | None = None,
@@ -52,44 +54,41 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.setAcceptDrops(True)
         self.demo, self.demo_screenshot = demo, demo_screenshot
         self.exit_code = 0
-        self.catalog: dict | None = None
-        self.worker: RunWorker | None = None
-        self.loader: CatalogLoader | None = None
-        self.checkers: list[FolderChecker] = []
-        self._pending_folder: str | None = None
-        self.run_ended: list = []
-        self.rejected = ""  # the sentence when the last setup could not run at all
-        self.probing = False  # the launch benchmark's probe is running (its runs are not kept)
-        self._launch_jobs = None
-        self._epochs: dict[str, tuple[int, int]] = {}
-        self._rechecking = False  # Check Again (the MPS banner) asked for the catalogue once more
-        self.trained: dict[str, str] = {}  # run id -> its trained model kept in the cache (the last Run's)
-        self.setup_window = None  # Help → PyTorch Setup, made when first asked for
-        self.folder_summary = None  # the last checked folder's summary window
+        self.state = WindowState()
 
         store_problem = None
         if store is None:
             store, store_problem = open_history()
         self.store = store
-        self.interrupted_notes = self._keep_interrupted()  # before the table reads the history
+        self.history = HistoryView(self)
+        interrupted = self.history.keep_interrupted()  # before the table reads the history
         self.setup = SetupPanel()
         self.plots = LivePlots()
         self.results = ResultsPanel(self.store)
         self.tools = ToolsPanel(self.store)
         self.output = OutputView()
-        self.tool_worker: ToolWorker | None = None
         self.banner = Banner()
-        self._build_layout()
-        self._build_status_bar()
-        self._build_menus()
+        self.chrome = Chrome(self)
+        self.menus = Menus(self)
+        self.catalog_control = CatalogControl(self)
+        self.runs = RunControl(self)
+        self.live = LiveView(self)
+        self.launch = Launch(self)
+        self.tool_control = ToolControl(self)
+        self.trained_models = TrainedModels(self)
+        self.folders = Folders(self)
+        self.dialogs = Dialogs(self)
+        self.chrome.build()
+        self.menus.build()
+        self.state.subscribe(self.menus.show_state)
         self._connect()
         self._restore_settings()
         if store_problem is not None:
-            self._show_store_problem(store_problem)
+            self.history.show_problem(store_problem)
         elif self.store.read_only:
             self.banner.show_message(f"The run history at {self.store.path} is read-only: earlier runs are shown, "
                                      "new runs will not be kept.", warning=True)
-        self._show_store_notices()
+        self.history.show_notices(interrupted)
 
     def _connect(self) -> None:
         self.setup.run_requested.connect(self.start_run)
@@ -98,19 +97,79 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         self.setup.script_requested.connect(self.run_script_dialog)
         self.results.message.connect(self.say)
         self.results.selection_changed.connect(self.show_selected_runs)
-        self.results.save_model_requested.connect(lambda: self.save_trained_model())
-        self.plots.emptied.connect(self._plots_emptied)
+        self.results.save_model_requested.connect(self.save_trained_model)
+        self.plots.emptied.connect(self.chrome.plots_emptied)
         self.results.export_comparison_to = self.export_comparison  # the button and ⌘E: one export, two PNGs
-        self._plots_emptied(self.plots.is_empty())  # the state they started in (emitted before this connection)
-        self.setup.changed.connect(self._fill_spare)  # another first device or fallback: another spare
+        self.chrome.plots_emptied(self.plots.is_empty())  # the state they started in (emitted before this connection)
+        self.setup.changed.connect(self.runs.fill_spare)  # another first device or fallback: another spare
         self.tools.sweep_requested.connect(self.sweep_sizes_of)
         self.tools.message.connect(self.say)
         self.tools.apply_requested.connect(self.apply_tuned_settings)
 
-    # -- reviewing stored runs ------------------------------------------------------------------------------
+    # -- commands (menus, signals, tests) --------------------------------------------------------------------------
+    def start_loading(self) -> None:
+        """Import torch and list models, datasets and devices off the GUI thread."""
+        self.catalog_control.start_loading()
+
+    def check_devices_again(self) -> None:
+        self.catalog_control.check_again()
+
+    def start_run(self) -> None:
+        self.runs.start()
+
+    def stop_run(self) -> None:
+        self.runs.stop()
+
+    def run_script_dialog(self) -> None:
+        self.launch.run_script()
+
+    def launch_benchmark(self) -> None:
+        self.launch.launch_benchmark()
+
+    def open_tool_sheet(self, kind: str) -> None:
+        self.tool_control.open_sheet(kind)
+
+    def start_tool(self, kind: str, config: RunConfig | None = None, batch_sizes: list[int] | None = None,
+                   payload: dict | None = None, automatic: bool = False, devices: list[str] | None = None) -> None:
+        self.tool_control.start(kind, config, batch_sizes=batch_sizes, payload=payload, automatic=automatic,
+                                devices=devices)
+
+    def sweep_sizes_of(self, result: dict) -> None:
+        self.tool_control.sweep_sizes_of(result)
+
+    def apply_tuned_settings(self, result: dict, row: dict) -> None:
+        self.tool_control.apply_tuned(result, row)
+
+    def export_model(self, **kwargs) -> None:
+        self.tool_control.export_model(**kwargs)
+
+    def save_trained_model(self, path: str | None = None, fmt: str | None = None) -> str | None:
+        return self.trained_models.save(path, fmt)
+
+    def export_comparison(self, path: str) -> tuple[str, str] | None:
+        return self.dialogs.export_comparison(path)
+
+    def open_folder(self) -> None:
+        self.folders.open()
+
+    def check_folder(self, path: str) -> None:
+        self.folders.check(path)
+
+    def handle_drop(self, paths: list[str]) -> None:
+        self.folders.handle_drop(paths)
+
+    def show_about(self) -> None:
+        self.dialogs.show_about()
+
+    def show_preferences(self) -> None:
+        self.dialogs.show_preferences()
+
+    def show_doctor(self) -> None:
+        self.dialogs.show_doctor()
+
     def show_selected_runs(self, ids: list) -> None:
         """Draw the selected runs' stored curves (up to MAX_OVERLAY, overlaid), unless a run is being drawn live."""
-        if self.worker is not None:
+        if not self.state.may_show_stored():
             return
         if not ids:
             self.plots.clear()
@@ -123,7 +182,57 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
     def say(self, text: str) -> None:
         self.statusBar().showMessage(text)
 
-    # -- settings and closing ---------------------------------------------------------------------------
+    # -- questions (dialogs; tests answer them instead) ------------------------------------------------------------
+    def ask(self, title: str, text: str, yes: str) -> bool:
+        """A question with a named default button."""
+        from PySide6.QtWidgets import QMessageBox
+
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self)
+        go = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(go)
+        box.exec()
+        return box.clickedButton() is go
+
+    def ask_script(self, devices: list[str]):
+        """Run Your Training Script…'s dialog; the engine-checked RunConfig of the script, or None when cancelled."""
+        from PySide6.QtWidgets import QDialog
+
+        from ..script_dialog import ScriptDialog
+        from .launch import SCRIPT_KEY
+
+        dialog = ScriptDialog(devices, self.launch.remembered_script(), parent=self)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return None
+        import json
+
+        settings().setValue(SCRIPT_KEY, json.dumps(dialog.remembered()))
+        return dialog.config
+
+    def ask_tool_settings(self, kind: str, config: RunConfig, devices: list[str], train: int | None, trained=None):
+        """A tool's sheet; what start_tool takes, or None when cancelled."""
+        from PySide6.QtWidgets import QDialog
+
+        from ..tools.sheet import ToolSheet
+
+        try:
+            runs = self.store.all()
+        except Exception:  # an unreadable history: no estimate, the tool still runs
+            runs = []
+        sheet = ToolSheet(kind, config, devices, runs, train, parent=self, trained=trained)
+        return sheet.chosen() if sheet.exec() == QDialog.DialogCode.Accepted else None
+
+    # -- Qt's events -------------------------------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        urls = event.mimeData().urls()
+        event.acceptProposedAction()
+        self.handle_drop([u.toLocalFile() for u in urls])
+
+    # -- settings and closing ------------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
         if self.demo:  # a demo looks the same every time
             return
@@ -145,24 +254,27 @@ class MainWindow(LayoutMixin, MenusMixin, CatalogMixin, RunsMixin, LiveMixin, Tr
         s.setValue("window/right_split", self.right_split.saveState())
 
     def closeEvent(self, event) -> None:
-        """Stop a running worker (it ends within one window), keep finished runs, leave no thread behind."""
+        """Stop a running job (a run ends within one window), keep finished runs, leave no thread behind."""
         self._save_settings()
-        if self.tool_worker is not None:
-            self.tool_worker.stop()
-            self.tool_worker.wait()
-        if self.worker is not None:
-            self.worker.stop(grace_s=CLOSE_GRACE_S)  # then its process is ended, whatever it is doing
-            self.worker.wait()
-            # deliver the worker's last queued events now, so the cancelled run is saved before we go
-            QCoreApplication.sendPostedEvents(self, QEvent.MetaCall)
+        tool, run = self.state.tool_job, self.state.run_job
+        if tool is not None:
+            tool.stop()
+            tool.wait()
+        if run is not None:
+            run.stop(grace_s=CLOSE_GRACE_S)  # then its process is ended, whatever it is doing
+            run.wait()
+            # deliver the job's last queued events now, so the cancelled run is saved before we go
+            for part in (self.live, self.chrome, self.runs):
+                QCoreApplication.sendPostedEvents(part, QEvent.MetaCall)
         self.setup.model_files.stop()
         self.spare.close()
         from ...engine.basics.paths import cache_dir
 
-        self._forget_trained(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
-        for thread in [self.loader, *self.checkers, getattr(self, "recovering", None)]:
-            if thread is not None and thread.isRunning():
-                thread.wait()
+        self.trained_models.forget(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
+        if self.catalog_control.loading():
+            self.catalog_control.loader.wait()
+        self.folders.wait()
+        self.history.wait()
         self.plots.close()
         self.results.close()
         super().closeEvent(event)

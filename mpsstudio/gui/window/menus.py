@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
-class MenusMixin:
-    """The menus and their shortcuts (the macOS conventions: ⌘R Run, ⌘. Stop, ⌘W, ⌘1-3, ⌘F), and what the Window menu does."""
+
+class Menus(QObject):
+    """The menus and their shortcuts (the macOS conventions: ⌘R Run, ⌘. Stop, ⌘W, ⌘1-4, ⌘F), what the Window and
+    Edit menus do, and which commands are on: those that start something while the window's state allows it
+    (`show_state`)."""
+
+    def __init__(self, w: "MainWindow"):
+        super().__init__(w)
+        self.w = w
 
     def _action(self, text: str, slot, shortcut=None, role=None) -> QAction:
-        action = QAction(text, self)
+        action = QAction(text, self.w)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         if role is not None:
@@ -18,85 +29,86 @@ class MenusMixin:
         action.triggered.connect(slot)
         return action
 
-    def _build_menus(self) -> None:
-        menu = self.menuBar()
+    def build(self) -> None:
+        w = self.w
+        menu = w.menuBar()
         app_menu = menu.addMenu("MPS Studio")
-        self.about_action = self._action("About MPS Studio", self.show_about, role=QAction.AboutRole)
-        self.prefs_action = self._action("Preferences…", self.show_preferences, QKeySequence.Preferences,
+        self.about_action = self._action("About MPS Studio", w.show_about, role=QAction.AboutRole)
+        self.prefs_action = self._action("Preferences…", w.show_preferences, QKeySequence.Preferences,
                                          QAction.PreferencesRole)
         if self.prefs_action.shortcut().isEmpty():
             self.prefs_action.setShortcut(QKeySequence("Ctrl+,"))
-        self.quit_action = self._action("Quit MPS Studio", self.close, QKeySequence.Quit, QAction.QuitRole)
+        self.quit_action = self._action("Quit MPS Studio", w.close, QKeySequence.Quit, QAction.QuitRole)
         if self.quit_action.shortcut().isEmpty():
             self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
         for a in (self.about_action, self.prefs_action, self.quit_action):
             app_menu.addAction(a)
 
         file_menu = menu.addMenu("File")
-        file_menu.addAction(self._action("Open Folder…", self.open_folder, QKeySequence.Open))
-        self.file_script_action = self._action("Run Your Training Script…", self.run_script_dialog)
+        file_menu.addAction(self._action("Open Folder…", w.open_folder, QKeySequence.Open))
+        self.file_script_action = self._action("Run Your Training Script…", w.run_script_dialog)
         self.file_script_action.setEnabled(False)
         file_menu.addAction(self.file_script_action)
         file_menu.addSeparator()
-        file_menu.addAction(self._action("Import Runs…", self.results.import_dialog, "Ctrl+I"))
-        file_menu.addAction(self._action("Export Selected Runs as CSV…", self.results.export_csv_dialog))
-        file_menu.addAction(self._action("Export Selected Runs as JSON…", self.results.export_json_dialog))
-        file_menu.addAction(self._action("Export Comparison…", self.results.export_comparison_dialog, "Ctrl+E"))
+        file_menu.addAction(self._action("Import Runs…", w.results.import_dialog, "Ctrl+I"))
+        file_menu.addAction(self._action("Export Selected Runs as CSV…", w.results.export_csv_dialog))
+        file_menu.addAction(self._action("Export Selected Runs as JSON…", w.results.export_json_dialog))
+        file_menu.addAction(self._action("Export Comparison…", w.results.export_comparison_dialog, "Ctrl+E"))
         file_menu.addAction(self._action("Export Report…", self.export_report, "Ctrl+Alt+E"))
-        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: self.results.export_steps_dialog()))
-        file_menu.addAction(self._action("Save Trained Model…", lambda: self.save_trained_model(), "Ctrl+Shift+S"))
+        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: w.results.export_steps_dialog()))
+        file_menu.addAction(self._action("Save Trained Model…", lambda: w.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()
-        self.close_action = self._action("Close Window", self.close)
+        self.close_action = self._action("Close Window", w.close)
         # ⌘W on a Mac ("Ctrl" is ⌘ there), and the platform's own Close where it differs (Ctrl+F4 elsewhere)
         self.close_action.setShortcuts(list(dict.fromkeys([QKeySequence("Ctrl+W"),
                                                            *QKeySequence.keyBindings(QKeySequence.Close)])))
         file_menu.addAction(self.close_action)
 
         edit_menu = menu.addMenu("Edit")
-        self.undo_action = self._action("Undo Delete", self.results.undo_delete, QKeySequence.Undo)
+        self.undo_action = self._action("Undo Delete", w.results.undo_delete, QKeySequence.Undo)
         self.undo_action.setEnabled(False)
-        self.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
-        self.results.message.connect(lambda _: self.undo_action.setEnabled(self.results.undo_bar.can_undo()))
+        w.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
+        w.results.message.connect(lambda _: self.undo_action.setEnabled(w.results.undo_bar.can_undo()))
         edit_menu.addAction(self.undo_action)
         edit_menu.addSeparator()
         edit_menu.addAction(self._action("Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C"))
         edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.Find))
-        edit_menu.addAction(self._action("Select All Runs", self.results.table.selectAll, QKeySequence.SelectAll))
+        edit_menu.addAction(self._action("Select All Runs", w.results.table.selectAll, QKeySequence.SelectAll))
 
         run_menu = menu.addMenu("Run")
-        self.run_action = self._action("Run", self.start_run, "Ctrl+R")
-        self.stop_action = self._action("Stop", self.stop_run, "Ctrl+.")
+        self.run_action = self._action("Run", w.start_run, "Ctrl+R")
+        self.stop_action = self._action("Stop", w.stop_run, "Ctrl+.")
         self.run_action.setEnabled(False)
         self.stop_action.setEnabled(False)
         run_menu.addAction(self.run_action)
         run_menu.addAction(self.stop_action)
         run_menu.addSeparator()
-        self.script_action = self._action("Run Your Training Script…", self.run_script_dialog, "Ctrl+Shift+R")
+        self.script_action = self._action("Run Your Training Script…", w.run_script_dialog, "Ctrl+Shift+R")
         self.script_action.setEnabled(False)
         run_menu.addAction(self.script_action)
-        self.launch_action = self._action("PyTorch Launch Benchmark…", self.launch_benchmark)
+        self.launch_action = self._action("PyTorch Launch Benchmark…", w.launch_benchmark)
         self.launch_action.setEnabled(False)
         run_menu.addAction(self.launch_action)
 
         tools_menu = menu.addMenu("Tools")
         self.tool_actions = [
-            self._action("Batch-Size Sweep…", lambda: self.open_tool_sheet("sweep"), "Ctrl+Shift+B"),
-            self._action("Find Largest Batch…", lambda: self.open_tool_sheet("max-batch"), "Ctrl+Shift+M"),
-            self._action("Inspect Model (CPU Fallback, Parity)…", lambda: self.open_tool_sheet("inspect"), "Ctrl+Shift+I"),
-            self._action("Diagnose (Why Slow, Memory, Wrong Layer)…", lambda: self.open_tool_sheet("diagnose"),
+            self._action("Batch-Size Sweep…", lambda: w.open_tool_sheet("sweep"), "Ctrl+Shift+B"),
+            self._action("Find Largest Batch…", lambda: w.open_tool_sheet("max-batch"), "Ctrl+Shift+M"),
+            self._action("Inspect Model (CPU Fallback, Parity)…", lambda: w.open_tool_sheet("inspect"), "Ctrl+Shift+I"),
+            self._action("Diagnose (Why Slow, Memory, Wrong Layer)…", lambda: w.open_tool_sheet("diagnose"),
                          "Ctrl+Shift+G"),
-            self._action("Deploy Benchmark (PyTorch, Core ML)…", lambda: self.open_tool_sheet("deploy-bench"),
+            self._action("Deploy Benchmark (PyTorch, Core ML)…", lambda: w.open_tool_sheet("deploy-bench"),
                          "Ctrl+Shift+D"),
-            self._action("Best Settings (Precision, Layout, Batch)…", lambda: self.open_tool_sheet("tune"),
+            self._action("Best Settings (Precision, Layout, Batch)…", lambda: w.open_tool_sheet("tune"),
                          "Ctrl+Shift+T"),
-            self._action("Export Model…", lambda: self.export_model(), "Ctrl+Shift+E"),
+            self._action("Export Model…", lambda: w.export_model(), "Ctrl+Shift+E"),
         ]
         for a in self.tool_actions:
             a.setEnabled(False)
             tools_menu.addAction(a)
 
         window_menu = menu.addMenu("Window")
-        window_menu.addAction(self._action("Minimize", self.showMinimized, "Ctrl+M"))
+        window_menu.addAction(self._action("Minimize", w.showMinimized, "Ctrl+M"))
         window_menu.addAction(self._action("Zoom", self._zoom))
         window_menu.addSeparator()
         window_menu.addAction(self._action("Show Runs", lambda: self._show_tab(0), "Ctrl+1"))
@@ -105,27 +117,47 @@ class MenusMixin:
         window_menu.addAction(self._action("Show Output", lambda: self._show_tab(3), "Ctrl+4"))
 
         help_menu = menu.addMenu("Help")
-        help_menu.addAction(self._action("PyTorch Setup…", self.show_doctor))
+        help_menu.addAction(self._action("PyTorch Setup…", w.show_doctor))
 
     def _reporting(self):
         """What a report is of: the Tools tab's shown result there, else the Runs tab's comparison or run."""
-        return self.tools if self.tabs.currentWidget() is self.tools else self.results
+        w = self.w
+        return w.tools if w.tabs.currentWidget() is w.tools else w.results
 
     def export_report(self) -> None:
         self._reporting().export_report_dialog()
 
     def copy_markdown(self) -> None:
         if not self._reporting().copy_markdown():
-            self.say("Select a run, a comparison or a tool result first; its report is copied as Markdown.")
+            self.w.say("Select a run, a comparison or a tool result first; its report is copied as Markdown.")
 
     def find_runs(self) -> None:
         """⌘F: the Runs tab's filter box, text selected."""
         self._show_tab(0)
-        self.results.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
-        self.results.filter.selectAll()
+        self.w.results.filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.w.results.filter.selectAll()
 
     def _show_tab(self, index: int) -> None:
-        self.tabs.setCurrentIndex(index)
+        self.w.tabs.setCurrentIndex(index)
 
     def _zoom(self) -> None:
-        self.showNormal() if self.isMaximized() else self.showMaximized()
+        w = self.w
+        w.showNormal() if w.isMaximized() else w.showMaximized()
+
+    def show_state(self) -> None:
+        """The commands as the window's state allows them (gui/state.py: its rules), and the status bar's progress
+        while something runs."""
+        w = self.w
+        on = w.state.actions()
+        running = w.state.busy
+        w.setup.set_running(running)
+        if w.state.stopping:
+            w.setup.set_stopping()
+        for a in (self.run_action, self.launch_action, self.script_action, self.file_script_action,
+                  *self.tool_actions):
+            a.setEnabled(on["start"])
+        self.stop_action.setEnabled(on["stop"])
+        w.progress.setVisible(running)
+        if not running:
+            w.run_label.setText("")
+            w.rate_label.setText("")

@@ -1,152 +1,145 @@
-"""Run and Stop: one RunWorker at a time; what each ended run becomes."""
+"""Run and Stop: one Run at a time (a job of gui/jobs.py); what each ended run becomes."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QTimer, Slot
+from PySide6.QtCore import QObject, QTimer
 
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import fmt_rate
 from ...engine.history.columns import BY_KEY, cell_text
 from ...engine.process import STOP_GRACE_S
+from ..jobs import run_job
 from ..plots.redraw import REDRAW_INTERVAL_MS
 from ..settings import settings
-from ..worker import RunWorker
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
-class RunsMixin:
-    """Run control: Run (the setup's configs, interleaved when repeated) on a RunWorker, Stop, the end of each run (kept in the history, said in the status bar) and of all of them."""
+class RunControl(QObject):
+    """Run (the setup's configs, interleaved when repeated) as one job, Stop, the end of each run (kept in the
+    history, said in the status bar) and of all of them, and the spare run process made while idle."""
+
+    def __init__(self, w: "MainWindow"):
+        super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
+        self.w = w
 
     def configs_to_run(self, then: str, banner: bool = False) -> list:
         """The setup's configs, once a device is checked and the user allowed the model file's code; [] after
         saying why not (in the status bar; with `banner`, a refusal with its own words in the banner too)."""
-        configs = self.setup.configs()
+        w = self.w
+        configs = w.setup.configs()
         if not configs:
-            what = "available device" if not self.setup.checked_devices() else "PyTorch (under Devices)"
-            self.say(f"Check at least one {what}, then {then}.")
+            what = "available device" if not w.setup.checked_devices() else "PyTorch (under Devices)"
+            w.say(f"Check at least one {what}, then {then}.")
             return []
-        allowed = self.setup.confirm_model_file()
+        allowed = w.setup.confirm_model_file()
         if allowed is not True:
             message = allowed or "Not run: the model file's code runs only if you allow it."
-            self.say(message)
+            w.say(message)
             if allowed and banner:
-                self.banner.show_message(message, warning=True)
+                w.banner.show_message(message, warning=True)
             return []
         return configs
 
-    @Slot()
-    def start_run(self) -> None:
-        if self.worker is not None or self.catalog is None:
+    def start(self) -> None:
+        w = self.w
+        if not w.state.may_start():
             return
         configs = self.configs_to_run("press Run", banner=True)
         if not configs:
             return
+        from ...engine.analysis.repeat import interleave
         from ..preferences import Preferences
 
         prefs = Preferences.load()
-        for cfg in configs:
-            prefs.apply(cfg)
+        configs = [prefs.applied(cfg) for cfg in configs]
         settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
         settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
-        from ...engine.analysis.repeat import interleave
+        order, tags = interleave(configs, w.setup.rounds())
+        self.start_job(order, tags)
 
-        order, tags = interleave(configs, self.setup.rounds())
-        self._start_worker(order, tags)
+    def start_job(self, configs, tags, probing: bool = False) -> None:
+        w = self.w
+        if w.tabs.currentWidget() is w.tools:  # a run is watched on its plots: they come back with the runs
+            w.tabs.setCurrentWidget(w.results)
+        w.plots.clear()
+        w.banner.clear("run")  # the last run's failure no longer applies
+        job = run_job(configs, w, spare=w.spare if w.keep_spare else None, repeat=tags,
+                      save_models=None if probing else w.trained_models.slots(configs))
+        job.event.connect(w.live.on_event)
+        job.output.connect(w.chrome.on_output)
+        w.output.clear()
+        w.chrome.badge_output(False)
+        job.progress.connect(self.on_download)
+        job.rejected.connect(self.on_rejected)
+        job.ended.connect(self.on_all_done)
+        w.state.start_run(job, probing=probing)  # a launch-benchmark probe: its runs estimate the time, not kept
+        w.say("Loading the dataset…")
+        job.start()
 
-    def _start_worker(self, configs, tags, probing: bool = False) -> None:
-        if self.tabs.currentWidget() is self.tools:  # a run is watched on its plots: they come back with the runs
-            self.tabs.setCurrentWidget(self.results)
-        self.plots.clear()
-        self.banner.clear("run")  # the last run's failure no longer applies
-        self.run_ended = []
-        self.rejected = ""
-        self.probing = probing  # a launch-benchmark probe: its runs estimate the time and are not kept
-        self.worker = RunWorker(configs, self, spare=self.spare if self.keep_spare else None, repeat=tags,
-                                save_models=None if probing else self._model_slots(configs))
-        self.worker.event.connect(self._on_event)
-        self.worker.output.connect(self._on_output)
-        self.output.clear()
-        self._badge_output(False)
-        self.worker.progress.connect(self._on_download)
-        self.worker.rejected.connect(self._on_rejected)
-        self.worker.all_done.connect(self._on_all_done)
-        self._set_running(True)
-        self.say("Loading the dataset…")
-        self.worker.start()
+    def stop(self) -> None:
+        w = self.w
+        tool, run = w.state.tool_job, w.state.run_job
+        w.state.ask_stop()
+        if tool is not None:
+            tool.stop()
+            w.setup.set_stopping()
+            w.say("Stopping the tool… (what it found so far is kept)")
+        if run is not None:
+            run.stop()
+            w.setup.set_stopping()
+            w.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
 
-    @Slot()
-    def stop_run(self) -> None:
-        if self.tool_worker is not None:
-            self.tool_worker.stop()
-            self._stopping()
-            self.say("Stopping the tool… (what it found so far is kept)")
-        if self.worker is not None:
-            self.worker.stop()
-            self._stopping()
-            self.say(f"Stopping… (a run that does not stop within {STOP_GRACE_S:g} s has its process ended)")
-
-    def _fill_spare(self) -> None:
+    def fill_spare(self) -> None:
         """Idle: a spare run process for the setting the next Run starts with (its first device, prepared, and the
         MPS-fallback switch); one made for another setting is replaced in the background, never used."""
-        if not self.keep_spare or self.catalog is None or self.worker is not None or self.tool_worker is not None:
+        w = self.w
+        if not w.keep_spare or not w.state.may_prepare_spare():
             return
-        configs = self.setup.configs()
+        configs = w.setup.configs()
         if configs:
-            self.spare.configure(configs[0].mps_fallback, configs[0].device)
-        self.spare.fill()
-
-    def _stopping(self) -> None:
-        self.stop_action.setEnabled(False)
-        self.setup.set_stopping()
-
-    def _set_running(self, running: bool) -> None:
-        self.setup.set_running(running)
-        self.launch_action.setEnabled(not running and self.catalog is not None)
-        self.script_action.setEnabled(not running and self.catalog is not None)
-        self.file_script_action.setEnabled(not running and self.catalog is not None)
-        for a in self.tool_actions:
-            a.setEnabled(not running and self.catalog is not None)
-        self.run_action.setEnabled(not running and self.catalog is not None)
-        self.stop_action.setEnabled(running)
-        self.progress.setVisible(running)
-        if not running:
-            self.run_label.setText("")
-            self.rate_label.setText("")
+            w.spare.configure(configs[0].mps_fallback, configs[0].device)
+        w.spare.fill()
 
     def set_progress(self, done: int) -> None:
         """The status bar's bar and its words: "step 84 / 188 · 45 %" (Qt's own %p would say 44)."""
-        total = self.progress.maximum()
+        progress = self.w.progress
+        total = progress.maximum()
         if total <= 0:  # no end known (a script that runs until it ends): the step alone
-            self.progress.setFormat(f"step {done:,}")
+            progress.setFormat(f"step {done:,}")
             return
-        self.progress.setValue(min(done, total))
-        self.progress.setFormat(f"step {done:,} / {total:,} \u00b7 {round(100 * done / total)} %")
+        progress.setValue(min(done, total))
+        progress.setFormat(f"step {done:,} / {total:,} \u00b7 {round(100 * done / total)} %")
 
-    def _on_download(self, message: str, fraction: float) -> None:
-        self.say(f"{message} {fraction:.0%}")
+    def on_download(self, values: tuple) -> None:
+        """A dataset's download: (message, fraction)."""
+        message, fraction = values
+        self.w.say(f"{message} {fraction:.0%}")
 
-    def _on_run_ended(self, result) -> None:
-        self.run_ended.append(result)
-        if self.probing:
-            if result.id in self.plots.run_ids():
-                self.plots.finish_run(result.id, result.status)
+    def on_run_ended(self, result) -> None:
+        w = self.w
+        w.state.run_has_ended(result)
+        if w.state.probing:
+            if result.id in w.plots.run_ids():
+                w.plots.finish_run(result.id, result.status)
             return
         try:
             from ...engine.history.store import keep_run
 
-            pending = keep_run(result, self.store)  # locked past the wait: written beside the history instead
+            pending = keep_run(result, w.store)  # locked past the wait: written beside the history instead
             if pending:
-                self.banner.show_message(pending, warning=True)
+                w.banner.show_message(pending, warning=True)
         except UserError as exc:  # read-only, full: the run stays in the table for this session
-            self.banner.show_message(f"This run was not kept: {exc} It stays in the table until you quit; "
-                                     "Export JSON keeps a copy.", warning=True)
-        if result.summary.get("saved_model"):
-            self.trained[result.id] = result.summary["saved_model"]
-        self.results.add_result(result)
-        if result.id in self.plots.run_ids():
-            self.plots.finish_run(result.id, result.status)
+            w.banner.show_message(f"This run was not kept: {exc} It stays in the table until you quit; "
+                                  "Export JSON keeps a copy.", warning=True)
+        w.results.add_result(result)
+        if result.id in w.plots.run_ids():
+            w.plots.finish_run(result.id, result.status)
         device = result.config.device
         if result.status == "finished":
             text = finished_sentence(result)
@@ -155,61 +148,62 @@ class RunsMixin:
             if result.summary.get("stopped_early_reason"):
                 text += (f" Stopped early after epoch {result.summary.get('stopped_early_epoch')}: "
                          f"{result.summary['stopped_early_reason']}.")
-            self.say(text)
+            w.say(text)
         elif result.status == "cancelled":
-            self.say(f"{device}: stopped; the run is kept as cancelled.")
+            w.say(f"{device}: stopped; the run is kept as cancelled.")
         else:
-            self.say(f"{device}: {result.error}")
-            self.banner.show_message(f"{device}: {result.error}", warning=True, kind="run")
+            w.say(f"{device}: {result.error}")
+            w.banner.show_message(f"{device}: {result.error}", warning=True, kind="run")
 
-    def _on_rejected(self, message: str) -> None:
+    def on_rejected(self, message: str) -> None:
         """The setup cannot run at all (a dataset that does not load, say): one sentence, nothing recorded."""
-        self.rejected = message
-        self.say(message)
-        self.banner.show_message(message, warning=True, kind="run")
+        w = self.w
+        w.state.rejected = message
+        w.say(message)
+        w.banner.show_message(message, warning=True, kind="run")
 
-    def _on_all_done(self) -> None:
-        worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.wait()
-            worker.deleteLater()
-        self._set_running(False)
-        self.plots.set_redraw_interval_ms(REDRAW_INTERVAL_MS)  # idle: reviewing stored runs
-        self.plots.redraw()
-        self._fill_spare()  # idle again: the next Run starts without waiting for torch
-        if self.probing:
-            self.probing = False
-            if self._launch_jobs is not None and not self.rejected:
-                QTimer.singleShot(0, self._after_probe)
+    def on_all_done(self) -> None:
+        w = self.w
+        job = w.state.end_run()
+        if job is not None:
+            job.wait()
+            job.deleteLater()
+        w.plots.set_redraw_interval_ms(REDRAW_INTERVAL_MS)  # idle: reviewing stored runs
+        w.plots.redraw()
+        self.fill_spare()  # idle again: the next Run starts without waiting for torch
+        if w.state.probing:
+            w.state.probing = False
+            if w.state.launch_jobs is not None and not w.state.rejected:
+                QTimer.singleShot(0, w.launch.after_probe)
             return
-        kept = [r.id for r in self.run_ended if self.results.model.row_of(r.id) is not None]
+        kept = [i for i in w.state.ended_ids() if w.results.model.row_of(i) is not None]
         if kept:  # the Run's runs selected and drawn from what was kept: a failed run's last steps included
-            self.results.select_ids(kept)
-            self.show_selected_runs(self.results.selected_ids())  # (the selection may not have changed)
-        if self.demo:
-            failed = [f"{r.config.device}: {r.error}" for r in self.run_ended if r.status != "finished"]
-            failed += [self.rejected] if self.rejected else []
-            self._finish_demo(1 if failed else 0, "; ".join(failed))
+            w.results.select_ids(kept)
+            w.show_selected_runs(w.results.selected_ids())  # (the selection may not have changed)
+        if w.demo:
+            failed = w.state.failures()
+            self.finish_demo(1 if failed else 0, "; ".join(failed))
             return
-        mps = next((r for r in self.run_ended if r.status == "finished" and r.config.device == "mps"), None)
+        mps = next((r for r in w.state.run_ended if r.status == "finished" and r.config.device == "mps"), None)
         if mps is not None:  # what the verdict needs to explain MPS: its CPU fallbacks and parity (Tools tab)
-            QTimer.singleShot(0, lambda: self.start_tool("inspect", mps.config, automatic=True))
+            QTimer.singleShot(0, lambda: w.start_tool("inspect", mps.config, automatic=True))
 
-    def _finish_demo(self, code: int, message: str = "") -> None:
-        self.exit_code = code
+    def finish_demo(self, code: int, message: str = "") -> None:
+        self.w.exit_code = code
         if message:
             print(f"mpsstudio: {message}", file=sys.stderr)
         QTimer.singleShot(300, self._demo_screenshot_and_quit)
 
     def _demo_screenshot_and_quit(self) -> None:
-        if self.demo_screenshot:
-            self.plots.redraw()
-            if not self.grab().save(self.demo_screenshot):
-                print(f"mpsstudio: could not write the screenshot to {self.demo_screenshot}.", file=sys.stderr)
-                self.exit_code = self.exit_code or 1
+        w = self.w
+        if w.demo_screenshot:
+            w.plots.redraw()
+            if not w.grab().save(w.demo_screenshot):
+                print(f"mpsstudio: could not write the screenshot to {w.demo_screenshot}.", file=sys.stderr)
+                w.exit_code = w.exit_code or 1
             else:
-                print(f"screenshot saved to {self.demo_screenshot}")
-        self.close()
+                print(f"screenshot saved to {w.demo_screenshot}")
+        w.close()
 
 
 def finished_sentence(result) -> str:

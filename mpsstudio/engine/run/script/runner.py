@@ -129,14 +129,14 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
         switches.update(settings.flags())
 
     def concluding() -> None:  # the run ends (however): its config says what the script used, where it was seen
-        if config.batch_size is None and counter.batch is not None and not batch_problem(counter.batch):  # what was
-            # seen (never a default, nor a count no run can keep)
-            config.batch_size = counter.batch
+        if tracker.config.batch_size is None and counter.batch is not None and not batch_problem(counter.batch):
+            # what was seen (never a default, nor a count no run can keep)
+            tracker.configure(batch_size=counter.batch)
             tracker.batch_from = tracker.batch_from or counter.input.said
         found = settings.seen(counter.optimizers, counter.model, counter.model_input, counter.autocast,
                               switches) if switches else {}
         if found:
-            settings.apply(config, found)
+            tracker.configure(**settings.changes(config, found))
             tracker.result.summary["script_settings"] = found
             tracker.result.summary["script_settings_words"] = settings.words(found, config.device)
     tracker.on_measure, tracker.on_finish = measuring, concluding

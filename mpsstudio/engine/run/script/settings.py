@@ -63,17 +63,16 @@ def precision(found: dict) -> str | None:
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(weights) if weights else None
 
 
-def apply(config: RunConfig, found: dict) -> None:
-    """The run's config says what the script used: its optimizer, learning rate, precision, TF32 (both switches
-    on), torch.compile and channels_last; None where not seen (a script run's config has no defaults of ours)."""
+def changes(config: RunConfig, found: dict) -> dict:
+    """What the run's config says the script used: its optimizer, learning rate, precision, TF32 (both switches on,
+    or convolutions only), torch.compile and channels_last; None where not seen (a script run's config has no
+    defaults of ours)."""
     name = found.get("optimizer")
-    config.optimizer = name.lower() if isinstance(name, str) else None
-    config.lr = found.get("lr")
-    config.precision = precision(found)
-    config.tf32 = bool(config.device.startswith("cuda") and found.get("tf32_matmul") and found.get("tf32_cudnn"))
-    config.tf32_conv = bool(config.device.startswith("cuda") and found.get("tf32_cudnn") and not config.tf32)
-    config.compile = bool(found.get("compiled"))
-    config.channels_last = bool(found.get("channels_last"))
+    cuda = config.device.startswith("cuda")
+    tf32 = bool(cuda and found.get("tf32_matmul") and found.get("tf32_cudnn"))
+    return {"optimizer": name.lower() if isinstance(name, str) else None, "lr": found.get("lr"),
+            "precision": precision(found), "tf32": tf32, "tf32_conv": bool(cuda and found.get("tf32_cudnn") and not tf32),
+            "compile": bool(found.get("compiled")), "channels_last": bool(found.get("channels_last"))}
 
 
 def words(found: dict, device: str) -> list[str]:

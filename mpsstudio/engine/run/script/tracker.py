@@ -87,27 +87,32 @@ class Tracker:
     def warm(self) -> int:
         return self.config.warmup_steps
 
+    def configure(self, **changes) -> RunConfig:
+        """The run's config with these changes (what the script turned out to use), the result's too."""
+        self.config = self.result.config = self.config.changed(**changes)
+        return self.config
+
     @property
     def total(self) -> int:
         return self.warm + self.limit if self.limit else UNBOUNDED
 
     def _start(self, loss: torch.Tensor, batch_size: int) -> None:
-        cfg = self.config
-        elsewhere = trained_elsewhere(cfg.device, loss.device)
+        elsewhere = trained_elsewhere(self.config.device, loss.device)
         if elsewhere and self.asked:
             self.result.summary["trained_on"] = elsewhere
-            self.finish("failed", wrong_device(cfg.device, elsewhere))
+            self.finish("failed", wrong_device(self.config.device, elsewhere))
             raise ScriptDone()
         if elsewhere:  # a script run by python: its run is where its loss is
-            cfg.device = elsewhere
-        cfg.batch_size = batch_size
+            self.configure(device=elsewhere)
+        self.configure(batch_size=batch_size)
+        cfg = self.config
         self.device = devices.resolve_device(cfg.device)
         env, self.meter = run_environment(cfg, self.device, flush_denormal=None, env=self.machine)  # not touched
         env["tracked"] = self.how
         self.result.env = env
         self.overlap = self.device.kind in ("cuda", "mps")
         if self.overlap:  # each window's synchronization idles a GPU (~2 ms on an H100): fewer, longer windows
-            cfg.window_s = max(cfg.window_s, GPU_WINDOW_S)
+            cfg = self.configure(window_s=max(cfg.window_s, GPU_WINDOW_S))
             self.meter.span_s = max(self.meter.span_s, GPU_SPAN_S)
         base = self.device.in_use(self.device.memory()) if self.device.kind == "cpu" else 0
         self.windows = Windows(cfg, self.device, self.meter, self.result.losses, self.result.windows, self.emit,
