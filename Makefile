@@ -21,7 +21,7 @@ test: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal
 
 # A second Python environment with another torch (2.13; this machine's pip finds a CPU-only wheel in its
-# find-links), for comparing torch versions (bench --python) and its test (tests/test_other_python.py).
+# find-links), for comparing torch versions (bench --python) and its test (tests/engine/process/test_interpreter.py).
 OTHER := .venv-other
 .PHONY: other-torch
 other-torch: $(OTHER)/.installed

@@ -3,7 +3,7 @@ claim this script checks against the real macOS arm64 wheels of what constraints
 coremltools, zeus-apple-silicon, psutil; psutil's macOS C source from its sdist; Foundation's constants from
 pyobjc-framework-Cocoa), downloaded by pip and read where they lie (zip members, Mach-O symbol tables, strings).
 A fake written from the documentation is kinder than the implementation; these claims are what the test fakes
-(tests/fake_mps.py) copy.
+(tests/support/fake_mps.py) copy.
 
     python benchmarks/apple_ledger.py [--torch VERSION] [--torch-table] [--cache DIR]     (make apple-check)
 

@@ -1,5 +1,5 @@
 """Shared fixtures: every test gets its own folders (history, settings, cache, logs), so nothing touches the
-user's real files; `tests/test_user_folders.py` checks the same for the suite's subprocesses."""
+user's real files; `tests/scenarios/test_user_folders.py` checks the same for the suite's subprocesses."""
 
 import os
 
@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 def pytest_sessionstart(session):
     """The session's own folders and run processes' memory cap in the environment (each test then gets folders of
-    its own: _private_folders; pooled run processes keep the session's: tests/processes.py, WarmPool).
+    its own: _private_folders; pooled run processes keep the session's: tests/support/processes.py, WarmPool).
 
     Garbage is collected in the main thread only, after each test (see _collected_in_the_main_thread): the window
     does the same (gui/collector.py), because Qt objects freed by a collection in another thread (a run thread of
@@ -21,7 +21,7 @@ def pytest_sessionstart(session):
 
     from mpsstudio.engine.process import MEMORY_LIMIT_VAR
 
-    from . import processes
+    from tests.support import processes
 
     base = session.config.mpsstudio_base = tempfile.mkdtemp(prefix="mpsstudio-tests-")
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):
@@ -72,7 +72,7 @@ def _collected_in_the_main_thread():
 def pytest_collection_finish(session):
     """Start the slowest end-to-end test's subprocess (the window's --demo, ~10 s of it importing PyTorch) as
     soon as it is collected, so it runs beside the in-process tests; its test collects the result."""
-    from .test_user_folders import DEMO_TEST, start_demo
+    from tests.support.sandbox import DEMO_TEST, start_demo
 
     if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects every test: the one that runs it starts it
         return
@@ -81,7 +81,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session):
-    from . import processes
+    from tests.support import processes
 
     if processes.POOL is not None:
         processes.POOL.close()
@@ -115,7 +115,7 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def _short_idle_readings(monkeypatch):
     """A run with an energy counter reads its device's idle power for IDLE_S (1 s) before its measured phase; runs
-    in tests read it for 10 ms (tests/test_energy_idle.py checks the reading itself at its real length)."""
+    in tests read it for 10 ms (tests/engine/machine/energy/test_idle.py checks the reading itself at its real length)."""
     from mpsstudio.engine.machine.energy import meter
 
     monkeypatch.setattr(meter, "IDLE_S", 0.01)
@@ -129,7 +129,7 @@ def _runs_in_process(request, monkeypatch):
     from mpsstudio.engine import process
     from mpsstudio.engine.process import handles
 
-    from . import processes
+    from tests.support import processes
 
     processes.POOL.refill()  # first, while the environment is the session's (see WarmPool)
     if request.node.get_closest_marker("spawn"):  # fresh interpreters, as the app starts them
@@ -185,7 +185,7 @@ def run_pids(monkeypatch):
     from mpsstudio.engine import process
     from mpsstudio.engine.process import handles
 
-    from .processes import assert_gone
+    from tests.support.processes import assert_gone
 
     pids: list[int] = []
     real, handing = process.RunProcess.__init__, handles.new_process  # the warm pool's take (_runs_in_process)
@@ -207,7 +207,7 @@ def run_pids(monkeypatch):
 
 @pytest.fixture
 def fake_mps(monkeypatch):
-    """`fake_mps(**kwargs)`: a faked Apple Silicon Mac whose GPU behaves like torch's MPS (tests/fake_mps.py), active
+    """`fake_mps(**kwargs)`: a faked Apple Silicon Mac whose GPU behaves like torch's MPS (tests/support/fake_mps.py), active
     for the rest of the test in this thread and in every run, tool and check, which then run in-process."""
     import contextlib
     import functools
@@ -216,7 +216,7 @@ def fake_mps(monkeypatch):
     from mpsstudio.engine.machine import probe
     from mpsstudio.engine.process import handles
 
-    from .fake_mps import FakeMPS
+    from tests.support.fake_mps import FakeMPS
 
     with contextlib.ExitStack() as stack:
         stack.callback(probe.forget)  # a device check cached in this process must not outlive its faked Mac
@@ -226,7 +226,7 @@ def fake_mps(monkeypatch):
 
             probe.forget()
             # the faked GPU computes on this machine's shared CPU: a timing there says nothing about memory pressure
-            # (on a loaded machine it called the allocator's own boundary "memory pressure"); tests/test_tools.py
+            # (on a loaded machine it called the allocator's own boundary "memory pressure"); tests/engine/tools/test_tools.py
             # tests that rule on its own
             monkeypatch.setattr(maxbatch, "COLLAPSE", 0.0)
             fake = FakeMPS(**kwargs).install(monkeypatch)
@@ -235,3 +235,13 @@ def fake_mps(monkeypatch):
                                                                             context=fake.activate))
             return fake
         yield make
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A run history of its own, closed after the test."""
+    from mpsstudio.engine.history.store import RunStore
+
+    s = RunStore(tmp_path / "runs.sqlite3")
+    yield s
+    s.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import re
@@ -15,8 +16,8 @@ import pytest
 
 import mpsstudio
 from mpsstudio import frozen
+from tests.support.paths import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGING = ROOT / "packaging"
 ICON_SIZES = (16, 32, 64, 128, 256, 512, 1024)
 
@@ -219,18 +220,41 @@ def test_psn_argument_is_dropped():
 PACKAGE_DIR = Path(mpsstudio.__file__).parent
 MAX_MODULE_LINES = 400
 MAX_FOLDER_MODULES = 15
+# The limits are signs, not numbers to trim toward: a module past ~400 lines or a folder past ~15 modules asks "is
+# this two things?". Where the answer was no, it is written here, and the module may grow without squeezing lines.
+ANSWERED: dict[str, str] = {}
 
 
-def test_no_module_is_over_400_lines():
+def test_no_module_is_over_400_lines_without_an_answer():
     long = {str(p.relative_to(PACKAGE_DIR)): n for p in PACKAGE_DIR.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
-    assert long == {}, "split these along their responsibilities"
+    assert {k: n for k, n in long.items() if k not in ANSWERED} == {}, "split these along their responsibilities"
 
 
-def test_no_folder_holds_over_15_modules():
+def test_no_folder_holds_over_15_modules_without_an_answer():
     crowded = {}
     for folder in [PACKAGE_DIR, *(p for p in PACKAGE_DIR.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
         modules = list(folder.glob("*.py"))  # __init__.py counted too
-        if len(modules) > MAX_FOLDER_MODULES:
+        if len(modules) > MAX_FOLDER_MODULES and str(folder.relative_to(PACKAGE_DIR)) not in ANSWERED:
             crowded[str(folder.relative_to(PACKAGE_DIR))] = len(modules)
     assert crowded == {}, "group these modules into packages by responsibility"
+
+
+def private_imports(root: Path) -> list[str]:
+    """Every `from x import _name` under root: a private name shared across modules should be made public."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [f"{path.relative_to(root)}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_imports(PACKAGE_DIR) == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    (tmp_path / "a.py").write_text("from .b import _hidden, shown\nfrom __future__ import annotations\n")
+    assert private_imports(tmp_path) == ["a.py:1 _hidden"]

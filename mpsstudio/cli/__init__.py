@@ -3,9 +3,10 @@
 Exit codes: 0 success, 1 a run failed, 2 bad input (one line on stderr, never a traceback), 130 interrupted (Ctrl-C),
 143 / 129 stopped by SIGTERM / SIGHUP (handled as Ctrl-C: the run in progress kept as cancelled).
 (`mpsstudio` with no subcommand opens the window: see launcher.py.) One module per group of subcommands: bench
-(bench, demo), launch (launch-benchmark), tools (sweep, max-batch, inspect), deploy (export, deploy-bench),
-diagnose, history, report, info (devices, models,
-datasets, doctor); what they share is in common and progress, the arguments in parser.
+(bench, demo, run), launch (launch-benchmark), tools (sweep, max-batch, inspect), tune, deploy (export, deploy-bench),
+diagnose, history, report, info (devices, models, datasets, doctor); what they share is in common (arguments to a
+config, tables, exit codes) and runs (the runs a subcommand makes: a progress line each, kept as each ends), the
+arguments in parser.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .bench import model_paths
 from .common import (EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
                      interrupted)
 from .parser import build_parser
-from .progress import keep_interrupted_runs
+from .runs import keep_interrupted_runs
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
            "model_paths"]

@@ -13,7 +13,7 @@ from .common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, available_devices
                      config_from_args, find_run, format_table, gpu_counts, interrupted)
 
 DEFAULT_FAIL_OVER = 0.05
-from .progress import Progress, download_progress, keep, print_verdicts
+from .runs import Progress, download_progress, keep, print_verdicts
 
 
 def cmd_bench(args) -> int:

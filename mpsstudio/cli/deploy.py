@@ -114,7 +114,7 @@ def cmd_deploy_bench(args) -> int:
     from ..engine.tools import toolview
     from ..engine.tools.coreml import COMPRESSIONS
     from ..engine.tools.deploybench import DEFAULT_BATCHES
-    from .tools import _progress, report
+    from .tools import show_progress, report
 
     check_json_path(args.json)
     check_timeout(args.timeout)
@@ -153,7 +153,7 @@ def cmd_deploy_bench(args) -> int:
     try:
         result = process.run_tool("deploy-bench", {"models": names, "batch_sizes": sizes, "devices": devices,
                                                    "weights": args.weights, "compress": compress},
-                                  progress=_progress,
+                                  progress=show_progress,
                                   timeout_s=args.timeout)
     except UserError as exc:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)

@@ -16,9 +16,9 @@ def cmd_diagnose(args) -> int:
     from ..engine.basics.config import DEVICE_PATTERN
     from ..engine.tools.diagnose import MAX_AFTER_STEPS
     from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
-    from .tools import _prelude, _print_table, _run_tool, report
+    from .tools import tool_prelude, print_table, run_one_tool, report
 
-    cfg = _prelude(args)
+    cfg = tool_prelude(args)
     changes = {name: getattr(args, name) for name in ("batch_size", "workers", "mode")
                if getattr(args, name, None) is not None}
     if args.channels_last:
@@ -41,7 +41,7 @@ def cmd_diagnose(args) -> int:
     cfg = cfg.with_device(names[0])
     stopped = None
     try:
-        result = _run_tool("diagnose", cfg, args, f"diagnosing {cfg.model} on {', '.join(names)}", devices=names,
+        result = run_one_tool("diagnose", cfg, args, f"diagnosing {cfg.model} on {', '.join(names)}", devices=names,
                            layers=args.layers, after_steps=args.after_steps)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the devices diagnosed so far are kept
         if getattr(exc, "partial", None) is None:
@@ -56,7 +56,7 @@ def cmd_diagnose(args) -> int:
             if d.get(key):
                 print(f"\n{d['device']}, {when} (precision {d[key]['precision']}, tolerance "
                       f"{d[key]['tolerance']:.0e}; relative error = max|device - reference| / max|reference|):")
-                _print_table(layers_table(d[key], limit=24))
+                print_table(layers_table(d[key], limit=24))
         print()
     code = report("diagnose", result, anatomy_table(result), args, stopped, "what was diagnosed so far",
                   notes=result.get("notes", []))

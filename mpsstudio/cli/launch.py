@@ -8,7 +8,7 @@ import sys
 from ..engine.basics.formatting import plural, printable
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      grid, interrupted)
-from .progress import Progress, download_progress, keep, print_verdicts
+from .runs import Progress, download_progress, keep, print_verdicts
 
 
 def cmd_launch_benchmark(args) -> int:

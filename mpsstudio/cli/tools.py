@@ -29,7 +29,7 @@ def _checked_device(name: str | None) -> str:
     return device
 
 
-def _prelude(args):
+def tool_prelude(args):
     from ..engine.models import registry as models
 
     check_json_path(args.json)
@@ -41,12 +41,12 @@ def _prelude(args):
     return cfg
 
 
-def _print_table(table) -> None:
+def print_table(table) -> None:
     headers, rows, numeric = table
     print(grid(headers, [[printable(c) for c in row] for row in rows], numeric))
 
 
-def _finish(kind: str, result: dict, args) -> None:
+def finish_tool(kind: str, result: dict, args) -> None:
     """The history, then --json: the result is on screen first and in the history whatever happens to the file (a
     --json that cannot be written is one sentence, after the result was kept)."""
     from ..engine.history.runfiles import export_tool_json
@@ -81,7 +81,7 @@ def save_tool(kind: str, result: dict, record=None) -> None:
         print(f"mpsstudio: the {kind} result was not kept in the history: {exc}", file=sys.stderr)
 
 
-def _progress(message: str, fraction: float) -> None:
+def show_progress(message: str, fraction: float) -> None:
     if sys.stderr.isatty():
         print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
 
@@ -93,7 +93,7 @@ def cmd_sweep(args) -> int:
     from ..engine.run import session
     from ..engine.tools import sweep, toolview
 
-    cfg = _prelude(args)
+    cfg = tool_prelude(args)
     if args.mode:
         cfg = cfg.changed(mode=args.mode).validate()
     sizes = sweep.parse_batch_sizes(args.batch_sizes)
@@ -112,15 +112,15 @@ def cmd_sweep(args) -> int:
     def point(c):
         ended = []
         try:
-            return process.run_point(c, progress=_progress, timeout_s=args.timeout,
+            return process.run_point(c, progress=show_progress, timeout_s=args.timeout,
                                      on_event=lambda e: ended.append(e.result) if isinstance(e, Ended) else None)
         except KeyboardInterrupt as exc:  # the point was kept as cancelled (its Ended event) and its process ended
             stopped.append(exc)
             return ended[-1] if ended else None
     result = series.sweep(cfg, devices, sizes, steps=steps, warmup=warmup, point=point,
                           should_stop=lambda: bool(stopped), say=lambda line: print(line, file=sys.stderr, flush=True))
-    _print_table(toolview.sweep_table(result))
-    _finish("sweep", result, args)
+    print_table(toolview.sweep_table(result))
+    finish_tool("sweep", result, args)
     print(f"\n{printable(result['sentence'])}")
     if stopped:
         code, words = interrupted(stopped[0])
@@ -130,13 +130,13 @@ def cmd_sweep(args) -> int:
     return EXIT_OK if result["best"] else EXIT_RUN_FAILED
 
 
-def _run_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
+def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
     """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
     from ..engine import process
 
     print(f"{doing}...", file=sys.stderr)
     try:
-        return process.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=_progress,
+        return process.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=show_progress,
                                   timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
     finally:
         if sys.stderr.isatty():
@@ -148,13 +148,13 @@ def cmd_max_batch(args) -> int:
     from ..engine.basics.config import MAX_BATCH
     from ..engine.tools.maxbatch import DEFAULT_CAP
 
-    cfg = _prelude(args).with_device(_checked_device(args.device))
+    cfg = tool_prelude(args).with_device(_checked_device(args.device))
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     cap = args.max_batch if args.max_batch is not None else DEFAULT_CAP
     if not 1 <= cap <= MAX_BATCH:
         raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
     try:
-        result, stopped = _run_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that "
+        result, stopped = run_one_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that "
                                     f"trains on {cfg.device}", memory_limit=limit, cap=cap), None
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the search was asked to stop; what it found is kept
         if getattr(exc, "partial", None) is None:
@@ -168,10 +168,10 @@ def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | No
            notes: list[str] | None = None) -> int | None:
     """A tool's table, notes, --json and history, then its sentence; the exit status when it was stopped (what it
     found is kept), None otherwise."""
-    _print_table(table)
+    print_table(table)
     for note in notes or []:
         print(f"note: {printable(note)}")
-    _finish(kind, result, args)
+    finish_tool(kind, result, args)
     print(f"\n{printable(result['sentence'])}")
     if stopped is None:
         return None
@@ -183,8 +183,8 @@ def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | No
 def cmd_inspect(args) -> int:
     from ..engine.tools import toolview
 
-    cfg = _prelude(args).with_device(_checked_device(args.device))
-    result = _run_tool("inspect", cfg, args, f"inspecting {cfg.model} on {cfg.device}")
+    cfg = tool_prelude(args).with_device(_checked_device(args.device))
+    result = run_one_tool("inspect", cfg, args, f"inspecting {cfg.model} on {cfg.device}")
     print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
     if result.get("parity"):
         par = result["parity"]
@@ -192,11 +192,11 @@ def cmd_inspect(args) -> int:
         print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, on a fixed "
               f"parity batch of {par.get('batch_size', '?')} samples"
               + (f"; the recorded training step used batch {recorded:,}" if isinstance(recorded, int) else "") + "):")
-        _print_table(toolview.parity_table(result))
+        print_table(toolview.parity_table(result))
     if result.get("fallback_ops"):
         print()
-        _print_table(toolview.fallback_table(result))
-    _finish("inspect", result, args)
+        print_table(toolview.fallback_table(result))
+    finish_tool("inspect", result, args)
     print(f"\n{printable(result['sentence'])}")
     bad = not result["probe"]["ok"] or (result.get("parity") and not result["parity"]["ok"])
     return EXIT_RUN_FAILED if bad else EXIT_OK

@@ -8,7 +8,7 @@ import sys
 
 from ..engine.basics.formatting import plural, printable
 from .common import EXIT_OK, EXIT_RUN_FAILED, available_devices, interrupted
-from .tools import _finish, _prelude, _print_table, _progress
+from .tools import finish_tool, tool_prelude, print_table, show_progress
 
 
 def train_samples(cfg) -> int | None:
@@ -36,7 +36,7 @@ def cmd_tune(args) -> int:
     from ..engine.run import session
     from ..engine.tools import toolview, tune
 
-    cfg = _prelude(args)
+    cfg = tool_prelude(args)
     budget_s = tune.parse_budget(args.budget)
     rounds = tune.parse_rounds(args.rounds)
     steps = args.steps if args.steps is not None else tune.DEFAULT_STEPS
@@ -58,13 +58,13 @@ def cmd_tune(args) -> int:
         print(f"mpsstudio: the parity check of {c.precision} on {c.device} did not run: {sentence}", file=sys.stderr)
     result = series.tune(cfg, g, budget_s=budget_s, steps=steps, warmup=warmup, max_rounds=rounds,
                          should_stop=lambda: bool(stopped), say=lambda line: print(line, file=sys.stderr, flush=True),
-                         point_kwargs={"progress": _progress, "timeout_s": min(args.timeout or float("inf"),
+                         point_kwargs={"progress": show_progress, "timeout_s": min(args.timeout or float("inf"),
                                                                                 max(60.0, budget_s))},
                          tool_kwargs={"timeout_s": args.timeout}, on_check_failed=check_failed,
                          interrupted=stopped.append)
-    _print_table(toolview.tune_table(result))
+    print_table(toolview.tune_table(result))
     print(f"{toolview.TUNE_LEGEND}\n\n{printable(result['sentence'])}")  # on screen first, whatever the files do
-    _finish("tune", result, args)
+    finish_tool("tune", result, args)
     if stopped:
         code, words = interrupted(stopped[0])
         print(f"mpsstudio: {words}; what the tune measured so far is kept.", file=sys.stderr)

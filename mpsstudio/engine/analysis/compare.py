@@ -299,7 +299,7 @@ def _fill_speedups(c: Comparison) -> None:
             e.round_speedups = {}  # fewer than two paired rounds: a single pair, with its window bootstrap
         e.speedup = speedup(e.run, cpu.run)
         if e.speedup is not None:  # resampled when first asked for (Entry.low, .high, .method)
-            e._pending = (_rates(e.run), _rates(cpu.run), _seed(e.run.id, cpu.run.id))
+            e._pending = (run_rates(e.run), run_rates(cpu.run), pair_seed(e.run.id, cpu.run.id))
 
 
 def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
@@ -313,14 +313,14 @@ def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
             for o in accel if o.machine_id != home for m in mine]
 
 
-def _rates(run: RunResult) -> list[float]:
+def run_rates(run: RunResult) -> list[float]:
     if run.window_rates is not None:
         return list(run.window_rates)
     return [w["samples_per_s"] for w in run.windows
             if isinstance(w, dict) and is_finite(w.get("samples_per_s")) and w["samples_per_s"] > 0]
 
 
-def _seed(*ids: str) -> int:
+def pair_seed(*ids: str) -> int:
     return zlib.crc32("/".join(ids).encode())
 
 

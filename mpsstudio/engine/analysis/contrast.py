@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, printable, spread_of
 from ..basics.results import RunResult
-from .compare import _rates, _seed, bootstrap_ratio, machine_id, short_machine
+from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
 from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
 from .scaling import device_label
 
@@ -70,7 +70,7 @@ class Contrast:
         what = {"setting": f"{SETTING_AXES.get(self.axis, self.axis)} compared",
                 "environment": "environments compared", "selected": "selected runs compared"}[self.kind]
         differ = {d.key for v in self.rows for d in v.diffs if d.kind == "setting"}
-        setup = _setup_words(c, skip={self.axis} if self.kind == "setting" else differ)
+        setup = setup_words(c, skip={self.axis} if self.kind == "setting" else differ)
         return printable(f"{setup} on {c.device}: {what}" if self.kind != "selected" else f"{setup}: {what}")
 
     def sentences(self, diagnoses: Sequence[dict] = ()) -> list[str]:
@@ -87,17 +87,17 @@ class Contrast:
 
 def usable(r: RunResult) -> bool:
     """A finished run with a throughput: what a contrast compares."""
-    return _usable(r)
+    return usable_run(r)
 
 
-def _usable(r: RunResult) -> bool:
+def usable_run(r: RunResult) -> bool:
     return r.status == "finished" and is_finite(r.summary.get("samples_per_s")) and r.summary["samples_per_s"] > 0
 
 
 def versus(base: RunResult, other: RunResult) -> Versus:
-    usable = _usable(other) and _usable(base)  # a failed or stopped run is never compared
+    usable = usable_run(other) and usable_run(base)  # a failed or stopped run is never compared
     ratio = other.summary["samples_per_s"] / base.summary["samples_per_s"] if usable else None
-    interval = bootstrap_ratio(_rates(other), _rates(base), seed=_seed(other.id, base.id)) if ratio else None
+    interval = bootstrap_ratio(run_rates(other), run_rates(base), seed=pair_seed(other.id, base.id)) if ratio else None
     low, high = interval if interval else (None, None)
     return Versus(other, ratio, low, high, differences(base, other))
 
@@ -106,8 +106,8 @@ def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: 
             axis: str = "") -> Contrast:
     """The given runs against `baseline` (default: the oldest); a run without a throughput has no ratio."""
     ordered = sorted(runs, key=lambda r: r.created_at)
-    usable = [r for r in ordered if _usable(r)]  # a failed run is never the baseline: nothing could be divided by it
-    base = baseline if baseline is not None and _usable(baseline) else (usable or ordered)[0]
+    usable = [r for r in ordered if usable_run(r)]  # a failed run is never the baseline: nothing could be divided by it
+    base = baseline if baseline is not None and usable_run(baseline) else (usable or ordered)[0]
     rows = [versus(base, r) for r in ordered if r.id != base.id]
     return Contrast(kind, base, rows, axis)
 
@@ -131,7 +131,7 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
                containing: str | None = None) -> list[Contrast]:
     """Runs of one setup, device, machine and environment that differ in exactly one setting (SETTING_AXES);
     `containing`: only the groups holding that run (the window asks for the selected run's)."""
-    usable = [r for r in results if _usable(r)]
+    usable = [r for r in results if usable_run(r)]
     keys = {r.id: r.config.comparison_key() for r in usable}  # once per run, not once per axis
     prints = {r.id: _env_print(r, "threads") for r in usable}
     full = {r.id: _env_print(r) for r in usable}
@@ -160,7 +160,7 @@ def by_environment(results: Iterable[RunResult], baseline_id: str | None = None,
     `containing`: only the group holding that run."""
     groups: dict[tuple, list[RunResult]] = {}
     for r in results:
-        if _usable(r):
+        if usable_run(r):
             groups.setdefault((r.config.comparison_key(), device_kind(r.config.device)), []).append(r)
     out = []
     for members in groups.values():
@@ -187,7 +187,7 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
 # ---------------------------------------------------------------- words
 
 
-def _setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
+def setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
     """"resnet18 on cifar10, batch 64, bf16": what the runs share (`skip`: what differs between them)."""
     parts = []
     if "model" not in skip:
@@ -244,7 +244,7 @@ def verdict(c: Contrast, v: Versus) -> str:
     base = c.baseline
     noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
     setting_keys = {d.key for d in v.diffs if d.kind == "setting"}
-    setup = _setup_words(base.config, skip=setting_keys)
+    setup = setup_words(base.config, skip=setting_keys)
     if v.ratio is None:
         return (f"Run {v.run.id[:8]} has no throughput to compare ({printable(v.run.status)}): it is not compared "
                 f"with run {base.id[:8]}.")

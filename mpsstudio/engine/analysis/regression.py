@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_timestamp
 from ..basics.results import RunResult
-from .contrast import Versus, _setup_words, _usable, device_kind, ratio_words, versus
+from .contrast import Versus, setup_words, usable_run, device_kind, ratio_words, versus
 
 # What a regression check's baseline must share with a new run: the work itself (what differs beyond is named)
 WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
@@ -39,13 +39,13 @@ def workload(c: RunConfig, device_too: bool = True) -> tuple:
 
 def baseline_for(baselines: Sequence[RunResult], config: RunConfig) -> RunResult | None:
     """The newest finished baseline run of the same work on the same kind of device, or None."""
-    same = [r for r in baselines if _usable(r) and workload(r.config) == workload(config)]
+    same = [r for r in baselines if usable_run(r) and workload(r.config) == workload(config)]
     return max(same, key=lambda r: r.created_at) if same else None
 
 
 def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> str:
     """"" when some config has a baseline, else the sentence saying why none does (bad input)."""
-    usable = [r for r in baselines if _usable(r)]
+    usable = [r for r in baselines if usable_run(r)]
     if not usable:
         return "The baseline holds no finished run with a throughput to compare with; choose another."
     if any(baseline_for(usable, c) is not None for c in configs):
@@ -54,7 +54,7 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
     if any(workload(b.config, False) == workload(c, False) for c in configs):
         return (f"The baseline ran on {b.config.device} and this bench on {', '.join(c.device for c in configs)}: "
                 "choose a baseline of the same kind of device.")
-    return (f"The baseline is another setup ({_setup_words(b.config)}) than this bench ({_setup_words(configs[0])}); "
+    return (f"The baseline is another setup ({setup_words(b.config)}) than this bench ({setup_words(configs[0])}); "
             "give the same model, dataset, batch, precision and options, or another baseline.")
 
 
@@ -168,13 +168,13 @@ def regressions(baselines: Sequence[RunResult], results: Sequence[RunResult], th
     """Each device's finished runs (one a process) against its baseline's runs of the same work."""
     by_device: dict[str, list[RunResult]] = {}
     for r in sorted(results, key=lambda r: r.created_at):
-        if _usable(r):
+        if usable_run(r):
             by_device.setdefault(r.config.device, []).append(r)
     out = []
     for runs in by_device.values():
         r = runs[-1]
         base = baseline_for(baselines, r.config)
         if base is not None:
-            bases = [b for b in baselines if _usable(b) and workload(b.config) == workload(r.config)]
+            bases = [b for b in baselines if usable_run(b) and workload(b.config) == workload(r.config)]
             out.append(Regression(versus(base, r), base, threshold, runs, bases))
     return out

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..basics.config import _key_names
+from ..basics.config import key_names
 from ..basics.formatting import fmt_bytes
 from ..basics.results import RunResult
-from .compare import _rates, _seed, bootstrap_ratio, short_machine
+from .compare import run_rates, pair_seed, bootstrap_ratio, short_machine
 from .stability import drift, settled_from
 
 SUPERLINEAR = 1.05  # an efficiency whose interval lies above this: said to be suspect
@@ -44,11 +44,11 @@ def device_label(r: RunResult) -> str:
 
 def setup_key(r: RunResult) -> tuple:
     """The setup without how many GPUs ran it (what a scaling groups by)."""
-    return tuple((name, repr(getattr(r.config, name))) for name in _key_names() if name not in SPREAD_KEYS)
+    return tuple((name, repr(getattr(r.config, name))) for name in key_names() if name not in SPREAD_KEYS)
 
 
 def _usable(r: RunResult) -> bool:
-    return r.status == "finished" and bool(r.summary.get("samples_per_s")) and len(_rates(r)) >= 1
+    return r.status == "finished" and bool(r.summary.get("samples_per_s")) and len(run_rates(r)) >= 1
 
 
 @dataclass
@@ -63,13 +63,13 @@ class Point:
     steady_from: int | None = 0  # the first steady window (stability.settled_from); None: never steady
 
     def __post_init__(self) -> None:
-        rates = _rates(self.run)
-        self.steady_from = settled_from(rates, _seed(self.run.id)) if len(rates) >= 2 else 0
+        rates = run_rates(self.run)
+        self.steady_from = settled_from(rates, pair_seed(self.run.id)) if len(rates) >= 2 else 0
 
     @property
     def rates(self) -> list[float]:
         """The windows measured in steady state (all of them where the run never settled: said apart)."""
-        rates = _rates(self.run)
+        rates = run_rates(self.run)
         return rates[self.steady_from:] if self.steady_from else rates
 
     @property
@@ -109,8 +109,8 @@ class Point:
         """"its windows fell from 7,400 to 5,600 samples/s [...] and had not settled at its end" ("" when steady)."""
         if self.steady:
             return ""
-        rates = _rates(self.run)
-        found = drift(rates, _seed(self.run.id))
+        rates = run_rates(self.run)
+        found = drift(rates, pair_seed(self.run.id))
         third = max(1, len(rates) // 3)
         import statistics
 
@@ -279,7 +279,7 @@ def scalings(results: Iterable[RunResult]) -> list[Scaling]:
             if one is not None:
                 p.speedup = p.samples_per_s / one.samples_per_s
                 interval = (1.0, 1.0) if p is one else bootstrap_ratio(p.rates, one.rates,
-                                                                         _seed(p.run.id, one.run.id))
+                                                                         pair_seed(p.run.id, one.run.id))
                 if interval is not None:
                     p.low, p.high = interval
         beside = [r for r in usable if setup_key(r) == key and world_of(r) == 1 and

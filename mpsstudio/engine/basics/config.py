@@ -135,7 +135,7 @@ class RunConfig:
     # checks it); None: MPS Studio's own. Not part of the setup: runs of one setup in two environments are compared
     # by their environments (analysis/contrast.py), whose records say which torch ran.
     python: str | None = None
-    # Data-parallel training on several GPUs (process/launch.py): `gpus` ranks on this machine, launched by torchrun,
+    # Data-parallel training on several GPUs (process/rank.py): `gpus` ranks on this machine, launched by torchrun,
     # each with its own GPU and a disjoint share of the data, the model in DistributedDataParallel; `batch_size` is
     # per rank. `torchrun`: its options for several machines (TORCHRUN_OPTIONS: --nnodes, the rendezvous), passed
     # through. `rank_timeout_s`: how long a rank waits for the others at a collective before the run fails (a hung
@@ -354,14 +354,14 @@ class RunConfig:
         """What must be equal for two runs to be compared: everything except the device (and the interpreter, whose
         torch is part of the run's environment, and how long ranks wait for each other); for a script, also except
         what differs by device (SCRIPT_PER_DEVICE: its runs are compared as the script trains on each)."""
-        names = _key_names()
+        names = key_names()
         if self.is_script:
             names = tuple(n for n in names if n not in SCRIPT_PER_DEVICE)
         return tuple((name, repr(getattr(self, name))) for name in names)
 
 
 @functools.cache
-def _key_names() -> tuple[str, ...]:
+def key_names() -> tuple[str, ...]:
     """RunConfig's field names but the device and the interpreter, sorted (once: a history of 10,000 runs asks
     10,000 times)."""
     return tuple(sorted(f.name for f in fields(RunConfig) if f.name not in ("device", "python", "rank_timeout_s")))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .errors import UserError
 from .formatting import one_line
 
-# torchrun's options a run passes through (run on several machines; process/launch.py): --nproc-per-node is --gpus,
+# torchrun's options a run passes through (run on several machines; process/rank.py): --nproc-per-node is --gpus,
 # restarts would hide a failed rank, and the rest (its log folders, its own entry point) are the launch's own
 TORCHRUN_OPTIONS = ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
                     "--master-addr", "--master-port", "--local-addr")

@@ -104,7 +104,7 @@ def torch_at_least(major: int, minor: int) -> bool:
     return _version_tuple(str(torch.__version__))[:2] >= (major, minor)
 
 
-def _macos_at_least(major: int, minor: int = 0) -> bool:
+def macos_at_least(major: int, minor: int = 0) -> bool:
     return _version_tuple(macos_version())[:2] >= (major, minor)
 
 
@@ -124,7 +124,7 @@ def mps_unavailable_reason() -> str:
     version = macos_version()
     # Pythons built against old SDKs report Big Sur and later as "10.16"; that says nothing about the minimum.
     needed = mps_min_macos(str(torch.__version__))
-    if version and version != "10.16" and not _macos_at_least(*needed):
+    if version and version != "10.16" and not macos_at_least(*needed):
         return (f"macOS {macos_text(needed)} or newer is needed for the Apple GPU with PyTorch "
                 f"{torch.__version__.split('+')[0]} (this Mac runs macOS {version})")
     if not torch.backends.mps.is_built():

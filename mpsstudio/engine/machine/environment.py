@@ -84,9 +84,9 @@ def cuda_driver() -> str | None:
     if torch.version.cuda is None or not torch.cuda.is_available():
         return None
     try:
-        from .energy.nvml import _nvml
+        from .energy.nvml import load_nvml
 
-        nvml = _nvml()
+        nvml = load_nvml()
         nvml.nvmlInit()
         try:
             version = nvml.nvmlSystemGetDriverVersion()

@@ -10,7 +10,7 @@ from functools import lru_cache
 import torch
 
 from ..basics.config import PRECISIONS
-from .devices import Device, _macos_at_least, macos_version, torch_at_least
+from .devices import Device, macos_at_least, macos_version, torch_at_least
 
 
 def precision_unsupported_reason(device: Device, precision: str) -> str:
@@ -36,7 +36,7 @@ def _mps_precision_reason(precision: str) -> str:
     missing = []
     if not torch_at_least(2, 6):
         missing.append(f"PyTorch 2.6 or newer (this is {torch.__version__})")
-    if not _macos_at_least(14):
+    if not macos_at_least(14):
         missing.append(f"macOS 14 or newer (this Mac runs {macos_version() or 'no macOS'})")
     return "bf16 autocast on MPS needs " + " and ".join(missing) if missing else ""
 

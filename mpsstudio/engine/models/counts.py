@@ -9,7 +9,7 @@ from .catalog import BUILT_IN
 
 PARAMETERS_FILE = "model-parameters.json"  # in the cache folder
 # Counted by registry.parameter_count at each model's default input with torchvision SHIPPED_WITH (constraints.txt's
-# pin); tests/test_models.py counts them again and fails when a model or the pin changes them.
+# pin); tests/engine/models/test_models.py counts them again and fails when a model or the pin changes them.
 SHIPPED_WITH = "0.29"
 SHIPPED = {"mlp": 1_708_298, "mnist_cnn": 831_626, "resnet18": 11_689_512, "resnet50": 25_557_032,
            "vgg16": 138_357_544, "alexnet": 61_100_840, "mobilenet_v3_small": 2_542_856, "efficientnet_b0": 5_288_548,

@@ -17,7 +17,7 @@ from ..basics.errors import UserError
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
 
 
-def _child_main(conn, mps_fallback: bool, output, device: str | None = None, temp: str | None = None,
+def child_main(conn, mps_fallback: bool, output, device: str | None = None, temp: str | None = None,
                 environ: dict | None = None) -> None:
     """Entry point of a run's process: settings first, then torch, then one job from the parent. `environ`: the
     parent's environment when it started this process (a forked child, as the test suite starts them, would
@@ -53,7 +53,7 @@ def foreign_main(conn_fd: int, output_fd: int) -> None:
     if not (isinstance(message, tuple) and len(message) == 5 and message[0] == "settings"):
         os._exit(3)
     _, mps_fallback, device, temp, environ = message
-    _child_main(conn, mps_fallback, output, device, temp, environ)
+    child_main(conn, mps_fallback, output, device, temp, environ)
 
 
 def _exit_now() -> None:

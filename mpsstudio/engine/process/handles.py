@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 
 from ..basics.formatting import one_line, printable
-from .child import _child_main, serve
+from .child import child_main, serve
 from .interpreter import ForeignProcess, child_environment
 from .ending import holding_signals
 from .messages import KINDS, Garbled, load
@@ -85,7 +85,7 @@ class RunProcess:
         if python:
             self.process = ForeignProcess(python, child_conn.fileno(), out_write.fileno())
         else:
-            self.process = ctx.Process(target=_child_main, args=(child_conn, mps_fallback, out_write, *settings[1:]),
+            self.process = ctx.Process(target=child_main, args=(child_conn, mps_fallback, out_write, *settings[1:]),
                                        name="mpsstudio-run")
         with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
             self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up

@@ -1,4 +1,4 @@
-"""One rank of a run on several GPUs (or CPU processes), as torchrun started it (process/launch.py): its process
+"""One rank of a run on several GPUs (or CPU processes), as torchrun started it (process/rank.py): its process
 group, the model in DistributedDataParallel, its share of the data, and what the ranks agree on.
 
 The measurement rules of a run hold across ranks:

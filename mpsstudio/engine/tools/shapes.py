@@ -1,7 +1,7 @@
 """The declared shape of every tool result the history keeps (and of the device check's answer): what the tool's
 process may send, what an imported file may hold, what a pending file or a stored row is read as, and what the views
 (toolview.py, diagnose/view.py, the Tools tab, the CLI) may read. One declaration: registry.checked goes by it, and
-a field a view reads is declared here (tests/test_tool_shapes.py renders every view over mutations of real results).
+a field a view reads is declared here (tests/engine/tools/test_shapes.py renders every view over mutations of real results).
 
 Ranges are what a tool can produce: times, rates, bytes and counts are finite and not negative; shares 0 to 1;
 parity errors finite or null (null: not finite, JSON has no infinity); lists no longer than a tool makes them.

@@ -24,7 +24,7 @@ from ...engine.basics.formatting import error_line, fmt_timestamp
 from ...engine.history.runfiles import export_tool_json
 from ..style import placeholder_label, warning_color
 from .plots import DeployPlot, SweepPlot
-from .views import _chart_over, _table, _words, diagnose_view
+from .views import chart_over, table_widget, words_label, diagnose_view
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
               "Benchmark, Best Settings or Export Model use the setup on the left.")
@@ -205,12 +205,12 @@ class ToolsPanel(QWidget):
             plot = SweepPlot()
             plot.show_sweep(result)
             box.addWidget(plot)
-            box.addWidget(_table(*toolview.sweep_table(result)))
+            box.addWidget(table_widget(*toolview.sweep_table(result)))
             box.setSizes([320, 160])
             box.setObjectName("sweep")
             return box
         if kind == "max-batch":
-            return _table(*toolview.max_batch_table(result))
+            return table_widget(*toolview.max_batch_table(result))
         if kind == "tune":
             from .tune_view import TuneView
 
@@ -220,7 +220,7 @@ class ToolsPanel(QWidget):
         if kind == "deploy-bench":
             plot = DeployPlot()
             plot.show_deploy(result)
-            box, ll = _chart_over(plot)
+            box, ll = chart_over(plot)
             said: dict[str, list[str]] = {}  # one line per different sentence, naming its models
             for name, where in (result.get("placement") or {}).items():
                 text = where.get("sentence") or where.get("reason") or ""
@@ -233,19 +233,19 @@ class ToolsPanel(QWidget):
                 label = QLabel(f"{lead}{text[0].upper()}{text[1:]}.".replace("..", "."))
                 label.setWordWrap(True)
                 ll.addWidget(label)
-            ll.addWidget(_table(*toolview.deploy_table(result)), 1)
+            ll.addWidget(table_widget(*toolview.deploy_table(result)), 1)
             box.setSizes([200, 320])
             box.setObjectName("deploy")
             return box
         if kind == "export":
-            return _table(*toolview.export_table(result))
+            return table_widget(*toolview.export_table(result))
         if kind == "diagnose":
             return diagnose_view(result)
         box = QWidget()
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
         check = result.get("probe") or {}
-        layout.addWidget(_words(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
+        layout.addWidget(words_label(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
                                 f"({check.get('detail', '')})"))
         par = result.get("parity")
         if par:
@@ -255,17 +255,17 @@ class ToolsPanel(QWidget):
                            f"max|reference|):")
             label.setWordWrap(True)
             layout.addWidget(label)
-            layout.addWidget(_table(*toolview.parity_table(result, limit=50)), 2)
+            layout.addWidget(table_widget(*toolview.parity_table(result, limit=50)), 2)
         ops = result.get("fallback_ops") or []
         if result.get("fallback_applies") or ops:
-            layout.addWidget(_words(f"Operations that ran on the CPU during one training step of batch "
+            layout.addWidget(words_label(f"Operations that ran on the CPU during one training step of batch "
                                     f"{result.get('ops_batch_size', '?')} ({result.get('op_count', 0):,} operations "
                                     f"recorded, each timed with the device synchronized around it):"
                                     if ops else "No operation fell back to the CPU during one training step."))
             if ops:
-                layout.addWidget(_table(*toolview.fallback_table(result)), 1)
+                layout.addWidget(table_widget(*toolview.fallback_table(result)), 1)
         elif result.get("device") != "mps":
-            layout.addWidget(_words(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
+            layout.addWidget(words_label(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
                                     f"itself."))
         return box
 

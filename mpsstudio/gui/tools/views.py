@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QAbstractItemView, QLabel, QSplitter, QTableWidget
 from .plots import DiagnosePlot
 
 
-def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
+def table_widget(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
     t = QTableWidget(len(rows), len(headers))
     t.setHorizontalHeaderLabels(headers)
     t.verticalHeader().setVisible(False)
@@ -30,7 +30,7 @@ def _table(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QT
     return t
 
 
-def _chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
+def chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
     """A chart over a panel (its layout returned, for labels and tables), in a vertical splitter."""
     box = QSplitter(Qt.Orientation.Vertical)
     box.addWidget(plot)
@@ -48,8 +48,8 @@ def diagnose_view(result: dict) -> QWidget:
 
     plot = DiagnosePlot()
     plot.show_diagnosis(result)
-    box, ll = _chart_over(plot)
-    ll.addWidget(_table(*anatomy_table(result)), 1)
+    box, ll = chart_over(plot)
+    ll.addWidget(table_widget(*anatomy_table(result)), 1)
     for d in result.get("devices") or []:
         if "error" in d:
             continue
@@ -63,7 +63,7 @@ def diagnose_view(result: dict) -> QWidget:
                                f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
                 label.setWordWrap(True)
                 ll.addWidget(label)
-                ll.addWidget(_table(*layers_table(found)), 1)
+                ll.addWidget(table_widget(*layers_table(found)), 1)
     box.setStretchFactor(0, 3)
     box.setStretchFactor(1, 2)
     box.setSizes([330, 220])
@@ -71,7 +71,7 @@ def diagnose_view(result: dict) -> QWidget:
     return box
 
 
-def _words(text: str) -> QLabel:
+def words_label(text: str) -> QLabel:
     """A sentence above a table: wrapped, so that no sentence sets the window's width."""
     label = QLabel(text)
     label.setWordWrap(True)

@@ -10,7 +10,7 @@ import time
 from .base import Busy, Counter, Unreadable, error_phrase as _error, percent as _percent
 
 
-def _nvml():
+def load_nvml():
     """The pynvml module (nvidia-ml-py), imported late; tests replace this function."""
     import pynvml
 
@@ -51,7 +51,7 @@ def _nvml_handle(nvml, index: int | None, uuid: str | None):
 def open_nvml(index: int | None, uuid: str | None):
     """(nvml module, handle, label); Unreadable with the phrase when NVML cannot be used."""
     try:
-        nvml = _nvml()
+        nvml = load_nvml()
     except ImportError:
         raise Unreadable("nvidia-ml-py is not installed (pip install nvidia-ml-py)") from None
     try:
