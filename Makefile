@@ -18,7 +18,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/lint-imports
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m "not long"
+
+# The system tests (torchrun ranks, a second environment, the demo app, a loaded machine): ~1 minute more; CI runs them.
+.PHONY: test-long
+test-long: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m long
 
 # A second Python environment with another torch (2.13; this machine's pip finds a CPU-only wheel in its
 # find-links), for comparing torch versions (bench --python) and its test (tests/engine/process/test_interpreter.py).

@@ -107,6 +107,9 @@ def pytest_unconfigure(config):
 def pytest_configure(config):
     config.addinivalue_line("markers", "processes: the test is about run processes themselves (crashes, hangs, signals, "
                                        "Stop, spares): its runs get real processes, not InProcessRun")
+    config.addinivalue_line("markers", "long: a system test that starts whole programs (torchrun and its ranks, a second "
+                                       "Python environment, the demo app), loads the machine, or trains the default to "
+                                       "convergence: `make test-long` runs these (CI does), `make test` the rest")
     config.addinivalue_line("markers", "spawn: its run processes start as the app starts them (spawn: a fresh "
                                        "interpreter), not forked from the suite's forkserver with torch loaded")
 

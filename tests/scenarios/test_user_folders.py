@@ -26,6 +26,7 @@ def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_th
     assert box.written_into_home() == []
 
 
+@pytest.mark.long
 def test_demo_runs_the_default_comparison_and_writes_a_screenshot(request):
     pytest.importorskip("PySide6")
     from PySide6.QtGui import QImage

@@ -48,6 +48,7 @@ def test_not_a_python_or_not_there(tmp_path, capsys):
     assert code == 2 and "No Python at" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.long
 def test_a_run_in_another_environment(tmp_path):
     python = make_venv(tmp_path / "other-env", share_ours=True)
     found = interpreter.check(str(python))
@@ -78,6 +79,7 @@ def test_a_run_in_another_environment_that_crashes_is_kept_as_failed(tmp_path, m
     assert run.status == "failed" and "exited with code 7" in run.error
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not OTHER.exists(), reason="no second torch: `make other-torch` makes .venv-other (CI does)")
 def test_two_torch_versions_compared_and_named(capsys, monkeypatch):
     """The issue's case: one setup with two torch versions (this suite's and .venv-other's 2.13)."""

@@ -91,6 +91,7 @@ def _ours(p: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.long
 def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path, monkeypatch, capsys):
     for name, value in NVLINK_OFF.items():  # a shared host's switches: every rank must see them
         monkeypatch.setenv(name, value)
@@ -127,6 +128,7 @@ def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path
     assert_no_ranks_left()
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("how, words", [
     ("raise", "Rank 1 of 2 failed: The run stopped with an error: ValueError: rank trouble on purpose"),
     ("hang", "Rank 1 stopped answering: rank 0 of 2 waited 2 s for it at a collective (the ranks' timeout, "
@@ -142,6 +144,7 @@ def test_a_rank_that_raises_or_hangs_fails_the_run_naming_it(tmp_path, monkeypat
     assert_no_ranks_left()
 
 
+@pytest.mark.long
 @pytest.mark.processes
 def test_a_rank_killed_mid_run_fails_the_run_naming_it_and_nothing_is_left(tmp_path, run_pids, monkeypatch):
     from mpsstudio.engine import process
@@ -162,6 +165,7 @@ def test_a_rank_killed_mid_run_fails_the_run_naming_it_and_nothing_is_left(tmp_p
     assert_no_ranks_left()
 
 
+@pytest.mark.long
 @pytest.mark.processes
 def test_stop_while_a_rank_hangs_ends_every_rank(tmp_path, run_pids, monkeypatch):
     """Stop cannot be agreed with a hung rank: the run's process is ended after its grace, and with it every rank
@@ -177,6 +181,7 @@ def test_stop_while_a_rank_hangs_ends_every_rank(tmp_path, run_pids, monkeypatch
     assert_no_ranks_left()
 
 
+@pytest.mark.long
 def test_two_machines_on_one_host_meet_at_a_rendezvous(tmp_path):
     """Two launches with --nnodes 2 and one c10d rendezvous on localhost, one rank each: the machine of rank 0 keeps
     the run with both ranks' figures; the other says where it is."""

@@ -298,6 +298,7 @@ def test_cpu_denormals_are_flushed_during_a_run_and_restored_after():
     assert torch.tensor(1e-40).item() != 0.0  # the process is left as it was
 
 
+@pytest.mark.long
 def test_default_run_learns_the_built_in_dataset():
     """The default config (mlp on the generated shapes, 2 epochs) must really learn: > 90 % validation accuracy."""
     result, events = collect(RunConfig())
@@ -374,6 +375,7 @@ def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_
     assert result.summary["parameters"] == 64 * 4 + 4
 
 
+@pytest.mark.long
 @pytest.mark.processes  # the run must be a process apart from the busy ones this test starts
 def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_named():
     import os

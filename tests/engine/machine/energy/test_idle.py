@@ -126,24 +126,35 @@ def test_no_cross_machine_energy_sentence_when_a_side_has_no_energy():
 
 
 def test_the_cpu_busy_share_counts_the_runs_worker_processes():
-    """A data-loader worker is a child of the run's process: its CPU time is the run's too."""
-    busy = cpu.CpuBusy()
-    busy.begin()
+    """A data-loader worker is a child of the run's process: its CPU time is the run's too, while it runs and after
+    it was reaped. Checked as CPU seconds (the share times the span), so a busy machine that slows the worker does
+    not matter."""
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    busy = cpu.CpuBusy()
+
+    def counted(t0: float, share: float | None) -> float:  # the CPU seconds a share over the span stands for
+        assert share is not None
+        return share / 100.0 * busy.cores * (time.perf_counter() - t0)
+
+    busy.begin()
+    t0 = time.perf_counter()
     worker = subprocess.Popen([sys.executable, "-c", spin])
     try:
-        time.sleep(0.25)  # measured while it runs ...
-        mid = busy.end()
+        seen = psutil.Process(worker.pid)
+        deadline = time.monotonic() + 30
+        while sum(seen.cpu_times()[:2]) < 0.15 and time.monotonic() < deadline:  # measured while it runs ...
+            time.sleep(0.01)
+        used = sum(seen.cpu_times()[:2])
+        mid = counted(t0, busy.end())
         busy.begin()
+        t1 = time.perf_counter()
         worker.wait(30)  # ... and after it ended and was reaped
-        time.sleep(0.05)
-        after = busy.end()
+        after = counted(t1, busy.end())
     finally:
         worker.kill()
         worker.wait()
-    share = 100.0 / busy.cores  # one core busy
-    assert mid > 0.4 * share  # this process sleeps: only the worker's time can make it busy
-    assert after > 0.2 * share
+    assert used >= 0.15 and mid >= 0.8 * used  # this process sleeps: only the worker's time can make it busy
+    assert after >= 0.8 * (0.4 - used)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's children lists are Linux's")
