@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 import re
+from typing import TypeGuard
 from datetime import datetime, timezone
 
 DASH = "\u2014"
 ELLIPSIS = "\u2026"
 
 
-def is_finite(v) -> bool:
+def is_finite(v: object) -> TypeGuard[float]:
     """A real number a float can hold (not a bool, NaN, an infinity, or an integer of hundreds of digits)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False

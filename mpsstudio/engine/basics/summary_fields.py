@@ -4,6 +4,7 @@ quantities, losses, shares, texts, and what a script's run read from the script.
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 MAX_NUMBER = 1e18  # no measured quantity (time, rate, bytes, joules) comes near this; losses may (see LOSSES)
 ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long before it becomes inf or NaN
@@ -26,12 +27,12 @@ class FieldError(Exception):
         self.field, self.why = field, why
 
 
-def finite(v) -> bool:
+def finite(v: object) -> TypeGuard[float]:
     """Any finite JSON number (a loss; ints of any size compare exactly, without overflowing a float)."""
     return not isinstance(v, bool) and isinstance(v, (int, float)) and -ANY_FINITE <= v <= ANY_FINITE
 
 
-def number(v) -> bool:
+def number(v: object) -> TypeGuard[float]:
     """A measured quantity's number: finite and at most MAX_NUMBER in size."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return False
