@@ -55,18 +55,21 @@ _tests_since_full_collection = [0]
 
 @pytest.fixture(autouse=True)
 def _collected_in_the_main_thread():
-    """What a test left is collected here, in the main thread: the young generations after every test (under a
-    millisecond), everything every 25 tests (a full collection takes ~0.13 s with torch loaded)."""
+    """What a test left is collected here, in the main thread (automatic collection is off: pytest_sessionstart),
+    so everything a test made is still young: the young generations after every test (under a millisecond) free its
+    garbage, and what survives is frozen, so a collection the code under test makes (max-batch's between probes:
+    tools/memory.py) walks the test's own objects, as it does in a run process, not the whole session's. Every 100
+    tests everything is unfrozen and collected (what became garbage later than its test: a cache's old entry)."""
     yield
     import gc
 
     _tests_since_full_collection[0] += 1
-    full = _tests_since_full_collection[0] >= 25
+    full = _tests_since_full_collection[0] >= 100
     if full:
         _tests_since_full_collection[0] = 0
+        gc.unfreeze()
     gc.collect(2 if full else 1)
-    if full:  # what survived is the session's (modules, fixtures, caches): later collections need not walk it, the
-        gc.freeze()  # engine's own gc.collect() between max-batch probes included (as in a run process: child.py)
+    gc.freeze()
 
 
 def pytest_collection_finish(session):
@@ -108,7 +111,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "processes: the test is about run processes themselves (crashes, hangs, signals, "
                                        "Stop, spares): its runs get real processes, not InProcessRun")
     config.addinivalue_line("markers", "long: a system test that starts whole programs (torchrun and its ranks, a second "
-                                       "Python environment, the demo app), loads the machine, or trains the default to "
+                                       "Python environment, the demo app, a script run by python itself, fresh "
+                                       "interpreters that import torch), loads the machine, or trains the default to "
                                        "convergence: `make test-long` runs these (CI does), `make test` the rest")
     config.addinivalue_line("markers", "spawn: its run processes start as the app starts them (spawn: a fresh "
                                        "interpreter), not forked from the suite's forkserver with torch loaded")

@@ -375,6 +375,7 @@ def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_pa
     assert live_processes() == []
 
 
+@pytest.mark.long
 @pytest.mark.spawn  # DataLoader workers of a spawned run process, as in the app
 def test_a_run_with_dataloader_workers_blames_nothing_on_the_model(tmp_path, capsys, run_pids):
     """The DataLoader's workers are the run's own: they end with its process group and are never named as left by

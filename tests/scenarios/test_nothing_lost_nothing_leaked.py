@@ -92,6 +92,7 @@ def test_a_run_the_history_could_not_read_back_is_kept_as_failed_saying_why(tmp_
     assert "could not be kept as measured" in back.error and "samples_per_s" in back.error
 
 
+@pytest.mark.long
 def test_a_script_run_by_python_keeps_what_the_history_can_read(tmp_path):
     path = tmp_path / "alone.py"
     path.write_text(MT.format(call="mt.step(loss, batch_size=8 if i < 20 else 2**62)"))

@@ -181,6 +181,7 @@ def test_a_script_errors_traceback_is_in_its_output_log(tmp_path):
     assert "runpy" not in kept and "run_script" not in kept  # the script's frames, as python prints them
 
 
+@pytest.mark.long
 def test_a_script_run_by_python_keeps_its_run_when_it_gets_sigterm(tmp_path):
     path = tmp_path / "alone.py"
     path.write_text(MT.format(n=10**7, call="mt.step(loss, batch_size=8)\n    if i == 5:\n        print('measuring', "

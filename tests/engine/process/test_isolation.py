@@ -137,6 +137,7 @@ def test_dataloader_workers_end_with_their_run(tmp_path, run_pids):
     assert result.status == "cancelled"
 
 
+@pytest.mark.long
 @pytest.mark.spawn
 def test_the_mps_fallback_setting_reaches_the_run_process_before_torch(tmp_path, run_pids):
     probe = tmp_path / "env.py"

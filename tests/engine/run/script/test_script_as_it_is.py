@@ -141,6 +141,7 @@ def test_dataloader_workers_without_a_main_guard_train_as_under_python(tmp_path)
     assert run.summary["measured_steps"] == 3 * 16 - 2 and run.config.batch_size == 16
 
 
+@pytest.mark.long
 def test_where_python_spawns_workers_the_missing_guard_is_named_with_its_fix(tmp_path, monkeypatch):
     monkeypatch.setenv(machine.START_METHOD_VAR, "spawn")  # macOS's default, and Linux's from Python 3.14 (forkserver)
     code, run = _run(tmp_path, NO_GUARD.replace("num_workers=2", "num_workers=1"))  # one fresh interpreter is enough
