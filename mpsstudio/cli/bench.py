@@ -11,9 +11,9 @@ from ..engine.basics.formatting import printable
 from . import tools
 from .common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      config_from_args, find_run, format_table, gpu_counts, interrupted)
+from .runs import Progress, download_progress, keep, print_verdicts
 
 DEFAULT_FAIL_OVER = 0.05
-from .runs import Progress, download_progress, keep, print_verdicts
 
 
 def cmd_bench(args) -> int:
@@ -215,12 +215,13 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
 def print_scaling(results) -> None:
     """The scaling of runs on several GPU counts (--gpus 1,2,4): its table and its verdict (analysis/scaling.py)."""
     from ..engine.analysis.scaling import scalings
+    from ..engine.basics.table import Table
     from .common import grid
 
     for found in scalings(results):
         headers, rows = found.table()
         print(f"\nScaling: {printable(found.title())}")
-        print(grid(headers, [[printable(c) for c in row] for row in rows], [True] * 3 + [False] * 4))
+        print(grid(Table(headers, [[printable(c) for c in row] for row in rows], [True] * 3 + [False] * 4)))
         for point in found.points:
             comm = point.communication
             if comm:

@@ -11,6 +11,7 @@ from ..engine.basics.config import RunConfig
 from ..engine.basics.errors import Terminated, UserError
 from ..engine.basics.files import check_writable_file
 from ..engine.basics.formatting import is_finite, printable
+from ..engine.basics.table import Table
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BUSY = 75  # EX_TEMPFAIL: the history is held by another program; nothing is wrong with the input, try again
@@ -165,7 +166,7 @@ def format_table(results, keys: Sequence[str] | None = None) -> str:
     keys = keys or CLI_BENCH_COLUMNS
     speedups = speedup_map(compare(results))
     rows = [[cell_text(k, r, speedups, dash="-", times="x") for k in keys] for r in results]
-    table = grid([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys])
+    table = grid(Table([BY_KEY[k].title for k in keys], rows, [BY_KEY[k].numeric for k in keys]))
     if "samples_per_s_spread" in keys and results:  # the one legend of ± (basics/formatting.py)
         from ..engine.basics.formatting import SPREAD_WORDS
 
@@ -188,12 +189,11 @@ def fit_tables_to_terminal(wide: bool) -> None:
     TABLE_WIDTH = None if wide or not sys.stdout.isatty() else max(40, shutil.get_terminal_size().columns)
 
 
-def grid(headers: list[str], rows: list[list[str]], numeric: Sequence[bool] | None = None,
-         width: int | None = None) -> str:
-    """A plain-text table: numbers right-aligned, text left-aligned (`numeric` per column; default: none). Wider than
-    `width` (default: the terminal's, TABLE_WIDTH), the columns that do not fit move to a further block below, each
-    block led by the first column so that its rows can be told apart."""
-    right = list(numeric) if numeric is not None else [False] * len(headers)
+def grid(table: Table, width: int | None = None) -> str:
+    """A Table as plain text: numbers right-aligned, text left-aligned. Wider than `width` (default: the terminal's,
+    TABLE_WIDTH), the columns that do not fit move to a further block below, each block led by the first column so
+    that its rows can be told apart. (The legend is the caller's to print: it reads differently on a terminal.)"""
+    headers, rows, right = table.headers, table.rows, table.numeric
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
     limit = TABLE_WIDTH if width is None else width
     blocks = _column_blocks(widths, limit) if limit else [list(range(len(headers)))]

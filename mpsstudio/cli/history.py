@@ -146,8 +146,8 @@ def print_contrasts(results, ids: list[str], baseline_id: str | None, diagnoses=
             return EXIT_OK
     for c in found:
         print(f"\n{c.title()}")
-        headers, rows, numeric = contrast.table(c)
-        print(grid(headers, rows, numeric))
+        table = contrast.table(c)
+        print(grid(table))
         for sentence in c.sentences(diagnoses):
             print(printable(sentence))
     print(f"\n{contrast.LEGEND}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..engine.basics.formatting import fmt_bytes, fmt_count
+from ..engine.basics.table import Table
 from .common import EXIT_OK, EXIT_RUN_FAILED, grid
 
 
@@ -19,8 +20,8 @@ def cmd_devices(args) -> int:
         works = "-" if check is None else ("yes" if check.ok else "NO")
         rows.append([d.id, "yes" if d.available else "no", works, d.name or "-", fmt_bytes(d.memory_total, dash="-"),
                      str(d.threads) if d.threads else "-", d.reason or ""])
-    print(grid(["device", "available", "works", "name", "memory", "threads", "why not"], rows,
-                [False, False, False, False, True, True, False]))
+    print(grid(Table(["device", "available", "works", "name", "memory", "threads", "why not"], rows,
+                     [False, False, False, False, True, True, False])))
     return EXIT_OK if all(c.ok for c in checks.values()) else EXIT_RUN_FAILED
 
 
@@ -31,8 +32,8 @@ def cmd_models(args) -> int:
     counts = parameter_counts()  # counted once per install, then cached: no torch import here after the first
     rows = [[m.name, m.input_kind, fmt_count(counts[m.name]), m.default_spec.describe(), m.description]
             for m in BUILT_IN]
-    print(grid(["model", "input", "parameters (default input)", "default input", "description"], rows,
-                [False, False, True, False, False]))
+    print(grid(Table(["model", "input", "parameters (default input)", "default input", "description"], rows,
+                     [False, False, True, False, False])))
     print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
     return EXIT_OK
 
@@ -41,7 +42,7 @@ def cmd_datasets(args) -> int:
     from ..engine.data import datasets
 
     rows = [[d.name, d.source, d.description] for d in datasets.list_datasets()]
-    print(grid(["dataset", "source", "description"], rows))
+    print(grid(Table(["dataset", "source", "description"], rows, [False] * 3)))
     print("\nA folder path works too: one subfolder of images per class.")
     return EXIT_OK
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..engine.basics.formatting import plural, printable
+from ..engine.basics.table import Table
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      grid, interrupted)
 from .runs import Progress, download_progress, keep, print_verdicts
@@ -77,5 +78,5 @@ def launch_table(rows) -> str:
             speed += f" ({row.low:.2f}-{row.high:.2f}x)"
         lines.append([row.workload, row.mode, row.device, fmt_rate(row.samples_per_s, "-"), row.stability or "-",
                       speed, row.claim or "-"])
-    return grid(["workload", "mode", "device", "samples/s", "stability", "speedup vs CPU (95 % interval)",
-                  "published (M1 Ultra)"], lines, [False, False, False, True, False, True, False])
+    return grid(Table(["workload", "mode", "device", "samples/s", "stability", "speedup vs CPU (95 % interval)",
+                       "published (M1 Ultra)"], lines, [False, False, False, True, False, True, False]))

@@ -8,9 +8,11 @@ input), 130 (interrupted). After a comparison with an MPS run, `inspect_after` i
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
+from ..engine.basics.table import Table
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
                      grid, interrupted, parse_size)
 
@@ -41,9 +43,8 @@ def tool_prelude(args):
     return cfg
 
 
-def print_table(table) -> None:
-    headers, rows, numeric = table
-    print(grid(headers, [[printable(c) for c in row] for row in rows], numeric))
+def print_table(table: Table) -> None:
+    print(grid(replace(table, rows=[[printable(c) for c in row] for row in table.rows])))
 
 
 def finish_tool(kind: str, result: dict, args) -> None:

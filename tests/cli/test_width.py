@@ -9,6 +9,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.cli import common
+from mpsstudio.engine.basics.table import Table
 
 HEADERS = ["device", "samples/s", "±", "stability", "speedup", "note"]
 ROWS = [["cpu", "1,234", "±3 %", "stable", "-", "a"], ["cuda:0", "98,765", "±1 %", "stable", "80.0x", "b"]]
@@ -16,7 +17,7 @@ NUMERIC = [False, True, True, False, True, False]
 
 
 def test_a_table_wider_than_the_terminal_is_split_into_blocks_led_by_the_first_column():
-    table = common.grid(HEADERS, ROWS, NUMERIC, width=34)
+    table = common.grid(Table(HEADERS, ROWS, NUMERIC), width=34)
     assert all(len(line) <= 34 for line in table.splitlines())
     blocks = table.split("\n\n")
     assert len(blocks) >= 2
@@ -28,9 +29,9 @@ def test_a_table_wider_than_the_terminal_is_split_into_blocks_led_by_the_first_c
 
 
 def test_a_table_that_fits_is_one_block_and_a_too_wide_description_is_not_cut():
-    assert "\n\n" not in common.grid(HEADERS, ROWS, NUMERIC, width=200)
+    assert "\n\n" not in common.grid(Table(HEADERS, ROWS, NUMERIC), width=200)
     long = [["cpu", "x", "a description " * 12]]
-    table = common.grid(["device", "kind", "description"], long, width=40)
+    table = common.grid(Table(["device", "kind", "description"], long, [False] * 3), width=40)
     assert "\n\n" not in table and "a description " * 11 in table
 
 

@@ -113,7 +113,8 @@ def test_a_timing_that_never_ends_is_ended_and_the_diagnosis_keeps_the_rest(fake
     assert "{how}" not in json.dumps(result) and why[0].upper() + why[1:] + "." in result["notes"]
     from mpsstudio.engine.tools.diagnose.view import anatomy_table
 
-    headers, rows, _ = anatomy_table(result)  # what the CLI and the window draw
+    t = anatomy_table(result)  # what the CLI and the window draw
+    headers, rows = t.headers, t.rows
     assert rows[0][headers.index("ops / step")] == "—"
 
 

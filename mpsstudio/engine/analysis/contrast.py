@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, printable, spread_of
 from ..basics.results import RunResult
+from ..basics.table import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
 from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
 from .scaling import device_label
@@ -313,13 +314,13 @@ def ratio_cell(v: Versus) -> str:
     return f"{times_text(v.ratio)}x{interval}"
 
 
-def table(c: Contrast) -> tuple[list[str], list[list[str]], list[bool]]:
+def table(c: Contrast) -> Table:
     """The contrast as rows (the baseline first): the same cells in the CLI, the window and reports."""
     rows = [_row(c.baseline, "baseline", "1.00x")]
     for v in c.rows:
         differs = ", ".join(d.words("other") for d in v.diffs) or "nothing recorded"
         rows.append(_row(v.run, differs, ratio_cell(v)))
-    return list(TABLE_HEADERS), rows, list(TABLE_NUMERIC)
+    return Table(list(TABLE_HEADERS), rows, list(TABLE_NUMERIC))
 
 
 # ---------------------------------------------------------------- the phase that moved (diagnose results)

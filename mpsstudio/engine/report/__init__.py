@@ -16,14 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..basics.scrub import scrub, secrets  # noqa: F401 (the report's own words for them)
-
-
-@dataclass
-class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    numeric: list[bool]
-    legend: str = ""
+from ..basics.table import Table
 
 
 @dataclass

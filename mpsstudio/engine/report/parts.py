@@ -50,14 +50,14 @@ def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
     methods = {interval_name(e.method) for e in entries} - {None}
     table = _runs_table(c.all_runs, c.all_runs)
     if methods:
-        table.legend += " Intervals: " + "; ".join(sorted(methods)) + "."
+        table = table.with_legend(table.legend + " Intervals: " + "; ".join(sorted(methods)) + ".")
     return Part(f"Devices compared: {c.title()}", headline(c), verdicts(c, inspections), [table], chart,
                 environment_items(c.runs[0].env), fmt_timestamp(max(r.created_at for r in c.all_runs)))
 
 
 def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part:
     """Runs compared by what differs: each one's ratio to the baseline with its interval, and the verdict."""
-    headers, rows, numeric = contrasts.table(c)
+    table = contrasts.table(c)
     labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
     chart = Chart(labels, [1.0] + [v.ratio for v in c.rows], "samples/s over the baseline's (\u00d7)",
                   [None] + [v.low for v in c.rows], [None] + [v.high for v in c.rows], 1.0,
@@ -68,7 +68,7 @@ def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part
     columns = [f"run {r.id[:8]}" + (" (baseline)" if i == 0 else "") for i, r in enumerate(c.runs)]
     scripts = [f"Run {r.id[:8]} ({r.config.device}): {printable(line)}" for r in c.runs for line in script_lines(r)]
     return Part(c.title(), contrasts.headline(c), [*c.sentences(diagnoses), *scripts],
-                [Table(headers, rows, numeric, contrasts.LEGEND)],
+                [table.with_legend(contrasts.LEGEND)],
                 chart, [(k, *(env.get(k, "\u2014") for env in envs)) for k in names],
                 fmt_timestamp(c.baseline.created_at), columns)
 
@@ -110,29 +110,24 @@ def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequen
                  [_runs_table([run], all_runs)], None, environment_items(run.env), fmt_timestamp(run.created_at))]
 
 
-def _table(cells: tuple[list[str], list[list[str]], list[bool]], legend: str = "") -> Table:
-    headers, rows, numeric = cells
-    return Table(list(headers), [list(map(str, r)) for r in rows], list(numeric), legend)
-
-
 def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
     """A tool's result: its title, its sentence, the tables the window shows, a chart where it has one."""
     tables: list[Table] = []
     chart = None
     if kind == "sweep":
-        tables.append(_table(toolview.sweep_table(result), f"{SPREAD_WORDS}. Step ms and samples/s are measured."))
+        tables.append(toolview.sweep_table(result).with_legend(f"{SPREAD_WORDS}. Step ms and samples/s are measured."))
         points = [p for p in result.get("points", []) if is_finite(p.get("samples_per_s"))]
         chart = Chart([f"{p['device']} batch {p['batch_size']:,}" for p in points],
                       [p["samples_per_s"] for p in points], "samples/s (median, measured)",
                       notes=["noisy" if p.get("stability") == "noisy" else "" for p in points])
     elif kind == "max-batch":
-        tables.append(_table(toolview.max_batch_table(result)))
+        tables.append(toolview.max_batch_table(result))
         probes = sorted(result.get("probes", []), key=lambda p: p["batch_size"])
         chart = Chart([f"batch {p['batch_size']:,}" for p in probes], [p.get("samples_per_s") for p in probes],
                       "samples/s of each probe (measured over a few steps: rough)",
                       notes=["" if p["fits"] else "does not fit" for p in probes])
     elif kind == "tune":
-        tables.append(_table(toolview.tune_table(result), toolview.TUNE_LEGEND))
+        tables.append(toolview.tune_table(result).with_legend(toolview.TUNE_LEGEND))
         rows = [r for r in toolview.tune_rows(result) if is_finite(r.get("samples_per_s"))]
         chart = Chart([f"{r['device']}: {r['label']}" for r in rows], [r["samples_per_s"] for r in rows],
                       "samples/s (measured)", [r.get("samples_per_s_low") for r in rows],
@@ -141,11 +136,11 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
     elif kind == "diagnose":
         from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table
 
-        tables.append(_table(anatomy_table(result), "Milliseconds per step: medians, each phase timed with the "
-                                                    "device synchronized (measured)."))
+        tables.append(anatomy_table(result).with_legend("Milliseconds per step: medians, each phase timed with the "
+                                                        "device synchronized (measured)."))
         for d in result.get("devices") or []:
             if isinstance(d.get("layers"), dict) and d["layers"].get("layers"):
-                tables.append(_table(layers_table(d["layers"])))
+                tables.append(layers_table(d["layers"]))
         first = next((d for d in result.get("devices") or [] if "error" not in d), None)
         if first is not None:
             phases = [p for p in PHASE_WORDS if is_finite(first.get(f"{p}_ms"))]
@@ -154,17 +149,17 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
     elif kind == "inspect":
         par = result.get("parity")
         if par:
-            tables.append(_table(toolview.parity_table(result, limit=50), f"Parity with the CPU in float64 "
+            tables.append(toolview.parity_table(result, limit=50).with_legend(f"Parity with the CPU in float64 "
                                  f"({par.get('precision')}; relative error = max|device - reference| / max|reference|; "
                                  f"one batch of {par.get('batch_size', '?')})."))
         if result.get("fallback_ops"):
-            tables.append(_table(toolview.fallback_table(result), "Operations that ran on the CPU during one "
+            tables.append(toolview.fallback_table(result).with_legend("Operations that ran on the CPU during one "
                                  "training step, each timed with the device synchronized around it."))
     elif kind == "deploy-bench":
-        tables.append(_table(toolview.deploy_table(result), "Latency and throughput measured; energy where a meter "
+        tables.append(toolview.deploy_table(result).with_legend("Latency and throughput measured; energy where a meter "
                                                             "was read."))
     elif kind == "export":
-        tables.append(_table(toolview.export_table(result)))
+        tables.append(toolview.export_table(result))
     env = result.get("env") if isinstance(result.get("env"), dict) else {}
     return Part(toolview.title(kind, result), "", [str(result.get("sentence") or "")], tables, chart,
                 environment_items(env), fmt_timestamp(created_at) if created_at else "")

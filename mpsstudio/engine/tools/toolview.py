@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ..basics.config import RunConfig
 from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, is_finite, plural, spread_of
 from ..basics.results import RunResult
+from ..basics.table import Table
 from ..machine.probe import NOT_WORKING
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
@@ -35,7 +36,7 @@ def _iqr_percent(sps, iqr) -> str:
     return fmt_spread(spread_of(sps, iqr))
 
 
-def sweep_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def sweep_table(result: dict) -> Table:
     headers = ["device", "batch", "samples/s (median, measured)", "±", "step ms", "status"]
     rows = []
     for p in result.get("points", []):
@@ -47,10 +48,10 @@ def sweep_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
         rows.append([p["device"], f"{p['batch_size']:,}", fmt_rate(p.get("samples_per_s")),
                      _iqr_percent(p.get("samples_per_s"), p.get("samples_per_s_iqr")), _ms(p.get("step_ms")),
                      status])
-    return headers, rows, [False, True, True, True, True, False]
+    return Table(headers, rows, [False, True, True, True, True, False])
 
 
-def max_batch_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def max_batch_table(result: dict) -> Table:
     steps = result.get("probe_steps") or 3
     headers = ["batch", "fits", f"samples/s (measured, {steps} steps: rough)", "step ms", "memory", "why not"]
     rows = []
@@ -58,17 +59,17 @@ def max_batch_table(result: dict) -> tuple[list[str], list[list[str]], list[bool
         memory = fmt_bytes(p.get("memory")) if p.get("memory") is not None else DASH
         rows.append([f"{p['batch_size']:,}", "yes" if p["fits"] else "no", fmt_rate(p.get("samples_per_s")),
                      _ms(p.get("step_ms")), memory, p.get("reason") or ""])
-    return headers, rows, [True, False, True, True, True, False]
+    return Table(headers, rows, [True, False, True, True, True, False])
 
 
-def parity_table(result: dict, limit: int = 12) -> tuple[list[str], list[list[str]], list[bool]]:
+def parity_table(result: dict, limit: int = 12) -> Table:
     """Loss, logits and the gradients (failures first, then the largest errors) against the float64 CPU reference,
     beside the CPU's own error in the same precision."""
     par = result.get("parity") or {}
     headers = ["tensor", "max relative error", "CPU's own error, same precision", "within tolerance"]
     numeric = [False, True, True, False]
     if not par:
-        return headers, [], numeric
+        return Table(headers, [], numeric)
 
     def row(name, err, cpu_err, ok):
         return [name, _rel(err), _err(cpu_err), "yes" if ok else "NO"]
@@ -80,17 +81,17 @@ def parity_table(result: dict, limit: int = 12) -> tuple[list[str], list[list[st
     if len(grads) > limit:
         rows.append([f"... {len(grads) - limit} more gradients" + ("" if all(g.get("ok", True) for g in grads[limit:])
                                                                     else ", some beyond tolerance"), "", "", ""])
-    return headers, rows, numeric
+    return Table(headers, rows, numeric)
 
 
-def fallback_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def fallback_table(result: dict) -> Table:
     headers = ["operation on the CPU", "calls per step", "share of time in operations"]
     rows = [[o["op"], f"{o['count']:,}", f"{o['share']:.0%}" if is_finite(o.get("share")) else DASH]
             for o in result.get("fallback_ops") or []]
-    return headers, rows, [False, True, True]
+    return Table(headers, rows, [False, True, True])
 
 
-def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def deploy_table(result: dict) -> Table:
     """One line per model, place and batch size: latency (median and IQR, measured), samples/s, agreement."""
     headers = ["model", "where", "batch", "first call ms", "latency ms (median, measured)", "IQR ms", "samples/s",
                "max rel. err", "top-1", "energy mJ/sample", "note"]
@@ -102,7 +103,7 @@ def deploy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
         first = _ms(r["first_s"] * 1000) if is_finite(r.get("first_s")) else DASH
         rows.append([r["model"], r["label"], str(r["batch_size"]), first, lat, _ms(r.get("latency_iqr_ms")), sps,
                      _err(r.get("max_rel_err")), top1, energy_cell(r), r.get("reason") or ""])
-    return headers, rows, [False, False, True, True, True, True, True, True, True, True, False]
+    return Table(headers, rows, [False, False, True, True, True, True, True, True, True, True, False])
 
 
 def energy_cell(row: dict) -> str:
@@ -116,7 +117,7 @@ def energy_cell(row: dict) -> str:
     return f"{value:.3g} {row.get('energy_measure') or ''}".rstrip() + (f" ({listed})" if listed else "")
 
 
-def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def export_table(result: dict) -> Table:
     """What an export wrote and how it was checked, one line each."""
     check = result.get("check") or {}
     agrees = ("not checked here: " + str(check.get("reason"))) if check.get("ok") is None else (
@@ -136,7 +137,7 @@ def export_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
     if isinstance(packed, dict):
         rows.insert(3, ["compressed weights", f"{packed.get('method')}: {packed.get('bytes', 0):,} bytes against "
                                               f"{packed.get('uncompressed_bytes', 0):,} uncompressed"])
-    return ["what", "value"], rows, [False, False]
+    return Table(["what", "value"], rows, [False, False])
 
 
 def safe_title(kind: str, result: dict, problem: str | None = None) -> str:
@@ -295,7 +296,7 @@ def tune_rows(result: dict) -> list[dict]:
         r["device"], TUNE_ORDER.get(r["status"], 9), -(r.get("samples_per_s") or 0.0)))
 
 
-def tune_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def tune_table(result: dict) -> Table:
     headers = ["device", "settings", "samples/s (measured)", "interval", "vs current", "peak memory", "warm-up",
                "loss vs fp32", "parity", "status"]
     chosen = set((result.get("recommendation") or {}).values())
@@ -318,5 +319,5 @@ def tune_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
                      interval, vs, fmt_bytes(r.get("peak_memory")), fmt_duration(r.get("warmup_s")),
                      (f"{loss:+.1%}" if abs(loss) >= 0.0005 else "0.0%") if is_finite(loss) else DASH, parity,
                      status])
-    return headers, rows, [False, False, True, True, True, True, True, True, False, False]
+    return Table(headers, rows, [False, False, True, True, True, True, True, True, False, False])
 

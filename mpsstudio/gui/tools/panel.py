@@ -205,12 +205,12 @@ class ToolsPanel(QWidget):
             plot = SweepPlot()
             plot.show_sweep(result)
             box.addWidget(plot)
-            box.addWidget(table_widget(*toolview.sweep_table(result)))
+            box.addWidget(table_widget(toolview.sweep_table(result)))
             box.setSizes([320, 160])
             box.setObjectName("sweep")
             return box
         if kind == "max-batch":
-            return table_widget(*toolview.max_batch_table(result))
+            return table_widget(toolview.max_batch_table(result))
         if kind == "tune":
             from .tune_view import TuneView
 
@@ -233,12 +233,12 @@ class ToolsPanel(QWidget):
                 label = QLabel(f"{lead}{text[0].upper()}{text[1:]}.".replace("..", "."))
                 label.setWordWrap(True)
                 ll.addWidget(label)
-            ll.addWidget(table_widget(*toolview.deploy_table(result)), 1)
+            ll.addWidget(table_widget(toolview.deploy_table(result)), 1)
             box.setSizes([200, 320])
             box.setObjectName("deploy")
             return box
         if kind == "export":
-            return table_widget(*toolview.export_table(result))
+            return table_widget(toolview.export_table(result))
         if kind == "diagnose":
             return diagnose_view(result)
         box = QWidget()
@@ -255,7 +255,7 @@ class ToolsPanel(QWidget):
                            f"max|reference|):")
             label.setWordWrap(True)
             layout.addWidget(label)
-            layout.addWidget(table_widget(*toolview.parity_table(result, limit=50)), 2)
+            layout.addWidget(table_widget(toolview.parity_table(result, limit=50)), 2)
         ops = result.get("fallback_ops") or []
         if result.get("fallback_applies") or ops:
             layout.addWidget(words_label(f"Operations that ran on the CPU during one training step of batch "
@@ -263,7 +263,7 @@ class ToolsPanel(QWidget):
                                     f"recorded, each timed with the device synchronized around it):"
                                     if ops else "No operation fell back to the CPU during one training step."))
             if ops:
-                layout.addWidget(table_widget(*toolview.fallback_table(result)), 1)
+                layout.addWidget(table_widget(toolview.fallback_table(result)), 1)
         elif result.get("device") != "mps":
             layout.addWidget(words_label(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
                                     f"itself."))

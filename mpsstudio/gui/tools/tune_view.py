@@ -104,7 +104,8 @@ class TuneView(QWidget):
         self.rows = toolview.tune_rows(result)
         self.plot = TunePlot()
         self.plot.show_tune(result)
-        headers, cells, numeric = toolview.tune_table(result)
+        table = toolview.tune_table(result)
+        headers, cells, numeric = table.headers, table.rows, table.numeric
         self.table = QTableWidget(len(cells), len(headers))
         # two-line headers, so that the ten columns fit beside the list in a 1280-point window
         self.table.setHorizontalHeaderLabels([h.replace(" ", "\n", 1) if len(h) > 8 else h for h in headers])

@@ -6,10 +6,12 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from ...engine.basics.table import Table
 from .plots import DiagnosePlot
 
 
-def table_widget(headers: list[str], rows: list[list[str]], numeric: list[bool]) -> QTableWidget:
+def table_widget(table: Table) -> QTableWidget:
+    headers, rows, numeric = table.headers, table.rows, table.numeric
     t = QTableWidget(len(rows), len(headers))
     t.setHorizontalHeaderLabels(headers)
     t.verticalHeader().setVisible(False)
@@ -49,7 +51,7 @@ def diagnose_view(result: dict) -> QWidget:
     plot = DiagnosePlot()
     plot.show_diagnosis(result)
     box, ll = chart_over(plot)
-    ll.addWidget(table_widget(*anatomy_table(result)), 1)
+    ll.addWidget(table_widget(anatomy_table(result)), 1)
     for d in result.get("devices") or []:
         if "error" in d:
             continue
@@ -63,7 +65,7 @@ def diagnose_view(result: dict) -> QWidget:
                                f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
                 label.setWordWrap(True)
                 ll.addWidget(label)
-                ll.addWidget(table_widget(*layers_table(found)), 1)
+                ll.addWidget(table_widget(layers_table(found)), 1)
     box.setStretchFactor(0, 3)
     box.setStretchFactor(1, 2)
     box.setSizes([330, 220])

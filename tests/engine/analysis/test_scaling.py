@@ -155,7 +155,7 @@ def test_runs_on_one_and_two_gpus_compared_name_the_gpus_not_torchruns_thread_se
     c = contrast.of_runs([one, two])
     (sentence,) = c.sentences()
     assert sentence.startswith("GPUs (ranks) 2 is 90 % faster [") and "nothing else differs" in sentence
-    assert contrast.table(c)[1][1][3] == "cuda \u00d72"
+    assert contrast.table(c).rows[1][3] == "cuda \u00d72"
 
 
 def _windowed(run, rates, steps_each=3):

@@ -415,7 +415,7 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
     assert " mJ a sample (estimated))" in result["sentence"]
     from mpsstudio.engine.tools import toolview
 
-    cells = [line[9] for line in toolview.deploy_table(result)[1]]
+    cells = [line[9] for line in toolview.deploy_table(result).rows]
     number = r"[0-9.e+-]+"
     assert all(re.fullmatch(rf"{number} estimated \(cpu {number}, gpu {number}, ane {number}, dram {number}\)", c)
                for c in cells), cells

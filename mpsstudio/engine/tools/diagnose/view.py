@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...analysis.bottleneck import PHASES, judged
 from ...basics.formatting import DASH, fmt_bytes, fmt_spread, is_finite, spread_of
+from ...basics.table import Table
 
 PHASE_WORDS = {"data": "waiting for data", "copy": "copy to the device", "forward": "forward", "backward": "backward",
                "optimizer": "optimizer"}
@@ -121,7 +122,7 @@ def _ms(v) -> str:
     return f"{v:,.3f}" if is_finite(v) and v < 1 else f"{v:,.2f}" if is_finite(v) else DASH
 
 
-def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]:
+def anatomy_table(result: dict) -> Table:
     """One line per device: the step and its phases (ms, median; measured), operations, launch cost, waits, bound."""
     headers = ["device", "bound", "step ms (median, no sync)", "±", *(f"{PHASE_WORDS[p]} ms" for p in PHASES),
                "phases ÷ step", "device ms (estimated)", "ops / step", "host µs / op", "waits / step", "CPU fallback"]
@@ -142,10 +143,10 @@ def anatomy_table(result: dict) -> tuple[list[str], list[list[str]], list[bool]]
                      _ms(d.get("device_ms")), f"{d['ops']:,}" if d.get("ops") is not None else DASH, launch, waits,
                      f"{share:.0%}" if is_finite(share) else ("none" if d.get("kind") == "mps" else "n/a")])
     numeric = [False, False, *[True] * (len(headers) - 3), False]
-    return headers, rows, numeric
+    return Table(headers, rows, numeric)
 
 
-def layers_table(found: dict, limit: int = 60) -> tuple[list[str], list[list[str]], list[bool]]:
+def layers_table(found: dict, limit: int = 60) -> Table:
     """The leaf modules in call order (the first beyond tolerance marked), up to `limit` lines around it."""
     headers = ["module", "type", "max relative error", "CPU's own error, same precision", "within tolerance",
                "input range"]
@@ -162,7 +163,7 @@ def layers_table(found: dict, limit: int = 60) -> tuple[list[str], list[list[str
         rows.append([("▶ " if first and r["module"] == first["module"] else "") + r["module"], r.get("type", ""),
                      _err(r.get("max_rel_err")), _err(r["cpu_rel_err"]) if r.get("cpu_rel_err") is not None else DASH,
                      ok, f"{span[0]:.3g} to {span[1]:.3g}" if span else DASH])
-    return headers, rows, [False, False, True, True, False, False]
+    return Table(headers, rows, [False, False, True, True, False, False])
 
 
 def memory_cells(d: dict) -> str:

@@ -237,7 +237,8 @@ def test_the_first_wrong_layer_is_named_on_a_device_whose_kernel_computes_wrong(
     before = [r for r in d["layers"]["rows"] if r["module"] in ("1", "2")]
     assert before and all(r["ok"] for r in before)
     assert "The first module beyond tolerance is `3` (Mix): relative error" in stdout
-    headers, rows, _ = layers_table(d["layers"])
+    t = layers_table(d["layers"])
+    headers, rows = t.headers, t.rows
     assert any(row[0] == "▶ 3" and row[4] == "NO" for row in rows)
 
 
@@ -379,7 +380,8 @@ def test_an_exported_diagnosis_imports_elsewhere_and_the_window_draws_it(tmp_pat
     panel.resize(1100, 700)
     view = panel.detail.currentWidget()
     assert view.objectName() == "diagnose"
-    headers, rows, _ = anatomy_table(rederived(kept.result))
+    t = anatomy_table(rederived(kept.result))
+    headers, rows = t.headers, t.rows
     assert rows[0][0] == "cuda:0" and rows[0][1] == kept.result["devices"][0]["bound"]
     out = panel.export_png(str(tmp_path / "diagnosis.png"))
     assert (tmp_path / "diagnosis.png").stat().st_size > 10_000 and out

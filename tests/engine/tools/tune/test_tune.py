@@ -39,7 +39,8 @@ def test_the_fastest_usable_setting_is_recommended_with_its_interval_and_the_jso
     assert kept["recommendation"] == result["recommendation"] and kept["sentence"] == result["sentence"]
     for row in kept["candidates"]:
         assert {"samples_per_s", "peak_memory", "loss_vs_fp32", "parity_ok"} <= set(row)
-    headers, rows, _ = toolview.tune_table(kept)
+    t = toolview.tune_table(kept)
+    headers, rows = t.headers, t.rows
     assert rows[0][1] == "bf16 + channels_last, batch 64" and rows[0][-1] == "recommended"
 
 
