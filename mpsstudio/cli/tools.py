@@ -13,6 +13,7 @@ from dataclasses import replace
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from ..engine.basics.table import Table
+from ..engine.tools.shapes import MaxBatchResult, SweepResult
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
                      grid, interrupted, parse_size)
 
@@ -128,7 +129,7 @@ def cmd_sweep(args) -> int:
         print(f"mpsstudio: {words}; the points measured so far are kept as a sweep (the interrupted one as "
               "cancelled).", file=sys.stderr)
         return code
-    return EXIT_OK if result["best"] else EXIT_RUN_FAILED
+    return EXIT_OK if SweepResult.of(result).best else EXIT_RUN_FAILED
 
 
 def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
@@ -162,7 +163,7 @@ def cmd_max_batch(args) -> int:
             raise
         result, stopped = exc.partial, exc
     code = report("max-batch", result, toolview.max_batch_table(result), args, stopped, "the search so far")
-    return code if code is not None else (EXIT_OK if result["largest_batch"] else EXIT_RUN_FAILED)
+    return code if code is not None else (EXIT_OK if MaxBatchResult.of(result).largest_batch else EXIT_RUN_FAILED)
 
 
 def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | None, kept: str,

@@ -18,6 +18,7 @@ from ..basics.results import now_iso
 from ..basics.results import RunResult
 from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
 from ..tools import toolview
+from ..tools.shapes import MaxBatchResult, SweepResult
 from . import Chart, Part, Report, Table
 
 RUN_COLUMNS = ("machine", *CLI_BENCH_COLUMNS[:7], "peak_memory_bytes", "final_loss", "status")
@@ -116,16 +117,16 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
     chart = None
     if kind == "sweep":
         tables.append(toolview.sweep_table(result).with_legend(f"{SPREAD_WORDS}. Step ms and samples/s are measured."))
-        points = [p for p in result.get("points", []) if is_finite(p.get("samples_per_s"))]
-        chart = Chart([f"{p['device']} batch {p['batch_size']:,}" for p in points],
-                      [p["samples_per_s"] for p in points], "samples/s (median, measured)",
-                      notes=["noisy" if p.get("stability") == "noisy" else "" for p in points])
+        points = [p for p in SweepResult.of(result).points if is_finite(p.samples_per_s)]
+        chart = Chart([f"{p.device} batch {p.batch_size:,}" for p in points],
+                      [p.samples_per_s for p in points], "samples/s (median, measured)",
+                      notes=["noisy" if p.stability == "noisy" else "" for p in points])
     elif kind == "max-batch":
         tables.append(toolview.max_batch_table(result))
-        probes = sorted(result.get("probes", []), key=lambda p: p["batch_size"])
-        chart = Chart([f"batch {p['batch_size']:,}" for p in probes], [p.get("samples_per_s") for p in probes],
+        probes = sorted(MaxBatchResult.of(result).probes, key=lambda p: p.batch_size)
+        chart = Chart([f"batch {p.batch_size:,}" for p in probes], [p.samples_per_s for p in probes],
                       "samples/s of each probe (measured over a few steps: rough)",
-                      notes=["" if p["fits"] else "does not fit" for p in probes])
+                      notes=["" if p.fits else "does not fit" for p in probes])
     elif kind == "tune":
         tables.append(toolview.tune_table(result).with_legend(toolview.TUNE_LEGEND))
         rows = [r for r in toolview.tune_rows(result) if is_finite(r.get("samples_per_s"))]

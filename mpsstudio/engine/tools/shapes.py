@@ -10,7 +10,10 @@ No torch here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..basics.config import MAX_BATCH
+from ..basics.records import Record, may, need
 from ..basics.shape import Either, Flag, Int, List, Map, Num, Obj, Plain, Share, Text
 
 NAME = Text(max=200)
@@ -33,33 +36,117 @@ COMMON = {"sentence": LONG, "env": ENV, "config": CONFIG, "imported_from": Text(
 
 # ---------------------------------------------------------------- sweep
 
-RATIO = Obj(need={"batch_size": BATCH, "speedup": Num()},
-            may={"low": Num(null=True), "high": Num(null=True), "faster": Flag(null=True)})
-CROSSOVER = Obj(need={"device": DEVICE, "batch_size": Int(1, MAX_BATCH, null=True), "speedup_at_largest": Num(),
-                      "ratios": List(RATIO, max=200)},
-                may={"largest_batch": BATCH, "never_faster": Flag(), "faster_everywhere": Flag(),
-                     "baseline": DEVICE})
-SWEEP = Obj(need={"sentence": LONG, "best": Map(BATCH, max=64),
-                  "points": List(Obj(need={"device": DEVICE, "batch_size": BATCH},
-                                     may={"samples_per_s": MS_OR_NULL, "samples_per_s_iqr": MS_OR_NULL,
-                                          "step_ms": MS_OR_NULL, "status": Text(max=32, null=True),
-                                          "stability": Text(max=32, null=True), "error": Text(max=20_000, null=True), "run_id": Text(max=64, null=True)}),
-                                 max=2_000)},
-            may={**COMMON, "crossover": Obj(need=CROSSOVER.need, may=CROSSOVER.may, null=True),
-                 "crossovers": List(CROSSOVER, max=64), "steps": COUNT})
+@dataclass(frozen=True, kw_only=True)
+class ToolRecord(Record):
+    """What every tool's result may carry: its sentence, where and with what it ran, whether it was stopped."""
+
+    sentence: str = may(LONG, "")
+    env: dict | None = may(ENV)
+    config: dict | None = may(CONFIG)
+    imported_from: str | None = may(Text(max=4_096, null=True))
+    stopped: bool | None = may(Flag(null=True))
+    notes: list[str] = may(NOTES, many=True)
+    tool: str | None = may(Text(max=32))
+    kind: str | None = may(Text(max=32))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ratio(Record):
+    """An accelerator's speed over the CPU's at one batch size, with its interval where there is one."""
+
+    batch_size: int = need(BATCH)
+    speedup: float = need(Num())
+    low: float | None = may(Num(null=True))
+    high: float | None = may(Num(null=True))
+    faster: bool | None = may(Flag(null=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Crossover(Record):
+    """Where an accelerator becomes faster than the CPU (batch_size: null where it never is)."""
+
+    device: str = need(DEVICE)
+    batch_size: int | None = need(Int(1, MAX_BATCH, null=True))
+    speedup_at_largest: float = need(Num())
+    ratios: list[Ratio] = need(List(Ratio.shape(), max=200), Ratio)
+    largest_batch: int | None = may(BATCH)
+    never_faster: bool | None = may(Flag())
+    faster_everywhere: bool | None = may(Flag())
+    baseline: str | None = may(DEVICE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepPoint(Record):
+    device: str = need(DEVICE)
+    batch_size: int = need(BATCH)
+    samples_per_s: float | None = may(MS_OR_NULL)
+    samples_per_s_iqr: float | None = may(MS_OR_NULL)
+    step_ms: float | None = may(MS_OR_NULL)
+    status: str | None = may(Text(max=32, null=True))
+    stability: str | None = may(Text(max=32, null=True))
+    error: str | None = may(Text(max=20_000, null=True))
+    run_id: str | None = may(Text(max=64, null=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult(ToolRecord):
+    """A batch-size sweep: every point measured, the best batch per device, each accelerator's crossover."""
+
+    sentence: str = need(LONG)
+    best: dict[str, int] = need(Map(BATCH, max=64))
+    points: list[SweepPoint] = need(List(SweepPoint.shape(), max=2_000), SweepPoint)
+    crossover: Crossover | None = may(Crossover.shape(null=True), record=Crossover)
+    crossovers: list[Crossover] = may(List(Crossover.shape(), max=64), record=Crossover, many=True)
+    steps: int | None = may(COUNT)
+
+
+SWEEP = SweepResult.shape()
 
 # ---------------------------------------------------------------- max-batch
 
-PROBE = Obj(need={"batch_size": BATCH, "fits": Flag(), "reason": LONG},
-            may={"samples_per_s": MS_OR_NULL, "step_ms": MS_OR_NULL, "memory": Int(null=True),
-                 "memory_measure": Text(max=32, null=True), "why": Text(max=64)})
-MAX_BATCH_RESULT = Obj(
-    need={"sentence": LONG, "probes": List(PROBE, max=1_000), "largest_batch": Int(1, MAX_BATCH, null=True),
-          "fastest_batch": Int(1, MAX_BATCH, null=True)},
-    may={**COMMON, "device": DEVICE, "smallest_failed": Obj(need={"batch_size": BATCH, "why": Text(max=64),
-                                                                  "reason": LONG}, null=True),
-         "sweep_sizes": List(BATCH, max=64), "limit": Int(null=True), "limit_source": LONG,
-         "limit_enforced": LONG, "cap": BATCH, "cap_source": LONG, "capped": Flag(), "probe_steps": Int(1, 1_000)})
+
+@dataclass(frozen=True, kw_only=True)
+class Probe(Record):
+    """One batch size tried: whether it trained, its rough speed and memory, and why not."""
+
+    batch_size: int = need(BATCH)
+    fits: bool = need(Flag())
+    reason: str = need(LONG)
+    samples_per_s: float | None = may(MS_OR_NULL)
+    step_ms: float | None = may(MS_OR_NULL)
+    memory: int | None = may(Int(null=True))
+    memory_measure: str | None = may(Text(max=32, null=True))
+    why: str | None = may(Text(max=64))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failed(Record):
+    batch_size: int = need(BATCH)
+    why: str = need(Text(max=64))
+    reason: str = need(LONG)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaxBatchResult(ToolRecord):
+    """The largest batch that trains (and the fastest of those tried), from every probe."""
+
+    sentence: str = need(LONG)
+    probes: list[Probe] = need(List(Probe.shape(), max=1_000), Probe)
+    largest_batch: int | None = need(Int(1, MAX_BATCH, null=True))
+    fastest_batch: int | None = need(Int(1, MAX_BATCH, null=True))
+    device: str | None = may(DEVICE)
+    smallest_failed: Failed | None = may(Failed.shape(null=True), record=Failed)
+    sweep_sizes: list[int] = may(List(BATCH, max=64), many=True)
+    limit: int | None = may(Int(null=True))
+    limit_source: str | None = may(LONG)
+    limit_enforced: str | None = may(LONG)
+    cap: int | None = may(BATCH)
+    cap_source: str | None = may(LONG)
+    capped: bool | None = may(Flag())
+    probe_steps: int | None = may(Int(1, 1_000))
+
+
+MAX_BATCH_RESULT = MaxBatchResult.shape()
 
 # ---------------------------------------------------------------- inspect
 

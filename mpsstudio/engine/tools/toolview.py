@@ -11,6 +11,7 @@ from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spr
 from ..basics.results import RunResult
 from ..basics.table import Table
 from ..machine.probe import NOT_WORKING
+from .shapes import MaxBatchResult, SweepResult
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
           "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}
@@ -36,29 +37,29 @@ def _iqr_percent(sps, iqr) -> str:
     return fmt_spread(spread_of(sps, iqr))
 
 
-def sweep_table(result: dict) -> Table:
+def sweep_table(result: SweepResult | dict) -> Table:
     headers = ["device", "batch", "samples/s (median, measured)", "±", "step ms", "status"]
     rows = []
-    for p in result.get("points", []):
-        status = p.get("status") or ""
-        if p.get("stability") == "noisy" and status == "finished":
+    for p in SweepResult.of(result).points:
+        status = p.status or ""
+        if p.stability == "noisy" and status == "finished":
             status = "noisy"
-        if p.get("error"):
-            status = f"{status}: {p['error']}"
-        rows.append([p["device"], f"{p['batch_size']:,}", fmt_rate(p.get("samples_per_s")),
-                     _iqr_percent(p.get("samples_per_s"), p.get("samples_per_s_iqr")), _ms(p.get("step_ms")),
-                     status])
+        if p.error:
+            status = f"{status}: {p.error}"
+        rows.append([p.device, f"{p.batch_size:,}", fmt_rate(p.samples_per_s),
+                     _iqr_percent(p.samples_per_s, p.samples_per_s_iqr), _ms(p.step_ms), status])
     return Table(headers, rows, [False, True, True, True, True, False])
 
 
-def max_batch_table(result: dict) -> Table:
-    steps = result.get("probe_steps") or 3
+def max_batch_table(result: MaxBatchResult | dict) -> Table:
+    r = MaxBatchResult.of(result)
+    steps = r.probe_steps or 3
     headers = ["batch", "fits", f"samples/s (measured, {steps} steps: rough)", "step ms", "memory", "why not"]
     rows = []
-    for p in sorted(result.get("probes", []), key=lambda p: p["batch_size"]):
-        memory = fmt_bytes(p.get("memory")) if p.get("memory") is not None else DASH
-        rows.append([f"{p['batch_size']:,}", "yes" if p["fits"] else "no", fmt_rate(p.get("samples_per_s")),
-                     _ms(p.get("step_ms")), memory, p.get("reason") or ""])
+    for p in sorted(r.probes, key=lambda p: p.batch_size):
+        memory = fmt_bytes(p.memory) if p.memory is not None else DASH
+        rows.append([f"{p.batch_size:,}", "yes" if p.fits else "no", fmt_rate(p.samples_per_s), _ms(p.step_ms),
+                     memory, p.reason or ""])
     return Table(headers, rows, [True, False, True, True, True, False])
 
 
@@ -164,7 +165,7 @@ def title(kind: str, result: dict) -> str:
     cfg = result.get("config") or {}
     what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
     if kind == "sweep":
-        devices = list(dict.fromkeys(p["device"] for p in result.get("points", [])))
+        devices = list(dict.fromkeys(p.device for p in SweepResult.of(result).points))
         return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
     if kind == "tune":
         devices = list(dict.fromkeys(c["device"] for c in result.get("candidates", [])))
@@ -265,8 +266,9 @@ def sweep_line(config: RunConfig, devices: Sequence[str], sizes: Sequence[int], 
     points = len(sizes) * len(devices)
     text = (f"{plural(points, 'run')} ({plural(len(sizes), 'batch size')} × {plural(len(devices), 'device')}) of "
             f"{warmup:,} warm-up + {steps:,} measured steps")
-    rates = {d: reference_rate(config, d, runs) for d in devices}
-    if any(v is None for v in rates.values()):
+    found = {d: reference_rate(config, d, runs) for d in devices}
+    rates = {d: r for d, r in found.items() if r is not None}
+    if len(rates) < len(found):
         return text + "; how long: unknown until the first point (no earlier run of this setup on every device)"
     from .launch import PROCESS_S
 

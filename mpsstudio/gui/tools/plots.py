@@ -12,6 +12,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame
 
+from ...engine.tools.shapes import SweepPoint, SweepResult
 from ..style import device_color, warning_color
 
 
@@ -68,39 +69,40 @@ class SweepPlot(pg.PlotWidget):
         self.legend.setBrush(pg.mkBrush(back))  # readable over a bar or a line it covers
         self.legend.setPen(pg.mkPen(edge))
 
-    def show_sweep(self, result: dict) -> None:
+    def show_sweep(self, result: SweepResult | dict) -> None:
+        sweep = SweepResult.of(result)
         self.clear()
         self.legend.clear()
         self.lines = {}
         self.marker = None
         palette = self.palette()
-        by_device: dict[str, list[dict]] = {}
-        for p in result.get("points", []):
-            if p.get("samples_per_s"):
-                by_device.setdefault(p["device"], []).append(p)
+        by_device: dict[str, list[SweepPoint]] = {}
+        for p in sweep.points:
+            if p.samples_per_s:
+                by_device.setdefault(p.device, []).append(p)
         for device, points in by_device.items():
-            points.sort(key=lambda p: p["batch_size"])
-            xs = np.array([math.log2(p["batch_size"]) for p in points])
-            ys = np.array([p["samples_per_s"] for p in points], dtype=float)
+            points.sort(key=lambda p: p.batch_size)
+            xs = np.array([math.log2(p.batch_size) for p in points])
+            ys = np.array([p.samples_per_s for p in points], dtype=float)
             color = device_color(device, palette)
             if device == "cpu":
                 color.setAlphaF(0.8)
             base = palette.color(QPalette.ColorRole.Base)  # noisy points are hollow: the table says why
-            brushes = [pg.mkBrush(base if p.get("stability") == "noisy" else color) for p in points]
+            brushes = [pg.mkBrush(base if p.stability == "noisy" else color) for p in points]
             self.lines[device] = self.plot(xs, ys, pen=pg.mkPen(color, width=2), symbol="o", symbolSize=8,
                                            symbolBrush=brushes, symbolPen=pg.mkPen(color, width=1.5), name=device)
-            half = np.array([(p.get("samples_per_s_iqr") or 0) / 2 for p in points])
+            half = np.array([(p.samples_per_s_iqr or 0) / 2 for p in points])
             low = np.log10(np.maximum(ys - half, ys * 1e-3))  # whiskers drawn in the axis's log10 coordinates
             high = np.log10(ys + half)
             mid = np.log10(ys)
             self.addItem(pg.ErrorBarItem(x=xs, y=mid, top=high - mid, bottom=mid - low, beam=0.08,
                                          pen=pg.mkPen(color)))
-        crossover = result.get("crossover")
-        if crossover and crossover.get("batch_size"):
+        crossover = sweep.crossover
+        if crossover and crossover.batch_size:
             warn = warning_color(palette)
-            self.marker = pg.InfiniteLine(pos=math.log2(crossover["batch_size"]), angle=90,
+            self.marker = pg.InfiniteLine(pos=math.log2(crossover.batch_size), angle=90,
                                           pen=pg.mkPen(warn, width=1.5, style=Qt.PenStyle.DashLine),
-                                          label=f"{crossover['device']} faster from batch {crossover['batch_size']:,}",
+                                          label=f"{crossover.device} faster from batch {crossover.batch_size:,}",
                                           labelOpts={"position": 0.08, "color": warn, "anchors": [(0, 1), (0, 1)]})
             self.addItem(self.marker)
         self.enableAutoRange()
