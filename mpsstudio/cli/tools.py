@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from ..engine.basics.table import Table
-from ..engine.tools.shapes import MaxBatchResult, SweepResult
+from ..engine.tools.records import MaxBatchResult, SweepResult
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
                      grid, interrupted, parse_size)
 

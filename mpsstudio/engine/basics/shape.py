@@ -1,5 +1,6 @@
 """Declared shapes of stored results: one declaration per kind that the import check, the readers of pending files
-and journals, and the views all go by (engine/tools/shapes.py declares the tools' results). No torch.
+and journals, and the views all go by (engine/tools/records/ declares the tools' results; basics/records.py makes
+typed records of them). No torch.
 
 A shape checks a plain JSON value (what json.loads gives) and returns it, or raises ShapeError naming the field
 ("rows[2].latency_ms: -3 is below 0"). Numbers are finite unless a shape says otherwise (JSON has no infinity: a

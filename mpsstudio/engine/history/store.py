@@ -105,7 +105,7 @@ class RunStore:
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so this result is not kept; make the "
                             "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
-        from ..tools.shapes import MAX_STORED_BYTES
+        from ..tools.records import MAX_STORED_BYTES
 
         text = json.dumps(record.result)
         if len(text) > MAX_STORED_BYTES:
@@ -166,7 +166,7 @@ class RunStore:
         `problem` set and an empty result, which the views show as "cannot be shown" with Delete."""
         from ..basics.shape import ShapeError
         from ..tools.registry import validated
-        from ..tools.shapes import MAX_STORED_BYTES
+        from ..tools.records import MAX_STORED_BYTES
 
         try:
             if not self._has_tools_table():

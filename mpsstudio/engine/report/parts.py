@@ -18,7 +18,7 @@ from ..basics.results import now_iso
 from ..basics.results import RunResult
 from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
 from ..tools import toolview
-from ..tools.shapes import MaxBatchResult, SweepResult
+from ..tools.records import MaxBatchResult, SweepResult
 from . import Chart, Part, Report, Table
 
 RUN_COLUMNS = ("machine", *CLI_BENCH_COLUMNS[:7], "peak_memory_bytes", "final_loss", "status")

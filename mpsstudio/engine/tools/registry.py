@@ -1,7 +1,7 @@
 """The measuring tools a run process can carry out (process.run_tool), and the check of what it sends back.
 
 `run` executes in the child; `checked` in the parent, on a dict that came over the pipe from a process that ran
-a user's model, an imported file or a stored row: its kind's declared shape (shapes.py: only plain JSON values,
+a user's model, an imported file or a stored row: its kind's declared shape (records/: only plain JSON values,
 within size limits, every field a view reads of the right type and range). This module imports no torch (the parent
 may not have loaded it).
 """
@@ -83,12 +83,12 @@ def ended(name: str, answer, how: str) -> dict:
     UserError when the tool sends no checkpoints or this one cannot be read."""
     said = how.rstrip(".")
     said = said[:1].lower() + said[1:]
-    from ..basics.shape import Obj, ShapeError
-    from .shapes import BATCH, PROBE, List
+    from ..basics.shape import List, Obj, ShapeError
+    from .records import BATCH, Probe
 
     try:
         if name == "max-batch":
-            answer = Obj(need={"resume": List(PROBE, max=1_000), "probing": BATCH}).check(answer)
+            answer = Obj(need={"resume": List(Probe.shape(), max=1_000), "probing": BATCH}).check(answer)
             probes, batch = answer["resume"], answer["probing"]
             died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                     "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
@@ -110,10 +110,10 @@ STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench", "diagnose",
 
 
 def validated(name: str, result) -> dict:
-    """`result` of tool `name` as its declared shape (shapes.py) has it, with the words re-derived from its numbers;
+    """`result` of tool `name` as its declared shape (records/) has it, with the words re-derived from its numbers;
     ShapeError naming the field otherwise."""
     from ..basics.shape import ShapeError
-    from .shapes import SHAPES
+    from .records import SHAPES
 
     if name not in SHAPES:
         raise ShapeError("", f"is of a kind no tool makes ({name[:40]!r})")

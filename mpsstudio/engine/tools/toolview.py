@@ -11,7 +11,7 @@ from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spr
 from ..basics.results import RunResult
 from ..basics.table import Table
 from ..machine.probe import NOT_WORKING
-from .shapes import MaxBatchResult, SweepResult
+from .records import MaxBatchResult, SweepResult
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
           "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}

@@ -12,7 +12,7 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame
 
-from ...engine.tools.shapes import SweepPoint, SweepResult
+from ...engine.tools.records import SweepPoint, SweepResult
 from ..style import device_color, warning_color
 
 

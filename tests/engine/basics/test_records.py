@@ -11,8 +11,8 @@ import pytest
 
 from mpsstudio.engine.basics.records import Record, may, need
 from mpsstudio.engine.basics.shape import Flag, Int, List, Num, ShapeError, Text
-from mpsstudio.engine.tools import shapes
-from mpsstudio.engine.tools.shapes import MaxBatchResult, SweepResult
+from mpsstudio.engine.tools import records as shapes
+from mpsstudio.engine.tools.records import MaxBatchResult, SweepResult
 from tests.support.paths import ROOT
 
 
@@ -64,7 +64,7 @@ def test_the_tools_records_are_the_shapes_the_history_and_the_import_check_go_by
 
 def test_a_view_that_reads_a_renamed_field_is_found_by_the_type_checker(tmp_path):
     view = tmp_path / "view.py"
-    view.write_text("from mpsstudio.engine.tools.shapes import SweepResult\n\n\n"
+    view.write_text("from mpsstudio.engine.tools.records import SweepResult\n\n\n"
                     "def cell(r: SweepResult) -> str:\n    return str(r.points[0].samples_per_sec)\n")
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                            "--cache-dir", str(tmp_path / "cache"), str(view)], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""Tool results as safe as runs (issue 35): every kind's declared shape (engine/tools/shapes.py) against a hostile
+"""Tool results as safe as runs (issue 35): every kind's declared shape (engine/tools/records/) against a hostile
 corpus: each field of a real result (tests/data/tool_results, written by the tools on this machine) replaced by the
 wrong type, null, NaN, infinity, a huge or negative number, a long text, deep nesting, or removed; each mutation
 imported as a file, then, when it is kept, rendered by every view (the engine's tables and sentences, the CLI's, the
@@ -19,7 +19,7 @@ from mpsstudio.engine.history.runfiles import import_tool_json
 from mpsstudio.engine.basics.shape import Either, List, Map, Obj, Plain
 from mpsstudio.engine.tools import registry, toolview
 from mpsstudio.engine.tools.diagnose import view as diagnose_view
-from mpsstudio.engine.tools.shapes import SHAPES
+from mpsstudio.engine.tools.records import SHAPES
 from tests.support.paths import DATA as TESTS_DATA  # noqa: E402
 
 DATA = TESTS_DATA / "tool_results"
