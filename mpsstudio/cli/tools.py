@@ -14,6 +14,7 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from ..engine.basics.table import Table
 from ..engine.tools.records import MaxBatchResult, SweepResult
+from ..engine.tools.records.inspection import InspectResult
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
                      grid, interrupted, parse_size)
 
@@ -187,20 +188,20 @@ def cmd_inspect(args) -> int:
 
     cfg = tool_prelude(args).with_device(_checked_device(args.device))
     result = run_one_tool("inspect", cfg, args, f"inspecting {cfg.model} on {cfg.device}")
-    print(f"functional check: {'passed' if result['probe']['ok'] else 'FAILED'} ({printable(result['probe']['detail'])})")
-    if result.get("parity"):
-        par = result["parity"]
-        recorded = result.get("ops_batch_size")
-        print(f"\nparity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e}, on a fixed "
-              f"parity batch of {par.get('batch_size', '?')} samples"
-              + (f"; the recorded training step used batch {recorded:,}" if isinstance(recorded, int) else "") + "):")
-        print_table(toolview.parity_table(result))
-    if result.get("fallback_ops"):
+    r = InspectResult.of(result)
+    print(f"functional check: {'passed' if r.probe.ok else 'FAILED'} ({printable(r.probe.detail)})")
+    if r.parity:
+        par, recorded = r.parity, r.ops_batch_size
+        print(f"\nparity with the CPU in float64 ({par.precision}, tolerance {par.tolerance:.0e}, on a fixed "
+              f"parity batch of {par.batch_size or '?'} samples"
+              + (f"; the recorded training step used batch {recorded:,}" if recorded is not None else "") + "):")
+        print_table(toolview.parity_table(r))
+    if r.fallback_ops:
         print()
-        print_table(toolview.fallback_table(result))
+        print_table(toolview.fallback_table(r))
     finish_tool("inspect", result, args)
-    print(f"\n{printable(result['sentence'])}")
-    bad = not result["probe"]["ok"] or (result.get("parity") and not result["parity"]["ok"])
+    print(f"\n{printable(r.sentence)}")
+    bad = not r.probe.ok or (r.parity is not None and not r.parity.ok)
     return EXIT_RUN_FAILED if bad else EXIT_OK
 
 

@@ -19,6 +19,7 @@ from ..basics.results import RunResult
 from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
 from ..tools import toolview
 from ..tools.records import MaxBatchResult, SweepResult
+from ..tools.records.inspection import InspectResult
 from . import Chart, Part, Report, Table
 
 RUN_COLUMNS = ("machine", *CLI_BENCH_COLUMNS[:7], "peak_memory_bytes", "final_loss", "status")
@@ -148,13 +149,14 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
             chart = Chart([PHASE_WORDS[p] for p in phases], [first[f"{p}_ms"] for p in phases],
                           f"ms per step on {first.get('device', '?')} (median, measured)")
     elif kind == "inspect":
-        par = result.get("parity")
+        inspected = InspectResult.of(result)
+        par = inspected.parity
         if par:
-            tables.append(toolview.parity_table(result, limit=50).with_legend(f"Parity with the CPU in float64 "
-                                 f"({par.get('precision')}; relative error = max|device - reference| / max|reference|; "
-                                 f"one batch of {par.get('batch_size', '?')})."))
-        if result.get("fallback_ops"):
-            tables.append(toolview.fallback_table(result).with_legend("Operations that ran on the CPU during one "
+            tables.append(toolview.parity_table(inspected, limit=50).with_legend(
+                f"Parity with the CPU in float64 ({par.precision}; relative error = max|device - reference| / "
+                f"max|reference|; one batch of {par.batch_size or '?'})."))
+        if inspected.fallback_ops:
+            tables.append(toolview.fallback_table(inspected).with_legend("Operations that ran on the CPU during one "
                                  "training step, each timed with the device synchronized around it."))
     elif kind == "deploy-bench":
         tables.append(toolview.deploy_table(result).with_legend("Latency and throughput measured; energy where a meter "

@@ -12,6 +12,7 @@ from ..basics.results import RunResult
 from ..basics.table import Table
 from ..machine.probe import NOT_WORKING
 from .records import MaxBatchResult, SweepResult
+from .records.inspection import InspectResult, Parity
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
           "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}
@@ -63,10 +64,10 @@ def max_batch_table(result: MaxBatchResult | dict) -> Table:
     return Table(headers, rows, [True, False, True, True, True, False])
 
 
-def parity_table(result: dict, limit: int = 12) -> Table:
+def parity_table(result: InspectResult | dict, limit: int = 12) -> Table:
     """Loss, logits and the gradients (failures first, then the largest errors) against the float64 CPU reference,
     beside the CPU's own error in the same precision."""
-    par = result.get("parity") or {}
+    par = InspectResult.of(result).parity
     headers = ["tensor", "max relative error", "CPU's own error, same precision", "within tolerance"]
     numeric = [False, True, True, False]
     if not par:
@@ -74,21 +75,20 @@ def parity_table(result: dict, limit: int = 12) -> Table:
 
     def row(name, err, cpu_err, ok):
         return [name, _rel(err), _err(cpu_err), "yes" if ok else "NO"]
-    rows = [row("loss", par.get("loss_rel_err"), par.get("loss_cpu_rel_err"), par.get("loss_ok", True)),
-            row("logits", par.get("logits_max_rel_err"), par.get("logits_cpu_rel_err"), par.get("logits_ok", True))]
-    grads = par.get("grads") or []
-    rows += [row(f"grad {g['name']}", g.get("max_rel_err"), g.get("cpu_rel_err"), g.get("ok", True))
-             for g in grads[:limit]]
+    rows = [row("loss", par.loss_rel_err, par.loss_cpu_rel_err, par.loss_ok),
+            row("logits", par.logits_max_rel_err, par.logits_cpu_rel_err, par.logits_ok)]
+    grads = par.grads
+    rows += [row(f"grad {g.name}", g.max_rel_err, g.cpu_rel_err, g.ok) for g in grads[:limit]]
     if len(grads) > limit:
-        rows.append([f"... {len(grads) - limit} more gradients" + ("" if all(g.get("ok", True) for g in grads[limit:])
+        rows.append([f"... {len(grads) - limit} more gradients" + ("" if all(g.ok for g in grads[limit:])
                                                                     else ", some beyond tolerance"), "", "", ""])
     return Table(headers, rows, numeric)
 
 
-def fallback_table(result: dict) -> Table:
+def fallback_table(result: InspectResult | dict) -> Table:
     headers = ["operation on the CPU", "calls per step", "share of time in operations"]
-    rows = [[o["op"], f"{o['count']:,}", f"{o['share']:.0%}" if is_finite(o.get("share")) else DASH]
-            for o in result.get("fallback_ops") or []]
+    rows = [[o.op, f"{o.count:,}", f"{o.share:.0%}" if is_finite(o.share) else DASH]
+            for o in InspectResult.of(result).fallback_ops]
     return Table(headers, rows, [False, True, True])
 
 
@@ -176,72 +176,70 @@ def title(kind: str, result: dict) -> str:
     return f"{TITLES.get(kind, kind)}: {what} on {result.get('device', '?')}{precision}"
 
 
-def inspect_sentence(result: dict) -> str:
+def inspect_sentence(result: InspectResult | dict) -> str:
     """What inspect found, in words: parity first (wrong results matter most), then fallbacks, then the probe."""
-    device = result.get("device", "?")
+    r = InspectResult.of(result)
+    device = r.device or "?"
     parts = []
-    check = result.get("probe") or {}
-    if check and not check.get("ok", True):
-        parts.append(f"{device} is {NOT_WORKING}: {check.get('detail', '')}.")
-    par = result.get("parity")
+    if not r.probe.ok:
+        parts.append(f"{device} is {NOT_WORKING}: {r.probe.detail}.")
+    par = r.parity
     if par:
-        what = f"{par['precision']}, tolerance {par['tolerance']:.0e}"
-        if par["ok"]:
-            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.get('cpu_factor', 4):g}x "
+        what = f"{par.precision}, tolerance {par.tolerance:.0e}"
+        if par.ok:
+            parts.append(f"{device} matches the float64 CPU reference ({what}, or {par.cpu_factor:g}x "
                          f"the CPU's own error in {_cpu_precision(par)}): largest relative error "
-                         f"{_rel(par['worst_rel_err'])}.")
+                         f"{_rel(par.worst_rel_err)}.")
         else:
-            bad = _bad_error(par)
             advice = ("TF32 rounds matmul inputs to 10 bits; turn it off where these values matter"
-                      if par["precision"] == "tf32" else "its results here are not to be trusted")
+                      if par.precision == "tf32" else "its results here are not to be trusted")
             parts.append(f"{device} differs from the float64 CPU reference beyond tolerance ({what}, or "
-                         f"{par.get('cpu_factor', 4):g}x the CPU's own error in {_cpu_precision(par)}): relative "
-                         f"error {_rel(bad)} in {_worst_name(par)}; {advice}.")
-    ops = result.get("fallback_ops") or []
+                         f"{par.cpu_factor:g}x the CPU's own error in {_cpu_precision(par)}): relative "
+                         f"error {_rel(_bad_error(par))} in {_worst_name(par)}; {advice}.")
+    ops = r.fallback_ops
     if ops:
-        names = ", ".join(o["op"] for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
-        share = result.get("fallback_share")
+        names = ", ".join(o.op for o in ops[:3]) + (", ..." if len(ops) > 3 else "")
+        share = r.fallback_share
         timing = f" ({share:.0%} of the time spent in operations)" if share is not None else ""
         parts.append(f"{plural(len(ops), 'operation')} ran on the CPU{timing}: {names}; each copies its tensors "
                      f"to the CPU and back, which slows every step.")
-    elif result.get("fallback_applies"):
+    elif r.fallback_applies:
         parts.append(f"Every operation of a training step ran on {device} (no CPU fallback).")
-    if result.get("stopped"):
+    if r.stopped:
         parts.append("Stopped before every check ran.")
     if not par:
-        parts += [n for n in result.get("notes") or [] if n.startswith("Parity")]
+        parts += [n for n in r.notes if n.startswith("Parity")]
     return " ".join(parts) or f"Nothing was checked on {device}."
 
 
-def _cpu_precision(par: dict) -> str:
-    return par.get("cpu_precision") or ("fp32" if par.get("precision") == "tf32" else par.get("precision", "?"))
+def _cpu_precision(par: Parity) -> str:
+    return par.cpu_precision or ("fp32" if par.precision == "tf32" else par.precision)
 
 
-def _bad_error(par: dict) -> float:
-    if not par.get("loss_ok", True):
-        return par["loss_rel_err"]
-    if not par.get("logits_ok", True):
-        return par["logits_max_rel_err"]
-    bad = next((g for g in par.get("grads") or [] if not g.get("ok", True)), None)
-    return bad["max_rel_err"] if bad else par["worst_rel_err"]
+def _bad_error(par: Parity) -> float | None:
+    if not par.loss_ok:
+        return par.loss_rel_err
+    if not par.logits_ok:
+        return par.logits_max_rel_err
+    bad = next((g for g in par.grads if not g.ok), None)
+    return bad.max_rel_err if bad else par.worst_rel_err
 
 
-def _worst_name(par: dict) -> str:
+def _worst_name(par: Parity) -> str:
     """The tensor to name: the first beyond tolerance (parity_of sorts failures first), else the largest error."""
-    if not par.get("loss_ok", True):
+    if not par.loss_ok:
         return "the loss"
-    if not par.get("logits_ok", True):
+    if not par.logits_ok:
         return "the logits"
-    grads = par.get("grads") or []
-    bad = next((g for g in grads if not g.get("ok", True)), None)
+    bad = next((g for g in par.grads if not g.ok), None)
     if bad is not None:
-        return f"the gradient of {bad['name']}"
-    worst = par["worst_rel_err"]
-    if par["loss_rel_err"] == worst:
+        return f"the gradient of {bad.name}"
+    worst = par.worst_rel_err
+    if par.loss_rel_err == worst:
         return "the loss"
-    if par["logits_max_rel_err"] == worst:
+    if par.logits_max_rel_err == worst:
         return "the logits"
-    return f"the gradient of {grads[0]['name']}" if grads else "the gradients"
+    return f"the gradient of {par.grads[0].name}" if par.grads else "the gradients"
 
 
 # ---------------------------------------------------------------- what a tool will do (the window's tool sheets)

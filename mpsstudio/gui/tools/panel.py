@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QL
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from ...engine.tools import toolview
+from ...engine.tools.records.inspection import InspectResult
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import error_line, fmt_timestamp
 from ...engine.history.runfiles import export_tool_json
@@ -244,29 +245,28 @@ class ToolsPanel(QWidget):
         box = QWidget()
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
-        check = result.get("probe") or {}
-        layout.addWidget(words_label(f"Functional check: {'passed' if check.get('ok') else 'FAILED'} "
-                                f"({check.get('detail', '')})"))
-        par = result.get("parity")
+        r = InspectResult.of(result)
+        layout.addWidget(words_label(f"Functional check: {'passed' if r.probe.ok else 'FAILED'} ({r.probe.detail})"))
+        par = r.parity
         if par:
-            label = QLabel(f"Parity with the CPU in float64 ({par['precision']}, tolerance {par['tolerance']:.0e} or "
-                           f"{par.get('cpu_factor', 4):g}× the CPU's own error in the same precision; one batch of "
-                           f"{par.get('batch_size', '?')}, evaluation mode; relative error = max|device − reference| / "
+            label = QLabel(f"Parity with the CPU in float64 ({par.precision}, tolerance {par.tolerance:.0e} or "
+                           f"{par.cpu_factor:g}× the CPU's own error in the same precision; one batch of "
+                           f"{par.batch_size or '?'}, evaluation mode; relative error = max|device − reference| / "
                            f"max|reference|):")
             label.setWordWrap(True)
             layout.addWidget(label)
-            layout.addWidget(table_widget(toolview.parity_table(result, limit=50)), 2)
-        ops = result.get("fallback_ops") or []
-        if result.get("fallback_applies") or ops:
+            layout.addWidget(table_widget(toolview.parity_table(r, limit=50)), 2)
+        ops = r.fallback_ops
+        if r.fallback_applies or ops:
             layout.addWidget(words_label(f"Operations that ran on the CPU during one training step of batch "
-                                    f"{result.get('ops_batch_size', '?')} ({result.get('op_count', 0):,} operations "
-                                    f"recorded, each timed with the device synchronized around it):"
-                                    if ops else "No operation fell back to the CPU during one training step."))
+                                         f"{r.ops_batch_size or '?'} ({r.op_count or 0:,} operations "
+                                         f"recorded, each timed with the device synchronized around it):"
+                                         if ops else "No operation fell back to the CPU during one training step."))
             if ops:
-                layout.addWidget(table_widget(toolview.fallback_table(result)), 1)
-        elif result.get("device") != "mps":
-            layout.addWidget(words_label(f"CPU fallback applies to MPS only: {result.get('device')} runs every operation "
-                                    f"itself."))
+                layout.addWidget(table_widget(toolview.fallback_table(r)), 1)
+        elif r.device != "mps":
+            layout.addWidget(words_label(f"CPU fallback applies to MPS only: {r.device} runs every operation "
+                                         f"itself."))
         return box
 
     # -- actions -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ No torch here.
 
 from __future__ import annotations
 
-from .common import BATCH, ToolRecord
+from .common import BATCH, ToolResult
 from .deploy import DEPLOY
 from .diagnose import DIAGNOSE
 from .export import EXPORT
@@ -20,7 +20,7 @@ from .sweep import SWEEP, Crossover, Ratio, SweepPoint, SweepResult
 from .tune import TUNE
 
 __all__ = ["BATCH", "MAX_STORED_BYTES", "SHAPES", "Crossover", "Failed", "MaxBatchResult", "Probe", "Ratio", "SweepPoint",
-           "SweepResult", "ToolRecord"]
+           "SweepResult", "ToolResult"]
 
 SHAPES = {"sweep": SWEEP, "max-batch": MAX_BATCH_RESULT, "inspect": INSPECT, "devices": DEVICES, "export": EXPORT,
           "deploy-bench": DEPLOY, "diagnose": DIAGNOSE, "tune": TUNE}

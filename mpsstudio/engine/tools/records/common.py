@@ -1,5 +1,5 @@
 """What every tool's result is made of: the field shapes they share (a device, a batch, a sentence, a time or a
-relative error) and the fields every result may carry (ToolRecord). No torch."""
+relative error) and the fields every result may carry (ToolResult). No torch."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ COMMON = {"sentence": LONG, "env": ENV, "config": CONFIG, "imported_from": Text(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ToolRecord(Record):
+class ToolResult(Record):
     """What every tool's result may carry: its sentence, where and with what it ran, whether it was stopped."""
 
     sentence: str = may(LONG, "")

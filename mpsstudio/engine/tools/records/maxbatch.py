@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...basics.config import MAX_BATCH
 from ...basics.records import Record, may, need
 from ...basics.shape import Flag, Int, List, Text
-from .common import BATCH, DEVICE, LONG, MS_OR_NULL, ToolRecord
+from .common import BATCH, DEVICE, LONG, MS_OR_NULL, ToolResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,7 +32,7 @@ class Failed(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class MaxBatchResult(ToolRecord):
+class MaxBatchResult(ToolResult):
     """The largest batch that trains (and the fastest of those tried), from every probe."""
 
     sentence: str = need(LONG)

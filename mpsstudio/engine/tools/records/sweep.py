@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...basics.config import MAX_BATCH
 from ...basics.records import Record, may, need
 from ...basics.shape import Flag, Int, List, Map, Num, Text
-from .common import BATCH, COUNT, DEVICE, LONG, MS_OR_NULL, ToolRecord
+from .common import BATCH, COUNT, DEVICE, LONG, MS_OR_NULL, ToolResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +49,7 @@ class SweepPoint(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepResult(ToolRecord):
+class SweepResult(ToolResult):
     """A batch-size sweep: every point measured, the best batch per device, each accelerator's crossover."""
 
     sentence: str = need(LONG)
