@@ -11,6 +11,8 @@ from pathlib import Path
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
+from ..engine.tools.records.deploy import DeployResult
+from ..engine.tools.records.export import ExportResult
 from .common import EXIT_OK, EXIT_RUN_FAILED, check_json_path, check_timeout, config_from_args
 
 
@@ -71,8 +73,9 @@ def cmd_export(args) -> int:
               file=sys.stderr)
     if args.json:
         export_tool_json({"kind": "export", **result}, args.json)
-    print(printable(result["sentence"]))
-    return EXIT_RUN_FAILED if result["check"]["ok"] is False else EXIT_OK
+    exported = ExportResult.of(result)
+    print(printable(exported.sentence))
+    return EXIT_RUN_FAILED if exported.check.ok is False else EXIT_OK
 
 
 def land_export(result: dict, target) -> str:
@@ -162,9 +165,10 @@ def cmd_deploy_bench(args) -> int:
         if getattr(exc, "partial", None) is None:
             raise
         result, stopped = exc.partial, exc
-    code = report("deploy-bench", result, toolview.deploy_table(result), args, stopped, "what was measured so far",
-                  notes=result.get("notes", []))
-    return code if code is not None else (EXIT_OK if any(r["latency_ms"] for r in result["rows"]) else EXIT_RUN_FAILED)
+    deployed = DeployResult.of(result)
+    code = report("deploy-bench", result, toolview.deploy_table(deployed), args, stopped, "what was measured so far",
+                  notes=deployed.notes)
+    return code if code is not None else (EXIT_OK if any(r.latency_ms for r in deployed.rows) else EXIT_RUN_FAILED)
 
 
 def _sizes(text: str, most: int = 1024) -> list[int]:

@@ -6,11 +6,12 @@ declaration gives both the check and the attributes the views read. No torch.
         device: str = need(Text(max=64))
         samples_per_s: float | None = may(Num(null=True))
 
-`Point.shape()` is the `Obj` the import check, the readers of pending files and the history go by (`need` fields must
-be there, `may` fields may be missing, other fields are kept as plain JSON and read by no view); `Point.read(value)`
-checks a plain JSON value against it and builds the record, nested records (`need(Sub.shape(), Sub)`, a list of them:
-`need(List(Sub.shape()), Sub)`) included. A view then reads `point.samples_per_s`, and a renamed field is found by the
-type checker (`mypy`, run by `make test`), not by a user. The stored value stays the plain JSON it was.
+`Point.declared_shape()` is the `Obj` the import check, the readers of pending files and the history go by (`need`
+fields must be there, `may` fields may be missing, other fields are kept as plain JSON and read by no view);
+`Point.read(value)` checks a plain JSON value against it and builds the record, nested records included
+(`need(Sub.declared_shape(), Sub)`; a List or a Map of them alike). A view then reads `point.samples_per_s`, and a
+renamed field is found by the type checker (`mypy`, run by `make test`), not by a user. The stored value stays the
+plain JSON it was.
 """
 
 from __future__ import annotations
@@ -18,21 +19,23 @@ from __future__ import annotations
 from dataclasses import MISSING, field, fields
 from typing import Any, ClassVar, TypeVar
 
-from .shape import Obj, Shape
+from .shape import List, Map, Obj, Shape
 
 R = TypeVar("R", bound="Record")
 
 
 def need(shape: Shape, record: type[Record] | None = None) -> Any:
-    """A field that must be there, of `shape`; `record`: the record each value (or each item of a list) is read as."""
+    """A field that must be there, of `shape`; `record`: what the value is read as (each item of a List shape, each
+    value of a Map shape, else the value itself)."""
     return field(metadata={"shape": shape, "need": True, "record": record})
 
 
-def may(shape: Shape, default: Any = None, record: type[Record] | None = None, *, many: bool = False) -> Any:
-    """A field that may be missing (then `default`; an empty list where `many`), of `shape`."""
-    if many:
-        return field(default_factory=list, metadata={"shape": shape, "need": False, "record": record})
-    return field(default=default, metadata={"shape": shape, "need": False, "record": record})
+def may(shape: Shape, default: Any = None, record: type[Record] | None = None) -> Any:
+    """A field that may be missing, then `default` (`list` or `dict`: a new empty one), of `shape`."""
+    meta = {"shape": shape, "need": False, "record": record}
+    if default is list or default is dict:
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 class Record:
@@ -41,10 +44,13 @@ class Record:
     _shapes: ClassVar[dict[type, Obj]] = {}
 
     @classmethod
-    def shape(cls, null: bool = False) -> Obj:
+    def declared_shape(cls, null: bool = False) -> Obj:
         """The declared shape of this record's JSON object (`null`: where the object itself may be null)."""
         base = Record._shapes.get(cls)
         if base is None:
+            taken = {f.name for f in fields(cls)} & set(vars(Record))  # type: ignore[arg-type]  # a dataclass
+            if taken:  # a field named like a method would hide it
+                raise TypeError(f"{cls.__name__} has fields named like Record's methods: {', '.join(sorted(taken))}")
             need_: dict[str, Shape] = {}
             may_: dict[str, Shape] = {}
             for f in fields(cls):  # type: ignore[arg-type]  # every subclass is a dataclass
@@ -55,7 +61,7 @@ class Record:
     @classmethod
     def read(cls: type[R], value: Any, path: str = "") -> R:
         """`value` checked against the declared shape (ShapeError names the field) and built into the record."""
-        return cls.built(cls.shape().check(value, path))
+        return cls.built(cls.declared_shape().check(value, path))
 
     @classmethod
     def of(cls: type[R], value: Any) -> R:
@@ -71,10 +77,13 @@ class Record:
                 if f.default is MISSING and f.default_factory is MISSING:  # pragma: no cover - the shape refused it
                     raise ValueError(f"{f.name} is missing")
                 continue
-            value, record = checked[f.name], f.metadata["record"]
-            if record is not None and isinstance(value, list):
-                value = [record.built(v) for v in value]
-            elif record is not None and isinstance(value, dict):
-                value = record.built(value)
+            value, record, shape = checked[f.name], f.metadata["record"], f.metadata["shape"]
+            if record is not None and value is not None:
+                if isinstance(shape, List):
+                    value = [record.built(v) for v in value]
+                elif isinstance(shape, Map):
+                    value = {k: record.built(v) for k, v in value.items()}
+                else:
+                    value = record.built(value)
             values[f.name] = value
         return cls(**values)

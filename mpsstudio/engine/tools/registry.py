@@ -88,7 +88,7 @@ def ended(name: str, answer, how: str) -> dict:
 
     try:
         if name == "max-batch":
-            answer = Obj(need={"resume": List(Probe.shape(), max=1_000), "probing": BATCH}).check(answer)
+            answer = Obj(need={"resume": List(Probe.declared_shape(), max=1_000), "probing": BATCH}).check(answer)
             probes, batch = answer["resume"], answer["probing"]
             died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                     "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}

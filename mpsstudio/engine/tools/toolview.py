@@ -12,6 +12,8 @@ from ..basics.results import RunResult
 from ..basics.table import Table
 from ..machine.probe import NOT_WORKING
 from .records import MaxBatchResult, SweepResult
+from .records.deploy import DeployResult, DeployRow
+from .records.export import ExportResult, Output, Tensor
 from .records.inspection import InspectResult, Parity
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
@@ -92,52 +94,53 @@ def fallback_table(result: InspectResult | dict) -> Table:
     return Table(headers, rows, [False, True, True])
 
 
-def deploy_table(result: dict) -> Table:
+def deploy_table(result: DeployResult | dict) -> Table:
     """One line per model, place and batch size: latency (median and IQR, measured), samples/s, agreement."""
     headers = ["model", "where", "batch", "first call ms", "latency ms (median, measured)", "IQR ms", "samples/s",
                "max rel. err", "top-1", "energy mJ/sample", "note"]
     rows = []
-    for r in result.get("rows", []):
-        lat = _ms(r.get("latency_ms")) + (" noisy" if r.get("stability") == "noisy" else "")
-        top1 = DASH if r.get("top1_agreement") is None else f"{r['top1_agreement']:.0%}"
-        sps = DASH if r.get("samples_per_s") is None else f"{r['samples_per_s']:,.1f}"
-        first = _ms(r["first_s"] * 1000) if is_finite(r.get("first_s")) else DASH
-        rows.append([r["model"], r["label"], str(r["batch_size"]), first, lat, _ms(r.get("latency_iqr_ms")), sps,
-                     _err(r.get("max_rel_err")), top1, energy_cell(r), r.get("reason") or ""])
+    for r in DeployResult.of(result).rows:
+        lat = _ms(r.latency_ms) + (" noisy" if r.stability == "noisy" else "")
+        top1 = DASH if r.top1_agreement is None else f"{r.top1_agreement:.0%}"
+        sps = DASH if r.samples_per_s is None else f"{r.samples_per_s:,.1f}"
+        first = _ms(r.first_s * 1000) if is_finite(r.first_s) else DASH
+        rows.append([r.model, r.label, str(r.batch_size), first, lat, _ms(r.latency_iqr_ms), sps,
+                     _err(r.max_rel_err), top1, energy_cell(r), r.reason or ""])
     return Table(headers, rows, [False, False, True, True, True, True, True, True, True, True, False])
 
 
-def energy_cell(row: dict) -> str:
+def energy_cell(row: DeployRow) -> str:
     """"4.21 estimated (cpu 1.10, gpu 2.90, ane 0.21)": a deploy row's energy per sample, its parts, and whether
     it was measured or estimated; a dash for a row that did not run."""
-    value = row.get("energy_mj_per_sample")
+    value = row.energy_mj_per_sample
     if not is_finite(value):
         return DASH
-    parts = row.get("energy_parts_mj") or {}
-    listed = ", ".join(f"{p} {parts[p]:.3g}" for p in ("cpu", "gpu", "ane", "dram") if is_finite(parts.get(p)))
-    return f"{value:.3g} {row.get('energy_measure') or ''}".rstrip() + (f" ({listed})" if listed else "")
+    parts = row.energy_parts_mj
+    listed = ", ".join(f"{p} {v:.3g}" for p in ("cpu", "gpu", "ane", "dram") if is_finite(v := parts.get(p)))
+    return f"{value:.3g} {row.energy_measure or ''}".rstrip() + (f" ({listed})" if listed else "")
 
 
-def export_table(result: dict) -> Table:
+def export_table(result: ExportResult | dict) -> Table:
     """What an export wrote and how it was checked, one line each."""
-    check = result.get("check") or {}
-    agrees = ("not checked here: " + str(check.get("reason"))) if check.get("ok") is None else (
-        "agrees" if check.get("ok") else f"does NOT agree: {check.get('reason')}")
-    inp, out = result.get("input") or {}, result.get("output") or {}
-    rows = [["written to", str(result.get("path"))], ["format", f"{result.get('format')} ({result.get('precision')})"],
-            ["size", f"{result.get('bytes', 0):,} bytes"],
-            ["input", f"{inp.get('name')} {inp.get('shape')} {inp.get('dtype')}"],
-            ["output", f"{out.get('name')} {out.get('shape')}"],
-            ["check against PyTorch", agrees], ["max relative error", _err(check.get("max_rel_err"))],
-            ["top-1 agreement", DASH if check.get("top1_agreement") is None else f"{check['top1_agreement']:.0%}"],
-            ["weights", str(result.get("weights_note"))],
-            ["classes", ", ".join(result.get("classes") or []) or DASH]]
-    if result.get("minimum_deployment_target"):
-        rows.insert(2, ["runs on", str(result["minimum_deployment_target"])])
-    packed = result.get("compression")
-    if isinstance(packed, dict):
-        rows.insert(3, ["compressed weights", f"{packed.get('method')}: {packed.get('bytes', 0):,} bytes against "
-                                              f"{packed.get('uncompressed_bytes', 0):,} uncompressed"])
+    r = ExportResult.of(result)
+    check = r.check
+    agrees = ("not checked here: " + str(check.reason)) if check.ok is None else (
+        "agrees" if check.ok else f"does NOT agree: {check.reason}")
+    inp, out = r.input or Tensor(), r.output or Output()
+    rows = [["written to", str(r.path)], ["format", f"{r.format} ({r.precision})"],
+            ["size", f"{r.bytes:,} bytes"],
+            ["input", f"{inp.name} {inp.shape} {inp.dtype}"],
+            ["output", f"{out.name} {out.shape}"],
+            ["check against PyTorch", agrees], ["max relative error", _err(check.max_rel_err)],
+            ["top-1 agreement", DASH if check.top1_agreement is None else f"{check.top1_agreement:.0%}"],
+            ["weights", str(r.weights_note)],
+            ["classes", ", ".join(r.classes) or DASH]]
+    if r.minimum_deployment_target:
+        rows.insert(2, ["runs on", str(r.minimum_deployment_target)])
+    packed = r.compression
+    if packed is not None:
+        rows.insert(3, ["compressed weights", f"{packed.method}: {packed.bytes:,} bytes against "
+                                              f"{packed.uncompressed_bytes:,} uncompressed"])
     return Table(["what", "value"], rows, [False, False])
 
 
@@ -155,9 +158,10 @@ def safe_title(kind: str, result: dict, problem: str | None = None) -> str:
 def title(kind: str, result: dict) -> str:
     """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
     if kind == "deploy-bench":
-        return f"{TITLES.get(kind, kind)}: {', '.join(result.get('models', []))}"
+        return f"{TITLES.get(kind, kind)}: {', '.join(DeployResult.of(result).models)}"
     if kind == "export":
-        return f"{TITLES[kind]}: {result.get('model', '?')} as {result.get('format', '?')}"
+        exported = ExportResult.of(result)
+        return f"{TITLES[kind]}: {'?' if exported.model is None else exported.model} as {exported.format}"
     if kind == "diagnose":
         from .diagnose.view import title as diagnose_title
 

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QL
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from ...engine.tools import toolview
+from ...engine.tools.records.deploy import DeployResult
 from ...engine.tools.records.inspection import InspectResult
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import error_line, fmt_timestamp
@@ -220,21 +221,22 @@ class ToolsPanel(QWidget):
             return view
         if kind == "deploy-bench":
             plot = DeployPlot()
-            plot.show_deploy(result)
+            deployed = DeployResult.of(result)
+            plot.show_deploy(deployed)
             box, ll = chart_over(plot)
             said: dict[str, list[str]] = {}  # one line per different sentence, naming its models
-            for name, where in (result.get("placement") or {}).items():
-                text = where.get("sentence") or where.get("reason") or ""
+            for name, where in deployed.placement.items():
+                text = where.sentence or where.reason or ""
                 if text:
                     said.setdefault(text, []).append(name)
-            for note in result.get("notes") or []:
+            for note in deployed.notes:
                 said.setdefault(note, [])
             for text, names in said.items():
                 lead = f"{', '.join(names)}: " if names else ""
                 label = QLabel(f"{lead}{text[0].upper()}{text[1:]}.".replace("..", "."))
                 label.setWordWrap(True)
                 ll.addWidget(label)
-            ll.addWidget(table_widget(toolview.deploy_table(result)), 1)
+            ll.addWidget(table_widget(toolview.deploy_table(deployed)), 1)
             box.setSizes([200, 320])
             box.setObjectName("deploy")
             return box

@@ -13,6 +13,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QFrame
 
 from ...engine.tools.records import SweepPoint, SweepResult
+from ...engine.tools.records.deploy import DeployResult
 from ..style import device_color, warning_color
 
 
@@ -139,25 +140,25 @@ class DeployPlot(BarPlot):
     def __init__(self, parent=None):
         super().__init__("ms per batch (median)", 160, (-10, 10), parent=parent)
 
-    def show_deploy(self, result: dict) -> None:
+    def show_deploy(self, result: DeployResult | dict) -> None:
         self.clear()
         self.legend.clear()
-        measured = [r for r in result.get("rows", []) if r.get("latency_ms")]
+        measured = [r for r in DeployResult.of(result).rows if r.latency_ms]
         if not measured:
             self.setTitle("Nothing was measured")
             return
-        largest = max(r["batch_size"] for r in measured)
-        labels = list(dict.fromkeys(r["label"] for r in measured if r["batch_size"] == largest))
-        models = list(dict.fromkeys(r["model"] for r in measured if r["batch_size"] == largest))
+        largest = max(r.batch_size for r in measured)
+        labels = list(dict.fromkeys(r.label for r in measured if r.batch_size == largest))
+        models = list(dict.fromkeys(r.model for r in measured if r.batch_size == largest))
         width = 0.8 / max(1, len(labels))
         for i, label in enumerate(labels):
             xs, heights = [], []
             for m, model in enumerate(models):
-                row = next((r for r in measured if r["model"] == model and r["label"] == label
-                            and r["batch_size"] == largest), None)
+                row = next((r for r in measured if r.model == model and r.label == label
+                            and r.batch_size == largest), None)
                 if row is not None:
                     xs.append(m - 0.4 + width * (i + 0.5))
-                    heights.append(row["latency_ms"])
+                    heights.append(row.latency_ms)
             if label.startswith("PyTorch"):
                 where = label.split(", ")[-1]
                 color = device_color(where, self.palette()) if where != "cpu" else QColor("#8e8e93")  # system grey
@@ -167,7 +168,7 @@ class DeployPlot(BarPlot):
             self.addItem(bars)
             self.legend.addItem(bars, label)  # pyqtgraph 0.14 draws a bar item's sample as a filled square
         self.getAxis("bottom").setTicks([[(m, name) for m, name in enumerate(models)]])
-        tallest = max((r["latency_ms"] for r in measured if r["batch_size"] == largest), default=1.0)
+        tallest = max((r.latency_ms or 0.0 for r in measured if r.batch_size == largest), default=1.0)
         self.setYRange(0, tallest * (1.2 + 0.08 * len(labels)), padding=0)  # room for the legend above the bars
         self.setTitle(f"batch {largest}")
 

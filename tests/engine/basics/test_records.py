@@ -10,7 +10,7 @@ from dataclasses import FrozenInstanceError, dataclass
 import pytest
 
 from mpsstudio.engine.basics.records import Record, may, need
-from mpsstudio.engine.basics.shape import Flag, Int, List, Num, ShapeError, Text
+from mpsstudio.engine.basics.shape import Flag, Int, List, Map, Num, ShapeError, Text
 from mpsstudio.engine.tools import records as shapes
 from mpsstudio.engine.tools.records import MaxBatchResult, SweepResult
 from tests.support.paths import ROOT
@@ -24,17 +24,19 @@ class Leaf(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Tree(Record):
-    leaves: list[Leaf] = need(List(Leaf.shape(), max=3), Leaf)
-    top: Leaf | None = may(Leaf.shape(null=True), record=Leaf)
+    leaves: list[Leaf] = need(List(Leaf.declared_shape(), max=3), Leaf)
+    top: Leaf | None = may(Leaf.declared_shape(null=True), record=Leaf)
     count: int = may(Int(), 0)
-    tags: list[str] = may(List(Text()), many=True)
+    tags: list[str] = may(List(Text()), list)
     ok: bool | None = may(Flag())
+    named: dict[str, Leaf] = may(Map(Leaf.declared_shape()), dict, Leaf)
 
 
 def test_a_record_is_read_with_its_nested_records_and_its_defaults():
     tree = Tree.read({"leaves": [{"name": "a", "size": 1.5}, {"name": "b"}], "top": {"name": "c"}, "extra": [1]})
     assert tree.leaves == [Leaf(name="a", size=1.5), Leaf(name="b")] and tree.top == Leaf(name="c")
-    assert tree.count == 0 and tree.tags == [] and tree.ok is None  # missing: the declared defaults
+    assert tree.count == 0 and tree.tags == [] and tree.ok is None and tree.named == {}  # the declared defaults
+    assert Tree.read({"leaves": [], "named": {"x": {"name": "x", "size": 2}}}).named == {"x": Leaf(name="x", size=2)}
     assert Tree.read({"leaves": [], "top": None}).top is None
     with pytest.raises(FrozenInstanceError):
         tree.count = 3  # type: ignore[misc]
@@ -54,8 +56,17 @@ def test_a_value_not_of_the_declared_shape_is_refused_naming_the_field(value, sa
     assert str(caught.value) == said
 
 
+def test_a_field_named_like_a_records_method_is_refused_where_it_is_declared():
+    @dataclass(frozen=True, kw_only=True)
+    class Tensor(Record):
+        read: str | None = may(Text())
+
+    with pytest.raises(TypeError, match="fields named like Record's methods: read"):
+        Tensor.declared_shape()
+
+
 def test_the_tools_records_are_the_shapes_the_history_and_the_import_check_go_by():
-    assert shapes.SHAPES["sweep"] is SweepResult.shape() and shapes.SHAPES["max-batch"] is MaxBatchResult.shape()
+    assert shapes.SHAPES["sweep"] is SweepResult.declared_shape() and shapes.SHAPES["max-batch"] is MaxBatchResult.declared_shape()
     sweep = SweepResult.read({"sentence": "s", "best": {"cpu": 8}, "points": [{"device": "cpu", "batch_size": 8}],
                               "crossover": None, "notes": ["n"]})
     assert sweep.points[0].batch_size == 8 and sweep.points[0].samples_per_s is None and sweep.crossover is None

@@ -37,6 +37,6 @@ class ToolResult(Record):
     config: dict | None = may(CONFIG)
     imported_from: str | None = may(Text(max=4_096, null=True))
     stopped: bool | None = may(Flag(null=True))
-    notes: list[str] = may(NOTES, many=True)
+    notes: list[str] = may(NOTES, list)
     tool: str | None = may(Text(max=32))
     kind: str | None = may(Text(max=32))

@@ -30,7 +30,7 @@ class Parity(Record):
     ok: bool = need(Flag())
     tolerance: float = need(Num(lo=1e-30, hi=1.0))
     precision: str = need(Text(max=16))
-    grads: list[GradError] = need(List(GradError.shape(), max=100_000), GradError)
+    grads: list[GradError] = need(List(GradError.declared_shape(), max=100_000), GradError)
     loss_rel_err: float | None = need(ERR)
     logits_max_rel_err: float | None = need(ERR)
     worst_rel_err: float | None = need(ERR)
@@ -67,9 +67,9 @@ class OpCount(Record):
     kind: str | None = may(Text(max=32))
 
 
-PARITY = Parity.shape(null=True)
-FALLBACK_OPS = List(FallbackOp.shape(), max=5_000)
-CHECK = Check.shape()
+PARITY = Parity.declared_shape(null=True)
+FALLBACK_OPS = List(FallbackOp.declared_shape(), max=5_000)
+CHECK = Check.declared_shape()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,13 +86,13 @@ class InspectResult(ToolResult):
     ops_batch_size: int | None = may(BATCH)
     op_count: int | None = may(COUNT)
     distinct_ops: int | None = may(COUNT)
-    missing_ops: list[str] = may(List(Text(max=300), max=5_000), many=True)
-    ops: list[OpCount] = may(List(OpCount.shape(), max=5_000), record=OpCount, many=True)
+    missing_ops: list[str] = may(List(Text(max=300), max=5_000), list)
+    ops: list[OpCount] = may(List(OpCount.declared_shape(), max=5_000), list, OpCount)
     precision: str | None = may(Text(max=16))
     tf32: bool | None = may(Flag(null=True))
 
 
-INSPECT = InspectResult.shape()
+INSPECT = InspectResult.declared_shape()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,4 +100,4 @@ class DeviceChecks(Record):
     checks: dict[str, Check] = need(Map(CHECK, max=64))
 
 
-DEVICES = DeviceChecks.shape()
+DEVICES = DeviceChecks.declared_shape()

@@ -36,12 +36,12 @@ class MaxBatchResult(ToolResult):
     """The largest batch that trains (and the fastest of those tried), from every probe."""
 
     sentence: str = need(LONG)
-    probes: list[Probe] = need(List(Probe.shape(), max=1_000), Probe)
+    probes: list[Probe] = need(List(Probe.declared_shape(), max=1_000), Probe)
     largest_batch: int | None = need(Int(1, MAX_BATCH, null=True))
     fastest_batch: int | None = need(Int(1, MAX_BATCH, null=True))
     device: str | None = may(DEVICE)
-    smallest_failed: Failed | None = may(Failed.shape(null=True), record=Failed)
-    sweep_sizes: list[int] = may(List(BATCH, max=64), many=True)
+    smallest_failed: Failed | None = may(Failed.declared_shape(null=True), record=Failed)
+    sweep_sizes: list[int] = may(List(BATCH, max=64), list)
     limit: int | None = may(Int(null=True))
     limit_source: str | None = may(LONG)
     limit_enforced: str | None = may(LONG)
@@ -51,4 +51,4 @@ class MaxBatchResult(ToolResult):
     probe_steps: int | None = may(Int(1, 1_000))
 
 
-MAX_BATCH_RESULT = MaxBatchResult.shape()
+MAX_BATCH_RESULT = MaxBatchResult.declared_shape()

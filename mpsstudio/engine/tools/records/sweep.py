@@ -28,7 +28,7 @@ class Crossover(Record):
     device: str = need(DEVICE)
     batch_size: int | None = need(Int(1, MAX_BATCH, null=True))
     speedup_at_largest: float = need(Num())
-    ratios: list[Ratio] = need(List(Ratio.shape(), max=200), Ratio)
+    ratios: list[Ratio] = need(List(Ratio.declared_shape(), max=200), Ratio)
     largest_batch: int | None = may(BATCH)
     never_faster: bool | None = may(Flag())
     faster_everywhere: bool | None = may(Flag())
@@ -54,10 +54,10 @@ class SweepResult(ToolResult):
 
     sentence: str = need(LONG)
     best: dict[str, int] = need(Map(BATCH, max=64))
-    points: list[SweepPoint] = need(List(SweepPoint.shape(), max=2_000), SweepPoint)
-    crossover: Crossover | None = may(Crossover.shape(null=True), record=Crossover)
-    crossovers: list[Crossover] = may(List(Crossover.shape(), max=64), record=Crossover, many=True)
+    points: list[SweepPoint] = need(List(SweepPoint.declared_shape(), max=2_000), SweepPoint)
+    crossover: Crossover | None = may(Crossover.declared_shape(null=True), record=Crossover)
+    crossovers: list[Crossover] = may(List(Crossover.declared_shape(), max=64), list, Crossover)
     steps: int | None = may(COUNT)
 
 
-SWEEP = SweepResult.shape()
+SWEEP = SweepResult.declared_shape()
