@@ -130,11 +130,10 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
                       notes=["" if p.fits else "does not fit" for p in probes])
     elif kind == "tune":
         tables.append(toolview.tune_table(result).with_legend(toolview.TUNE_LEGEND))
-        rows = [r for r in toolview.tune_rows(result) if is_finite(r.get("samples_per_s"))]
-        chart = Chart([f"{r['device']}: {r['label']}" for r in rows], [r["samples_per_s"] for r in rows],
-                      "samples/s (measured)", [r.get("samples_per_s_low") for r in rows],
-                      [r.get("samples_per_s_high") for r in rows],
-                      notes=[r["status"] if r["status"] != "measured" else "" for r in rows])
+        rows = [r for r in toolview.tune_rows(result) if is_finite(r.samples_per_s)]
+        chart = Chart([f"{r.device}: {r.label}" for r in rows], [r.samples_per_s for r in rows],
+                      "samples/s (measured)", [r.samples_per_s_low for r in rows], [r.samples_per_s_high for r in rows],
+                      notes=[r.status if r.status != "measured" else "" for r in rows])
     elif kind == "diagnose":
         from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table
 

@@ -15,6 +15,7 @@ from .records import MaxBatchResult, SweepResult
 from .records.deploy import DeployResult, DeployRow
 from .records.export import ExportResult, Output, Tensor
 from .records.inspection import InspectResult, Parity
+from .records.tune import TuneResult, TuneRow
 
 TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
           "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}
@@ -172,7 +173,7 @@ def title(kind: str, result: dict) -> str:
         devices = list(dict.fromkeys(p.device for p in SweepResult.of(result).points))
         return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
     if kind == "tune":
-        devices = list(dict.fromkeys(c["device"] for c in result.get("candidates", [])))
+        devices = list(dict.fromkeys(c.device for c in TuneResult.of(result).candidates))
         return f"{TITLES[kind]}: {what}, {' and '.join(devices) or 'no device'}"
     precision = f", {cfg.get('precision')}" if kind == "inspect" and cfg.get("precision") else ""
     if precision and cfg.get("tf32") is True:
@@ -293,34 +294,33 @@ TUNE_LEGEND = ("interval: samples/s over the rounds (their range), or the 95 % b
 TUNE_ORDER = {"measured": 0, "dropped": 1, "unusable": 2, "failed": 3, "not measured": 4, "refused": 5}
 
 
-def tune_rows(result: dict) -> list[dict]:
+def tune_rows(result: TuneResult | dict) -> list[TuneRow]:
     """A tune's candidates as the table lists them: per device, the measured by samples/s (fastest first), then the
     dropped, the unusable, the failed, the unmeasured and the refused."""
-    return sorted(result.get("candidates", []), key=lambda r: (
-        r["device"], TUNE_ORDER.get(r["status"], 9), -(r.get("samples_per_s") or 0.0)))
+    return sorted(TuneResult.of(result).candidates, key=lambda r: (
+        r.device, TUNE_ORDER.get(r.status, 9), -(r.samples_per_s or 0.0)))
 
 
-def tune_table(result: dict) -> Table:
+def tune_table(result: TuneResult | dict) -> Table:
     headers = ["device", "settings", "samples/s (measured)", "interval", "vs current", "peak memory", "warm-up",
                "loss vs fp32", "parity", "status"]
-    chosen = set((result.get("recommendation") or {}).values())
+    tuned = TuneResult.of(result)
+    chosen = set(tuned.recommendation.values())
     rows = []
-    for r in tune_rows(result):
-        low, high = r.get("samples_per_s_low"), r.get("samples_per_s_high")
+    for r in tune_rows(tuned):
+        low, high = r.samples_per_s_low, r.samples_per_s_high
         interval = f"{fmt_rate(low)}-{fmt_rate(high)}" if is_finite(low) and is_finite(high) else DASH
-        speed = r.get("speedup")
-        vs = DASH if not is_finite(speed) else ("current" if r["baseline"] else f"{speed:.2f}x")
-        if is_finite(speed) and not r["baseline"] and is_finite(r.get("speedup_low")) and \
-                is_finite(r.get("speedup_high")):
-            vs += f" [{r['speedup_low']:.2f}-{r['speedup_high']:.2f}]"
-        loss = r.get("loss_vs_fp32")
+        speed = r.speedup
+        vs = DASH if not is_finite(speed) else ("current" if r.baseline else f"{speed:.2f}x")
+        if is_finite(speed) and not r.baseline and is_finite(r.speedup_low) and is_finite(r.speedup_high):
+            vs += f" [{r.speedup_low:.2f}-{r.speedup_high:.2f}]"
+        loss = r.loss_vs_fp32
         # on the CPU, a reduced precision's error against float64 is its own rounding: the figure, not a verdict
-        parity = DASH if r.get("parity_ok") is None else "ok" if r["parity_ok"] else (
-            f"{_err(r.get('parity_worst'))} (rounding)" if r["device"] == "cpu" else "WRONG")
-        status = ("recommended" if r["key"] in chosen else r["status"]) + (f": {r['reason']}" if r.get("reason")
-                                                                          else "")
-        rows.append([r["device"], r["label"] + (" (current)" if r["baseline"] else ""), fmt_rate(r.get("samples_per_s")),
-                     interval, vs, fmt_bytes(r.get("peak_memory")), fmt_duration(r.get("warmup_s")),
+        parity = DASH if r.parity_ok is None else "ok" if r.parity_ok else (
+            f"{_err(r.parity_worst)} (rounding)" if r.device == "cpu" else "WRONG")
+        status = ("recommended" if r.key in chosen else r.status) + (f": {r.reason}" if r.reason else "")
+        rows.append([r.device, r.label + (" (current)" if r.baseline else ""), fmt_rate(r.samples_per_s),
+                     interval, vs, fmt_bytes(r.peak_memory), fmt_duration(r.warmup_s),
                      (f"{loss:+.1%}" if abs(loss) >= 0.0005 else "0.0%") if is_finite(loss) else DASH, parity,
                      status])
     return Table(headers, rows, [False, False, True, True, True, True, True, True, False, False])

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QPushButton, QSpl
 
 from ...engine.basics.formatting import is_finite
 from ...engine.tools import toolview
+from ...engine.tools.records.tune import TuneResult, TuneRow
 from ..style import device_color, warning_color
 from .plots import SweepPlot
 
@@ -47,44 +48,43 @@ class TunePlot(pg.PlotWidget):
         self.points: dict[str, tuple[float, float]] = {}  # key -> (MiB, samples/s) drawn
         SweepPlot._restyle(self)
 
-    def show_tune(self, result: dict) -> None:
+    def show_tune(self, result: TuneResult | dict) -> None:
+        tuned = TuneResult.of(result)
         self.clear()
         self.legend.clear()
         self.points = {}
         palette = self.palette()
-        chosen = set((result.get("recommendation") or {}).values())
-        by_device: dict[str, list[dict]] = {}
-        for r in result.get("candidates", []):
-            if is_finite(r.get("samples_per_s")) and is_finite(r.get("peak_memory")) and \
-                    r["status"] in ("measured", "dropped", "unusable"):
-                by_device.setdefault(r["device"], []).append(r)
+        chosen = set(tuned.recommendation.values())
+        by_device: dict[str, list[TuneRow]] = {}
+        for r in tuned.candidates:
+            if is_finite(r.samples_per_s) and is_finite(r.peak_memory) and \
+                    r.status in ("measured", "dropped", "unusable"):
+                by_device.setdefault(r.device, []).append(r)
         for device, rows in by_device.items():
             color = device_color(device, palette)
-            xs = np.array([r["peak_memory"] / MIB for r in rows])
-            ys = np.array([r["samples_per_s"] for r in rows], dtype=float)
+            xs = np.array([(r.peak_memory or 0.0) / MIB for r in rows])
+            ys = np.array([r.samples_per_s for r in rows], dtype=float)
             base = palette.color(QPalette.ColorRole.Base)  # dropped after the first round: hollow
             named = False
             for crossed in (False, True):  # one symbol per item: a legend cannot draw a list of symbols
-                mine = [i for i, r in enumerate(rows) if (r["status"] == "unusable") == crossed]
+                mine = [i for i, r in enumerate(rows) if (r.status == "unusable") == crossed]
                 if not mine:
                     continue
-                brushes = [pg.mkBrush(base if rows[i]["status"] == "dropped" else color) for i in mine]
+                brushes = [pg.mkBrush(base if rows[i].status == "dropped" else color) for i in mine]
                 self.plot(xs[mine], ys[mine], pen=None, symbol="x" if crossed else "o", symbolSize=10,
                           symbolBrush=brushes, symbolPen=pg.mkPen(color, width=1.5),
                           name=None if named else device)
                 named = True
-            low = np.array([r.get("samples_per_s_low") if is_finite(r.get("samples_per_s_low")) else y
-                            for r, y in zip(rows, ys)])
-            high = np.array([r.get("samples_per_s_high") if is_finite(r.get("samples_per_s_high")) else y
-                             for r, y in zip(rows, ys)])
+            low = np.array([r.samples_per_s_low if is_finite(r.samples_per_s_low) else y for r, y in zip(rows, ys)])
+            high = np.array([r.samples_per_s_high if is_finite(r.samples_per_s_high) else y for r, y in zip(rows, ys)])
             self.addItem(pg.ErrorBarItem(x=xs, y=ys, top=high - ys, bottom=ys - low, beam=0, pen=pg.mkPen(color)))
             for r, x, y in zip(rows, xs, ys):
-                self.points[r["key"]] = (float(x), float(y))
-                if r["key"] in chosen:
+                self.points[r.key] = (float(x), float(y))
+                if r.key in chosen:
                     warn = warning_color(palette)
                     self.plot([x], [y], pen=None, symbol="o", symbolSize=22, symbolBrush=None,
                               symbolPen=pg.mkPen(warn, width=2))
-                    label = pg.TextItem(r["label"], color=QColor(palette.color(QPalette.ColorRole.Text)),
+                    label = pg.TextItem(r.label, color=QColor(palette.color(QPalette.ColorRole.Text)),
                                         anchor=(0, 1))
                     label.setPos(x, y)
                     self.addItem(label)
@@ -94,17 +94,17 @@ class TunePlot(pg.PlotWidget):
 
 
 class TuneView(QWidget):
-    """The chart over the table, and Apply for the selected row (`apply_requested(row)`: the candidate's dict)."""
+    """The chart over the table, and Apply for the selected row (`apply_requested(row)`: the candidate's TuneRow)."""
 
     apply_requested = Signal(object)
 
-    def __init__(self, result: dict, parent=None):
+    def __init__(self, result: TuneResult | dict, parent=None):
         super().__init__(parent)
-        self.result = result
-        self.rows = toolview.tune_rows(result)
+        self.result = tuned = TuneResult.of(result)
+        self.rows = toolview.tune_rows(tuned)
         self.plot = TunePlot()
-        self.plot.show_tune(result)
-        table = toolview.tune_table(result)
+        self.plot.show_tune(tuned)
+        table = toolview.tune_table(tuned)
         headers, cells, numeric = table.headers, table.rows, table.numeric
         self.table = QTableWidget(len(cells), len(headers))
         # two-line headers, so that the ten columns fit beside the list in a 1280-point window
@@ -127,7 +127,7 @@ class TuneView(QWidget):
                     item.setToolTip(text)
                 if headers[j].startswith("samples/s"):  # the hidden columns' figures, where the eye is
                     item.setToolTip(f"interval {values[headers.index('interval')]} "
-                                    f"({row.get('interval') or 'not known'}); warm-up "
+                                    f"({row.interval or 'not known'}); warm-up "
                                     f"{values[headers.index('warm-up')]} (torch.compile's compilation included)")
                 self.table.setItem(i, j, item)
         self.table.setSortingEnabled(True)
@@ -136,7 +136,7 @@ class TuneView(QWidget):
         for j, header in enumerate(headers):
             self.table.horizontalHeaderItem(j).setToolTip(TUNE_HEADER_TIPS.get(header, ""))
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.setColumnHidden(0, len({r["device"] for r in self.rows}) < 2)  # one device: said in the title
+        self.table.setColumnHidden(0, len({r.device for r in self.rows}) < 2)  # one device: said in the title
         # the throughput's interval (the chart's whiskers) and the warm-up are in the samples/s cell's tooltip, so
         # that the columns fit beside the list in a 1280-point window
         for hidden in ("interval", "warm-up"):
@@ -161,19 +161,19 @@ class TuneView(QWidget):
         buttons.addStretch(1)
         buttons.addWidget(self.apply_button)
         layout.addLayout(buttons)
-        chosen = set((result.get("recommendation") or {}).values())
-        first = next((i for i, r in enumerate(self.rows) if r["key"] in chosen), None)
+        chosen = set(tuned.recommendation.values())
+        first = next((i for i, r in enumerate(self.rows) if r.key in chosen), None)
         if first is not None:
-            self.select_key(self.rows[first]["key"])
+            self.select_key(self.rows[first].key)
         self._selection_changed()
 
     def select_key(self, key: str) -> None:
         for i in range(self.table.rowCount()):
-            if self.rows[self.table.item(i, 0).data(Qt.ItemDataRole.UserRole)]["key"] == key:
+            if self.rows[self.table.item(i, 0).data(Qt.ItemDataRole.UserRole)].key == key:
                 self.table.selectRow(i)
                 return
 
-    def selected_row(self) -> dict | None:
+    def selected_row(self) -> TuneRow | None:
         picked = self.table.selectionModel().selectedRows()
         if not picked:
             return None
@@ -181,11 +181,10 @@ class TuneView(QWidget):
 
     def _selection_changed(self) -> None:
         row = self.selected_row()
-        usable = row is not None and row["status"] in ("measured", "dropped")
+        usable = row is not None and row.status in ("measured", "dropped")
         self.apply_button.setEnabled(usable)
         if row is not None and not usable:
-            self.apply_button.setToolTip(f"{row['label']}: {row['status']}" +
-                                         (f" ({row['reason']})" if row.get("reason") else ""))
+            self.apply_button.setToolTip(f"{row.label}: {row.status}" + (f" ({row.reason})" if row.reason else ""))
 
     def _apply(self) -> None:
         row = self.selected_row()
@@ -198,11 +197,11 @@ _SORT_KEYS = {"samples/s (measured)": "samples_per_s", "vs current": "speedup", 
               "warm-up": "warmup_s", "loss vs fp32": "loss_vs_fp32"}
 
 
-def _sort_value(row: dict, header: str, text: str):
+def _sort_value(row: TuneRow, header: str, text: str):
     """Numbers sort as numbers (missing ones last), words as words."""
     key = _SORT_KEYS.get(header)
     if key is not None:
-        value = row.get(key)
+        value = getattr(row, key)
         return (0, float(value)) if is_finite(value) else (1, 0.0)
     return (0, text.lower())
 

@@ -137,7 +137,7 @@ class MainWindow(QMainWindow):
     def sweep_sizes_of(self, result: dict) -> None:
         self.tool_control.sweep_sizes_of(result)
 
-    def apply_tuned_settings(self, result: dict, row: dict) -> None:
+    def apply_tuned_settings(self, result: dict, row) -> None:  # row: a tune's TuneRow
         self.tool_control.apply_tuned(result, row)
 
     def export_model(self, **kwargs) -> None:

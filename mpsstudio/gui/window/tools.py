@@ -12,6 +12,7 @@ from ...engine.tools import toolview
 from ..jobs import tool_job
 
 if TYPE_CHECKING:
+    from ...engine.tools.records.tune import TuneRow
     from .main_window import MainWindow
 
 ON_EVERY_DEVICE = ("sweep", "deploy-bench", "diagnose", "tune")  # the others run on the first accelerator
@@ -109,22 +110,24 @@ class ToolControl(QObject):
                 return
         w.start_tool("sweep", config.with_device(device), batch_sizes=list(sizes))
 
-    def apply_tuned(self, result: dict, row: dict) -> None:
+    def apply_tuned(self, result: dict, row: TuneRow | dict) -> None:
         """Best Settings' Apply: the tuned setup with the chosen candidate's precision, channels_last, compile,
         batch size (and CPU threads, TF32), into the sidebar (engine tune.report.apply_to)."""
         from ...engine.basics.errors import UserError
+        from ...engine.tools.records.tune import TuneRow
         from ...engine.tools.tune.report import apply_to
 
         w = self.w
         if not w.state.may_apply():
             return
         try:
+            row = TuneRow.of(row)
             config = apply_to(RunConfig.from_dict(result.get("config") or {}), row).validate()
         except (UserError, TypeError, ValueError, KeyError):
             w.say("This result's setup cannot be read back; set the settings by hand from its table.")
             return
         w.setup.apply_config(config)
-        w.say(f"Applied {row['label']} (measured on {row['device']}) to the setup.")
+        w.say(f"Applied {row.label} (measured on {row.device}) to the setup.")
 
     def on_progress(self, values: tuple) -> None:
         """One line of what the tool does: beside the bar for one the window started, else in the status line."""

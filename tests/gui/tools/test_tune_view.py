@@ -53,9 +53,9 @@ def test_a_stored_tune_draws_its_candidates_and_apply_puts_the_choice_into_the_s
         measured = [r for r in result["candidates"] if r["status"] in ("measured", "dropped", "unusable")]
         assert set(view.plot.points) == {r["key"] for r in measured}  # one point per measured candidate
         chosen = result["recommendation"]["cpu"]
-        assert view.selected_row()["key"] == chosen and view.apply_button.isEnabled()
+        assert view.selected_row().key == chosen and view.apply_button.isEnabled()
         applied = []
-        panel.apply_requested.connect(lambda res, row: applied.append(row["key"]))
+        panel.apply_requested.connect(lambda res, row: applied.append(row.key))
         view.apply_button.click()
         assert applied == [chosen]
         unusable = next(r for r in result["candidates"] if r["status"] == "unusable")

@@ -18,6 +18,7 @@ from ...analysis.compare import bootstrap_ratio, short_machine
 from ...basics.config import RunConfig
 from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite, plural
 from ...basics.results import RunResult
+from ..records.tune import TuneRow
 
 NONFINITE_LOSS = re.compile(r"\bThe loss became (NaN|infinite)\b")
 LOSS_DIVERGED = 0.5  # a final loss more than 50 % above fp32's at the same steps: the candidate diverged
@@ -303,11 +304,12 @@ def analyse(config: RunConfig, g, outcome: dict, checks: dict, *, steps: int, wa
     return result
 
 
-def apply_to(config: RunConfig, row: dict) -> RunConfig:
+def apply_to(config: RunConfig, row: TuneRow | dict) -> RunConfig:
     """The setup with a candidate's settings (what Apply puts into the setup panel)."""
-    tf32 = row.get("tf32")
-    return replace(config, precision=row["precision"], channels_last=bool(row["channels_last"]),
-                   compile=bool(row["compile"]), batch_size=int(row["batch_size"]),
-                   threads=row.get("threads") if row.get("device") == "cpu" else config.threads,
+    row = TuneRow.of(row)
+    tf32 = row.tf32
+    return replace(config, precision=row.precision, channels_last=row.channels_last,
+                   compile=row.compile, batch_size=row.batch_size,
+                   threads=row.threads if row.device == "cpu" else config.threads,
                    tf32=tf32 == "all" if tf32 else config.tf32, tf32_conv=tf32 == "conv" if tf32 else config.tf32_conv,
                    options=dict(config.options))

@@ -94,8 +94,8 @@ def test_cuda_fp32_candidates_have_a_tf32_axis_and_the_current_row_says_its_own(
     mps = tune.grid(base, ["mps"], batch_sizes=[64], precisions=["fp32"], channels_last=[False], compiled=[False],
                     threads=[None], why_not=lambda c: "")
     assert [c.tf32 for c in mps.candidates] == [None]  # no TF32 but on CUDA
-    row = {"precision": "fp32", "channels_last": False, "compile": False, "batch_size": 64, "device": "cuda",
-           "tf32": "all"}
+    row = {"key": "k", "label": "fp32, batch 64", "status": "measured", "baseline": False, "precision": "fp32",
+           "channels_last": False, "compile": False, "batch_size": 64, "device": "cuda", "tf32": "all"}
     applied = tune_report.apply_to(RunConfig(device="cuda"), row)
     assert applied.tf32 and not applied.tf32_conv
 
