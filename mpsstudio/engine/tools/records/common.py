@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...basics.config import MAX_BATCH
-from ...basics.records import Record, may
+from ...basics.shape import Record, may
 from ...basics.shape import Flag, Int, List, Num, Obj, Text
 
 NAME = Text(max=200)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...basics.records import Record, may, need
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Map, Share, Text
 from .common import BATCH, COUNT, ERR, LONG, MS_OR_NULL, NAME, ToolResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...basics.records import Record, may, need
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Num, Plain, Share, Text
 from .common import BATCH, COUNT, ERR, LONG, ToolResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...basics.records import Record, may, need
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, List, Map, Num, Share, Text
 from .common import BATCH, COUNT, DEVICE, ERR, LONG, ToolResult
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...basics.config import MAX_BATCH
-from ...basics.records import Record, may, need
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Text
 from .common import BATCH, DEVICE, LONG, MS_OR_NULL, ToolResult
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...basics.records import Record, may, need
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Map, Num, Text
 from .common import BATCH, BIG, COUNT, DEVICE, ERR, LONG, MS, MS_OR_NULL, ToolResult
 

@@ -1,4 +1,4 @@
-"""Typed records (basics/records.py): one declaration gives the shape a stored result is checked by and the
+"""Typed records (basics/shape.py): one declaration gives the shape a stored result is checked by and the
 attributes its views read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import FrozenInstanceError, dataclass
 
 import pytest
 
-from mpsstudio.engine.basics.records import Record, may, need
+from mpsstudio.engine.basics.shape import Record, may, need
 from mpsstudio.engine.basics.shape import Flag, Int, List, Map, Num, ShapeError, Text
 from mpsstudio.engine.tools import records as shapes
 from mpsstudio.engine.tools.records import MaxBatchResult, SweepResult
