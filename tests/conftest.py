@@ -155,8 +155,11 @@ def _runs_in_process(request, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _private_folders(tmp_path_factory, monkeypatch):
+    """Each test's own data, config, cache and log folders, not made until the app makes them (as on a fresh
+    machine, where platformdirs' folders do not exist yet): one folder per test, not four to make and remove."""
+    home = tmp_path_factory.mktemp("home")
     for name in ("DATA", "CONFIG", "CACHE", "LOG"):
-        monkeypatch.setenv(f"MPSSTUDIO_{name}_DIR", str(tmp_path_factory.mktemp(name.lower())))
+        monkeypatch.setenv(f"MPSSTUDIO_{name}_DIR", str(home / name.lower()))
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,9 @@ THRESHOLDS = {"data": 0.30, "fallback": 0.30, "sync": 0.15, "launch": 0.30}
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 
 
-def _ms(v: float) -> str:
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "? ms"
     return f"{v:,.2f} ms" if v < 10 else f"{v:,.1f} ms"
 
 
@@ -144,8 +146,8 @@ def _where_waits(a: dict) -> str:
 def phase_sum_ratio(a: dict) -> float | None:
     """The synchronized phases' sum over the unsynchronized step (1.0: they account for it exactly)."""
     step = a.get("step_ms")
-    values = [a.get(f"{p}_ms") for p in PHASES]
-    if not is_finite(step) or step <= 0 or not all(is_finite(v) for v in values):
+    values = [v for p in PHASES if is_finite(v := a.get(f"{p}_ms"))]
+    if not is_finite(step) or step <= 0 or len(values) < len(PHASES):
         return None
     return sum(values) / step
 

@@ -21,7 +21,8 @@ whose interval contains 1.0 is "no clear difference". No torch here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..basics.config import RunConfig
@@ -145,7 +146,7 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
             groups.setdefault((key, r.config.device, prints[r.id] if axis == "threads" else full[r.id]),
                               []).append(r)
         for members in groups.values():
-            runs = _newest_per(members, lambda r, axis=axis: getattr(r.config, axis))
+            runs = _newest_per(members, functools.partial(_setting, axis=axis))
             if len(runs) >= 2 and (containing is None or any(r.id == containing for r in runs)):
                 out.append(of_runs(runs, _choose(runs, baseline_id), "setting", axis))
     return out
@@ -188,7 +189,11 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
 # ---------------------------------------------------------------- words
 
 
-def setup_words(c: RunConfig, skip: set[str] = frozenset()) -> str:
+def _setting(r: RunResult, axis: str) -> object:
+    return getattr(r.config, axis)
+
+
+def setup_words(c: RunConfig, skip: AbstractSet[str] = frozenset()) -> str:
     """"resnet18 on cifar10, batch 64, bf16": what the runs share (`skip`: what differs between them)."""
     parts = []
     if "model" not in skip:

@@ -22,7 +22,8 @@ def interleave(configs: Sequence[RunConfig], rounds: int) -> tuple[list[RunConfi
     if rounds == 1:
         return list(configs), [None] * len(configs)
     set_id = uuid.uuid4().hex[:12]
-    order, tags = [], []
+    order: list[RunConfig] = []
+    tags: list[dict | None] = []
     for k in range(1, rounds + 1):
         for cfg in (configs if k % 2 else list(reversed(configs))):
             order.append(cfg)

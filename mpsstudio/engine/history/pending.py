@@ -61,7 +61,9 @@ def merge(store) -> list[str]:
 def _merge(store, files: list[Path], where: Path) -> list[str]:
     from ..analysis.runcheck import run_from_dict
     from ..tools.registry import checked
-    added, known, bad = 0, 0, []
+
+    bad: list[tuple[Path, str]] = []
+    added, known = 0, 0
     for path in files:
         try:
             if path.stat().st_size > MAX_BYTES:

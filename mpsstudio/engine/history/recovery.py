@@ -138,7 +138,8 @@ def _readable_keys(db: sqlite3.Connection, table: str) -> list[str]:
         return [r[0] for r in db.execute(f"SELECT id FROM {table}").fetchall()]
     except sqlite3.DatabaseError:
         pass
-    ids, rowid, ends = [], 0, time.monotonic() + WALK_S
+    ids: list = []
+    rowid, ends = 0, time.monotonic() + WALK_S
     while time.monotonic() < ends:
         row, jump = None, 1
         while row is None and jump <= MAX_JUMP and time.monotonic() < ends:

@@ -59,10 +59,10 @@ def open_history(path: Path) -> tuple[sqlite3.Connection, bool]:
     """(connection, read_only) for the history at `path`, checked and upgraded; UserError with one sentence when
     it cannot be used, DamagedHistory when it is damaged (left as it is)."""
     if str(path) == ":memory:":
-        db = connect(str(path))
-        migrate(db)
-        return db, False
-    db = None
+        memory = connect(str(path))
+        migrate(memory)
+        return memory, False
+    db: sqlite3.Connection | None = None
     try:
         db, read_only = _open(path)
         check(db, path)

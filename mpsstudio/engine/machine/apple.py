@@ -24,11 +24,12 @@ MACOS_NAMES = {11: "Big Sur", 12: "Monterey", 13: "Ventura", 14: "Sonoma", 15: "
 
 def torch_release(version: str) -> tuple[int, int]:
     """(major, minor) of a torch version string such as "2.14.1" or "2.15.0+cpu" ((0, 0) when it has none)."""
-    parts = []
+    parts: list[int] = []
     for piece in str(version).split("+")[0].split(".")[:2]:
         digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
         parts.append(int(digits[:6]) if digits else 0)
-    return (tuple(parts) + (0, 0))[:2]
+    parts += [0, 0]
+    return parts[0], parts[1]
 
 
 def mps_min_macos(torch_version: str) -> tuple[int, int]:

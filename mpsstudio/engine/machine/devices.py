@@ -151,7 +151,8 @@ def mps_fix(reason: str) -> str:
     if reason.startswith("macOS"):
         update = (f"Update to {macos_name(mps_min_macos(str(torch.__version__)))} or later in System Settings "
                   "\u2192 General \u2192 Software Update, then press Check Again")
-        limit = torch_limit_for((_version_tuple(macos_version()) + (0, 0))[:2])
+        major, minor, *_ = (*_version_tuple(macos_version()), 0, 0)
+        limit = torch_limit_for((major, minor))
         if frozen or limit is None:
             return update + "."
         return (update + f"; or keep this macOS with a PyTorch that runs the Apple GPU there: `python3 -m pip "

@@ -246,7 +246,7 @@ def _send_output_to(output) -> None:
     finally:
         output.close()
     try:
-        sys.stdout.reconfigure(line_buffering=True)  # a crash keeps the lines printed before it
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a crash keeps the lines printed
     except (AttributeError, OSError, ValueError):
         pass
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from typing import Any
 import threading
 from collections.abc import Callable, Iterator
 
@@ -60,7 +61,7 @@ def ending_signals(on_signal: Callable[[int], None] | None = None) -> Iterator[N
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    saved: dict[int, object] = {}
+    saved: dict[int, Any] = {}  # what signal.signal gave back: a handler, SIG_DFL, or None
 
     def handler(signum, frame):
         for sig in saved:

@@ -36,6 +36,7 @@ class Output:
         self.total = 0  # bytes the process wrote
         self._live = bytearray()  # written since the last `take_live` (its newest LIVE_BYTES)
         self._lock = threading.Lock()
+        self._wake_w: int | None
         self._wake_r, self._wake_w = os.pipe()  # close() wakes the reading thread through this
         self._thread = threading.Thread(target=self._read, name="mpsstudio-run-output", daemon=True)
         self._thread.start()

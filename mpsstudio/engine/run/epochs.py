@@ -67,8 +67,8 @@ class Epochs:
         self.watch = EarlyStop(config) if config.mode == "train" else None
         self.val: tuple[float, float] | None = None
         self.best_state: dict | None = None  # the best epoch's weights, on the CPU (keep_best)
-        self.confusion = None  # the last validation's (true, predicted) counts, on the device
-        self.best_confusion = None
+        self.confusion: torch.Tensor | None = None  # the last validation's (true, predicted) counts, on the device
+        self.best_confusion: torch.Tensor | None = None
 
     def validate(self) -> tuple[float, float] | None:
         """Validation loss and accuracy, summed on the device and fetched once (None without a validation split)."""

@@ -54,7 +54,10 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
     found = [d for d in machine.discover_devices() if d.available]
     wanted = devices or [d.id for d in found]
     places = [machine.resolve_device(d) for d in wanted]
-    rows, notes, stopped, placements = [], [], False, {}
+    rows: list[dict] = []
+    notes: list[str] = []
+    placements: dict[str, dict] = {}
+    stopped = False
     if any(p.kind == "cuda" for p in places):  # as a run measures (config.TF32_NOTE): like with like, full fp32
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False

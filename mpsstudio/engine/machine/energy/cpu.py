@@ -56,7 +56,7 @@ class CpuBusy(Busy):
         self._start: tuple[float, float, float, dict[int, float]] | None = None
 
     def _children(self) -> dict[int, float]:
-        out = {}
+        out: dict[int, float] = {}
         try:
             pids = descendants(self.process.pid)
             children = ([psutil.Process(pid) for pid in pids] if pids is not None

@@ -109,7 +109,7 @@ class HookCounter:
         self.in_backward = False
         self.in_step = False  # inside an optimizer's step (between its pre- and post-hook)
         self._global: list = []
-        self._local = None
+        self._local: torch.utils.hooks.RemovableHandle | None = None
 
     # ------------------------------------------------------------------ the optimizer's step and backward()
 

@@ -98,7 +98,8 @@ def first_wrong_layer(base: torch.nn.Module, x: torch.Tensor, tdev: torch.device
             cpu = _forward(for_parity(copy.deepcopy(base)), x, dtype, "cpu")
         except Exception:  # this CPU's autocast lacks the type
             cpu = None
-    rows, first, nonfinite = [], None, None
+    rows: list[dict] = []
+    first, nonfinite = None, None
     seen: dict[str, int] = {}
     for i, (name, kind, inp, out) in enumerate(got):
         seen[name] = seen.get(name, 0) + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 from collections import Counter
 from contextlib import contextmanager
 
@@ -22,7 +23,7 @@ _OURS = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path
 
 def caller_line() -> str:
     """"blocks_item.py:15": the first frame outside torch and MPS Studio, where a model's code asked for the value."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if not path.startswith(_OURS) and not path.startswith("<"):

@@ -91,8 +91,8 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
         sps, low, high, how = _throughput(ok)
         base = g.baselines.get(c.device)
         speed, s_low, s_high = paired_ratio(ok, _finished(measured.get(base.key, []))) if base else (None, None, None)
-        peaks = [r.summary.get("peak_memory") for r in ok if is_finite(r.summary.get("peak_memory"))]
-        warm = [r.summary.get("warmup_s") for r in ok if is_finite(r.summary.get("warmup_s"))]
+        peaks = [v for r in ok if is_finite(v := r.summary.get("peak_memory"))]
+        warm = [v for r in ok if is_finite(v := r.summary.get("warmup_s"))]
         row.update(samples_per_s=sps, samples_per_s_low=low, samples_per_s_high=high, interval=how or None,
                    samples_per_s_iqr=statistics.median([r.summary.get("samples_per_s_iqr") or 0.0 for r in ok])
                    if ok else None,
