@@ -106,7 +106,8 @@ def model_paths(path: str, configs) -> list[str]:
         return [path]
     target = Path(path)
     suffix = target.suffix or ".pt"
-    names, out = {}, []
+    names: dict[str, int] = {}
+    out = []
     for cfg in configs:
         tag = cfg.device.replace(":", "")
         names[tag] = names.get(tag, 0) + 1

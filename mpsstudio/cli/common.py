@@ -200,7 +200,7 @@ def grid(table: Table, width: int | None = None) -> str:
 
     def line(cells, cols):
         return "  ".join(cells[i].rjust(widths[i]) if right[i] else cells[i].ljust(widths[i]) for i in cols).rstrip()
-    out = []
+    out: list[str] = []
     for cols in blocks:
         if out:
             out.append("")

@@ -162,9 +162,10 @@ def cmd_deploy_bench(args) -> int:
         print(f"mpsstudio: {printable(exc)}", file=sys.stderr)
         return EXIT_RUN_FAILED
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the rows measured so far are kept
-        if getattr(exc, "partial", None) is None:
+        partial = getattr(exc, "partial", None)  # what the tool found before it stopped (process/asks.py)
+        if partial is None:
             raise
-        result, stopped = exc.partial, exc
+        result, stopped = partial, exc
     deployed = DeployResult.of(result)
     code = report("deploy-bench", result, toolview.deploy_table(deployed), args, stopped, "what was measured so far",
                   notes=deployed.notes)

@@ -44,9 +44,10 @@ def cmd_diagnose(args) -> int:
         result = run_one_tool("diagnose", cfg, args, f"diagnosing {cfg.model} on {', '.join(names)}", devices=names,
                            layers=args.layers, after_steps=args.after_steps)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the devices diagnosed so far are kept
-        if getattr(exc, "partial", None) is None:
+        partial = getattr(exc, "partial", None)  # what the tool found before it stopped (process/asks.py)
+        if partial is None:
             raise
-        result, stopped = exc.partial, exc
+        result, stopped = partial, exc
     for d in result["devices"]:
         if "error" in d:
             continue

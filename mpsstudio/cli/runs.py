@@ -99,7 +99,7 @@ class Progress:
         self.device = ""
         self.shown = ""  # the live line, without the output's tail
         self.tail = ""  # the script's last line of output
-        self.ended = []  # every run that ended, also one interrupted by Ctrl-C
+        self.ended: list = []  # every run that ended, also one interrupted by Ctrl-C
 
     def output(self, device: str, text: str) -> None:
         """What a run's process wrote (run_isolated's on_output)."""

@@ -160,9 +160,10 @@ def cmd_max_batch(args) -> int:
         result, stopped = run_one_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that "
                                     f"trains on {cfg.device}", memory_limit=limit, cap=cap), None
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the search was asked to stop; what it found is kept
-        if getattr(exc, "partial", None) is None:
+        partial = getattr(exc, "partial", None)  # what the tool found before it stopped (process/asks.py)
+        if partial is None:
             raise
-        result, stopped = exc.partial, exc
+        result, stopped = partial, exc
     code = report("max-batch", result, toolview.max_batch_table(result), args, stopped, "the search so far")
     return code if code is not None else (EXIT_OK if MaxBatchResult.of(result).largest_batch else EXIT_RUN_FAILED)
 

@@ -78,7 +78,7 @@ def render_png(widget: QWidget, path: str, title: str, subtitle: str = "", scale
         raise UserError(f"The folder {target.parent} does not exist; choose another place for {target.name}.")
     try:
         with atomic_path(target) as part:
-            if not image.save(str(part), "PNG"):
+            if not image.save(str(part), "PNG"):  # type: ignore[call-overload]  # PySide6 accepts str formats
                 raise UserError(f"{target.name} cannot be written in {target.parent}; "
                                 "choose a folder you can write to.")
     except OSError as exc:

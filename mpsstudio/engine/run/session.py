@@ -37,7 +37,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
 
 
-def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] = ()) -> Plan:
+def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | None = ()) -> Plan:
     """One config per named device that exists here and supports the config's precision; `gpus` (--gpus): the CUDA
     config once per number of GPUs (or, where no CUDA device is named, the CPU's once per number of processes).
 

@@ -86,7 +86,7 @@ def notes(jobs: Sequence[Job]) -> list[str]:
     return sorted({precision_note(c) for job in jobs for c in job.configs} - {""})
 
 
-def estimate_s(jobs: Sequence[Job], probe_sps: dict[str, float]) -> dict[str, float | None]:
+def estimate_s(jobs: Sequence[Job], probe_sps: dict[str, float | None]) -> dict[str, float | None]:
     """Seconds per device for all jobs, scaled from a probe's ResNet50 inference throughput by each workload's
     forward cost (x3 for training); an estimate within a factor of ~2-3 at best. None where no probe ran."""
     out: dict[str, float | None] = {}

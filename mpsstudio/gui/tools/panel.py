@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QL
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from ...engine.tools import toolview
+from ...engine.tools.records import MaxBatchResult
 from ...engine.tools.records.deploy import DeployResult
 from ...engine.tools.records.inspection import InspectResult
 from ...engine.basics.errors import UserError
@@ -155,13 +156,15 @@ class ToolsPanel(QWidget):
         for button in (self.export_button, self.png_button, self.markdown_button, self.report_button):
             button.setEnabled(shown)
         self.delete_button.setEnabled(record is not None)
-        sizes = record.result.get("sweep_sizes") if shown and record.kind == "max-batch" else None
+        found = (MaxBatchResult.of(record.result) if record is not None and not record.problem
+                 and record.kind == "max-batch" else None)
+        sizes = found.sweep_sizes if found is not None else []
         self.sweep_button.setVisible(bool(sizes))
-        if sizes:
+        if found is not None and sizes:
             self.sweep_button.setToolTip(
-                f"Measure batches {', '.join(f'{b:,}' for b in sizes)} on {record.result.get('device')} with the "
+                f"Measure batches {', '.join(f'{b:,}' for b in sizes)} on {found.device} with the "
                 f"run's rules (warm-up apart, at least 8 measured windows each) to find the fastest: the search's "
-                f"{record.result.get('probe_steps', 3)} steps per probe are too few to rank them.")
+                f"{found.probe_steps or 3} steps per probe are too few to rank them.")
         if record is None:
             self.headline.setText("")
             self.detail.setCurrentWidget(self.empty)
@@ -244,8 +247,8 @@ class ToolsPanel(QWidget):
             return table_widget(toolview.export_table(result))
         if kind == "diagnose":
             return diagnose_view(result)
-        box = QWidget()
-        layout = QVBoxLayout(box)
+        inspected = QWidget()
+        layout = QVBoxLayout(inspected)
         layout.setContentsMargins(0, 0, 0, 0)
         r = InspectResult.of(result)
         layout.addWidget(words_label(f"Functional check: {'passed' if r.probe.ok else 'FAILED'} ({r.probe.detail})"))
@@ -269,7 +272,7 @@ class ToolsPanel(QWidget):
         elif r.device != "mps":
             layout.addWidget(words_label(f"CPU fallback applies to MPS only: {r.device} runs every operation "
                                          f"itself."))
-        return box
+        return inspected
 
     # -- actions -----------------------------------------------------------------------------------------
     def export_json(self, path: str) -> None:

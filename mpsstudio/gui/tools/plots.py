@@ -122,7 +122,7 @@ class BarPlot(pg.PlotWidget):
         self.setLabel("left", left)
         self.showGrid(x=False, y=True, alpha=0.15)
         self.legend = self.addLegend(offset=legend_offset, colCount=columns)
-        self.lines = {}
+        self.lines: dict = {}
         self._restyle()
 
     _restyle = SweepPlot._restyle  # the same colours as the sweep's plot (it calls no super())

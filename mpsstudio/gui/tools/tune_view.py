@@ -133,18 +133,19 @@ class TuneView(QWidget):
         self.table.setSortingEnabled(True)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
         self.table.resizeColumnsToContents()
-        for j, header in enumerate(headers):
-            self.table.horizontalHeaderItem(j).setToolTip(TUNE_HEADER_TIPS.get(header, ""))
+        for j, name in enumerate(headers):
+            if (cell := self.table.horizontalHeaderItem(j)) is not None:
+                cell.setToolTip(TUNE_HEADER_TIPS.get(name, ""))
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setColumnHidden(0, len({r.device for r in self.rows}) < 2)  # one device: said in the title
         # the throughput's interval (the chart's whiskers) and the warm-up are in the samples/s cell's tooltip, so
         # that the columns fit beside the list in a 1280-point window
         for hidden in ("interval", "warm-up"):
             self.table.setColumnHidden(headers.index(hidden), True)
-        header = self.table.horizontalHeader()  # the status beside the settings; parity (its tooltip says) last
-        header.moveSection(header.visualIndex(headers.index("status")), 2)
-        header.setStretchLastSection(False)
-        header.setSectionResizeMode(headers.index("parity"), header.ResizeMode.Stretch)
+        bar = self.table.horizontalHeader()  # the status beside the settings; parity (its tooltip says) last
+        bar.moveSection(bar.visualIndex(headers.index("status")), 2)
+        bar.setStretchLastSection(False)
+        bar.setSectionResizeMode(headers.index("parity"), bar.ResizeMode.Stretch)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.apply_button = QPushButton("Apply to Setup")
         self.apply_button.setToolTip("Put the selected candidate's precision, channels_last, compile, batch size "
@@ -169,7 +170,7 @@ class TuneView(QWidget):
 
     def select_key(self, key: str) -> None:
         for i in range(self.table.rowCount()):
-            if self.rows[self.table.item(i, 0).data(Qt.ItemDataRole.UserRole)].key == key:
+            if self._row_at(i).key == key:
                 self.table.selectRow(i)
                 return
 
@@ -177,7 +178,13 @@ class TuneView(QWidget):
         picked = self.table.selectionModel().selectedRows()
         if not picked:
             return None
-        return self.rows[self.table.item(picked[0].row(), 0).data(Qt.ItemDataRole.UserRole)]
+        return self._row_at(picked[0].row())
+
+    def _row_at(self, table_row: int) -> TuneRow:
+        """The candidate shown in the table's row (sorted as the user chose)."""
+        item = self.table.item(table_row, 0)
+        assert item is not None  # every cell is set when the table is made
+        return self.rows[item.data(Qt.ItemDataRole.UserRole)]
 
     def _selection_changed(self) -> None:
         row = self.selected_row()
