@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .timing import WAIT_METHODS
+from .timing import waits_wrapped
 
 _OURS = (os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
          os.path.dirname(os.path.abspath(torch.__file__)))
@@ -75,17 +75,8 @@ class Replay:
 
     @contextmanager
     def _patched(self, replay: bool):
-        saved = {name: torch.Tensor.__dict__.get(name) for name in WAIT_METHODS}
-        try:
-            for name in WAIT_METHODS:
-                setattr(torch.Tensor, name, self._wrapped(name, getattr(torch.Tensor, name), replay))
+        with waits_wrapped(lambda name, method: self._wrapped(name, method, replay)):
             yield self
-        finally:
-            for name, original in saved.items():
-                if original is None:
-                    delattr(torch.Tensor, name)
-                else:
-                    setattr(torch.Tensor, name, original)
 
     def recording(self):
         """Within the block, one step's reads are kept (a fresh record)."""

@@ -184,14 +184,30 @@ def empty_op_s(clock: DeviceClock, reps: int = 40) -> float:
 
 
 @contextmanager
+def waits_wrapped(wrap):
+    """Within the block, each of torch.Tensor's methods that wait for the device (WAIT_METHODS) is
+    `wrap(name, method)`; the originals are back after it, an inherited one removed again."""
+    saved = {name: torch.Tensor.__dict__.get(name) for name in WAIT_METHODS}
+    try:
+        for name in WAIT_METHODS:
+            setattr(torch.Tensor, name, wrap(name, getattr(torch.Tensor, name)))
+        yield
+    finally:
+        for name, original in saved.items():
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+
+
+@contextmanager
 def waits_timed(device_type: str):
     """Within the block, the seconds the host spends in Tensor methods that wait for the device (WAIT_METHODS on a
     tensor of `device_type`) add up in the yielded list's one item. Only those methods are wrapped, so every other
     operation runs at its own speed (a dispatch mode would slow them all, and shrink the waits)."""
     total = [0.0]
-    saved = {name: torch.Tensor.__dict__.get(name) for name in WAIT_METHODS}
 
-    def timed(method):
+    def timed(_name, method):
         def wrapper(self, *args, **kwargs):
             if self.device.type != device_type:
                 return method(self, *args, **kwargs)
@@ -201,16 +217,8 @@ def waits_timed(device_type: str):
             finally:
                 total[0] += time.perf_counter() - started
         return wrapper
-    try:
-        for name in WAIT_METHODS:
-            setattr(torch.Tensor, name, timed(getattr(torch.Tensor, name)))
+    with waits_wrapped(timed):
         yield total
-    finally:
-        for name, original in saved.items():
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
 
 
 def empty_op_us(reps: int = 2000) -> float:
