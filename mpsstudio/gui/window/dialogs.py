@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QSize, Qt
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QMainWindow, QMessageBox
 
 from ...engine.basics.errors import UserError
 from ..plots import LivePlots
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 
 class Dialogs(QObject):
     """Export Comparison (the results panel and the comparison's own stored curves as PNGs), About, Preferences and
     PyTorch Setup."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)
         self.w = w
         self.setup_window = None  # Help → PyTorch Setup, made when first asked for

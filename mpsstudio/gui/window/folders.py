@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMainWindow
 
 from ..jobs import folder_job
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 
 class Folders(QObject):
     """A folder of images dropped on the window or opened: checked by the engine off the GUI thread, then added as
     the dataset with its summary."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
         self.checkers: list = []  # the folder checks running

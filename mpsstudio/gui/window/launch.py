@@ -4,14 +4,12 @@ training script (Run Your Training Script…)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QMainWindow
 
 from ..settings import settings
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 SCRIPT_KEY = "script/last"  # the last script, its arguments, steps and warm-up, offered again
 
@@ -21,7 +19,7 @@ class Launch(QObject):
     runs) and the user's training script, run on the checked devices after their consent. The questions are the
     window's (`ask`, `ask_script`: tests answer them)."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QLabel, QProgressBar, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum" size
 
@@ -17,7 +14,7 @@ class Chrome(QObject):
     """The window's layout: the setup sidebar beside the plots over the Runs, Details, Tools and Output tabs, and the
     status bar (progress, the engine's samples/s and time left); the tabs' badges and the plots' room."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)
         self.w = w
 

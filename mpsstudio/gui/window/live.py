@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Notice, Started, Warmup, Window
 from ...engine.basics.config import SCRIPT
@@ -13,15 +13,12 @@ from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line, printa
 from ..plots.redraw import interval_for
 from ..preferences import Preferences
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
-
 
 class LiveView(QObject):
     """A run's events as they come: the plots, the status bar's step, samples/s (the engine's rolling median) and
     time left (the engine's estimate), notes and the power note."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QMainWindow
 from PySide6.QtGui import QAction, QKeySequence
-
-if TYPE_CHECKING:
-    from .main_window import MainWindow
 
 
 class Menus(QObject):
@@ -16,7 +13,7 @@ class Menus(QObject):
     Edit menus do, and which commands are on: those that start something while the window's state allows it
     (`show_state`)."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)
         self.w = w
 

@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.config import RunConfig
 from ...engine.tools import toolview
@@ -13,7 +14,6 @@ from ..jobs import tool_job
 
 if TYPE_CHECKING:
     from ...engine.tools.records.tune import TuneRow
-    from .main_window import MainWindow
 
 ON_EVERY_DEVICE = ("sweep", "deploy-bench", "diagnose", "tune")  # the others run on the first accelerator
 
@@ -23,7 +23,7 @@ class ToolControl(QObject):
     land in the Tools tab and the history. The sheet is the window's question (`ask_tool_settings`: tests answer
     it), and `start_tool` the window's command (tests watch it)."""
 
-    def __init__(self, w: "MainWindow"):
+    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
