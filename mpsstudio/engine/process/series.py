@@ -12,6 +12,8 @@ from ..basics.errors import UserError
 from ..basics.results import RunResult
 from .warm import Warm
 
+ANALYSIS = "MPS Studio's analysis of the runs"  # where a sweep's or a tune's result comes from, for its check
+
 
 def run_point(config: RunConfig, **kwargs) -> RunResult:
     """The package's run_point, looked up when called (its face: what the front ends call, and tests replace)."""
@@ -44,12 +46,14 @@ def tune_point_words(cand, result: RunResult, rnd: int) -> str:
 def sweep(config: RunConfig, devices: list[str], sizes: list[int] | None, *, steps: int, warmup: int,
           point: Callable[[RunConfig], RunResult | None], should_stop: Callable[[], bool],
           say: Callable[[str], None]) -> dict:
-    """A batch-size sweep: each point a run (`point`: run_point with the front end's keywords), then its analysis."""
+    """A batch-size sweep: each point a run (`point`: run_point with the front end's keywords), then its analysis,
+    checked as every tool result is before a front end reads it (UserError naming the field where it cannot be)."""
     from ..tools import sweep as sweeps
+    from ..tools.registry import checked
 
     runs = sweeps.run(config, devices, sizes, steps=steps, warmup=warmup, run_point=point, should_stop=should_stop,
                       on_point=lambda result, done, total: say(sweep_point_words(result, done, total)))
-    return sweeps.analyse(runs, config, steps)
+    return checked("sweep", sweeps.analyse(runs, config, steps), where=ANALYSIS)
 
 
 def tune(config: RunConfig, grid, *, budget_s: float, steps: int, warmup: int, max_rounds: int,
@@ -99,10 +103,13 @@ def tune(config: RunConfig, grid, *, budget_s: float, steps: int, warmup: int, m
             except KeyboardInterrupt as exc:
                 caught(exc)
                 return None
-        return tunes.tune(config, grid, run_point=point, run_check=check, budget_s=budget_s, steps=steps,
-                          warmup=warmup, should_stop=should_stop,
-                          on_point=lambda cand, result, rnd: say(tune_point_words(cand, result, rnd)),
-                          max_rounds=max_rounds, run_layers=layers, before_checks=warm.close)
+        result = tunes.tune(config, grid, run_point=point, run_check=check, budget_s=budget_s, steps=steps,
+                            warmup=warmup, should_stop=should_stop,
+                            on_point=lambda cand, result, rnd: say(tune_point_words(cand, result, rnd)),
+                            max_rounds=max_rounds, run_layers=layers, before_checks=warm.close)
+    from ..tools.registry import checked
+
+    return checked("tune", result, where=ANALYSIS)
 
 
 def tool_result(kind: str, config: RunConfig, devices: list[str], payload: dict, *,
