@@ -22,20 +22,10 @@ from mpsstudio.engine.basics.redact import REDACTED, redact_args, redact_text
 from mpsstudio.engine.basics.results import RunResult
 from mpsstudio.engine.history.store import RunStore
 from tests.support.paths import ROOT  # noqa: E402
+from tests.support.scripts import MT, tracked_run
 
 TOOL_RESULTS = ROOT / "tests" / "data" / "tool_results"
 HOSTILE = ROOT / "tests" / "data" / "hostile"
-MT = ("import torch\nimport mpsstudio.track as mt\nfrom torch import nn\nm = nn.Linear(4, 3)\n"
-      "opt = torch.optim.SGD(m.parameters(), lr=0.01)\nfor i in range(30):\n    loss = m(torch.randn(8, 4)).square().mean()\n"
-      "    opt.zero_grad(); loss.backward(); opt.step()\n    {call}\n")
-
-
-def _run(tmp_path, text: str, *extra: str) -> tuple[int, RunResult]:
-    path = tmp_path / "train.py"
-    path.write_text(text)
-    code = cli.main(["run", str(path), "--devices", "cpu", "--warmup", "2", *extra])
-    return code, RunStore().all()[-1]
-
 
 def _history_reads_back_everything() -> list[RunResult]:
     store = RunStore()
@@ -60,7 +50,7 @@ def _history_reads_back_everything() -> list[RunResult]:
     ("mt.step(float('nan'), batch_size=8)", "the loss is nan, not a finite number"),
 ])
 def test_a_step_that_cannot_be_measured_fails_its_run_with_the_reason_and_loses_nothing(tmp_path, call, said):
-    code, run = _run(tmp_path, MT.format(call=call))
+    code, run = tracked_run(tmp_path, MT.format(n=30, call=call))
     assert code == cli.EXIT_RUN_FAILED and run.status == "failed" and said in run.error, run.error
     assert [r.id for r in _history_reads_back_everything()] == [run.id]
 
@@ -69,14 +59,14 @@ def test_the_hook_counter_refuses_a_batch_past_the_limit_and_a_complex_loss(tmp_
     huge = ("import torch\nfrom torch import nn\nm = nn.Linear(1, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
             "x = torch.zeros(2_000_000, 1)\nfor i in range(5):\n    loss = m(x).mean()\n"
             "    opt.zero_grad(); loss.backward(); opt.step()\n")
-    code, run = _run(tmp_path, huge)
+    code, run = tracked_run(tmp_path, huge)
     assert code == cli.EXIT_RUN_FAILED and run.error.startswith("Step 1 could not be measured: its samples (2000000, "
                                                                 "from the first dimension of the model's first input)")
     complex_loss = ("import torch\nfrom torch import nn\nm = nn.Linear(4, 4).to(torch.complex64)\n"
                     "opt = torch.optim.SGD(m.parameters(), lr=0.01)\nfor i in range(5):\n"
                     "    out = m(torch.randn(8, 4, dtype=torch.complex64)).sum()\n    opt.zero_grad()\n"
                     "    torch.autograd.backward(out, grad_tensors=torch.ones_like(out))\n    opt.step()\n")
-    code, run = _run(tmp_path, complex_loss)
+    code, run = tracked_run(tmp_path, complex_loss)
     assert code == cli.EXIT_RUN_FAILED and "the loss is complex" in run.error, run.error
     assert len(_history_reads_back_everything()) == 2
 
@@ -95,7 +85,7 @@ def test_a_run_the_history_could_not_read_back_is_kept_as_failed_saying_why(tmp_
 @pytest.mark.long
 def test_a_script_run_by_python_keeps_what_the_history_can_read(tmp_path):
     path = tmp_path / "alone.py"
-    path.write_text(MT.format(call="mt.step(loss, batch_size=8 if i < 20 else 2**62)"))
+    path.write_text(MT.format(n=30, call="mt.step(loss, batch_size=8 if i < 20 else 2**62)"))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPSSTUDIO_WARMUP": "2"}
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode != 0 and "batch_size must be a whole number from 1 to 1,048,576" in done.stderr
@@ -124,17 +114,17 @@ def _exports(tmp_path, capsys, run_id: str) -> str:
 
 
 def test_script_arguments_that_look_like_secrets_are_stored_and_shared_redacted(tmp_path, capsys):
-    code, run = _run(tmp_path, SECRET_SCRIPT, "--", f"--api-key={KEY}", "--token", TOKEN, "--lr", "0.1")
+    code, run = tracked_run(tmp_path, SECRET_SCRIPT, "--", f"--api-key={KEY}", "--token", TOKEN, "--lr", "0.1")
     assert code == cli.EXIT_OK, run.error
     assert run.config.options["script_args"] == [f"--api-key={REDACTED}", "--token", REDACTED, "--lr", "0.1"]
     shared = _exports(tmp_path, capsys, run.id)
     assert "sk-" not in shared and "hf_" not in shared and "--lr" in shared
-    code, run = _run(tmp_path, SECRET_SCRIPT, "--keep-args", "--", f"--api-key={KEY}", "--lr", "0.1")
+    code, run = tracked_run(tmp_path, SECRET_SCRIPT, "--keep-args", "--", f"--api-key={KEY}", "--lr", "0.1")
     assert code == cli.EXIT_OK and run.config.options["script_args"][0] == f"--api-key={KEY}"
 
 
 def test_a_refused_secret_quoted_in_the_runs_error_is_redacted(tmp_path, capsys):
-    code, run = _run(tmp_path, SECRET_SCRIPT, "--", f"--api-key2={KEY}")
+    code, run = tracked_run(tmp_path, SECRET_SCRIPT, "--", f"--api-key2={KEY}")
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mpsstudio:")]  # (the script's
     # own stderr is the test's here: the run is served in this process)
     assert code == cli.EXIT_RUN_FAILED and run.error.startswith("The script exited with code 2 (it wrote last: ")

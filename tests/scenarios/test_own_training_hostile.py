@@ -19,6 +19,7 @@ from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import setup
 from tests.support.paths import ROOT  # noqa: E402
+from tests.support.scripts import MT, tracked_run
 
 SHORT = ["--devices", "cpu", "--steps", "6", "--warmup", "1", "--no-inspect", "--batch-size", "4"]
 NET = ("import torch\nfrom torch import nn\n"
@@ -117,25 +118,14 @@ GAN = ("import torch\nfrom torch import nn\nD = nn.Linear(4, 1)\nG = nn.Linear(2
 AUTOGRAD = ("import torch\nfrom torch import nn\nm = nn.Linear(4, 3)\nopt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
             "for i in range(100):\n    out = m(torch.randn(8, 4))\n    opt.zero_grad()\n"
             "    torch.autograd.backward(out, grad_tensors=torch.ones_like(out))\n    opt.step()\n")
-MT = ("import torch\nimport mpsstudio.track as mt\nfrom torch import nn\nm = nn.Linear(4, 3)\n"
-      "opt = torch.optim.SGD(m.parameters(), lr=0.01)\nfor i in range({n}):\n    loss = m(torch.randn(8, 4)).square().mean()\n"
-      "    opt.zero_grad(); loss.backward(); opt.step()\n    {call}\n")
-
-
-def _run(tmp_path, text: str, *extra: str) -> tuple[int, object]:
-    path = tmp_path / "train.py"
-    path.write_text(text)
-    code = cli.main(["run", str(path), "--devices", "cpu", "--warmup", "2", *extra])
-    return code, RunStore().all()[-1]
-
 
 def test_a_step_is_one_round_of_the_scripts_optimizers_and_autograd_backward_counts(tmp_path):
-    code, run = _run(tmp_path, GAN, "--steps", "50")
+    code, run = tracked_run(tmp_path, GAN, "--steps", "50")
     assert code == cli.EXIT_OK and run.status == "finished", run.error
     assert run.summary["measured_steps"] == 50 and run.config.batch_size == 16
     assert run.summary["parameters"] == (4 + 1) + (2 * 4 + 4)  # both optimizers' parameters
     assert sum(w["samples"] for w in run.windows) == 50 * 16  # one round is 16 samples, not 32
-    code, run = _run(tmp_path, AUTOGRAD, "--steps", "20")
+    code, run = tracked_run(tmp_path, AUTOGRAD, "--steps", "20")
     assert code == cli.EXIT_OK and run.status == "finished" and run.summary["measured_steps"] == 20, run.error
 
 
@@ -150,12 +140,12 @@ def test_a_step_is_one_round_of_the_scripts_optimizers_and_autograd_backward_cou
     ("mt.epoch(val_accuracy=5.0)", "mpsstudio.track.epoch: val_accuracy is a share from 0 to 1 (0.93 for 93 %)"),
 ])
 def test_mt_says_what_is_wrong_with_what_it_is_given(tmp_path, call, said):
-    code, run = _run(tmp_path, MT.format(n=30, call=call))
+    code, run = tracked_run(tmp_path, MT.format(n=30, call=call))
     assert code == cli.EXIT_RUN_FAILED and run.status == "failed" and said in run.error, run.error
 
 
 def test_a_script_that_only_warms_up_measured_nothing_and_says_so(tmp_path):
-    code, run = _run(tmp_path, MT.format(n=2, call="mt.step(loss, batch_size=8)"))
+    code, run = tracked_run(tmp_path, MT.format(n=2, call="mt.step(loss, batch_size=8)"))
     assert code == cli.EXIT_RUN_FAILED and run.status == "failed"
     assert run.error.startswith("The script made 2 steps, all of them warm-up (2): nothing was measured"), run.error
     assert run.env.get("machine") or run.env.get("cpu")  # where it ran is said though nothing was measured
@@ -164,7 +154,7 @@ def test_a_script_that_only_warms_up_measured_nothing_and_says_so(tmp_path):
 def test_a_script_that_exits_quotes_its_last_words_and_keeps_its_traceback(tmp_path):
     needs = "import argparse\nargparse.ArgumentParser().add_argument('--data', required=True)\n" \
             "argparse.ArgumentParser(prog='train.py').parse_args(['--x'])\n"
-    code, run = _run(tmp_path, needs)
+    code, run = tracked_run(tmp_path, needs)
     assert code == cli.EXIT_RUN_FAILED and run.error.startswith("The script exited with code 2 (it wrote last: "
                                                                  "train.py: error: unrecognized arguments: --x)")
     assert run.config.model == str((tmp_path / "train.py").resolve())
@@ -174,7 +164,7 @@ def test_a_script_that_exits_quotes_its_last_words_and_keeps_its_traceback(tmp_p
 def test_a_script_errors_traceback_is_in_its_output_log(tmp_path):
     from mpsstudio.engine.basics.paths import log_dir
 
-    code, run = _run(tmp_path, MT.format(n=30, call="assert i < 10, 'went wrong'\n    mt.step(loss, batch_size=8)"))
+    code, run = tracked_run(tmp_path, MT.format(n=30, call="assert i < 10, 'went wrong'\n    mt.step(loss, batch_size=8)"))
     assert code == cli.EXIT_RUN_FAILED and "AssertionError: went wrong" in run.error
     kept = (log_dir() / "runs" / f"{run.id}.txt").read_text()
     assert "Traceback (most recent call last)" in kept and 'train.py", line 9, in <module>' in kept
