@@ -2,7 +2,8 @@
 # The diagnosis's bound on cases whose bound is known, on the lent CUDA machine (docs/benchmarks.md, "Diagnose").
 # Usage there: OUT=<folder> PART=known|sync bash benchmarks/cuda_diagnose.sh   (wheels in .wheels/; JSONs in $OUT)
 # known: the launch, compute and data cases (and resnet18 on cpu,cuda for the Tools tab's screenshot); sync: the
-# blocks model with and without its per-block .item(), at sizes where the host's and the device's work are close
+# blocks model with its per-block .item(), with the same check kept on the device (the truth: the step without the
+# waits) and without any check, at sizes where the host's and the device's work are close
 # (SIZES="width:batch ...", MODE=train|inference).
 set -u
 PART=${PART:-known}
@@ -45,6 +46,8 @@ PY
         --batch-size $B --mode $M
       diag nosync_${M}_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks.py --dataset synthetic --devices cuda \
         --batch-size $B --mode $M
+      diag kept_${M}_w${BLOCKS_WIDTH}_b$B --model benchmarks/models/blocks_check.py --dataset synthetic --devices cuda \
+        --batch-size $B --mode $M
     done
   fi
   log "summary"
@@ -59,5 +62,20 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         print(f"{os.path.basename(path):30s} {d['device']:7s} {d['bound']:8s} step {d['step_ms']:9.3f} ms  host "
               f"{d['host_ms']:8.3f}  device {d.get('device_ms') or 0:8.3f}  wait {d['sync_wait_ms']:7.3f}  ops "
               f"{d['ops']:5d}  waits {d['sync_count']:3d}  phases/step {d['phase_sum_ratio']:.2f}  [{shares}]")
+# The sync share against its truth: the static twin's step is the step without the waits.
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "sync_*.json"))):
+    d = json.load(open(path))["devices"][0]
+    if "error" in d:
+        continue
+    said = (d.get("shares") or {}).get("sync", (d.get("sync_cost_ms") or 0) / d["step_ms"])  # as the sentence says it
+    print(f"{os.path.basename(path):30s} sync share said {said:6.1%}; calls {d.get('sync_calls')}")
+    for twin, what in (("/kept_", "the check kept on the device (blocks_check.py)"), ("/nosync_", "no check (blocks.py)")):
+        other = path.replace("/sync_", twin)
+        if not os.path.exists(other) or "error" in (t := json.load(open(other))["devices"][0]):
+            continue
+        truth = (d["step_ms"] - t["step_ms"]) / d["step_ms"]
+        print(f"    truth by the twin with {what}: {truth:6.1%} (step {t['step_ms']:.3f} ms against "
+              f"{d['step_ms']:.3f}), said minus truth {100 * (said - truth):+5.1f} points")
+    print("   ", d.get("sentence") or d.get("verdict") or "")
 PY
 } 2>&1 | tee "$OUT/log.txt"

@@ -89,6 +89,13 @@ def main() -> int:
         print(f"{n} GPU(s): engine {statistics.median(e for e, _ in got):,.0f} samples/s, bare "
               f"{statistics.median(r for _, r in got):,.0f}; engine/bare median {ratios[n]:.3f} "
               f"[range {values[0]:.3f}-{values[-1]:.3f}, {len(values)} pairs]", flush=True)
+    if len(counts) == 2 and all(pairs[n] for n in counts):
+        # Scaling from each side's own runs (N GPUs over 1, medians over rounds): what issue 48 compares.
+        lo, hi = counts
+        e_scale = statistics.median(e for e, _ in pairs[hi]) / statistics.median(e for e, _ in pairs[lo])
+        b_scale = statistics.median(r for _, r in pairs[hi]) / statistics.median(r for _, r in pairs[lo])
+        print(f"scaling {hi} over {lo} GPU(s): engine {e_scale:.3f}x ({e_scale / hi * lo:.0%} efficiency), bare DDP "
+              f"{b_scale:.3f}x ({b_scale / hi * lo:.0%}); engine/bare {e_scale / b_scale:.3f}", flush=True)
     from mpsstudio.engine.analysis.scaling import scalings
     from mpsstudio.engine.history.runfiles import import_json
 

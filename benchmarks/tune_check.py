@@ -4,7 +4,7 @@ bare PyTorch training loop of the same model in the same settings at --compare-b
 (A B B A ...), and the ratio of bf16 + channels_last to fp32 (TF32 off) from each.
 
     python benchmarks/tune_check.py [--device cuda] [--model resnet50] [--batch 64] [--budget 4] [--pairs 3]
-    python benchmarks/tune_check.py --default-grid --budget 8 --compare-batch 128     # issue 48's done-when
+    python benchmarks/tune_check.py --default-grid --budget 8 --batch 64 --compare-batch 128   # issue 48's done-when
 
 With --default-grid it also prints the fewest rounds any default candidate had and the recommendation's ratio
 interval as ± of its ratio (issue 48: at least 3 rounds each, within ±5 %), and the tune's own time.
@@ -74,6 +74,7 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--default-grid", action="store_true", help="the tune's default candidates around --batch")
     p.add_argument("--compare-batch", type=int, default=None, help="the batch compared (default: --batch)")
+    p.add_argument("--keep", default=None, help="a path where the tune's JSON is copied")
     args = p.parse_args()
     compare = args.compare_batch or args.batch
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,6 +92,8 @@ def main() -> int:
         print(done.stderr[-3000:], file=sys.stderr)
         print(f"tune took {time.perf_counter() - started:.0f} s, exit {done.returncode}")
         result = json.loads(out.read_text())
+        if args.keep:
+            Path(args.keep).write_text(out.read_text())
     rows = {(r["precision"], r["channels_last"]): r for r in result["candidates"]
             if r["batch_size"] == compare and r.get("tf32") in (None, "off")}
     tuned = rows[("bf16", True)]
@@ -110,10 +113,14 @@ def main() -> int:
             (fast if bf16_cl else fp32).append(bare(args.model, args.device, compare, bf16_cl, args.steps))
         print(f"bare pair {i + 1}: fp32 {fp32[-1]:,.0f}, bf16 + channels_last {fast[-1]:,.0f} samples/s", flush=True)
     bare_ratio = statistics.median(fast) / statistics.median(fp32)
-    tune_ratio = tuned["speedup"]
-    print(f"tune: fp32 {rows[('fp32', False)]['samples_per_s']:,.0f}, bf16 + channels_last "
-          f"{tuned['samples_per_s']:,.0f} samples/s, {tune_ratio:.3f}x [{tuned['speedup_low']:.3f}-"
-          f"{tuned['speedup_high']:.3f}] over {tuned['rounds']} rounds")
+    base = rows[("fp32", False)]
+    # Like with like: both rows at the compared batch, round by round (the tune's "speedup" is against the current
+    # setting, which may be another batch or TF32 state).
+    paired = [f / s for f, s in zip(tuned.get("round_samples_per_s") or [], base.get("round_samples_per_s") or [])]
+    tune_ratio = statistics.median(paired) if paired else tuned["samples_per_s"] / base["samples_per_s"]
+    print(f"tune: fp32 {base['samples_per_s']:,.0f}, bf16 + channels_last {tuned['samples_per_s']:,.0f} samples/s, "
+          f"{tune_ratio:.3f}x (median of {len(paired)} paired rounds"
+          + (f", range {min(paired):.3f}-{max(paired):.3f})" if paired else ")"))
     print(f"bare: fp32 {statistics.median(fp32):,.0f}, bf16 + channels_last {statistics.median(fast):,.0f} samples/s, "
           f"{bare_ratio:.3f}x over {args.pairs} pairs")
     print(f"tune_ratio={tune_ratio:.3f} bare_ratio={bare_ratio:.3f} tune/bare={tune_ratio / bare_ratio:.3f}")

@@ -229,8 +229,8 @@ class ToolSheet(QDialog):
             per_device = (len(p["batch_sizes"]) * len(p["precisions"]) * (2 if p["channels_last"] == "both" else 1)
                           * (2 if p["compile"] == "both" else 1))
             self.plan.setText(f"Up to {per_device} candidates on each of {', '.join(self.devices)} (and your current "
-                              f"settings), in rounds within {p['budget_s'] / 60:g} minutes; the clearly slower are "
-                              "dropped after the first round.")
+                              f"settings), in rounds within {p['budget_s'] / 60:g} minutes; after three rounds each, the "
+                              "clearly slower are dropped.")
         elif self.kind == "export":
             self.compression.setEnabled(chosen["payload"]["format"] == "coreml")
             self.plan.setText("Trained weights: the run's model as it ended training." if chosen["payload"]["weights"]

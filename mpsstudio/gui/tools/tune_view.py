@@ -64,7 +64,7 @@ class TunePlot(pg.PlotWidget):
             color = device_color(device, palette)
             xs = np.array([(r.peak_memory or 0.0) / MIB for r in rows])
             ys = np.array([r.samples_per_s for r in rows], dtype=float)
-            base = palette.color(QPalette.ColorRole.Base)  # dropped after the first round: hollow
+            base = palette.color(QPalette.ColorRole.Base)  # dropped as clearly slower: hollow
             named = False
             for crossed in (False, True):  # one symbol per item: a legend cannot draw a list of symbols
                 mine = [i for i, r in enumerate(rows) if (r.status == "unusable") == crossed]

@@ -178,8 +178,10 @@ def _status(c, g, runs, ok, dropped, row, outcome) -> tuple[str, str | None]:
 
 
 def recommend(rows: list[dict]) -> dict[str, str | None]:
-    """Per device, the usable candidate with the highest samples/s whose ratio to the current settings lies wholly
-    above 1 (None: nothing beats the current settings by more than the noise)."""
+    """Per device, among the usable candidates (their ratio to the current settings wholly above 1) the fastest and
+    those the measurements cannot tell from it (`tied`), the one whose ratio's low end is highest: of settings
+    equally fast within the noise, the one a user can count on (a steady figure before a jumpy one). None: nothing
+    beats the current settings by more than the noise."""
     out: dict[str, str | None] = {}
     for device in dict.fromkeys(r["device"] for r in rows):
         bases = [r for r in rows if r["device"] == device and r["baseline"] and is_finite(r.get("samples_per_s"))]
@@ -191,7 +193,11 @@ def recommend(rows: list[dict]) -> dict[str, str | None]:
                   and is_finite(r.get("speedup")) and is_finite(r.get("speedup_high"))
                   and is_finite(r.get("samples_per_s")) and _agrees(r, bases[0])]
         usable.sort(key=lambda r: r["samples_per_s"], reverse=True)
-        out[device] = usable[0]["key"] if usable else None
+        if not usable:
+            out[device] = None
+            continue
+        tie = [usable[0], *(r for r in tied(usable[0], usable))]
+        out[device] = max(tie, key=lambda r: r["speedup_low"])["key"]
     return out
 
 
@@ -278,8 +284,8 @@ def sentence(result: dict) -> str:
         parts.append(text + ".")
     notes = []
     if result.get("dropped_count"):
-        notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped after the first round (clearly "
-                     "behind).")
+        notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped once their rounds showed them clearly "
+                     "behind (each says when).")
     if result.get("stopped"):
         notes.append("The tune was stopped before every candidate had its rounds: what it measured is above.")
     elif result.get("out_of_budget"):

@@ -137,6 +137,34 @@ def test_fastest_is_never_said_of_a_candidate_at_half_the_best_speed_however_noi
     assert [r["key"] for r in said] == ["close"]
 
 
+def test_of_settings_tied_within_the_noise_the_steady_one_is_recommended_and_the_sentence_names_both():
+    """The lent H200's tune of resnet50 (docs/benchmarks.md): fp16 + channels_last jumped 4,050-5,072 samples/s
+    between rounds (its loss scaler), bf16 + channels_last held 4,350-4,358. The fastest median alone would recommend
+    a figure of ±14 %; among what the measurements cannot tell apart, the one whose low end is highest is named."""
+    def row(key, baseline, rounds, current=833.0):
+        m = sorted(rounds)[len(rounds) // 2]
+        return {"key": key, "label": key, "device": "cuda:0", "status": "measured", "baseline": baseline,
+                "samples_per_s": m, "samples_per_s_low": min(rounds), "samples_per_s_high": max(rounds),
+                "round_samples_per_s": rounds, "speedup": m / current, "speedup_low": min(rounds) / current,
+                "speedup_high": max(rounds) / current, "precision": "fp32" if baseline else key[:4],
+                "compile": False, "channels_last": not baseline, "batch_size": 128, "reason": None}
+    rows = [row("current", True, [833.0] * 5, current=833.0),
+            row("fp16 + channels_last", False, [4050.0, 5072.0, 4421.0, 4976.0, 4075.0]),
+            row("bf16 + channels_last", False, [4356.0, 4358.0, 4352.0, 4350.0, 4356.0]),
+            row("fp32 + channels_last", False, [3010.0, 3015.0, 3011.0, 3014.0, 3014.0])]
+    rows[0].update(speedup=1.0, speedup_low=1.0, speedup_high=1.0)
+    assert tune_report.recommend(rows) == {"cuda:0": "bf16 + channels_last"}
+    chosen = rows[2]
+    assert chosen["speedup_high"] / chosen["speedup"] - 1 < 0.05 and 1 - chosen["speedup_low"] / chosen["speedup"] < 0.05
+    text = tune_report.sentence({"candidates": rows, "recommendation": tune_report.recommend(rows), "config": {
+        "model": "resnet50"}, "env": {}})
+    assert "with bf16 + channels_last or fp16 + channels_last (apart by less than the noise)" in text
+    # a clear winner stays the winner however steady a slower one is
+    rows[1]["round_samples_per_s"] = [6000.0, 6100.0, 6050.0, 6020.0, 6080.0]
+    rows[1].update(samples_per_s=6050.0, speedup=6050 / 833, speedup_low=6000 / 833, speedup_high=6100 / 833)
+    assert tune_report.recommend(rows) == {"cuda:0": "fp16 + channels_last"}
+
+
 def test_a_diverging_or_nan_candidate_is_unusable_and_never_recommended():
     speeds = {("bf16", False, 64): 500.0, ("bf16", True, 64): 400.0, ("fp32", True, 64): 150.0}
     run_point, _ = fake_runs(speeds, losses={("bf16", False, 64): 9.0},
