@@ -8,7 +8,8 @@ Runs of the same setup on other devices or machines (a Mac's MPS) stand beside i
 
 Steady state: each number of GPUs is measured from the window its throughput settled at (stability.settled_from;
 the windows before count as warm-up, and the table says from which step); one whose windows never settled (they
-still rose or fell at its end) makes the verdict "too short to tell", with the steps to ask for.
+still rose or fell at its end), or whose steady windows spread beyond the noise limit, makes the verdict "too short
+to tell", with the steps to ask for.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..basics.config import key_names
-from ..basics.formatting import fmt_bytes
+from ..basics.formatting import fmt_beyond, fmt_bytes, fmt_spread
 from ..basics.results import RunResult
 from .compare import run_rates, pair_seed, bootstrap_ratio, short_machine
-from .stability import drift, settled_from
+from .stability import SPREAD_LIMIT, drift, settled_from
 
 SUPERLINEAR = 1.05  # an efficiency whose interval lies above this: said to be suspect
 LAUNCH_BOUND = 1.10  # a speedup whose interval lies below this: "a second GPU gains nothing"
@@ -105,10 +106,35 @@ class Point:
             return q1, q3
         return self.run.summary.get("samples_per_s_q1"), self.run.summary.get("samples_per_s_q3")
 
+    @property
+    def spread(self) -> float | None:
+        """The steady windows' IQR over their median (the one ± rule is half of it); None with too few windows."""
+        rates = self.rates
+        if len(rates) < 4:
+            return None
+        from .summary import quartiles
+
+        q1, med, q3 = quartiles(rates)
+        return (q3 - q1) / med if med > 0 else None
+
+    @property
+    def noisy(self) -> bool:
+        """Steady windows spread beyond the noise limit (stability.SPREAD_LIMIT, as a run's noisy flag): a median
+        of them is no steady figure to divide by another (the lent H200s: a 60-step 2-GPU run at ±18 % read 71 %
+        efficiency where the bare loop's was 93 %)."""
+        found = self.spread
+        return found is not None and found > SPREAD_LIMIT
+
+    @property
+    def trusted(self) -> bool:
+        return self.steady and not self.noisy
+
     def unsteady_words(self) -> str:
         """"its windows fell from 7,400 to 5,600 samples/s [...] and had not settled at its end" ("" when steady)."""
         if self.steady:
-            return ""
+            found = self.spread
+            return (f"its windows spread {fmt_beyond(found / 2, SPREAD_LIMIT / 2)} (half the IQR over the median, "
+                    f"beyond the {fmt_spread(SPREAD_LIMIT / 2)} limit)" if self.noisy and found is not None else "")
         rates = run_rates(self.run)
         found = drift(rates, pair_seed(self.run.id))
         third = max(1, len(rates) // 3)
@@ -186,7 +212,7 @@ class Scaling:
         comm = _comm_words(top)
         if top.speedup is None:
             return f"{top.gpus} {device}s: no throughput to compare."
-        unsteady = [p for p in self.points if not p.steady]
+        unsteady = [p for p in self.points if not p.trusted]
         if unsteady:
             p = unsteady[-1]
             return (f"Too short to tell the scaling: on {p.gpus} {device}{'s' if p.gpus > 1 else ''} "
@@ -234,7 +260,8 @@ class Scaling:
                      f"[{100 * max(0.0, comm['low']):.0f}-{100 * max(0.0, comm['high']):.0f}]")
             memory = ", ".join(fmt_bytes(m) for m in p.rank_memory) or "—"
             settled = p.settled_at_step
-            state = (" (not steady)" if not p.steady else f" (steady from step {settled:,})" if settled else "")
+            state = (" (not steady)" if not p.steady else " (too noisy)" if p.noisy else
+                     f" (steady from step {settled:,})" if settled else "")
             rows.append([str(p.gpus), f"{_num(p.samples_per_s)}{iqr}{state}", _num(p.per_gpu), speed, efficiency,
                          share, memory])
         for r in self.beside:

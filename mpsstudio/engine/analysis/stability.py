@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from ..basics.formatting import fmt_spread, is_finite
+from ..basics.formatting import fmt_beyond, fmt_spread, is_finite
 
 # the thermal states host.thermal_state writes; anything else in a file is not a measurement and is ignored
 THERMAL_STATES = re.compile(r"nominal|throttled \(CPU speed limit \d{1,2} %\)|(thermal|performance) warning level \d{1,3}"
@@ -69,7 +69,7 @@ def assess(summary: dict, env: dict) -> tuple[str | None, str | None]:
                        f"(at least {MIN_WINDOWS} are needed for a spread): run more steps")
     s = spread(summary)
     if s is not None and s > SPREAD_LIMIT:
-        reasons.append(f"throughput spread {fmt_spread(s / 2)} between windows (half the IQR over the median), "
+        reasons.append(f"throughput spread {fmt_beyond(s / 2, SPREAD_LIMIT / 2)} between windows (half the IQR over the median), "
                        f"beyond the {fmt_spread(SPREAD_LIMIT / 2)} limit")
     causes = host_causes(env)
     reasons += causes

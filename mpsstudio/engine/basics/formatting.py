@@ -57,6 +57,15 @@ def fmt_spread(share, dash: str = DASH) -> str:
     return f"±{max(1, round(percent)) if percent else 0:,} %"
 
 
+def fmt_beyond(share: float, limit: float) -> str:
+    """A spread said beside the limit it passed, never reading as the limit itself: "±5.4 %" where whole percents
+    would say "±5 %" of a ±5 % limit, else as fmt_spread."""
+    shown = fmt_spread(share)
+    if is_finite(share) and share > limit and shown == fmt_spread(limit) and share <= 10:
+        return f"±{100 * share:.1f} %"
+    return shown
+
+
 def fmt_bytes(v, dash: str = DASH) -> str:
     """1.2 GiB, 312 MiB, 40.5 KiB (IEC units: powers of 1024)."""
     if not is_finite(v) or v <= 0:

@@ -132,7 +132,7 @@ COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("energy_j", "Energy", "Joules of that device over all measurement windows.", "joules",
                  _summary("energy_j")),
     ResultColumn("idle_w", "Idle power", "Watts the same device drew doing nothing, read for about a second "
-                 "before the measured phase (after the warm-up, the device synchronized and quiet; a script's run: "
+                 "before the measured phase (before the warm-up, the device synchronized and quiet; a script's run: "
                  "after its last step).", "watts",
                  _summary("idle_w")),
     ResultColumn("j_per_sample_above_idle", "J/sample above idle", "Energy per sample above the device's idle "

@@ -84,6 +84,7 @@ class RunLoop:
         self.load = host.LoadMeter(os.getppid() if ranks is not None else None)
         self.saved: dict = {}  # saved_model (its path) or saved_model_error, for the summary
         self.shapes: set = set()  # the input shapes the model was fed
+        self.agreeing: tuple | None = None  # several ranks: a window whose agreement is under way, and its record
         if ranks is not None:
             self.stop = lambda: ranks.stopped
 
@@ -108,7 +109,7 @@ class RunLoop:
         return p
 
     def _idle(self, meter) -> None:
-        """The device's idle power, read before the measured phase (env["energy"]: idle_w, idle_s, idle_reason),
+        """The device's idle power, read before the warm-up (env["energy"]: idle_w, idle_s, idle_reason),
         so energy can be given above idle as well as for the whole device."""
         if self.stop():
             return
@@ -129,8 +130,11 @@ class RunLoop:
         win_wait = validation_s = 0.0
         epoch = 0
         dev.synchronize()
+        # Idle power before the warm-up, never between it and the measured phase: a GPU left idle for the reading
+        # comes back slowly (the lent H200s: the first windows after it at 40-60 % on 2 GPUs, a 60-step run slow
+        # throughout), and the warm-up is what brings the device back to speed.
+        self._idle(meter)
         if p.warm == 0:
-            self._idle(meter)
             meter.begin()
         run_start = epoch_start = clock = time.perf_counter()
         warm_end = run_start
@@ -157,7 +161,7 @@ class RunLoop:
                 win_losses.append(step_fn(x, y) if step > 1 else steps.first(step_fn, x, y))
                 if pending is not None:  # (cleared first: a window that fails its check is not settled twice)
                     settling, pending = pending, None
-                    self._settle(settling)
+                    self._settle(settling, soon=True)
                 # epochs matter only in epoch mode: a steps run closes windows by time alone
                 epoch_end = by_epoch and step % p.steps_per_epoch == 0
                 in_warm = step <= p.warm
@@ -197,7 +201,6 @@ class RunLoop:
                     if step == p.warm:
                         self.warmup_s = now - run_start
                         self.emit(Warmup(steps=p.warm, seconds=self.warmup_s, losses=self.result.losses[:p.warm]))
-                        self._idle(meter)  # the device quiet after its warm-up; not training time
                         warm_end = time.perf_counter()
                         self.load.start()
                 else:
@@ -236,6 +239,7 @@ class RunLoop:
         finally:
             if pending is not None:  # the next step failed: the window before it still counts
                 self._settle(pending)
+            self._agreed()
         if self.ranks is not None:  # the all-reduce's share of a step, after the measured phase (never counted)
             t_comm = time.perf_counter()
             self.ranks.communication(steps, step_fn, stream, dev.synchronize, win.steps_per_s())
@@ -249,9 +253,11 @@ class RunLoop:
         if evaluation is not None:
             self.result.evaluation = evaluation
 
-    def _settle(self, pending: tuple) -> None:
+    def _settle(self, pending: tuple, soon: bool = False) -> None:
         """Record a measured window: one timed by CUDA events has its end and its losses' copy read now (the device
-        reached them while the next step was queued), and every rank agrees on its seconds (the slowest rank's)."""
+        reached them while the next step was queued), and every rank agrees on its seconds (the slowest rank's).
+        `soon`: several ranks' agreement is begun and taken at the next window's (Ranks.agree_soon), so no rank
+        waits for the others while its GPU runs out of work; every other settle takes it at once."""
         first, values, seconds, wait, step, elapsed, eta, reading, timed = pending
         if timed is not None:
             start, end = timed
@@ -260,8 +266,21 @@ class RunLoop:
             if not isinstance(values, list):
                 values = self.windows.unstage(values, first)
         if self.ranks is not None:
-            seconds = self.ranks.agree(seconds, step, self.asked())
+            self._agreed()  # the window before first: windows are recorded in order
+            begun = self.ranks.agree_soon(seconds, step, self.asked())
+            if soon:
+                self.agreeing = (begun, (first, values, wait, step, elapsed, eta, reading))
+                return
+            seconds = self.ranks.agreed(begun)
         self.windows.record(first, values, seconds, wait, step, elapsed, eta, reading)
+
+    def _agreed(self) -> None:
+        """The window whose agreement is under way, recorded with every rank's answer."""
+        if self.agreeing is None or self.ranks is None:
+            return
+        begun, (first, values, wait, step, elapsed, eta, reading) = self.agreeing
+        self.agreeing = None
+        self.windows.record(first, values, self.ranks.agreed(begun), wait, step, elapsed, eta, reading)
 
     def _end_epoch(self, epoch: int, step: int, train_s: float) -> bool:
         """Validation, the epoch's record and event, early stopping and the best checkpoint; True to stop now."""

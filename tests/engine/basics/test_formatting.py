@@ -95,3 +95,10 @@ def test_ratios_keep_the_digit_that_decides_no_clear_difference():
     assert fmt_ratio(0.996) == "0.996" and fmt_ratio(1.004) == "1.004" and fmt_ratio(1.0) == "1.00"
     assert fmt_ratio(3.017) == "3.02" and fmt_ratio(48.46) == "48.5" and fmt_ratio(1210.4) == "1,210"
     assert fmt_ratio(3.17, two_decimals_below=2) == "3.2"
+
+
+def test_a_spread_past_its_limit_never_reads_as_the_limit():
+    from mpsstudio.engine.basics.formatting import fmt_beyond
+
+    assert fmt_beyond(0.054, 0.05) == "±5.4 %"  # whole percents would say "±5 % ... beyond the ±5 % limit"
+    assert fmt_beyond(0.09, 0.05) == "±9 %" and fmt_beyond(0.05, 0.05) == "±5 %" and fmt_beyond(0.03, 0.05) == "±3 %"

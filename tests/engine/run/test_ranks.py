@@ -123,7 +123,8 @@ def test_two_ranks_keep_one_run_with_both_ranks_figures_and_the_scaling(tmp_path
     comm = s["communication"]
     assert comm["pairs"] == 6 and comm["low"] <= comm["share"] <= comm["high"]
     assert "cpu \u00d72" in printed.out and "Scaling: mlp on synthetic, batch 16 per CPU rank" in printed.out
-    assert "CPU ranks" in printed.out and ("faster than one" in printed.out or "gain nothing" in printed.out)
+    assert "CPU ranks" in printed.out and ("faster than one" in printed.out or "gain nothing" in printed.out
+                                           or "Too short to tell the scaling" in printed.out)  # 2 busy cores
     assert "2 CPU processes sharing this CPU's cores" in printed.err
     assert_no_ranks_left()
 

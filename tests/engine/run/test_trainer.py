@@ -337,9 +337,9 @@ def test_stop_is_honoured_during_warm_up():
     cfg = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=50, epochs=None, warmup_steps=40)
     seen = []
 
-    def stop_after_three_steps() -> bool:  # asked twice during setup, then after each warm-up step
-        seen.append(1)
-        return len(seen) >= 5
+    def stop_after_three_steps() -> bool:  # asked twice during setup, once before the idle reading, then after
+        seen.append(1)                      # each warm-up step
+        return len(seen) >= 6
     result, events = collect(cfg, data=tiny_data(), should_stop=stop_after_three_steps)
     assert result.status == "cancelled"
     assert len(result.losses) == 3 and result.summary["windows"] == 0  # the steps run so far are kept

@@ -4,7 +4,7 @@ from its numbers on every read: a file cannot make its words disagree with them.
 from __future__ import annotations
 
 from ...analysis.bottleneck import PHASES, judged
-from ...basics.formatting import DASH, fmt_bytes, fmt_spread, is_finite, spread_of
+from ...basics.formatting import DASH, fmt_beyond, fmt_bytes, fmt_spread, is_finite, spread_of
 from ...basics.table import Table
 
 PHASE_WORDS = {"data": "waiting for data", "copy": "copy to the device", "forward": "forward", "backward": "backward",
@@ -29,7 +29,7 @@ def device_sentence(d: dict) -> str:
     parts = [f"{d['device']} is {d['bound']}-bound: {d['sentence'].split(': ', 1)[-1]}"]
     step, iqr = d.get("step_ms"), d.get("step_iqr_ms")
     if is_finite(step) and is_finite(iqr) and step > 0 and iqr / step > NOISY:
-        parts.append(f"(Noisy: the step's time spread {fmt_spread(iqr / 2 / step)} between groups of steps (half the "
+        parts.append(f"(Noisy: the step's time spread {fmt_beyond(iqr / 2 / step, NOISY / 2)} between groups of steps (half the "
                      f"IQR over the median, beyond {fmt_spread(NOISY / 2)}); other programs or heat were at work: "
                      "diagnose again on a quieter machine before acting on it.)")
     ratio = d.get("phase_sum_ratio")
