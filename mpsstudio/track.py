@@ -130,7 +130,7 @@ def _samples(batch_size) -> int:
     from .engine.run.script.tracker import batch_problem
 
     problem = batch_problem(n if n is not None else batch_size)
-    if problem:
+    if problem or n is None:
         raise ValueError(f"mpsstudio.track.step: {problem}, not {_shown(batch_size)}.")
     return n
 

@@ -121,8 +121,8 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         raise _Bad("id", "1 to 64 letters, digits, '.', '_' or '-' expected")
     created = data.get("created_at")
     when = date_problem(created)
-    if when:
-        raise _Bad("created_at", when)
+    if when or not isinstance(created, str):
+        raise _Bad("created_at", when or "a date expected")
     if data["status"] not in STATUSES:
         raise _Bad("status", f"one of {', '.join(STATUSES)} expected")
     origin = data.get("origin", "local")

@@ -341,6 +341,14 @@ class RunConfig:
         """"fp32", "bf16", ..., or "precision not known" (a script whose model's call was not seen)."""
         return self.precision or "precision not known"
 
+    @property
+    def batch(self) -> int:
+        """The batch size of a run that has one: every run but a script's whose batch was never seen (validated as
+        a whole number from 1 to MAX_BATCH; asking it of that script's config is a bug, said as one)."""
+        if self.batch_size is None:
+            raise ValueError("this run's batch size is not known (a script whose batch was never seen)")
+        return self.batch_size
+
     def with_device(self, device: str) -> "RunConfig":
         return self.changed(device=device)
 

@@ -8,7 +8,8 @@ the data resident on the device); image folders are decoded lazily. Normalisatio
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sized
+from typing import cast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,9 +125,9 @@ class LoadedDataset:
 
     def summary(self) -> str:
         """One line: "shapes: 6,000 training + 1,000 validation 1x28x28 images, 10 classes"."""
-        counts = f"{len(self.train):,} training"
+        counts = f"{len(cast(Sized, self.train)):,} training"
         if self.val is not None:
-            counts += f" + {len(self.val):,} validation"
+            counts += f" + {len(cast(Sized, self.val)):,} validation"
         s = self.spec
         if s.kind == "image":
             what = f"{s.channels}x{s.height}x{s.width} images"

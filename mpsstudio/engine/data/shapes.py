@@ -32,7 +32,7 @@ def _bars(u, v, size, thick):
     return np.minimum(np.minimum(bars[0], bars[1]), bars[2])
 
 
-def _rotate(u, v, angle):
+def _rotate(u, v, angle) -> tuple[np.ndarray, np.ndarray]:
     c, s = np.cos(angle), np.sin(angle)
     return c * u + s * v, -s * u + c * v
 
@@ -53,12 +53,14 @@ def _shape_distance(label: int, u, v, size, thick, tilt) -> np.ndarray:
     if label == 5:
         return _plus(u, v, size, thick)
     if label == 6:
-        return _plus(*_rotate(u, v, np.float32(math.pi / 4)), size, thick)
+        ru, rv = _rotate(u, v, np.float32(math.pi / 4))
+        return _plus(ru, rv, size, thick)
     if label == 7:
         return _bars(u, v, size, thick)
     if label == 8:
         return _bars(v, u, size, thick)
-    return _box(*_rotate(u, v, tilt), 1.1 * size, thick / 2)  # one diagonal line, either way
+    ru, rv = _rotate(u, v, tilt)
+    return _box(ru, rv, 1.1 * size, thick / 2)  # one diagonal line, either way
 
 
 def generate_shapes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

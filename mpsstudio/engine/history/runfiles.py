@@ -8,6 +8,7 @@ import json
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .columns import BY_KEY, CSV_COLUMNS
 from ..analysis.compare import compare, speedup_map
@@ -33,7 +34,7 @@ def export_json(results: list[RunResult], path: str | Path, inspections: list[di
     """Write runs and the comparisons among them to a JSON file: never pickle, readable anywhere. `inspections`
     (stored `inspect` results) add their findings to the verdicts. `keep_host` False: a file to share (a CI
     baseline committed to a repository): no host name, user name or absolute path in it (`shareable`)."""
-    doc = {
+    doc: dict = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
         "runs": [r.to_dict() for r in results],
@@ -48,7 +49,7 @@ def export_json(results: list[RunResult], path: str | Path, inspections: list[di
         raise _cannot_write(path, exc) from None
 
 
-def shareable(doc, hosts) -> object:
+def shareable(doc, hosts) -> Any:
     """`doc` with what names this machine and its user taken out of every text: the host names (and the env's
     `hostname`), the interpreter's path, the user's name and home, absolute paths (their last part kept)."""
     from ..basics.scrub import scrub, secrets
@@ -249,7 +250,8 @@ def steps_rows(result: RunResult) -> list[list]:
     the measurement window holding the step (empty in warm-up: warm-up is never counted). The loss is text with
     7 significant digits (what the history's float32 keeps)."""
     s = result.summary
-    warm = s.get("warmup_steps") if isinstance(s.get("warmup_steps"), int) else 0
+    warm_steps = s.get("warmup_steps")
+    warm: int = warm_steps if isinstance(warm_steps, int) else 0
     warmup_s = s.get("warmup_s") if is_finite(s.get("warmup_s")) else None
     window_of: dict[int, tuple] = {}
     elapsed = warmup_s or 0.0
@@ -257,7 +259,8 @@ def steps_rows(result: RunResult) -> list[list]:
         first, steps = w.get("first_step"), w.get("steps")
         if not isinstance(first, int) or not isinstance(steps, int):
             continue
-        elapsed += w.get("seconds") if is_finite(w.get("seconds")) else 0.0
+        seconds = w.get("seconds")
+        elapsed += seconds if is_finite(seconds) else 0.0
         for step in range(first, first + steps):
             window_of[step] = (elapsed, w.get("samples_per_s"), w.get("memory"))
     last = max(window_of, default=warm)

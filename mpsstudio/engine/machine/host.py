@@ -127,6 +127,8 @@ def process_thermal_state() -> str | None:
     objc.objc_getClass.restype, objc.objc_getClass.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
     objc.sel_registerName.restype, objc.sel_registerName.argtypes = ctypes.c_void_p, [ctypes.c_char_p]
     send = ctypes.cast(objc.objc_msgSend, ctypes.c_void_p).value  # one prototype per return type (arm64 ABI)
+    if send is None:
+        raise OSError("objc_msgSend not found")
     send_id = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(send)
     send_long = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p)(send)
     cls = objc.objc_getClass(b"NSProcessInfo")

@@ -80,9 +80,9 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
         except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
             if getattr(exc, "partial", None) is not None:
                 try:
-                    exc.partial = tools.checked(name, exc.partial)
+                    setattr(exc, "partial", tools.checked(name, getattr(exc, "partial")))
                 except UserError:
-                    exc.partial = None
+                    setattr(exc, "partial", None)
             raise
         if not isinstance(answer, Checkpointed):
             return tools.checked(name, answer)
@@ -179,7 +179,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 log_output(proc, how)
                 return Checkpointed(fallback, how)
     except KeyboardInterrupt as exc:
-        exc.partial = _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None
+        setattr(exc, "partial", _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None)
         raise
     finally:
         proc.end(wait_s=1.0 if answered else 0.0)  # one that answered exits by itself (its exit work done) in ms

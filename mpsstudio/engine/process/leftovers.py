@@ -77,10 +77,10 @@ def _in_group_children() -> set[int]:
         group = os.getpgid(0)
     except OSError:
         return set()
-    ours = set()
+    ours: set[int] = set()
     for p in multiprocessing.active_children():
         try:
-            if os.getpgid(p.pid) == group:
+            if p.pid is not None and os.getpgid(p.pid) == group:
                 ours.add(p.pid)
         except OSError:  # ended meanwhile
             continue
@@ -183,7 +183,7 @@ def multiprocessing_exit_work() -> None:
     try:
         from multiprocessing import util
 
-        util._run_finalizers(0)
+        getattr(util, "_run_finalizers")(0)  # multiprocessing's own exit step, not public
     except Exception:
         pass
 

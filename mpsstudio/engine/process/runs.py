@@ -81,24 +81,25 @@ def run_isolated(configs: Sequence[RunConfig], *, on_event: Callable[[Event], No
                 continue
             proc = RunProcess(mps_fallback=cfg.mps_fallback, python=cfg.python)
         else:
-            proc = warm.process_for(cfg) if stays else (
+            proc = warm.process_for(cfg) if warm is not None and stays else (
                 spare.take(cfg.mps_fallback, cfg.device) if spare and not cfg.distributed else None) or \
                 handles.new_process(mps_fallback=cfg.mps_fallback)
         job = _RunJob(proc, cfg, (i, len(configs)), emit, stop, progress, timeout_s, grace_s, save,
                       Journal(shown_config(cfg)) if journal else None, on_output, stay=stays)
         try:
             try:
-                result = job.run()
+                ran = job.run()
             finally:
-                if job.stayed:
+                if job.stayed and warm is not None:
                     warm.keep(proc, cfg)
                 else:
                     proc.end(wait_s=2.0)
                     proc.discard_output()
-            if result is None:  # rejected before the run started
+            if ran is None:  # rejected before the run started
                 if not results:
                     raise UserError(job.rejected)
-                result = job.recorder.finish("failed", job.rejected)
+                ran = job.recorder.finish("failed", job.rejected)
+            result = ran
             emit(Ended(result))  # after its process (and what that started) ended: nothing of the run runs on
         finally:
             if job.journal is not None:  # handed on (or interrupted: kept as cancelled by the Ended that went out)

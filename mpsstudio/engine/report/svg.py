@@ -71,13 +71,13 @@ def chart_svg(chart: Chart) -> str:
         out.append(f'<rect x="{LABEL_W}" y="{y + 7}" width="{x(v) - LABEL_W:.1f}" height="{ROW - 14}" rx="3" '
                    f'fill="{fill}"/>')
         right = x(v)
-        if lows[i] is not None and highs[i] is not None:
-            a, b, mid = x(lows[i]), x(highs[i]), y + ROW / 2
+        low, high = lows[i], highs[i]
+        if low is not None and high is not None:
+            a, b, mid = x(low), x(high), y + ROW / 2
             out.append(f'<path d="M{a:.1f} {mid:.1f}H{b:.1f}M{a:.1f} {mid - 6:.1f}V{mid + 6:.1f}'
                        f'M{b:.1f} {mid - 6:.1f}V{mid + 6:.1f}" stroke="#1d1d1f" stroke-width="1.5" fill="none"/>')
             right = max(right, b)
-        words = _fmt(v) + (f" [{_fmt(lows[i])}\u2013{_fmt(highs[i])}]" if lows[i] is not None and highs[i]
-                           is not None else "") + (f" \u00b7 {notes[i]}" if notes[i] else "")
+        words = _fmt(v) + (f" [{_fmt(low)}\u2013{_fmt(high)}]" if low is not None and high is not None else "") + (f" \u00b7 {notes[i]}" if notes[i] else "")
         out.append(f'<text x="{right + 6:.1f}" y="{y + ROW / 2 + 4:.1f}" fill="#1d1d1f">{escape(words)}</text>')
     if chart.reference is not None and chart.reference <= top:
         r = x(chart.reference)

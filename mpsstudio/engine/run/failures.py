@@ -98,6 +98,9 @@ def explain_failure(exc: BaseException, config: RunConfig) -> str:
                 f"{config.batch_size}); try a smaller batch size, or check the model for memory it keeps.")
     if (isinstance(exc, torch.OutOfMemoryError) or "out of memory" in lowered
             or "can't allocate memory" in lowered or "cannot allocate memory" in lowered):
+        if config.batch_size is None:
+            return (f"The run ran out of memory on {config.device}; try a smaller batch size (the script's own "
+                    "setting), or check it for memory it keeps.")
         smaller = max(1, config.batch_size // 2)
         return (f"Batch size {config.batch_size} ran out of memory on {config.device}; "
                 f"try a batch size of {smaller} or less.")

@@ -63,6 +63,8 @@ class Feed:
         """One made batch (inputs, targets) on `device` (make_batch's models only)."""
         from ..data.batches import made_batch, to_device
 
+        if self.make_batch is None:
+            raise ValueError("batch() is for a model file with make_batch")
         return to_device(made_batch(self.make_batch, batch_size, torch.Generator().manual_seed(seed), self.where),
                          device)
 

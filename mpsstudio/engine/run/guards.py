@@ -48,7 +48,7 @@ def guards(config: RunConfig, train: int | None, name: str = "the dataset") -> l
     """The guards of `config` on a training set of `train` samples (None: unknown, only the steps are checked)."""
     if config.is_script:  # its own data and loop
         return []
-    batch = config.batch_size
+    batch = config.batch
     if train is not None and 0 < train < batch:
         smaller = 1 << max(0, (max(1, train // 2)).bit_length() - 1)  # a power of two: at least two steps an epoch
         return [Guard(f"Batch {batch:,} is more than the {train:,} training samples of {name}, and a run needs one "

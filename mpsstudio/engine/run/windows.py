@@ -81,22 +81,24 @@ class Windows:
         memory = self.device.memory()
         in_use = max(0, self.device.in_use(memory) - self.memory_base)
         self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
-        samples = samples if samples is not None else n * self.config.batch_size * self.world
+        samples = samples if samples is not None else n * self.config.batch * self.world
         sps = samples / seconds if seconds > 0 else float("inf")
         recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
         recent = [v for v in recent if math.isfinite(v)]
+        lines = self.device.memory_lines(memory)
         window = Window(index=len(self.records), first_step=first, losses=values, seconds=seconds,
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
                         memory_detail=memory, steps_done=step, total_steps=self.total, elapsed_s=elapsed,
                         eta_s=eta, recent_samples_per_s=statistics.median(recent) if recent else None,
-                        **self.device.memory_lines(memory),
+                        memory_driver=lines["memory_driver"], memory_process=lines["memory_process"],
+                        swap_used=lines["swap_used"],
                         **(span_fields(reading) if reading is not None else {}))
         self.records.append(window.record())
         self.emit(window)
 
     def steps_per_s(self) -> float:
         """Measured steps a second, the median over the windows so far (0 before any)."""
-        rates = [w["samples_per_s"] / (self.config.batch_size * self.world) for w in self.records
+        rates = [w["samples_per_s"] / (self.config.batch * self.world) for w in self.records
                  if math.isfinite(w.get("samples_per_s") or math.inf)]
         return statistics.median(rates) if rates else 0.0
 

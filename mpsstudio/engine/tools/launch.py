@@ -101,7 +101,7 @@ def estimate_s(jobs: Sequence[Job], probe_sps: dict[str, float | None]) -> dict[
             if cfg is None:
                 continue
             cost = job.workload.gflops_per_sample * (TRAIN_COST if job.mode == "train" else 1.0)
-            samples = (cfg.steps + cfg.warmup_steps) * cfg.batch_size
+            samples = ((cfg.steps or 0) + cfg.warmup_steps) * cfg.batch
             total += samples * cost / probe_gflops_s + PROCESS_S
         out[device] = total
     return out
@@ -111,7 +111,8 @@ def probe(devices: Sequence[str], run: Callable[[list[RunConfig]], list[RunResul
     """A short ResNet50 inference run per device (batch 8, one warm-up and two measured steps): its
     samples/s, for estimate_s. `run` is process.run_isolated (or a stand-in)."""
     results = run([PROBE.with_device(d) for d in devices])
-    return {r.config.device: r.summary.get("samples_per_s") for r in results if r.status == "finished"}
+    return {r.config.device: float(r.summary["samples_per_s"]) for r in results
+            if r.status == "finished" and is_finite(r.summary.get("samples_per_s"))}
 
 
 @dataclass

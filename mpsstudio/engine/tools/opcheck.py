@@ -63,9 +63,9 @@ def fallback_ops(step: Callable[[], None], device_type: str, sync: Callable[[], 
         step()
     total = sum(recorder.seconds.values())
     kinds = {op: decide(op, device_type) for op in recorder.counts}
-    ops = [{"op": op, "count": recorder.counts[op],
-            "share": (recorder.seconds[op] / total) if total > 0 else None}
-           for op in recorder.counts if kinds[op] == "cpu_fallback"]
+    ops: list[dict] = [{"op": op, "count": recorder.counts[op],
+                        "share": (recorder.seconds[op] / total) if total > 0 else None}
+                       for op in recorder.counts if kinds[op] == "cpu_fallback"]
     ops.sort(key=lambda o: (-(o["share"] or 0), -o["count"], o["op"]))
     return {
         "fallback_ops": ops,

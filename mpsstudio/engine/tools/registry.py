@@ -41,10 +41,10 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
     if name == "diagnose":
         from .diagnose import diagnose
 
-        devices = payload.get("devices") or [config.device]
-        if not isinstance(devices, list) or not all(isinstance(d, str) for d in devices):
+        names = payload.get("devices") or [config.device]
+        if not isinstance(names, list) or not all(isinstance(d, str) for d in names):
             raise UserError("The diagnosis needs a list of device names.")
-        return diagnose(config, devices, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
+        return diagnose(config, names, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
                         progress=progress, should_stop=should_stop, checkpoint=checkpoint)
     if name == "max-batch":
         from . import maxbatch

@@ -111,7 +111,7 @@ def analyse(results: Sequence[RunResult], config: RunConfig | None = None, steps
     by_device: dict[str, dict[int, RunResult]] = {}
     for r in results:
         if _usable(r):
-            by_device.setdefault(r.config.device, {})[r.config.batch_size] = r
+            by_device.setdefault(r.config.device, {})[r.config.batch] = r
     best = {d: max(runs.values(), key=lambda r: r.summary["samples_per_s"]).config.batch_size
             for d, runs in by_device.items()}
     crossovers = [c for d in by_device if d != "cpu" for c in [_crossover(d, by_device)] if c is not None]

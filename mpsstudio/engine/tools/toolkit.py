@@ -7,7 +7,9 @@ checks (the functional probe included), same environment record.
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
@@ -48,7 +50,7 @@ def prepare(config: RunConfig, progress=None) -> Setup:
     info = models.get_model_info(cfg.model)
     dev = devices.resolve_device(cfg.device)
     probe.require(dev)
-    reason = precision.precision_unsupported_reason(dev, cfg.precision)
+    reason = precision.precision_unsupported_reason(dev, cfg.precision) if cfg.precision else None
     if reason:
         raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
     data = load_data(cfg, progress)
@@ -85,7 +87,7 @@ def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor
     if setup.feed.made:
         return setup.feed.batch(n, device, setup.config.seed)
     train = setup.data.train
-    count = len(train)
+    count = len(cast(Sized, train))
     if count < 1:
         raise UserError(f"{setup.data.name} has no training samples.")
     items = [train[i % count] for i in range(n)]

@@ -99,11 +99,12 @@ class Meter:
 
     def _edge(self) -> tuple[float, float | None]:
         """(time, joules of the device's part) right after the counter next moves, or after EDGE_WAIT_S."""
-        first = self._read().get(self.part)
+        part = self.part or ""  # (idle() reads no edge without a part)
+        first = self._read().get(part)
         deadline = time.perf_counter() + EDGE_WAIT_S
         while True:
             now = time.perf_counter()
-            value = self._read().get(self.part)
+            value = self._read().get(part)
             if value is None or first is None or value != first or now >= deadline:
                 return now, value
             time.sleep(EDGE_POLL_S)

@@ -16,7 +16,7 @@ _PRECISION = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp3
 
 def flags() -> dict:
     """TF32 and cuDNN's switches as they are now (the script may have set them)."""
-    out = {"tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+    out: dict[str, bool | str] = {"tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
            "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
     try:
@@ -43,7 +43,8 @@ def seen(optimizers: list, model: torch.nn.Module | None, model_input: torch.Ten
         out["lr"] = _lr(optimizers[0])
     if autocast is not None:
         enabled, dtype = autocast
-        out["autocast"] = _PRECISION.get(dtype, str(dtype).replace("torch.", "")) if enabled else None
+        out["autocast"] = (_PRECISION.get(dtype, str(dtype).replace("torch.", "")) if dtype is not None
+                           else None) if enabled else None
     if model is not None:
         weights = next((p.dtype for p in model.parameters() if p.dtype.is_floating_point), None)
         out["weights"] = str(weights).replace("torch.", "") if weights is not None else None
