@@ -62,8 +62,9 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
     if out["idle_w"] is None and out["idle_reason"] is None:
         out["idle_reason"] = out["energy_reason"] or "no energy counter readable here"
     busy = info.get("utilization") if info.get("utilization") in ("gpu_busy", "cpu_busy") else None
-    weighted = [(w.get("utilization"), w.get("energy_s")) for w, _ in spans]
-    weighted = [(u, t) for u, t in weighted if is_finite(u) and 0 <= u <= 100 and is_finite(t) and t > 0]
+    weighted: list[tuple[float, float]] = [
+        (u, t) for u, t in ((w.get("utilization"), w.get("energy_s")) for w, _ in spans)
+        if is_finite(u) and 0 <= u <= 100 and is_finite(t) and t > 0]
     if busy and weighted and not bad:
         out["utilization"] = _percent(sum(u * t for u, t in weighted) / sum(t for _, t in weighted))
         out["utilization_measure"] = busy
@@ -109,8 +110,9 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
     parts = {}
     for name in PARTS:
         values = [w["energy_parts"].get(name) if isinstance(w.get("energy_parts"), dict) else None for w, _ in spans]
-        if all(is_finite(v) and v >= 0 for v in values):
-            parts[name] = sum(values)
+        found = [v for v in values if is_finite(v) and v >= 0]
+        if len(found) == len(values):
+            parts[name] = sum(found)
     parts[part] = joules
     out["energy_parts"] = {name: parts[name] for name in PARTS if name in parts}
 
@@ -159,7 +161,7 @@ def describe_idle(summary: dict) -> str:
     idle = summary.get("idle_w")
     if not is_finite(idle):
         return f"Idle power: {summary.get('idle_reason') or 'not measured'}."
-    when = IDLE_WHEN.get(summary.get("idle_when"), IDLE_WHEN["before"])
+    when = IDLE_WHEN.get(str(summary.get("idle_when")), IDLE_WHEN["before"])
     text = f"Idle: {idle:,.1f} W (read for {summary.get('idle_s') or 0:.1f} s {when})"
     above = summary.get("j_per_sample_above_idle")
     if is_finite(above):

@@ -74,7 +74,9 @@ def _signed(v: float) -> str:
     return ("-" if v < 0 else "") + (fmt_bytes(abs(v)) if abs(v) >= 1 else "0 B")
 
 
-def _rate(g: dict) -> str:
+def _rate(g: dict | None) -> str:
+    if g is None:
+        return "?"
     return f"{_signed(g['per_100_steps'])} per 100 steps ({_signed(g['low'])} to {_signed(g['high'])}, 95 % interval)"
 
 

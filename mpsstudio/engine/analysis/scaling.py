@@ -136,14 +136,15 @@ class Point:
             return (f"its windows spread {fmt_beyond(found / 2, SPREAD_LIMIT / 2)} (half the IQR over the median, "
                     f"beyond the {fmt_spread(SPREAD_LIMIT / 2)} limit)" if self.noisy and found is not None else "")
         rates = run_rates(self.run)
-        found = drift(rates, pair_seed(self.run.id))
+        drifted = drift(rates, pair_seed(self.run.id))
         third = max(1, len(rates) // 3)
         import statistics
 
         first, last = statistics.median(rates[:third]), statistics.median(rates[-third:])
         how = "fell" if last < first else "rose"
         return (f"its windows {how} from {_num(first)} to {_num(last)} samples/s during the run"
-                + (f" ({found[0]:.2f}x [{found[1]:.2f}-{found[2]:.2f}])" if found else "") + " and had not settled")
+                + (f" ({drifted[0]:.2f}x [{drifted[1]:.2f}-{drifted[2]:.2f}])" if drifted else "")
+                + " and had not settled")
 
     def steps_to_ask(self) -> int:
         """An estimate of the measured steps a run would need to settle and then measure: two and a half times
@@ -227,8 +228,9 @@ class Scaling:
                      "the distributed path; it is no speedup to expect."))
         interval = f" [{top.low:.2f}-{top.high:.2f}]" if top.low is not None else " (too few windows for an interval)"
         eff = top.efficiency_interval
-        eff_words = (f"{100 * top.efficiency:.0f} % efficiency [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else
-                     f"{100 * top.efficiency:.0f} % efficiency")
+        efficiency = top.speedup / top.gpus
+        eff_words = (f"{100 * efficiency:.0f} % efficiency [{100 * eff[0]:.0f}-{100 * eff[1]:.0f}]" if eff else
+                     f"{100 * efficiency:.0f} % efficiency")
         words = f"{top.gpus} {device}s train {model} {top.speedup:.2f}x{interval} faster than one ({eff_words}){comm}."
         settled = [p for p in self.points if p.settled_at_step]
         if settled:

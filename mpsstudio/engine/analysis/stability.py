@@ -41,11 +41,11 @@ def spread(summary: dict) -> float | None:
 def host_causes(env: dict) -> list[str]:
     """Measured host conditions that make a run's number unrepresentative, as phrases."""
     causes = []
-    load = env.get("host_load") if isinstance(env.get("host_load"), dict) else {}
+    load: dict = env["host_load"] if isinstance(env.get("host_load"), dict) else {}
     other = load.get("other_cpu_percent")
     if is_finite(other) and HOST_BUSY_PERCENT <= other <= 100:  # a share of the machine: never above 100 %
         causes.append(f"other programs used {other:.0f} % of the CPU during the run")
-    host = env.get("host") if isinstance(env.get("host"), dict) else {}
+    host: dict = env["host"] if isinstance(env.get("host"), dict) else {}
     thermal = host.get("thermal")
     # NSProcessInfo's "fair" is "slightly elevated" (Apple's documentation): no throttling yet, not a disturbance
     if isinstance(thermal, str) and THERMAL_STATES.fullmatch(thermal) and thermal not in ("nominal",
@@ -75,7 +75,7 @@ def assess(summary: dict, env: dict) -> tuple[str | None, str | None]:
     reasons += causes
     if not reasons:
         return "stable", None
-    host = env.get("host") if isinstance(env.get("host"), dict) else {}
+    host: dict = env["host"] if isinstance(env.get("host"), dict) else {}
     if host.get("on_battery") is True:
         reasons.append("it ran on battery")
     if s is not None and s > SPREAD_LIMIT and not causes:

@@ -208,7 +208,7 @@ def _read_header(path: Path) -> tuple[str, tuple[int, int]] | None:
     try:
         with Image.open(path) as img:
             mode, size = img.mode, img.size
-            if img.format == "JPEG":
+            if img.format == "JPEG" and img.fp is not None:
                 img.fp.seek(-JPEG_TAIL_BYTES, os.SEEK_END)
                 if b"\xff\xd9" not in img.fp.read():
                     return None
@@ -241,7 +241,7 @@ def inspect_folder(path: str | Path, *, image_size: int | None = None,
     classes, files, loose = _find_classes(root)
     n_files = sum(len(f) for f in files)
     counts = dict.fromkeys(classes, 0)
-    unreadable = Counter()
+    unreadable: Counter[str] = Counter()
     readable: list[tuple[Path, int]] = []
     skipped: list[Path] = []
     modes: Counter = Counter()
@@ -293,10 +293,10 @@ def decode_image(path: str | Path, size: tuple[int, int], channels: int) -> torc
     """One image file as a uint8 (channels, height, width) tensor of the given (width, height)."""
     from PIL import Image
 
-    with Image.open(path) as img:
-        if img.format == "JPEG":
-            img.draft("L" if channels == 1 else "RGB", size)  # decode large JPEGs at a reduced scale
-        img = _convert(img, channels)
+    with Image.open(path) as opened:
+        if opened.format == "JPEG":
+            opened.draft("L" if channels == 1 else "RGB", size)  # decode large JPEGs at a reduced scale
+        img = _convert(opened, channels)
         if img.size != size:
             img = img.resize(size, Image.Resampling.BILINEAR)
         array = np.array(img, dtype=np.uint8)
@@ -311,7 +311,7 @@ class ImageFiles(torch.utils.data.Dataset):
     def __init__(self, files: Sequence[str | Path], labels: Sequence[int], size: tuple[int, int], channels: int):
         self.files = [str(f) for f in files]
         self.targets = [int(t) for t in labels]
-        self.size = tuple(size)
+        self.size: tuple[int, int] = (int(size[0]), int(size[1]))
         self.channels = channels
 
     def __len__(self) -> int:
@@ -381,7 +381,8 @@ def plan(report: FolderReport, seed: int = 0, val_fraction: float = FOLDER_VAL_F
     val_of = [0] * len(report.classes)
     for i in val_idx:
         val_of[labels[i]] += 1
-    rows, samples = [], {}
+    rows: list = []
+    samples: dict = {}
     for c, name in enumerate(report.classes):
         total = report.counts.get(name, 0)
         rows.append((name, total, total - val_of[c], val_of[c]))

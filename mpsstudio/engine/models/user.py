@@ -75,12 +75,13 @@ def declared(path: Path) -> Declared:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.add(node.name)
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) and node.value is not None else []
         for target in targets:
             if isinstance(target, ast.Name) and target.id in ("INPUT_SHAPE", "NUM_CLASSES", "VOCAB_SIZE"):
                 try:
-                    found[target.id] = ast.literal_eval(node.value)
+                    found[target.id] = ast.literal_eval(value) if value is not None else None
                 except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                     raise UserError(f"{target.id} in '{path.name}' must be written out as numbers (e.g. "
                                     f"{EXAMPLES[target.id]}), not computed; MPS Studio reads it without running the "
@@ -126,6 +127,8 @@ def _load_user_module(path: Path) -> object:
     sys.dont_write_bytecode = True  # no __pycache__ folder left in the user's folder (nor beside what it imports)
     try:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ImportError(f"'{path.name}' cannot be imported as a Python file")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module  # dataclasses and pickling look the module up here
         module_spec.loader.exec_module(module)

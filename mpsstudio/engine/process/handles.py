@@ -33,6 +33,7 @@ import os
 import signal
 import threading
 import time
+from typing import Protocol
 from collections.abc import Callable
 
 from ..basics.formatting import one_line, printable
@@ -71,6 +72,20 @@ _live_lock = threading.Lock()
 START_METHOD = "spawn"
 
 
+class ProcessLike(Protocol):
+    """What RunProcess needs of its child once started: a multiprocessing.Process, an interpreter.ForeignProcess or,
+    for a job served in this process, a _ThreadHandle."""
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def is_alive(self) -> bool: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class RunProcess:
     """One child process for one job (a run or a model probe); start it ahead of time to hide `import torch`."""
 
@@ -82,21 +97,25 @@ class RunProcess:
         out_read, out_write = ctx.Pipe(duplex=False)  # the child's stdout and stderr (output.py)
         self.temp = run_temp_folder()  # the child's temp folder, removed with it
         settings = (mps_fallback, device, self.temp, dict(os.environ))
+        started: ForeignProcess | multiprocessing.process.BaseProcess
         if python:
-            self.process = ForeignProcess(python, child_conn.fileno(), out_write.fileno())
-        else:
-            self.process = ctx.Process(target=child_main, args=(child_conn, mps_fallback, out_write, *settings[1:]),
-                                       name="mpsstudio-run")
+            started = ForeignProcess(python, child_conn.fileno(), out_write.fileno())
+        else:  # (every context has Process; typeshed declares it on the concrete ones only)
+            started = getattr(ctx, "Process")(target=child_main, name="mpsstudio-run",
+                                              args=(child_conn, mps_fallback, out_write, *settings[1:]))
         with _interrupts_blocked():  # the child is in the terminal's process group until its setsid: a Ctrl-C
-            self.process.start()  # there is the front end's to answer, never a traceback of the child's start-up
+            started.start()  # there is the front end's to answer, never a traceback of the child's start-up
+        self.process: ProcessLike = started
         if python:  # the child's first read (child.foreign_main)
             self.conn.send(("settings", *settings[:3], child_environment(settings[3])))
         child_conn.close()
         out_write.close()
         self.output: Output | None = Output(os.dup(out_read.fileno()))
         out_read.close()
-        self.pid = self.process.pid
-        self.tree = Tree(self.pid)  # its descendants, for those a crash of the child would orphan
+        if started.pid is None:  # (start() gives it a pid or raises)
+            raise OSError("the run process did not start")
+        self.pid: int | None = started.pid
+        self.tree = Tree(started.pid)  # its descendants, for those a crash of the child would orphan
         self.orphans = ""  # the sentence when some were still running after the child ended (end)
         self.ready = False
         self.closed = False
@@ -187,6 +206,8 @@ class RunProcess:
     def _signal_group(self, sig: int) -> None:
         """Signal the child's process group (its DataLoader workers too) and the child itself: one ended
         before it called setsid has no group of its own yet."""
+        if self.pid is None:
+            return
         if hasattr(os, "killpg"):
             try:
                 os.killpg(self.pid, sig)
@@ -357,7 +378,7 @@ def live_processes() -> list[int]:
     """Pids of run processes that are still running (tests check none is left)."""
     with _live_lock:
         procs = list(_live)
-    return [p.pid for p in procs if p.alive()]
+    return [p.pid for p in procs if p.pid is not None and p.alive()]
 
 
 

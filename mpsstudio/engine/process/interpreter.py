@@ -88,7 +88,7 @@ class Interpreter:
         return f"torch {self.torch} · Python {self.python} ({self.name})"
 
 
-_checked: dict[tuple, Interpreter] = {}
+_checked: dict[tuple, tuple[Interpreter, float]] = {}
 _lock = threading.Lock()
 
 
@@ -176,6 +176,7 @@ def _ask(target: Path, shown: str) -> dict:
         raise UserError(f"{shown} cannot be started ({printable(exc.strerror or exc)}): choose a Python "
                         "interpreter, such as a venv's bin/python.") from None
     out, err = bytearray(), bytearray()
+    assert proc.stdout is not None and proc.stderr is not None  # (both PIPE)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
     deadline, exited_at, why = time.monotonic() + CHECK_TIMEOUT_S, None, ""
     try:
@@ -204,7 +205,8 @@ def _ask(target: Path, shown: str) -> dict:
         _end_group(proc)
         _end_marked(token)
         for stream in (proc.stdout, proc.stderr):
-            stream.close()
+            if stream is not None:
+                stream.close()
     if why == "flood":
         raise UserError(f"{shown} printed more than {CHECK_OUTPUT_BYTES // 1024} KiB without answering MPS Studio's "
                         "check, so it was ended: it is not a Python MPS Studio can use; choose a Python interpreter, "
@@ -228,7 +230,7 @@ def _ask(target: Path, shown: str) -> dict:
                     "Python MPS Studio can use; choose a Python interpreter, such as a venv's bin/python.")
 
 
-def _said(out: bytes, err: bytes) -> str:
+def _said(out: bytes | bytearray, err: bytes | bytearray) -> str:
     """What the interpreter wrote, as the sentence quotes it: its last line if it is text, else how much it was."""
     data = bytes(err or out)
     if not data.strip():

@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Listener
+from multiprocessing.connection import Connection, Listener
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
@@ -104,7 +104,7 @@ class _Launch:
         self.config, self.on_event, self.should_stop, self.prepared = config, on_event, should_stop, prepared
         self.recorder = Recorder(config)
         self.messages: queue.Queue = queue.Queue()
-        self.conns: dict[int, object] = {}  # rank -> its connection
+        self.conns: dict[int, Connection] = {}  # rank -> its connection
         self.pids: dict[int, int] = {}
         self.said: dict[int, tuple] = {}  # rank -> (status, error): how it said it ended
         self.lost: list[int] = []  # ranks whose connection closed without a word, in that order
@@ -157,7 +157,7 @@ class _Launch:
             try:
                 conn = listener.accept()
             except Exception:  # closed at the end, or a connection without the key (AuthenticationError)
-                if listener._listener is None:  # noqa: SLF001 (closed: the launch is over)
+                if getattr(listener, "_listener", None) is None:  # (closed: the launch is over)
                     return
                 continue
             threading.Thread(target=self._read, args=(conn,), daemon=True, name="ranks-read").start()
@@ -186,7 +186,10 @@ class _Launch:
 
     def _read_output(self) -> None:
         """torchrun's output (its own and its ranks'), passed on to the run's output and its last lines kept."""
-        for raw in iter(self.proc.stdout.readline, b""):
+        stdout = self.launcher.stdout
+        if stdout is None:
+            return
+        for raw in iter(stdout.readline, b""):
             line = raw.decode("utf-8", "replace")
             try:
                 sys.stdout.write(line)
@@ -214,7 +217,7 @@ class _Launch:
             accounted = len(self.said) + len(self.lost)
             if accounted >= self.config.gpus:
                 break
-            if self.proc.poll() is not None:  # torchrun ended: what its ranks sent is read, then the end
+            if self.launcher.poll() is not None:  # torchrun ended: what its ranks sent is read, then the end
                 time.sleep(0.1)
                 if self.messages.empty():
                     break
@@ -289,8 +292,15 @@ class _Launch:
         return endings.first_cause(self.world, self.said, self.lost, self.failed_first, self.order, self.conns,
                                    self.config.rank_timeout_s, self.output)
 
+    @property
+    def launcher(self) -> subprocess.Popen:
+        """torchrun's process (started by `start`)."""
+        if self.proc is None:
+            raise RuntimeError("torchrun was not started")
+        return self.proc
+
     def _launcher_ended(self) -> str:
-        return endings.launcher_ended(self.proc.poll(), self.world)
+        return endings.launcher_ended(self.launcher.poll(), self.world)
 
     def _launch_failed(self) -> str:
         return endings.launch_failed(self.output)

@@ -9,8 +9,9 @@ Rules, the same for the CLI and the window:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from ..data import datasets
 from ..machine import devices, precision
@@ -117,9 +118,10 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
     except Exception as exc:  # an unreadable file deep in a dataset: still one sentence, nothing recorded
         raise UserError(f"The dataset {first.dataset} could not be loaded ({error_line(exc)}); "
                         "check its files.") from exc
-    if len(data.train) < first.batch_size:
-        raise UserError(f"{data.name} has {len(data.train):,} training samples, fewer than one batch of "
-                        f"{first.batch_size:,}; use a batch size of at most {len(data.train):,}.")
+    count = len(cast(Sized, data.train))
+    if count < first.batch:
+        raise UserError(f"{data.name} has {count:,} training samples, fewer than one batch of "
+                        f"{first.batch:,}; use a batch size of at most {count:,}.")
     _check_batch_memory(first, data)
     return data
 
@@ -131,7 +133,7 @@ def _check_batch_memory(config: RunConfig, data: datasets.LoadedDataset) -> None
     import psutil
 
     spec = models.input_spec_for(config.model, data.spec)
-    values = math.prod(spec.sample_shape) * config.batch_size
+    values = math.prod(spec.sample_shape) * config.batch
     need = values * (1 + 4 + 4)  # decoded uint8, the float32 input, and at least as much again for the model
     free = psutil.virtual_memory().available
     if need > free:

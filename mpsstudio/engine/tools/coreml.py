@@ -97,7 +97,7 @@ def write(mlmodel, target: Path, batches: dict, *, precision: str, compress: str
     from .artifacts import agreement, package_path
 
     ct = load_coremltools()
-    extra = {"batch_sizes": sorted(batches)}
+    extra: dict = {"batch_sizes": sorted(batches)}
     if compress:
         mlmodel, extra["compression"] = _compressed(ct, mlmodel, compress)
         mlmodel.short_description += f", weights {compress}"
@@ -144,7 +144,8 @@ def _convert(ct, model, batches: dict, default: int, precision: str):
         # first: the default one turns a linear layer on (batch, tokens, features) into a batched matmul whose
         # weight coremltools then expands and stores per token (vit_b_16: 7.9 GiB instead of 0.17)
         failures: list[Exception] = []
-        for table in ({}, None) if flexible else (None, {}):
+        tables: tuple[dict | None, dict | None] = ({}, None) if flexible else (None, {})
+        for table in tables:
             try:
                 decomposed = program.run_decompositions() if table is None else program.run_decompositions(table)
                 # skip_model_load: on macOS convert would otherwise compile and load the package for the
@@ -355,7 +356,10 @@ def _placed(plan, unit: str) -> dict:
 
     def kind(device) -> str:
         return next((name for cls, name in kinds if isinstance(device, cls)), "unknown")
-    ops, cost, unplaced, not_on_ne = Counter(), Counter(), 0, Counter()
+    ops: Counter[str] = Counter()
+    cost: dict[str, float] = {}
+    not_on_ne: Counter[str] = Counter()
+    unplaced = 0
     for op in _operations(program.functions["main"].block):
         if op.operator_name == "const":
             continue
@@ -363,14 +367,14 @@ def _placed(plan, unit: str) -> dict:
         estimate = plan.get_estimated_cost_for_mlprogram_operation(op)
         where = kind(usage.preferred_compute_device) if usage is not None else "unknown"
         ops[where] += 1
-        cost[where] += float(estimate.weight) if estimate is not None else 0.0
+        cost[where] = cost.get(where, 0.0) + (float(estimate.weight) if estimate is not None else 0.0)
         unplaced += usage is None
         if usage is not None and not any(kind(d) == "neural_engine" for d in usage.supported_compute_devices):
             not_on_ne[op.operator_name] += 1
     total, total_cost = sum(ops.values()), sum(cost.values())
     return {"compute_units": unit, "operations": total,
             "share_of_operations": {p: ops[p] / total if total else 0.0 for p in (*PLACES, "unknown")},
-            "share_of_cost": {p: cost[p] / total_cost if total_cost else None for p in (*PLACES, "unknown")},
+            "share_of_cost": {p: cost.get(p, 0.0) / total_cost if total_cost else None for p in (*PLACES, "unknown")},
             "not_on_neural_engine": [{"op": name, "count": n} for name, n in not_on_ne.most_common()],
             "undetermined": unplaced}
 

@@ -194,19 +194,24 @@ def _saved_meta(weights: str) -> dict:
     return doc
 
 
+
+def _whole(value, most: int) -> int | None:
+    """`value` where it is a whole number from 1 to `most` (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most else None
+
 def _spec_from_meta(meta: dict) -> DataSpec:
     inputs, n = meta.get("input"), meta.get("num_classes")
     try:
         if not isinstance(inputs, dict) or isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
             raise ValueError
         if inputs.get("kind") == "image":
-            dims = [inputs.get(k) for k in ("channels", "height", "width")]
-            if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 8192 for d in dims):
+            c, h, w = (_whole(inputs.get(k), 8192) for k in ("channels", "height", "width"))
+            if c is None or h is None or w is None:
                 raise ValueError
-            return DataSpec("image", n, channels=dims[0], height=dims[1], width=dims[2])
+            return DataSpec("image", n, channels=c, height=h, width=w)
         if inputs.get("kind") == "tokens":
-            seq, vocab = inputs.get("seq_len"), inputs.get("vocab_size")
-            if not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 10_000_000 for d in (seq, vocab)):
+            seq, vocab = _whole(inputs.get("seq_len"), 10_000_000), _whole(inputs.get("vocab_size"), 10_000_000)
+            if seq is None or vocab is None:
                 raise ValueError
             return DataSpec("tokens", n, seq_len=seq, vocab_size=vocab)
     except ValueError:

@@ -42,7 +42,7 @@ NOT_FOR_OWN_FEED = toolkit.NOT_FOR_OWN_FEED
 def parity(setup: toolkit.Setup, base: torch.nn.Module) -> dict:
     """The device against the float64 CPU reference on one fixed batch of real samples (see the docstring)."""
     x, y = toolkit.real_batch(setup, PARITY_BATCH, torch.device("cpu"))
-    return parity_of(base, x, y, setup.tdev, setup.config.precision, setup.config.tf32, setup.device.synchronize,
+    return parity_of(base, x, y, setup.tdev, setup.config.precision or "fp32", setup.config.tf32, setup.device.synchronize,
                      setup.device.kind)
 
 
@@ -86,8 +86,8 @@ def _step_ops(setup: toolkit.Setup, base: torch.nn.Module, decide) -> dict:
 
     model = copy.deepcopy(base).to(setup.tdev)
     opt = steps.make_optimizer(setup.config, model)
-    x, y = toolkit.real_batch(setup, max(2, min(setup.config.batch_size, 64)), setup.tdev)
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision)
+    x, y = toolkit.real_batch(setup, max(2, min(setup.config.batch, 64)), setup.tdev)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision or "fp32")
 
     def step():
         opt.zero_grad(set_to_none=True)

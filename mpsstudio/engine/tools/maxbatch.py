@@ -35,7 +35,8 @@ the sizes worth a sweep (`sweep_sizes`), which measures them with the run's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
+from typing import cast
 
 import psutil
 import torch
@@ -72,7 +73,7 @@ class _Search:
         self.current = 1  # the batch being probed
         self.model = toolkit.build(setup).to(setup.tdev)
         self.optimizer = steps.make_optimizer(setup.config, self.model)
-        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision)
+        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision or "fp32")
         # one untimed batch-1 step first: PyTorch's one-time set-up (thread pools, kernels, optimizer state) is
         # not memory a batch needs, so CPU growth counts from the level after it
         x, y = toolkit.synthetic_batch(setup.model_spec, 1, setup.tdev, setup.config.seed, setup.feed)
@@ -86,7 +87,7 @@ class _Search:
         """Each probe starts as a run does: the model built and moved to the device, a new optimizer whose state
         is made in the first step at the probe's batch size, the allocator emptied before. Where the optimizer's
         state and the weights land among a step's memory moves the boundary by a few batches near a cap."""
-        self.model = self.optimizer = None
+        del self.model, self.optimizer  # the last references: freed before the next are made
         free(self.dev.kind)
         self.model = toolkit.build(self.setup).to(self.setup.tdev)
         self.optimizer = steps.make_optimizer(self.setup.config, self.model)
@@ -172,7 +173,7 @@ class _Search:
             self.probes.append(self.known.pop(batch))
             return self.probes[-1]
         self.progress(f"batch {batch:,}: training {PROBE_STEPS} steps", 0.0)
-        record = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
+        record: dict = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                   "memory_measure": None, "reason": ""}
         # where an allocator enforces the limit, every batch is run (an out-of-memory error there is cheap and
         # exact); elsewhere a batch predicted far past the limit is skipped, unless a larger one trained
@@ -274,7 +275,8 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     setup = toolkit.prepare(config.with_device(config.device), progress)
     cap, cap_source = data_cap(setup, cap)
     limit, source = limit_for(setup, memory_limit)
-    stopped, probes = False, []
+    stopped = False
+    probes: list[dict] = []
     enforced, lift = enforce_limit(setup.device, limit)
     if resume is not None and not (isinstance(resume, list) and all(
             isinstance(p, dict) and isinstance(p.get("batch_size"), int) and isinstance(p.get("fits"), bool)
@@ -295,7 +297,7 @@ def data_cap(setup: toolkit.Setup, cap: int) -> tuple[int, str]:
     that many; synthetic data and a model's own make_batch make batches of any size). (cap, what set it)."""
     if str(setup.config.dataset).lower() == "synthetic" or setup.feed.made:
         return cap, "asked"
-    samples = len(setup.data.train)
+    samples = len(cast(Sized, setup.data.train))
     if samples < cap:
         return max(1, samples), f"the {samples:,} training samples of {setup.data.name} (a run's batch is at most that)"
     return cap, "asked"

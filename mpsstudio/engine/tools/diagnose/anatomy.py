@@ -186,7 +186,7 @@ def _passes(cfg, p, say, check, checkpoint) -> dict:
                 "device_ms": 1000 * timer.device_s, "empty_op_us": 1e6 * clock.overhead, "op_clock": clock.measure,
                 "missing_ops": sorted(op for op, k in kinds.items() if k == "missing")})
     total = sum(timer.seconds.values())
-    fallback = [{"op": op, "count": timer.counts[op], "share": timer.seconds[op] / total if total > 0 else None}
+    fallback: list[dict] = [{"op": op, "count": timer.counts[op], "share": timer.seconds[op] / total if total > 0 else None}
                 for op, kind in kinds.items() if kind == "cpu_fallback"]
     fallback.sort(key=lambda o: (-(o["share"] or 0), o["op"]))
     out["fallback_ops"] = fallback
@@ -212,7 +212,8 @@ def _without_waits(kind: str, step_fn, src, raw, sync, per_group: int) -> dict:
     sync()
     if not replay.values:
         return {}
-    plain, free = [], []
+    plain: list[float] = []
+    free: list[float] = []
     for r in range(SYNC_ROUNDS):
         for replayed in ((False, True) if r % 2 == 0 else (True, False)):
             batches = [src.place(next(raw)) for _ in range(per_group)]
@@ -236,7 +237,7 @@ def _without_waits(kind: str, step_fn, src, raw, sync, per_group: int) -> dict:
 
 def _untimed(kind: str) -> dict:
     """The figures only the per-operation timing gives, as a result without it has them (unknown)."""
-    figures = {"ops": None, "distinct_ops": None, "sync_count": None, "sync_ops": [], "device_ms": None,
+    figures: dict = {"ops": None, "distinct_ops": None, "sync_count": None, "sync_ops": [], "device_ms": None,
                "empty_op_us": None, "op_clock": None, "missing_ops": [], "fallback_ops": [], "fallback_share": None}
     return figures if kind == "cpu" else {**figures, "launch_us": None, "launch_measure": None}
 

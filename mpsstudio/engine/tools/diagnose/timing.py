@@ -8,6 +8,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 from contextlib import contextmanager
 
 import torch
@@ -62,7 +63,10 @@ class DeviceClock:
     PAD_S = 3e-4
 
     def __init__(self, tdev: torch.device, sync: Callable[[], None]):
-        self.sync, self.tdev, self.kind, self.make, self.pad, self.pad_s = sync, tdev, tdev.type, None, None, 0.0
+        self.sync, self.tdev, self.kind = sync, tdev, tdev.type
+        self.make: Callable[[], Any] | None = None  # a timing event of the device (CUDA's or MPS's), or None
+        self.pad: torch.Tensor | None = None  # the square matrix whose product keeps the device busy
+        self.pad_s = 0.0
         self.failure: str | None = None  # why the events were given up, said in `measure`
         self.overhead = 0.0  # seconds an empty operation takes by this clock (empty_op_s)
         self.tiny = torch.zeros(1, device=tdev)  # the empty operation's tensor, made before any dispatch mode
@@ -95,7 +99,7 @@ class DeviceClock:
             return f"{wall}, after the timing events failed ({self.failure})"
         if self.make is None:
             return wall
-        pad = f"a {self.pad.shape[0]}² matrix product queued before each"
+        pad = f"a {self.pad.shape[0] if self.pad is not None else 0}² matrix product queued before each"
         if self.kind == "mps":
             from ...machine.apple import mps_event_words
 
@@ -120,7 +124,7 @@ class DeviceClock:
         start, end = self.make(), self.make()
         self.sync()
         started = time.perf_counter()
-        if padded:
+        if padded and self.pad is not None:
             torch.mm(self.pad, self.pad)  # the device busy while the call's kernels are queued behind the event
         start.record()
         out = call()
