@@ -80,8 +80,7 @@ class Entry:
 
     @property
     def samples_per_s(self) -> float | None:
-        values = [r.summary.get("samples_per_s") for r in self.runs]
-        values = [v for v in values if is_finite(v) and v > 0]
+        values = [v for v in (r.summary.get("samples_per_s") for r in self.runs) if is_finite(v) and v > 0]
         return statistics.median(values) if values else None
 
     @property
@@ -225,6 +224,11 @@ def machine_id(r: RunResult) -> str:
     return f"{r.machine}\n{host if isinstance(host, str) else ''}"
 
 
+def _round_of(r: RunResult) -> int:
+    """The round of a run of a sound repeat set (0 for any other run)."""
+    return int((_repeat_of(r) or {}).get("round", 0))
+
+
 def _repeat_of(r: RunResult) -> dict | None:
     """The run's repeat tag when it is a sound one (round 1..rounds, rounds 2..MAX_ROUNDS), else None."""
     from .repeat import MAX_ROUNDS
@@ -233,7 +237,8 @@ def _repeat_of(r: RunResult) -> dict | None:
     if not isinstance(rep, dict) or not isinstance(rep.get("set"), str) or not rep["set"]:
         return None
     k, n = rep.get("round"), rep.get("rounds")
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in (k, n)) or not (2 <= n <= MAX_ROUNDS and 1 <= k <= n):
+    if not isinstance(k, int) or not isinstance(n, int) or isinstance(k, bool) or isinstance(n, bool) or \
+            not (2 <= n <= MAX_ROUNDS and 1 <= k <= n):
         return None
     return rep
 
@@ -259,7 +264,7 @@ def compare(results: list[RunResult]) -> list[Comparison]:
             if repeat_set is None:
                 runs = runs[-1:]  # the newest stands for its device
             else:  # one run per round (the newest), in round order
-                runs = sorted({_repeat_of(r)["round"]: r for r in runs}.values(), key=lambda r: _repeat_of(r)["round"])
+                runs = sorted({_round_of(r): r for r in runs}.values(), key=_round_of)
             label, host = mid.split("\n", 1)
             if len(labels[label]) > 1:  # two computers with one label: the host name tells them apart
                 label = f"{label} ({host or 'unknown host'})"
@@ -287,9 +292,9 @@ def _fill_speedups(c: Comparison) -> None:
             e.speedup, e._method = 1.0, "baseline"
             continue
         if c.repeat and len(e.runs) > 1:
-            by_round = {_repeat_of(r)["round"]: r for r in cpu.runs}
+            by_round = {_round_of(r): r for r in cpu.runs}
             for r in e.runs:
-                ratio = speedup(r, by_round.get(_repeat_of(r)["round"]))
+                ratio = speedup(r, by_round.get(_round_of(r)))
                 if ratio is not None:
                     e.round_speedups[r.id] = ratio
             ratios = list(e.round_speedups.values())
@@ -309,7 +314,7 @@ def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
         return []
     home = entries[0].machine_id
     mine = [e for e in accel if e.machine_id == home]
-    return [CrossRatio(o, m, o.samples_per_s / m.samples_per_s)
+    return [CrossRatio(o, m, (o.samples_per_s or 0.0) / (m.samples_per_s or 1.0))  # (both chosen for their figure)
             for o in accel if o.machine_id != home for m in mine]
 
 

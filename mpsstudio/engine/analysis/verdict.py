@@ -97,11 +97,15 @@ def headline(c: Comparison) -> str:
 
     def rng(low, high) -> str:
         return f" [{_x(low)}-{_x(high)}]" if known else " (no interval)"
+    speedup = e.speedup
+    if speedup is None:  # (the entry was chosen for its speedup)
+        return ""
     if e.unclear():
-        return f"No clear difference: {e.device}{where} {_x(e.speedup)}{rng(e.low, e.high)}"
-    if e.speedup >= 1.0:
-        return f"{e.device}{where} {_x(e.speedup)} faster{rng(e.low, e.high)}"
-    return f"{e.device}{where} {_x(1 / e.speedup)} slower" + (rng(1 / e.high, 1 / e.low) if known else rng(0, 0))
+        return f"No clear difference: {e.device}{where} {_x(speedup)}{rng(e.low, e.high)}"
+    if speedup >= 1.0:
+        return f"{e.device}{where} {_x(speedup)} faster{rng(e.low, e.high)}"
+    return f"{e.device}{where} {_x(1 / speedup)} slower" + (rng(1 / e.high, 1 / e.low) if e.low is not None and
+                                                             e.high is not None else rng(0, 0))
 
 
 def _what(e: Entry) -> str:
@@ -230,12 +234,15 @@ def sentence(e: Entry, inspection: dict | None = None) -> str:
     name = device_name(e.device)
     where = "" if e.local else f"On {short_machine(e.machine)}, "
     cpu = "the CPU" if e.local else "its CPU"
-    if e.unclear():
-        head = f"No clear difference between {name} and {cpu} {_what(e)}: {_x(e.speedup)} ({_interval(e)})"
-    elif e.speedup >= 1.0:
-        head = f"{name} is {_x(e.speedup)} faster than {cpu} ({_interval(e)}) {_what(e)}"
+    speedup = e.speedup
+    if speedup is None:
+        head = f"{name} {_what(e)}: no speedup over {cpu} was measured"
+    elif e.unclear():
+        head = f"No clear difference between {name} and {cpu} {_what(e)}: {_x(speedup)} ({_interval(e)})"
+    elif speedup >= 1.0:
+        head = f"{name} is {_x(speedup)} faster than {cpu} ({_interval(e)}) {_what(e)}"
     else:
-        head = (f"{name} is {_x(1 / e.speedup)} slower than {cpu} ({_x(e.speedup)}; {_interval(e)}) "
+        head = (f"{name} is {_x(1 / speedup)} slower than {cpu} ({_x(speedup)}; {_interval(e)}) "
                 f"{_what(e)}")
     if where and head.startswith("No clear"):
         head = "n" + head[1:]

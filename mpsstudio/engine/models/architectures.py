@@ -58,15 +58,20 @@ def build_mnist_cnn(spec: DataSpec) -> nn.Module:
 # ----------------------------------------------------------------------------- torchvision models
 
 
+def _pair(value) -> tuple[int, int]:
+    """A Conv2d's kernel, stride or dilation as the (height, width) pair it is."""
+    return (int(value[0]), int(value[1])) if isinstance(value, tuple) else (int(value), int(value))
+
+
 def _adapted_conv(conv: nn.Conv2d, channels: int) -> nn.Conv2d:
     """A copy of ``conv`` (same kernel, stride, padding, bias) that takes ``channels`` input channels."""
     new = nn.Conv2d(
         channels,
         conv.out_channels,
-        kernel_size=conv.kernel_size,
-        stride=conv.stride,
-        padding=conv.padding,
-        dilation=conv.dilation,
+        kernel_size=_pair(conv.kernel_size),
+        stride=_pair(conv.stride),
+        padding=conv.padding if isinstance(conv.padding, str) else _pair(conv.padding),
+        dilation=_pair(conv.dilation),
         groups=conv.groups,
         bias=conv.bias is not None,
         device=conv.weight.device,
@@ -112,13 +117,16 @@ def _adapt_vit(model: nn.Module, channels: int) -> nn.Module:
     """Give a torchvision VisionTransformer a patch projection that takes ``channels`` channels."""
     if channels != 3:
         old = model.conv_proj
-        model.conv_proj = nn.Conv2d(
-            channels, old.out_channels, kernel_size=old.kernel_size, stride=old.stride,
-            device=old.weight.device, dtype=old.weight.dtype,
-        )
-        fan_in = channels * old.kernel_size[0] * old.kernel_size[1]
-        nn.init.trunc_normal_(model.conv_proj.weight, std=math.sqrt(1 / fan_in))  # as torchvision does
-        nn.init.zeros_(model.conv_proj.bias)
+        if not isinstance(old, nn.Conv2d):
+            raise TypeError("a VisionTransformer's conv_proj is a Conv2d")
+        kernel = _pair(old.kernel_size)
+        new = nn.Conv2d(channels, old.out_channels, kernel_size=kernel, stride=_pair(old.stride),
+                        device=old.weight.device, dtype=old.weight.dtype)
+        fan_in = channels * kernel[0] * kernel[1]
+        nn.init.trunc_normal_(new.weight, std=math.sqrt(1 / fan_in))  # as torchvision does
+        if new.bias is not None:
+            nn.init.zeros_(new.bias)
+        model.conv_proj = new
     return model
 
 

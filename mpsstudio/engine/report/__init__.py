@@ -13,6 +13,7 @@ into neutral words, in every text of the report. Imports no torch and no Qt.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..basics.scrub import scrub, secrets  # noqa: F401 (the report's own words for them)
@@ -24,10 +25,10 @@ class Chart:
     """Horizontal bars, one per label, with optional interval whiskers and a reference line (1.0 for ratios)."""
 
     labels: list[str]
-    values: list[float | None]
+    values: Sequence[float | None]
     unit: str
-    lows: list[float | None] = field(default_factory=list)
-    highs: list[float | None] = field(default_factory=list)
+    lows: Sequence[float | None] = field(default_factory=list)
+    highs: Sequence[float | None] = field(default_factory=list)
     reference: float | None = None
     notes: list[str] = field(default_factory=list)  # a word beside each bar ("noisy", "failed"); "" for none
 
@@ -41,7 +42,7 @@ class Part:
     sentences: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     chart: Chart | None = None
-    environment: list[tuple[str, ...]] = field(default_factory=list)  # (what, its value for each column)
+    environment: Sequence[tuple[str, ...]] = field(default_factory=list)  # (what, its value for each column)
     when: str = ""
     environment_columns: list[str] = field(default_factory=lambda: ["value"])
 

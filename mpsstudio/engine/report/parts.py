@@ -49,7 +49,7 @@ def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
     chart = Chart(labels, values, "speedup over the same machine's CPU (\u00d7)" if by_speedup else "samples/s",
                   [e.low for e in entries] if by_speedup else [], [e.high for e in entries] if by_speedup else [],
                   1.0 if by_speedup else None, ["noisy" if e.noisy else "" for e in entries])
-    methods = {interval_name(e.method) for e in entries} - {None}
+    methods = {name for name in (interval_name(e.method) for e in entries) if name is not None}
     table = _runs_table(c.all_runs, c.all_runs)
     if methods:
         table = table.with_legend(table.legend + " Intervals: " + "; ".join(sorted(methods)) + ".")
@@ -61,8 +61,8 @@ def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part
     """Runs compared by what differs: each one's ratio to the baseline with its interval, and the verdict."""
     table = contrasts.table(c)
     labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
-    chart = Chart(labels, [1.0] + [v.ratio for v in c.rows], "samples/s over the baseline's (\u00d7)",
-                  [None] + [v.low for v in c.rows], [None] + [v.high for v in c.rows], 1.0,
+    chart = Chart(labels, [1.0, *(v.ratio for v in c.rows)], "samples/s over the baseline's (\u00d7)",
+                  [None, *(v.low for v in c.rows)], [None, *(v.high for v in c.rows)], 1.0,
                   ["noisy" if c.baseline.summary.get("stability") == "noisy" else ""]
                   + ["noisy" if v.noisy else "" for v in c.rows])
     envs = [dict(environment_items(r.env)) for r in c.runs]
@@ -162,7 +162,7 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
                                                             "was read."))
     elif kind == "export":
         tables.append(toolview.export_table(result))
-    env = result.get("env") if isinstance(result.get("env"), dict) else {}
+    env: dict = result["env"] if isinstance(result.get("env"), dict) else {}
     return Part(toolview.title(kind, result), "", [str(result.get("sentence") or "")], tables, chart,
                 environment_items(env), fmt_timestamp(created_at) if created_at else "")
 
@@ -172,5 +172,5 @@ def report(parts: list[Part], title: str | None = None, runs: Sequence[RunResult
     reports, whose host names scrubbed() hides."""
     if title is None:
         title = parts[0].heading if len(parts) == 1 else f"MPS Studio: {plural(len(parts), 'result')}"
-    hosts = sorted({r.env.get("hostname") for r in runs if isinstance(r.env.get("hostname"), str)})
+    hosts = sorted({str(r.env["hostname"]) for r in runs if isinstance(r.env.get("hostname"), str)})
     return Report(title, parts, made_by(), hosts)

@@ -26,6 +26,8 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Opt
         raise UserError(f"{config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} has no trainable parameters, so "
                         "there is nothing to train; give it layers with weights, or measure inference (--mode "
                         "inference).")
+    if config.lr is None:  # (a script's config only: its own optimizer)
+        raise ValueError("a run of a model needs its learning rate")
     if config.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
     if config.optimizer == "adam":
@@ -149,15 +151,22 @@ class Steps:
         self.feed = feed or Feed()
         # the loss of a batch: cross-entropy on the model's logits, or the model file's own inputs and loss
         self.loss_of = self._fed_loss if (self.feed.made or self.feed.own_loss) else self._logits_loss
-        self.optimizer = make_optimizer(config, model) if config.mode == "train" else None
+        self.optimizer: torch.optim.Optimizer | None = make_optimizer(config, model) if config.mode == "train" else None
         self.forward = torch.compile(model) if config.compile else model
         self.scaler = None
         if config.precision == "fp16" and config.mode == "train" and precision.grad_scaler_supported(device):
             self.scaler = torch.amp.GradScaler(tdev.type)
-        dtype = DTYPES.get(config.precision)
+        dtype = DTYPES.get(config.precision or "fp32")
         self.autocast: Callable = (lambda: torch.autocast(tdev.type, dtype=dtype)) if dtype else nullcontext
         self.micro = 0  # micro-batches since the run started (gradient accumulation)
         self.parameters = models.count_parameters(model)
+
+    @property
+    def trained(self) -> torch.optim.Optimizer:
+        """The optimizer of a training run (an inference run has none)."""
+        if self.optimizer is None:
+            raise RuntimeError("an inference run has no optimizer")
+        return self.optimizer
 
     def _logits_loss(self, x, y) -> torch.Tensor:
         return F.cross_entropy(self.forward(x), y)
@@ -176,24 +185,24 @@ class Steps:
 
     def train(self, x, y) -> torch.Tensor:
         """fp32 training step: the hot path, kept as lean as the bare loop it is benchmarked against."""
-        self.optimizer.zero_grad(set_to_none=True)
+        self.trained.zero_grad(set_to_none=True)
         loss = self.loss_of(x, y)
         loss.backward()
-        self.optimizer.step()
+        self.trained.step()
         return loss.detach()
 
     def train_amp(self, x, y) -> torch.Tensor:
         """Mixed-precision training step (autocast; a GradScaler for fp16 where the device has one)."""
-        self.optimizer.zero_grad(set_to_none=True)
+        self.trained.zero_grad(set_to_none=True)
         with self.autocast():
             loss = self.loss_of(x, y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.trained)
             self.scaler.update()
         else:
             loss.backward()
-            self.optimizer.step()
+            self.trained.step()
         return loss.detach()
 
     def train_accumulate(self, x, y) -> torch.Tensor:
@@ -201,7 +210,7 @@ class Steps:
         divided by it, so the step is that of their mean), then one optimizer step."""
         n = self.config.accumulate
         if self.micro % n == 0:
-            self.optimizer.zero_grad(set_to_none=True)
+            self.trained.zero_grad(set_to_none=True)
         with self.autocast():
             loss = self.loss_of(x, y)
         scaled = loss / n
@@ -209,10 +218,10 @@ class Steps:
         self.micro += 1
         if self.micro % n == 0:
             if self.scaler is not None:
-                self.scaler.step(self.optimizer)
+                self.scaler.step(self.trained)
                 self.scaler.update()
             else:
-                self.optimizer.step()
+                self.trained.step()
         return loss.detach()
 
     def infer(self, x, y) -> torch.Tensor:

@@ -76,17 +76,17 @@ class Candidate:
         return f"{' + '.join(parts)}, batch {self.batch_size}"
 
     def config(self, base: RunConfig, steps: int, warmup: int) -> RunConfig:
-        tf32 = {} if self.tf32 is None else {"tf32": self.tf32 == "all", "tf32_conv": self.tf32 == "conv"}
-        return replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
+        made = replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
                        compile=self.compile, batch_size=self.batch_size, threads=self.threads, steps=steps,
                        epochs=None, warmup_steps=warmup, early_stop_patience=None, keep_best=False,
-                       options=dict(base.options), **tf32)
+                       options=dict(base.options))
+        return made if self.tf32 is None else replace(made, tf32=self.tf32 == "all", tf32_conv=self.tf32 == "conv")
 
     @classmethod
     def of(cls, config: RunConfig, device: str | None = None) -> "Candidate":
         device = device or config.device
-        return cls(device, config.precision, bool(config.channels_last), bool(config.compile),
-                   config.batch_size, config.threads if device == "cpu" else None,
+        return cls(device, config.precision or "fp32", bool(config.channels_last), bool(config.compile),
+                   config.batch, config.threads if device == "cpu" else None,
                    tf32_of(config) if device.startswith("cuda") and config.precision == "fp32" else None)
 
 
@@ -141,11 +141,11 @@ def plan(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int
     image = "image" in input_kind(config)
     extra = [t for t in (threads or []) if t]
     return grid(config, devices,
-                batch_sizes=list(batch_sizes or default_batch_sizes(config.batch_size, train_samples)),
+                batch_sizes=list(batch_sizes or default_batch_sizes(config.batch, train_samples)),
                 precisions=list(precisions or ("fp32", "bf16", "fp16")),
                 channels_last=parse_choice(channels_last, "--channels-last", "both" if image else "off"),
                 compiled=parse_choice(compile, "--compile", "off"),
-                threads=list(dict.fromkeys([None] + extra)) if extra else default_threads(cores),
+                threads=list(dict.fromkeys([None, *extra])) if extra else default_threads(cores),
                 why_not=why_not_here(config), tf32=list(tf32 or TF32))
 
 
@@ -215,7 +215,7 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
 
 
 def _still_running(results: list[RunResult] | None) -> bool:
-    return bool(results) and results[-1].status == "finished"
+    return results is not None and bool(results) and results[-1].status == "finished"
 
 
 def _halve(live: list[Candidate], runs: dict, baselines: dict, rounds: int) -> dict[str, str]:
