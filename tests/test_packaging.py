@@ -222,7 +222,13 @@ MAX_MODULE_LINES = 400
 MAX_FOLDER_MODULES = 15
 # The limits are signs, not numbers to trim toward: a module past ~400 lines or a folder past ~15 modules asks "is
 # this two things?". Where the answer was no, it is written here, and the module may grow without squeezing lines.
-ANSWERED: dict[str, str] = {}
+ANSWERED: dict[str, str] = {
+    # asked "is this two things?" and answered no (2026-11-28, when typing them took them past 400 lines):
+    "engine/process/handles.py": "one thing: the handle of a run process (start, signal, end, its descendants), "
+                                 "its in-process stand-in with the same interface and the registry of live ones",
+    "engine/tools/coreml.py": "one thing: a Core ML package made from the model, checked against PyTorch, and where "
+                              "Core ML plans its operations",
+}
 
 
 def test_no_module_is_over_400_lines_without_an_answer():

@@ -13,7 +13,6 @@ from typing import cast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from . import downloads
@@ -21,6 +20,7 @@ from ..basics import paths
 from ..basics.config import DEFAULT_DATASET
 from ..basics.errors import UserError
 from ..basics.formatting import fmt_bytes, plural
+from .cifar_files import read_cifar_batch, read_cifar_pickle
 from .folder import FOLDER_VAL_FRACTION, FolderReport, ImageFiles, estimate_mean_std, inspect_folder, split_indices
 from .shapes import SHAPE_CLASSES, SHAPES_SEED, SHAPES_SIDE, SHAPES_TRAIN, SHAPES_VAL, generate_shapes
 from ..basics.spec import DataSpec
@@ -123,9 +123,14 @@ class LoadedDataset:
     std: tuple[float, ...]
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def train_count(self) -> int:
+        """Training samples (every split here is a sized dataset)."""
+        return len(cast(Sized, self.train))
+
     def summary(self) -> str:
         """One line: "shapes: 6,000 training + 1,000 validation 1x28x28 images, 10 classes"."""
-        counts = f"{len(cast(Sized, self.train)):,} training"
+        counts = f"{self.train_count:,} training"
         if self.val is not None:
             counts += f" + {len(cast(Sized, self.val)):,} validation"
         s = self.spec
@@ -242,48 +247,6 @@ _CIFAR_DIR = "cifar-10-batches-py"
 _CIFAR_TRAIN = [f"data_batch_{i}" for i in range(1, 6)]
 _CIFAR_FILES = [*_CIFAR_TRAIN, "test_batch", "batches.meta"]
 _CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
-_NUMPY_RECONSTRUCT = np.zeros(0).__reduce__()[0]  # numpy.(_)core.multiarray._reconstruct, whichever numpy has
-
-
-def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
-    """What pickles written by Python 3 at protocol 2 call to rebuild bytes (_codecs.encode), latin-1 only."""
-    if encoding not in ("latin1", "latin-1"):
-        raise pickle.UnpicklingError(f"encoding {encoding!r} is not allowed")
-    return text.encode("latin1")
-
-
-class _CifarUnpickler(pickle.Unpickler):
-    """Unpickles only plain containers and numpy arrays: nothing in the file can run code."""
-
-    def find_class(self, module: str, name: str):
-        if name == "_reconstruct" and module in ("numpy.core.multiarray", "numpy._core.multiarray"):
-            return _NUMPY_RECONSTRUCT
-        if (module, name) == ("numpy", "ndarray"):
-            return np.ndarray
-        if (module, name) == ("numpy", "dtype"):
-            return np.dtype
-        if (module, name) == ("_codecs", "encode"):
-            return _latin1_encode
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a CIFAR-10 batch file")
-
-
-def _read_cifar_pickle(path: Path) -> dict:
-    with open(path, "rb") as f:
-        data = _CifarUnpickler(f, encoding="latin1").load()
-    if not isinstance(data, dict):
-        raise pickle.UnpicklingError("not a dictionary")
-    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in data.items()}
-
-
-def _read_cifar_batch(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    batch = _read_cifar_pickle(path)
-    data = np.asarray(batch["data"], dtype=np.uint8)
-    labels = np.asarray(batch["labels"], dtype=np.int64)
-    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.shape[0]:
-        raise ValueError(f"unexpected shapes {data.shape} and {labels.shape}")
-    return torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()), torch.from_numpy(labels.copy())
-
-
 def _ensure_cifar_files(root: Path, download: bool, progress: Progress | None) -> list[str]:
     """Make sure root/cifar-10-batches-py holds the batches (extracting or downloading the archive as needed)."""
     folder = root / _CIFAR_DIR
@@ -318,12 +281,12 @@ def _load_cifar10(root: Path, download: bool, progress: Progress | None) -> Load
             xs, ys = [], []
             for name in names:
                 current = folder / name
-                x, y = _read_cifar_batch(current)
+                x, y = read_cifar_batch(current)
                 xs.append(x)
                 ys.append(y)
             parts.append(TensorSamples(torch.cat(xs), torch.cat(ys)))
         current = folder / "batches.meta"
-        classes = [str(c) for c in _read_cifar_pickle(current)["label_names"]]
+        classes = [str(c) for c in read_cifar_pickle(current)["label_names"]]
     except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError, OSError) as err:
         raise UserError(f"The CIFAR-10 file {current} is damaged or not a CIFAR-10 batch ({err}); "
                         f"delete {folder} and try again.") from err

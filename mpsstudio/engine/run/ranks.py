@@ -22,6 +22,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,15 +48,17 @@ class Ranks:
         self.window_steps: list[int] = []  # where this rank's windows ended (every rank's are the same)
         self.window_s: list[float] = []  # this rank's own window seconds
         self.comm: dict | None = None
-        self.group = None  # the ranks' agreements go over gloo on the CPU: no GPU stream waits for them
+        self.group: Any = None  # (a ProcessGroup) the ranks' agreements go over gloo on the CPU: no GPU stream waits for them
 
     def start(self) -> None:
         """Join the process group (NCCL on GPUs, gloo on the CPU) with the config's timeout."""
         if self.cuda:
             torch.cuda.set_device(self.local_rank)
-        dist.init_process_group("nccl" if self.cuda else "gloo",
-                                timeout=timedelta(seconds=self.config.rank_timeout_s),
-                                **({"device_id": torch.device(self.device)} if self.cuda else {}))
+        timeout = timedelta(seconds=self.config.rank_timeout_s)
+        if self.cuda:
+            dist.init_process_group("nccl", timeout=timeout, device_id=torch.device(self.device))
+        else:
+            dist.init_process_group("gloo", timeout=timeout)
         if self.cuda:
             self.group = dist.new_group(backend="gloo")
 
@@ -178,7 +181,7 @@ class Ranks:
         where = (f"{self.world} GPUs" if self.cuda else f"{self.world} CPU processes sharing this CPU's cores")
         nodes = self.world // max(1, self.local_world)
         return (f"{where}{f' on {nodes} machines' if nodes > 1 else ''}, the model in DistributedDataParallel: "
-                f"batch {self.config.batch_size:,} per rank, {self.config.batch_size * self.world:,} in all; "
+                f"batch {self.config.batch:,} per rank, {self.config.batch * self.world:,} in all; "
                 f"throughput counts every rank's samples over the slowest rank's window; a rank waits at most "
                 f"{self.config.rank_timeout_s:g} s for the others")
 
@@ -186,7 +189,7 @@ class Ranks:
 def summary_of(ranks: Ranks, result, windows, device) -> dict:
     """The summary fields of a run on several ranks: the ranks, the global batch, every rank's figures (gathered
     when every rank reached the end together: a finished or stopped run) and the all-reduce's share."""
-    out = {"ranks_world": ranks.world, "global_batch": ranks.config.batch_size * ranks.world,
+    out: dict = {"ranks_world": ranks.world, "global_batch": ranks.config.batch * ranks.world,
            "ranks_nodes": max(1, ranks.world // max(1, ranks.local_world))}
     if result.status in ("finished", "cancelled") and dist.is_initialized():
         try:

@@ -9,9 +9,8 @@ Rules, the same for the CLI and the window:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
 
 from ..data import datasets
 from ..machine import devices, precision
@@ -118,7 +117,7 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
     except Exception as exc:  # an unreadable file deep in a dataset: still one sentence, nothing recorded
         raise UserError(f"The dataset {first.dataset} could not be loaded ({error_line(exc)}); "
                         "check its files.") from exc
-    count = len(cast(Sized, data.train))
+    count = data.train_count
     if count < first.batch:
         raise UserError(f"{data.name} has {count:,} training samples, fewer than one batch of "
                         f"{first.batch:,}; use a batch size of at most {count:,}.")

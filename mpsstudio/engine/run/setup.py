@@ -7,11 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
+from ..basics.spec import DataSpec
 from ..data import datasets
 from ..data.batches import InputConverter, MadeBatches, make_batches
 from ..machine import devices, environment, footprint, host, precision, probe
@@ -41,7 +43,7 @@ def synthetic_size(spec, config: RunConfig) -> int:
     """How many synthetic samples to make: SYNTHETIC_SAMPLES, fewer where they would take more than SYNTHETIC_BYTES
     (large inputs: 1,024 images of 3x2048x2048 are 12 GiB), never fewer than two batches."""
     per_sample = math.prod(spec.sample_shape) * (1 if spec.kind == "image" else 8)  # uint8 pixels, int64 tokens
-    return max(2 * config.batch_size, min(SYNTHETIC_SAMPLES, SYNTHETIC_BYTES // max(1, per_sample)))
+    return max(2 * config.batch, min(SYNTHETIC_SAMPLES, SYNTHETIC_BYTES // max(1, per_sample)))
 
 
 def synthetic_input(config: RunConfig):
@@ -85,12 +87,12 @@ class Prepared:
 
     device: devices.Device
     data: datasets.LoadedDataset
-    model_spec: object
+    model_spec: DataSpec  # the input the model takes (models.input_spec_for)
     model: torch.nn.Module
     tdev: torch.device
     steps: Steps
     epochs: Epochs
-    train: object  # the training batch source (data/batches.py)
+    train: Any  # the training batch source (data/batches.py: its steps_per_epoch, its batches)
     memory_base: int  # CPU runs: the process's resident size before the model and batches
     env: dict
     meter: energy.Meter
@@ -111,7 +113,7 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     cfg.check_runs_here()
     dev = device or devices.resolve_device(cfg.device)
     probe.require(dev)  # "available but not working" now, not a misleading out-of-memory error later
-    reason = precision.precision_unsupported_reason(dev, cfg.precision)
+    reason = precision.precision_unsupported_reason(dev, cfg.precision) if cfg.precision else None
     if reason:
         raise UserError(f"{cfg.precision} precision is not available on {dev.id}: {reason}.")
     info = models.get_model_info(cfg.model)
@@ -139,14 +141,14 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     steps = Steps(cfg, model, dev, tdev, model_spec.num_classes, feed)
     train, val = _batch_sources(cfg, data, model_spec, tdev, feed)
     epochs = Epochs(cfg, model, steps.forward, steps.autocast, val, tdev, model_spec.num_classes, data)
-    noted.update(train_size=len(data.train), dataset=data.summary() if not feed.made else
+    noted.update(train_size=data.train_count, dataset=data.summary() if not feed.made else
                  f"synthetic: batches made by make_batch in {feed.where}")
     if (cfg.early_stop_patience is not None or cfg.keep_best) and val is None:
         raise UserError(f"Early stopping and the best epoch watch the validation split, and {data.name} has "
                         "none; choose a dataset with one (a folder of images gets one) or turn them off.")
     if train.steps_per_epoch < 1:
-        raise UserError(f"{data.name} has {len(data.train)} training samples, fewer than one batch of "
-                        f"{cfg.batch_size}; use a batch size of at most {len(data.train)}.")
+        raise UserError(f"{data.name} has {data.train_count} training samples, fewer than one batch of "
+                        f"{cfg.batch_size}; use a batch size of at most {data.train_count}.")
     env, meter = run_environment(cfg, dev, flush_denormal)
     if ranks is not None:
         env["ranks"] = ranks.describe()
@@ -180,14 +182,14 @@ def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict, feed) -> li
                                    cfg.mode == "train", lambda m: make_optimizer(cfg, m), cfg.mps_fallback)
     noted["preflight"] = {"cast": cast, "no_mps_kernel": ahead["no_mps_kernel"], "traced": ahead["traced"],
                           "reason": ahead["reason"], "note": ahead["note"]}
-    return [n for n in (cast, ahead["note"]) if n]
+    return [str(n) for n in (cast, ahead["note"]) if n]
 
 
 def _batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
     """(training batches, validation batches or None), uint8 samples normalised on the device; a model file's own
     make_batch gives them itself."""
     if feed is not None and feed.made:
-        return MadeBatches(feed.make_batch, cfg.batch_size, tdev, cfg.seed, feed.where,
+        return MadeBatches(feed.make_batch, cfg.batch, tdev, cfg.seed, feed.where,
                            epoch_samples=len(data.train)), None
     convert = InputConverter(data.spec, model_spec, data.mean, data.std, tdev, cfg.channels_last)
     if cfg.resident and not hasattr(data.train, "x"):
@@ -195,11 +197,11 @@ def _batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
         if need > RESIDENT_LIMIT_BYTES:
             raise UserError(f"{data.name} needs {need / 1024**3:.1f} GiB to keep on the device, more than the "
                             f"{RESIDENT_LIMIT_BYTES / 1024**3:.0f} GiB limit; turn off 'resident'.")
-    train = make_batches(data.train, batch_size=cfg.batch_size, device=tdev, convert=convert, resident=cfg.resident,
+    train = make_batches(data.train, batch_size=cfg.batch, device=tdev, convert=convert, resident=cfg.resident,
                          workers=cfg.workers, synthetic=data.name == "synthetic", seed=cfg.seed)
     val = None
     if data.val is not None and len(data.val) > 0:
-        val = make_batches(data.val, batch_size=cfg.batch_size, device=tdev, convert=convert, resident=cfg.resident,
+        val = make_batches(data.val, batch_size=cfg.batch, device=tdev, convert=convert, resident=cfg.resident,
                            workers=cfg.workers, train=False)
     return train, val
 

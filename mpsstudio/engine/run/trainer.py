@@ -88,6 +88,20 @@ class RunLoop:
         if ranks is not None:
             self.stop = lambda: ranks.stopped
 
+    @property
+    def measured(self) -> Windows:
+        """The run's measurement windows (made when its set-up is done)."""
+        if self.windows is None:
+            raise RuntimeError("the run has not been set up")
+        return self.windows
+
+    @property
+    def prepared(self) -> Prepared:
+        """What the run's set-up made."""
+        if self.p is None:
+            raise RuntimeError("the run has not been set up")
+        return self.p
+
     def _check_stop(self) -> None:
         """Setup and warm-up honour Stop too (measured steps check it once a window)."""
         if self.stop():
@@ -120,7 +134,7 @@ class RunLoop:
 
     def execute(self) -> None:
         p = self._start()
-        cfg, dev, steps, win, meter = self.config, p.device, p.steps, self.windows, p.meter
+        cfg, dev, steps, win, meter = self.config, p.device, p.steps, self.measured, p.meter
         step_fn = steps.choose()
         p.model.train(cfg.mode == "train")
         dev.reset_peak()
@@ -176,7 +190,7 @@ class RunLoop:
                     end_mark = marks.mark()
                     now = time.perf_counter()
                     reading = meter.end(close=False)
-                    eta = (now - warm_end) / (step - p.warm) * (p.total - step)
+                    eta: float | None = (now - warm_end) / (step - p.warm) * (p.total - step)
                     pending = (first, staged, None, win_wait, step, now - run_start, eta, reading, (start_mark, end_mark))
                     start_mark, win_losses, win_wait = end_mark, [], 0.0
                     if self.stop():
@@ -264,7 +278,7 @@ class RunLoop:
             end.synchronize()
             seconds = start.elapsed_time(end) / 1000
             if not isinstance(values, list):
-                values = self.windows.unstage(values, first)
+                values = self.measured.unstage(values, first)
         if self.ranks is not None:
             self._agreed()  # the window before first: windows are recorded in order
             begun = self.ranks.agree_soon(seconds, step, self.asked())
@@ -272,7 +286,7 @@ class RunLoop:
                 self.agreeing = (begun, (first, values, wait, step, elapsed, eta, reading))
                 return
             seconds = self.ranks.agreed(begun)
-        self.windows.record(first, values, seconds, wait, step, elapsed, eta, reading)
+        self.measured.record(first, values, seconds, wait, step, elapsed, eta, reading)
 
     def _agreed(self) -> None:
         """The window whose agreement is under way, recorded with every rank's answer."""
@@ -280,11 +294,11 @@ class RunLoop:
             return
         begun, (first, values, wait, step, elapsed, eta, reading) = self.agreeing
         self.agreeing = None
-        self.windows.record(first, values, self.ranks.agreed(begun), wait, step, elapsed, eta, reading)
+        self.measured.record(first, values, self.ranks.agreed(begun), wait, step, elapsed, eta, reading)
 
     def _end_epoch(self, epoch: int, step: int, train_s: float) -> bool:
         """Validation, the epoch's record and event, early stopping and the best checkpoint; True to stop now."""
-        epochs = self.p.epochs
+        epochs = self.prepared.epochs
         self.val = epochs.val = epochs.validate()
         val_loss, val_accuracy = self.val or (None, None)
         self.result.epochs.append({"epoch": epoch, "step": step, "seconds": train_s, "val_loss": val_loss,
@@ -322,8 +336,9 @@ class RunLoop:
             self.saved = {"saved_model_error": "an inference run trains nothing, so there is no model to save"}
             return
         try:
-            meta = savedmodel.describe(self.config, self.data, self.p.model_spec, self.result.id, self.result.summary)
-            savedmodel.save(self.p.model, path, meta)
+            meta = savedmodel.describe(self.config, self.data, self.prepared.model_spec, self.result.id,
+                                       self.result.summary)
+            savedmodel.save(self.prepared.model, path, meta)
         except Exception as exc:  # a full disk, a model whose state cannot be written: said, the run stands
             # an OSError's own words without its file name (the temporary .part beside the target)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else error_line(exc, with_type=False)

@@ -35,8 +35,7 @@ the sizes worth a sweep (`sweep_sizes`), which measures them with the run's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sized
-from typing import cast
+from collections.abc import Callable
 
 import psutil
 import torch
@@ -297,7 +296,7 @@ def data_cap(setup: toolkit.Setup, cap: int) -> tuple[int, str]:
     that many; synthetic data and a model's own make_batch make batches of any size). (cap, what set it)."""
     if str(setup.config.dataset).lower() == "synthetic" or setup.feed.made:
         return cap, "asked"
-    samples = len(cast(Sized, setup.data.train))
+    samples = setup.data.train_count
     if samples < cap:
         return max(1, samples), f"the {samples:,} training samples of {setup.data.name} (a run's batch is at most that)"
     return cap, "asked"

@@ -7,9 +7,7 @@ checks (the functional probe included), same environment record.
 
 from __future__ import annotations
 
-from collections.abc import Sized
 from dataclasses import dataclass, field
-from typing import cast
 
 import torch
 
@@ -87,7 +85,7 @@ def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor
     if setup.feed.made:
         return setup.feed.batch(n, device, setup.config.seed)
     train = setup.data.train
-    count = len(cast(Sized, train))
+    count = setup.data.train_count
     if count < 1:
         raise UserError(f"{setup.data.name} has no training samples.")
     items = [train[i % count] for i in range(n)]

@@ -116,7 +116,7 @@ class ToolSheet(QDialog):
             self.form.addRow("", note)
 
     def _build_inspect(self) -> None:
-        self.batch = self._spin(1, MAX_BATCH, self.config.batch_size,
+        self.batch = self._spin(1, MAX_BATCH, self.config.batch,
                                 "The batch of the training step whose operations are recorded (--batch-size).")
         self.form.addRow("Batch of the recorded step:", self.batch)
 
@@ -168,7 +168,7 @@ class ToolSheet(QDialog):
 
         from ...engine.tools import tune
 
-        sizes = tune.default_batch_sizes(self.config.batch_size, self.train)
+        sizes = tune.default_batch_sizes(self.config.batch, self.train)
         self.sizes = self._line(", ".join(str(b) for b in sizes), "Batch sizes to try, separated by commas "
                                 "(--batch-sizes; by default half, the setup's and double).")
         self.precisions = {p: QCheckBox(p) for p in ("fp32", "bf16", "fp16")}
@@ -181,11 +181,11 @@ class ToolSheet(QDialog):
         row.addStretch(1)
         self.layouts = QComboBox()
         self.compiles = QComboBox()
-        for box, default in ((self.layouts, "both"), (self.compiles, "off")):
+        for combo, default in ((self.layouts, "both"), (self.compiles, "off")):
             for value, words in (("off", "no"), ("on", "yes"), ("both", "both, compared")):
-                box.addItem(words, value)
-            box.setCurrentIndex(box.findData(default))
-            box.currentIndexChanged.connect(self._update)
+                combo.addItem(words, value)
+            combo.setCurrentIndex(combo.findData(default))
+            combo.currentIndexChanged.connect(self._update)
         self.layouts.setToolTip("Try the channels_last memory layout (--channels-last); image input only.")
         self.compiles.setToolTip("Try torch.compile (--compile); its compile time is reported apart. On MPS PyTorch "
                                  "calls it a prototype.")
@@ -242,7 +242,8 @@ class ToolSheet(QDialog):
         """{"config", "batch_sizes", "payload"} for start_tool; UserError for a field the engine refuses."""
         from ...engine.tools import sweep
 
-        config, payload, sizes = self.config, {}, None
+        config, sizes = self.config, None
+        payload: dict = {}
         if self.kind == "sweep":
             sizes = sweep.parse_batch_sizes(self.sizes.text()) or sweep.default_batch_sizes()
             payload = {"steps": self.steps.value(), "warmup": self.warmup.value()}
@@ -267,18 +268,18 @@ class ToolSheet(QDialog):
             if not precisions:
                 raise UserError("Choose at least one precision to try.")
             payload = {"batch_sizes": sweep.parse_batch_sizes(self.sizes.text()) or
-                       tune.default_batch_sizes(self.config.batch_size, self.train),
+                       tune.default_batch_sizes(self.config.batch, self.train),
                        "precisions": precisions, "channels_last": self.layouts.currentData(),
                        "compile": self.compiles.currentData(), "budget_s": tune.parse_budget(self.budget.value()),
                        "steps": self.steps.value()}
         elif self.kind == "export":
-            trained = self.source.currentData() == "trained" and self.trained is not None
+            trained = self.trained if self.source.currentData() == "trained" else None
             fmt = self.format.currentData()
             payload = {"format": fmt, "precision": self.precision.currentData(),
                        "compress": self.compression.currentData() if fmt == "coreml" else None,
-                       "weights": self.trained[1] if trained else None}
-            if trained:
-                config = self.trained[2]
+                       "weights": trained[1] if trained is not None else None}
+            if trained is not None:
+                config = trained[2]
         return {"config": config, "batch_sizes": sizes, "payload": payload}
 
     def accept(self) -> None:

@@ -104,7 +104,7 @@ def arguments_for(config: RunConfig) -> list[str]:
     kind: "cuda" for cuda:1), with {device} replaced."""
     extra = config.options.get("device_args") or {}
     kind = config.device.split(":")[0]
-    mine: list = extra.get(config.device, extra.get(kind, [])) if isinstance(extra, dict) else []
+    mine: list = (extra.get(config.device, extra.get(kind)) or []) if isinstance(extra, dict) else []
     return [str(a).replace("{device}", config.device) for a in [*(config.options.get("script_args") or []), *mine]]
 
 

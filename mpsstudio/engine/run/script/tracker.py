@@ -26,6 +26,7 @@ from ...machine import devices, environment, host
 from ..failures import NonFinite, outcome
 from ..setup import run_environment
 from ..windows import Windows
+from ...machine.energy.meter import Meter
 
 UNBOUNDED = UNBOUNDED_STEPS  # the steps of a script that runs to its own end (no --steps)
 
@@ -67,7 +68,7 @@ class Tracker:
         self.result = RunResult(config=config)
         self.device: devices.Device | None = None
         self.windows: Windows | None = None
-        self.meter = None
+        self.meter: Meter | None = None
         self.count = 0  # steps reported
         self.win_losses: list[torch.Tensor] = []
         self.win_samples = 0
@@ -81,7 +82,28 @@ class Tracker:
         # On a GPU a window's record (memory, its event) waits until the script has queued its next step, so the
         # device computes meanwhile (as the trainer does): without it resnet18 on an H100 lost 3.5 % to mt.step.
         self.overlap = False
-        self.pending: tuple | None = None
+        # a window measured and its record waiting for the next step to be queued: (first, values, seconds, wait,
+        # step, elapsed, eta) and its samples
+        self.pending: tuple[tuple[int, list[float], float, float, int, float, float | None], int] | None = None
+
+    @property
+    def run_device(self) -> devices.Device:
+        """The device of the run (known from the first step on)."""
+        if self.device is None:
+            raise RuntimeError("no step was counted yet")
+        return self.device
+
+    @property
+    def run_windows(self) -> Windows:
+        if self.windows is None:
+            raise RuntimeError("no step was counted yet")
+        return self.windows
+
+    @property
+    def run_meter(self) -> Meter:
+        if self.meter is None:
+            raise RuntimeError("no step was counted yet")
+        return self.meter
 
     @property
     def warm(self) -> int:
@@ -107,15 +129,16 @@ class Tracker:
         self.configure(batch_size=batch_size)
         cfg = self.config
         self.device = devices.resolve_device(cfg.device)
-        env, self.meter = run_environment(cfg, self.device, flush_denormal=None, env=self.machine)  # not touched
+        env, meter = run_environment(cfg, self.device, flush_denormal=None, env=self.machine)  # not touched
+        self.meter = meter
         env["tracked"] = self.how
         self.result.env = env
         self.overlap = self.device.kind in ("cuda", "mps")
         if self.overlap:  # each window's synchronization idles a GPU (~2 ms on an H100): fewer, longer windows
             cfg = self.configure(window_s=max(cfg.window_s, GPU_WINDOW_S))
-            self.meter.span_s = max(self.meter.span_s, GPU_SPAN_S)
+            meter.span_s = max(meter.span_s, GPU_SPAN_S)
         base = self.device.in_use(self.device.memory()) if self.device.kind == "cpu" else 0
-        self.windows = Windows(cfg, self.device, self.meter, self.result.losses, self.result.windows, self.emit,
+        self.windows = Windows(cfg, self.device, meter, self.result.losses, self.result.windows, self.emit,
                                self.warm, self.total, base)
         how = {"mt.step": "steps reported by mpsstudio.track's step()",
                "optimizer hook": "steps counted by the optimizer hook (torch.optim's step post-hook), losses from "
@@ -126,10 +149,10 @@ class Tracker:
                           notes=[f"Your script's own loop: {how}; each step's time holds whatever the script does "
                                  "between two steps (its data loading too)"
                                  + (f"; measured in windows of at least {cfg.window_s:g} s (each synchronizes the "
-                                    f"GPU), its energy read every {self.meter.span_s:g} s." if self.overlap else "."),
+                                    f"GPU), its energy read every {self.run_meter.span_s:g} s." if self.overlap else "."),
                                  *([f"Batch: {batch_size:,} samples a step, from {self.batch_from}."]
                                    if self.batch_from else [])]))
-        self.device.synchronize()
+        self.run_device.synchronize()
         self.run_start = self.clock = self.warm_end = time.perf_counter()
         if self.warm == 0:
             self._measure_from_now()
@@ -141,7 +164,7 @@ class Tracker:
     def _measure_from_now(self) -> None:
         if self.on_measure is not None:
             self.on_measure()
-        self.meter.begin()
+        self.run_meter.begin()
         self.load.start()
         self.clock = self.warm_end = time.perf_counter()
 
@@ -173,12 +196,12 @@ class Tracker:
         if self.count > self.warm:
             self.measured_samples += batch_size
             self.tokens += tokens
-        step, win = self.count, self.windows
+        step, win = self.count, self.run_windows
         self._record_pending()  # the last window's books, now that this step is queued on the device
         try:
             if step <= self.warm:
                 if step == self.warm:
-                    self.device.synchronize()
+                    self.run_device.synchronize()
                     self.warmup_s = time.perf_counter() - self.run_start
                     values = win.fetch(self.win_losses, 1)
                     self.emit(Warmup(steps=self.warm, seconds=self.warmup_s, losses=values))
@@ -189,7 +212,7 @@ class Tracker:
                 if self.stop():
                     self.finish("cancelled")
                     raise ScriptDone()
-                self.meter.begin()
+                self.run_meter.begin()
                 # the next window starts at this one's end where its books wait (GPU), else after them (CPU)
                 self.clock = ended_at if self.pending is not None else time.perf_counter()
         except NonFinite as exc:
@@ -202,30 +225,30 @@ class Tracker:
     def _close_window(self, close: bool) -> float:
         """Measure the open window (synchronized); its record waits for the next step where the device overlaps
         (`pending`), unless it is the last. Returns the clock reading that ended it."""
-        self.device.synchronize()
+        self.run_device.synchronize()
         now = time.perf_counter()
         defer = self.overlap and not close
         # the energy counter (NVML: ~4 ms a read) is read with the books, once the next step is queued; the next
         # span then starts at that reading, so no energy falls between two spans
-        reading = None if defer else self.meter.end(close=close)
+        reading = None if defer else self.run_meter.end(close=close)
         first = self.count - len(self.win_losses) + 1
-        values = self.windows.fetch(self.win_losses, first)
+        values = self.run_windows.fetch(self.win_losses, first)
         spent, done = now - self.warm_end, self.count - self.warm
         eta = spent / done * (self.total - self.count) if self.limit and done > 0 else None
-        books = [first, values, now - self.clock, 0.0, self.count, now - self.run_start, eta, reading]
+        books = (first, values, now - self.clock, 0.0, self.count, now - self.run_start, eta)
         samples, self.win_losses, self.win_samples = self.win_samples, [], 0
         if defer:
-            self.pending = (books, {"samples": samples})
+            self.pending = (books, samples)
         else:
-            self.windows.record(*books, samples=samples)
+            self.run_windows.record(*books, reading, samples=samples)
         return now
 
     def _record_pending(self) -> None:
         if self.pending is not None:
-            (books, kwargs), self.pending = self.pending, None
-            books[-1] = self.meter.end()
-            self.meter.begin(follow=True)
-            self.windows.record(*books, **kwargs)
+            (books, samples), self.pending = self.pending, None
+            reading = self.run_meter.end()
+            self.run_meter.begin(follow=True)
+            self.run_windows.record(*books, reading, samples=samples)
 
     def epoch(self, val_loss: float | None = None, val_accuracy: float | None = None) -> None:
         """The script validated after an epoch: its figures are kept with the run (measured steps go on)."""
@@ -266,12 +289,12 @@ class Tracker:
                     self._close_window(close=True)
                 elif self.win_losses:  # still warming up: its losses are kept, nothing is measured
                     self.result.losses.extend(torch.stack(self.win_losses).float().cpu().tolist())
-                self.device.synchronize()
+                self.run_device.synchronize()
             except Exception as exc:  # a NaN in the last window, a device gone: said, what was measured stands
                 if status == "finished":
                     status, error = outcome(exc, self.config)
             measured_wall = time.perf_counter() - self.warm_end if self.count > self.warm else 0.0
-            self.meter.close()
+            self.run_meter.close()
             self.result.env["host_load"] = self.load.stop()
             self._read_idle(status)
         elif isinstance(self.result.env, dict) and "energy" not in self.result.env:
@@ -304,7 +327,7 @@ class Tracker:
         if status != "finished":
             energy.update(idle_w=None, idle_s=0.0, idle_reason="not read (the run did not finish)")
             return
-        energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.meter.idle()), idle_when="after")
+        energy.update(zip(("idle_w", "idle_s", "idle_reason"), self.run_meter.idle()), idle_when="after")
 
 
 MAX_TOKENS = 10**12  # a step's tokens (MAX_BATCH sequences of a million tokens each)

@@ -120,18 +120,18 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span, 
     # the CPU in fp16/bf16 has no other arithmetic to be judged by (its own error is the error): only NaN and Inf
     judge = _finite_only if dev.kind == "cpu" and cfg.precision in ("fp16", "bf16") else (lambda found: found)
     try:
-        result["parity"] = judge(parity_of(fresh, x, y, p.tdev, cfg.precision, cfg.tf32, dev.synchronize, dev.kind))
+        result["parity"] = judge(parity_of(fresh, x, y, p.tdev, cfg.precision or "fp32", cfg.tf32, dev.synchronize, dev.kind))
         if layers or not result["parity"]["ok"]:
-            result["layers"] = judge(layer_check.first_wrong_layer(fresh, x, p.tdev, cfg.precision, cfg.tf32,
+            result["layers"] = judge(layer_check.first_wrong_layer(fresh, x, p.tdev, cfg.precision or "fp32", cfg.tf32,
                                                                    dev.kind))
         if after_steps and cfg.mode == "train":
             say(f"{cfg.device}: training {after_steps:,} steps, then parity again", lo + (hi - lo) * 0.95)
             trained = _train(p, after_steps, stop)
             result["after"] = {"steps": trained, **judge(layer_check.parity_after_training(
-                p.model, x, y, p.tdev, cfg.precision, cfg.tf32, dev.synchronize, dev.kind))}
+                p.model, x, y, p.tdev, cfg.precision or "fp32", cfg.tf32, dev.synchronize, dev.kind))}
             if not result["after"]["ok"]:
                 base = copy.deepcopy(p.model).to("cpu")
-                result["after_layers"] = judge(layer_check.first_wrong_layer(base, x, p.tdev, cfg.precision, cfg.tf32,
+                result["after_layers"] = judge(layer_check.first_wrong_layer(base, x, p.tdev, cfg.precision or "fp32", cfg.tf32,
                                                                              dev.kind))
     except Stopped:
         raise

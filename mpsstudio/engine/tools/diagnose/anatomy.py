@@ -33,6 +33,7 @@ from ...machine.apple import mps_event_hang_note
 from .syncs import Replay
 from ...machine.kernels import kernel_kind
 from ...run.steps import global_settings
+from ...run.setup import Prepared
 from ..toolkit import Stopped
 from .timing import DeviceClock, OpTimer, empty_op_s, empty_op_us, waits_timed
 
@@ -67,7 +68,7 @@ def _endless(source):
 
 def measure(config, data, *, progress: Callable[[str, float], None], stop: Callable[[], bool],
             span: tuple[float, float] = (0.0, 1.0),
-            checkpoint: Callable[[dict | None, float | None, str], None] | None = None) -> tuple[dict, object]:
+            checkpoint: Callable[[dict | None, float | None, str], None] | None = None) -> tuple[dict, Prepared]:
     """(the step anatomy of `config` on its device, the Prepared run it measured: model and steps for the
     layer check). Stopped when the user stops between passes. `checkpoint(anatomy, deadline_s, why)` is called
     before the per-operation timing with the anatomy of the rounds (what stands if that timing never ends; the
