@@ -277,6 +277,7 @@ def test_a_model_that_holds_the_history_lock_cannot_keep_its_run_out(tmp_path, c
 SLOW = model_source("time.sleep(0.02)")
 
 
+@pytest.mark.long  # a whole front end started and killed (~6 s)
 def test_a_killed_front_end_leaves_its_run_to_the_next_start_as_interrupted(tmp_path, capsys):
     """SIGKILL cannot be caught: the run's journal is what the next start keeps, as interrupted."""
     import signal
@@ -349,6 +350,7 @@ if x.shape[0] >= {at} and self.steps < 10**6:
 ''')
 
 
+@pytest.mark.long  # two tools in spawned processes, each stopped by a signal (~9 s)
 @pytest.mark.spawn  # its model signals os.getppid(): the front end only when spawned
 def test_sweep_and_max_batch_keep_what_they_found_when_sigterm_stops_them(tmp_path, capsys, run_pids):
     model = tmp_path / "by_batch.py"
