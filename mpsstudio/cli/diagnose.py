@@ -15,7 +15,8 @@ from .common import EXIT_OK, EXIT_RUN_FAILED, available_devices
 def cmd_diagnose(args) -> int:
     from ..engine.basics.config import DEVICE_PATTERN
     from ..engine.tools.diagnose import MAX_AFTER_STEPS
-    from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
+    from ..engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells, read
+    from ..engine.tools.records.diagnose import Diagnosed
     from .tools import tool_prelude, print_table, run_one_tool, report
 
     cfg = tool_prelude(args)
@@ -48,18 +49,19 @@ def cmd_diagnose(args) -> int:
         if partial is None:
             raise
         result, stopped = partial, exc
-    for d in result["devices"]:
-        if "error" in d:
+    diagnosis = read(result)
+    for d in diagnosis.devices:
+        if not isinstance(d, Diagnosed):
             continue
-        print(f"{d['device']}: memory after the diagnostic steps: {memory_cells(d)}", file=sys.stderr)
-        for key, when in (("layers", "layer by layer against the float64 CPU reference"),
-                          ("after_layers", "layer by layer after training on the device")):
-            if d.get(key):
-                print(f"\n{d['device']}, {when} (precision {d[key]['precision']}, tolerance "
-                      f"{d[key]['tolerance']:.0e}; relative error = max|device - reference| / max|reference|):")
-                print_table(layers_table(d[key], limit=24))
+        print(f"{d.device}: memory after the diagnostic steps: {memory_cells(d)}", file=sys.stderr)
+        for found, when in ((d.layers, "layer by layer against the float64 CPU reference"),
+                            (d.after_layers, "layer by layer after training on the device")):
+            if found:
+                print(f"\n{d.device}, {when} (precision {found.precision}, tolerance "
+                      f"{found.tolerance:.0e}; relative error = max|device - reference| / max|reference|):")
+                print_table(layers_table(found, limit=24))
         print()
-    code = report("diagnose", result, anatomy_table(result), args, stopped, "what was diagnosed so far",
+    code = report("diagnose", result, anatomy_table(diagnosis), args, stopped, "what was diagnosed so far",
                   notes=result.get("notes", []))
     if code is not None:
         return code

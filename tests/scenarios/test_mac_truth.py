@@ -111,9 +111,9 @@ def test_a_timing_that_never_ends_is_ended_and_the_diagnosis_keeps_the_rest(fake
                           "tool did not end a step within ") and "pytorch#162872" in why
     assert cpu == {"device": "cpu", "error": "not diagnosed: " + why}
     assert "{how}" not in json.dumps(result) and why[0].upper() + why[1:] + "." in result["notes"]
-    from mpsstudio.engine.tools.diagnose.view import anatomy_table
+    from mpsstudio.engine.tools.diagnose.view import anatomy_table, read
 
-    t = anatomy_table(result)  # what the CLI and the window draw
+    t = anatomy_table(read(result))  # what the CLI and the window draw
     headers, rows = t.headers, t.rows
     assert rows[0][headers.index("ops / step")] == "—"
 

@@ -27,6 +27,7 @@ plain JSON it was.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -249,13 +250,30 @@ def plain(value, path: str = "", depth: int = 0):
 R = TypeVar("R", bound="Record")
 
 
-def need(shape: Shape, record: type[Record] | None = None) -> Any:
+Chooser = Callable[[Any], "type[Record]"]  # the record a checked value is read as, where an Either allows several
+
+
+def need(shape: Shape, record: type[Record] | Chooser | None = None) -> Any:
     """A field that must be there, of `shape`; `record`: what the value is read as (each item of a List shape, each
-    value of a Map shape, else the value itself)."""
+    value of a Map shape, else the value itself), or a function of the value that says which record (an Either)."""
     return field(metadata={"shape": shape, "need": True, "record": record})
 
 
-def may(shape: Shape, default: Any = None, record: type[Record] | None = None) -> Any:
+def derived(default: Any = None) -> Any:
+    """A field no file holds: worked out from the others each time a result is read (a diagnosis's bound and its
+    sentence), taken where the dict being built has it. Not part of the declared shape."""
+    if default is list or default is dict:
+        return field(default_factory=default, metadata={"derived": True})
+    return field(default=default, metadata={"derived": True})
+
+
+def _made(record: Any, value: Any) -> Any:
+    """`value` built as `record` (a Record class, or a chooser of one)."""
+    chosen = record if isinstance(record, type) and issubclass(record, Record) else record(value)
+    return chosen.built(value)
+
+
+def may(shape: Shape, default: Any = None, record: type[Record] | Chooser | None = None) -> Any:
     """A field that may be missing, then `default` (`list` or `dict`: a new empty one), of `shape`."""
     meta = {"shape": shape, "need": False, "record": record}
     if default is list or default is dict:
@@ -279,6 +297,8 @@ class Record:
             need_: dict[str, Shape] = {}
             may_: dict[str, Shape] = {}
             for f in fields(cls):  # type: ignore[arg-type]  # every subclass is a dataclass
+                if f.metadata.get("derived"):
+                    continue
                 (need_ if f.metadata["need"] else may_)[f.name] = f.metadata["shape"]
             base = Record._shapes[cls] = Obj(need=need_, may=may_)
         return Obj(need=base.need, may=base.may, null=True) if null else base
@@ -302,13 +322,16 @@ class Record:
                 if f.default is MISSING and f.default_factory is MISSING:  # pragma: no cover - the shape refused it
                     raise ValueError(f"{f.name} is missing")
                 continue
+            if f.metadata.get("derived"):
+                values[f.name] = checked[f.name]
+                continue
             value, record, shape = checked[f.name], f.metadata["record"], f.metadata["shape"]
             if record is not None and value is not None:
                 if isinstance(shape, List):
-                    value = [record.built(v) for v in value]
+                    value = [_made(record, v) for v in value]
                 elif isinstance(shape, Map):
-                    value = {k: record.built(v) for k, v in value.items()}
+                    value = {k: _made(record, v) for k, v in value.items()}
                 else:
-                    value = record.built(value)
+                    value = _made(record, value)
             values[f.name] = value
         return cls(**values)

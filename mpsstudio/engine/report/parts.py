@@ -135,18 +135,21 @@ def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
                       "samples/s (measured)", [r.samples_per_s_low for r in rows], [r.samples_per_s_high for r in rows],
                       notes=[r.status if r.status != "measured" else "" for r in rows])
     elif kind == "diagnose":
-        from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table
+        from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table, read as read_diagnosis
+        from ..tools.records.diagnose import Diagnosed
 
-        tables.append(anatomy_table(result).with_legend("Milliseconds per step: medians, each phase timed with the "
-                                                        "device synchronized (measured)."))
-        for d in result.get("devices") or []:
-            if isinstance(d.get("layers"), dict) and d["layers"].get("layers"):
-                tables.append(layers_table(d["layers"]))
-        first = next((d for d in result.get("devices") or [] if "error" not in d), None)
-        if first is not None:
-            phases = [p for p in PHASE_WORDS if is_finite(first.get(f"{p}_ms"))]
-            chart = Chart([PHASE_WORDS[p] for p in phases], [first[f"{p}_ms"] for p in phases],
-                          f"ms per step on {first.get('device', '?')} (median, measured)")
+        diagnosis = read_diagnosis(result)
+        tables.append(anatomy_table(diagnosis).with_legend("Milliseconds per step: medians, each phase timed with the "
+                                                           "device synchronized (measured)."))
+        ran = [d for d in diagnosis.devices if isinstance(d, Diagnosed)]
+        for d in ran:
+            for found in (d.layers, d.after_layers):
+                if found is not None and found.rows:
+                    tables.append(layers_table(found))
+        if ran:
+            first = ran[0]
+            chart = Chart([PHASE_WORDS[p] for p in PHASE_WORDS], [first.phase_ms(p) for p in PHASE_WORDS],
+                          f"ms per step on {first.device} (median, measured)")
     elif kind == "inspect":
         inspected = InspectResult.of(result)
         par = inspected.parity

@@ -164,9 +164,9 @@ def title(kind: str, result: dict) -> str:
         exported = ExportResult.of(result)
         return f"{TITLES[kind]}: {'?' if exported.model is None else exported.model} as {exported.format}"
     if kind == "diagnose":
-        from .diagnose.view import title as diagnose_title
+        from .diagnose.view import read as read_diagnosis, title as diagnose_title
 
-        return diagnose_title(result)
+        return diagnose_title(read_diagnosis(result))
     cfg = result.get("config") or {}
     what = f"{cfg.get('model', '?')} on {cfg.get('dataset', '?')}"
     if kind == "sweep":

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFrame
 
 from ...engine.tools.records import SweepPoint, SweepResult
 from ...engine.tools.records.deploy import DeployResult
+from ...engine.tools.records.diagnose import Diagnosed, Diagnosis
 from ..style import device_color, warning_color
 
 
@@ -193,13 +194,13 @@ class DiagnosePlot(BarPlot):
     def __init__(self, parent=None):
         super().__init__("% of the step", 200, (10, 6), columns=3, parent=parent)
 
-    def show_diagnosis(self, result: dict) -> None:
+    def show_diagnosis(self, result: Diagnosis) -> None:
         from ...engine.analysis.bottleneck import PHASES
         from ...engine.tools.diagnose.view import PHASE_WORDS
 
         self.clear()
         self.legend.clear()
-        ran = [d for d in result.get("devices") or [] if "error" not in d and d.get("step_ms")]
+        ran = [d for d in result.devices if isinstance(d, Diagnosed) and d.step_ms]
         if not ran:
             self.setTitle("No device was diagnosed")
             return
@@ -207,7 +208,7 @@ class DiagnosePlot(BarPlot):
         bottoms = np.zeros(len(ran))
         text = self.palette().color(QPalette.ColorRole.Text)
         for phase in PHASES:
-            heights = np.array([100 * (d.get(f"{phase}_ms") or 0.0) / d["step_ms"] for d in ran])
+            heights = np.array([100 * d.phase_ms(phase) / d.step_ms for d in ran])
             bars = pg.BarGraphItem(x=xs - 0.12, y0=bottoms, height=heights, width=0.42,
                                    brush=QColor(PHASE_COLOURS[phase]), pen=pg.mkPen(None))
             self.addItem(bars)
@@ -215,7 +216,7 @@ class DiagnosePlot(BarPlot):
             bottoms = bottoms + heights
         below = np.zeros(len(ran))
         for cause in ("data", "fallback", "sync", "launch", "compute"):
-            shares = [d.get("shares") or {} for d in ran]
+            shares = [d.shares for d in ran]
             heights = np.array([100 * max(0.0, 1 - sum(s.values())) if cause == "compute" else 100 * s.get(cause, 0.0)
                                 for s in shares])
             bars = pg.BarGraphItem(x=xs + 0.22, y0=below, height=heights, width=0.14,
@@ -227,11 +228,11 @@ class DiagnosePlot(BarPlot):
         step_line = pg.InfiniteLine(pos=100, angle=0, pen=pg.mkPen(text, width=1, style=Qt.PenStyle.DashLine))
         self.addItem(step_line)
         for i, d in enumerate(ran):
-            label = pg.TextItem(f"{d['step_ms']:,.2f} ms/step (measured)\n{d.get('bound', '?')}-bound", color=text,
+            label = pg.TextItem(f"{d.step_ms:,.2f} ms/step (measured)\n{d.bound}-bound", color=text,
                                 anchor=(0.5, 1.0))
             label.setPos(i, max(100.0, float(bottoms[i])) + 2)
             self.addItem(label)
-        self.getAxis("bottom").setTicks([[(i, d["device"]) for i, d in enumerate(ran)]])
+        self.getAxis("bottom").setTicks([[(i, d.device) for i, d in enumerate(ran)]])
         pad = max(0.0, (3 - len(ran)) / 2)  # one or two devices keep bars of a sensible width
         self.setXRange(-0.6 - pad, len(ran) - 0.4 + pad, padding=0)
         self.setYRange(0, max(260.0, float(bottoms.max()) * 2.4), padding=0)  # labels, then the legend above them

@@ -46,23 +46,24 @@ def chart_over(plot: QWidget) -> tuple[QSplitter, QVBoxLayout]:
 def diagnose_view(result: dict) -> QWidget:
     """The stacked bars of each device's step, the table of phases, each device's memory and, where layers were
     compared, the layer table around the first one beyond tolerance."""
-    from ...engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells
+    from ...engine.tools.diagnose.view import anatomy_table, layers_table, memory_cells, read
+    from ...engine.tools.records.diagnose import Diagnosed
 
+    diagnosis = read(result)
     plot = DiagnosePlot()
-    plot.show_diagnosis(result)
+    plot.show_diagnosis(diagnosis)
     box, ll = chart_over(plot)
-    ll.addWidget(table_widget(anatomy_table(result)), 1)
-    for d in result.get("devices") or []:
-        if "error" in d:
+    ll.addWidget(table_widget(anatomy_table(diagnosis)), 1)
+    for d in diagnosis.devices:
+        if not isinstance(d, Diagnosed):
             continue
-        memory = QLabel(f"{d['device']}: memory after the diagnostic steps: {memory_cells(d)}")
+        memory = QLabel(f"{d.device}: memory after the diagnostic steps: {memory_cells(d)}")
         memory.setWordWrap(True)
         ll.addWidget(memory)
-        for key, when in (("layers", "layer by layer"), ("after_layers", "layer by layer after training")):
-            found = d.get(key)
+        for found, when in ((d.layers, "layer by layer"), (d.after_layers, "layer by layer after training")):
             if found:
-                label = QLabel(f"{d['device']}, {when} against the float64 CPU reference ({found['precision']}, "
-                               f"tolerance {found['tolerance']:.0e}; ▶ marks the first beyond it):")
+                label = QLabel(f"{d.device}, {when} against the float64 CPU reference ({found.precision}, "
+                               f"tolerance {found.tolerance:.0e}; ▶ marks the first beyond it):")
                 label.setWordWrap(True)
                 ll.addWidget(label)
                 ll.addWidget(table_widget(layers_table(found)), 1)

@@ -177,3 +177,21 @@ def test_hostile_fields_in_a_report(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty.json").write_text(json.dumps({"format": "mpsstudio.runs", "version": 1, "runs": []}))
     assert cli.main(["report", str(tmp_path / "empty.json")]) == 2
     assert "holds no runs" in capsys.readouterr().err
+
+
+def test_a_diagnosis_with_layers_reports_its_layer_table():
+    """The report read the layer rows under a key the result never had ("layers" inside "layers"), so a diagnosis
+    with --layers was reported without its table; the typed record (records/diagnose.Layers) reads `rows`."""
+    import json
+    from pathlib import Path
+
+    from mpsstudio.engine.report.parts import tool_part
+    from mpsstudio.engine.tools import registry
+
+    raw = json.loads((Path(__file__).parents[2] / "data" / "tool_results" / "diagnose.json").read_text())
+    body = {k: v for k, v in raw.items() if k not in ("kind", "id", "created_at")}
+    part = tool_part("diagnose", registry.checked("diagnose", body))
+    assert [t.headers[0] for t in part.tables] == ["device", "module"]
+    rows = part.tables[1].rows
+    assert len(rows) == len(body["devices"][0]["layers"]["rows"][:60]) and rows[0][0]
+    assert part.chart is not None and part.chart.unit.startswith("ms per step on cpu")

@@ -81,14 +81,17 @@ def render(kind: str, r: dict) -> list:
 
         out += [toolview.tune_table(r), toolview.tune_rows(r), report.recommend(r["candidates"])]
     elif kind == "diagnose":
-        out += [diagnose_view.anatomy_table(r), diagnose_view.title(r), diagnose_view.rederived(r)]
-        for d in r["devices"]:
+        from mpsstudio.engine.tools.records.diagnose import Diagnosed
+
+        diagnosis = diagnose_view.read(r)
+        out += [diagnose_view.anatomy_table(diagnosis), diagnose_view.title(diagnosis), diagnose_view.rederived(r)]
+        for d in diagnosis.devices:
             out.append(diagnose_view.device_sentence(d))
-            if "error" not in d:
+            if isinstance(d, Diagnosed):
                 out.append(diagnose_view.memory_cells(d))
-                for key in ("layers", "after_layers"):
-                    if d.get(key):
-                        out.append(diagnose_view.layers_table(d[key]))
+                for found in (d.layers, d.after_layers):
+                    if found:
+                        out.append(diagnose_view.layers_table(found))
     return out
 
 

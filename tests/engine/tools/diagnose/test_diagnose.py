@@ -17,7 +17,8 @@ from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.tools import registry
 from mpsstudio.engine.tools.diagnose import anatomy
-from mpsstudio.engine.tools.diagnose.view import anatomy_table, layers_table, rederived
+from mpsstudio.engine.tools.diagnose.view import anatomy_table, layers_table, read
+from mpsstudio.engine.tools.records.diagnose import Layers
 
 
 @pytest.fixture(autouse=True)
@@ -237,7 +238,7 @@ def test_the_first_wrong_layer_is_named_on_a_device_whose_kernel_computes_wrong(
     before = [r for r in d["layers"]["rows"] if r["module"] in ("1", "2")]
     assert before and all(r["ok"] for r in before)
     assert "The first module beyond tolerance is `3` (Mix): relative error" in stdout
-    t = layers_table(d["layers"])
+    t = layers_table(Layers.read(d["layers"]))
     headers, rows = t.headers, t.rows
     assert any(row[0] == "▶ 3" and row[4] == "NO" for row in rows)
 
@@ -380,7 +381,7 @@ def test_an_exported_diagnosis_imports_elsewhere_and_the_window_draws_it(tmp_pat
     panel.resize(1100, 700)
     view = panel.detail.currentWidget()
     assert view.objectName() == "diagnose"
-    t = anatomy_table(rederived(kept.result))
+    t = anatomy_table(read(kept.result))
     headers, rows = t.headers, t.rows
     assert rows[0][0] == "cuda:0" and rows[0][1] == kept.result["devices"][0]["bound"]
     out = panel.export_png(str(tmp_path / "diagnosis.png"))
