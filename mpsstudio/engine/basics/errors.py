@@ -1,5 +1,9 @@
 """Errors whose message is meant for the user, as one clear sentence."""
 
+from __future__ import annotations
+
+from typing import TypeVar
+
 
 class UserError(Exception):
     """Bad input: the message says what is wrong and what to do, in one sentence.
@@ -28,3 +32,14 @@ class Terminated(KeyboardInterrupt):
 class HistoryBusy(UserError):
     """Another program held the run history for longer than the bounded wait (history/schema.LOCK_WAIT_S): not the
     input's fault, so a command says it and exits 75 (EX_TEMPFAIL: try again), not 2."""
+
+
+T = TypeVar("T")
+
+
+def present(value: T | None, missing: str) -> T:
+    """`value`, which exists only after some step (a run's set-up, a script's first step): RuntimeError saying
+    `missing` where asked before it (a bug in the caller, never a user's input)."""
+    if value is None:
+        raise RuntimeError(missing)
+    return value

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, Listener
 
 from ..basics.config import RunConfig
-from ..basics.errors import UserError
+from ..basics.errors import UserError, present
 from ..basics.events import Ended, Event
 from ..basics.formatting import one_line, printable
 from ..basics.results import RunResult
@@ -295,9 +295,7 @@ class _Launch:
     @property
     def launcher(self) -> subprocess.Popen:
         """torchrun's process (started by `start`)."""
-        if self.proc is None:
-            raise RuntimeError("torchrun was not started")
-        return self.proc
+        return present(self.proc, "torchrun was not started")
 
     def _launcher_ended(self) -> str:
         return endings.launcher_ended(self.launcher.poll(), self.world)

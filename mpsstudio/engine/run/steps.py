@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..basics.config import RunConfig
-from ..basics.errors import UserError
+from ..basics.errors import UserError, present
 from ..machine import devices, precision
 from ..models import registry as models
 
@@ -164,9 +164,7 @@ class Steps:
     @property
     def trained(self) -> torch.optim.Optimizer:
         """The optimizer of a training run (an inference run has none)."""
-        if self.optimizer is None:
-            raise RuntimeError("an inference run has no optimizer")
-        return self.optimizer
+        return present(self.optimizer, "an inference run has no optimizer")
 
     def _logits_loss(self, x, y) -> torch.Tensor:
         return F.cross_entropy(self.forward(x), y)

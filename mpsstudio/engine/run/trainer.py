@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ..analysis.summary import RunFacts, memory_measure, summarise
 from ..basics.config import RunConfig, precision_note
+from ..basics.errors import present
 from ..basics.events import Ended, EpochEnd, Event, Started, Warmup
 from ..basics.formatting import error_line
 from ..basics.results import RunResult
@@ -91,16 +92,12 @@ class RunLoop:
     @property
     def measured(self) -> Windows:
         """The run's measurement windows (made when its set-up is done)."""
-        if self.windows is None:
-            raise RuntimeError("the run has not been set up")
-        return self.windows
+        return present(self.windows, "the run has not been set up")
 
     @property
     def prepared(self) -> Prepared:
         """What the run's set-up made."""
-        if self.p is None:
-            raise RuntimeError("the run has not been set up")
-        return self.p
+        return present(self.p, "the run has not been set up")
 
     def _check_stop(self) -> None:
         """Setup and warm-up honour Stop too (measured steps check it once a window)."""

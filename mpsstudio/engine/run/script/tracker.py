@@ -19,6 +19,7 @@ import torch
 
 from ...analysis.summary import RunFacts, memory_measure, summarise
 from ...basics.config import MAX_BATCH, RunConfig
+from ...basics.errors import present
 from ...basics.events import UNBOUNDED_STEPS, Ended, EpochEnd, Started, Warmup
 from ...basics.formatting import printable
 from ...basics.results import RunResult
@@ -88,22 +89,16 @@ class Tracker:
 
     @property
     def run_device(self) -> devices.Device:
-        """The device of the run (known from the first step on)."""
-        if self.device is None:
-            raise RuntimeError("no step was counted yet")
-        return self.device
+        """The device of the run (known from the first step on), its windows and its energy meter."""
+        return present(self.device, "no step was counted yet")
 
     @property
     def run_windows(self) -> Windows:
-        if self.windows is None:
-            raise RuntimeError("no step was counted yet")
-        return self.windows
+        return present(self.windows, "no step was counted yet")
 
     @property
     def run_meter(self) -> Meter:
-        if self.meter is None:
-            raise RuntimeError("no step was counted yet")
-        return self.meter
+        return present(self.meter, "no step was counted yet")
 
     @property
     def warm(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...basics.config import MAX_BATCH
-from ...basics.shape import Record, may
+from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Num, Obj, Text
 
 NAME = Text(max=200)
@@ -26,6 +26,14 @@ CONFIG = Obj(may={"model": Text(max=4_096), "dataset": Text(max=4_096), "device"
                   "precision": Text(max=16), "tf32": Flag(null=True), "batch_size": BATCH, "mode": Text(max=16)})
 COMMON = {"sentence": LONG, "env": ENV, "config": CONFIG, "imported_from": Text(max=4_096, null=True),
           "stopped": Flag(null=True), "notes": NOTES, "tool": Text(max=32), "kind": Text(max=32)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpCount(Record):
+    """An operator and how many times it was called (or placed)."""
+
+    op: str = need(Text(max=300))
+    count: int = need(COUNT)
 
 
 @dataclass(frozen=True, kw_only=True)

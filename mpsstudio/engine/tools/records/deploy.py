@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...basics.shape import Record, may, need
 from ...basics.shape import Flag, Int, List, Map, Share, Text
-from .common import BATCH, COUNT, ERR, LONG, MS_OR_NULL, NAME, ToolResult
+from .common import BATCH, COUNT, ERR, LONG, MS_OR_NULL, NAME, OpCount, ToolResult
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,12 +41,6 @@ class DeployRow(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class OpsOff(Record):
-    op: str = need(Text(max=300))
-    count: int = need(COUNT)
-
-
-@dataclass(frozen=True, kw_only=True)
 class Placement(Record):
     """Where Core ML put a model's operations (CPU, GPU, Neural Engine), or why that is not known."""
 
@@ -56,7 +50,7 @@ class Placement(Record):
     operations: int | None = may(COUNT)
     share_of_operations: dict[str, float | None] = may(Map(Share(null=True), max=8), dict)
     share_of_cost: dict[str, float | None] = may(Map(Share(null=True), max=8), dict)
-    not_on_neural_engine: list[OpsOff] = may(List(OpsOff.declared_shape(), max=5_000), list, OpsOff)
+    not_on_neural_engine: list[OpCount] = may(List(OpCount.declared_shape(), max=5_000), list, OpCount)
     undetermined: int | None = may(COUNT)
 
 

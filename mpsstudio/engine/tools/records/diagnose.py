@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...basics.shape import Record, derived, may, need
 from ...basics.shape import Either, Flag, Int, List, Map, Num, Plain, Share, Text
-from .common import BATCH, COUNT, DEVICE, ERR, LONG, MS_OR_NULL, ToolResult
+from .common import BATCH, COUNT, DEVICE, ERR, LONG, MS_OR_NULL, OpCount, ToolResult
 from .inspection import FALLBACK_OPS, FallbackOp, Parity
 
 STEP_MS = Num(lo=0.0, hi=1e9)  # a step of up to 11 days, in milliseconds
@@ -67,12 +67,6 @@ class Preflight(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SyncOp(Record):
-    op: str = need(Text(max=300))
-    count: int = need(COUNT)
-
-
-@dataclass(frozen=True, kw_only=True)
 class SyncCall(Record):
     call: str = need(Text(max=400))
     count: int = need(COUNT)
@@ -109,7 +103,7 @@ class Diagnosed(Record):
     device_ms: float | None = may(Num(hi=1e9, null=True))
     empty_op_us: float | None = may(Num(hi=1e12, null=True))
     fallback_share: float | None = may(Share(null=True))
-    sync_ops: list[SyncOp] = may(List(SyncOp.declared_shape(), max=5_000), list, SyncOp)
+    sync_ops: list[OpCount] = may(List(OpCount.declared_shape(), max=5_000), list, OpCount)
     nosync_step_ms: float | None = may(Num(hi=1e9, null=True))
     sync_cost_ms: float | None = may(Num(hi=1e9, null=True))
     sync_calls: list[SyncCall] = may(List(SyncCall.declared_shape(), max=64), list, SyncCall)
