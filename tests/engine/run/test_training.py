@@ -227,3 +227,17 @@ def test_several_devices_save_one_file_each():
     cfgs = [RunConfig(device="cpu"), RunConfig(device="mps"), RunConfig(device="cpu")]
     assert model_paths("/x/m.pt", cfgs) == ["/x/m-cpu.pt", "/x/m-mps.pt", "/x/m-cpu-2.pt"]
     assert model_paths("/x/m.pt", cfgs[:1]) == ["/x/m.pt"]
+
+
+def test_a_script_whose_memory_ran_out_before_its_batch_was_seen_gets_a_sentence():
+    """A script's failure worded as the CPU allocator words it ("can't allocate memory") with no batch seen: the
+    sentence asked the batch for half of None (TypeError) before RunConfig.batch made the checker see it."""
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.run.failures import explain_failure
+
+    cfg = RunConfig(model="own.py", dataset="script", steps=None, epochs=None, batch_size=None)
+    said = explain_failure(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"), cfg)
+    assert said.startswith("The run ran out of memory on cpu") and "the script's own setting" in said
+    cfg = RunConfig(model="mlp", dataset="synthetic", batch_size=64)
+    said = explain_failure(RuntimeError("DefaultCPUAllocator: can't allocate memory"), cfg)
+    assert "try a batch size of 32 or less" in said
