@@ -76,11 +76,12 @@ class Candidate:
         return f"{' + '.join(parts)}, batch {self.batch_size}"
 
     def config(self, base: RunConfig, steps: int, warmup: int) -> RunConfig:
-        made = replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
+        tf32 = base.tf32 if self.tf32 is None else self.tf32 == "all"
+        tf32_conv = base.tf32_conv if self.tf32 is None else self.tf32 == "conv"
+        return replace(base, device=self.device, precision=self.precision, channels_last=self.channels_last,
                        compile=self.compile, batch_size=self.batch_size, threads=self.threads, steps=steps,
                        epochs=None, warmup_steps=warmup, early_stop_patience=None, keep_best=False,
-                       options=dict(base.options))
-        return made if self.tf32 is None else replace(made, tf32=self.tf32 == "all", tf32_conv=self.tf32 == "conv")
+                       options=dict(base.options), tf32=tf32, tf32_conv=tf32_conv)
 
     @classmethod
     def of(cls, config: RunConfig, device: str | None = None) -> "Candidate":
