@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -m venv "$tmp/venv"
 "$tmp/venv/bin/python" -m pip install --quiet --upgrade pip
 "$tmp/venv/bin/python" -m pip install --quiet '.[test]' -r packaging/requirements.txt
-apple_only=$(grep -i '^zeus-apple-silicon==' constraints.txt || echo "zeus-apple-silicon==1.1.0")  # macOS arm64 only
+apple_only=$(grep -i -E '^(zeus-apple-silicon|mlx-metal)==' constraints.txt || echo "zeus-apple-silicon==1.1.0")  # macOS arm64 only
 {
     echo "# Exact versions for make, CI and the macOS workflow (pip install -c constraints.txt ...)."
     echo "# Made by packaging/make_constraints.sh with $("$tmp/venv/bin/python" --version) on $(uname -sm); ranges live in pyproject.toml."

@@ -36,6 +36,10 @@ def cmd_bench(args) -> int:
             raise UserError("--save-model saves one device's model; a run on several GPUs keeps none (drop one).")
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
+    frameworks = args.framework.split(",") if args.framework is not None else None
+    if save_model is not None and frameworks and any(f.strip().lower() == "mlx" for f in frameworks):
+        raise UserError("--save-model saves PyTorch's trained weights; an MLX run keeps none (drop mlx from "
+                        "--framework, or --save-model).")
     cfg = use_python(cfg, args.python)
     check = regression_check(args)
     rounds = args.repeat
@@ -46,8 +50,7 @@ def cmd_bench(args) -> int:
     return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
                  keep_host=args.keep_host,
                  rounds=1 if rounds is None else rounds, inspect=not args.no_inspect, save_model=save_model,
-                 check=check,
-                 gpus=gpus)
+                 check=check, gpus=gpus, frameworks=frameworks)
 
 
 def use_python(cfg, path: str | None):
@@ -135,7 +138,7 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
 def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
           timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
           check: tuple[list, float] | None = None, gpus: list[int] | None = None, show_output: bool = False,
-          keep_host: bool = False) -> int:
+          keep_host: bool = False, frameworks: list[str] | None = None) -> int:
     """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
     (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
@@ -144,7 +147,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     from ..engine.analysis import repeat
     from ..engine.run.script.words import script_lines
 
-    plan = session.plan(cfg, device_names, gpus)  # bad input: UserError before anything runs
+    plan = session.plan(cfg, device_names, gpus, frameworks)  # bad input: UserError before anything runs
     if check is not None:
         from ..engine.analysis.regression import mismatch
 
@@ -187,24 +190,24 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     kept = keep(progress, results, json_path, inspections, keep_host=keep_host)
     failed = [r for r in results if r.status == "failed"]
     for r in failed:
-        print(f"mpsstudio: the run on {r.config.device} failed: {printable(r.error)}", file=sys.stderr)
+        print(f"mpsstudio: the run on {r.config.where} failed: {printable(r.error)}", file=sys.stderr)
     for r in results:
         for line in script_lines(r):  # what the run found about the script: its batch, tokens, settings
-            print(f"{r.config.device}: {printable(line)}")
+            print(f"{r.config.where}: {printable(line)}")
         for key in ("leftover_processes", "output_note"):
             if r.summary.get(key):
-                print(f"mpsstudio: {r.config.device}: {printable(r.summary[key])}", file=sys.stderr)
+                print(f"mpsstudio: {r.config.where}: {printable(r.summary[key])}", file=sys.stderr)
         if r.summary.get("memory_flag"):  # a finding, on stdout beside the verdicts
-            print(f"{r.config.device}: memory: {printable(r.summary['memory_flag'])}")
+            print(f"{r.config.where}: memory: {printable(r.summary['memory_flag'])}")
         if r.summary.get("stopped_early_reason"):
-            print(f"{r.config.device}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
+            print(f"{r.config.where}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
                   f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)
         if r.summary.get("saved_model"):
-            print(f"{r.config.device}: saved the trained model to {printable(r.summary['saved_model'])} "
+            print(f"{r.config.where}: saved the trained model to {printable(r.summary['saved_model'])} "
                   f"(and its description to {printable(savedmodel.meta_path(r.summary['saved_model']).name)})",
                   file=sys.stderr)
         elif r.summary.get("saved_model_error"):
-            print(f"mpsstudio: {r.config.device}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
+            print(f"mpsstudio: {r.config.where}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
     print_verdicts(results, inspections)  # last: the answer in words
     print_scaling(results)
     regressed = print_regressions(check, results) if check is not None else False

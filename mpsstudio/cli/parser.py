@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"dataset name (see `mpsstudio datasets`) or an image folder (default: {DEFAULTS.dataset})")
     b.add_argument("--devices", default=None,
                    help="comma-separated devices, e.g. cpu,mps,cuda (default: every available device, cpu first)")
+    b.add_argument("--framework", default=None, metavar="torch|mlx|torch,mlx",
+                   help="the framework that trains: torch (the default), mlx (the same model in MLX, its weights "
+                        "PyTorch's, parity checked first) or both, each on every device (--framework torch,mlx "
+                        "--devices mps: PyTorch's MPS against MLX's GPU); MLX takes mlp, mnist_cnn, resnet18 and "
+                        "transformer, or a model file with build_mlx_model")
     b.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="run the devices N times, interleaved (A B B A ...), and report the median of the paired "
                         "speedups with their range (default: 1; 3 with --baseline, whose interval is between "

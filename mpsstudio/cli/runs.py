@@ -15,13 +15,14 @@ from ..engine.basics.formatting import fmt_duration, printable
 
 def print_verdicts(results, inspections=None) -> None:
     from ..engine.analysis.compare import compare
+    from ..engine.analysis.contrast import by_framework, verdict
     from ..engine.analysis.verdict import headline, verdicts
 
     comparisons = compare(results)
     compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
     for r in results:
         if r.summary.get("stability") == "noisy" and r.id not in compared:
-            print(f"\nnoisy: the {r.config.device} run's number is not to be trusted: "
+            print(f"\nnoisy: the {r.config.where} run's number is not to be trusted: "
                   f"{printable(r.summary.get('stability_reason') or '')}.")
     for c in comparisons:
         line = headline(c)  # the answer at a glance, then in full
@@ -29,6 +30,8 @@ def print_verdicts(results, inspections=None) -> None:
             print(f"\n{printable(line)}")
         for sentence in verdicts(c, inspections):
             print(f"\n{printable(sentence)}")
+    for by, v in by_framework(results):  # PyTorch or MLX: the same setup in both, parity passed
+        print(f"\n{printable(verdict(by, v))}")
 
 
 def keep(progress: "Progress", results, json_path, inspections=None, keep_host: bool = True) -> bool:
@@ -50,7 +53,7 @@ def save_run(result) -> bool:
         if note:
             print(f"mpsstudio: {printable(note)}", file=sys.stderr)
     except UserError as exc:
-        print(f"mpsstudio: the run on {result.config.device} was not kept in the history: {printable(exc)}",
+        print(f"mpsstudio: the run on {result.config.where} was not kept in the history: {printable(exc)}",
               file=sys.stderr)
         return False
     return True
@@ -119,11 +122,12 @@ class Progress:
 
     def __call__(self, event) -> None:
         from ..engine.basics.events import Ended, Notice, Started, Warmup, Window
+        from ..engine.basics.frameworks import run_label
 
         if isinstance(event, Notice):
             self._line(f"{printable(event.device) or self.device}: {printable(event.text)}", force=True, keep=True)
         elif isinstance(event, Started):
-            self.device = event.config["device"]
+            self.device = run_label(str(event.config.get("framework", "torch")), str(event.config["device"]))
             if event.run_index == 1:
                 print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
             where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""
@@ -153,7 +157,7 @@ class Progress:
             if self.tty:
                 print("\r\033[K", end="", file=sys.stderr)
             self.shown = self.tail = ""
-            print(f"{r.config.device}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
+            print(f"{r.config.where}: {r.status}", file=sys.stderr, flush=True)  # a failure's sentence comes last
 
     def _line(self, text: str, force: bool = False, keep: bool = False) -> None:
         """The live line (a terminal) or a line every few seconds; `keep`: a sentence that stays on the screen."""

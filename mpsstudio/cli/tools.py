@@ -214,7 +214,7 @@ def inspect_after(results, *, save: bool, timeout_s: float | None = None) -> lis
     found, seen = [], set()
     for r in results:
         key = (r.config.device, r.config.comparison_key())
-        if r.status != "finished" or r.config.device != "mps" or key in seen:
+        if r.status != "finished" or r.config.device != "mps" or r.config.framework != "torch" or key in seen:
             continue
         seen.add(key)
         print(f"inspecting {r.config.model} on {r.config.device} (CPU fallbacks, parity; --no-inspect skips it)...",

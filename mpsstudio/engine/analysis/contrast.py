@@ -31,6 +31,7 @@ from ..basics.results import RunResult
 from ..basics.table import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
 from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
+from .frameworks import sentence as framework_sentence, times_text
 from .scaling import device_label
 
 
@@ -137,14 +138,15 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
     keys = {r.id: r.config.comparison_key() for r in usable}  # once per run, not once per axis
     prints = {r.id: _env_print(r, "threads") for r in usable}
     full = {r.id: _env_print(r) for r in usable}
+    beside = {r.id: _env_print(r, "mlx") for r in usable}  # the framework axis: MLX's version is one side's only
     out = []
     for axis in SETTING_AXES:
         groups: dict[tuple, list[RunResult]] = {}
         for r in usable:
             key = tuple(kv for kv in keys[r.id] if kv[0] != axis)
             # CPU threads as set show in the environment's thread count too: that one is the setting's to name
-            groups.setdefault((key, r.config.device, prints[r.id] if axis == "threads" else full[r.id]),
-                              []).append(r)
+            env = prints[r.id] if axis == "threads" else beside[r.id] if axis == "framework" else full[r.id]
+            groups.setdefault((key, r.config.device, env), []).append(r)
         for members in groups.values():
             runs = _newest_per(members, functools.partial(_setting, axis=axis))
             if len(runs) >= 2 and (containing is None or any(r.id == containing for r in runs)):
@@ -154,6 +156,26 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
 
 def device_kind(device: str) -> str:
     return device.split(":")[0]
+
+
+def flipped(base: RunResult, v: Versus) -> Versus:
+    """`base` against `v.run`: the same two runs the other way round (the ratio and interval inverted)."""
+    def inv(x):
+        return 1 / x if x else None
+    return Versus(base, inv(v.ratio), inv(v.high), inv(v.low), v.diffs)
+
+
+def by_framework(results: Iterable[RunResult], containing: str | None = None) -> list[tuple[Contrast, Versus]]:
+    """PyTorch or MLX?: each MLX run against the PyTorch run of its setup, device, machine and environment (the newest
+    of each), the PyTorch run the baseline; `containing`: only those holding that run."""
+    out = []
+    for c in by_setting(results, containing=containing):
+        base = next((r for r in reversed(c.runs) if r.config.framework == "torch"), None)
+        if c.axis != "framework" or base is None:
+            continue
+        ordered = of_runs(c.runs, base, "setting", "framework")
+        out += [(ordered, v) for v in ordered.rows if v.run.config.framework == "mlx"]
+    return out
 
 
 def by_environment(results: Iterable[RunResult], baseline_id: str | None = None,
@@ -212,12 +234,6 @@ def setup_words(c: RunConfig, skip: AbstractSet[str] = frozenset()) -> str:
     return ", ".join(printable(p) for p in parts) or "these setups"
 
 
-def times_text(v: float) -> str:
-    """A ratio's digits: two decimals in the range a measurement gives, three significant digits beyond (an
-    imported file's 1e-300 samples/s must not print 300 digits)."""
-    return f"{v:.2f}" if 0.1 <= abs(v) < 1e4 else f"{v:.3g}"
-
-
 def _percent(v: float) -> str:
     return f"{v:.1f}" if abs(v) < 10 else f"{v:.0f}" if abs(v) < 1e4 else f"{v:.3g}"
 
@@ -248,6 +264,9 @@ def verdict(c: Contrast, v: Versus) -> str:
     """One sentence: the ratio with its interval, and what differs ("nothing else differs"; "the cause cannot be
     told apart" when more than one thing does)."""
     base = c.baseline
+    if c.axis == "framework" and {base.config.framework, v.run.config.framework} == {"torch", "mlx"}:
+        return framework_sentence(base, v) if base.config.framework == "torch" else framework_sentence(
+            v.run, flipped(base, v))  # PyTorch is the baseline of "MLX trains ... faster than PyTorch"
     noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
     setting_keys = {d.key for d in v.diffs if d.kind == "setting"}
     setup = setup_words(base.config, skip=setting_keys)

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 from ..basics.config import SCRIPT_PER_DEVICE
 from ..basics.formatting import one_line, printable
+from ..basics.frameworks import framework_words
 from ..basics.results import RunResult
 
 SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
                 "compile": "torch.compile", "workers": "workers", "threads": "CPU threads", "tf32": "TF32",
-                "tf32_conv": "TF32 in convolutions", "accumulate": "accumulation", "resident": "data on the device"}
+                "tf32_conv": "TF32 in convolutions", "accumulate": "accumulation", "resident": "data on the device",
+                "framework": "framework"}
 MEASUREMENT = ("steps", "epochs", "warmup_steps", "window_s", "seed")
 # Every other setting a difference is named for (a run's length, seed and window target change what is measured)
 OTHER_SETTINGS = {"optimizer": "optimizer", "lr": "learning rate", "steps": "steps", "epochs": "epochs",
@@ -67,6 +69,7 @@ ENVIRONMENT: tuple[tuple[str, str, Callable[[dict], object]], ...] = (
     ("torch", "torch", _field("torch")),
     ("torch_git", "torch build", _field("torch_git")),
     ("torchvision", "torchvision", _field("torchvision")),
+    ("mlx", "MLX", _field("mlx")),  # an MLX run's (a PyTorch run records none: never a difference between the two)
     ("python", "Python", _field("python")),
     ("python_env", "Python environment", _field("python_env")),
     ("os", "OS", _field("os")),
@@ -106,6 +109,8 @@ class Difference:
         value = self.other if side == "other" else self.base
         if self.key == "precision" or self.kind == "device":
             return value
+        if self.key == "framework":
+            return framework_words(value)
         if self.key == "host":
             return f"host {value}" if value != "unknown" else "another machine"
         if self.key.startswith("arg "):  # a script's argument: "--batch_size 16", "--amp on", "--amp not given"

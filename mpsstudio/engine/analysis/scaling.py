@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..basics.config import key_names
 from ..basics.formatting import fmt_beyond, fmt_bytes, fmt_spread
+from ..basics.frameworks import run_label
 from ..basics.results import RunResult
 from .compare import run_rates, pair_seed, bootstrap_ratio, short_machine
 from .stability import SPREAD_LIMIT, drift, settled_from
@@ -38,9 +39,10 @@ def world_of(r: RunResult) -> int:
 
 
 def device_label(r: RunResult) -> str:
-    """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all)."""
+    """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all); an MLX run "MLX \u00b7 gpu"."""
     n = world_of(r)
-    return r.config.device if n == 1 else f"{r.config.device} \u00d7{n}"
+    device = run_label(r.config.framework, r.config.device)
+    return device if n == 1 else f"{device} \u00d7{n}"
 
 
 def setup_key(r: RunResult) -> tuple:

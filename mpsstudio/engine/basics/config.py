@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import UserError
 from .formatting import is_finite, one_line
+from .frameworks import FRAMEWORKS, run_label
 from .torchrun import TORCHRUN_OPTIONS, check_torchrun  # noqa: F401 (TORCHRUN_OPTIONS: imported from here too)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -130,6 +131,10 @@ class RunConfig:
     # Gradient accumulation: one optimizer step every `accumulate` micro-batches of `batch_size` (an effective
     # batch of accumulate x batch_size); steps and throughput count micro-batches and samples, as without it.
     accumulate: int = 1
+    # The framework that trains: "torch", or "mlx" (the same built-in model written in MLX, its initial weights
+    # PyTorch's, checked for parity before it is timed: run/mlx/). Part of the setup: a PyTorch run and an MLX run
+    # are compared as runs differing in one setting (analysis/contrast.py), never as devices.
+    framework: str = "torch"
     options: dict = field(default_factory=dict)
     # Another Python environment to run in (a venv's or conda env's python with its own torch; process/interpreter.py
     # checks it); None: MPS Studio's own. Not part of the setup: runs of one setup in two environments are compared
@@ -246,7 +251,27 @@ class RunConfig:
         if self.python is not None:
             _text(self.python, "The Python interpreter's path", MAX_NAME)
         self._validate_ranks()
+        _choice(self.framework, "framework", FRAMEWORKS)
+        if self.framework == "mlx":
+            self._validate_mlx()
         return self
+
+    def _validate_mlx(self) -> None:
+        """What an MLX run cannot be: PyTorch's own settings have no MLX counterpart here."""
+        torch_only = [(self.is_script, "a training script trains in the framework it imports"),
+                      (self.distributed, "runs on several GPUs are PyTorch's DDP"),
+                      (self.channels_last, "channels_last is PyTorch's memory format (MLX keeps images channels-last "
+                                           "always)"),
+                      (self.tf32 or self.tf32_conv, "TF32 is a PyTorch setting for CUDA"),
+                      (self.resident, "'resident' keeps PyTorch tensors on the device"),
+                      (self.accumulate > 1, "gradient accumulation is PyTorch's loop here"),
+                      (self.early_stop_patience is not None or self.keep_best,
+                       "early stopping and the best epoch are PyTorch's loop here"),
+                      (self.python is not None, "another Python environment runs PyTorch only")]
+        why = next((words for hit, words in torch_only if hit), None)
+        if why:
+            raise UserError(f"MLX runs cannot take this setting: {why}; drop it, or run PyTorch alone "
+                            "(--framework torch).")
 
     def _validate_script(self) -> None:
         """A script run: a .py file, its arguments (and those for one device) as texts, and what was read from the
@@ -348,6 +373,11 @@ class RunConfig:
         if self.batch_size is None:
             raise ValueError("this run's batch size is not known (a script whose batch was never seen)")
         return self.batch_size
+
+    @property
+    def where(self) -> str:
+        """Where a run ran, as a sentence names it: "mps", "cuda", or an MLX run's "MLX \u00b7 gpu"."""
+        return run_label(self.framework, self.device)
 
     def with_device(self, device: str) -> "RunConfig":
         return self.changed(device=device)

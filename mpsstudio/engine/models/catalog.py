@@ -66,3 +66,17 @@ BUILT_IN: tuple[ModelInfo, ...] = (
 CONVNETS = ("resnet18", "resnet50", "vgg16", "alexnet", "mobilenet_v3_small", "efficientnet_b0")
 SQUARE = ("vit_b_16", "vit_tiny")  # torchvision's VisionTransformer only takes square images
 
+
+
+# The built-ins written once more in MLX (models/mlx_twins.py): the question's models (PyTorch or MLX?)
+MLX_TWINS = ("mlp", "mnist_cnn", "resnet18", "transformer")
+
+
+def mlx_twin_reason(name: str) -> str:
+    """Why `name` cannot run in MLX ("" where it can): a built-in without a twin. A model file is checked when its
+    build_mlx_model is loaded (a run's process)."""
+    key = name.strip().lower()
+    if key in MLX_TWINS or key.endswith(".py"):
+        return ""
+    return (f"{name} has no MLX twin; MLX runs take {', '.join(MLX_TWINS)}, or a model file that defines "
+            "build_mlx_model(num_classes, input_shape) beside build_model")

@@ -21,7 +21,7 @@ from ..machine.apple import MPS_COMPILE_NOTE
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.events import Event
-from ..basics.formatting import error_line, fmt_bytes
+from ..basics.formatting import error_line, fmt_bytes, printable
 from ..basics.results import RunResult
 from ..basics.spec import DataSpec
 
@@ -37,9 +37,12 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
 
 
-def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | None = ()) -> Plan:
+def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | None = (),
+         frameworks: Sequence[str] | None = None) -> Plan:
     """One config per named device that exists here and supports the config's precision; `gpus` (--gpus): the CUDA
     config once per number of GPUs (or, where no CUDA device is named, the CPU's once per number of processes).
+    `frameworks` (--framework torch,mlx): each device's config once per framework, PyTorch's first (default: the
+    config's own); a framework that cannot run on a device here is left out with the reason, like a device.
 
     Raises UserError when the config is invalid, the model unknown, or no named device can run it.
     """
@@ -48,6 +51,65 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
     names = [n.strip() for n in device_names if n and n.strip()]
     if not names:
         raise UserError("No devices given; name at least one of cpu, mps, cuda.")
+    chosen = check_frameworks(frameworks or [config.framework])
+    if chosen != ["torch"]:
+        return _by_framework(config, names, chosen, gpus)
+    return _by_device(config.changed(framework="torch") if config.framework != "torch" else config, names, gpus)
+
+
+def check_frameworks(frameworks: Sequence[str]) -> list[str]:
+    """--framework's names, checked ("pytorch" is torch), PyTorch first; UserError for an unknown one."""
+    from ..basics.frameworks import FRAMEWORKS
+
+    out = []
+    for name in frameworks:
+        key = str(name).strip().lower()
+        key = "torch" if key == "pytorch" else key
+        if key not in FRAMEWORKS:
+            raise UserError(f"Unknown framework {printable(str(name))[:40]!r}; choose torch, mlx or both "
+                            "(--framework torch,mlx).")
+        if key not in out:
+            out.append(key)
+    if not out:
+        raise UserError("No framework given; name torch, mlx or both (--framework torch,mlx).")
+    return sorted(out, key=lambda k: k != "torch")
+
+
+def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gpus) -> Plan:
+    """Each device once per framework: PyTorch's configs as _by_device makes them, MLX's where MLX runs there."""
+    from ..basics.frameworks import run_label
+    from ..machine import mlx as mlx_machine
+
+    if gpus:
+        raise UserError("--gpus runs PyTorch's DDP; compare frameworks on one device at a time.")
+    out = Plan(configs=[])
+    for framework in frameworks:
+        cfg = config.changed(framework=framework).check_runs_here()
+        if framework == "torch":
+            part = _by_device(cfg, names, gpus, strict=False)
+        else:
+            part = Plan(configs=[])
+            from ..models.catalog import mlx_twin_reason
+
+            why = mlx_twin_reason(config.model)
+            for name in dict.fromkeys(n.lower() for n in names):
+                kind = name.split(":")[0]
+                label = run_label("mlx", kind)
+                reason = why or mlx_machine.status(kind)
+                if reason:
+                    part.skipped.append(f"skipping {label}: {reason.rstrip('.')}.")
+                elif kind not in (c.device.split(":")[0] for c in part.configs):
+                    part.configs.append(cfg.with_device(kind))
+        out.configs += part.configs
+        out.skipped += part.skipped
+        out.notes += [n for n in part.notes if n not in out.notes]
+    if not out.configs:
+        why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
+        raise UserError(f"None of the devices can run this ({why}); see `mpsstudio devices` for what is available.")
+    return out
+
+
+def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True) -> Plan:
     out = Plan(configs=[])
     for name in dict.fromkeys(names):
         try:
@@ -68,7 +130,7 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
                 out.notes.append(note)
     if gpus and out.configs:
         _on_gpus(out, list(gpus))
-    if not out.configs:
+    if not out.configs and strict:
         why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
         raise UserError(f"None of the devices can run this ({why}); "
                         f"see `mpsstudio devices` for what is available.")
@@ -105,8 +167,8 @@ def prepare_data(configs: Sequence[RunConfig], progress: Progress | None = None)
     if not configs:
         raise UserError("Nothing to run: check at least one available device.")
     first = configs[0]
-    if any(c.comparison_key() != first.comparison_key() for c in configs):
-        raise ValueError("configs run together must differ only by device")
+    if any(c.changed(framework=first.framework).comparison_key() != first.comparison_key() for c in configs):
+        raise ValueError("configs run together must differ only by device and framework")
     for c in configs:
         c.check_runs_here()
     models.get_model_info(first.model)

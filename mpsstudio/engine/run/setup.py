@@ -139,7 +139,7 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     if ranks is not None:
         model = ranks.wrap(model)
     steps = Steps(cfg, model, dev, tdev, model_spec.num_classes, feed)
-    train, val = _batch_sources(cfg, data, model_spec, tdev, feed)
+    train, val = batch_sources(cfg, data, model_spec, tdev, feed)
     epochs = Epochs(cfg, model, steps.forward, steps.autocast, val, tdev, model_spec.num_classes, data)
     noted.update(train_size=data.train_count, dataset=data.summary() if not feed.made else
                  f"synthetic: batches made by make_batch in {feed.where}")
@@ -185,7 +185,7 @@ def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict, feed) -> li
     return [str(n) for n in (cast, ahead["note"]) if n]
 
 
-def _batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
+def batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
     """(training batches, validation batches or None), uint8 samples normalised on the device; a model file's own
     make_batch gives them itself."""
     if feed is not None and feed.made:

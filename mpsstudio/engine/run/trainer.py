@@ -44,6 +44,11 @@ def run(config: RunConfig, *, on_event: Callable[[Event], None] | None = None,
     trained weights and their JSON (models/saved.py); the summary says where (`saved_model`) or why not.
     `ranks`: this process's rank of a run on several GPUs (ranks.py); None for a run on one device.
     """
+    if config.framework == "mlx":  # the same model in MLX, measured by the same rules (run/mlx/)
+        from .mlx.runner import run as run_mlx
+
+        return run_mlx(config, on_event=on_event, should_stop=should_stop, data=data, progress=progress,
+                       position=position, interrupt_is_user=interrupt_is_user)
     result = RunResult(config=config)
     loop = RunLoop(config, result, on_event or (lambda event: None), should_stop or (lambda: False), device, data,
                    progress, position, ranks)
