@@ -236,6 +236,8 @@ TORCH_MPS = "torch/mps/__init__.py"
 EVENT_H = "torch/include/ATen/mps/MPSEvent.h"
 ALLOC_H = "torch/include/ATen/mps/MPSAllocator.h"
 CT = "coremltools"
+MLX_CORE = "mlx/core/__init__.pyi"  # the macOS wheel's stubs: the API its compiled core.cpython-311-darwin.so has
+MLX_LIB = "mlx/lib/libmlx.dylib"
 
 
 def _min_macos_claims(torch_version: str) -> list[Claim]:
@@ -328,6 +330,32 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("info-plist", "Info.plist keys (LSMinimumSystemVersion, ...)",
          "Apple's Information Property List reference (no wheel holds it); LSMinimumSystemVersion is the row "
          "minimum-macos of the pinned torch"),
+        ("mlx-available", "import mlx.core; mx.metal.is_available(); mx.cuda.is_available()",
+         [_src("mlx", "mlx/core/metal.pyi", "def is_available() -> bool:"),
+          _src("mlx", f"mlx-{pinned('mlx')}.dist-info/METADATA",
+               f'Requires-Dist: mlx-metal=={pinned("mlx")}; platform_system == "Darwin"'),
+          _src("mlx", "mlx/core/cuda.pyi", "def is_available() -> bool:")]),
+        ("mlx-synchronize", "mx.synchronize()",
+         [_src("mlx", MLX_CORE, "def synchronize(stream: Stream | ThreadLocalStream | Device | DeviceType | None = "
+               "None) -> None:")]),
+        ("mlx-memory", "mx.get_active_memory(), get_peak_memory(), get_cache_memory(), reset_peak_memory()",
+         [_src("mlx", MLX_CORE, f"def {name}() -> {kind}:") for name, kind in (
+             ("get_active_memory", "int"), ("get_peak_memory", "int"), ("get_cache_memory", "int"),
+             ("reset_peak_memory", "None"))]),
+        ("mlx-device-info", "mx.device_info(mx.gpu)",
+         [_src("mlx", MLX_CORE, "def device_info(d: None | Device | DeviceType = None) -> dict[str, str | int]:"),
+          Claim("mlx-metal", "string", MLX_LIB, "device_name")]),
+        ("mlx-step", "nn.value_and_grad, optimizer.update, mx.eval(loss, model.state, optimizer.state), "
+         "mx.compile(step, inputs=state, outputs=state); Adam/AdamW(bias_correction=True); Dropout's _p_1",
+         [_src("mlx", MLX_CORE, "def compile(fun: Callable[P, R], inputs: object | None = None, outputs: object | "
+               "None = None, shapeless: bool = False) -> Callable[P, R]:"),
+          _src("mlx", MLX_CORE, "def eval(*args) -> None:"),
+          _src("mlx", "mlx/nn/utils.py", "def value_and_grad(model: Module, fn: Callable):"),
+          _src("mlx", "mlx/optimizers/optimizers.py", "bias_correction: bool = False,"),
+          _src("mlx", "mlx/nn/layers/dropout.py", "if self._p_1 == 1 or not self.training:")]),
+        ("mlx-metal-library", "MLX's library and Metal kernels (the app collects them)",
+         [Claim("mlx-metal", "string", MLX_LIB, "mlx.metallib"),
+          Claim("mlx-metal", "tag", "", "macosx_14_0_arm64")]),
         ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
                 "is no longer reliable"),
@@ -403,6 +431,8 @@ def check(torch_version: str, cache: Path, only_torch: bool = False) -> int:
         "psutil": lambda: fetch(f"psutil=={pinned('psutil')}", cache),
         "psutil-sdist": lambda: fetch(f"psutil=={pinned('psutil')}", cache, sdist=True),
         "pyobjc-framework-Cocoa": lambda: fetch("pyobjc-framework-Cocoa==13.0", cache),
+        "mlx": lambda: fetch(f"mlx=={pinned('mlx')}", cache),
+        "mlx-metal": lambda: fetch(f"mlx-metal=={pinned('mlx-metal')}", cache),
         "python": Stdlib,
     }
     loaded: dict = {}
