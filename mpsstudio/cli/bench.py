@@ -219,7 +219,7 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
 def print_scaling(results) -> None:
     """The scaling of runs on several GPU counts (--gpus 1,2,4): its table and its verdict (analysis/scaling.py)."""
     from ..engine.analysis.scaling import scalings
-    from ..engine.basics.table import Table
+    from ..engine.basics.formatting import Table
     from .common import grid
 
     for found in scalings(results):

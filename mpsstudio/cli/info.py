@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine.basics.formatting import fmt_bytes, fmt_count
-from ..engine.basics.table import Table
+from ..engine.basics.formatting import Table
 from .common import EXIT_OK, EXIT_RUN_FAILED, grid
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..engine.basics.formatting import plural, printable
-from ..engine.basics.table import Table
+from ..engine.basics.formatting import Table
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      grid, interrupted)
 from .runs import Progress, download_progress, keep, print_verdicts

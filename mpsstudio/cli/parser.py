@@ -4,47 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS, parse_input_shape
-from ..engine.basics.errors import UserError
+from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS
+from .arguments import config_args, finetune_args, gpu_args, input_args
 from .common import DEFAULTS, Parser
-
-
-def input_shape(text: str) -> list[int]:
-    """"3,224,224" -> [3, 224, 224]; "128" -> [128]; argparse says the error in one line."""
-    try:
-        return parse_input_shape(text)
-    except UserError as exc:
-        raise argparse.ArgumentTypeError(str(exc)[0].lower() + str(exc)[1:].rstrip(".")) from None
-
-
-def gpu_args(p: argparse.ArgumentParser) -> None:
-    """--gpus and torchrun's options for several machines (engine/run/distributed.py)."""
-    g = p.add_argument_group("several GPUs (torchrun, DistributedDataParallel)")
-    g.add_argument("--gpus", default=None, metavar="N|N,N,...",
-                   help="train on N CUDA GPUs of this machine, one rank each (--batch-size per GPU); a list (1,2,4) "
-                        "runs each count, interleaved, and reports the scaling; with --devices cpu, N processes "
-                        "share the CPU (to try the path)")
-    g.add_argument("--rank-timeout", type=float, default=None, metavar="SECONDS",
-                   help="how long a rank waits for the others before the run fails (default: 120)")
-    for flag, what in (("--nnodes", "machines in the run (torchrun's --nnodes)"),
-                       ("--node-rank", "this machine's rank (with --master-addr)"),
-                       ("--rdzv-backend", "rendezvous backend, e.g. c10d"),
-                       ("--rdzv-endpoint", "rendezvous HOST:PORT every machine reaches"),
-                       ("--rdzv-id", "a job id shared by the machines"), ("--master-addr", "rank 0's machine"),
-                       ("--master-port", "its port")):
-        g.add_argument(flag, default=None, metavar=flag.strip("-").split("-")[-1].upper(),
-                       help=f"passed to torchrun: {what}")
-
-
-def input_args(p: argparse.ArgumentParser) -> None:
-    """--image-size, --input-shape and --num-classes: what one sample is (run.setup.synthetic_input)."""
-    p.add_argument("--image-size", type=int, default=None,
-                   help="a folder's images are decoded at this size; synthetic images are this size")
-    p.add_argument("--input-shape", type=input_shape, default=None, metavar="C,H,W|L",
-                   help="synthetic data: one sample's shape (C,H,W images or L tokens; default: the model's own, or "
-                        "its file's INPUT_SHAPE)")
-    p.add_argument("--num-classes", type=int, default=None,
-                   help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
 
 
 def version_line() -> str:
@@ -139,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "weights_only=True) and what rebuilding it needs to PATH's .json; with several devices, "
                         "one file per device (PATH-cpu.pt, PATH-mps.pt)")
     gpu_args(b)
+    finetune_args(b)
     b.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="end a run that takes longer (setup included) and record it as failed")
     b.add_argument("--json", metavar="FILE", default=None,
@@ -252,34 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_args(p, *, precision: bool = True) -> None:
-    p.add_argument("--model", default=None, help="model name (see `mpsstudio models`) or a .py file (default: mlp)")
-    p.add_argument("--dataset", default=None, help="dataset name or an image folder (default: shapes)")
-    if precision:
-        p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
-    p.add_argument("--tf32", action="store_true",
-                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
-    p.add_argument("--tf32-conv", action="store_true",
-                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    input_args(p)
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
-    p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
-                   help="stop at an operation MPS lacks instead of running it on the CPU")
-    p.add_argument("--cast-float64", action="store_true",
-                   help="on MPS, cast the model's float64 / complex128 tensors to float32 / complex64")
-    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="end the tool (a sweep: each point) when it takes longer")
-    p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
-    p.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
-
-
 def _tool_parsers(sub) -> None:
     s = sub.add_parser("sweep", help="throughput against batch size per device, and where the accelerator wins")
     config_args(s)
     s.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    s.add_argument("--framework", default=None, choices=("torch", "mlx"),
+                   help="torch (the default) or mlx: the same model in MLX (bench --framework torch,mlx compares them)")
     s.add_argument("--batch-sizes", default=None, metavar="LIST",
                    help="comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the first "
                         "that does not fit)")
@@ -291,6 +232,8 @@ def _tool_parsers(sub) -> None:
                                     "model fastest here, at what cost in memory and loss")
     config_args(t, precision=False)
     t.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
+    t.add_argument("--framework", default=None, choices=("torch", "mlx"),
+                   help="torch (the default) or mlx: tune the same model in MLX (precisions, compile, batch sizes)")
     t.add_argument("--batch-size", type=int, default=None,
                    help="your current batch (default: 64); the candidates are around it")
     t.add_argument("--batch-sizes", default=None, metavar="LIST",

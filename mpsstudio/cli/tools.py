@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
-from ..engine.basics.table import Table
+from ..engine.basics.formatting import Table
 from ..engine.tools.records import MaxBatchResult, SweepResult
 from ..engine.tools.records.inspection import InspectResult
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,

@@ -89,12 +89,15 @@ def load_catalog(job: Job) -> dict:
     from ..engine.machine import devices, environment, probe
     from ..engine.models import registry as models
 
+    from ..engine.machine import mlx
+
     found = devices.discover_devices()
     checks = process.check_devices(found)  # "available" is not "working": checked in a run process
     marked = probe.mark(found, checks)
     return {"models": models.list_models(), "datasets": datasets.list_datasets(),
             "devices": devices.worth_showing(marked), "mps_banner": devices.mps_banner(marked), "checks": checks,
-            "doctor": environment.doctor(checks), "setup": environment.setup_rows(checks)}
+            "doctor": environment.doctor(checks), "setup": environment.setup_rows(checks),
+            "mlx": {kind: mlx.status(kind) for kind in ("cpu", "mps", "cuda")}}
 
 
 def catalog_job(parent=None) -> Job:

@@ -9,7 +9,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.cli import common
-from mpsstudio.engine.basics.table import Table
+from mpsstudio.engine.basics.formatting import Table
 
 HEADERS = ["device", "samples/s", "±", "stability", "speedup", "note"]
 ROWS = [["cpu", "1,234", "±3 %", "stable", "-", "a"], ["cuda:0", "98,765", "±1 %", "stable", "80.0x", "b"]]

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, printable, spread_of
 from ..basics.results import RunResult
-from ..basics.table import Table
+from ..basics.formatting import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
 from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
-from .frameworks import sentence as framework_sentence, times_text
+from .verdict import framework_sentence, times_text
 from .scaling import device_label
 
 

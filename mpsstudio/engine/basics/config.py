@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from .errors import UserError
 from .formatting import is_finite, one_line
-from .frameworks import FRAMEWORKS, run_label
-from .torchrun import TORCHRUN_OPTIONS, check_torchrun  # noqa: F401 (TORCHRUN_OPTIONS: imported from here too)
+from .frameworks import FRAMEWORKS, check_mlx, run_label
+from .torchrun import TORCHRUN_OPTIONS, check_ranks  # noqa: F401 (TORCHRUN_OPTIONS: imported from here too)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -31,8 +31,6 @@ MAX_SEED = 2**63 - 1
 MIN_IMAGE_SIZE, MAX_IMAGE_SIZE = 8, 1024  # pixels per side when a folder's images are decoded
 MAX_CHANNELS, MAX_SIDE, MAX_SEQ, MAX_CLASSES = 4096, 8192, 1_000_000, 1_000_000  # a synthetic sample's input
 MIN_WINDOW_S, MAX_WINDOW_S = 0.001, 60.0
-MAX_GPUS = 64  # ranks on one machine (torchrun's --nproc-per-node)
-MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 1.0, 3600.0
 DEVICE_PATTERN = re.compile(r"cpu|mps|cuda(:\d{1,3})?")
 
 SCRIPT = "script"  # the dataset of a user's own training script run as a run (its model field: the script's path)
@@ -250,28 +248,11 @@ class RunConfig:
             raise UserError(f"'options' must be a JSON object, not {_shown(self.options)}.")
         if self.python is not None:
             _text(self.python, "The Python interpreter's path", MAX_NAME)
-        self._validate_ranks()
+        check_ranks(self)
         _choice(self.framework, "framework", FRAMEWORKS)
         if self.framework == "mlx":
-            self._validate_mlx()
+            check_mlx(self)
         return self
-
-    def _validate_mlx(self) -> None:
-        """What an MLX run cannot be: PyTorch's own settings have no MLX counterpart here."""
-        torch_only = [(self.is_script, "a training script trains in the framework it imports"),
-                      (self.distributed, "runs on several GPUs are PyTorch's DDP"),
-                      (self.channels_last, "channels_last is PyTorch's memory format (MLX keeps images channels-last "
-                                           "always)"),
-                      (self.tf32 or self.tf32_conv, "TF32 is a PyTorch setting for CUDA"),
-                      (self.resident, "'resident' keeps PyTorch tensors on the device"),
-                      (self.accumulate > 1, "gradient accumulation is PyTorch's loop here"),
-                      (self.early_stop_patience is not None or self.keep_best,
-                       "early stopping and the best epoch are PyTorch's loop here"),
-                      (self.python is not None, "another Python environment runs PyTorch only")]
-        why = next((words for hit, words in torch_only if hit), None)
-        if why:
-            raise UserError(f"MLX runs cannot take this setting: {why}; drop it, or run PyTorch alone "
-                            "(--framework torch).")
 
     def _validate_script(self) -> None:
         """A script run: a .py file, its arguments (and those for one device) as texts, and what was read from the
@@ -294,26 +275,6 @@ class RunConfig:
         if self.lr is not None and (not is_finite(self.lr) or not 0 <= self.lr <= MAX_SCRIPT_LR):
             raise UserError(f"A script's learning rate is a number from 0 to {MAX_SCRIPT_LR:g}, not "
                             f"{_shown(self.lr)}.")
-
-    def _validate_ranks(self) -> None:
-        """--gpus, torchrun's options and the rank timeout: what a run on several GPUs can be."""
-        _whole(self.gpus, "The number of GPUs", 1, MAX_GPUS)
-        if not is_finite(self.rank_timeout_s) or not MIN_RANK_TIMEOUT_S <= self.rank_timeout_s <= MAX_RANK_TIMEOUT_S:
-            raise UserError(f"The ranks' timeout must be between {MIN_RANK_TIMEOUT_S:g} and {MAX_RANK_TIMEOUT_S:g} "
-                            f"seconds, not {_shown(self.rank_timeout_s)}.")
-        check_torchrun(self.torchrun)
-        if not self.distributed:
-            return
-        if self.is_script:
-            raise UserError("--gpus runs MPS Studio's own loop on several GPUs; to measure your own script there, run "
-                            "it under torchrun yourself.")
-        if not (self.device in ("cuda", "cpu")):
-            raise UserError(f"Runs on several GPUs name the device cuda (the ranks take GPUs 0 to {self.gpus - 1}) "
-                            f"or cpu (ranks sharing its cores, to try the distributed path), not "
-                            f"{_shown(self.device)}; MPS has no distributed backend.")
-        if self.early_stop_patience is not None or self.keep_best:
-            raise UserError("Early stopping and the best epoch are for one device; drop them to train on several "
-                            "GPUs.")
 
     def check_runs_here(self) -> "RunConfig":
         """validate(), plus what this installation can run (a config from another machine may be valid

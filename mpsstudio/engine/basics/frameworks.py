@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .errors import UserError
+
 FRAMEWORKS = ("torch", "mlx")
 FRAMEWORK_WORDS = {"torch": "PyTorch", "mlx": "MLX"}
 # the extra installs mlx on a Mac (Metal) and mlx[cpu] on Linux (MLX's CPU backend; its CUDA build is mlx[cuda13])
@@ -24,3 +26,21 @@ def run_label(framework: str, device: str, always: bool = False) -> str:
     if framework == "mlx":
         return f"MLX \u00b7 {mlx_device_words(device)}"
     return f"PyTorch \u00b7 {device}" if always else device
+
+
+def check_mlx(config) -> None:
+    """What an MLX run (a RunConfig) cannot be: PyTorch's own settings have no MLX counterpart here; UserError."""
+    torch_only = [(config.is_script, "a training script trains in the framework it imports"),
+                  (config.distributed, "runs on several GPUs are PyTorch's DDP"),
+                  (config.channels_last, "channels_last is PyTorch's memory format (MLX keeps images channels-last "
+                                       "always)"),
+                  (config.tf32 or config.tf32_conv, "TF32 is a PyTorch setting for CUDA"),
+                  (config.resident, "'resident' keeps PyTorch tensors on the device"),
+                  (config.accumulate > 1, "gradient accumulation is PyTorch's loop here"),
+                  (config.early_stop_patience is not None or config.keep_best,
+                   "early stopping and the best epoch are PyTorch's loop here"),
+                  (config.python is not None, "another Python environment runs PyTorch only")]
+    why = next((words for hit, words in torch_only if hit), None)
+    if why:
+        raise UserError(f"MLX runs cannot take this setting: {why}; drop it, or run PyTorch alone "
+                        "(--framework torch).")

@@ -4,7 +4,10 @@ would say it in a traceback, or ignore it."""
 from __future__ import annotations
 
 from .errors import UserError
-from .formatting import one_line
+from .formatting import is_finite, one_line
+
+MAX_GPUS = 64  # ranks on one machine (torchrun's --nproc-per-node)
+MIN_RANK_TIMEOUT_S, MAX_RANK_TIMEOUT_S = 1.0, 3600.0
 
 # torchrun's options a run passes through (run on several machines; process/rank.py): --nproc-per-node is --gpus,
 # restarts would hide a failed rank, and the rest (its log folders, its own entry point) are the launch's own
@@ -61,3 +64,26 @@ def _check_torchrun_values(given: dict) -> None:
 
 def _shown(v) -> str:
     return one_line(repr(v), 40)
+
+
+def check_ranks(config) -> None:
+    """--gpus, torchrun's options and the rank timeout of a RunConfig: what a run on several GPUs can be; UserError."""
+    gpus = config.gpus
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise UserError(f"The number of GPUs must be a whole number from 1 to {MAX_GPUS:,}, not {_shown(gpus)}.")
+    if not is_finite(config.rank_timeout_s) or not MIN_RANK_TIMEOUT_S <= config.rank_timeout_s <= MAX_RANK_TIMEOUT_S:
+        raise UserError(f"The ranks' timeout must be between {MIN_RANK_TIMEOUT_S:g} and {MAX_RANK_TIMEOUT_S:g} "
+                        f"seconds, not {_shown(config.rank_timeout_s)}.")
+    check_torchrun(config.torchrun)
+    if not config.distributed:
+        return
+    if config.is_script:
+        raise UserError("--gpus runs MPS Studio's own loop on several GPUs; to measure your own script there, run "
+                        "it under torchrun yourself.")
+    if not (config.device in ("cuda", "cpu")):
+        raise UserError(f"Runs on several GPUs name the device cuda (the ranks take GPUs 0 to {config.gpus - 1}) "
+                        f"or cpu (ranks sharing its cores, to try the distributed path), not "
+                        f"{_shown(config.device)}; MPS has no distributed backend.")
+    if config.early_stop_patience is not None or config.keep_best:
+        raise UserError("Early stopping and the best epoch are for one device; drop them to train on several "
+                        "GPUs.")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..basics.scrub import scrub, secrets  # noqa: F401 (the report's own words for them)
-from ..basics.table import Table
+from ..basics.formatting import Table
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ..basics.config import RunConfig
 from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, is_finite, plural, spread_of
 from ..basics.results import RunResult
-from ..basics.table import Table
+from ..basics.formatting import Table
 from ..machine.probe import NOT_WORKING
 from .records import MaxBatchResult, SweepResult
 from .records.deploy import DeployResult, DeployRow

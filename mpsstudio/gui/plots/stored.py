@@ -18,7 +18,7 @@ def legend_labels(results: Sequence) -> list[str]:
     torches = {str(r.env.get("torch")) for r in results}
     labels = []
     for r in results:
-        label = r.config.device
+        label = r.config.where  # "cpu", or an MLX run's "MLX · cpu"
         if len(machines) > 1:
             label += f" · {r.machine}"
         if len(torches) > 1:

@@ -25,15 +25,19 @@ class ConfigsMixin:
         base = self._form_config()
         counts = [n for n in self.gpu_counts() if n > 0]
         out, ranked = [], False
-        for device in self.checked_devices():
+        frameworks = self.checked_frameworks()
+        for device in self.checked_devices() if "torch" in frameworks else []:
             for python in self.checked_pythons():
-                config = replace(base.with_device(device), python=python)
+                config = replace(base.with_device(device), python=python, framework="torch")
                 if device.startswith("cuda") and counts and counts != [1]:  # GPUs: the CUDA run on N at once
                     if not ranked:
                         out += [replace(config, device="cuda", gpus=n) for n in counts]
                     continue
                 out.append(config)
             ranked = ranked or (device.startswith("cuda") and bool(counts) and counts != [1])
+        if "mlx" in frameworks:  # the same setup in MLX on each checked device MLX runs on (the engine checks it)
+            kinds = dict.fromkeys(d.split(":")[0] for d in self.checked_devices() if self.mlx_runs_on(d))
+            out += [replace(base.with_device(kind), framework="mlx", python=None) for kind in kinds]
         return out
 
     def _form_config(self) -> RunConfig:
@@ -78,6 +82,8 @@ class ConfigsMixin:
 
         Before set_catalog it waits for the catalog."""
         self._pending_devices = devices
+        if config.framework == "mlx" and self.mlx_check.isEnabled():
+            self.mlx_check.setChecked(True)
         if not self._loaded:
             self._pending = config
             return

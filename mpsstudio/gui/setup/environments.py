@@ -3,12 +3,19 @@ its own torch; engine process/interpreter.py checked them there). Each checked o
 "torch 2.14 against 2.15 on my model" is two checkboxes; the runs are compared by their environments.
 
 And the GPUs field, shown where the machine has several CUDA GPUs: a CUDA run on N of them at once (torchrun's ranks,
-the model in DistributedDataParallel: engine run/distributed.py), or each count in turn for the scaling."""
+the model in DistributedDataParallel: engine run/distributed.py), or each count in turn for the scaling.
+
+And the framework choice under Devices: PyTorch, MLX or both. Each checked framework runs every checked device it can
+(MLX: its CPU, and its GPU where the engine found one: Metal on a Mac); the runs of the two are compared as a setting
+(Compare → Settings: framework), MLX's only once parity with PyTorch passed. MLX is optional: where the engine cannot
+run it (not installed, no Metal GPU), its checkbox is off with the reason as its tooltip."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from ...engine.basics.frameworks import INSTALL_MLX
 
 
 class EnvironmentsMixin:
@@ -108,3 +115,50 @@ class GpusMixin:
         if self.gpus_row.isHidden():
             return []
         return list(self.gpus_combo.currentData() or [])
+
+
+MLX_TIP = ("Also train the same model in MLX (Apple's array framework), its weights PyTorch's, checked for parity "
+           "before it is timed, and compare the two (mlp, mnist_cnn, resnet18, transformer).")
+
+
+class FrameworksMixin:
+    """The PyTorch and MLX checkboxes; `set_mlx` gets the engine's reasons per kind of device ("" where MLX runs)."""
+
+    def _add_frameworks(self, layout) -> None:
+        row = QHBoxLayout()
+        row.setSpacing(10)
+        label = QLabel("Framework")
+        label.setObjectName("muted")
+        self.torch_check = QCheckBox("PyTorch")
+        self.torch_check.setChecked(True)
+        self.torch_check.setToolTip("Train in PyTorch on each checked device.")
+        self.mlx_check = QCheckBox("MLX")
+        self.mlx_check.setEnabled(False)
+        self.mlx_check.setToolTip(f"MLX is not known yet (its check comes with the devices); {INSTALL_MLX}.")
+        for check in (self.torch_check, self.mlx_check):
+            check.toggled.connect(lambda _on: (self._refresh(), self._update_button(), self._emit_changed()))
+        row.addWidget(label)
+        row.addWidget(self.torch_check)
+        row.addWidget(self.mlx_check)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self._mlx_status: dict = {}
+
+    def set_mlx(self, status: dict) -> None:
+        """{kind: reason} from the catalog ("" where MLX runs on that kind of device)."""
+        self._mlx_status = dict(status or {})
+        runs = [kind for kind, why in self._mlx_status.items() if not why]
+        self.mlx_check.setEnabled(bool(runs))
+        if runs:
+            where = " and ".join("its GPU" if k != "cpu" else "its CPU" for k in runs)
+            self.mlx_check.setToolTip(f"{MLX_TIP} Here MLX runs on {where}.")
+        else:
+            self.mlx_check.setChecked(False)
+            self.mlx_check.setToolTip(f"MLX cannot run here: {self._mlx_status.get('cpu') or 'not checked'}.")
+
+    def checked_frameworks(self) -> list[str]:
+        return [name for name, check in (("torch", self.torch_check), ("mlx", self.mlx_check))
+                if check.isChecked() and check.isEnabled()]
+
+    def mlx_runs_on(self, device: str) -> bool:
+        return self._mlx_status.get(device.split(":")[0], "unknown") == ""

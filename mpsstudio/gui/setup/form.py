@@ -125,6 +125,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         self._devices_box = QVBoxLayout()
         self._devices_box.setSpacing(4)
         layout.addLayout(self._devices_box)
+        self._add_frameworks(layout)
         self._add_gpus(layout)
         self._add_environments(layout, SectionHeading("PyTorch"))
 

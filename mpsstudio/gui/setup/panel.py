@@ -18,7 +18,7 @@ from ...engine.basics.config import RunConfig
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
-from .environments import EnvironmentsMixin, GpusMixin
+from .environments import EnvironmentsMixin, FrameworksMixin, GpusMixin
 from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = 200
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin, GpusMixin,
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin, GpusMixin, FrameworksMixin,
                  SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from ...engine.basics.table import Table
+from ...engine.basics.formatting import Table
 from .plots import DiagnosePlot
 
 

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QMainWindow
 from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Notice, Started, Warmup, Window
 from ...engine.basics.config import SCRIPT
 from ...engine.basics.formatting import fmt_duration, fmt_rate, one_line, printable
+from ...engine.basics.frameworks import run_label
 from ..plots.redraw import interval_for
 from ..preferences import Preferences
 
@@ -31,12 +32,13 @@ class LiveView(QObject):
             w.chrome.badge_output(True)
         elif isinstance(event, Started):
             device = event.config["device"]
+            where = run_label(str(event.config.get("framework", "torch")), device)  # "MLX · cpu" beside "cpu"
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:
                 w.state.epochs[event.run_id] = (epochs, event.total_steps)
             # a run in another Python environment says its torch beside the device (two cpu curves stay apart)
             torch = event.env.get("torch") or "?"
-            label = f"{device} · torch {torch}" if event.config.get("python") else device
+            label = f"{device} · torch {torch}" if event.config.get("python") else where
             w.plots.start_run(event.run_id, label, event.warmup_steps)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             w.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))

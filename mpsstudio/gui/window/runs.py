@@ -137,7 +137,7 @@ class RunControl(QObject):
         w.results.add_result(result)
         if result.id in w.plots.run_ids():
             w.plots.finish_run(result.id, result.status)
-        device = result.config.device
+        device = result.config.where
         if result.status == "finished":
             text = finished_sentence(result)
             if result.summary.get("stability") == "noisy":
@@ -206,7 +206,7 @@ class RunControl(QObject):
 def finished_sentence(result) -> str:
     """The status bar's words for a finished run: "cpu: finished, 35,558 ±3 % samples/s (median ± half the IQR of 11
     windows)." (the ± of the table and the CLI: history/columns.py)."""
-    device, sps = result.config.device, result.summary.get("samples_per_s")
+    device, sps = result.config.where, result.summary.get("samples_per_s")
     if not sps:
         return f"{device}: finished."
     if BY_KEY["samples_per_s_spread"].value(result, {}) is None:

@@ -321,3 +321,25 @@ def test_a_cuda_run_in_full_fp32_is_explained_and_tf32_is_a_switch(make_panel, f
     assert not panel.tf32_check.isChecked() and TF32_NOTE in panel.summary_text()
     _check(panel, {"cpu"})
     assert TF32_NOTE not in panel.summary_text()
+
+
+MLX_HERE = {"cpu": "", "mps": "MLX's Metal GPU is not available here (it needs Apple silicon)",
+            "cuda": "MLX here has no CUDA backend"}
+
+
+def test_mlx_beside_pytorch_runs_each_checked_device_mlx_runs_on(fake_panel):
+    fake_panel.set_mlx(MLX_HERE)
+    _check(fake_panel, {"cpu", "mps"})
+    assert fake_panel.mlx_check.isEnabled() and "runs on its CPU" in fake_panel.mlx_check.toolTip()
+    fake_panel.mlx_check.setChecked(True)
+    assert [(c.framework, c.device) for c in fake_panel.configs()] == [("torch", "cpu"), ("torch", "mps"),
+                                                                        ("mlx", "cpu")]
+    fake_panel.torch_check.setChecked(False)
+    assert [(c.framework, c.device) for c in fake_panel.configs()] == [("mlx", "cpu")]
+
+
+def test_mlx_that_cannot_run_is_off_with_the_reason(fake_panel):
+    fake_panel.set_mlx({kind: "MLX is not installed; install it with pip install 'mpsstudio[mlx]'"
+                        for kind in MLX_HERE})
+    assert not fake_panel.mlx_check.isEnabled() and "pip install 'mpsstudio[mlx]'" in fake_panel.mlx_check.toolTip()
+    assert [c.framework for c in fake_panel.configs()] == ["torch"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...analysis.bottleneck import PHASES, judged
 from ...basics.formatting import DASH, fmt_beyond, fmt_bytes, fmt_spread, is_finite, spread_of
-from ...basics.table import Table
+from ...basics.formatting import Table
 from ..records.diagnose import DeviceFailed, Diagnosed, Diagnosis, Layers
 from ..records.inspection import Parity
 

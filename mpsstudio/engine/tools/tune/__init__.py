@@ -244,6 +244,17 @@ def _halve(live: list[Candidate], runs: dict, baselines: dict, rounds: int) -> d
     return out
 
 
+def mlx_parity(runs: dict, g: Grid, device: str, prec: str) -> dict:
+    """inspect's parity record ({"ok", "worst_rel_err"}) from the MLX runs of a device and precision: their own check
+    of the twin's logits in that precision against PyTorch in float64 (run/mlx/parity.py)."""
+    for cand in g.candidates:
+        for r in runs.get(cand.key, []) if (cand.device, cand.precision) == (device, prec) else []:
+            check = (r.summary.get("parity") or {}).get("checks", {}).get(f"{prec} forward")
+            if isinstance(check, dict):
+                return {"ok": check["difference"] <= check["tolerance"], "worst_rel_err": check["difference"]}
+    return {}
+
+
 def why_not_here(config: RunConfig) -> Callable[[Candidate], str]:
     """What this installation says of a candidate: "" when it can run, else the engine's sentence (the same checks
     a run makes: the device's precisions, a GradScaler for fp16 training, the frozen app's compile, the input's
@@ -265,6 +276,16 @@ def why_not_here(config: RunConfig) -> Callable[[Candidate], str]:
         return found[name]
 
     def why(c: Candidate) -> str:
+        if config.framework == "mlx":  # MLX's own devices; PyTorch-only settings (channels_last, TF32) refused
+            from ...machine import mlx as mlx_machine
+
+            try:
+                c.config(config, 1, 0).validate()
+            except UserError as exc:
+                return str(exc).rstrip(".")
+            if c.threads is not None:
+                return "the CPU threads setting is PyTorch's (MLX's CPU backend keeps its own)"
+            return mlx_machine.status(c.device.split(":")[0]).rstrip(".")
         dev = device_of(c.device)
         if isinstance(dev, str):
             return dev
@@ -338,6 +359,9 @@ def tune(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResu
     for device, prec in dict.fromkeys((c.device, c.precision) for c in ran):
         if stop() or outcome["stopped"]:
             break
+        if config.framework == "mlx":  # an MLX run checked its precision against PyTorch in float64 itself
+            found_checks[(device, prec)] = mlx_parity(outcome["runs"], g, device, prec)
+            continue
         found = run_check(replace(config, device=device, precision=prec, options=dict(config.options)))
         if isinstance(found, dict) and isinstance(found.get("parity"), dict):
             found_checks[(device, prec)] = dict(found["parity"])

@@ -322,3 +322,22 @@ def test_a_superscript_digit_is_not_a_batch_size_either():
     with pytest.raises(UserError, match="'\u00b3' is not one"):
         sweep.parse_batch_sizes("8,\u00b3")
     assert sweep.parse_batch_sizes("16, 8,16") == [8, 16]
+
+
+def test_an_mlx_tune_refuses_pytorchs_own_settings_and_keeps_precisions_and_batches():
+    pytest.importorskip("mlx.core")
+    config = RunConfig(model="mnist_cnn", dataset="synthetic", steps=4, epochs=None, framework="mlx")
+    grid = tune.plan(config, ["cpu"], batch_sizes=[32, 64], precisions=["fp32", "bf16"])
+    refused = {c.key: grid.refused.get(c.key) for c in grid.candidates}
+    channels_last = [why for c, why in zip(grid.candidates, refused.values()) if c.channels_last]
+    assert channels_last and all("channels_last is PyTorch's memory format" in why for why in channels_last)
+    kept = [c for c in grid.candidates if refused[c.key] is None]
+    assert {(c.precision, c.batch_size) for c in kept} == {("fp32", 32), ("fp32", 64), ("bf16", 32), ("bf16", 64)}
+
+
+def test_an_mlx_tune_takes_each_precisions_parity_from_its_runs():
+    result = RunResult(config=RunConfig(framework="mlx", precision="bf16"), status="finished")
+    result.summary["parity"] = {"checks": {"bf16 forward": {"difference": 0.08, "torch": None, "tolerance": 0.05}}}
+    grid = tune.Grid(candidates=[tune.Candidate("cpu", "bf16", False, False, 64, None, None)])
+    assert tune.mlx_parity({grid.candidates[0].key: [result]}, grid, "cpu", "bf16") == {"ok": False,
+                                                                                         "worst_rel_err": 0.08}
