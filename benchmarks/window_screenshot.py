@@ -4,6 +4,7 @@ fresh history:
     python benchmarks/window_screenshot.py OUT.png FILE.json [MORE.json ...]   # the Tools tab, newest result
     python benchmarks/window_screenshot.py --runs OUT.png RUNS.json             # the Runs tab, newest comparison
     python benchmarks/window_screenshot.py --folder DIR OUT.png                 # a folder dropped: its summary
+    python benchmarks/window_screenshot.py --runs --folder MODEL OUT.png RUNS.json  # a model folder and its runs
     python benchmarks/window_screenshot.py --runs --compare environment --python PY OUT.png RUNS.json
                                                     # the newest run compared by its environment; PY in Preferences
 
@@ -58,13 +59,15 @@ waited = [0]
 
 
 def prepare():
+    if args.folder and args.runs:  # a model folder opened beside its runs
+        window.check_folder(args.folder)
     if args.runs:
         from mpsstudio.engine.analysis.compare import compare
 
         window.tabs.setCurrentWidget(window.results)
         if args.compare:
             newest = max(window.store.all(), key=lambda r: r.created_at)
-            window.results.select_ids([newest.id])
+            window.results.select_ids([r.id for r in window.store.all()] if args.compare == "selected" else [newest.id])
             combo = window.results.compare_combo
             index = next(i for i in range(combo.count()) if str(combo.itemData(i)).startswith(args.compare))
             combo.setCurrentIndex(index)
@@ -90,7 +93,10 @@ def prepare_once_loaded():
 
 
 def shoot():
-    if args.folder and window.folders.summary is None and waited[0] < 240:  # the folder once checked
+    from mpsstudio.engine.models.hf_folder import is_model_folder
+
+    model = bool(args.folder) and is_model_folder(args.folder)  # a model folder has no summary window
+    if args.folder and not model and window.folders.summary is None and waited[0] < 240:  # the folder once checked
         waited[0] += 1
         QTimer.singleShot(250, shoot)
         return

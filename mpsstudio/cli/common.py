@@ -8,10 +8,11 @@ import sys
 from typing import Sequence
 
 from ..engine.basics.config import RunConfig
+from ..engine.basics.torchrun import check_ranks
 from ..engine.basics.errors import Terminated, UserError
 from ..engine.basics.files import check_writable_file
 from ..engine.basics.formatting import is_finite, printable
-from ..engine.basics.table import Table
+from ..engine.basics.formatting import Table
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_BUSY = 75  # EX_TEMPFAIL: the history is held by another program; nothing is wrong with the input, try again
@@ -56,6 +57,25 @@ def config_from_args(args) -> RunConfig:
                         ("keep_best", "keep_best"), ("cast_float64", "cast_float64")):
         if getattr(args, flag, False):
             changes[field] = True
+    if getattr(args, "seq_len", None) is not None:
+        if changes.get("input_shape"):
+            raise UserError("Give the sequence length once: --seq-len L, or --input-shape L.")
+        changes["input_shape"] = [args.seq_len]
+    tuning = {key: value for key, value in (("finetune", getattr(args, "finetune", None)),
+                                            ("lora_rank", getattr(args, "lora_rank", None)),
+                                            ("lora_alpha", getattr(args, "lora_alpha", None)),
+                                            ("checkpointing", getattr(args, "gradient_checkpointing", False) or None))
+              if value is not None}
+    if tuning:
+        from ..engine.models.hf_folder import finetune_of
+
+        finetune_of(tuning)  # checked now: one sentence before anything runs
+        changes["options"] = {**changes.get("options", {}), **tuning}
+    framework = getattr(args, "framework", None)
+    if framework is not None and "," not in framework:  # a tool's one framework (bench takes a list: its plan's)
+        from ..engine.run.session import check_frameworks
+
+        changes["framework"] = check_frameworks([framework])[0]
     if getattr(args, "mps_fallback", None) is not None:
         changes["mps_fallback"] = args.mps_fallback
     changes["torchrun"] = [f"--{name.replace('_', '-')}={value}" for name in TORCHRUN_ARGS
@@ -79,7 +99,7 @@ def gpu_counts(text: str | None) -> list[int]:
         raise UserError(f"--gpus takes a number of GPUs or a list such as 1,2,4, not {printable(text)[:40]!r}.")
     counts = list(dict.fromkeys(int(p) for p in parts))
     for n in counts:
-        RunConfig(gpus=n)._validate_ranks()  # the bounds, said as the config says them
+        check_ranks(RunConfig(gpus=n))  # the bounds, said as the config says them
     return counts
 
 

@@ -138,6 +138,18 @@ _UNSET = {"threads": "torch's default", "image_size": "the model's", "input_shap
           "num_classes": "the model's", "steps": "by epochs", "epochs": "by steps", "early_stop_patience": "off"}
 
 
+def _finetune(options) -> str:
+    return {"lora": "LoRA", "head": "head only"}.get(str(options.get("finetune")), "full")
+
+
+def _only_finetune(a, b) -> bool:
+    """Two runs' options differ in a model folder's fine-tuning alone."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return False
+    keys = {k for k in {*a, *b} if a.get(k) != b.get(k)}
+    return bool(keys) and keys <= {"finetune", "lora_rank", "lora_alpha"} and _finetune(a) != _finetune(b)
+
+
 def _setting(r: RunResult, name: str) -> str:
     """A setting's value as a person reads it; unset ones say what they mean ("torch's default (8)")."""
     value = getattr(r.config, name, None)
@@ -239,7 +251,9 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
         a, b = getattr(base.config, name, None), getattr(other.config, name, None)
         if name == "model" and _file_name(a) == _file_name(b):  # a file named by its path on one side, by its name
             continue                                            # on the other (a shared file keeps no paths)
-        if a != b:
+        if a != b and name == "options" and _only_finetune(a, b):  # a model folder's fine-tuning, in its words
+            out.append(Difference("finetune", "fine-tuning", _finetune(a), _finetune(b), "setting"))
+        elif a != b:
             out.append(Difference(name, label, _setting(base, name), _setting(other, name), "setting"))
     if scripts:
         arguments = _script_differences(base, other)

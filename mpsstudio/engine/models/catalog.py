@@ -29,6 +29,7 @@ class ModelInfo:
     image_size_multiple: int = 1
     preferred_image_size: int | None = None
     declared: "Declared | None" = None  # a user's file: what it says of its input (models/user.py)
+    folder: bool = False  # a Hugging Face model folder (models/hf_folder.py): its batches are made for its task
 
 
 _IMAGENET = DataSpec(IMAGE, 1000, channels=3, height=224, width=224)

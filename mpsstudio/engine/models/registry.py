@@ -26,8 +26,9 @@ from torch import nn
 from ..basics.errors import UserError
 from ..basics.spec import DataSpec
 from . import architectures
+from .hf_folder import is_model_folder, read_folder
 from .catalog import BUILT_IN, CONVNETS, IMAGE, IMAGE_OR_TOKENS, SQUARE, TOKENS, ModelInfo
-from .user import (USER_MODEL_WARNING, build_user_model, declared, user_function, user_model_path,
+from .user import (USER_MODEL_WARNING, Declared, build_user_model, declared, user_function, user_model_path,
                    user_model_warning)
 
 __all__ = ["USER_MODEL_WARNING", "ModelInfo", "build_model", "count_parameters", "get_model_info", "input_spec_for",
@@ -71,6 +72,8 @@ def get_model_info(name: str) -> ModelInfo:
     entry = _REGISTRY.get(name.strip().lower())
     if entry is not None:
         return entry.info
+    if is_model_folder(name):
+        return folder_info(name)
     path = user_model_path(name, _unknown_model)
     said = declared(path)
     spec = spec_of(said.input_shape or USER_DEFAULT_SHAPE, said.num_classes or USER_DEFAULT_CLASSES, said.vocab_size)
@@ -82,6 +85,20 @@ def get_model_info(name: str) -> ModelInfo:
         preferred_image_size=spec.height if spec.kind == _IMAGE and said.input_shape else None,
         declared=said,
     )
+
+
+def folder_info(name: str) -> ModelInfo:
+    """A Hugging Face model folder's info (its config read, nothing loaded): its input at the default sequence length
+    or its image size; it makes its own batches and its loss is the one transformers computes."""
+    folder = read_folder(name)
+    if folder.vision:
+        spec = spec_of((folder.channels, folder.image_size, folder.image_size), folder.num_labels)
+    else:
+        spec = spec_of((folder.default_seq_len(),), folder.num_labels, max(2, folder.vocab_size))
+    return ModelInfo(name=name, description=folder.describe(), input_kind=spec.kind, default_spec=spec,
+                     preferred_image_size=folder.image_size if folder.vision else None,
+                     declared=Declared(spec.sample_shape, folder.num_labels, spec.vocab_size or None, True, True),
+                     folder=True)
 
 
 USER_DEFAULT_SHAPE = (3, 32, 32)  # what a user's model gets when neither its file nor the setup says
@@ -123,10 +140,15 @@ def input_size_for_folder(name: str, report, image_size: int | None = None) -> t
     return spec.width, spec.height
 
 
-def build_model(name: str, data_spec: DataSpec) -> nn.Module:
-    """A freshly initialised model for ``data_spec`` (normally the result of ``input_spec_for``)."""
+def build_model(name: str, data_spec: DataSpec, options: dict | None = None) -> nn.Module:
+    """A freshly initialised model for ``data_spec`` (normally the result of ``input_spec_for``); a model folder's
+    own weights, fine-tuned as the run's `options` say (hf_model.build)."""
     spec = input_spec_for(name, data_spec)  # a no-op for a spec that already came from it
     entry = _REGISTRY.get(name.strip().lower())
+    if entry is None and is_model_folder(name):
+        from . import hf_model
+
+        return hf_model.build(read_folder(name), spec, options or {})
     if entry is None:
         return build_user_model(user_model_path(name, _unknown_model), spec)
     return entry.build(spec)
@@ -137,6 +159,8 @@ def own_functions(name: str) -> tuple[Callable | None, Callable | None]:
     only), (None, None) for a built-in model or a file that defines neither."""
     if name.strip().lower() in _REGISTRY:
         return None, None
+    if is_model_folder(name):
+        raise ValueError("a model folder's batches depend on the run's sequence length: run/feed.feed_for makes them")
     info = get_model_info(name)
     if info.declared is None or not (info.declared.make_batch or info.declared.loss):
         return None, None
@@ -144,10 +168,10 @@ def own_functions(name: str) -> tuple[Callable | None, Callable | None]:
     return user_function(path, "make_batch"), user_function(path, "loss")
 
 
-def count_parameters(model: nn.Module) -> int:
-    """Number of parameter values in ``model`` (shared parameters counted once); a lazy module's parameters
-    count once its first forward pass has given them a shape (until then they count as 0)."""
-    return sum(p.numel() for p in model.parameters() if not nn.parameter.is_lazy(p))
+def count_parameters(model: nn.Module, trainable: bool = False) -> int:
+    """Number of parameter values in ``model`` (shared parameters counted once; `trainable`: only those that train);
+    a lazy module's parameters count once its first forward pass has given them a shape (until then they count as 0)."""
+    return sum(p.numel() for p in model.parameters() if not nn.parameter.is_lazy(p) and (p.requires_grad or not trainable))
 
 
 def parameter_count(name: str, data_spec: DataSpec) -> int:

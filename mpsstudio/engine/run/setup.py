@@ -33,6 +33,10 @@ RESIDENT_LIMIT_BYTES = 4 * 1024**3
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
     """Load the config's dataset shaped for its model (synthetic data takes synthetic_input's shape)."""
     info = models.get_model_info(config.model)
+    if info.folder and str(config.dataset).lower() != "synthetic":
+        from ..models.hf_folder import SYNTHETIC_ONLY
+
+        raise UserError(SYNTHETIC_ONLY)
     spec = synthetic_input(config)
     return datasets.load_dataset(config.dataset, model_spec=spec,
                                  image_size=config.image_size or info.preferred_image_size,
@@ -55,7 +59,7 @@ def synthetic_input(config: RunConfig):
     info = models.get_model_info(config.model)
     spec = info.default_spec
     synthetic = str(config.dataset).lower() == "synthetic"
-    if info.declared is not None and info.declared.make_batch and (
+    if info.declared is not None and info.declared.make_batch and not info.folder and (
             config.input_shape or config.num_classes or (config.image_size is not None and synthetic)):
         raise UserError(f"{_name(config.model)} makes its own batches (make_batch), so --input-shape, --image-size "
                         "and --num-classes do not reach it; drop them, or change what make_batch returns.")
@@ -125,7 +129,7 @@ def prepare(cfg: RunConfig, device: devices.Device | None, data: datasets.Loaded
     memory_base = noted["memory_base"] = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
     model_spec = models.input_spec_for(cfg.model, data.spec)
     torch.manual_seed(cfg.seed)
-    model = models.build_model(cfg.model, model_spec)
+    model = models.build_model(cfg.model, model_spec, cfg.options)
     noted["parameters"] = models.count_parameters(model)
     feed = feed_for(cfg)  # a model file's own make_batch and loss (its code runs here, in the run's process)
     check_stop()

@@ -25,6 +25,7 @@ from ..basics.results import RunResult
 from ..data import datasets
 from ..data.batches import shape_key
 from ..machine import devices, host
+from ..models import registry as models
 from .failures import MODEL_INTERRUPT, Cancelled, DataError, outcome, release_reserve
 from .setup import Prepared, prepare
 from .steps import global_settings
@@ -362,6 +363,10 @@ class RunLoop:
             memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None))
         if p is not None:
             self.result.summary.update(p.epochs.summary())
+            if p.model_spec.kind == "tokens" and self.result.summary.get("samples_per_s"):  # a sample: seq_len tokens
+                self.result.summary.update(seq_len=p.model_spec.seq_len, tokens_per_s=self.result.summary[
+                    "samples_per_s"] * p.model_spec.seq_len)
+            self.result.summary["trainable_parameters"] = models.count_parameters(p.model, trainable=True)
         if noted.get("preflight"):
             self.result.summary["preflight"] = noted["preflight"]
 

@@ -72,7 +72,7 @@ def build(setup: Setup) -> torch.nn.Module:
     """The model as a run builds it (seeded), on the CPU; a user's model is first given one sample of its input
     (steps.check_forward: a model that cannot take it is one sentence naming the layer, as in a run)."""
     torch.manual_seed(setup.config.seed)
-    model = models.build_model(setup.config.model, setup.model_spec)
+    model = models.build_model(setup.config.model, setup.model_spec, setup.config.options)
     if setup.config.model.strip().lower() not in {m.name for m in models.list_models()}:
         x, _ = synthetic_batch(setup.model_spec, 2, torch.device("cpu"), setup.config.seed, setup.feed)
         steps.check_forward(model, x, setup.config, setup.feed.made, setup.model_spec.num_classes)

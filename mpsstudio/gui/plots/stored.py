@@ -16,6 +16,8 @@ def legend_labels(results: Sequence) -> list[str]:
     machines = {r.machine for r in results}
     setups = {(r.config.model, r.config.dataset, r.config.batch_size, r.config.precision) for r in results}
     torches = {str(r.env.get("torch")) for r in results}
+    tunings = {str(r.config.options.get("finetune", "full")) for r in results}
+    tunings_words = {"lora": "LoRA", "head": "head only"}
     labels = []
     for r in results:
         label = r.config.where  # "cpu", or an MLX run's "MLX · cpu"
@@ -25,6 +27,8 @@ def legend_labels(results: Sequence) -> list[str]:
             label += f" · torch {r.env.get('torch') or '?'}"
         if len(setups) > 1:
             label += f" · {r.config.model} {r.config.batch_words}"
+        if len(tunings) > 1:  # a model folder's runs in full and with LoRA
+            label += f" · {tunings_words.get(str(r.config.options.get('finetune')), 'full')}"
         labels.append(label)
     return labels
 

@@ -34,6 +34,21 @@ class ChoicesMixin:
         combo.setItemData(index, f"{path}\n{models.user_model_warning(path)}", Qt.ItemDataRole.ToolTipRole)
         return index
 
+    def use_model_folder(self, path: str, description: str) -> None:
+        """A Hugging Face model folder as the model (a folder icon beside its name; its description the tooltip), on
+        synthetic data: its batches are made for its task."""
+        combo = self.model_combo
+        index = combo.findData(path)
+        if index < 0:
+            index = combo.findData(CHOOSE_FILE) - 1
+            icon = self.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon)
+            combo.insertItem(index, icon, Path(path).name, path)
+            combo.setItemData(index, f"{path}\n{description}", Qt.ItemDataRole.ToolTipRole)
+        combo.setCurrentIndex(index)
+        synthetic = self.dataset_combo.findData("synthetic")
+        if synthetic >= 0:
+            self.dataset_combo.setCurrentIndex(synthetic)
+
     def _on_model_index(self, index: int) -> None:
         if self.model_combo.itemData(index) == RUN_SCRIPT:  # not a model: the script's own dialog, the model kept
             self.model_combo.setCurrentIndex(self._model_index)
@@ -56,7 +71,9 @@ class ChoicesMixin:
 
     def _model_file(self) -> str | None:
         model = self.model_combo.currentData()
-        return model if model not in (None, CHOOSE_FILE, RUN_SCRIPT) and model not in self._model_infos else None
+        if model in (None, CHOOSE_FILE, RUN_SCRIPT) or model in self._model_infos or not str(model).endswith(".py"):
+            return None  # a built-in, or a model folder (data only: nothing to run to check it)
+        return model
 
     def check_model_file(self) -> bool | str:
         """Build the chosen model file in a separate process, after asking once per file content."""

@@ -73,9 +73,22 @@ class ConfigsMixin:
             early_stop_monitor=self.monitor_combo.currentData(),
             early_stop_mode=self.monitor_mode_combo.currentData(),
             keep_best=self.keep_best_check.isChecked() and epochs is not None,
-            options=dict(self._base.options),
+            options=self._options(model),
             **self._input_fields(),
         )
+
+    def _options(self, model) -> dict:
+        """The base's options, with a model folder's fine-tuning (Training ▸ Fine-tuning) where the model is one."""
+        options = {k: v for k, v in self._base.options.items() if k != "finetune"}
+        if self._is_model_folder(model):
+            options["finetune"] = self.finetune_combo.currentData()
+        return options
+
+    @staticmethod
+    def _is_model_folder(model) -> bool:
+        from ...engine.models.hf_folder import is_model_folder
+
+        return isinstance(model, str) and not model.endswith(".py") and is_model_folder(model)
 
     def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
         """Set the form from a config (restoring the last setup); `devices`: every device to check (a comparison).

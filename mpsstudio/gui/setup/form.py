@@ -195,6 +195,16 @@ class SetupForm(AdvancedSectionMixin, QWidget):
                                              Qt.ItemDataRole.ToolTipRole)
         self.precision_combo.currentIndexChanged.connect(self._on_precision_index)
         self._row(form, "Precision", self.precision_combo)
+        self.finetune_combo = QComboBox()  # a Hugging Face model folder's fine-tuning (shown for one only)
+        for text, value, tip in (("Full", "full", "Every weight trains."),
+                                 ("LoRA", "lora", "LoRA adapters (rank 8, alpha 16) on the attention's query and value "
+                                                  "projections train; the rest is frozen."),
+                                 ("Head only", "head", "The task head trains; the body is frozen.")):
+            self.finetune_combo.addItem(text, value)
+            self.finetune_combo.setItemData(self.finetune_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        self.finetune_combo.currentIndexChanged.connect(self._emit_changed)
+        self._row(form, "Fine-tuning", self.finetune_combo)
+        self._training_form = form
         layout.addLayout(form)
 
 

@@ -54,6 +54,7 @@ class SummaryMixin:
     def _refresh(self) -> None:
         if self._loaded:
             self._update_input_rows()
+            self._training_form.setRowVisible(self.finetune_combo, self._is_model_folder(self.model_combo.currentData()))
         self.summary.setText(self.summary_text())
         if self._loaded:
             self._update_guard()
@@ -81,7 +82,7 @@ class SummaryMixin:
             text = f"{lead}: {params}"
         else:
             text = lead
-        if model not in self._model_infos:
+        if model not in self._model_infos and not self._is_model_folder(model):
             text += f"\n{MODEL_FILE_WARNING}"
         if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
             text += f"\n{MPS_COMPILE_NOTE}"
@@ -159,6 +160,13 @@ class SummaryMixin:
         from ...engine.models import registry as models
         from ...engine.basics.errors import UserError
 
+        if self._is_model_folder(model):  # its safetensors' headers, nothing loaded
+            from ...engine.models.hf_folder import read_folder, stored_parameters
+
+            try:
+                return stored_parameters(read_folder(model)) or ""
+            except UserError as exc:
+                return str(exc)
         if model not in self._model_infos:  # a user's file: never run here (model_files.py)
             try:
                 return self.model_files.parameters(model, self._file_model_spec(model, spec))

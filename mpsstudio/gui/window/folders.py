@@ -42,6 +42,11 @@ class Folders(QObject):
             w.state.pending_folder = path
             w.banner.show_message(f"{Path(path).name} will be checked as soon as PyTorch has loaded…")
             return
+        from ...engine.models.hf_folder import is_model_folder
+
+        if is_model_folder(path):  # a folder with config.json is a model (a folder of class subfolders, a dataset)
+            self.use_model(path)
+            return
         w.banner.show_message(f"Checking {Path(path).name}…")
         checker = folder_job(path, w)
         checker.done.connect(self.on_checked)
@@ -49,6 +54,22 @@ class Folders(QObject):
         checker.finished.connect(self.forget_finished)
         self.checkers.append(checker)
         checker.start()
+
+    def use_model(self, path: str) -> None:
+        """A Hugging Face model folder: its config read (nothing runs: safetensors hold data), chosen as the model,
+        its own batches made for its task; one sentence where it cannot be one."""
+        from ...engine.basics.errors import UserError
+        from ...engine.models import registry
+
+        w = self.w
+        try:
+            info = registry.get_model_info(path)
+        except UserError as exc:
+            w.banner.show_message(str(exc), warning=True, kind="folder")
+            return
+        w.setup.use_model_folder(path, info.description)
+        w.banner.clear("folder")
+        w.say(f"Model: {info.description} It trains on batches made for its task (synthetic).")
 
     def forget_finished(self) -> None:
         for checker in [c for c in self.checkers if c.isFinished()]:

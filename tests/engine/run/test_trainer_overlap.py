@@ -19,8 +19,8 @@ def _count_forwards(monkeypatch, fail_at_step: int | None = None) -> dict:
     state = {"calls": 0, "base": None}
     real = models.build_model
 
-    def build(name, spec):
-        model = real(name, spec)
+    def build(name, spec, options=None):
+        model = real(name, spec, options)
 
         def pre(module, args):
             state["calls"] += 1
@@ -126,8 +126,8 @@ def test_a_nan_in_a_window_timed_by_marks_names_its_step(monkeypatch):
     _StreamClock(state).install(monkeypatch)
     real = models.build_model
 
-    def build(name, spec):
-        model = real(name, spec)
+    def build(name, spec, options=None):
+        model = real(name, spec, options)
         model.register_forward_hook(lambda m, args, out: out * float("nan") if state["calls"] - 4 >= 12 else out)
         return model
     monkeypatch.setattr(models, "build_model", build)

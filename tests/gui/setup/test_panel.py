@@ -343,3 +343,19 @@ def test_mlx_that_cannot_run_is_off_with_the_reason(fake_panel):
                         for kind in MLX_HERE})
     assert not fake_panel.mlx_check.isEnabled() and "pip install 'mpsstudio[mlx]'" in fake_panel.mlx_check.toolTip()
     assert [c.framework for c in fake_panel.configs()] == ["torch"]
+
+
+def test_a_model_folder_is_the_model_with_its_fine_tuning(fake_panel, tmp_path):
+    pytest.importorskip("transformers")
+    from tests.support.hf_folders import gpt_causal_lm
+
+    folder = str(gpt_causal_lm(tmp_path / "gpt"))
+    assert not fake_panel._training_form.isRowVisible(fake_panel.finetune_combo)  # a built-in: no such row
+    fake_panel.use_model_folder(folder, "Hugging Face GPT2LMHeadModel (causal LM) from gpt.")
+    assert fake_panel.model_combo.currentData() == folder and fake_panel.dataset_combo.currentData() == "synthetic"
+    assert fake_panel._training_form.isRowVisible(fake_panel.finetune_combo)
+    assert not fake_panel.check_model_button.isVisible()  # safetensors: nothing to run to check it
+    assert "30,720 parameters" in fake_panel.summary_text() and "runs its code" not in fake_panel.summary_text()
+    fake_panel.finetune_combo.setCurrentIndex(fake_panel.finetune_combo.findData("lora"))
+    [config] = fake_panel.configs()
+    assert config.model == folder and config.options["finetune"] == "lora"
