@@ -60,6 +60,15 @@ def finetune_args(p: argparse.ArgumentParser) -> None:
                    help="recompute activations in the backward pass: less memory, more time")
 
 
+def math_args(p: argparse.ArgumentParser) -> None:
+    """--tf32, --tf32-conv and --threads: how PyTorch computes (the same words in bench and the tools)."""
+    p.add_argument("--tf32", action="store_true",
+                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
+    p.add_argument("--tf32-conv", action="store_true",
+                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+
+
 def config_args(p, *, precision: bool = True) -> None:
     p.add_argument("--model", default=None, help="model name (see `mpsstudio models`), a .py file or a Hugging Face "
                                                  "model folder (default: mlp)")
@@ -68,11 +77,7 @@ def config_args(p, *, precision: bool = True) -> None:
         p.add_argument("--precision", choices=PRECISIONS, default=None, help="(default: fp32)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="(default: sgd)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.01)")
-    p.add_argument("--tf32", action="store_true",
-                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
-    p.add_argument("--tf32-conv", action="store_true",
-                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    math_args(p)
     input_args(p)
     p.add_argument("--seed", type=int, default=None, help="random seed (default: 0)")
     p.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,

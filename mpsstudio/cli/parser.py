@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS
-from .arguments import config_args, finetune_args, gpu_args, input_args
+from .arguments import config_args, finetune_args, gpu_args, input_args, math_args
 from .common import DEFAULTS, Parser
 
 
@@ -70,11 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--resident", action="store_true", help="keep the dataset on the device")
     b.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
     b.add_argument("--compile", action="store_true", help="torch.compile the model")
-    b.add_argument("--tf32", action="store_true",
-                   help="allow TF32 on CUDA: in convolutions, as PyTorch's default does, and in matrix products")
-    b.add_argument("--tf32-conv", action="store_true",
-                   help="allow TF32 on CUDA in convolutions only (PyTorch's default)")
-    b.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    math_args(b)
     input_args(b)
     b.add_argument("--seed", type=int, default=None, help=f"random seed (default: {DEFAULTS.seed})")
     fallback = b.add_mutually_exclusive_group()

@@ -84,11 +84,12 @@ class ConfigsMixin:
             options["finetune"] = self.finetune_combo.currentData()
         return options
 
-    @staticmethod
-    def _is_model_folder(model) -> bool:
+    def _is_model_folder(self, model) -> bool:
+        """A Hugging Face model folder chosen as the model (a built-in's name is never looked up on disk)."""
         from ...engine.models.hf_folder import is_model_folder
 
-        return isinstance(model, str) and not model.endswith(".py") and is_model_folder(model)
+        return (isinstance(model, str) and model not in self._model_infos and not model.endswith(".py")
+                and is_model_folder(model))
 
     def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
         """Set the form from a config (restoring the last setup); `devices`: every device to check (a comparison).
