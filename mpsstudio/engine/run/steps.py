@@ -28,11 +28,13 @@ def make_optimizer(config: RunConfig, model: torch.nn.Module) -> torch.optim.Opt
                         "inference).")
     if config.lr is None:  # (a script's config only: its own optimizer)
         raise ValueError("a run of a model needs its learning rate")
+    # the parameters that train (a frozen body's, LoRA's or a head-only run's others are never the optimizer's)
+    trained = [p for p in model.parameters() if p.requires_grad]
     if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
+        return torch.optim.SGD(trained, lr=config.lr, momentum=0.9)
     if config.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=config.lr)
-    return torch.optim.AdamW(model.parameters(), lr=config.lr)
+        return torch.optim.Adam(trained, lr=config.lr)
+    return torch.optim.AdamW(trained, lr=config.lr)
 
 
 def raise_first_failure(exc: BaseException, inside: list, x, config: RunConfig, made: bool, num_classes: int) -> None:
