@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..engine.basics.formatting import fmt_bytes, fmt_count
-from ..engine.basics.formatting import Table
+from ..engine.basics.formatting import Table, fmt_bytes, fmt_count, printable
 from .common import EXIT_OK, EXIT_RUN_FAILED, grid
 
 
@@ -22,11 +21,25 @@ def cmd_devices(args) -> int:
                      str(d.threads) if d.threads else "-", d.reason or ""])
     print(grid(Table(["device", "available", "works", "name", "memory", "threads", "why not"], rows,
                      [False, False, False, False, True, True, False])))
+    print(f"\n{mlx_line()}")
     return EXIT_OK if all(c.ok for c in checks.values()) else EXIT_RUN_FAILED
 
 
+def mlx_line() -> str:
+    """"MLX 0.32.4 (--framework mlx): its CPU; not its GPU: ..." or why MLX cannot run here, like a device."""
+    from ..engine.machine import mlx
+
+    version = mlx.mlx_version()
+    if version is None:
+        return f"MLX (--framework mlx): not available: {printable(mlx.mlx_reason())}."
+    why = {kind: mlx.status(kind) for kind in ("mps", "cuda")}
+    gpu = next((f"its GPU ({'Metal' if k == 'mps' else 'CUDA'})" for k, w in why.items() if not w), "")
+    return (f"MLX {version} (--framework mlx): its CPU" + (f" and {gpu}." if gpu else
+                                                            f"; not its GPU: {printable(why['mps'])}."))
+
+
 def cmd_models(args) -> int:
-    from ..engine.models.catalog import BUILT_IN
+    from ..engine.models.catalog import BUILT_IN, MLX_TWINS
     from ..engine.models.counts import parameter_counts
 
     counts = parameter_counts()  # counted once per install, then cached: no torch import here after the first
@@ -34,7 +47,9 @@ def cmd_models(args) -> int:
             for m in BUILT_IN]
     print(grid(Table(["model", "input", "parameters (default input)", "default input", "description"], rows,
                      [False, False, True, False, False])))
-    print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape).")
+    print("\nYour own model: pass the path of a .py file defining build_model(num_classes, input_shape), or a Hugging "
+          "Face model folder (config.json + model.safetensors).")
+    print(f"In MLX too (--framework mlx): {', '.join(MLX_TWINS)}, or a model file that defines build_mlx_model.")
     return EXIT_OK
 
 

@@ -392,3 +392,14 @@ def test_bench_resnet18_in_pytorch_and_mlx_the_issues_command(tmp_path, capsys):
     assert code == 0 and [r["status"] for r in doc["runs"]] == ["finished", "finished"]
     assert doc["runs"][1]["summary"]["parity"]["passed"] is True
     assert any("trains resnet18" in line and "parity passed" in line and "[" in line for line in stdout.splitlines())
+
+
+def test_devices_says_where_mlx_runs_or_why_not(monkeypatch):
+    from mpsstudio.cli.info import mlx_line
+    from mpsstudio.engine.machine import mlx
+
+    if mlx.mlx_version() is not None:  # here: MLX's CPU backend, no Metal GPU
+        assert mlx_line().startswith(f"MLX {mlx.mlx_version()} (--framework mlx): its CPU; not its GPU: MLX's Metal")
+    monkeypatch.setattr(mlx, "mlx_reason", lambda: "MLX is not installed; install it with pip install 'mpsstudio[mlx]'")
+    assert mlx_line() == ("MLX (--framework mlx): not available: MLX is not installed; install it with pip install "
+                          "'mpsstudio[mlx]'.")
