@@ -225,9 +225,9 @@ MAX_FOLDER_MODULES = 15
 ANSWERED: dict[str, str] = {
     # asked "is this two things?" and answered no (2026-11-28, when typing them took them past 400 lines):
     "engine/process/handles.py": "one thing: the handle of a run process (start, signal, end, its descendants), "
-                                 "its in-process stand-in with the same interface and the registry of live ones",
-    "engine/tools/coreml.py": "one thing: a Core ML package made from the model, checked against PyTorch, and where "
-                              "Core ML plans its operations",
+                                 "its in-process stand-in with the same interface and the registry of live ones "
+                                 "(asked again 2026-11-28: the stand-in is a subclass overriding three methods, and "
+                                 "process/ holds 15 modules; engine/tools/coreml.py was two things and was split)",
 }
 
 

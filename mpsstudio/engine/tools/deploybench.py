@@ -235,11 +235,11 @@ def _coreml_rows(name, model, x_of, sizes, reference, about, stop=lambda: False,
 
 
 def _placement(target) -> dict:
-    from . import coreml
+    from . import coreml_plan
 
     try:
-        placement = coreml.placement(target)
-        placement["sentence"] = coreml.placement_sentence(placement)
+        placement = coreml_plan.placement(target)
+        placement["sentence"] = coreml_plan.placement_sentence(placement)
         return placement
     except Exception as exc:  # an older macOS, a package Core ML cannot plan
         return {"reason": f"Core ML could not say where it runs each operation ({error_line(exc, 160)})"}

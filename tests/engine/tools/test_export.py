@@ -484,7 +484,7 @@ def _fake_compute_plan(monkeypatch, operations):
 
 
 def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_path):
-    from mpsstudio.engine.tools import coreml
+    from mpsstudio.engine.tools import coreml_plan
 
     loaded = _fake_compute_plan(monkeypatch, [
         ("const", "cpu", ["cpu"], 0.0),  # constants compute nothing: left out
@@ -493,13 +493,13 @@ def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_p
         ("gelu", "gpu", ["gpu", "cpu"], 0.15),
         ("topk", "cpu", ["cpu"], 0.05),
     ])
-    p = coreml.placement(tmp_path / "m.mlpackage")
+    p = coreml_plan.placement(tmp_path / "m.mlpackage")
     assert len(loaded) == 1 and loaded[0].name == "ALL"
     assert len(loaded.compiled) == 1 and not os.path.exists(loaded.compiled[0])  # no .mlmodelc left behind
     assert p["operations"] == 4 and p["share_of_operations"]["neural_engine"] == 0.5
     assert p["share_of_cost"]["neural_engine"] == pytest.approx(0.8) and p["share_of_cost"]["cpu"] == pytest.approx(0.05)
     assert p["not_on_neural_engine"] == [{"op": "gelu", "count": 1}, {"op": "topk", "count": 1}]
-    assert coreml.placement_sentence(p) == ("Core ML (ALL) plans 80% of the estimated cost on the Neural Engine (2 of 4 "
+    assert coreml_plan.placement_sentence(p) == ("Core ML (ALL) plans 80% of the estimated cost on the Neural Engine (2 of 4 "
                                             "operations); these operators cannot run there: gelu (1), topk (1).")
 
 
