@@ -37,6 +37,8 @@ class RunFacts:
     peak_memory: int = 0
     memory_measure: str = "allocator"  # or "rss_growth": the CPU process's resident size over its level before the run
     input_shapes: int | None = None  # distinct input shapes fed to the model (None: not counted)
+    tokens_per_sample: int | None = None  # token input: a sample's sequence length (tokens/s beside samples/s)
+    trainable_parameters: int | None = None  # the parameters that train (fewer with LoRA or a frozen body)
 
 
 def summarise(result: RunResult, facts: RunFacts) -> None:
@@ -72,6 +74,10 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     s["s_per_epoch_measured"] = measured_epoch_s(s.get("epoch_s"))
     s["peak_memory"] = facts.peak_memory or None
     s["memory_measure"] = facts.memory_measure
+    if facts.tokens_per_sample and s.get("samples_per_s"):
+        s["seq_len"], s["tokens_per_s"] = facts.tokens_per_sample, s["samples_per_s"] * facts.tokens_per_sample
+    if facts.trainable_parameters is not None:
+        s["trainable_parameters"] = facts.trainable_parameters
     s.update(memory.summary_fields(result.windows, device_kind(result.config.device), facts.input_shapes))
     tail = result.losses[-FINAL_LOSS_STEPS:]
     s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None

@@ -13,7 +13,7 @@ from .compare import Comparison, Entry, device_name, interval_name, short_machin
 from .energy import fmt_joules
 from ..basics.config import precision_note
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite, printable
-from ..basics.frameworks import framework_words
+from ..basics.frameworks import framework_words, mlx_device_words
 from ..basics.results import RunResult
 from .summary import epoch_seconds
 
@@ -303,7 +303,7 @@ def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) 
 def _device_words(r: RunResult) -> str:
     d = r.config.device.split(":")[0]
     if r.config.framework == "mlx":
-        return "CPU" if d == "cpu" else "GPU"
+        return mlx_device_words(d).upper()
     return {"cpu": "CPU", "mps": "MPS", "cuda": "CUDA"}.get(d, d)
 
 

@@ -261,3 +261,9 @@ def _materialise(dataset) -> _Materialised:
     """Decode a lazy dataset once into uint8 tensors (the 'resident' option for image folders)."""
     xs, ys = zip(*(dataset[i] for i in range(len(dataset))))
     return _Materialised(torch.stack(xs), torch.as_tensor(ys, dtype=torch.int64))
+
+
+def endless(train):
+    """Endless stream of training batches, epoch after epoch (a batch source's `epoch()` again and again)."""
+    while True:
+        yield from train.epoch()

@@ -116,21 +116,19 @@ class MlxDevice(devices.Device):
 
 def resolve(name: str) -> MlxDevice:
     """The MLX device for a named device (cpu, mps, cuda); UserError when MLX cannot run there, with the reason."""
-    base = devices.resolve_device(name) if name.strip().lower() == "cpu" else None
     kind = name.strip().lower().split(":")[0]
     if kind not in ("cpu", "mps", "cuda"):
         raise UserError(f"Unknown device {name.strip()!r}; use cpu, mps or cuda.")
     reason = status(kind)
     if reason:
         raise UserError(f"MLX cannot run on {kind}: {reason}.")
-    if base is None:  # MLX's GPU: the device PyTorch names the same, where PyTorch sees it; else MLX's own words
-        try:
-            base = devices.resolve_device(name)
-        except UserError:
-            import mlx.core as mx
+    try:  # the device PyTorch names the same, where PyTorch sees it (the CPU always) ...
+        base = devices.resolve_device(name)
+    except UserError:  # ... else MLX's GPU in MLX's own words
+        import mlx.core as mx
 
-            info = mx.device_info(mx.gpu) if hasattr(mx, "device_info") else {}
-            base = devices.Device(id=kind, kind=kind, available=True, name=str(info.get("device_name", "MLX GPU")))
+        info = mx.device_info(mx.gpu) if hasattr(mx, "device_info") else {}
+        base = devices.Device(id=kind, kind=kind, available=True, name=str(info.get("device_name", "MLX GPU")))
     fields = {k: getattr(base, k) for k in ("id", "kind", "available", "reason", "name", "memory_total", "threads",
                                             "torch_device")}
     return MlxDevice(**fields)

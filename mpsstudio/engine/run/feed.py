@@ -72,13 +72,9 @@ class Feed:
 def feed_for(config: RunConfig) -> Feed:
     """The config's feed: a user's file's make_batch (on synthetic data) and loss, loaded in the run's process; a
     model folder's batches for its task at the run's sequence length and the loss transformers computes."""
-    if models.get_model_info(config.model).folder:
-        from ..basics.errors import UserError
+    if models.get_model_info(config.model).folder:  # (its data is synthetic: setup.load_data refuses any other)
         from ..models import hf_model
-        from ..models.hf_folder import SYNTHETIC_ONLY
 
-        if str(config.dataset).lower() != "synthetic":
-            raise UserError(SYNTHETIC_ONLY)
         shape = config.input_shape
         folder, spec = hf_model.spec_for(config.model, shape[0] if shape and len(shape) == 1 else None)
         return Feed(hf_model.batch_maker(folder, spec), hf_model.model_loss, folder.path.name)

@@ -33,7 +33,7 @@ RESIDENT_LIMIT_BYTES = 4 * 1024**3
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
     """Load the config's dataset shaped for its model (synthetic data takes synthetic_input's shape)."""
     info = models.get_model_info(config.model)
-    if info.folder and str(config.dataset).lower() != "synthetic":
+    if info.folder and str(config.dataset).lower() != "synthetic":  # its batches are made for its task (feed.py)
         from ..models.hf_folder import SYNTHETIC_ONLY
 
         raise UserError(SYNTHETIC_ONLY)

@@ -23,7 +23,7 @@ from ..basics.events import Ended, EpochEnd, Event, Started, Warmup
 from ..basics.formatting import error_line
 from ..basics.results import RunResult
 from ..data import datasets
-from ..data.batches import shape_key
+from ..data.batches import endless, shape_key
 from ..machine import devices, host
 from ..models import registry as models
 from .failures import MODEL_INTERRUPT, Cancelled, DataError, outcome, release_reserve
@@ -141,7 +141,7 @@ class RunLoop:
         step_fn = steps.choose()
         p.model.train(cfg.mode == "train")
         dev.reset_peak()
-        stream = _endless(p.train)
+        stream = endless(p.train)
         by_epoch = cfg.steps is None
         win_losses: list = []
         win_wait = validation_s = 0.0
@@ -360,19 +360,10 @@ class RunLoop:
             dataset=noted.get("dataset", ""), warmup_steps=p.warm if p else 0, warmup_s=self.warmup_s,
             measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0) * world, val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
-            memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None))
+            memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None,
+            tokens_per_sample=p.model_spec.seq_len if p and p.model_spec.kind == "tokens" else None,
+            trainable_parameters=models.count_parameters(p.model, trainable=True) if p else None))
         if p is not None:
             self.result.summary.update(p.epochs.summary())
-            if p.model_spec.kind == "tokens" and self.result.summary.get("samples_per_s"):  # a sample: seq_len tokens
-                self.result.summary.update(seq_len=p.model_spec.seq_len, tokens_per_s=self.result.summary[
-                    "samples_per_s"] * p.model_spec.seq_len)
-            self.result.summary["trainable_parameters"] = models.count_parameters(p.model, trainable=True)
         if noted.get("preflight"):
             self.result.summary["preflight"] = noted["preflight"]
-
-
-def _endless(train):
-    """Endless stream of training batches, epoch after epoch."""
-    while True:
-        yield from train.epoch()
-

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ...analysis.summary import RunFacts, memory_measure, summarise
 from ...basics.config import RunConfig
 from ...basics.events import Ended, EpochEnd, Started, Warmup
+from ...data.batches import endless
 from ...machine import host
 from ...machine import mlx as mlx_machine
 from ...machine.energy import meter as energy
@@ -171,7 +172,7 @@ class MlxLoop:
                           warmup_steps=p.warm, notes=p.notes, run_index=self.position[0], run_count=self.position[1],
                           train_size=self.noted["train_size"]))
         dev.reset_peak()
-        stream = _endless(p.train)
+        stream = endless(p.train)
         by_epoch = cfg.steps is None
         per_epoch = p.train.steps_per_epoch
         losses: list = []
@@ -282,9 +283,3 @@ def _fetch(losses: list):
     import numpy as np
 
     return np.array(mx.stack(losses).astype(mx.float32))
-
-
-def _endless(train):
-    while True:
-        yield from train.epoch()
-
