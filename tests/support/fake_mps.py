@@ -32,6 +32,13 @@ refuses what the real one refuses, the way torch does, and each behaviour names 
 - psutil.swap_memory() is macOS's (psutil/arch/osx/mem.c): `sout` counts page-outs, `used` is VM_SWAPUSAGE.
 - NSProcessInfo.thermalState (machine/host.process_thermal_state) says `thermal`; one storage above `abort_above`
   bytes aborts the "process" (`Aborted`, a BaseException), as MPS asserts on one array over 4 GiB (pytorch#143859).
+- torch.accelerator's memory stats run torch's own Python (torch/accelerator/memory.py) over faked
+  `torch._C._accelerator_*` bindings copying MPSHeapAllocatorImpl::getDeviceStats (torch 2.14.1 and 2.15.0,
+  `MPSAllocator.h`): "allocated_bytes" is the buffers in use (m_current_allocated_memory: current, peak, allocated,
+  freed), "reserved_bytes" those plus the cached ones; the peak is raised as a buffer is taken and reset to the
+  current value by `_accelerator_resetPeakStats`; `memory_stats` is empty until the allocator is initialized (the
+  first tensor); torch 2.13.0's wheel has the same getDeviceStats. `device_stats=False` is a torch without the calls
+  (torch.accelerator has no max_memory_allocated / reset_peak_memory_stats, as before its memory API).
 - autocast("mps") casts like the CPU's autocast lists (both lower matmul/conv/linear); GradScaler("mps") is torch's.
 - The energy monitor (zeus-apple-silicon's AppleEnergyMonitor, whose C++ side raises RuntimeError/ValueError:
   apple_energy.hpp) returns cumulative mJ fields, each may be None, and can be told to raise.
@@ -467,7 +474,7 @@ class FakeMPS:
                  fallback_enabled: bool = True, noise_in: str = "all", wrong_ops: dict | None = None,
                  event_reorder_s: float = 5e-5, swap_used: int = 0, pageouts_per_read: int = 512 * MiB,
                  missing_ops: tuple = (), thermal: str = "nominal", events_hang: bool = False,
-                 abort_above: int | None = None):
+                 abort_above: int | None = None, device_stats: bool = True):
         self.macos, self.chip, self.gpu_cores, self.memory = macos, chip, gpu_cores, memory
         self.recommended_max, self.driver_overhead, self.noise = recommended_max, driver_overhead, noise
         self.noise_in = noise_in  # "all" operations, or "forward" ones only (grad mode on)
@@ -483,6 +490,7 @@ class FakeMPS:
         self.events_hang = events_hang  # every elapsed_time waits forever (a listener that never runs)
         # one storage larger than this aborts the process, as MPS asserts on one array over 4 GiB (pytorch#143859)
         self.abort_above = abort_above
+        self.device_stats = device_stats  # torch.accelerator's memory calls exist (torch/accelerator/memory.py)
         # {op name: relative error}: kernels that compute wrong (as MPS has, depending on the batch or the allocator's
         # state: PyTorch #109457, #193487): each output is off by that share of its largest value
         self.wrong_ops = dict(wrong_ops or {})
@@ -494,6 +502,9 @@ class FakeMPS:
         self.event_reorder_s = event_reorder_s  # two events closer than this complete out of order (MPSEvent.mm)
         self.swap_used, self.pageouts_per_read, self._pageouts = swap_used, pageouts_per_read, 0
         self.pool: list[int] = []  # the allocator's cached buffers: freed storages' bytes, until empty_cache
+        self.peak = 0  # allocated_bytes.all.peak (MPSHeapAllocatorImpl's m_current_allocated_memory Stat)
+        self.taken = self.given_back = 0  # its allocated / freed totals
+        self.initialized = False  # _accelerator_isAllocatorInitialized: after the first tensor
         self._refs: dict[int, int] = {}  # storages in use: data pointer -> tensors holding it
         self._bytes: dict[int, int] = {}  # storages in use: data pointer -> bytes
         self._lock = threading.RLock()  # a finalizer may run while the lock is held
@@ -511,8 +522,12 @@ class FakeMPS:
         except (RuntimeError, AttributeError):
             return
         with self._lock:
+            if ptr not in self._refs:
+                self.taken += nbytes
             self._refs[ptr] = self._refs.get(ptr, 0) + 1
             self._bytes[ptr] = nbytes
+            self.initialized = True
+            self.peak = max(self.peak, sum(self._bytes.values()))
         weakref.finalize(t, self._release, ptr)
 
     def _release(self, ptr: int) -> None:
@@ -525,6 +540,7 @@ class FakeMPS:
             nbytes = self._bytes.pop(ptr, 0)
             if nbytes:
                 self.pool.append(nbytes)
+                self.given_back += nbytes
 
     def perturb(self, x):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and not isinstance(x, FakeMPSTensor):
@@ -610,6 +626,21 @@ class FakeMPS:
     def _set_fraction(self, fraction: float) -> None:
         self.fraction = fraction
 
+    # -- torch._C._accelerator_* (torch.accelerator's memory stats, MPSAllocator.mm getDeviceStats) ------------
+
+    def _device_stats(self, index: int) -> dict:
+        with self._lock:
+            current, cached = sum(self._bytes.values()), sum(self.pool)
+            stat = {"current": current, "peak": self.peak, "allocated": self.taken, "freed": self.given_back}
+            reserved = {"current": current + cached, "peak": max(self.peak, current + cached),
+                        "allocated": self.taken, "freed": self.given_back}
+        return {"allocated_bytes": {"all": stat}, "reserved_bytes": {"all": reserved},
+                "active_bytes": {"all": dict(stat)}}
+
+    def _reset_peak(self, index: int) -> None:
+        with self._lock:
+            self.peak = sum(self._bytes.values())
+
     def install(self, monkeypatch) -> "FakeMPS":
         from mpsstudio.engine.machine import devices
         from mpsstudio.engine.machine.energy import ioreport
@@ -633,6 +664,12 @@ class FakeMPS:
         monkeypatch.setattr(C, "_mps_recommendedMaxMemory", lambda: int(self.recommended_max))
         monkeypatch.setattr(C, "_mps_setMemoryFraction", self._set_fraction)
         monkeypatch.setattr(C, "_mps_emptyCache", self.empty_cache)
+        monkeypatch.setattr(C, "_accelerator_isAllocatorInitialized", lambda: self.initialized, raising=False)
+        monkeypatch.setattr(C, "_accelerator_getDeviceStats", self._device_stats, raising=False)
+        monkeypatch.setattr(C, "_accelerator_resetPeakStats", self._reset_peak, raising=False)
+        if not self.device_stats:
+            for name in ("max_memory_allocated", "reset_peak_memory_stats"):
+                monkeypatch.delattr(torch.accelerator, name, raising=False)
         events = FakeEvents(self)
         for name in ("acquireEvent", "releaseEvent", "recordEvent", "waitForEvent", "synchronizeEvent", "queryEvent",
                      "elapsedTimeOfEvents"):

@@ -35,7 +35,7 @@ class RunFacts:
     train_size: int = 0
     val: tuple[float, float] | None = None
     peak_memory: int = 0
-    memory_measure: str = "allocator"  # or "rss_growth": the CPU process's resident size over its level before the run
+    memory_measure: str = "allocator"  # a key of MEMORY_MEASURES: what the device measured (Device.memory_measure)
     input_shapes: int | None = None  # distinct input shapes fed to the model (None: not counted)
     tokens_per_sample: int | None = None  # token input: a sample's sequence length (tokens/s beside samples/s)
     trainable_parameters: int | None = None  # the parameters that train (fewer with LoRA or a frozen body)
@@ -109,10 +109,34 @@ def device_kind(device: str) -> str:
     return str(device).split(":")[0]
 
 
-def memory_measure(device: str) -> str:
-    """What a run's memory figure is: the CPU process's growth in resident size over its level before the
-    run ("rss_growth"), or the GPU allocator's bytes ("allocator")."""
+# What a run's memory figure is (summary["memory_measure"], said wherever the figure is shown): the device says which
+# (Device.memory_measure). "allocator" is what runs recorded before the peak was told from the in-use figure: CUDA's
+# was its allocator's peak, MPS's and MLX's the bytes in use at window ends.
+MEMORY_MEASURES = {
+    "rss_growth": "growth of the run process's resident memory (CPU)",
+    "peak_allocated": "peak allocated by PyTorch",
+    "mlx_peak": "peak by MLX",
+    "in_use_at_window_ends": "in use at window ends, not a peak (this torch keeps no MPS peak)",
+    "allocator": "the GPU allocator's bytes",
+    "process_rss": "the run process's resident memory (CPU)",
+}
+
+
+def memory_measure(device: str, env: dict | None = None) -> str:
+    """What a run's memory figure is: what its run's environment recorded (env["memory_measure"], the device's own
+    word), else by the device's kind as runs before it measured: the CPU process's growth in resident size over its
+    level before the run ("rss_growth"), or the GPU allocator's bytes ("allocator")."""
+    recorded = env.get("memory_measure") if isinstance(env, dict) else None
+    if isinstance(recorded, str) and recorded in MEMORY_MEASURES:
+        return recorded
     return "rss_growth" if device == "cpu" else "allocator"
+
+
+def memory_words(measure: str | None, device: str = "") -> str:
+    """The words of a memory measure ("peak allocated by PyTorch"); runs from before the field by their device."""
+    if measure == "allocator" and device.startswith("cuda"):
+        return MEMORY_MEASURES["peak_allocated"]
+    return MEMORY_MEASURES.get(measure or "", "memory")
 
 
 def epoch_seconds(summary: dict) -> tuple[float | None, bool]:
@@ -140,6 +164,7 @@ class Recorder:
         r, f = self.result, self.facts
         if isinstance(event, Started):
             r.id, r.env = event.run_id, event.env
+            f.memory_measure = memory_measure(r.config.device, event.env)
             if r.config.is_script:  # a script's batch and windows are what its first step said (run/tracked.py)
                 for key in ("batch_size", "window_s"):
                     value = event.config.get(key)
@@ -158,7 +183,9 @@ class Recorder:
         elif isinstance(event, Window):
             r.losses.extend(event.losses)
             r.windows.append(event.record())
-            f.peak_memory = max(f.peak_memory, event.memory, event.memory_detail.get("peak_allocated", 0) or 0)
+            detail = event.memory_detail
+            peak = detail.get("peak", detail.get("peak_allocated", 0)) or 0
+            f.peak_memory = int(max(f.peak_memory, event.memory, peak if is_finite(peak) else 0))
         elif isinstance(event, EpochEnd):
             r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
                              "val_accuracy": event.val_accuracy,

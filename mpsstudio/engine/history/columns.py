@@ -15,7 +15,7 @@ from ..basics.formatting import (DASH, SPREAD_WORDS, fmt_bytes, fmt_count, fmt_d
                                   fmt_timestamp, is_finite, one_line, printable, spread_of)
 from ..basics.results import RunResult
 from ..analysis.scaling import device_label
-from ..analysis.summary import epoch_seconds
+from ..analysis.summary import epoch_seconds, memory_words
 
 Speedups = dict[str, "float | None"]
 MAX_CELL = 80  # characters of a text cell (a 5,000-character machine name from a file must not widen the table)
@@ -72,6 +72,11 @@ def _memory_measure(r: RunResult, _speedups: Speedups):
     return measure
 
 
+def _memory_measure_words(r: RunResult, speedups: Speedups):
+    measure = _memory_measure(r, speedups)
+    return memory_words(measure, r.config.device) if measure else None
+
+
 def _energy_source(r: RunResult) -> str | None:
     source, measure = r.summary.get("energy_source"), r.summary.get("energy_measure")
     return f"{source} ({measure})" if source and measure else None
@@ -118,11 +123,14 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  _summary("final_loss")),
     ResultColumn("val_accuracy_percent", "Val. acc.", "Accuracy on the validation split after the last epoch.",
                  "percent", _summary("val_accuracy", 100.0)),
-    ResultColumn("peak_memory_bytes", "Peak memory", "Measured: on a GPU, the most bytes its allocator held; on "
-                 "the CPU, how much the run process grew over its size before the run (RSS growth).", "bytes",
-                 _summary("peak_memory")),
-    ResultColumn("memory_measure", "Memory measure", "allocator: the GPU allocator's bytes; rss_growth: the CPU "
-                 "process's growth in resident size during the run.", "text", _memory_measure),
+    ResultColumn("peak_memory_bytes", "Peak memory", "Measured: on a GPU, the most bytes its library's allocator "
+                 "held in arrays (PyTorch's on CUDA and MPS, MLX's for an MLX run); on the CPU, how much the run "
+                 "process grew over its size before the run (shown with +). On an MPS whose torch keeps no peak, the "
+                 "bytes in use at window ends, not a peak (shown with 'in use'). The Memory measure column says "
+                 "which.", "bytes", _summary("peak_memory")),
+    ResultColumn("memory_measure", "Memory measure", "Which figure Peak memory is: peak allocated by PyTorch, peak "
+                 "by MLX, in use at window ends, or the CPU process's growth in resident memory.", "text",
+                 _memory_measure_words),
     ResultColumn("j_per_sample", "J/sample", "Energy per sample of the device that ran the work (the GPU board on "
                  "CUDA, the Apple GPU on mps, the CPU package on cpu) over the measurement windows, warm-up apart: "
                  "measured by NVML or RAPL, estimated by macOS on Apple silicon (shown with \u2248). Empty when "
@@ -208,6 +216,8 @@ def cell_text(key: str, run: RunResult, speedups: Speedups, dash: str = DASH, ti
         return f"\u2248{text}" if times != "x" else f"~{text}"  # estimated, not measured
     if key == "peak_memory_bytes" and _memory_measure(run, speedups) == "rss_growth":
         return f"+{text}"  # the CPU process's growth, not an allocator's bytes
+    if key == "peak_memory_bytes" and _memory_measure(run, speedups) == "in_use_at_window_ends":
+        return f"{text} in use"  # not a peak: what the allocator held at window ends
     if key in ("j_per_sample", "avg_power_w", "energy_j", "idle_w", "j_per_sample_above_idle") \
             and energy_is_estimate(run):
         return f"\u2248{text}" if times != "x" else f"~{text}"  # macOS's model, not a meter

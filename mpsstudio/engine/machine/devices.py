@@ -242,11 +242,16 @@ class Device:
                 "driver_allocated": int(torch.mps.driver_allocated_memory()),
                 "recommended_max": int(torch.mps.recommended_max_memory()),
             }
+            peak = footprint.mps_peak()
+            if peak is not None:
+                reading["peak"] = peak
         elif self.kind == "cuda":
+            peak = int(torch.cuda.max_memory_allocated(self.index))
             reading = {
                 "allocated": int(torch.cuda.memory_allocated(self.index)),
                 "reserved": int(torch.cuda.memory_reserved(self.index)),
-                "peak_allocated": int(torch.cuda.max_memory_allocated(self.index)),
+                "peak_allocated": peak,
+                "peak": peak,
             }
         else:
             reading = {}
@@ -269,9 +274,22 @@ class Device:
                 "swap_used": reading.get("swap_used")}
 
     def reset_peak(self) -> None:
-        """Start a new peak-memory window (only CUDA keeps a peak)."""
+        """Start a new peak-memory window: CUDA's allocator peak, MPS's through the accelerator stats where the loaded
+        torch keeps them (footprint.mps_peak)."""
         if self.kind == "cuda":
             torch.cuda.reset_peak_memory_stats(self.index)
+        elif self.kind == "mps" and footprint.mps_peak() is not None:
+            torch.accelerator.reset_peak_memory_stats(0)
+
+    def memory_measure(self) -> str:
+        """What a run's memory figure on this device is (analysis/summary.MEMORY_MEASURES): the CPU process's growth,
+        the peak PyTorch's allocator kept (CUDA; MPS where torch keeps one), or, on an MPS whose torch keeps none, the
+        tensors in use read at window ends (not a peak: a step's activations are freed by then)."""
+        if self.kind == "cpu":
+            return "rss_growth"
+        if self.kind == "mps" and footprint.mps_peak() is None:
+            return "in_use_at_window_ends"
+        return "peak_allocated"
 
     def in_use(self, reading: dict[str, int]) -> int:
         """The one number to plot and compare from a memory() reading."""

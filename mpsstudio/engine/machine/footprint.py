@@ -4,7 +4,9 @@ On macOS the process's memory is its physical footprint, the figure Activity Mon
 Apple silicon the GPU's buffers are the process's memory too, and the footprint counts them where the resident
 size may not. It comes from `proc_pid_rusage(pid, RUSAGE_INFO_V0, &info)` (libproc.h; `struct rusage_info_v0` in
 <sys/resource.h>: a 16-byte uuid then ten uint64 fields, `ri_phys_footprint` the eighth, at byte 72). Elsewhere, and
-on a Mac where that call fails, it is the resident set size (psutil). Swap is the machine's (psutil), not the run's.
+on a Mac where that call fails, it is the resident set size (psutil). Swap is the machine's (psutil), not the run's. And
+the peak PyTorch's MPS allocator keeps (`mps_peak`): a window-end reading of the tensors in use misses a step's
+activations, freed by then.
 """
 
 from __future__ import annotations
@@ -86,3 +88,20 @@ def swap_used() -> int | None:
 
 
 PROCESS_WORDS = {"footprint": "physical footprint (Activity Monitor's Memory)", "rss": "resident memory (RSS)"}
+
+
+def mps_peak() -> int | None:
+    """The most bytes PyTorch's MPS allocator has held in tensors since its peak was last reset:
+    `torch.accelerator.max_memory_allocated(0)` (its "allocated_bytes.all.peak", from MPSHeapAllocatorImpl's
+    getDeviceStats in torch 2.14+; 0 before the allocator is initialized), or None where the loaded torch has no
+    such call or it raises (a torch whose MPS allocator keeps no device stats)."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    read = getattr(accelerator, "max_memory_allocated", None)
+    if read is None or not hasattr(accelerator, "reset_peak_memory_stats"):
+        return None
+    try:
+        return int(read(0))
+    except (RuntimeError, TypeError, ValueError, AttributeError):
+        return None

@@ -220,6 +220,7 @@ def run_environment(cfg: RunConfig, dev: devices.Device, flush_denormal: bool | 
     env["tf32_conv"] = cfg.tf32 or cfg.tf32_conv
     env["flush_denormal"] = flush_denormal
     env["device_name"] = dev.name
+    env["memory_measure"] = dev.memory_measure()
     env["machine_label"] = environment.machine_label(env)
     env["host"] = host.conditions()
     env["process_memory"] = footprint.PROCESS_WORDS[footprint.process_memory()[1]]  # the memory plot's dotted line

@@ -360,7 +360,7 @@ class RunLoop:
             dataset=noted.get("dataset", ""), warmup_steps=p.warm if p else 0, warmup_s=self.warmup_s,
             measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0) * world, val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
-            memory_measure=memory_measure(self.config.device), input_shapes=len(self.shapes) or None,
+            memory_measure=memory_measure(self.config.device, self.result.env), input_shapes=len(self.shapes) or None,
             tokens_per_sample=p.model_spec.seq_len if p and p.model_spec.kind == "tokens" else None,
             trainable_parameters=models.count_parameters(p.model, trainable=True) if p else None))
         if p is not None:

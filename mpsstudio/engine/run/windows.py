@@ -27,6 +27,13 @@ def span_fields(span: energy.SpanEnergy) -> dict:
             "energy_parts": span.parts, "utilization": span.utilization}
 
 
+def reading_peak(memory: dict) -> int:
+    """The library's own peak in a memory reading (Device.memory's "peak": CUDA's and MPS's allocator peak, MLX's on
+    a GPU; "peak_allocated" in readings from before it), 0 where it keeps none."""
+    value = memory.get("peak", memory.get("peak_allocated", 0))
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 class Windows:
     """Window bookkeeping of one run; `records` and `losses` are the RunResult's own lists."""
 
@@ -80,7 +87,7 @@ class Windows:
         self.target = max(1, min(self.cap, round(self.config.window_s * n / seconds) if seconds > 0 else self.cap))
         memory = self.device.memory()
         in_use = max(0, self.device.in_use(memory) - self.memory_base)
-        self.peak_memory = max(self.peak_memory, in_use, memory.get("peak_allocated", 0))
+        self.peak_memory = max(self.peak_memory, in_use, reading_peak(memory))
         samples = samples if samples is not None else n * self.config.batch * self.world
         sps = samples / seconds if seconds > 0 else float("inf")
         recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]

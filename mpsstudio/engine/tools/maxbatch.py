@@ -46,6 +46,7 @@ from ..run import steps
 from ..basics.config import MAX_BATCH, RunConfig
 from ..basics.errors import UserError
 from ..basics.formatting import error_line, fmt_bytes, fmt_rate
+from ..machine import footprint
 
 PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
 SWAP_LIMIT = 256 * 1024 * 1024  # swapped out during one probe: the machine is short of memory
@@ -95,7 +96,10 @@ class _Search:
         kind = self.dev.kind
         if kind == "cuda":
             return int(torch.cuda.max_memory_allocated(self.dev.index)), "allocator_peak"
-        if kind == "mps":
+        if kind == "mps":  # PyTorch's peak where the loaded torch keeps one (footprint.mps_peak), else Metal's figure
+            peak = footprint.mps_peak()
+            if peak is not None:
+                return peak, "allocator_peak"
             return int(torch.mps.driver_allocated_memory()), "driver_allocated"
         return max(0, rss_peak - self.base_rss), "rss_growth"
 
@@ -189,8 +193,7 @@ class _Search:
         # this probe kills it, the search goes on in a fresh one with this batch failed (process.run_tool)
         self.checkpoint({"resume": list(self.probes), "probing": batch}, None)
         self._fresh()
-        if self.dev.kind == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.dev.index)
+        self.dev.reset_peak()
         swap_before = swapped_out()
         x = y = None
         try:

@@ -167,7 +167,8 @@ def test_mps_synchronize_and_memory(monkeypatch):
         before = mps.memory()
         block = torch.zeros(1 << 18, device=mps.torch_device)  # 1 MiB on the faked GPU
         reading = mps.memory()
-        assert set(reading) - {"process", "swap_used"} == {"current_allocated", "driver_allocated", "recommended_max"}
+        assert set(reading) - {"process", "swap_used"} == {"current_allocated", "driver_allocated", "recommended_max",
+                                                           "peak"}
         assert all(type(v) is int for v in reading.values())  # torch returns ints in bytes
         assert reading["current_allocated"] - before["current_allocated"] == 1 << 20
         assert reading["driver_allocated"] >= reading["current_allocated"]
@@ -175,6 +176,52 @@ def test_mps_synchronize_and_memory(monkeypatch):
         assert mps.in_use(reading) == reading["current_allocated"]
         assert fake.syncs == 2  # a memory reading never syncs
         assert block.device.type == "mps" and block.sum().item() == 0
+
+
+def test_the_mps_peak_is_pytorch_s_through_torch_accelerator_and_reset_per_run(monkeypatch):
+    """torch.accelerator's own Python over the faked MPSHeapAllocatorImpl::getDeviceStats: the peak counts a step's
+    freed activations, which the in-use figure at a window's end no longer holds; reset_peak starts it again."""
+    fake = fake_mac(monkeypatch, available=True)
+    mps = devices.resolve_device("mps")
+    assert mps.memory_measure() == "peak_allocated"
+    with fake.activate():
+        kept = torch.zeros(1 << 18, device="mps")  # 1 MiB that stays
+        mps.reset_peak()
+        activations = torch.zeros(1 << 20, device="mps")  # 4 MiB freed before the reading
+        del activations
+        reading = mps.memory()
+        assert reading["current_allocated"] == 1 << 20
+        assert reading["peak"] == 5 << 20 == torch.accelerator.max_memory_allocated(0)
+        mps.reset_peak()
+        assert mps.memory()["peak"] == 1 << 20
+        assert kept.sum().item() == 0
+
+
+def test_an_mps_without_the_accelerator_stats_says_its_figure_is_not_a_peak(monkeypatch):
+    fake = fake_mac(monkeypatch, available=True, device_stats=False)
+    mps = devices.resolve_device("mps")
+    with fake.activate():
+        assert "peak" not in mps.memory()
+        mps.reset_peak()  # nothing to reset: no error
+    assert mps.memory_measure() == "in_use_at_window_ends"
+
+
+def test_the_peak_column_says_which_figure_it_is():
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.results import RunResult
+    from mpsstudio.engine.history.columns import cell_text
+
+    def run(device, measure):
+        r = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device=device))
+        r.summary.update(peak_memory=5 << 20, memory_measure=measure)
+        return r
+
+    assert cell_text("peak_memory_bytes", run("mps", "in_use_at_window_ends"), {}).endswith(" in use")
+    assert cell_text("peak_memory_bytes", run("cpu", "rss_growth"), {}).startswith("+")
+    assert cell_text("memory_measure", run("mps", "peak_allocated"), {}) == "peak allocated by PyTorch"
+    assert cell_text("memory_measure", run("mps", "mlx_peak"), {}) == "peak by MLX"
+    assert cell_text("memory_measure", run("cuda", "allocator"), {}) == "peak allocated by PyTorch"  # older CUDA runs
+    assert cell_text("memory_measure", run("mps", "in_use_at_window_ends"), {}).startswith("in use at window ends")
 
 
 # ---------------------------------------------------------------- CUDA

@@ -308,7 +308,7 @@ class Tracker:
             val=(self.result.epochs[-1]["val_loss"], self.result.epochs[-1]["val_accuracy"])
             if self.result.epochs else None,
             peak_memory=self.windows.peak_memory if self.windows else 0,
-            memory_measure=memory_measure(self.config.device)))
+            memory_measure=memory_measure(self.config.device, self.result.env)))
         s["tracked"] = self.how
         if s.get("tokens_per_sample") and s.get("samples_per_s"):
             s["tokens_per_s"] = s["samples_per_s"] * s["tokens_per_sample"]
