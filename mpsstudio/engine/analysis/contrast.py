@@ -115,8 +115,8 @@ def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: 
     return Contrast(kind, base, rows, axis)
 
 
-def _env_print(r: RunResult, skip: str = "") -> tuple:
-    return tuple(shown(read(r.env)) for key, _, read in ENVIRONMENT if key != skip) + (machine_id(r),)
+def _env_print(r: RunResult, *skip: str) -> tuple:
+    return tuple(shown(read(r.env)) for key, _, read in ENVIRONMENT if key not in skip) + (machine_id(r),)
 
 
 def _newest_per(runs: Iterable[RunResult], value: Callable[[RunResult], object]) -> list[RunResult]:
@@ -138,7 +138,8 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
     keys = {r.id: r.config.comparison_key() for r in usable}  # once per run, not once per axis
     prints = {r.id: _env_print(r, "threads") for r in usable}
     full = {r.id: _env_print(r) for r in usable}
-    beside = {r.id: _env_print(r, "mlx") for r in usable}  # the framework axis: MLX's version is one side's only
+    # the framework axis: MLX's version and variables are one side's only
+    beside = {r.id: _env_print(r, "mlx", "mlx_env") for r in usable}
     out = []
     for axis in SETTING_AXES:
         groups: dict[tuple, list[RunResult]] = {}

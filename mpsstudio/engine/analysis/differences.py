@@ -54,6 +54,13 @@ def _other_vars(env: dict):
     return ", ".join(f"{k}={v}" for k, v in sorted(variables.items()) if "MPS" not in str(k)) or "none set"
 
 
+def _mlx_vars(env: dict):
+    variables = env.get("mlx_env")
+    if not isinstance(variables, dict):
+        return None
+    return ", ".join(f"{k}={v}" for k, v in sorted(variables.items())) or "none set"
+
+
 def _field(key: str) -> Callable[[dict], object]:
     return lambda env: env.get(key)
 
@@ -70,6 +77,7 @@ ENVIRONMENT: tuple[tuple[str, str, Callable[[dict], object]], ...] = (
     ("torch_git", "torch build", _field("torch_git")),
     ("torchvision", "torchvision", _field("torchvision")),
     ("mlx", "MLX", _field("mlx")),  # an MLX run's (a PyTorch run records none: never a difference between the two)
+    ("mlx_env", "MLX variables", _mlx_vars),  # alike: MLX_* as an MLX run's process had them
     ("python", "Python", _field("python")),
     ("python_env", "Python environment", _field("python_env")),
     ("os", "OS", _field("os")),

@@ -34,7 +34,8 @@ def check_mlx(config) -> None:
                   (config.distributed, "runs on several GPUs are PyTorch's DDP"),
                   (config.channels_last, "channels_last is PyTorch's memory format (MLX keeps images channels-last "
                                        "always)"),
-                  (config.tf32 or config.tf32_conv, "TF32 is a PyTorch setting for CUDA"),
+                  (config.tf32_conv and not config.tf32, "TF32 in convolutions only is a PyTorch setting for CUDA "
+                   "(--tf32 turns on MLX's TF32-class fp32 products: MLX_ENABLE_TF32=1)"),
                   (config.resident, "'resident' keeps PyTorch tensors on the device"),
                   (config.accumulate > 1, "gradient accumulation is PyTorch's loop here"),
                   (config.early_stop_patience is not None or config.keep_best,

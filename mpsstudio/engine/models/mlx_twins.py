@@ -2,7 +2,8 @@
 for name the same as architectures.py's, so that a PyTorch model's initial weights move across by name
 (`transfer`); and a user's model file's own `build_mlx_model(num_classes, input_shape)`.
 
-Layouts: MLX convolutions take NHWC images and keep weights OHWI (PyTorch: NCHW, OIHW); a twin says which image
+Layouts: MLX convolutions take channels-last inputs and keep weights (out, *kernel, in) (PyTorch: channels first, (out,
+in, *kernel); a transposed convolution's (in, out, *kernel)): `weight_layouts` converts each; a twin says which image
 layout it takes (`input_layout`: "nhwc" for the convnets, "nchw" where no convolution reads the image: the MLP
 flattens it, the transformer reads it row by row, both in PyTorch's order). Imported only where MLX runs (a run's
 process): MLX is optional (`mpsstudio[mlx]`).
@@ -242,11 +243,38 @@ def torch_name(mlx_name: str, prefixes: list[str]) -> str:
     return mlx_name
 
 
-def to_mlx_layout(name: str, value):
-    """A PyTorch tensor's values in MLX's layout: a 2-D convolution's OIHW weight as OHWI (numpy)."""
+def weight_layouts(torch_model) -> dict[str, tuple[int, ...]]:
+    """The axes each convolution weight of a PyTorch model takes in MLX (its permutation, by parameter name): MLX keeps
+    a convolution's weight as (out, *kernel, in) where PyTorch's is (out, in, *kernel) (Conv1d/2d/3d: OIK -> OKI,
+    OIHW -> OHWI, OIDHW -> ODHWI) and a transposed convolution's (in, out, *kernel) (ConvTranspose1d/2d/3d ->
+    (out, *kernel, in)). UserError for a layer MLX has no such layout for (a grouped transposed convolution)."""
+    import torch
+
+    conv, transposed = torch.nn.modules.conv._ConvNd, torch.nn.modules.conv._ConvTransposeNd
+    layouts: dict[str, tuple[int, ...]] = {}
+    for name, module in torch_model.named_modules():
+        weight = getattr(module, "weight", None)
+        if not isinstance(module, conv) or not isinstance(weight, torch.Tensor):
+            continue
+        key, nd = f"{name}.weight" if name else "weight", weight.ndim
+        if isinstance(module, transposed):
+            if module.groups != 1:
+                raise UserError(f"{name or 'the model'} ({type(module).__name__}, groups={module.groups}) has no MLX "
+                                "layout here: a grouped transposed convolution's weight cannot be converted; use "
+                                "groups=1 or run it in PyTorch alone (--framework torch).")
+            layouts[key] = (1, *range(2, nd), 0)  # (I, O, *K) -> (O, *K, I)
+        else:
+            layouts[key] = (0, *range(2, nd), 1)  # (O, I, *K) -> (O, *K, I)
+    return layouts
+
+
+def to_mlx_layout(name: str, value, layouts: dict[str, tuple[int, ...]]):
+    """A PyTorch tensor's values in MLX's layout (numpy): a convolution's weight permuted as `layouts` says
+    (weight_layouts), everything else as it is."""
     array = value.detach().cpu().float().numpy() if hasattr(value, "detach") else value
-    if array.ndim == 4 and name.endswith("weight"):
-        array = array.transpose(0, 2, 3, 1)
+    order = layouts.get(name)
+    if order is not None and array.ndim == len(order):
+        array = array.transpose(order)
     return array
 
 
@@ -255,6 +283,7 @@ def transfer(torch_model, twin: nn.Module) -> int:
     UserError naming the first name that has no counterpart or whose shape differs (a twin that is not the same
     model is never run)."""
     prefixes = sequential_prefixes(twin)
+    layouts = weight_layouts(torch_model)
     ours = {torch_name(name, prefixes): (name, value) for name, value in flat(twin.parameters())}
     theirs = {name: value for name, value in torch_model.state_dict().items() if not name.endswith("num_batches_tracked")}
     missing = [n for n in theirs if n not in ours]
@@ -264,18 +293,26 @@ def transfer(torch_model, twin: nn.Module) -> int:
                  f"the MLX model's {ours[extra[0]][0]} has no counterpart in PyTorch's")
         raise UserError(f"The MLX twin is not the same model: {first} ({len(missing)} PyTorch names and {len(extra)} "
                         "MLX names unmatched); name the MLX layers as build_model's.")
+    modules = dict(torch_model.named_modules())
     pairs, count = [], 0
     for name, (mlx_name, current) in ours.items():
-        array = to_mlx_layout(name, theirs[name])
+        array = to_mlx_layout(name, theirs[name], layouts)
         if tuple(array.shape) != tuple(current.shape):
+            owner = modules.get(name.rpartition(".")[0])
+            kind = type(owner).__name__ if owner is not None else "parameter"
+            expected = (f"MLX's {_LAYOUT_WORDS.get(len(array.shape), 'channels-last')} layout expected" if name in layouts
+                        else f"no layout conversion is known for a {kind}'s {array.ndim}-D {name.rpartition('.')[2]}, "
+                             "so the same shape is expected (conversions: Conv1d/2d/3d, ConvTranspose1d/2d/3d)")
             raise UserError(f"The MLX twin is not the same model: {name} is {tuple(theirs[name].shape)} in PyTorch "
-                            f"and {tuple(current.shape)} in MLX ({'OHWI' if array.ndim == 4 else 'same layout'} "
-                            "expected); give the layer the same shape.")
+                            f"and {tuple(current.shape)} in MLX ({expected}); give the layer the same shape.")
         pairs.append((mlx_name, mx.array(array).astype(current.dtype)))
         count += array.size
     twin.load_weights(pairs, strict=True)
     mx.eval(twin.parameters())
     return count
+
+
+_LAYOUT_WORDS = {3: "OKI", 4: "OHWI", 5: "ODHWI"}
 
 
 def parameter_count(twin: nn.Module) -> int:

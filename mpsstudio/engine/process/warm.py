@@ -41,7 +41,11 @@ class Warm:
 
     @staticmethod
     def _key_of(config: RunConfig) -> tuple:
-        return config.device, bool(config.mps_fallback)
+        """What runs sharing a worker must agree on: the device, the MPS fallback (read when torch loads), the
+        framework (PyTorch's and MLX's allocators each keep their caches: neither's leaks into the other's figures)
+        and, for MLX, its TF32 switch (read once a process)."""
+        return (config.device, bool(config.mps_fallback), config.framework,
+                bool(config.tf32) if config.framework == "mlx" else None)
 
     def takes(self, config: RunConfig) -> bool:
         return shares(config)
@@ -52,8 +56,8 @@ class Warm:
             return self._proc is not None
 
     def process_for(self, config: RunConfig) -> RunProcess:
-        """The worker for this run: the one kept from the last run where it serves the same device and MPS-fallback
-        setting and is alive, else a fresh one (the other ended first)."""
+        """The worker for this run: the one kept from the last run where it serves the same device, MPS fallback,
+        framework and MLX TF32 switch (`_key_of`) and is alive, else a fresh one (the other ended first)."""
         with self._lock:
             proc, key = self._proc, self._key
             self._proc = self._key = None

@@ -21,8 +21,8 @@ class Cancelled(Exception):
 class NonFinite(Exception):
     """The loss became NaN or infinite at `step`."""
 
-    def __init__(self, step: int, value: float):
-        self.step, self.value = step, value
+    def __init__(self, step: int, value: float, cause: str = ""):
+        self.step, self.value, self.cause = step, value, cause  # cause: what the run could tell of why, or ""
 
 
 class DataError(Exception):
@@ -67,8 +67,9 @@ def outcome(exc: BaseException, config: RunConfig) -> tuple[str, str]:
             advice = f"lower the learning rate (now {config.lr:g})"
         if config.precision not in ("fp32", None):
             advice += f" or use fp32 precision (this run used {config.precision})"
-        return "failed", f"The loss was {kind} at step 1; {advice}." if exc.step == 1 else \
-            f"The loss became {kind} at step {exc.step}; {advice}."
+        cause = f" ({exc.cause})" if exc.cause else ""
+        return "failed", f"The loss was {kind} at step 1{cause}; {advice}." if exc.step == 1 else \
+            f"The loss became {kind} at step {exc.step}{cause}; {advice}."
     if isinstance(exc, DataError):
         cause = error_line(exc.__cause__ or exc, with_type=False)
         return "failed", f"Reading the training data failed ({cause}); check the dataset's files."

@@ -120,8 +120,13 @@ def free(device_kind: str) -> None:
     (one per stream and thread, kept by the allocator once made), so the next step makes them as a run's first
     step does, among its own tensors: measured on an H100, vit_b_16 under a 16 GiB cap trained 123 after earlier
     probes had left them in place, while a fresh process (a run) ran out of memory at 123 and trained 122, as the
-    search does with them cleared (docs/benchmarks.md)."""
+    search does with them cleared (docs/benchmarks.md). Where the process has run MLX, MLX's cached buffers too
+    (`mx.clear_cache`) and its peak reset, so a warm worker's next MLX run starts as a fresh process's would."""
     gc.collect()
+    mlx = sys.modules.get("mlx.core")  # MLX's allocator, where this process has used MLX: its cache and its peak
+    if mlx is not None:
+        mlx.clear_cache()
+        mlx.reset_peak_memory()
     if device_kind == "cuda":
         clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)  # private; torch's own tests use it so
         if clear is not None:

@@ -52,7 +52,8 @@ def test_each_twin_takes_pytorchs_weights_and_computes_the_same_logits(name):
 
 def test_a_convolution_moves_from_oihw_to_ohwi():
     weight = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5)
-    moved = mlx_twins.to_mlx_layout("conv.weight", weight)
+    moved = mlx_twins.to_mlx_layout("conv.weight", weight, mlx_twins.weight_layouts(torch.nn.ModuleDict(
+        {"conv": torch.nn.Conv2d(3, 2, (4, 5))})))
     assert moved.shape == (2, 4, 5, 3) and moved[1, 2, 3, 0] == weight[1, 0, 2, 3]
 
 

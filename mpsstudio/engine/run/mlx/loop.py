@@ -23,12 +23,13 @@ from ...data.batches import endless
 from ...machine import host
 from ...machine import mlx as mlx_machine
 from ...machine.energy import meter as energy
-from ..failures import Cancelled, DataError
+from ..failures import Cancelled, DataError, NonFinite
 from ..windows import Windows
 
-HALF_NOTE = ("MLX has no autocast: this run's weights and activations are {p} throughout (as MLX's own examples "
-             "train), where PyTorch's {p} is autocast over fp32 weights; the two are the same model, not the same "
-             "arithmetic.")
+HALF_NOTE = ("MLX has no autocast: this run keeps fp32 master weights and optimizer state and computes each step's "
+             "forward and backward in {p} (the weights cast to {p} each step, as mlx-lm's and PyTorch's mixed "
+             "precision do; no loss scaling, which PyTorch's fp16 adds with its GradScaler).")
+FP16_MAX = 65504.0
 
 
 def make_optimizer(config: RunConfig):
@@ -62,7 +63,12 @@ def converter(layout: str, image: bool) -> Callable:
 
 class MlxSteps:
     """The step functions of an MLX run: training (loss, gradients, optimizer update, then `mx.eval` of the loss and
-    every state) or inference (the forward and its loss, evaluated)."""
+    every state) or inference (the forward and its loss, evaluated).
+
+    In half precision (fp16, bf16) a training run keeps the weights and the optimizer's state in fp32 (`master`):
+    each step casts the weights to the half type, runs the forward and backward there, and the optimizer updates the
+    fp32 weights with the gradients cast back. Casting the whole model (and so Adam's state, whose eps of 1e-8 is 0
+    in fp16) turned fp16 + Adam to NaN at the second step (issue 56)."""
 
     def __init__(self, config: RunConfig, model, dtype) -> None:
         import mlx.core as mx
@@ -70,27 +76,59 @@ class MlxSteps:
 
         self.model, self.dtype, self.config = model, dtype, config
         self.optimizer = make_optimizer(config) if config.mode == "train" else None
+        self.half = dtype != mx.float32
 
         def loss_fn(m, x, y):
             return nn.losses.cross_entropy(m(x).astype(mx.float32), y, reduction="mean")
 
         self.loss_fn = loss_fn
         self.loss_each = nn.losses.cross_entropy
-        grad = nn.value_and_grad(model, loss_fn)
+        self.master: dict | None = None
+        if self.half and self.optimizer is not None:
+            self.master = {"weights": model.trainable_parameters()}  # fp32: the optimizer's
+            cast = self.cast
 
-        def train(x, y):
-            loss, grads = grad(model, x, y)
-            self.optimizer.update(model, grads)
-            return loss
+            def loss_of(weights, x, y):
+                model.update(cast(weights))
+                return loss_fn(model, x, y)
+
+            grad = mx.value_and_grad(loss_of)
+            master = self.master
+
+            def train(x, y):
+                loss, grads = grad(master["weights"], x, y)
+                master["weights"] = self.optimizer.apply_gradients(grads, master["weights"])
+                return loss
+        else:
+            if self.half:
+                model.set_dtype(dtype)  # inference: the weights themselves in the half type
+            grad = nn.value_and_grad(model, loss_fn)
+
+            def train(x, y):
+                loss, grads = grad(model, x, y)
+                self.optimizer.update(model, grads)
+                return loss
 
         def infer(x, y):
             return loss_fn(model, x, y)
 
         body = train if config.mode == "train" else infer
         if config.compile:  # the state a compiled step reads and changes, as MLX's compile docs say
-            state = [model.state, mx.random.state] + ([self.optimizer.state] if self.optimizer else [])
+            state = [model.state, mx.random.state] + ([self.optimizer.state] if self.optimizer else []) + (
+                [self.master] if self.master is not None else [])
             body = mx.compile(body, inputs=state, outputs=state)
         self.body = body
+
+    def cast(self, tree):
+        """A tree of weights in the step's half type (floating arrays only)."""
+        import mlx.core as mx
+        from mlx.utils import tree_map
+
+        return tree_map(lambda w: w.astype(self.dtype) if mx.issubdtype(w.dtype, mx.floating) else w, tree)
+
+    def weights(self):
+        """The weights the optimizer updates: the fp32 master weights of a half-precision run, else the model's."""
+        return self.master["weights"] if self.master is not None else self.model.trainable_parameters()
 
     def step(self, x, y):
         """One step, evaluated: the loss (kept for the window's one fetch) and every state the step changed."""
@@ -98,10 +136,44 @@ class MlxSteps:
 
         loss = self.body(x, y)
         if self.optimizer is not None:
-            mx.eval(loss, self.model.state, self.optimizer.state)
+            mx.eval(loss, self.model.state, self.optimizer.state, *([self.master] if self.master is not None else []))
         else:
             mx.eval(loss)
         return loss
+
+    def sync_model(self) -> None:
+        """The model given the current master weights in the half type (before validation: a step leaves the model
+        holding the weights it was cast from, one update behind)."""
+        if self.master is not None:
+            self.model.update(self.cast(self.master["weights"]))
+
+    def non_finite_cause(self, x, y) -> str:
+        """Why a half-precision loss turned non-finite, where it can be told (the batch it happened on): the same
+        fp32 weights give a finite loss in fp32 (the half type's range overflowed), or they are not finite any more
+        (the training diverged); "" where neither (or an fp32 run)."""
+        import math
+
+        import mlx.core as mx
+        import numpy as np
+
+        if self.master is None:
+            return ""
+        weights = self.master["weights"]
+        finite = all(bool(np.isfinite(np.array(w.astype(mx.float32))).all()) for _, w in _flat(weights))
+        if not finite:
+            return "the fp32 master weights themselves became non-finite: the training diverged, not the precision"
+        self.model.update(weights)
+        try:
+            value = float(np.array(self.loss_fn(self.model, x.astype(mx.float32) if mx.issubdtype(
+                x.dtype, mx.floating) else x, y)))
+        finally:
+            self.sync_model()
+        if math.isfinite(value) and self.config.precision == "fp16":
+            return (f"the same weights give a finite loss ({value:.4g}) in fp32: fp16's range (largest value "
+                    f"{FP16_MAX:,.0f}) overflowed in the forward or backward; bf16 keeps fp32's range")
+        if math.isfinite(value):
+            return f"the same weights give a finite loss ({value:.4g}) in fp32: {self.config.precision} lost it"
+        return ""
 
     def validate(self, batches, convert) -> tuple[float, float] | None:
         """(mean loss, accuracy) over the validation batches, the model in eval mode; None without any."""
@@ -110,6 +182,7 @@ class MlxSteps:
 
         if batches is None:
             return None
+        self.sync_model()
         self.model.eval()
         total = correct = 0
         loss_sum = 0.0
@@ -208,7 +281,11 @@ class MlxLoop:
             now = time.perf_counter()
             reading = None if in_warm else p.meter.end(close=step == p.total or epoch_end)
             first = step - len(losses) + 1
-            values = win.unstage(fetched, first)
+            try:
+                values = win.unstage(fetched, first)
+            except NonFinite as exc:
+                exc.cause = p.steps.non_finite_cause(xm, ym)
+                raise
             if in_warm:
                 self.warmup_s = now - run_start
                 self.emit(Warmup(steps=p.warm, seconds=self.warmup_s, losses=self.result.losses[:p.warm]))
@@ -262,13 +339,19 @@ class MlxLoop:
             dataset=self.noted.get("dataset", ""), warmup_steps=p.warm if p else 0, warmup_s=self.warmup_s,
             measured_wall_s=self.measured_wall_s, train_size=self.noted.get("train_size", 0), val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
-            memory_measure=memory_measure(self.config.device)))
+            memory_measure=memory_measure(self.config.device, self.result.env)))
         if p is not None:
             self.result.summary["parity"] = p.parity
             self.result.summary["framework"] = "mlx"
         elif self.noted.get("parity"):  # refused: the parity that refused it is the run's record
             self.result.summary["parity"] = self.noted["parity"]
         self.emit(Ended(self.result))
+
+
+def _flat(tree) -> list:
+    from mlx.utils import tree_flatten
+
+    return list(tree_flatten(tree))
 
 
 def _labels(y):

@@ -29,6 +29,17 @@ PARITY_SAMPLES = 16
 FLOOR = {"forward": 1e-5, "loss": 1e-5, "step": 1e-4}
 FP32_SLACK = 5.0
 HALF_TOLERANCE = {"bf16": 5e-2, "fp16": 1e-2}
+# The half-precision step (fp32 master weights, forward and backward in the half type), judged by its direction
+# (1 - cosine with float64's update: _misdirection): HALF_STEP_FACTOR times the forward's tolerance (its update went
+# through the forward, the backward's two products a layer and the optimizer)
+HALF_STEP_FACTOR = 3.0
+# TF32-class fp32 products (MLX's default on GPUs with NAX units, mlx#3860), derived from TF32's precision, never
+# loosened to pass: each product rounds both operands to a 10-bit mantissa, a relative error of up to 2 x 2^-11 a
+# product, adding along the path through the model's products (the step's goes through each three times: forward and
+# backward); and what PyTorch's own fp32 lost to the problem's conditioning (its difference from float64, about
+# condition x fp32's unit roundoff) at TF32's unit roundoff instead. The larger of the two.
+TF32_UNIT = 2.0 ** -11
+FP32_UNIT = 2.0 ** -24
 
 
 def relative(a, b) -> float:
@@ -93,10 +104,33 @@ def _dropout_off_mlx(model) -> list:
     return kept
 
 
-def _judge(truth, torch32, ours, floor: float) -> dict:
-    """A check's record: MLX's and PyTorch fp32's relative differences from the float64 truth, and MLX's tolerance."""
+def _judge(truth, torch32, ours, floor: float, reduced: float | None = None) -> dict:
+    """A check's record: MLX's and PyTorch fp32's relative differences from the float64 truth, and MLX's tolerance
+    (`reduced`: the products' TF32-class rounding, where the run's products are TF32-class; the conditioning PyTorch's
+    fp32 showed is then scaled to TF32's unit roundoff beside it)."""
     mine, theirs = relative(truth, ours), relative(truth, torch32)
-    return {"difference": mine, "torch": theirs, "tolerance": max(floor, FP32_SLACK * theirs)}
+    tolerance = max(floor, FP32_SLACK * theirs)
+    if reduced is not None:
+        tolerance = max(tolerance, reduced, theirs * TF32_UNIT / FP32_UNIT)
+    return {"difference": mine, "torch": theirs, "tolerance": tolerance}
+
+
+def products(twin) -> int:
+    """The matrix-product layers of an MLX model (each weight of two or more dimensions outside an embedding: a
+    Linear's, a convolution's, an attention's packed projection), what a TF32-class tolerance counts."""
+    import mlx.nn as nn
+
+    count = 0
+    for _, module in twin.named_modules():
+        if isinstance(module, nn.Embedding):
+            continue
+        count += sum(1 for name, value in module.items() if hasattr(value, "ndim") and value.ndim >= 2)
+    return max(1, count)
+
+
+def tf32_tolerance(twin, check: str) -> float:
+    """The relative difference TF32-class products alone may make in `check` ("forward", "loss", "step")."""
+    return 2 * TF32_UNIT * products(twin) * (3 if check == "step" else 1)
 
 
 def _reference(torch_model, dtype):
@@ -126,16 +160,19 @@ def _torch_side(config, model, x, y) -> tuple:
     return logits.detach().double().numpy(), loss.item(), updates
 
 
-def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_mlx_optimizer) -> Parity:
+def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_steps, reduced: bool = False) -> Parity:
     """Parity of `twin` (weights transferred from `torch_model`) on the batch (x_torch, y_torch) (PyTorch CPU
-    tensors); `to_mlx(x)` converts an input as the run does. Neither model is changed (copies are stepped)."""
+    tensors); `to_mlx(x)` converts an input as the run does; `make_steps(config, dtype)` the run's MlxSteps on the
+    twin. `reduced`: the run's fp32 products are TF32-class (machine/mlx.Arithmetic.reduced), whose tolerance is
+    derived from TF32's precision. Neither model is changed (copies are stepped)."""
     import mlx.core as mx
     import mlx.nn as nn
     import torch
     from mlx.utils import tree_map
 
-    from ...models.mlx_twins import flat, sequential_prefixes, to_mlx_layout, torch_name
+    from ...models.mlx_twins import flat, sequential_prefixes, to_mlx_layout, torch_name, weight_layouts
 
+    layouts = weight_layouts(torch_model)
     n = min(PARITY_SAMPLES, x_torch.shape[0])
     x_torch, y_torch = x_torch[:n].float() if x_torch.is_floating_point() else x_torch[:n], y_torch[:n]
     wide = x_torch.double() if x_torch.is_floating_point() else x_torch
@@ -158,14 +195,15 @@ def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_mlx_optimize
         mlx_loss = loss_fn(twin, x_mlx, y_mlx)
         mx.eval(out, mlx_loss)
         twin.update(saved)
-        result.checks["forward"] = _judge(truth[0], fp32[0], np.array(out), FLOOR["forward"])
-        result.checks["loss"] = _judge([truth[1]], [fp32[1]], [mlx_loss.item()], FLOOR["loss"])
+        tf32 = {k: tf32_tolerance(twin, k) if reduced else None for k in FLOOR}
+        result.checks["forward"] = _judge(truth[0], fp32[0], np.array(out), FLOOR["forward"], tf32["forward"])
+        result.checks["loss"] = _judge([truth[1]], [fp32[1]], [mlx_loss.item()], FLOOR["loss"], tf32["loss"])
         if result.checks["forward"]["difference"] > result.checks["forward"]["tolerance"]:
             result.layer = first_difference(_reference(torch_model, torch.float32), twin, x_torch, x_mlx,
                                             result.checks["forward"]["tolerance"])
             return result
         if config.mode == "train":
-            mlx_optimizer = make_mlx_optimizer(config)
+            mlx_optimizer = make_steps(config, mx.float32).optimizer
             _, grads = nn.value_and_grad(twin, loss_fn)(twin, x_mlx, y_mlx)
             mlx_optimizer.update(twin, grads)
             mx.eval(twin.parameters())
@@ -174,23 +212,59 @@ def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_mlx_optimize
             start = {torch_name(k, prefixes): v for k, v in flat(saved)}
             names = [name for name in truth[2] if name in after]
             result.checks["step"] = _judge(
-                np.concatenate([to_mlx_layout(k, truth[2][k]).ravel() for k in names]),
-                np.concatenate([to_mlx_layout(k, fp32[2][k]).ravel() for k in names]),
-                np.concatenate([np.array(after[k] - start[k], dtype=np.float32).ravel() for k in names]), FLOOR["step"])
+                np.concatenate([to_mlx_layout(k, truth[2][k], layouts).ravel() for k in names]),
+                np.concatenate([to_mlx_layout(k, fp32[2][k], layouts).ravel() for k in names]),
+                np.concatenate([np.array(after[k] - start[k], dtype=np.float32).ravel() for k in names]), FLOOR["step"],
+                tf32["step"])
         half = config.precision if config.precision in HALF_TOLERANCE else None
         if half:
-            twin.update(saved)
-            low_dtype = mx.bfloat16 if half == "bf16" else mx.float16
-            twin.set_dtype(low_dtype)
-            low = twin(to_mlx(x_torch, low_dtype))
-            result.checks[f"{half} forward"] = {"difference": relative(truth[0], np.array(low.astype(mx.float32))),
-                                                "torch": None, "tolerance": HALF_TOLERANCE[half]}
+            _half_checks(result, config, half, twin, saved, truth, x_torch, y_mlx, to_mlx, make_steps, layouts)
     finally:
         twin.update(saved)
         for module, p in kept:
             module._p_1 = p
         twin.train(was_training)
     return result
+
+
+def _half_checks(result: Parity, config, half: str, twin, saved, truth, x_torch, y_mlx, to_mlx, make_steps,
+                 layouts: dict) -> None:
+    """The run's half-precision arithmetic against the float64 truth: the forward's logits and, in training, one step
+    as the run takes it (fp32 master weights, forward and backward in the half type, the optimizer in fp32)."""
+    import mlx.core as mx
+
+    from ...models.mlx_twins import flat, sequential_prefixes, to_mlx_layout, torch_name
+
+    twin.update(saved)
+    low_dtype = mx.bfloat16 if half == "bf16" else mx.float16
+    steps = make_steps(config, low_dtype)
+    steps.sync_model()
+    x_low = to_mlx(x_torch, low_dtype)
+    low = twin(x_low)
+    result.checks[f"{half} forward"] = {"difference": relative(truth[0], np.array(low.astype(mx.float32))),
+                                        "torch": None, "tolerance": HALF_TOLERANCE[half]}
+    if config.mode != "train" or not truth[2]:
+        return
+    prefixes = sequential_prefixes(twin)
+    start = {torch_name(k, prefixes): v for k, v in flat(steps.weights())}
+    steps.step(x_low, y_mlx)
+    after = {torch_name(k, prefixes): v for k, v in flat(steps.weights())}
+    names = [name for name in truth[2] if name in after]
+    moved = np.concatenate([np.array((after[k] - start[k]).astype(mx.float32)).ravel() for k in names])
+    wanted = np.concatenate([to_mlx_layout(k, truth[2][k], layouts).ravel() for k in names]).astype(np.float64)
+    result.checks[f"{half} step direction"] = {"difference": _misdirection(wanted, moved), "torch": None,
+                                               "tolerance": HALF_STEP_FACTOR * HALF_TOLERANCE[half]}
+
+
+def _misdirection(a, b) -> float:
+    """1 - the cosine between two updates (0: the same direction; inf where either is not finite or zero). A half
+    step is judged by its direction: Adam's first update is about lr x sign(gradient), so a gradient the half type
+    rounds across zero flips an element whole, where the step still goes the same way."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return float("inf")
+    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    return 1.0 - float(a @ b) / norms if norms > 0 else float("inf")
 
 
 def first_difference(reference, twin, x_torch, x_mlx, tolerance: float) -> str:
@@ -243,9 +317,10 @@ def first_difference(reference, twin, x_torch, x_mlx, tolerance: float) -> str:
 
 
 def _as_torch_layout(array: np.ndarray, shape: tuple) -> np.ndarray:
-    """An MLX output (NHWC maps) in PyTorch's layout where that is what makes the shapes equal."""
-    if array.shape != shape and array.ndim == 4 and array.transpose(0, 3, 1, 2).shape == shape:
-        return array.transpose(0, 3, 1, 2)
+    """An MLX output (channels last: NLC, NHWC, NDHWC) in PyTorch's layout (channels first) where that is what makes
+    the shapes equal."""
+    if array.shape != shape and array.ndim >= 3 and np.moveaxis(array, -1, 1).shape == shape:
+        return np.moveaxis(array, -1, 1)
     return array
 
 

@@ -23,7 +23,9 @@ def prepare(cfg: RunConfig, data, progress, check_stop, noted: dict) -> MlxPrepa
     from ...models import mlx_twins
 
     cfg.check_runs_here()
+    mlx_machine.set_tf32(cfg.tf32)  # before MLX's first matrix product: it reads MLX_ENABLE_TF32 once a process
     dev = mlx_machine.resolve(cfg.device)
+    arithmetic = mlx_machine.arithmetic(dev.kind, cfg.tf32)
     mx.set_default_device(dev.mx_device())
     info = models.get_model_info(cfg.model)
     why = mlx_twin_reason(cfg.model)
@@ -53,17 +55,17 @@ def prepare(cfg: RunConfig, data, progress, check_stop, noted: dict) -> MlxPrepa
     convert = converter(mlx_twins.layout_of(twin), spec.kind == "image")
     check_stop()
     x, y = next(iter(train.epoch()))
-    found = parities.check(cfg, reference, twin, x, y, convert, lambda c: MlxSteps(c, twin, mx.float32).optimizer)
+    found = parities.check(cfg, reference, twin, x, y, convert, lambda c, dtype: MlxSteps(c, twin, dtype),
+                           reduced=arithmetic.reduced)
     noted["parity"] = found.record()
     parities.refuse(found, cfg.model)
     del reference
     dtype = {"bf16": mx.bfloat16, "fp16": mx.float16}.get(cfg.precision or "fp32", mx.float32)
-    if dtype != mx.float32:
-        twin.set_dtype(dtype)
     twin.train(cfg.mode == "train")
-    steps = MlxSteps(cfg, twin, dtype)
+    steps = MlxSteps(cfg, twin, dtype)  # half precision: fp32 master weights, the step in the half type
     env, meter = run_environment(cfg, dev, None)
-    env.update(framework="mlx", mlx=mlx_machine.mlx_version(), mlx_device=str(mx.default_device()))
+    env.update(framework="mlx", mlx=mlx_machine.mlx_version(), mlx_device=str(mx.default_device()),
+               mlx_arithmetic=arithmetic.record(), mlx_env=mlx_machine.mlx_variables())  # MLX_* change what it computes
     if cfg.steps is not None:
         warm, total = cfg.warmup_steps, cfg.warmup_steps + cfg.steps
     else:
@@ -72,6 +74,8 @@ def prepare(cfg: RunConfig, data, progress, check_stop, noted: dict) -> MlxPrepa
     notes = [f"MLX {env['mlx']} on its {'CPU' if dev.kind == 'cpu' else 'GPU'}: {found.words()}."]
     if dtype != mx.float32:
         notes.append(HALF_NOTE.format(p=cfg.precision))
+    elif dev.kind != "cpu" or cfg.tf32:
+        notes.append(f"MLX's fp32: {arithmetic.words}.")
     if dev.kind == "cpu":
         notes.append("MLX's CPU backend keeps its own threads: the CPU threads setting is PyTorch's.")
     return MlxPrepared(device=dev, steps=steps, parameters=noted["parameters"], train=train, val=val, convert=convert,

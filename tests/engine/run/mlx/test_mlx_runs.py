@@ -89,7 +89,7 @@ def test_a_model_file_without_a_twin_is_told_what_to_define(tmp_path):
 
 @pytest.mark.parametrize("change, words", [
     (dict(channels_last=True), "channels_last is PyTorch's memory format"),
-    (dict(tf32=True), "TF32 is a PyTorch setting"),
+    (dict(tf32_conv=True), "TF32 in convolutions only is a PyTorch setting"),
     (dict(accumulate=2), "gradient accumulation"),
     (dict(gpus=2, device="cuda"), "several GPUs"),
     (dict(framework="jax"), "Unknown framework 'jax'"),
