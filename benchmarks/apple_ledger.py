@@ -180,7 +180,8 @@ def fetch(spec: str, cache: Path, *, sdist: bool = False) -> Package:
 @dataclass
 class Claim:
     """One thing the ledger says about a distribution: `kind` is "source" (a member's text holds `text`, or matches it
-    as a regex with `regex`), "string" (a library's bytes hold it), "symbol" (a library's symbol table has a name
+    as a regex with `regex`), "pycode" (a Python member's code holds it, its comments left out: a claim about what
+    the code does, not what a comment says), "string" (a library's bytes hold it), "symbol" (a library's symbol table has a name
     holding it), "code" (the arm64 code of the function named `text` holds the instruction word `word`) or "tag"
     (the wheel's platform tag is it)."""
 
@@ -203,6 +204,8 @@ class Claim:
         try:
             if self.kind == "symbol":
                 hay = pkg.symbols(self.member)
+            elif self.kind == "pycode":
+                hay = without_comments(pkg.read(self.member).decode("utf-8", "replace"))
             else:
                 hay = pkg.read(self.member).decode("utf-8", "replace")
         except KeyError:
@@ -214,10 +217,31 @@ class Claim:
     def words(self) -> str:
         if self.kind == "code":
             return f"{self.package}: {self.member}'s {self.text} holds the instruction {self.word:#010x}"
-        what = {"source": "holds", "string": "has the string", "symbol": "has a symbol with",
+        what = {"source": "holds", "pycode": "has in its code", "string": "has the string", "symbol": "has a symbol with",
                 "tag": "is tagged"}[self.kind]
         where = self.member if self.kind != "tag" else "the wheel"
         return f"{self.package}: {where} {what} {self.text!r}"
+
+
+def without_comments(source: str) -> str:
+    """Python source with its comments removed (tokenize's COMMENT tokens; docstrings and other strings stay: they are
+    values the code holds)."""
+    import io
+    import tokenize
+
+    lines = source.splitlines(keepends=True)
+    cut: dict[int, int] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                cut[token.start[0]] = token.start[1]
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    return "".join(line[:cut[i]].rstrip() + "\n" if i in cut else line for i, line in enumerate(lines, start=1))
+
+
+def _code(package, member, text):
+    return Claim(package, "pycode", member, text)
 
 
 def _src(package, member, text, regex=False):
@@ -291,10 +315,21 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
                "use float32 instead."),
           _lib(" to the MPS backend but it does not have support for that dtype.")]),
         ("memory-fraction", "torch.mps.set_per_process_memory_fraction(f)",
-         [_src("torch", TORCH_MPS, "Allowed range: 0~2"),
+         [_code("torch", TORCH_MPS, 'if fraction < 0 or fraction > 2:\n        raise ValueError(f"Invalid fraction '
+                'value: {fraction}. Allowed range: 0~2")\n\n    torch._C._mps_setMemoryFraction(fraction)'),
           _src("torch", ALLOC_H, "return [m_device currentAllocatedSize];"),
           _src("torch", ALLOC_H, "constexpr static double default_high_watermark_ratio = 1.7;"),
-          _src("torch", ALLOC_H, "static const size_t kLargeHeap = MB(32);")]),
+          _src("torch", ALLOC_H, "static const size_t kLargeHeap = MB(32);"),
+          _sym("MPSHeapAllocatorImpl21setHighWatermarkRatio"), _sym("MPSHeapAllocatorImpl22release_cached_buffers"),
+          _lib("MPS backend out of memory (MPS allocated: "), _lib("other allocations: ")]),
+        ("memory-peak", "torch.accelerator.max_memory_allocated(0), reset_peak_memory_stats(0)",
+         [_code("torch", "torch/accelerator/memory.py", 'return memory_stats(device_index).get("allocated_bytes.all.'
+                'peak", 0)'),
+          _code("torch", "torch/accelerator/memory.py", "if not torch._C._accelerator_isAllocatorInitialized():\n"
+                "        return OrderedDict()"),
+          _code("torch", "torch/accelerator/memory.py", "return torch._C._accelerator_resetPeakStats(device_index)"),
+          _src("torch", ALLOC_H, "c10::CachingDeviceAllocator::DeviceStats getDeviceStats();"),
+          _sym("MPSHeapAllocatorImpl14getDeviceStats"), _sym("MPSHeapAllocatorImpl14resetPeakStats")]),
         ("autocast", 'torch.autocast("mps", float16 / bfloat16)',
          [_sym("TORCH_LIBRARY_IMPL_init_aten_AutocastMPS")]),
         ("grad-scaler", 'torch.amp.GradScaler("mps")',
@@ -307,8 +342,8 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("mps-variables", "the MPS environment variables torch reads",
          [Claim("torch", "string", TORCH_LIB, name) for name in _torch_mps_variables()]),
         ("compile", "torch.compile on MPS",
-         [_src("torch", "torch/_inductor/codegen/mps.py", "Just an early prototype"),
-          _src("torch", "torch/_inductor/runtime/runtime_utils.py", "#include <c10/metal/")]),
+         [_code("torch", "torch/_inductor/codegen/mps.py", "class MetalKernel(SIMDKernel):"),
+          _code("torch", "torch/_inductor/runtime/runtime_utils.py", '"#include <c10/metal/')]),
         ("zeus", "zeus_apple_silicon.AppleEnergyMonitor().get_cumulative_energy()",
          [Claim("zeus-apple-silicon", "string", "zeus_apple_silicon/zeus_ext.cpython-311-darwin.so", field)
           for field in ("AppleEnergyMonitor", "get_cumulative_energy", "gpu_mj", "cpu_total_mj", "ane_mj", "dram_mj")]),
@@ -338,10 +373,15 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("mlx-synchronize", "mx.synchronize()",
          [_src("mlx", MLX_CORE, "def synchronize(stream: Stream | ThreadLocalStream | Device | DeviceType | None = "
                "None) -> None:")]),
-        ("mlx-memory", "mx.get_active_memory(), get_peak_memory(), get_cache_memory(), reset_peak_memory()",
+        ("mlx-memory", "mx.get_active_memory(), get_peak_memory(), get_cache_memory(), reset_peak_memory(), "
+         "clear_cache()",
          [_src("mlx", MLX_CORE, f"def {name}() -> {kind}:") for name, kind in (
              ("get_active_memory", "int"), ("get_peak_memory", "int"), ("get_cache_memory", "int"),
-             ("reset_peak_memory", "None"))]),
+             ("reset_peak_memory", "None"), ("clear_cache", "None"))]),
+        ("mlx-tf32", "MLX_ENABLE_TF32; mx.device_info(mx.gpu)['architecture']",
+         [Claim("mlx-metal", "string", MLX_LIB, "MLX_ENABLE_TF32"),
+          Claim("mlx-metal", "string", MLX_LIB, "MLX_METAL_GPU_ARCH"),
+          Claim("mlx-metal", "string", MLX_LIB, "architecture")]),
         ("mlx-device-info", "mx.device_info(mx.gpu)",
          [_src("mlx", MLX_CORE, "def device_info(d: None | Device | DeviceType = None) -> dict[str, str | int]:"),
           Claim("mlx-metal", "string", MLX_LIB, "device_name")]),
@@ -352,6 +392,8 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           _src("mlx", MLX_CORE, "def eval(*args) -> None:"),
           _src("mlx", "mlx/nn/utils.py", "def value_and_grad(model: Module, fn: Callable):"),
           _src("mlx", "mlx/optimizers/optimizers.py", "bias_correction: bool = False,"),
+          _code("mlx", "mlx/optimizers/optimizers.py", "def apply_gradients(self, gradients: dict, parameters: dict):"),
+          _code("mlx", "mlx/optimizers/optimizers.py", "eps: float = 1e-8,"),
           _src("mlx", "mlx/nn/layers/dropout.py", "if self._p_1 == 1 or not self.training:")]),
         ("mlx-metal-library", "MLX's library and Metal kernels (the app collects them)",
          [Claim("mlx-metal", "string", MLX_LIB, "mlx.metallib"),

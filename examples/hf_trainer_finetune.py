@@ -4,9 +4,9 @@ with transformers' Trainer, on batches of random token ids: nothing is downloade
     python examples/hf_trainer_finetune.py --model FOLDER [--steps 30] [--batch-size 8] [--seq-len 128] [--bf16]
 
 Measured by MPS Studio, one run on each device (the Trainer picks the GPU by itself; the CPU's run keeps it on the
-CPU):
+CPU, bf16 there as the CPU's autocast):
 
-    mpsstudio run examples/hf_trainer_finetune.py --devices cpu,mps -- --model FOLDER
+    mpsstudio run examples/hf_trainer_finetune.py --devices cpu,mps -- --model FOLDER [--bf16]
 """
 
 import argparse
@@ -50,10 +50,13 @@ def main():
         model.config.pad_token_id = 0
     data = RandomTokens(args.batch_size * args.steps, args.seq_len, config.vocab_size,
                         model.config.num_labels if classify else None)
+    # Where no GPU is visible (a CPU run: MPS Studio hides the GPU from it) the Trainer must be told it runs on the
+    # CPU, or transformers refuses bf16 ("Your setup doesn't support bf16/gpu"); bf16 on the CPU is autocast there.
+    on_cpu = not (torch.cuda.is_available() or torch.backends.mps.is_available())
     with tempfile.TemporaryDirectory() as out:
         training = TrainingArguments(output_dir=out, max_steps=args.steps, per_device_train_batch_size=args.batch_size,
                                      learning_rate=5e-5, logging_steps=10, save_strategy="no", report_to=[],
-                                     bf16=args.bf16, dataloader_num_workers=0)
+                                     bf16=args.bf16, use_cpu=on_cpu, dataloader_num_workers=0)
         Trainer(model=model, args=training, train_dataset=data).train()
     print(f"trained on {next(model.parameters()).device}")
 

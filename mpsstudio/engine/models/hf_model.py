@@ -7,6 +7,7 @@ transformers and peft are optional (`mpsstudio[hf]`): without them a folder is r
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -53,7 +54,9 @@ def build(folder: HfFolder, spec: DataSpec, options: dict) -> torch.nn.Module:
     if checkpointing:
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise UserError(f"{folder.architecture} has no gradient checkpointing in transformers; turn it off.")
-        model.gradient_checkpointing_enable()
+        # transformers 5.24 renamed it (the old name warns FutureWarning); older releases have only the old one
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
     if mode == "head":  # (a language model's head is often its input embedding too, tied: it trains both)
         for p in model.parameters():
             p.requires_grad = False
@@ -74,7 +77,9 @@ def build(folder: HfFolder, spec: DataSpec, options: dict) -> torch.nn.Module:
         config = peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, task_type=task,
                                  modules_to_save=_head_names(model) if folder.task.endswith("classification") else None)
         try:
-            model = peft.get_peft_model(model, config)
+            with warnings.catch_warnings():  # peft asks transformers' deprecated is_gradient_checkpointing (5.24)
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+                model = peft.get_peft_model(model, config)
         except ValueError as exc:
             raise UserError(f"LoRA could not find its target modules in {folder.architecture} "
                             f"({error_line(exc, 160)}).") from exc

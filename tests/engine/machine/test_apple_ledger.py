@@ -81,6 +81,23 @@ def test_a_claim_holds_where_the_wheel_has_it_and_breaks_where_it_does_not(tmp_p
     assert not all(c.holds(pkg)[0] for c in ledger._min_macos_claims("2.15.0"))  # 2.15 says macOS 15.0
 
 
+def test_a_code_claim_breaks_where_only_a_comment_says_it(tmp_path):
+    """The compile row's claims are about code: the same words in a comment do not hold them (the row once matched
+    inductor's "Just an early prototype" comment)."""
+    [compile_row] = [claims for row_id, _, claims in ledger.rows("2.14.1") if row_id == "compile"]
+    mps_claim = next(c for c in compile_row if c.member == "torch/_inductor/codegen/mps.py")
+    assert mps_claim.kind == "pycode"
+    code = b"class SIMDKernel:\n    pass\n\n\nclass MetalKernel(SIMDKernel):\n    pass\n"
+    comment = b"# class MetalKernel(SIMDKernel): was here\nclass Other:\n    pass\n"
+    for name, body, holds in (("with", code, True), ("without", comment, False)):
+        folder = tmp_path / name
+        folder.mkdir()
+        pkg = ledger.Package(_wheel(folder, "torch-2.14.1-cp311-cp311-macosx_14_0_arm64.whl",
+                                    {mps_claim.member: body}))
+        assert mps_claim.holds(pkg)[0] is holds
+    assert ledger.without_comments("x = '# kept'  # cut\n") == "x = '# kept'\n"
+
+
 def test_the_torch_table_is_checked_against_each_release_s_wheel(tmp_path, capsys):
     """Every release the table covers: its tag and the macOS its library names. A wrong row is a broken claim."""
     def release_wheels(says_215: str):

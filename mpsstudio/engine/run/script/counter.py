@@ -25,6 +25,14 @@ NO_STEP_S = 10.0  # after the script's first forward pass: how long before a run
 SEQUENCE_FIRST = (torch.nn.RNNBase, torch.nn.MultiheadAttention)
 
 
+def _autocast_state(kind: str) -> tuple[bool, torch.dtype | None]:
+    """(autocast on?, its dtype) for a device type, as the code running now sees it."""
+    try:
+        return torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)
+    except (RuntimeError, TypeError, AttributeError):  # a device type autocast does not know
+        return False, None
+
+
 def _first_tensor(args, kwargs=None) -> torch.Tensor | None:
     """The call's first tensor: among its positional arguments, else its keyword arguments in their order."""
     for value in args:
@@ -110,6 +118,7 @@ class HookCounter:
         self.in_step = False  # inside an optimizer's step (between its pre- and post-hook)
         self._global: list = []
         self._local: torch.utils.hooks.RemovableHandle | None = None
+        self._inner: torch.utils.hooks.RemovableHandle | None = None
 
     # ------------------------------------------------------------------ the optimizer's step and backward()
 
@@ -135,13 +144,13 @@ class HookCounter:
             self.round = set()
             if self.pending is not None:
                 pending, self.pending = self.pending, None
-                self.tracker.step(*pending)
+                self.tracker.step(*self._known(pending))
         self.round.add(key)
         samples = self.given or self.step_samples or self.batch
         if self.loss is not None:
-            if samples is None:  # no module call seen (a model of plain tensors): each step one sample, said
-                samples, self.tracker.batch_from = 1, ("nothing: the script called no nn.Module, so each step counts "
-                                                       "as one sample (give --batch-size N)")
+            # None: not seen yet. A model called with keyword arguments only (`model(**batch)`, transformers'
+            # Trainer) shows no input to PyTorch's global hooks, so the step in which the model is found learns its
+            # batch from the model's next call, by the time this step is handed on (_known)
             self.pending = (self.loss, samples, 0 if self.given else self.step_tokens)
         elif self.pending is None:
             self.unseen_loss = True
@@ -157,7 +166,19 @@ class HookCounter:
     def flush(self) -> None:
         if self.pending is not None and not self.explicit:
             pending, self.pending = self.pending, None
-            self.tracker.step(*pending)
+            self.tracker.step(*self._known(pending))
+
+    def _known(self, pending: tuple) -> tuple:
+        """A step's (loss, samples, tokens) with its samples known: a step whose batch the model's calls never showed
+        takes the model's next call's (the model found at its end, taking keyword arguments only), else, where no
+        module call was ever seen (a model of plain tensors), one sample, said."""
+        loss, samples, tokens = pending
+        if samples is None and self.batch is not None:
+            samples, tokens = self.batch, 0 if self.given else self.tokens
+        if samples is None:
+            samples, self.tracker.batch_from = 1, ("nothing: the script called no nn.Module, so each step counts "
+                                                   "as one sample (give --batch-size N)")
+        return loss, samples, tokens
 
     def _saw_backward(self, tensor) -> None:
         if isinstance(tensor, (tuple, list)):
@@ -217,12 +238,27 @@ class HookCounter:
         if self.want_settings:
             self.want_settings = False
             self.model_input = first
-            kind = first.device.type if first is not None else "cpu"
-            try:
-                self.autocast = (torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
-            except (RuntimeError, TypeError, AttributeError):  # a device type autocast does not know
-                self.autocast = (False, None)
+            self.autocast = _autocast_state(first.device.type if first is not None else "cpu")
+            if not self.autocast[0] and self._inner is None:  # a wrapper may enter autocast inside the model's own
+                # forward (accelerate's prepare_model, as transformers' Trainer uses it): read it at the first inner call
+                self._inner = torch.nn.modules.module.register_module_forward_pre_hook(self._inner_call)
         self._no_step_yet()
+
+    def _inner_call(self, module, args) -> None:
+        """The first module call inside the model at the first measured step (a one-shot global hook): autocast as
+        the model's layers see it."""
+        first = _first_tensor(args)
+        if first is None:
+            return
+        self._remove_inner()
+        state = _autocast_state(first.device.type)
+        if state[0]:
+            self.autocast = state
+
+    def _remove_inner(self) -> None:
+        if self._inner is not None:
+            self._inner.remove()
+            self._inner = None
 
     def _read_input(self, first: torch.Tensor | None) -> None:
         samples, tokens = self.input.read(first)
@@ -290,6 +326,7 @@ class HookCounter:
             for hook in step_hooks:
                 hook.remove()
             self._remove_global()
+            self._remove_inner()
             if self._local is not None:
                 self._local.remove()
                 self._local = None

@@ -127,6 +127,8 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
     def measuring() -> None:  # the first measured step: the script's settings as it left them
         counter.want_settings = True
         switches.update(settings.flags())
+        if counter.optimizers:  # the learning rate now: a scheduler may take it to 0 by the run's end
+            switches["lr"] = settings.learning_rate(counter.optimizers[0])
 
     def concluding() -> None:  # the run ends (however): its config says what the script used, where it was seen
         if tracker.config.batch_size is None and counter.batch is not None and not batch_problem(counter.batch):

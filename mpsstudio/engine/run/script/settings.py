@@ -26,7 +26,8 @@ def flags() -> dict:
     return out
 
 
-def _lr(optimizer) -> float | None:
+def learning_rate(optimizer) -> float | None:
+    """The optimizer's learning rate now (its first group's: a scheduler changes it step by step), None if unreadable."""
     try:
         value = float(optimizer.param_groups[0]["lr"])
     except (AttributeError, IndexError, KeyError, TypeError, ValueError, RuntimeError):
@@ -40,7 +41,8 @@ def seen(optimizers: list, model: torch.nn.Module | None, model_input: torch.Ten
     out: dict = dict(switches)
     if optimizers:
         out["optimizer"] = "+".join(type(o).__name__ for o in optimizers)[:80]
-        out["lr"] = _lr(optimizers[0])
+        if out.get("lr") is None:  # read at the first measured step where it could be (runner.measuring)
+            out["lr"] = learning_rate(optimizers[0])
     if autocast is not None:
         enabled, dtype = autocast
         out["autocast"] = (_PRECISION.get(dtype, str(dtype).replace("torch.", "")) if dtype is not None
