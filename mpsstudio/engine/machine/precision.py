@@ -4,6 +4,7 @@ training has a GradScaler there."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from functools import lru_cache
 
@@ -25,6 +26,23 @@ def precision_unsupported_reason(device: Device, precision: str) -> str:
         return _cuda_precision_reason(device, precision)
     if not _cpu_autocast_works(precision):
         return f"{precision} autocast does not run on the CPU with PyTorch {torch.__version__}"
+    return ""
+
+
+# Apple GPUs before M3 (Apple GPU families 7 and 8) have no bfloat16 arithmetic: Metal converts bf16 to fp32 to
+# compute (transformers' is_torch_bf16_gpu_available says "Emulated in software by Metal using fp32 for hardware without
+# native support (like M1/M2)"); torch's MPS gates bf16 on macOS 14 alone (MPSDevice.h's AppleGPUFamily 7 = M1,
+# 8 = M2). Said, not refused: it runs, and saves memory; its speed is the measurement's to show (not measured here).
+EMULATED_BF16_CHIPS = re.compile(r"\bApple M[12]\b")
+MPS_BF16_EMULATED = ("bf16 on this {chip}'s GPU is emulated: M1 and M2 GPUs have no bfloat16 arithmetic, so Metal "
+                     "converts it to fp32 to compute; expect bf16's memory saving, not a speedup from the arithmetic")
+
+
+def precision_caveat(device: Device, precision: str | None) -> str:
+    """What a precision a device runs means there beyond "supported" ("" where nothing): bf16 emulated on an M1/M2."""
+    chip = device.name or ""
+    if device.kind == "mps" and precision == "bf16" and EMULATED_BF16_CHIPS.search(chip):
+        return MPS_BF16_EMULATED.format(chip=chip)
     return ""
 
 

@@ -26,6 +26,9 @@ from ..basics.results import RunResult
 from ..basics.spec import DataSpec
 
 Progress = Callable[[str, float], None]
+MLX_TF32_NOTE = ("MLX's default on this GPU runs fp32 matrix products in TF32-class precision (MLX_ENABLE_TF32=1): MLX "
+                 "runs twice on it, in full fp32 (like with like with PyTorch's fp32) and with its default, each "
+                 "labelled.")
 
 
 @dataclass
@@ -100,6 +103,10 @@ def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gp
                     part.skipped.append(f"skipping {label}: {reason.rstrip('.')}.")
                 elif kind not in (c.device.split(":")[0] for c in part.configs):
                     part.configs.append(cfg.with_device(kind))
+                    if kind == "mps" and not cfg.tf32 and mlx_machine.tf32_class_path(kind):
+                        # MLX's default here is TF32-class fp32 products: timed too, beside full fp32 (like PyTorch's)
+                        part.configs.append(cfg.changed(device=kind, tf32=True))
+                        part.notes.append(MLX_TF32_NOTE)
         out.configs += part.configs
         out.skipped += part.skipped
         out.notes += [n for n in part.notes if n not in out.notes]
@@ -125,9 +132,9 @@ def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True) -
             out.configs.append(config.with_device(dev.id))
             if config.compile and dev.kind == "mps":
                 out.notes.append(MPS_COMPILE_NOTE)
-            note = precision_note(config.with_device(dev.id))
-            if note and note not in out.notes:
-                out.notes.append(note)
+            for note in (precision_note(config.with_device(dev.id)), precision.precision_caveat(dev, config.precision)):
+                if note and note not in out.notes:
+                    out.notes.append(note if note.endswith(".") else note + ".")
     if gpus and out.configs:
         _on_gpus(out, list(gpus))
     if not out.configs and strict:

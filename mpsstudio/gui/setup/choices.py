@@ -131,7 +131,8 @@ class ChoicesMixin:
                 if reason and reason not in reasons:
                     reasons.append(reason)
             model.item(i).setEnabled(not reasons)
-            tip = "\n".join(reasons) if reasons else PRECISION_TIPS.get(precision, "")
+            caveats = [c for d in checked if (c := engine_precision.precision_caveat(d, precision))]
+            tip = "\n".join(reasons) if reasons else "\n".join([PRECISION_TIPS.get(precision, ""), *caveats]).strip()
             self.precision_combo.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
         if not self._precision_enabled(self.precision_combo.currentIndex()):
             self.precision_combo.setCurrentIndex(self.precision_combo.findData("fp32"))

@@ -323,6 +323,21 @@ def test_mps_fp16_needs_torch_2_5(monkeypatch):
     assert precision.precision_unsupported_reason(MPS, "fp32") == ""
 
 
+@pytest.mark.parametrize("chip, emulated", [("Apple M1 Pro", True), ("Apple M2", True), ("Apple M3 Max", False),
+                                           ("Apple M5", False), ("Apple M12", False)])
+def test_bf16_on_an_m1_or_m2_gpu_is_said_to_be_emulated_and_planned_with_the_words(monkeypatch, chip, emulated):
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.run import session
+
+    fake_mac(monkeypatch, version="14.5", available=True, chip=chip)
+    mps = devices.resolve_device("mps")
+    assert precision.precision_unsupported_reason(mps, "bf16") == ""  # it runs: said, not refused
+    caveat = precision.precision_caveat(mps, "bf16")
+    assert bool(caveat) is emulated and precision.precision_caveat(mps, "fp16") == ""
+    plan = session.plan(RunConfig(model="mlp", dataset="synthetic", precision="bf16"), ["mps"])
+    assert any("is emulated" in n for n in plan.notes) is emulated
+
+
 def test_unknown_precision():
     reason = precision.precision_unsupported_reason(CPU, "int8")
     assert reason == "unknown precision 'int8'; choose fp32, fp16 or bf16"

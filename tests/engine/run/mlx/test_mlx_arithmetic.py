@@ -298,3 +298,19 @@ def test_a_warm_worker_is_never_shared_across_frameworks_or_mlx_s_tf32_switch():
     keys = {Warm._key_of(base), Warm._key_of(base.changed(framework="mlx")),
             Warm._key_of(base.changed(framework="mlx", tf32=True))}
     assert len(keys) == 3
+
+
+def test_where_mlx_s_default_is_tf32_class_both_arithmetics_are_planned_and_labelled(monkeypatch):
+    from mpsstudio.engine.run import session
+
+    monkeypatch.setattr(mlx_machine, "status", lambda kind: "")
+    monkeypatch.setattr(mlx_machine, "tf32_class_path", lambda kind, arch=None: kind == "mps")
+    monkeypatch.setattr(session, "_by_device", lambda cfg, names, gpus, strict=True: session.Plan(
+        configs=[cfg.with_device(n) for n in names]))
+    found = session.plan(RunConfig(**{**QUICK, "framework": "torch"}), ["cpu", "mps"], frameworks=["torch", "mlx"])
+    mlx = [(c.device, c.tf32, c.where) for c in found.configs if c.framework == "mlx"]
+    assert mlx == [("cpu", False, "MLX \u00b7 cpu"), ("mps", False, "MLX \u00b7 gpu"),
+                   ("mps", True, "MLX \u00b7 gpu \u00b7 MLX_ENABLE_TF32=1")]
+    assert session.MLX_TF32_NOTE in found.notes
+    chosen = session.plan(RunConfig(**{**QUICK, "tf32": True}), ["mps"], frameworks=["mlx"])
+    assert [c.tf32 for c in chosen.configs] == [True]  # asked for: MLX's default only
