@@ -78,6 +78,13 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
             answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=left,
                           should_stop=should_stop, late=late, stop_grace_s=stop_grace_s, progress=progress)
         except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
+            kept = getattr(exc, "checkpoint", None)
+            if getattr(exc, "partial", None) is None and kept is not None:  # it did not answer within the grace
+                try:
+                    ended = tools.ended(name, kept, "Stopped before it could answer.")
+                    setattr(exc, "partial", None if "resume" in ended else ended)
+                except UserError:
+                    pass
             if getattr(exc, "partial", None) is not None:
                 try:
                     setattr(exc, "partial", tools.checked(name, getattr(exc, "partial")))
@@ -119,6 +126,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
     With `stop_grace_s` the child is asked to stop and given that long to answer first; with 0 it is ended."""
     stop = should_stop or (lambda: False)
     answered = False
+    fallback = None  # the child's checkpoint (below): what stands if it dies, passes its deadline or is stopped
     try:
         proc.send(job)
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
@@ -179,7 +187,10 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
                 log_output(proc, how)
                 return Checkpointed(fallback, how)
     except KeyboardInterrupt as exc:
-        setattr(exc, "partial", _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else None)
+        partial, kept = _answer_after_stop(proc, answer_kind, stop_grace_s) if stop_grace_s > 0 else (None, None)
+        setattr(exc, "partial", partial)
+        if partial is None and stop_grace_s > 0 and (kept or fallback) is not None:
+            setattr(exc, "checkpoint", kept or fallback)  # no answer in time: what the tool said stands (run_tool)
         raise
     finally:
         proc.end(wait_s=1.0 if answered else 0.0)  # one that answered exits by itself (its exit work done) in ms
@@ -197,19 +208,27 @@ def _checkpoint(message: tuple, subject: str) -> tuple[object, float | None]:
     return answer, deadline_s
 
 
-def _answer_after_stop(proc: RunProcess, answer_kind: str, grace_s: float):
-    """Ask the child to stop and wait up to `grace_s` for its answer (what it found so far); None without one."""
+def _answer_after_stop(proc: RunProcess, answer_kind: str, grace_s: float) -> tuple[object, object]:
+    """Ask the child to stop and wait up to `grace_s` for its answer (what it found so far): (its answer or None, the
+    last checkpoint it sent meanwhile or None). What it sent before the stop is read first, whatever the grace."""
+    kept = None
     if not proc.send(("stop",)):
-        return None
+        return None, None
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+    first = True
+    while first or time.monotonic() < deadline:
         try:
-            message = proc.receive(POLL_S)
+            message = proc.receive(0.0 if first else POLL_S)
         except (EOFError, Garbled):
-            return None
-        if message is not None and message[0] == answer_kind and len(message) == 2:
-            return message[1]
-    return None
+            return None, kept
+        if message is None:
+            first = False
+            continue
+        if message[0] == answer_kind and len(message) == 2:
+            return message[1], kept
+        if message[0] == "partial" and len(message) == 3 and message[1] is not None:
+            kept = message[1]
+    return None, kept
 
 
 def _checked_probe(probe, name: str):

@@ -35,9 +35,12 @@ COMPUTE_UNITS = (("CPU_ONLY", "Core ML, CPU only"), ("CPU_AND_GPU", "Core ML, CP
 def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devices: list[str] | None = None,
           weights: str | None = None, compress: list[str] | tuple[str, ...] = (),
           progress: Callable[[str, float], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> dict:
+          should_stop: Callable[[], bool] | None = None,
+          checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
     """The table of rows (see the module docstring) for every model; `compress`: Core ML weight compressions
-    (coreml.COMPRESSIONS) measured beside the fp16 package. UserError for bad input."""
+    (coreml.COMPRESSIONS) measured beside the fp16 package. UserError for bad input. `checkpoint(answer, None)`: the
+    rows measured so far, as a stopped benchmark's answer, after each device's and each package's rows: what is kept
+    if the benchmark is stopped and does not answer in time (a conversion in progress does not look at Stop)."""
     from ..machine import devices as machine
     from . import coreml, toolkit
 
@@ -58,6 +61,18 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
     notes: list[str] = []
     placements: dict[str, dict] = {}
     stopped = False
+    env = toolkit.tool_env(places[0] if places else machine.cpu_device())
+    runs_here = coreml.runs_here()
+
+    def answer(stopped: bool) -> dict:
+        result = {"models": list(models_list), "batch_sizes": sizes, "rows": list(rows), "notes": list(notes),
+                  "stopped": stopped, "placement": dict(placements), "env": env, "coreml_runs_here": runs_here}
+        result["sentence"] = sentence(result)
+        return result
+
+    def keep() -> None:  # what stands if Stop comes and the benchmark cannot answer in time
+        if checkpoint is not None:
+            checkpoint(answer(True), None)
     if any(p.kind == "cuda" for p in places):  # as a run measures (config.TF32_NOTE): like with like, full fp32
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -77,20 +92,17 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
                 break
             say(f"{name}: PyTorch on {place.id}", (m_index + 0.5) / len(models_list))
             rows.extend(_torch_rows(name, model, place, x_of, sizes, reference, stop))
+            keep()
         if stopped or stop():
             stopped = True
             break
         core, placements[name], more = _coreml_rows(name, model, x_of, sizes, reference, about, stop, compress)
         rows.extend(core)
         notes.extend(more)
+        keep()
     if weights and len(models_list) > 1:
         notes.append("--weights applies to one model; with several, each is the model as freshly built.")
-    result = {"models": list(models_list), "batch_sizes": sizes, "rows": rows, "notes": notes, "stopped": stopped,
-              "placement": placements,
-              "env": toolkit.tool_env(places[0] if places else machine.cpu_device()),
-              "coreml_runs_here": coreml.runs_here()}
-    result["sentence"] = sentence(result)
-    return result
+    return answer(stopped)
 
 
 def _model(name: str, weights: str | None):

@@ -34,7 +34,7 @@ def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | No
             raise UserError("The deploy benchmark needs a list of model names.")
         return deploybench.bench(names, batch_sizes=payload.get("batch_sizes"), devices=payload.get("devices"),
                                  weights=payload.get("weights") or None, compress=payload.get("compress") or (),
-                                 progress=progress, should_stop=should_stop)
+                                 progress=progress, should_stop=should_stop, checkpoint=checkpoint)
     if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
         raise UserError(f"The {name} tool needs a run configuration.")
     config = RunConfig.from_dict(payload["config"])
@@ -93,6 +93,8 @@ def ended(name: str, answer, how: str) -> dict:
             died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                     "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
             return {"resume": [*probes, died], "how": how}
+        if name == "deploy-bench":  # its checkpoint is the answer so far, a stopped benchmark's
+            return Obj().check(answer)
         if name == "diagnose":
             def fill(v):
                 if isinstance(v, str):
