@@ -74,9 +74,11 @@ def epoch(val_loss: float | None = None, val_accuracy: float | None = None) -> N
 
     if val_loss is not None and not _is_number(val_loss):
         raise TypeError(f"mpsstudio.track.epoch: val_loss must be a number, not {_shown(val_loss)}.")
-    if val_accuracy is not None and not (_is_number(val_accuracy) and 0 <= float(val_accuracy) <= 1):
+    if val_accuracy is not None and not (_is_number(val_accuracy) and 0 <= _float(val_accuracy) <= 1):
         raise ValueError(f"mpsstudio.track.epoch: val_accuracy is a share from 0 to 1 (0.93 for 93 %), not "
                          f"{_shown(val_accuracy)}.")
+    if isinstance(val_loss, int) and not isinstance(val_loss, bool):
+        val_loss = _float(val_loss)  # (10**400 is inf, as a float would be)
     tracker = tracked.ACTIVE["tracker"] or _alone["tracker"]
     if tracker is not None:
         tracker.epoch(val_loss, val_accuracy)
@@ -84,6 +86,14 @@ def epoch(val_loss: float | None = None, val_accuracy: float | None = None) -> N
 
 def _shown(value) -> str:
     return repr(value)[:40]
+
+
+def _float(value) -> float:
+    """A number as a float; an int past float's range as inf (10**400 raised OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _is_number(value) -> bool:
@@ -109,10 +119,14 @@ def _checked_loss(loss):
                              f"tensor of shape {tuple(loss.shape)}.")
         return loss
     if isinstance(loss, (int, float)) and not isinstance(loss, bool):
-        if not math.isfinite(loss):
-            raise ValueError(f"mpsstudio.track.step: the loss is {loss!r}, not a finite number: the step went wrong "
-                             "before it reached mt.step.")
-        return torch.tensor(float(loss))
+        try:
+            value = float(loss)
+        except OverflowError:  # an int past float's range (10**400)
+            value = math.inf
+        if not math.isfinite(value):
+            raise ValueError(f"mpsstudio.track.step: the loss is {_shown(loss)}, not a finite number: the step went "
+                             "wrong before it reached mt.step.")
+        return torch.tensor(value)
     raise TypeError(f"mpsstudio.track.step: the loss must be a tensor or a number, not {_shown(loss)}.")
 
 

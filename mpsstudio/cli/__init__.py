@@ -18,12 +18,12 @@ from ..engine.basics.errors import HistoryBusy, UserError
 from ..engine.basics.formatting import printable
 from . import bench, deploy, diagnose, history, info, launch, report, tools, tune
 from .bench import model_paths
-from .common import (EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
+from .common import (EXIT_BAD_INPUT, EXIT_BUSY, EXIT_CANNOT_TELL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
                      interrupted)
 from .parser import build_parser
 from .runs import keep_interrupted_runs
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CANNOT_TELL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
            "model_paths"]
 
 COMMANDS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from . import tools
-from .common import (EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+from .common import (EXIT_BAD_INPUT, EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      config_from_args, find_run, format_table, gpu_counts, interrupted)
 from .runs import Progress, download_progress, keep, print_verdicts
 
@@ -214,12 +214,14 @@ def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: b
     print_scaling(results)
     regressed = print_regressions(check, results) if check is not None else False
     if regressed is None and not (failed or not kept):
-        return EXIT_BAD_INPUT  # the check could not decide: too few windows (said), never a silent pass
+        return EXIT_CANNOT_TELL  # the check could not decide (said why, and what to run), never a silent pass
     return EXIT_RUN_FAILED if failed or not kept or regressed else EXIT_OK  # a run not kept is never exit 0
 
 
 def model_lines(r) -> list[str]:
     """"27,120 tokens/s (measured: samples/s x 16 tokens a sample)", "trains 4,096 of 233,728 parameters (LoRA)"."""
+    from ..engine.models.hf_folder import is_model_folder
+
     s, out = r.summary, []
     if s.get("tokens_per_s") and s.get("seq_len"):
         out.append(f"{s['tokens_per_s']:,.0f} tokens/s (measured: samples/s x {s['seq_len']:,} tokens a sample)")
@@ -227,6 +229,8 @@ def model_lines(r) -> list[str]:
     if isinstance(trained, int) and isinstance(total, int) and trained != total:
         how = {"lora": "LoRA", "head": "the head only"}.get(str(r.config.options.get("finetune")), "the rest frozen")
         out.append(f"trains {trained:,} of {total:,} parameters ({how})")
+    elif isinstance(trained, int) and trained == total and is_model_folder(r.config.model):
+        out.append(f"trains all {total:,} parameters (full fine-tuning)")  # said as LoRA's and the head's are
     return out
 
 

@@ -15,6 +15,7 @@ from ..engine.basics.formatting import is_finite, printable
 from ..engine.basics.formatting import Table
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CANNOT_TELL = 3  # a regression check that cannot tell (a noisy run, one run a side): not bad input, not a pass
 EXIT_BUSY = 75  # EX_TEMPFAIL: the history is held by another program; nothing is wrong with the input, try again
 MIN_TIMEOUT_S, MAX_TIMEOUT_S = 1, 7 * 24 * 3600
 DEFAULTS = RunConfig()

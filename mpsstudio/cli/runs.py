@@ -106,7 +106,7 @@ class Progress:
 
     def output(self, device: str, text: str) -> None:
         """What a run's process wrote (run_isolated's on_output)."""
-        lines = [printable(line.rstrip()) for line in text.splitlines() if line.strip()]
+        lines = [printable(line.rstrip().expandtabs(8)) for line in text.splitlines() if line.strip()]  # tabs as spaces
         if not lines:
             return
         if self.show_output:

@@ -145,6 +145,51 @@ def test_redaction_keeps_what_is_not_a_secret():
         f"export HF_TOKEN={REDACTED} and password: {REDACTED}"
 
 
+ANY_ARGS_SCRIPT = ("import sys, torch\nfrom torch import nn\nprint('got', len(sys.argv) - 1, 'arguments')\n"
+                   "m = nn.Linear(4, 3)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\nfor i in range(30):\n"
+                   "    loss = m(torch.randn(8, 4)).square().mean()\n    opt.zero_grad(); loss.backward(); opt.step()\n")
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpQIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM\n-----END RSA PRIVATE KEY-----"
+# (the secret value, the argument(s) that carry it): every shape issue 57's probe found kept
+SECRET_CORPUS = [
+    ("-Zq81fTLNvKd0c3aPq", ["--hf-token", "-Zq81fTLNvKd0c3aPq"]),  # a value that starts with "-"
+    ("MIIEpQIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM", ["--private-key", PEM]),
+    ("s3cr3tDbPass", ["--db", "postgres://trainer:s3cr3tDbPass@db.internal:5432/runs"]),
+    ("pgpw-771aa", ["PGPASSWORD=pgpw-771aa"]),
+    ("mypass-882bb", ["MY_PASS=mypass-882bb"]),
+    ("jsonkey-993cc", ['{"api_key": "jsonkey-993cc", "epochs": 3}']),
+    ("bearer-tok-1234abcd", ["--header", "Authorization: Bearer bearer-tok-1234abcd"]),
+    ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"]),
+    ("npmtok-5566dd", ["--npm-authToken=npmtok-5566dd"]),
+    ("cookie-7788ee", ["--cookie", "cookie-7788ee"]),
+]
+KEPT = ["--max_tokens", "512", "--pad_token", "<pad>", "--data", "/home/someone/data", "--key_dim", "64", "--lr",
+        "-0.5", "3f786850e387550fdab836ed7e6dc881de23001b"]
+
+
+def test_every_secret_shape_is_absent_from_the_history_exports_reports_logs_and_imports(tmp_path, capsys):
+    args = [a for _, carried in SECRET_CORPUS for a in carried] + KEPT
+    code, run = tracked_run(tmp_path, ANY_ARGS_SCRIPT, "--", *args)
+    assert code == cli.EXIT_OK, run.error
+    kept = run.config.options["script_args"]
+    assert all(a in kept for a in KEPT), kept  # the ordinary arguments as given
+    shared = _exports(tmp_path, capsys, run.id)
+    from mpsstudio.engine.basics import paths
+
+    logs = "".join(p.read_text(errors="replace") for p in paths.log_dir().rglob("*") if p.is_file())
+    for secret, _ in SECRET_CORPUS:
+        for where, text in (("history", " ".join(kept)), ("exports and reports", shared), ("logs", logs)):
+            assert secret not in text, (secret, where)
+    # a run imported from a file that carries a token is kept redacted, as a new run is
+    doc = json.loads((tmp_path / "history.json").read_text())
+    doc["runs"][0]["id"] = "imported-0001"
+    doc["runs"][0]["config"]["options"] = {**doc["runs"][0]["config"]["options"], "keep_args": True,
+                                           "script_args": ["--token", "imported-tok-42", "--lr", "0.1"]}
+    (tmp_path / "in.json").write_text(json.dumps(doc))
+    assert cli.main(["history", "--import", str(tmp_path / "in.json")]) == cli.EXIT_OK
+    [imported] = [r for r in RunStore().all() if r.id == "imported-0001"]
+    assert imported.config.options["script_args"] == ["--token", REDACTED, "--lr", "0.1"]
+
+
 def test_the_script_dialog_remembers_the_arguments_redacted(qapp):
     from mpsstudio.gui.script_dialog import ScriptDialog
 

@@ -30,7 +30,8 @@ from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, 
 from ..basics.results import RunResult
 from ..basics.formatting import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
-from .differences import ENVIRONMENT, SETTING_AXES, Difference, differences, shown
+from .differences import (AXIS_LABELS, ENVIRONMENT, SETTING_AXES, Difference, differences, finetune_words, shown,
+                          without_finetune)
 from .verdict import framework_sentence, times_text
 from .scaling import device_label
 
@@ -70,7 +71,7 @@ class Contrast:
 
     def title(self) -> str:
         c = self.baseline.config
-        what = {"setting": f"{SETTING_AXES.get(self.axis, self.axis)} compared",
+        what = {"setting": f"{SETTING_AXES.get(self.axis, AXIS_LABELS.get(self.axis, self.axis))} compared",
                 "environment": "environments compared", "selected": "selected runs compared"}[self.kind]
         differ = {d.key for v in self.rows for d in v.diffs if d.kind == "setting"}
         setup = setup_words(c, skip={self.axis} if self.kind == "setting" else differ)
@@ -141,10 +142,11 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
     # the framework axis: MLX's version and variables are one side's only
     beside = {r.id: _env_print(r, "mlx", "mlx_env") for r in usable}
     out = []
-    for axis in SETTING_AXES:
+    for axis in (*SETTING_AXES, "finetune"):  # and a model folder's fine-tuning (its options), one setting
         groups: dict[tuple, list[RunResult]] = {}
         for r in usable:
-            key = tuple(kv for kv in keys[r.id] if kv[0] != axis)
+            key = (tuple(kv for kv in keys[r.id] if kv[0] != axis) if axis != "finetune" else
+                   without_finetune(keys[r.id], r))
             # CPU threads as set show in the environment's thread count too: that one is the setting's to name
             env = prints[r.id] if axis == "threads" else beside[r.id] if axis == "framework" else full[r.id]
             groups.setdefault((key, r.config.device, env), []).append(r)
@@ -213,7 +215,8 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
 
 
 def _setting(r: RunResult, axis: str) -> object:
-    return getattr(r.config, axis)
+    return finetune_words(r) if axis == "finetune" else getattr(r.config, axis)
+
 
 
 def setup_words(c: RunConfig, skip: AbstractSet[str] = frozenset()) -> str:

@@ -146,8 +146,25 @@ _UNSET = {"threads": "torch's default", "image_size": "the model's", "input_shap
           "num_classes": "the model's", "steps": "by epochs", "epochs": "by steps", "early_stop_patience": "off"}
 
 
+FINETUNE_OPTIONS = ("finetune", "lora_rank", "lora_alpha")  # a model folder's fine-tuning, one setting in words
+
+
 def _finetune(options) -> str:
     return {"lora": "LoRA", "head": "head only"}.get(str(options.get("finetune")), "full")
+
+
+def finetune_words(r: RunResult) -> str:
+    """A model folder's fine-tuning as a setting's value: "full", "LoRA", "head only"."""
+    return _finetune(r.config.options)
+
+
+AXIS_LABELS = {"finetune": "fine-tuning"}  # setting axes beside SETTING_AXES (not RunConfig fields)
+
+
+def without_finetune(key: tuple, r: RunResult) -> tuple:
+    """A run's comparison key with its fine-tuning options left out (the fine-tuning axis's groups)."""
+    rest = {k: v for k, v in r.config.options.items() if k not in FINETUNE_OPTIONS}
+    return tuple(kv if kv[0] != "options" else ("options", repr(rest)) for kv in key)
 
 
 def _only_finetune(a, b) -> bool:
@@ -155,7 +172,7 @@ def _only_finetune(a, b) -> bool:
     if not (isinstance(a, dict) and isinstance(b, dict)):
         return False
     keys = {k for k in {*a, *b} if a.get(k) != b.get(k)}
-    return bool(keys) and keys <= {"finetune", "lora_rank", "lora_alpha"} and _finetune(a) != _finetune(b)
+    return bool(keys) and keys <= set(FINETUNE_OPTIONS) and _finetune(a) != _finetune(b)
 
 
 def _setting(r: RunResult, name: str) -> str:
@@ -204,9 +221,10 @@ def script_arguments(args) -> dict[str, str]:
 
 
 def _file_name(model) -> str:
-    """A model's name, or a model file's or script's file name (its folder left out)."""
+    """A model's name, or a model file's, script's or model folder's own name (the folders above it left out)."""
     text = str(model)
-    return text.replace("\\", "/").rsplit("/", 1)[-1] if text.lower().endswith(".py") else text
+    pathlike = text.lower().endswith(".py") or "/" in text or "\\" in text  # a file, or a model folder
+    return text.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] if pathlike else text
 
 
 def _number_text(text: str) -> bool:

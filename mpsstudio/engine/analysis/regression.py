@@ -27,11 +27,12 @@ WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_las
 
 def workload(c: RunConfig, device_too: bool = True) -> tuple:
     """What a baseline must share with a new run: the work (WORKLOAD) and the kind of device. A model file or a
-    script is its file name (a baseline shared from another checkout, or written without paths, names it so)."""
+    script is its file name, a model folder its folder's (a baseline shared from another checkout, or written without
+    paths by bench --json, names it so)."""
     def value(name: str):
         v = getattr(c, name)
-        if name == "model" and isinstance(v, str) and v.lower().endswith(".py"):
-            return v.replace("\\", "/").rsplit("/", 1)[-1]
+        if name == "model" and isinstance(v, str) and (v.lower().endswith(".py") or "/" in v or "\\" in v):
+            return v.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # a file's or a model folder's name
         return v
     key = tuple((name, repr(value(name))) for name in WORKLOAD)
     return (*key, device_kind(c.device)) if device_too else key
@@ -61,6 +62,7 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
 # two-sided 95 % t quantiles by degrees of freedom (more: 1.96)
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
         15: 2.13, 20: 2.09, 30: 2.04}
+CANNOT_TELL = 3  # the exit code of a check that cannot tell (cli/common.EXIT_CANNOT_TELL says it the same)
 DEFAULT_PROCESSES = 3  # new runs per device a regression check makes by default (`bench --baseline`, no --repeat)
 
 
@@ -132,31 +134,38 @@ class Regression:
                 and high < 1.0)
 
     def sentence(self) -> str:
+        """What was measured against the baseline and the verdict; where the check cannot tell, why and what to run."""
         v, b = self.versus, self.baseline
-        differs = ", ".join(d.words("other") for d in v.diffs) or "nothing MPS Studio records"
+        differs = ", ".join(d.words("other") for d in v.diffs)
         ratio, low, high = self._interval()
         shown = Versus(v.run, ratio, low, high, v.diffs)
-        words = ratio_words(shown) if low is not None else ratio_words(v)
-        if words.startswith("no clear difference"):  # "no clear difference from the baseline (1.20x [0.86-1.57])"
-            words = words.replace("no clear difference", "no clear difference from the baseline", 1)
-        elif words.endswith(("slower", "faster")) or "slower [" in words or "faster [" in words:
-            words += " than the baseline"
-        else:  # "not measured ...", "1.2x, but how sure cannot be told ..."
-            words = f"against the baseline, {words}"
-        where = (f"{len(self.runs)} new against {len(self.bases)} baseline run{'s' if len(self.bases) != 1 else ''}, "
-                 "interval between processes" if low is not None else f"run {b.id[:8]}, {fmt_timestamp(b.created_at)}")
-        head = f"{v.run.config.device}: {words} ({where}); differs in {differs}"
-        limit = f"{self.threshold * 100:g} %"
+        device = v.run.config.device
         if ratio is None:
-            return f"{head}: not compared."
+            return f"{device}: not compared (no throughput on one side)."
+        if low is not None and high is not None:
+            spread = ("the spread between processes measured on the new side's runs (the baseline has one)"
+                      if len(self.bases) == 1 else "the spread between processes pooled over both sides")
+            where = (f"{len(self.runs)} new run{'s' if len(self.runs) != 1 else ''} against {len(self.bases)} "
+                     f"baseline run{'s' if len(self.bases) != 1 else ''}, 95 % interval from {spread}")
+            words = ratio_words(shown)
+        else:
+            where = f"one run a side: baseline {b.id[:8]} of {fmt_timestamp(b.created_at)}"
+            words = f"{ratio:.2f}x the baseline's throughput, measured"
+        if words.startswith("no clear difference"):  # "no clear difference (1.20x [0.86-1.57])"
+            words = words.replace("no clear difference", "no clear difference from the baseline", 1)
+        elif "slower" in words or "faster" in words:
+            words += " than the baseline"
+        head = f"{device}: {words} ({where})" + (f"; the runs differ in {differs}" if differs else "")
+        limit = f"{self.threshold * 100:g} %"
         if self.noisy:
-            return f"{head}: the check cannot tell: {self.noisy}; run it again on a quieter machine."
+            return (f"{head}. The check cannot tell: {self.noisy}. Run it again on a quieter machine (exit "
+                    f"{CANNOT_TELL}).")
+        if low is None or high is None:
+            return (f"{head}. The check cannot tell from one run a side: a single process cannot show how much runs "
+                    f"vary. Measure in several processes (--repeat {DEFAULT_PROCESSES}, the default with --baseline) "
+                    f"or give the baseline several runs (exit {CANNOT_TELL}).")
         if self.regressed:
             return f"{head}: slower by more than {limit} and beyond the noise between processes: a regression."
-        if low is None or high is None:
-            return (f"{head}: the check cannot tell from one run a side (a single process cannot show how much runs "
-                    f"vary); measure in several processes (--repeat {DEFAULT_PROCESSES}, the default with --baseline) "
-                    "or give the baseline several runs.")
         if low <= 1.0 <= high:
             return f"{head}: within the noise, not a regression."
         if ratio < 1:

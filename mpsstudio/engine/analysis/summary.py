@@ -42,7 +42,12 @@ class RunFacts:
 
 
 def summarise(result: RunResult, facts: RunFacts) -> None:
-    """Fill result.summary from result.windows / losses / epochs (also for failed and cancelled runs)."""
+    """Fill result.summary from result.windows / losses / epochs (also for failed and cancelled runs); a run that
+    ended before its environment was read gets this machine's identity (environment.identity)."""
+    if not result.env.get("machine_label"):
+        from ..machine.environment import identity
+
+        result.env = {**identity(), **result.env}
     rates = [w["samples_per_s"] for w in result.windows]
     s = result.summary
     s["parameters"] = facts.parameters

@@ -78,6 +78,7 @@ def precision_note(config: "RunConfig") -> str:
 # script decides for itself (a GPT script trains in bf16 autocast on CUDA and fp32 on the CPU; read from it:
 # run/script/settings.py), and its window's length (at least 1 s on a GPU: run/script/tracker.py).
 SCRIPT_PER_DEVICE = ("precision", "optimizer", "lr", "tf32", "tf32_conv", "compile", "channels_last", "window_s")
+_FINETUNE_WORDS = {"full": "full", "lora": "LoRA", "head": "head only"}
 OPTIMIZER_NAME = re.compile(r"[a-z0-9_.+-]{1,80}")
 MAX_SCRIPT_LR = 1e6
 
@@ -310,7 +311,9 @@ class RunConfig:
         """The Model column's text: the model's name, or a script's file name first and then its folder ("train.py
         — ~/projects/gpt"), so that two scripts' runs never look alike however the column elides."""
         if not self.is_script:
-            return self.model
+            finetune = self.options.get("finetune")  # a model folder's: full and LoRA runs never look alike
+            return f"{self.model} · {_FINETUNE_WORDS.get(finetune, finetune)}" if isinstance(finetune, str) else \
+                self.model
         folder, _, name = self.model.replace("\\", "/").rpartition("/")
         home = os.path.expanduser("~").replace("\\", "/")
         if folder and home not in ("", "/", "~") and (folder == home or folder.startswith(home + "/")):

@@ -15,6 +15,7 @@ from .formatting import printable
 # parts may hold spaces ("/Volumes/My Drive/x.pt"), the last one may not
 _PART = r"[^/\\\s\"'<>|()\[\]{}`*,;~]+"
 _PATH = re.compile(rf"(?<![\w./\\])(?:~|[A-Za-z]:)?[/\\]*(?:[/\\]{_PART}(?: {_PART})*(?=[/\\]))*[/\\]{_PART}")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 # Words a host or user name is never taken for (they name devices, data and units in every report)
 _RESERVED = {"cpu", "mps", "cuda", "gpu", "localhost", "local", "synthetic", "shapes", "mnist", "mlp", "user",
              "root", "host", "batch", "samples"}
@@ -88,7 +89,14 @@ def scrub(text: str, hidden: list[tuple[str, str]]) -> str:
         whole = match.group(0).rstrip("/\\")
         name = re.split(r"[/\\]", whole)[-1]
         return name or whole
+    urls: list[str] = []  # a URL is not a path ("postgres://db/x" stays itself): set aside, put back after
+
+    def aside(match: re.Match) -> str:
+        urls.append(match.group(0))
+        return f"\x00{len(urls) - 1}\x00"
+    text = _URL.sub(aside, text)
     text = _PATH.sub(base, text)
+    text = re.sub("\x00(\\d+)\x00", lambda m: urls[int(m.group(1))], text)
     if not names:
         return text
 

@@ -72,7 +72,8 @@ def _merge(store, files: list[Path], where: Path) -> list[str]:
             if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("kind") not in ("run", "tool"):
                 raise UserError("not a pending run")
             if doc["kind"] == "run":  # a run already in the history stays as it is (its note too)
-                new, _ = store.add_imported([run_from_dict(doc.get("run"), where=printable(path.name))])
+                new, _ = store.add_imported([run_from_dict(doc.get("run"), where=printable(path.name))],
+                                            foreign=False)
             else:
                 item = doc.get("tool")
                 if not isinstance(item, dict):

@@ -61,10 +61,14 @@ class RunStore:
         """Put back whole runs that were deleted (Undo), ids, times and notes as they were, in one transaction."""
         self._write("INSERT OR REPLACE", results)
 
-    def add_imported(self, results: list[RunResult]) -> tuple[int, int]:
-        """Add runs read from a file, all in one transaction; a run whose id is already here is left as it is.
+    def add_imported(self, results: list[RunResult], foreign: bool = True) -> tuple[int, int]:
+        """Add runs read from a file, all in one transaction; a run whose id is already here is left as it is. A
+        foreign file's runs (`foreign`, every import: not this machine's own queue) are kept as new runs are: a
+        script's arguments and the error's words with their secrets redacted, whatever the file says of keeping them.
 
         Returns (added, already there)."""
+        if foreign:
+            results = [_redacted(r) for r in results]
         before = len(self)
         self._write("INSERT OR IGNORE", results)
         added = len(self) - before
@@ -305,3 +309,14 @@ def _save(store, save) -> str:
     finally:
         opened.close()
     return " ".join(opened.pending_notices)
+
+
+def _redacted(r: RunResult) -> RunResult:
+    """An imported run as a new run is kept: its script's arguments and its error with secrets redacted."""
+    import dataclasses
+
+    from ..basics.redact import KEEP_ARGS, redact_text, redacted_options
+
+    options = redacted_options({k: v for k, v in r.config.options.items() if k != KEEP_ARGS})
+    return dataclasses.replace(r, config=dataclasses.replace(r.config, options=options),
+                               error=redact_text(r.error) if r.error else r.error)

@@ -131,6 +131,17 @@ def environment() -> dict:
     }
 
 
+def identity() -> dict:
+    """Which machine this is, as a result records it (os, CPU, chip, host, and the CUDA GPUs where CUDA is already
+    up in this process: never started for it) with its label: for a run that ended before its environment was read,
+    so that it is listed under the same machine as the finished runs, not "unknown machine"."""
+    gpus = cuda_gpu_names() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    env = {"os": os_label(), "cpu": devices.cpu_name(), "chip": devices.apple_chip_name(), "gpus": gpus,
+           "hostname": platform.node()}
+    env["machine_label"] = machine_label(env)
+    return env
+
+
 def machine_label(env: dict) -> str:
     """A short name for the machine a result came from, e.g. "Apple M1 Pro, macOS 14.5"."""
     if env.get("chip"):

@@ -11,6 +11,10 @@ code; safetensors hold data only). Nothing is ever downloaded: the folder is loa
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +25,14 @@ TASKS = {"ForSequenceClassification": "sequence classification", "ForCausalLM": 
          "LMHeadModel": "causal LM", "ForMaskedLM": "masked LM", "ForImageClassification": "image classification"}
 FINETUNES = ("full", "lora", "head")  # every weight; LoRA adapters (peft); the task head only, the body frozen
 MAX_CONFIG_BYTES = 8 * 1024**2
+MAX_DEPTH = 32  # JSON nesting a config may have (save_pretrained writes 3 or 4 levels)
+MAX_DIMENSION = 1 << 20  # any size field of a config (layers, widths, vocabulary, positions)
+# Every failure a reader of a user's file can meet on hostile content: one sentence each, never a traceback
+READ_ERRORS = (OSError, ValueError, RecursionError, TypeError, AttributeError, OverflowError, KeyError, IndexError)
+# Fields that give a transformer's size (the first one a config has): hidden width, layers, feed-forward width
+WIDTH = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim")
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+FEED_FORWARD = ("intermediate_size", "n_inner", "ffn_dim", "hidden_dim", "d_ff")
 INSTALL_HF = "install them with pip install 'mpsstudio[hf]'"
 SYNTHETIC_ONLY = ("A model folder trains on batches made for its task (token ids and their labels, or pixel values) "
                   "here; use --dataset synthetic.")
@@ -72,8 +84,82 @@ def _number(config: dict, *keys: str, default: int = 0) -> int:
     return default
 
 
-def read_folder(name: str) -> HfFolder:
-    """The folder's config read and checked (nothing in it runs); UserError naming what is wrong."""
+def regular_file(path: Path, inside: Path) -> bool:
+    """Whether `path` is a regular file within the folder `inside` (links followed): never a FIFO, a device or a link
+    out of the folder, whose reading could block or read what is not the model's."""
+    try:
+        resolved = path.resolve()
+        return stat.S_ISREG(os.stat(resolved).st_mode) and resolved.is_relative_to(inside.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _depth(value, limit: int) -> int:
+    """The nesting depth of a parsed JSON value, counted without recursion (stops past `limit`)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return depth
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def read_json(file: Path, folder: Path, what: str) -> object:
+    """A JSON file of a model folder, checked as a file (regular, in the folder, at most MAX_CONFIG_BYTES) and as JSON
+    (at most MAX_DEPTH levels); UserError naming what is wrong."""
+    shown = printable(folder.name or str(folder))
+    if not regular_file(file, folder):
+        raise UserError(f"The {what} in '{shown}' is not a regular file inside the folder (a pipe, a device or a link "
+                        "out of it); MPS Studio reads only the folder's own files.")
+    try:
+        size = file.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ValueError(f"{size:,} bytes, more than {MAX_CONFIG_BYTES:,}")
+        data = json.loads(file.read_text(encoding="utf-8"))
+        if _depth(data, MAX_DEPTH) > MAX_DEPTH:
+            raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    except READ_ERRORS as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else error_line(exc, 120)
+        raise UserError(f"The {what} in '{shown}' cannot be read ({why}); it must be the JSON save_pretrained "
+                        "writes.") from None
+    return data
+
+
+def _stem(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _agrees(model_type: str, architecture: str) -> bool:
+    """Whether an architecture's class is of the model type transformers builds for the config (model_type decides
+    the class AutoModel makes; architectures, the task): "gpt2" / GPT2LMHeadModel, "gpt_neox" / GPTNeoXForCausalLM,
+    "gemma3_text" / Gemma3ForCausalLM. Lenient: a model type's first word is enough."""
+    if not model_type:
+        return True
+    arch, whole = _stem(architecture), _stem(model_type)
+    first = _stem(re.split(r"[_\-]", model_type)[0])
+    return arch.startswith(whole) or (len(first) >= 3 and arch.startswith(first))
+
+
+def implied_parameters(config: dict) -> int | None:
+    """About how many parameters a transformer's config implies, from the config alone (embeddings, and per layer
+    the attention's 4 x width^2 and the feed-forward's 2 x width x its width); None where the config does not say
+    its width and layers (another kind of model: not estimated)."""
+    width, layers = _number(config, *WIDTH), _number(config, *LAYERS)
+    if not width or not layers:
+        return None
+    ff = _number(config, *FEED_FORWARD, default=4 * width)
+    embeddings = (_number(config, "vocab_size") + _number(config, "max_position_embeddings", "n_positions")) * width
+    return embeddings + layers * (4 * width * width + 2 * width * ff)
+
+
+def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
+    """The folder's config read and checked (nothing in it runs); UserError naming what is wrong. Checked here, before
+    anything is built: its files (regular, inside it), the config's JSON (size, depth), its sizes (each field, and the
+    parameters it implies against `memory_bytes`, default this machine's memory), that its model type builds the
+    class its architectures name, that a token model says its vocabulary, and that its weights are this config's."""
     path = Path(name).expanduser()
     shown = printable(path.name or str(path))
     if not path.is_dir():
@@ -82,13 +168,7 @@ def read_folder(name: str) -> HfFolder:
     if not config_file.is_file():
         raise UserError(f"'{shown}' has no config.json, so it is not a Hugging Face model folder; give the folder "
                         "save_pretrained wrote (config.json and model.safetensors).")
-    try:
-        if config_file.stat().st_size > MAX_CONFIG_BYTES:
-            raise ValueError(f"{config_file.stat().st_size:,} bytes")
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"The config.json in '{shown}' cannot be read ({error_line(exc, 120)}); it must be the JSON "
-                        "save_pretrained writes.") from None
+    config = read_json(config_file, path, "config.json")
     if not isinstance(config, dict):
         raise UserError(f"The config.json in '{shown}' is not a JSON object; it must be the JSON save_pretrained "
                         "writes.")
@@ -101,25 +181,86 @@ def read_folder(name: str) -> HfFolder:
     task = next((words for suffix, words in TASKS.items() if arch.endswith(suffix)), "")
     if not task:
         known = ", ".join(sorted({f"*{s}" for s in TASKS}))
-        raise UserError(f"'{shown}' is a {printable(arch or 'model without architectures')}, whose task MPS Studio "
-                        f"does not know; it trains {known}.")
-    if (path / "model.safetensors").is_file() or (path / "model.safetensors.index.json").is_file():
-        weights = "model.safetensors"
-    elif any(path.glob("*.bin")) or any(path.glob("*.pt")) or any(path.glob("*.pth")):
-        raise UserError(f"'{shown}' holds its weights only as a pickle (pytorch_model.bin), and loading a pickle runs "
-                        "code; save them as safetensors (model.save_pretrained(folder) does by default) and try "
-                        "again.")
-    else:
-        raise UserError(f"'{shown}' has no weights (model.safetensors); save the model with save_pretrained.")
+        raise UserError(f"'{shown}' is a {printable(arch[:80] or 'model without architectures')}, whose task MPS "
+                        f"Studio does not know; it trains {known}.")
+    model_type = config.get("model_type")
+    model_type = model_type if isinstance(model_type, str) else ""
+    if not _agrees(model_type, arch):
+        raise UserError(f"'{shown}' contradicts itself: its config's model_type {printable(model_type[:40])!r} builds "
+                        f"another model than its architectures' {printable(arch[:80])}, so it would train a model of "
+                        "random weights under this folder's name; fix config.json (save_pretrained writes both).")
+    _check_sizes(config, shown)
+    weights = _weights_file(path, shown)
+    if task != "image classification" and not _number(config, "vocab_size"):
+        raise UserError(f"'{shown}' is a token model whose config.json says no vocab_size (a whole number above 0), "
+                        "so its batches cannot be made; save the config with save_pretrained.")
+    implied = implied_parameters(config)
+    if implied is not None:
+        _check_memory(implied, shown, memory_bytes)
     labels = config.get("id2label")
     num_labels = len(labels) if isinstance(labels, dict) and len(labels) >= 2 else _number(config, "num_labels",
                                                                                             default=2)
-    return HfFolder(path=path, architecture=arch, task=task, model_type=str(config.get("model_type") or ""),
-                    vocab_size=_number(config, "vocab_size"),
-                    max_positions=_number(config, "max_position_embeddings", "n_positions", "max_seq_len",
-                                          "n_ctx"),
-                    num_labels=max(2, num_labels), image_size=_number(config, "image_size", default=224),
-                    channels=_number(config, "num_channels", default=3), weights=weights)
+    folder = HfFolder(path=path, architecture=arch, task=task, model_type=model_type,
+                      vocab_size=_number(config, "vocab_size"),
+                      max_positions=_number(config, "max_position_embeddings", "n_positions", "max_seq_len",
+                                            "n_ctx"),
+                      num_labels=max(2, min(num_labels, MAX_DIMENSION)),
+                      image_size=_number(config, "image_size", default=224),
+                      channels=_number(config, "num_channels", default=3), weights=weights)
+    stored = stored_parameters(folder)
+    if not stored:
+        raise UserError(f"'{shown}''s weights cannot be read (model.safetensors, or a shard its index names, is "
+                        "missing, empty or has a header that is not safetensors'); save the model with "
+                        "save_pretrained.")
+    if implied is not None:
+        if stored < implied // 10:
+            raise UserError(f"'{shown}''s weights hold {stored:,} values where its config implies about {implied:,} "
+                            "parameters: they are not this config's weights, and the rest would train from random "
+                            "values; give the folder save_pretrained wrote.")
+    return folder
+
+
+def _check_sizes(config: dict, shown: str) -> None:
+    """Every size field a whole number from 1 to MAX_DIMENSION (a config cannot ask for a million layers)."""
+    for key in (*WIDTH, *LAYERS, *FEED_FORWARD, "vocab_size", "max_position_embeddings", "n_positions",
+                "num_attention_heads", "n_head", "image_size", "num_channels", "num_labels"):
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DIMENSION:
+            raise UserError(f"'{shown}''s config.json has {key} = {printable(repr(value))[:40]}, not a whole number "
+                            f"from 1 to {MAX_DIMENSION:,}; fix config.json.")
+
+
+def _check_memory(implied: int, shown: str, memory_bytes: int | None) -> None:
+    """Refused before anything is built where the weights alone (fp32) would not fit the machine's memory."""
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = int(psutil.virtual_memory().total)
+    weights = implied * 4
+    if weights > memory_bytes:
+        from ..basics.formatting import fmt_bytes
+
+        raise UserError(f"'{shown}''s config implies about {implied:,} parameters: {fmt_bytes(weights)} of fp32 "
+                        f"weights alone, more than this machine's {fmt_bytes(memory_bytes)} of memory; use a smaller "
+                        "model.")
+
+
+def _weights_file(path: Path, shown: str) -> str:
+    """The folder's safetensors (or its index), regular files inside it; UserError for pickles or none."""
+    for name in ("model.safetensors", "model.safetensors.index.json"):
+        candidate = path / name
+        if candidate.exists() or candidate.is_symlink():
+            if not regular_file(candidate, path):
+                raise UserError(f"'{shown}''s {name} is not a regular file inside the folder (a pipe, a device or a "
+                                "link out of it); MPS Studio reads only the folder's own files.")
+            return "model.safetensors"
+    if any(path.glob("*.bin")) or any(path.glob("*.pt")) or any(path.glob("*.pth")):
+        raise UserError(f"'{shown}' holds its weights only as a pickle (pytorch_model.bin), and loading a pickle runs "
+                        "code; save them as safetensors (model.save_pretrained(folder) does by default) and try "
+                        "again.")
+    raise UserError(f"'{shown}' has no weights (model.safetensors); save the model with save_pretrained.")
 
 
 def finetune_of(options: dict) -> tuple[str, int, int, bool]:
@@ -139,27 +280,35 @@ def finetune_of(options: dict) -> tuple[str, int, int, bool]:
 
 def stored_parameters(folder: HfFolder) -> int:
     """The values the folder's safetensors hold, read from their headers (an 8-byte length, then JSON: each tensor's
-    shape); nothing is loaded. 0 where a header cannot be read."""
-    import math
-
+    shape); nothing is loaded. 0 where a header cannot be read (a lying header, a shard that is not a regular file of
+    the folder: never opened, so a pipe cannot block the reader)."""
     files = [folder.path / "model.safetensors"]
     index = folder.path / "model.safetensors.index.json"
-    if index.is_file():
+    if index.exists():
         try:
-            shards = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {}).values()
-            files = [folder.path / name for name in sorted(set(shards)) if "/" not in name and "\\" not in name]
-        except (OSError, ValueError, AttributeError):
+            data = read_json(index, folder.path, "model.safetensors.index.json")
+            shards = data.get("weight_map", {}).values() if isinstance(data, dict) else ()
+            files = [folder.path / name for name in sorted({n for n in shards if isinstance(n, str)})
+                     if "/" not in name and "\\" not in name]
+        except (UserError, *READ_ERRORS):
             return 0
     total = 0
     for file in files:
+        if not regular_file(file, folder.path):
+            return 0
         try:
             with open(file, "rb") as f:
                 size = int.from_bytes(f.read(8), "little")
                 if not 0 < size <= MAX_CONFIG_BYTES * 4:
                     return 0
                 header = json.loads(f.read(size))
-        except (OSError, ValueError):
+            if not isinstance(header, dict) or _depth(header, MAX_DEPTH) > MAX_DEPTH:
+                return 0
+            for key, tensor in header.items():
+                shape = tensor.get("shape") if key != "__metadata__" and isinstance(tensor, dict) else None
+                if isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 1 << 40
+                                                   for d in shape):
+                    total += math.prod(shape)
+        except READ_ERRORS:
             return 0
-        total += sum(math.prod(t["shape"]) for k, t in header.items()
-                     if k != "__metadata__" and isinstance(t, dict) and isinstance(t.get("shape"), list))
     return total

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..models.hf_folder import is_model_folder
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 from ..basics.spec import DataSpec
@@ -179,8 +180,9 @@ def _preflight(cfg: RunConfig, model, data, model_spec, noted: dict, feed) -> li
     cast = preflight.check_dtypes(model, data, cfg.model, cfg.cast_float64)
     if feed.made or feed.own_loss:  # its own inputs and loss are not traced on the meta device
         ahead = {"no_mps_kernel": [], "traced": False, "note": None,
-                 "reason": "a model fed by its file's make_batch or loss is not traced before the run; the inspection "
-                           "after it lists what fell back"}
+                 "reason": ("a Hugging Face folder's model" if is_model_folder(cfg.model) else
+                            "a model fed by its file's make_batch or loss") + " is not traced before the run; the "
+                           "inspection after it lists what fell back"}
     else:
         ahead = preflight.forecast(model, tuple(model_spec.sample_shape), model_spec.kind == "image",
                                    cfg.mode == "train", lambda m: make_optimizer(cfg, m), cfg.mps_fallback)

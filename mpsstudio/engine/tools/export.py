@@ -56,6 +56,13 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     model, spec, about = build(config, weights, say, model_given)
     declared = _declared(config) if model_given else None
     if declared is not None and declared.make_batch and str(config.dataset).lower() == "synthetic":
+        from ..models.hf_folder import is_model_folder
+
+        if is_model_folder(config.model):
+            raise UserError(f"An export takes a model of one tensor input that returns logits, and {about['model']} "
+                            "is a Hugging Face folder, whose model takes its task's batch and returns transformers' "
+                            "output object; export it with transformers' own exporters (optimum, or coremltools "
+                            "over a wrapper that returns the logits).")
         raise UserError(f"An export takes a model with one tensor input, and {about['model']} takes what its file's "
                         "make_batch makes; export a model of one input.")
     x = example(spec, batch_size)

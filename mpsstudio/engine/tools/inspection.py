@@ -60,7 +60,7 @@ def inspect(config: RunConfig, *, progress: Callable[[str, float], None] | None 
     try:
         progress("checking parity with the CPU (float64)", 0.1)
         if setup.feed.made or setup.feed.own_loss:
-            out["notes"] = [NOT_FOR_OWN_FEED]
+            out["notes"] = [toolkit.not_for_own_feed(config.model)]
         else:
             out["parity"] = parity(setup, base)
         if stop():

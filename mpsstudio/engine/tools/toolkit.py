@@ -25,6 +25,17 @@ from ..basics.spec import DataSpec
 # what inspect and diagnose say of a model fed by its file's make_batch or loss (run/feed.py): no parity is faked
 NOT_FOR_OWN_FEED = ("Parity with the CPU in float64 was not checked: it compares one tensor of images or tokens and "
                     "cross-entropy on logits, and this model is fed by its file's make_batch or loss.")
+NOT_FOR_FOLDER = ("Parity with the CPU in float64 was not checked: it compares one tensor of images or tokens and "
+                  "cross-entropy on logits, and a Hugging Face folder's model takes its task's batch (token ids with "
+                  "an attention mask and labels, or pixel values and labels) and computes its own loss in "
+                  "transformers.")
+
+
+def not_for_own_feed(model: str) -> str:
+    """Why parity is not checked for a model that makes its own batches or loss, in the words of what it is."""
+    from ..models.hf_folder import is_model_folder
+
+    return NOT_FOR_FOLDER if is_model_folder(model) else NOT_FOR_OWN_FEED
 
 
 class Stopped(Exception):

@@ -9,7 +9,8 @@ from ...engine.basics.results import RunResult
 from .run_table import COLUMNS, RUN_ID_ROLE
 from .speedup_chart import NO_COMPARISON_HINT
 
-AXIS_WORDS = {"batch_size": "batch size", "threads": "CPU threads", "accumulate": "gradient accumulation"}
+AXIS_WORDS = {"batch_size": "batch size", "threads": "CPU threads", "accumulate": "gradient accumulation",
+              "finetune": "fine-tuning"}
 
 
 class SelectionMixin:

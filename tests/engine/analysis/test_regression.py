@@ -52,7 +52,7 @@ def _noisy(out: str) -> bool:
 def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeypatch, capsys):
     """A repeat is not a regression and a step four times as long is one, on a quiet machine (the suite's other
     worker is not counted as load here: the busy machine is the next test's); where this machine still makes a run
-    noisy, the check must say it cannot tell (exit 2), never a verdict."""
+    noisy, the check must say it cannot tell (exit 3), never a verdict."""
     from mpsstudio.engine.machine import host
 
     real_stop = host.LoadMeter.stop
@@ -65,30 +65,30 @@ def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeyp
     code = bench_sleepy(model, "--baseline", str(base), "--fail-over", "20%")  # a repeat: never 1
     out = capsys.readouterr().out
     if base_noisy or _noisy(out):
-        assert code == 2 and "the check cannot tell" in out, out
+        assert code == cli.EXIT_CANNOT_TELL and "The check cannot tell" in out, out
     else:
         assert code == 0 and ("not a regression" in out or "not slower" in out), out
     monkeypatch.setenv("SLEEPY_S", "0.02")  # each step four times as long
     code = bench_sleepy(model, "--baseline", str(base), "--fail-over", "20%")
     out = capsys.readouterr().out
     if base_noisy or _noisy(out):
-        assert code == 2 and "the check cannot tell" in out, out
+        assert code == cli.EXIT_CANNOT_TELL and "The check cannot tell" in out, out
     else:
         assert code == 1 and "a regression." in out, out
-        assert ("x slower [" in out or "% slower [" in out) and "differs in nothing MPS Studio records" in out, out
+        assert ("x slower [" in out or "% slower [" in out) and "the runs differ in" not in out, out  # nothing differs
     # the history's run id works as a baseline too, and differences are named (threads)
     from mpsstudio.engine.history.store import RunStore
 
     first = RunStore().all()[0]
     monkeypatch.setenv("SLEEPY_S", "0.005")
-    assert bench_sleepy(model, "--baseline", first.id[:8], "--threads", "1") in (0, 1, 2)
-    assert "differs in 1 CPU thread" in capsys.readouterr().out
+    assert bench_sleepy(model, "--baseline", first.id[:8], "--threads", "1") in (0, 1, cli.EXIT_CANNOT_TELL)
+    assert "the runs differ in 1 CPU thread" in capsys.readouterr().out
 
 
 def test_a_repeat_on_a_busy_machine_is_never_called_a_regression(tmp_path, capsys, monkeypatch):
     """Other programs keep the CPU busy while the new runs are measured (the load meter reads 60 % of the machine
     used by others, as psutil reports a busy machine; a real CPU hog here would slow the suite's other worker too): the
-    check says it cannot tell, naming the load, and exits 2, never 1, whatever the runs measured."""
+    check says it cannot tell, naming the load, and exits 3 (never 1, never bad input), whatever the runs measured."""
     from mpsstudio.engine.machine import host
 
     model = tmp_path / "sleepy.py"
@@ -102,8 +102,8 @@ def test_a_repeat_on_a_busy_machine_is_never_called_a_regression(tmp_path, capsy
     monkeypatch.setenv("SLEEPY_S", "0.01")  # and the new runs really are slower: still not a verdict
     code = bench_sleepy(model, "--baseline", str(base))
     out = capsys.readouterr().out
-    assert code == 2, out
-    assert "the check cannot tell: the new run" in out and "other programs used 60 % of the CPU" in out
+    assert code == cli.EXIT_CANNOT_TELL, out
+    assert "The check cannot tell: the new run" in out and "other programs used 60 % of the CPU" in out
 
 
 @pytest.mark.parametrize("args, words", [
@@ -139,18 +139,21 @@ def test_regression_rule():
     """The interval is between processes (each run counted once, by its median), and a noisy run never decides."""
     base = _runs(1000, 1)
     [r] = regression.regressions(base, _runs(900, 2), 0.05)
-    assert r.regressed and "a regression" in r.sentence() and "3 new against 3 baseline runs" in r.sentence()
+    assert r.regressed and "a regression" in r.sentence() and "3 new runs against 3 baseline runs" in r.sentence()
     [r] = regression.regressions(base, _runs(900, 2), 0.15)
     assert not r.regressed and "by less than 15 %" in r.sentence()
     [r] = regression.regressions(base, _runs(990, 3, wander=0.08), 0.05)
     assert not r.regressed and "within the noise" in r.sentence()  # processes that wander: no clear difference
     noisy = _runs(500, 4, spread=0.6)
     [r] = regression.regressions(base, noisy, 0.05)
-    assert not r.regressed and r.undecided and "the check cannot tell: the new run" in r.sentence()
+    assert not r.regressed and r.undecided and "The check cannot tell: the new run" in r.sentence()
     faster = _runs(1200, 5)
     assert regression.regressions(base, faster, 0.05)[0].sentence().endswith("not slower.")
     [r] = regression.regressions(base[:1], _runs(900, 6, processes=1), 0.05)  # one process a side: cannot tell
     assert r.undecided and not r.regressed and "from one run a side" in r.sentence()
+    # a one-run baseline: the interval's spread is the new side's processes, said so, and a doubled step is a verdict
+    [r] = regression.regressions(base[:1], _runs(500, 7), 0.05)
+    assert r.regressed and "measured on the new side's runs (the baseline has one)" in r.sentence()
     # another kind of device or another batch is not this baseline's
     assert regression.regressions(base, [run_with("mps", noisy_rates(900, 0.02))], 0.05) == []
     assert regression.regressions(base, [run_with("cpu", noisy_rates(900, 0.02), batch_size=32)], 0.05) == []

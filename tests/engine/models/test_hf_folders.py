@@ -132,7 +132,8 @@ def test_bench_of_a_folder_says_tokens_per_second_what_trains_and_its_memory(fol
     if finetune == "lora":
         assert f"cpu: trains {s['trainable_parameters']:,} of {s['parameters']:,} parameters (LoRA)" in stdout
     else:
-        assert s["trainable_parameters"] == s["parameters"] and "cpu: trains" not in stdout
+        assert s["trainable_parameters"] == s["parameters"]
+        assert f"cpu: trains all {s['parameters']:,} parameters (full fine-tuning)" in stdout  # said as LoRA's is
     if name == "gpt" and finetune == "lora":
         assert s["trainable_parameters"] == 2_048  # rank 8 on c_attn (32 -> 96), 2 layers
 
@@ -180,3 +181,43 @@ def test_the_trainer_example_keeps_the_cpus_run_on_the_cpu(folders, tmp_path, ca
     [run] = json.loads(out.read_text())["runs"]
     assert run["status"] == "finished" and run["config"]["device"] == "cpu"
     assert run["summary"]["measured_steps"] >= 5
+
+
+def test_full_and_lora_runs_of_a_folder_are_named_apart_and_compared_as_fine_tuning(folders, capsys):
+    """`history` showed full and LoRA runs of one folder as the same row and `--compare` never grouped them; full
+    fine-tuning now says what trains, as LoRA does."""
+    from mpsstudio.cli.bench import model_lines
+    from mpsstudio.engine.analysis import contrast
+
+    full = run(folders["gpt"], options={"finetune": "full"})
+    lora = run(folders["gpt"], options={"finetune": "lora"})
+    assert full.status == lora.status == "finished", (full.error, lora.error)
+    assert full.config.model_label != lora.config.model_label and lora.config.model_label.endswith("· LoRA")
+    [found] = [c for c in contrast.by_setting([full, lora]) if c.axis == "finetune"]
+    assert {found.baseline.id, found.rows[0].run.id} == {full.id, lora.id}
+    assert found.title().endswith(": fine-tuning compared")
+    assert any(line.startswith("trains all ") and line.endswith("(full fine-tuning)") for line in model_lines(full))
+    assert any("(LoRA)" in line for line in model_lines(lora))
+
+
+def test_a_folders_json_baseline_is_the_same_work_as_its_runs(folders, tmp_path, capsys):
+    """bench --json writes no absolute path (the folder is its name there); the regression check matches a model
+    folder by its name, as it does a model file, so the folder's own baseline is never 'another setup'."""
+    from mpsstudio import cli
+
+    base = tmp_path / "base.json"
+    args = ["bench", "--model", str(folders["gpt"]), "--dataset", "synthetic", "--devices", "cpu", "--steps", "4",
+            "--warmup", "1", "--batch-size", "4", "--seq-len", "16", "--no-inspect"]
+    assert cli.main([*args, "--json", str(base)]) == 0
+    assert str(folders["gpt"]) not in base.read_text()
+    code = cli.main([*args, "--baseline", str(base), "--repeat", "1"])
+    out = capsys.readouterr()
+    assert code in (cli.EXIT_OK, cli.EXIT_RUN_FAILED, cli.EXIT_CANNOT_TELL), out.err
+    assert "another setup" not in out.err + out.out and "Regression check: cpu:" in out.out
+
+
+def test_url_arguments_survive_a_shared_file():
+    from mpsstudio.engine.basics.scrub import scrub
+
+    text = "--db postgres://trainer@db.internal:5432/runs --data /home/someone/data/train.csv --url https://x.org/a/b"
+    assert scrub(text, []) == "--db postgres://trainer@db.internal:5432/runs --data train.csv --url https://x.org/a/b"

@@ -638,12 +638,14 @@ def test_a_sigterm_the_benchmark_cannot_answer_in_time_still_keeps_its_rows(tmp_
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
     after_stop = asks._answer_after_stop
     monkeypatch.setattr(asks, "_answer_after_stop", lambda proc, kind, grace: after_stop(proc, kind, 0.0))  # no grace
-    real = deploybench._coreml_rows
+    real, seen = asks._checkpoint, []
 
-    def signalled_while_converting(*args, **kwargs):  # the first model's PyTorch rows are in its checkpoint by now
-        os.kill(os.getpid(), signal.SIGTERM)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(deploybench, "_coreml_rows", signalled_while_converting)
+    def signalled_at_the_second_checkpoint(message, subject):  # the parent read the first one (the PyTorch rows)
+        seen.append(message)
+        if len(seen) == 2:  # raised here, in the parent, between two reads: no message is cut in half
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(message, subject)
+    monkeypatch.setattr(asks, "_checkpoint", signalled_at_the_second_checkpoint)
     code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
     captured = capsys.readouterr()
     assert code == 143, captured.err

@@ -216,6 +216,11 @@ def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_steps, reduc
                 np.concatenate([to_mlx_layout(k, fp32[2][k], layouts).ravel() for k in names]),
                 np.concatenate([np.array(after[k] - start[k], dtype=np.float32).ravel() for k in names]), FLOOR["step"],
                 tf32["step"])
+            step = result.checks["step"]
+            if step["difference"] > step["tolerance"]:  # the forward agrees: name what its step moved otherwise
+                moved = {k: np.array(after[k] - start[k], dtype=np.float32) for k in names}
+                result.layer = first_update_difference(truth[2], moved, layouts, step["tolerance"])
+                return result
         half = config.precision if config.precision in HALF_TOLERANCE else None
         if half:
             _half_checks(result, config, half, twin, saved, truth, x_torch, y_mlx, to_mlx, make_steps, layouts)
@@ -265,6 +270,20 @@ def _misdirection(a, b) -> float:
         return float("inf")
     norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
     return 1.0 - float(a @ b) / norms if norms > 0 else float("inf")
+
+
+def first_update_difference(truth: dict, moved: dict, layouts: dict, tolerance: float) -> str:
+    """The parameter whose one-step update differs most from float64's (each by its own relative difference; in
+    PyTorch's order among equals), in words: the forward agreed, so its gradient or the optimizer's step differs."""
+    from ...models.mlx_twins import to_mlx_layout
+
+    diffs = [(relative(to_mlx_layout(name, update, layouts), moved[name]), name) for name, update in truth.items()
+             if name in moved]
+    if not diffs or max(diffs)[0] <= tolerance:
+        return "every parameter's update is within the tolerance alone, so together they differ"
+    diff, name = max(diffs, key=lambda pair: pair[0])
+    return (f"the forward agrees, and the parameter whose update differs most is {name} (by {diff:.2g}): its gradient "
+            "or the optimizer's step is not the same (a backward of the model's own, or another optimizer setting)")
 
 
 def first_difference(reference, twin, x_torch, x_mlx, tolerance: float) -> str:

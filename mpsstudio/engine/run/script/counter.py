@@ -195,10 +195,13 @@ class HookCounter:
                 if self.batch is not None:
                     self.step_samples += self.batch
                     self.step_tokens += self.tokens
+        if self.first_forward is None:  # a script of plain tensors (no nn.Module): its first backward starts the clock
+            self.first_forward = time.monotonic()
         self._no_step_yet()
 
     def _no_step_yet(self) -> None:
-        """The early word: the script has run its model for NO_STEP_S and no step was counted."""
+        """The early word: the script has run its model (or, with no nn.Module, its first backward) for NO_STEP_S and
+        no step was counted; it says how the run ends and how to end it now."""
         if self.said_no_step or self.tracker.count or self.first_forward is None:
             return
         if time.monotonic() - self.first_forward >= NO_STEP_S:
@@ -206,7 +209,7 @@ class HookCounter:
             self.notice(f"No training step counted {NO_STEP_S:g} s after the script's first forward pass: it steps "
                         "no torch.optim optimizer that MPS Studio sees. Add mpsstudio.track.step(loss, batch_size=n) "
                         "after each update (import mpsstudio.track as mt), or the run will end with nothing "
-                        "measured.")
+                        "measured. It runs on until the script ends or --timeout; Stop (Ctrl-C here) ends it now.")
 
     # ------------------------------------------------------------------ the model's calls
 

@@ -109,9 +109,10 @@ def _one(cfg: RunConfig, data, layers: bool, after_steps: int, say, stop, span, 
         raise Stopped()
     setup = Setup(cfg, dev, p.tdev, data, p.model_spec, {}, p.steps.feed)
     if setup.feed.made or setup.feed.own_loss:
-        from ..toolkit import NOT_FOR_OWN_FEED
+        from ..toolkit import not_for_own_feed
 
-        result["parity_error"] = NOT_FOR_OWN_FEED[0].lower() + NOT_FOR_OWN_FEED[1:].rstrip(".")
+        words = not_for_own_feed(cfg.model)
+        result["parity_error"] = words[0].lower() + words[1:].rstrip(".")
         return result
     x, y = real_batch(setup, 8, torch.device("cpu"))
     lo, hi = span

@@ -314,3 +314,18 @@ def test_where_mlx_s_default_is_tf32_class_both_arithmetics_are_planned_and_labe
     assert session.MLX_TF32_NOTE in found.notes
     chosen = session.plan(RunConfig(**{**QUICK, "tf32": True}), ["mps"], frameworks=["mlx"])
     assert [c.tf32 for c in chosen.configs] == [True]  # asked for: MLX's default only
+
+
+def test_a_twin_that_differs_only_in_its_gradients_is_refused_naming_the_parameter():
+    """The forward agrees, the backward does not (a gradient scaled inside the layer): parity names the parameter."""
+
+    class ScaledGrad(mnn.Linear):
+        def __call__(self, x):  # the same forward; the weight's gradient doubled
+            w = 2 * self.weight - mx.stop_gradient(self.weight)
+            return x @ w.T + self.bias
+
+    reference, twin, x, y = _mlp_pair(False)
+    twin.layers[3].__class__ = ScaledGrad
+    found = _parity(reference, twin, x, y)
+    assert not found.passed and found.checks["forward"]["difference"] <= found.checks["forward"]["tolerance"]
+    assert "the parameter whose update differs most is 3.weight" in found.layer

@@ -246,3 +246,14 @@ def test_where_the_device_overlaps_a_windows_books_wait_for_the_next_step_and_no
     tracker.finish()
     windows = [e for e in events if isinstance(e, Window)]
     assert [s for w in windows for s in range(w.first_step, w.first_step + len(w.losses))] == list(range(3, 31))
+
+
+def test_numbers_past_a_floats_range_are_one_sentence_not_an_overflow_error():
+    import pytest
+
+    import mpsstudio.track as mt
+
+    with pytest.raises(ValueError, match=r"the loss is 1000000000000000000000000000000000000000, not a finite"):
+        mt.step(10**400, batch_size=8)
+    with pytest.raises(ValueError, match="val_accuracy is a share from 0 to 1"):
+        mt.epoch(0.5, 10**400)

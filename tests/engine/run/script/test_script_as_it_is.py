@@ -251,6 +251,20 @@ def test_a_script_with_no_optimizer_says_so_early_and_ends_failed_with_the_fix(t
     assert early < err.index("cpu: failed") and "mpsstudio.track.step(loss, batch_size=n)" in err
 
 
+def test_a_script_of_plain_tensors_with_no_optimizer_gets_the_early_word_too(tmp_path, capsys, monkeypatch):
+    """No nn.Module and no torch.optim: its first backward starts the early word's clock (it never came before), and
+    the word says how the run ends and how to end it now."""
+    monkeypatch.setattr(counting, "NO_STEP_S", 0.3)
+    plain = ("import time, torch\nw = torch.randn(8, 3, requires_grad=True)\nstart = time.monotonic()\n"
+             "while time.monotonic() - start < 1.5:\n    loss = (torch.randn(4, 8) @ w).square().mean()\n"
+             "    loss.backward()\n    with torch.no_grad():\n        w -= 0.01 * w.grad; w.grad = None\n")
+    code, run = _run(tmp_path, plain)
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_RUN_FAILED and "The script ended without a training step to measure" in run.error
+    assert "cpu: No training step counted 0.3 s after the script's first forward pass" in err
+    assert "Stop (Ctrl-C here) ends it now" in err
+
+
 def test_the_settings_are_the_scripts_own(tmp_path):
     text = ("import torch\nfrom torch import nn\ntorch.backends.cuda.matmul.allow_tf32 = True\n"
             "model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))\n"
