@@ -18,7 +18,8 @@ _PATH = re.compile(rf"(?<![\w./\\])(?:~|[A-Za-z]:)?[/\\]*(?:[/\\]{_PART}(?: {_PA
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 # Words a host or user name is never taken for (they name devices, data and units in every report)
 _RESERVED = {"cpu", "mps", "cuda", "gpu", "localhost", "local", "synthetic", "shapes", "mnist", "mlp", "user",
-             "root", "host", "batch", "samples"}
+             "root", "host", "batch", "samples", "vm", "linux", "mac", "macos", "server", "node", "machine"}
+# (a host called "vm" made "no energy counter readable on this Linux VM" read "this Linux a host")
 
 
 def secrets(hosts=(), user: str | None = None) -> list[tuple[str, str]]:
