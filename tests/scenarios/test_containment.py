@@ -84,7 +84,9 @@ def test_what_a_model_starts_ends_with_its_run_and_the_run_says_so(tmp_path, cap
         assert bystander.poll() is None  # a process that is not the run's is never touched
         [run] = RunStore().all()
         sentence = run.summary["leftover_processes"]
-        assert sentence.startswith("The model left 3 processes running (python")  # the Manager ended with its object
+        # the helper, the daemon and the multiprocessing child; and the Manager where its process, shutting down with
+        # its object, had not exited yet when the run ended (a busy machine: seen in a fresh clone's CI)
+        assert re.match(r"The model left [34] processes running \(python", sentence), sentence
         assert all(f"pid {p}" in sentence for p in pids) and sentence.endswith("they were ended.")
         assert f"cpu: {sentence}" in err
     finally:

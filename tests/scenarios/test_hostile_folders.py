@@ -170,3 +170,49 @@ def test_the_window_s_reading_of_a_folder_never_blocks_or_raises(gpt, tmp_path, 
     assert not reader.is_alive(), "the folder's reading blocked"
     assert outcome[0] == 0 and all(isinstance(o, (int, str)) for o in outcome), outcome
     assert isinstance(outcome[-1], str) and "weights cannot be read" in outcome[-1]
+
+
+def _real(kind: str, folder):
+    """A tiny real folder of a family whose config once drew a false refusal (rotary positions, grouped-query
+    attention, a long context)."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    small = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    config = {"qwen2": lambda: tf.Qwen2Config(**small, num_key_value_heads=2),
+              "llama-long": lambda: tf.LlamaConfig(**small, num_key_value_heads=4, max_position_embeddings=131072),
+              "mistral": lambda: tf.MistralConfig(**small, num_key_value_heads=2)}[kind]()
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "llama-long", "mistral"])
+def test_real_folders_of_rotary_and_grouped_query_models_are_accepted(tmp_path, kind):
+    folder = hf_folder.read_folder(str(_real(kind, tmp_path / kind)))
+    assert folder.task == "causal LM"
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(n_head=3), "3 attention heads for a width of 32"),
+    (dict(model_type="gpt"), "contradicts itself: its config's model_type 'gpt'"),
+    (dict(model_type=5), "model_type = 5, not a name"),
+    (dict(hidden_size=64), "names two widths"),
+    (dict(layer_norm_epsilon=-1), "norm epsilon of -1"),
+    (dict(sampling_rate=16000), "is an audio model"),
+])
+def test_configs_that_would_fail_inside_the_run_are_refused_before_it(gpt, tmp_path, capsys, change, words):
+    folder = copy_of(gpt, tmp_path)
+    edit(folder, **change)
+    refused(folder, capsys, words)
+
+
+def test_truncated_weights_and_a_config_that_is_not_a_file_are_said_so(gpt, tmp_path, capsys):
+    folder = copy_of(gpt, tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])  # the header whole, the tensors cut
+    refused(folder, capsys, "weights cannot be read")
+    other = copy_of(gpt, tmp_path, "piped")
+    (other / "config.json").unlink()
+    os.mkfifo(other / "config.json")
+    refused(other, capsys, "is not a regular file inside the folder")

@@ -422,3 +422,26 @@ def test_torchrun_killed_mid_run_is_said_never_an_empty_reason():
     assert result.status == "failed" and result.windows
     assert result.error == ("torchrun, which started the 2 ranks, was killed by signal 9 (SIGKILL) during the run; the "
                             "ranks were ended with it and what rank 0 measured until then is kept.")
+
+
+# what a probe of the redaction found hidden or kept wrongly (ML scripts' real arguments)
+ORDINARY = ["--text_key", "text", "--label_key", "label", "--metric_key", "eval_loss", "--placeholder_token",
+            "<cat-toy>", "--initializer_token", "toy", "--stop_token", "</s>", "--eot_token", "<|eot_id|>", "--pass", "2",
+            "--eval-pass", "1", "--prompt", "Explain basic arithmetic to a child", "--task", "token classification",
+            "/data/ImageNet/train/n01440764/n01440764_10026.JPEG", "runs/sk-experiment-2024-01-01",
+            "xoxo-gossip-girl-model", "--cookies_dir", "x", "--pat", "3", "--num_key_value_heads", "8",
+            "--token_budget", "100", "meta-llama/Llama-3-8B", "https://example.org/data/train.jsonl"]
+SECRETS = [("redis://:mypassword@localhost:6379/0", "mypassword"), ("https://user:p@ss@host/", "p@ss"),
+           ('{"credentials": {"token": "abc123"}}', "abc123"), ('{"headers":{"Authorization":"abc123def456"}}',
+                                                                 "abc123def456"),
+           ("{'api_key': 'abc123def'}", "abc123def"), ("sk_live_abcdefghijklmnop1234", "abcdefghijklmnop1234"),
+           ("https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXX", "XXXXXXXXXXXXXXXX"),
+           ("ya29.a0AfH6SMBabcdefghijklmnop", "a0AfH6SMB"), ("password = hunter2", "hunter2")]
+
+
+def test_the_redaction_corpus_keeps_ordinary_arguments_and_hides_every_secret():
+    assert redact_args(ORDINARY) == ORDINARY
+    for text, secret in SECRETS:
+        assert secret not in " ".join(redact_args([text])), text
+        assert secret not in redact_text(text), text
+    assert redact_text('{"credentials": {"token": "abc123"}}') == '{"credentials": {"token": "[redacted]"}}'  # whole

@@ -44,7 +44,9 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
     out: dict = dict.fromkeys(SUMMARY_KEYS)
     info = (env or {}).get("energy")
     if not isinstance(info, dict):
-        out["energy_reason"] = out["utilization_reason"] = BEFORE if env else NOT_STARTED
+        # an environment without energy: an older record; a failed run's machine identity alone: it never started
+        out["energy_reason"] = out["utilization_reason"] = (BEFORE if env and not env.get("identity_only")
+                                                            else NOT_STARTED)
         return out
     spans, bad = _spans(windows)
     part = info.get("part") if info.get("part") in PARTS else None

@@ -62,6 +62,7 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
 # two-sided 95 % t quantiles by degrees of freedom (more: 1.96)
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
         15: 2.13, 20: 2.09, 30: 2.04}
+WIDE_INTERVAL = 4.0  # an interval between processes wider than this (high / low) says nothing: cannot tell
 CANNOT_TELL = 3  # the exit code of a check that cannot tell (cli/common.EXIT_CANNOT_TELL says it the same)
 DEFAULT_PROCESSES = 3  # new runs per device a regression check makes by default (`bench --baseline`, no --repeat)
 
@@ -106,13 +107,35 @@ class Regression:
 
     @property
     def noisy(self) -> str:
-        """Why a run of either side is not to be trusted ("" when none is noisy)."""
+        """Why runs of either side are not to be trusted, naming each ("" when none is noisy)."""
+        said = []
+        for side, runs in (("new", self.runs), ("baseline", self.bases)):
+            noisy = [r for r in runs if r.summary.get("stability") == "noisy"]
+            if noisy:
+                reason = str(noisy[0].summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
+                ids = ", ".join(r.id[:8] for r in noisy)
+                said.append(f"the {side} run{'s' if len(noisy) > 1 else ''} {ids} {'were' if len(noisy) > 1 else 'was'} "
+                            f"noisy ({reason}{'; and others' if len(noisy) > 1 else ''})")
+        return " and ".join(said)
+
+    @property
+    def disturbed(self) -> str:
+        """What disturbed the machine during a run of either side (other programs' load, a throttled or low-power
+        Mac: stability.host_causes), "" when nothing did: then no verdict is given, whatever was measured."""
+        from .stability import host_causes
+
         for side, runs in (("new", self.runs), ("baseline", self.bases)):
             for r in runs:
-                if r.summary.get("stability") == "noisy":
-                    reason = str(r.summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
-                    return f"the {side} run {r.id[:8]} was noisy ({reason})"
+                causes = host_causes(r.env if isinstance(r.env, dict) else {})
+                if causes:
+                    return f"the {side} run {r.id[:8]} was disturbed ({causes[0]})"
         return ""
+
+    @property
+    def too_wide(self) -> bool:
+        """An interval between processes spanning more than WIDE_INTERVAL times: it says nothing either way."""
+        _, low, high = self._interval()
+        return low is not None and high is not None and low > 0 and high / low > WIDE_INTERVAL
 
     def _interval(self) -> tuple[float | None, float | None, float | None]:
         found = self.processes
@@ -122,10 +145,22 @@ class Regression:
         return v.ratio, None, None  # one run a side: the windows of one process cannot say run-to-run noise
 
     @property
-    def undecided(self) -> bool:
-        """The check cannot tell: a noisy run, or no interval between processes (too few runs)."""
+    def clear_regression(self) -> bool:
+        """The whole interval between processes below 1 - threshold: slower beyond the threshold however noisy the
+        runs' own windows were (their noise is in the spread between processes already)."""
         ratio, low, high = self._interval()
-        return ratio is not None and (bool(self.noisy) or low is None or high is None)
+        return ratio is not None and high is not None and high < 1 - self.threshold
+
+    @property
+    def undecided(self) -> bool:
+        """The check cannot tell: a disturbed machine, an interval too wide to say anything, no interval between
+        processes (one run a side), or noisy runs whose interval does not clear the threshold."""
+        ratio, low, high = self._interval()
+        if ratio is None:
+            return False
+        if self.disturbed or low is None or high is None or self.too_wide:
+            return True
+        return bool(self.noisy) and not self.clear_regression
 
     @property
     def regressed(self) -> bool:
@@ -143,29 +178,34 @@ class Regression:
         if ratio is None:
             return f"{device}: not compared (no throughput on one side)."
         if low is not None and high is not None:
-            spread = ("the spread between processes measured on the new side's runs (the baseline has one)"
-                      if len(self.bases) == 1 else "the spread between processes pooled over both sides")
+            spread = ("its spread measured between the new side's processes (the baseline has one run)"
+                      if len(self.bases) == 1 else "the spread between processes, pooled over both sides")
             where = (f"{len(self.runs)} new run{'s' if len(self.runs) != 1 else ''} against {len(self.bases)} "
-                     f"baseline run{'s' if len(self.bases) != 1 else ''}, 95 % interval from {spread}")
-            words = ratio_words(shown)
+                     f"baseline run{'s' if len(self.bases) != 1 else ''}; 95 % interval from {spread}")
+            words = f"{ratio:.2f}x the baseline's throughput [{low:.2f}x-{high:.2f}x]"
         else:
             where = f"one run a side: baseline {b.id[:8]} of {fmt_timestamp(b.created_at)}"
-            words = f"{ratio:.2f}x the baseline's throughput, measured"
-        if words.startswith("no clear difference"):  # "no clear difference (1.20x [0.86-1.57])"
-            words = words.replace("no clear difference", "no clear difference from the baseline", 1)
-        elif "slower" in words or "faster" in words:
-            words += " than the baseline"
-        head = f"{device}: {words} ({where})" + (f"; the runs differ in {differs}" if differs else "")
+            words = f"{ratio:.2f}x the baseline's throughput"
+        head = (f"{device}: measured {words} ({where})" + (f"; the runs differ in {differs}" if differs else ""))
         limit = f"{self.threshold * 100:g} %"
-        if self.noisy:
+        again = " Record the baseline again too." if "the baseline run" in self.noisy + self.disturbed else ""
+        if self.disturbed:
+            return (f"{head}. The check cannot tell: {self.disturbed}. Run it again on a quiet machine (exit "
+                    f"{CANNOT_TELL}).{again}")
+        if self.too_wide and low is not None and high is not None:
+            return (f"{head}. The check cannot tell: the interval spans {low:.2f}x to {high:.2f}x, too wide to say "
+                    f"anything (the processes' throughputs vary that much). Measure more processes (--repeat 5) on a "
+                    f"quieter machine (exit {CANNOT_TELL}).")
+        if self.noisy and not self.clear_regression:
             return (f"{head}. The check cannot tell: {self.noisy}. Run it again on a quieter machine (exit "
-                    f"{CANNOT_TELL}).")
+                    f"{CANNOT_TELL}).{again}")
         if low is None or high is None:
             return (f"{head}. The check cannot tell from one run a side: a single process cannot show how much runs "
                     f"vary. Measure in several processes (--repeat {DEFAULT_PROCESSES}, the default with --baseline) "
                     f"or give the baseline several runs (exit {CANNOT_TELL}).")
         if self.regressed:
-            return f"{head}: slower by more than {limit} and beyond the noise between processes: a regression."
+            return (f"{head}: slower by more than {limit} and beyond the noise between processes: a regression" +
+                    (f" (though {self.noisy})." if self.noisy else "."))
         if low <= 1.0 <= high:
             return f"{head}: within the noise, not a regression."
         if ratio < 1:

@@ -47,7 +47,10 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     if not result.env.get("machine_label"):
         from ..machine.environment import identity
 
-        result.env = {**identity(), **result.env}
+        known = identity()
+        if result.env:  # some of the run's environment was read: more than the machine's identity
+            known.pop("identity_only")
+        result.env = {**known, **result.env}
     rates = [w["samples_per_s"] for w in result.windows]
     s = result.summary
     s["parameters"] = facts.parameters

@@ -13,32 +13,48 @@ REDACTED = "[redacted]"
 
 # an option or variable whose value is a secret: the last word of its name is one of these (`--api-key`,
 # `OPENAI_API_KEY`, `--hf_token`, `--db-password`, `MY_PASS`, `--npm-authToken`), or a word of it says so whole
-# (`PGPASSWORD`, `--cookie-jar`, `--client-secret-file`), but not a tokenizer's special token (`--pad_token`)
-_SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "credential",
-                 "credentials", "auth", "authorization", "cookie", "cookies", "pat", "authtoken", "sessionid"}
-_STRONG = ("password", "passwd", "secret", "credential", "cookie", "passphrase", "apikey", "authtoken")
-_SPECIAL_TOKENS = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "start", "end", "special", "max", "num", "min"}
-# values shaped like a known credential, wherever they stand
-_SHAPES = [r"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}", r"hf_[A-Za-z0-9]{16,}", r"gh[pousr]_[A-Za-z0-9]{20,}",
-           r"github_pat_[A-Za-z0-9_]{20,}", r"(?:AKIA|ASIA)[0-9A-Z]{16}", r"xox[abposr]-[A-Za-z0-9-]{10,}",
-           r"glpat-[A-Za-z0-9_\-]{16,}", r"AIza[0-9A-Za-z_\-]{30,}", r"npm_[A-Za-z0-9]{30,}",
+# (`PGPASSWORD`, `--client-secret-file`); "key", "token" and "pass" only where a word before says whose
+# (`--api-key`, `--hf-token`, `DB_PASS`) or where they stand alone (`--token`): `--text_key text`, `--stop_token
+# '</s>'` and `--pass 2` are a dataset's column, a tokenizer's special token and a count
+_SECRET_WORDS = {"secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth",
+                 "authorization", "cookie", "cookies", "authtoken", "sessionid", "apikey"}
+_QUALIFIED = {"key": {"api", "secret", "access", "private", "auth", "encryption", "signing", "client", "ssh",
+                      "openai", "license", "master", "session", "account", "service", "subscription", "anthropic",
+                      "google", "azure", "aws", "stripe", "wandb", "comet", "neptune", "hf"},
+              "token": {"hf", "huggingface", "auth", "access", "api", "github", "gh", "gitlab", "bearer", "refresh",
+                        "session", "npm", "slack", "wandb", "openai", "secret", "private", "personal", "bot", "id",
+                        "oauth", "jwt", "kaggle", "comet", "discord", "telegram", "pypi", "twine", "registry"},
+              "pass": {"db", "user", "admin", "my", "root", "login", "mysql", "pg", "postgres", "redis", "smtp", "ftp",
+                       "proxy", "mail", "ldap", "sql"}}
+_STRONG = ("password", "passwd", "secret", "credential", "passphrase", "apikey", "authtoken")
+# values shaped like a known credential, wherever they stand (a key's body has upper and lower case: an OpenAI,
+# Anthropic or Stripe key; "sk-experiment-2024" is a run's name)
+_SHAPES = [r"sk-(?:proj-|ant-)?(?=[A-Za-z0-9_\-]*[A-Z])(?=[A-Za-z0-9_\-]*[a-z])[A-Za-z0-9_\-]{20,}",
+           r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", r"hf_[A-Za-z0-9]{16,}", r"gh[pousr]_[A-Za-z0-9]{20,}",
+           r"github_pat_[A-Za-z0-9_]{20,}", r"(?:AKIA|ASIA)[0-9A-Z]{16}", r"xox[abposr]-\d+-[A-Za-z0-9-]{8,}",
+           r"glpat-[A-Za-z0-9_\-]{16,}", r"AIza[0-9A-Za-z_\-]{30,}", r"ya29\.[A-Za-z0-9_\-]{20,}", r"npm_[A-Za-z0-9]{30,}",
+           r"hooks\.slack\.com/services/[A-Za-z0-9/]{16,}",
            r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"]
 _SHAPE = re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(_SHAPES) + r")")
 # a PEM block (a private key, a certificate's key): the whole block
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]+-----.*?(?:-----END [A-Z0-9 ]+-----|$)", re.S)
-# a URL's password (`postgres://user:pass@host`): the password alone, the URL kept
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+:)(?P<value>[^\s@/]+)(?=@)")
-# an HTTP authorization's credentials (`Authorization: Bearer TOKEN`, `Basic ...`): the credentials
-_BEARER = re.compile(r"(?i)(?P<head>\b(?:bearer|basic|token)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})")
-# a bare AWS secret access key's shape: 40 characters of base64 with upper and lower case and a digit (a git hash,
-# lower-case hexadecimal, is not one)
-_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[0-9])"
-                         r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-# a JSON member whose name says it is a secret: `"api_key": "VALUE"`
-_JSON_NAMED = re.compile(r"\"(?P<name>[A-Za-z][\w.-]*)\"\s*:\s*(?P<value>\"(?:[^\"\\]|\\.)*\"|[^\s,}\]]+)")
+# a URL's password (`postgres://user:pass@host`, `redis://:pass@host`, a password holding "@"): the password alone
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?P<value>[^\s/]+)(?=@[^\s@/]+)")
+# an HTTP authorization's credentials (`Authorization: Bearer TOKEN`, `Authorization: Basic ...`, `Bearer TOKEN`):
+# the credentials, never the words after "basic" or "token" in a sentence
+_BEARER = re.compile(r"(?P<head>(?i:\bauthorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)|\bBearer\s+)"
+                     r"(?P<value>[A-Za-z0-9._~+/=\-]{4,})")
+# a bare AWS secret access key's shape: a whole argument or word of 40 base64 characters with upper and lower case and
+# a digit (a git hash, lower-case hexadecimal, is not one; nor a part of a path)
+_AWS_SECRET = re.compile(r"(?<![^\s=:\"'])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[0-9])"
+                         r"[A-Za-z0-9/+]{40}(?![^\s,;\"'])")
+# a JSON (or Python dict) member whose name says it is a secret: `"api_key": "VALUE"`, `'token': 'VALUE'` (a nested
+# object's own members are looked at one by one)
+_JSON_NAMED = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z][\w.-]*)(?P=q)\s*:\s*(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|"
+                         r"[^\s,{}\[\]]+)")
 # in text: a name, then `=`, `: ` or a space, then its value (`--api-key=VALUE`, `--token VALUE`, `HF_TOKEN=VALUE`,
 # `password: VALUE`): tried at every word, the name's own words decide
-_NAMED = re.compile(r"(?<![\w-])(?P<name>-{0,2}[A-Za-z][\w.-]*)(?P<sep>=|:[ \t]*|[ \t]+)"
+_NAMED = re.compile(r"(?<![\w-])(?P<name>-{0,2}[A-Za-z][\w.-]*)(?P<sep>[ \t]*=[ \t]*|:[ \t]*|[ \t]+)"
                     r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _OPTION = re.compile(r"--[A-Za-z][\w.-]*|-[A-Za-z]")  # what a next argument is when it is an option, not a value
 
@@ -50,14 +66,16 @@ def _words(name: str) -> list[str]:
 
 
 def _secret_name(name: str) -> bool:
+    bare = name.lstrip("-")
     parts = _words(name)
     if not parts:
         return False
-    if parts[-1] == "token" and len(parts) > 1 and parts[-2] in _SPECIAL_TOKENS:
-        return False
-    if parts[-1] in _SECRET_WORDS:
-        return True
-    if parts[-2:] == ["private", "key"] or (len(parts) > 1 and parts[-2] == "auth" and parts[-1] in ("token", "key")):
+    last, before = parts[-1], parts[:-1]
+    if last in _QUALIFIED:
+        env_style = bare.isupper() and last == "pass"  # MY_PASS, PGPASS
+        return (not before and last != "pass") or env_style or bool(set(before) & _QUALIFIED[last]) or (
+            last == "key" and before[-1:] == ["private"])
+    if last in _SECRET_WORDS:
         return True
     return any(strong in part for part in parts for strong in _STRONG)
 
@@ -105,7 +123,7 @@ def redact_text(text: str) -> str:
     (_shapes_out), then every value after a name that says it is a secret (`--token X`, `password: X`, `"api_key":
     "X"`)."""
     text = _shapes_out(str(text))
-    text = _JSON_NAMED.sub(lambda m: m.group(0)[:m.start("value") - m.start()] + f'"{REDACTED}"'
+    text = _JSON_NAMED.sub(lambda m: m.group(0)[:m.start("value") - m.start()] + f'{m.group("q")}{REDACTED}{m.group("q")}'
                            if _secret_name(m.group("name")) and REDACTED not in m.group("value") else m.group(0), text)
     out, at = [], 0
     for start in [m.start() for m in re.finditer(r"(?<![\w-])-{0,2}[A-Za-z]", text)]:

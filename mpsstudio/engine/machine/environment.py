@@ -139,6 +139,7 @@ def identity() -> dict:
     env = {"os": os_label(), "cpu": devices.cpu_name(), "chip": devices.apple_chip_name(), "gpus": gpus,
            "hostname": platform.node()}
     env["machine_label"] = machine_label(env)
+    env["identity_only"] = True  # nothing of the run's own environment was read (analysis/energy says "not started")
     return env
 
 

@@ -26,7 +26,13 @@ TASKS = {"ForSequenceClassification": "sequence classification", "ForCausalLM": 
 FINETUNES = ("full", "lora", "head")  # every weight; LoRA adapters (peft); the task head only, the body frozen
 MAX_CONFIG_BYTES = 8 * 1024**2
 MAX_DEPTH = 32  # JSON nesting a config may have (save_pretrained writes 3 or 4 levels)
-MAX_DIMENSION = 1 << 20  # any size field of a config (layers, widths, vocabulary, positions)
+MAX_DIMENSION = 1 << 20  # any size field of a config (layers, widths, vocabulary, heads)
+MAX_POSITIONS = 1 << 31  # a context length (a rotary model's allocates nothing for it)
+# Models whose input is sound (their sequence classifiers take waveforms or spectrograms, not token ids): refused
+AUDIO_TYPES = {"wav2vec2", "wav2vec2-conformer", "wav2vec2-bert", "hubert", "wavlm", "unispeech", "unispeech-sat", "sew",
+               "sew-d", "data2vec-audio", "whisper", "audio-spectrogram-transformer", "clap", "mctct",
+               "speech_to_text", "speecht5", "seamless_m4t", "encodec", "mimi", "moonshine"}
+AUDIO_FIELDS = ("num_mel_bins", "conv_dim", "feat_extract_norm", "sampling_rate")
 # Every failure a reader of a user's file can meet on hostile content: one sentence each, never a traceback
 READ_ERRORS = (OSError, ValueError, RecursionError, TypeError, AttributeError, OverflowError, KeyError, IndexError)
 # Fields that give a transformer's size (the first one a config has): hidden width, layers, feed-forward width
@@ -42,7 +48,8 @@ def is_model_folder(name: str) -> bool:
     """A folder holding config.json: a Hugging Face model (a folder of class subfolders is a dataset)."""
     try:
         path = Path(name).expanduser()
-        return path.is_dir() and (path / "config.json").is_file()
+        config = path / "config.json"
+        return path.is_dir() and (config.exists() or config.is_symlink())  # read_folder refuses what is not a file
     except (OSError, ValueError):
         return False
 
@@ -138,21 +145,30 @@ def _agrees(model_type: str, architecture: str) -> bool:
     "gemma3_text" / Gemma3ForCausalLM. Lenient: a model type's first word is enough."""
     if not model_type:
         return True
-    arch, whole = _stem(architecture), _stem(model_type)
-    first = _stem(re.split(r"[_\-]", model_type)[0])
-    return arch.startswith(whole) or (len(first) >= 3 and arch.startswith(first))
+    arch = _stem(architecture)
+    words = [w for w in re.split(r"[_\-]", model_type.lower()) if w]
+    candidates = {_stem(model_type)} | ({_stem("".join(words[:-1]))} if len(words) > 1 and
+                                         words[-1] in ("text", "vision", "model", "lm") else set())
+    for stem in candidates:  # the type, then one word its classes leave out ("gemma3_text" -> Gemma3)
+        if stem and arch.startswith(stem) and not arch[len(stem):len(stem) + 1].isdigit():  # "gpt" is not GPT2
+            return True
+    return False
 
 
 def implied_parameters(config: dict) -> int | None:
-    """About how many parameters a transformer's config implies, from the config alone (embeddings, and per layer
-    the attention's 4 x width^2 and the feed-forward's 2 x width x its width); None where the config does not say
-    its width and layers (another kind of model: not estimated)."""
+    """At least how many parameters a transformer's config implies, from the config alone: the token embedding, and
+    per layer the attention's query and output projections (2 x width^2), its key and value projections (grouped
+    query attention: 2 x width x the key/value heads' width) and the feed-forward's two projections (2 x width x its
+    width). A lower bound (no position table: rotary models keep none; no biases, norms, gates or heads), so that a
+    real folder is never refused by it; None where the config does not say its width and layers."""
     width, layers = _number(config, *WIDTH), _number(config, *LAYERS)
     if not width or not layers:
         return None
     ff = _number(config, *FEED_FORWARD, default=4 * width)
-    embeddings = (_number(config, "vocab_size") + _number(config, "max_position_embeddings", "n_positions")) * width
-    return embeddings + layers * (4 * width * width + 2 * width * ff)
+    heads = _number(config, "num_attention_heads", "n_head")
+    kv_heads = _number(config, "num_key_value_heads", default=heads)
+    kv_width = width * kv_heads // heads if heads and kv_heads <= heads else width
+    return _number(config, "vocab_size") * width + layers * (2 * width * width + 2 * width * kv_width + 2 * width * ff)
 
 
 def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
@@ -165,7 +181,7 @@ def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
     if not path.is_dir():
         raise UserError(f"The model folder '{printable(str(name))}' was not found; check the path.")
     config_file = path / "config.json"
-    if not config_file.is_file():
+    if not (config_file.exists() or config_file.is_symlink()):
         raise UserError(f"'{shown}' has no config.json, so it is not a Hugging Face model folder; give the folder "
                         "save_pretrained wrote (config.json and model.safetensors).")
     config = read_json(config_file, path, "config.json")
@@ -184,7 +200,13 @@ def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
         raise UserError(f"'{shown}' is a {printable(arch[:80] or 'model without architectures')}, whose task MPS "
                         f"Studio does not know; it trains {known}.")
     model_type = config.get("model_type")
-    model_type = model_type if isinstance(model_type, str) else ""
+    if model_type is not None and not isinstance(model_type, str):
+        raise UserError(f"'{shown}''s config.json has model_type = {printable(repr(model_type))[:40]}, not a name; "
+                        "fix config.json (save_pretrained writes the model's type, such as \"gpt2\").")
+    model_type = model_type or ""
+    if model_type.lower() in AUDIO_TYPES or any(k in config for k in AUDIO_FIELDS):
+        raise UserError(f"'{shown}' is an audio model ({printable(model_type or arch)[:40]}), whose input is sound; "
+                        "MPS Studio trains models of token ids or of images.")
     if not _agrees(model_type, arch):
         raise UserError(f"'{shown}' contradicts itself: its config's model_type {printable(model_type[:40])!r} builds "
                         f"another model than its architectures' {printable(arch[:80])}, so it would train a model of "
@@ -221,15 +243,32 @@ def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
 
 
 def _check_sizes(config: dict, shown: str) -> None:
-    """Every size field a whole number from 1 to MAX_DIMENSION (a config cannot ask for a million layers)."""
+    """Every size field a whole number from 1 to MAX_DIMENSION, or a list of them (a vision model's per-stage heads
+    and widths); positions up to MAX_POSITIONS (a rotary model's context allocates nothing); the heads dividing the
+    width; one width where a config names two."""
     for key in (*WIDTH, *LAYERS, *FEED_FORWARD, "vocab_size", "max_position_embeddings", "n_positions",
-                "num_attention_heads", "n_head", "image_size", "num_channels", "num_labels"):
+                "num_attention_heads", "n_head", "num_key_value_heads", "image_size", "num_channels", "num_labels"):
         value = config.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DIMENSION:
+        top = MAX_POSITIONS if key in ("max_position_embeddings", "n_positions") else MAX_DIMENSION
+        values = value if isinstance(value, list) and value and key not in ("vocab_size",) else [value]
+        if not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= top for v in values):
             raise UserError(f"'{shown}''s config.json has {key} = {printable(repr(value))[:40]}, not a whole number "
-                            f"from 1 to {MAX_DIMENSION:,}; fix config.json.")
+                            f"from 1 to {top:,}; fix config.json.")
+    widths = {config[k] for k in WIDTH if isinstance(config.get(k), int) and not isinstance(config.get(k), bool)}
+    if len(widths) > 1:
+        raise UserError(f"'{shown}''s config.json names two widths ({', '.join(f'{k} = {config[k]}' for k in WIDTH if k in config)}); "
+                        "transformers would build one and load weights of the other: keep the one save_pretrained "
+                        "wrote.")
+    width, heads = _number(config, *WIDTH), _number(config, "num_attention_heads", "n_head")
+    if width and heads and width % heads:
+        raise UserError(f"'{shown}''s config.json has {heads} attention heads for a width of {width}, which they do "
+                        "not divide; fix config.json.")
+    eps = config.get("layer_norm_epsilon", config.get("layer_norm_eps", config.get("rms_norm_eps")))
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1):
+        raise UserError(f"'{shown}''s config.json has a norm epsilon of {printable(repr(eps))[:40]}, not a small "
+                        "positive number; fix config.json.")
 
 
 def _check_memory(implied: int, shown: str, memory_bytes: int | None) -> None:
@@ -284,7 +323,7 @@ def stored_parameters(folder: HfFolder) -> int:
     the folder: never opened, so a pipe cannot block the reader)."""
     files = [folder.path / "model.safetensors"]
     index = folder.path / "model.safetensors.index.json"
-    if index.exists():
+    if not regular_file(files[0], folder.path) and index.exists():  # the weights _weights_file chose: one file first
         try:
             data = read_json(index, folder.path, "model.safetensors.index.json")
             shards = data.get("weight_map", {}).values() if isinstance(data, dict) else ()
@@ -302,13 +341,22 @@ def stored_parameters(folder: HfFolder) -> int:
                 if not 0 < size <= MAX_CONFIG_BYTES * 4:
                     return 0
                 header = json.loads(f.read(size))
+            data_bytes = os.stat(file).st_size - 8 - size
             if not isinstance(header, dict) or _depth(header, MAX_DEPTH) > MAX_DEPTH:
                 return 0
             for key, tensor in header.items():
-                shape = tensor.get("shape") if key != "__metadata__" and isinstance(tensor, dict) else None
-                if isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 1 << 40
-                                                   for d in shape):
-                    total += math.prod(shape)
+                if key == "__metadata__":
+                    continue
+                shape = tensor.get("shape") if isinstance(tensor, dict) else None
+                offsets = tensor.get("data_offsets") if isinstance(tensor, dict) else None
+                if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and
+                                                        0 <= d <= 1 << 40 for d in shape)):
+                    return 0
+                if not (isinstance(offsets, list) and len(offsets) == 2 and all(
+                        isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+                        and 0 <= offsets[0] <= offsets[1] <= data_bytes):
+                    return 0  # a tensor past the file's end: truncated, or a header that lies
+                total += math.prod(shape)
         except READ_ERRORS:
             return 0
     return total

@@ -75,7 +75,7 @@ def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeyp
         assert code == cli.EXIT_CANNOT_TELL and "The check cannot tell" in out, out
     else:
         assert code == 1 and "a regression." in out, out
-        assert ("x slower [" in out or "% slower [" in out) and "the runs differ in" not in out, out  # nothing differs
+        assert "x the baseline's throughput [" in out and "the runs differ in" not in out, out  # nothing differs
     # the history's run id works as a baseline too, and differences are named (threads)
     from mpsstudio.engine.history.store import RunStore
 
@@ -144,16 +144,23 @@ def test_regression_rule():
     assert not r.regressed and "by less than 15 %" in r.sentence()
     [r] = regression.regressions(base, _runs(990, 3, wander=0.08), 0.05)
     assert not r.regressed and "within the noise" in r.sentence()  # processes that wander: no clear difference
-    noisy = _runs(500, 4, spread=0.6)
+    noisy = _runs(980, 4, spread=0.6)  # noisy windows, an interval that does not clear the threshold: no verdict
     [r] = regression.regressions(base, noisy, 0.05)
-    assert not r.regressed and r.undecided and "The check cannot tell: the new run" in r.sentence()
+    assert not r.regressed and r.undecided and "The check cannot tell: the new runs" in r.sentence()
+    [r] = regression.regressions(base, _runs(500, 4, spread=0.6), 0.05)  # twice as slow between processes: a verdict
+    assert r.regressed and "a regression (though the new runs" in r.sentence()
     faster = _runs(1200, 5)
     assert regression.regressions(base, faster, 0.05)[0].sentence().endswith("not slower.")
     [r] = regression.regressions(base[:1], _runs(900, 6, processes=1), 0.05)  # one process a side: cannot tell
     assert r.undecided and not r.regressed and "from one run a side" in r.sentence()
     # a one-run baseline: the interval's spread is the new side's processes, said so, and a doubled step is a verdict
     [r] = regression.regressions(base[:1], _runs(500, 7), 0.05)
-    assert r.regressed and "measured on the new side's runs (the baseline has one)" in r.sentence()
+    assert r.regressed and "its spread measured between the new side's processes (the baseline has one run)" in r.sentence()
+    # processes whose throughputs vary tenfold: an interval that says nothing is said so, never "no clear difference"
+    wild = [run_with("cpu", noisy_rates(rate, 0.02, seed=80 + i), created=f"2026-11-08T10:0{i}:00+00:00")
+            for i, rate in enumerate((300.0, 3000.0, 30000.0))]
+    [r] = regression.regressions(base[:1], wild, 0.05)
+    assert r.undecided and not r.regressed and "too wide to say anything" in r.sentence()
     # another kind of device or another batch is not this baseline's
     assert regression.regressions(base, [run_with("mps", noisy_rates(900, 0.02))], 0.05) == []
     assert regression.regressions(base, [run_with("cpu", noisy_rates(900, 0.02), batch_size=32)], 0.05) == []

@@ -412,3 +412,13 @@ def test_cpu_memory_is_the_runs_growth_and_named_so():
     assert "host" in result.env and "host_load" in result.env
     assert s["s_per_epoch_estimate"] and "s_per_epoch" not in s and s["s_per_epoch_measured"] is None
 
+
+
+def test_a_run_that_fails_in_its_setup_is_listed_under_this_machine_and_never_started():
+    """Failed runs were listed under "unknown machine" (or the bare host name) while finished ones said the CPU's
+    label, and their energy read "recorded before MPS Studio measured energy"."""
+    from mpsstudio.engine.machine import environment
+
+    failed = trainer.run(RunConfig(model="mlp", dataset="no-such-dataset", steps=2))
+    assert failed.status == "failed" and failed.machine == environment.identity()["machine_label"]
+    assert failed.summary["energy_reason"] == "not measured (the run ended before its first step)"
