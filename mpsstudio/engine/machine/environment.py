@@ -136,8 +136,8 @@ def identity() -> dict:
     up in this process: never started for it) with its label: for a run that ended before its environment was read,
     so that it is listed under the same machine as the finished runs, not "unknown machine"."""
     gpus = cuda_gpu_names() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-    env = {"os": os_label(), "cpu": devices.cpu_name(), "chip": devices.apple_chip_name(), "gpus": gpus,
-           "hostname": platform.node()}
+    env: dict = {"os": os_label(), "cpu": devices.cpu_name(), "chip": devices.apple_chip_name(), "gpus": gpus,
+                 "hostname": platform.node()}
     env["machine_label"] = machine_label(env)
     env["identity_only"] = True  # nothing of the run's own environment was read (analysis/energy says "not started")
     return env
