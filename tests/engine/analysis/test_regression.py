@@ -52,7 +52,7 @@ def _noisy(out: str) -> bool:
 def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeypatch, capsys):
     """A repeat is not a regression and a step four times as long is one, on a quiet machine (the suite's other
     worker is not counted as load here: the busy machine is the next test's); where this machine still makes a run
-    noisy, the check must say it cannot tell (exit 3), never a verdict."""
+    noisy, the check says it cannot tell (exit 3) unless the interval between processes clears the threshold."""
     from mpsstudio.engine.machine import host
 
     real_stop = host.LoadMeter.stop
@@ -71,8 +71,9 @@ def test_bench_baseline_fails_a_slowed_run_and_passes_a_repeat(tmp_path, monkeyp
     monkeypatch.setenv("SLEEPY_S", "0.02")  # each step four times as long
     code = bench_sleepy(model, "--baseline", str(base), "--fail-over", "20%")
     out = capsys.readouterr().out
-    if base_noisy or _noisy(out):
-        assert code == cli.EXIT_CANNOT_TELL and "The check cannot tell" in out, out
+    if base_noisy or _noisy(out):  # noisy windows: a verdict only where the interval between processes clears 20 %
+        assert (code == 1 and "a regression (though " in out) or (
+            code == cli.EXIT_CANNOT_TELL and "The check cannot tell" in out), out
     else:
         assert code == 1 and "a regression." in out, out
         assert "x the baseline's throughput [" in out and "the runs differ in" not in out, out  # nothing differs
