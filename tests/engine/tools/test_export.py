@@ -596,15 +596,29 @@ def test_deploy_bench_measures_the_models_it_can_and_says_why_not_the_others(tmp
         assert cli.main(["deploy-bench", *args]) == 2 and says in capsys.readouterr().err
 
 
-def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path, capsys, monkeypatch):
-    import os
-    import signal
-
+def _deploy_bench_stopped(capsys, monkeypatch):
+    """deploy-bench of two models on the CPU, short, that a SIGTERM the test arranged stops: exit 143, the rows so
+    far kept (said), and its stored record."""
     from mpsstudio.engine.history.store import RunStore
     from mpsstudio.engine.tools import deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
+    code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 143, captured.err
+    assert "stopped by SIGTERM; what was measured so far is kept." in captured.err
+    [record] = RunStore().tools()
+    assert record.result["stopped"] is True
+    return record
+
+
+def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path, capsys, monkeypatch):
+    import os
+    import signal
+
+    from mpsstudio.engine.tools import deploybench
+
     real = deploybench._torch_rows
 
     def then_signalled(*args, **kwargs):
@@ -612,12 +626,8 @@ def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path
         os.kill(os.getpid(), signal.SIGTERM)  # a job scheduler's SIGTERM once the first model's PyTorch rows are in
         return rows
     monkeypatch.setattr(deploybench, "_torch_rows", then_signalled)
-    code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
-    captured = capsys.readouterr()
-    assert code == 143, captured.err
-    assert "stopped by SIGTERM; what was measured so far is kept." in captured.err
-    [record] = RunStore().tools()
-    assert record.result["stopped"] is True and "Stopped before the benchmark ended." in record.result["sentence"]
+    record = _deploy_bench_stopped(capsys, monkeypatch)
+    assert "Stopped before the benchmark ended." in record.result["sentence"]
     kept = [(r["model"], r["runtime"]) for r in record.result["rows"]]
     # the first model's PyTorch row, perhaps its Core ML row (Stop reaches the tool while it converts), never the
     # second model
@@ -630,12 +640,8 @@ def test_a_sigterm_the_benchmark_cannot_answer_in_time_still_keeps_its_rows(tmp_
     import os
     import signal
 
-    from mpsstudio.engine.history.store import RunStore
     from mpsstudio.engine.process import asks
-    from mpsstudio.engine.tools import deploybench
 
-    monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
-    monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
     after_stop = asks._answer_after_stop
     monkeypatch.setattr(asks, "_answer_after_stop", lambda proc, kind, grace: after_stop(proc, kind, 0.0))  # no grace
     real, seen = asks._checkpoint, []
@@ -646,12 +652,7 @@ def test_a_sigterm_the_benchmark_cannot_answer_in_time_still_keeps_its_rows(tmp_
             os.kill(os.getpid(), signal.SIGTERM)
         return real(message, subject)
     monkeypatch.setattr(asks, "_checkpoint", signalled_at_the_second_checkpoint)
-    code = cli.main(["deploy-bench", "--models", "mlp,mnist_cnn", "--batch-sizes", "1", "--devices", "cpu"])
-    captured = capsys.readouterr()
-    assert code == 143, captured.err
-    assert "stopped by SIGTERM; what was measured so far is kept." in captured.err
-    [record] = RunStore().tools()
-    assert record.result["stopped"] is True
+    record = _deploy_bench_stopped(capsys, monkeypatch)
     assert [(r["model"], r["runtime"]) for r in record.result["rows"]][:1] == [("mlp", "pytorch")]
 
 
