@@ -15,7 +15,7 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..basics.errors import UserError
@@ -68,6 +68,7 @@ class HfFolder:
     image_size: int
     channels: int
     weights: str  # "model.safetensors" (or its index)
+    stored: int = 0  # the values its safetensors hold, from their headers (read_folder checks them once)
 
     @property
     def vision(self) -> bool:
@@ -234,12 +235,11 @@ def read_folder(name: str, memory_bytes: int | None = None) -> HfFolder:
         raise UserError(f"'{shown}''s weights cannot be read (model.safetensors, or a shard its index names, is "
                         "missing, empty or has a header that is not safetensors'); save the model with "
                         "save_pretrained.")
-    if implied is not None:
-        if stored < implied // 10:
-            raise UserError(f"'{shown}''s weights hold {stored:,} values where its config implies about {implied:,} "
-                            "parameters: they are not this config's weights, and the rest would train from random "
-                            "values; give the folder save_pretrained wrote.")
-    return folder
+    if implied is not None and stored < implied // 10:
+        raise UserError(f"'{shown}''s weights hold {stored:,} values where its config implies about {implied:,} "
+                        "parameters: they are not this config's weights, and the rest would train from random "
+                        "values; give the folder save_pretrained wrote.")
+    return replace(folder, stored=stored)
 
 
 def _check_sizes(config: dict, shown: str) -> None:

@@ -161,10 +161,10 @@ class SummaryMixin:
         from ...engine.basics.errors import UserError
 
         if self._is_model_folder(model):  # its safetensors' headers, nothing loaded
-            from ...engine.models.hf_folder import read_folder, stored_parameters
+            from ...engine.models.hf_folder import read_folder
 
             try:
-                return stored_parameters(read_folder(model)) or ""
+                return read_folder(model).stored or ""  # its headers, read once by the folder's checks
             except UserError as exc:
                 return str(exc)
         if model not in self._model_infos:  # a user's file: never run here (model_files.py)

@@ -150,7 +150,7 @@ def test_the_safetensors_headers_give_the_parameters_without_loading(folders):
     from mpsstudio.engine.models import registry as models
 
     built = models.build_model(str(folders["bert"]), registry.get_model_info(str(folders["bert"])).default_spec)
-    assert hf_folder.stored_parameters(hf_folder.read_folder(str(folders["bert"]))) == sum(
+    assert hf_folder.read_folder(str(folders["bert"])).stored == sum(
         t.numel() for t in built.state_dict().values())
 
 
