@@ -7,17 +7,19 @@ import sys
 from pathlib import Path
 
 from ..engine.basics.errors import UserError
+from ..engine.basics.request import RunRequest
 from ..engine.basics.formatting import printable
 from . import tools
 from .common import (EXIT_BAD_INPUT, EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
-                     config_from_args, find_run, format_table, gpu_counts, interrupted)
+                     find_run, format_table, gpu_counts, interrupted, request_from_args)
 from .runs import Progress, download_progress, keep, print_verdicts
 
 DEFAULT_FAIL_OVER = 0.05
 
 
 def cmd_bench(args) -> int:
-    cfg = config_from_args(args)
+    request = request_from_args(args)
+    cfg = request.settings
     gpus = gpu_counts(args.gpus)
     if cfg.torchrun and not gpus:
         gpus = [1]
@@ -36,8 +38,8 @@ def cmd_bench(args) -> int:
             raise UserError("--save-model saves one device's model; a run on several GPUs keeps none (drop one).")
         if cfg.mode != "train":
             raise UserError("--save-model saves what a run trained; an inference run trains nothing (use --mode train).")
-    frameworks = args.framework.split(",") if args.framework is not None else None
-    if save_model is not None and frameworks and any(f.strip().lower() == "mlx" for f in frameworks):
+    frameworks = args.framework.split(",") if args.framework is not None else []
+    if save_model is not None and any(f.strip().lower() == "mlx" for f in frameworks):
         raise UserError("--save-model saves PyTorch's trained weights; an MLX run keeps none (drop mlx from "
                         "--framework, or --save-model).")
     cfg = use_python(cfg, args.python)
@@ -47,10 +49,10 @@ def cmd_bench(args) -> int:
         from ..engine.analysis.regression import DEFAULT_PROCESSES
 
         rounds = DEFAULT_PROCESSES
-    return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 keep_host=args.keep_host,
-                 rounds=1 if rounds is None else rounds, inspect=not args.no_inspect, save_model=save_model,
-                 check=check, gpus=gpus, frameworks=frameworks)
+    request = request.changed(settings=cfg, devices=tuple(names), gpus=tuple(gpus),
+                              rounds=1 if rounds is None else rounds)
+    return bench(request, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
+                 keep_host=args.keep_host, inspect=not args.no_inspect, save_model=save_model, check=check)
 
 
 def use_python(cfg, path: str | None):
@@ -135,26 +137,26 @@ def no_file_written_twice(json_path: str | None, model_files: list[str]) -> None
         seen[path] = what
 
 
-def bench(cfg, device_names: list[str], *, json_path: str | None = None, save: bool = True,
-          timeout_s: float | None = None, rounds: int = 1, inspect: bool = True, save_model: str | None = None,
-          check: tuple[list, float] | None = None, gpus: list[int] | None = None, show_output: bool = False,
-          keep_host: bool = False, frameworks: list[str] | None = None) -> int:
-    """Run `cfg` on each available device in turn (`rounds` times, interleaved), each run in its own process
-    (engine/process/), print the comparison and its verdict, keep and export the runs."""
+def bench(request: RunRequest, *, json_path: str | None = None, save: bool = True,
+          timeout_s: float | None = None, inspect: bool = True, save_model: str | None = None,
+          check: tuple[list, float] | None = None, show_output: bool = False, keep_host: bool = False) -> int:
+    """Run the request's plan (its settings on each device in turn, `rounds` times, interleaved), each run in its own
+    process (engine/process/), print the comparison and its verdict, keep and export the runs."""
     from ..engine import process
     from ..engine.models import registry as models, saved as savedmodel
     from ..engine.run import session
     from ..engine.analysis import repeat
     from ..engine.run.script.words import script_lines
 
-    plan = session.plan(cfg, device_names, gpus, frameworks)  # bad input: UserError before anything runs
+    cfg = request.settings
+    plan = session.plan_request(request)  # bad input: UserError before anything runs
     if check is not None:
         from ..engine.analysis.regression import mismatch
 
         why = mismatch(check[0], plan.configs)
         if why:
             raise UserError(why)
-    order, tags = repeat.interleave(plan.configs, rounds)
+    order, tags = repeat.interleave(plan.configs, request.rounds)
     model_files = model_paths(save_model, order) if save_model else None
     no_file_written_twice(json_path, model_files or [])
     for line in plan.skipped:
@@ -283,13 +285,11 @@ def cmd_run(args) -> int:
                         device_args=parse_device_args(args.args_for), keep_args=args.keep_args)
     cfg = use_python(cfg, args.python)
     names = args.devices.split(",") if args.devices is not None else available_devices()
-    return bench(cfg, names, json_path=args.json, save=not args.no_save, timeout_s=args.timeout,
-                 keep_host=args.keep_host,
-                 rounds=args.repeat, inspect=False, show_output=args.show_output)
+    return bench(RunRequest.of(cfg, devices=tuple(names), rounds=args.repeat), json_path=args.json,
+                 save=not args.no_save, timeout_s=args.timeout, keep_host=args.keep_host, inspect=False,
+                 show_output=args.show_output)
 
 
 def cmd_demo(args) -> int:
     """The default comparison: the built-in dataset and default model on every available device."""
-    from ..engine.basics.config import RunConfig
-
-    return bench(RunConfig(), available_devices())
+    return bench(RunRequest(devices=tuple(available_devices())))

@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from ..engine.basics.config import RunConfig
+from ..engine.basics.request import RunRequest
 from ..engine.basics.torchrun import check_ranks
 from ..engine.basics.errors import Terminated, UserError
 from ..engine.basics.files import check_writable_file
@@ -37,7 +38,13 @@ class Parser(argparse.ArgumentParser):
 
 
 def config_from_args(args) -> RunConfig:
-    """The run config the arguments describe (defaults where they say nothing), validated."""
+    """The settings the arguments describe (defaults where they say nothing), validated: a tool's one config."""
+    return request_from_args(args).settings.validate()
+
+
+def request_from_args(args, devices: Sequence[str] = ()) -> RunRequest:
+    """The request the arguments describe: their settings (validated) and, for bench, `devices` (the named ones or
+    every available one), --framework's list, --gpus's counts and --repeat's rounds; session.plan_request plans it."""
     changes: dict = {}
     mapping = {"model": "model", "dataset": "dataset", "batch_size": "batch_size", "warmup": "warmup_steps",
                "precision": "precision", "optimizer": "optimizer", "lr": "lr", "mode": "mode",
@@ -83,7 +90,10 @@ def config_from_args(args) -> RunConfig:
                            if (value := getattr(args, name, None)) is not None]
     if getattr(args, "rank_timeout", None) is not None:
         changes["rank_timeout_s"] = args.rank_timeout
-    return RunConfig(**changes).validate()
+    request = RunRequest.of(**changes)
+    request.settings.validate()
+    frameworks = tuple(framework.split(",")) if framework is not None and "," in framework else ()
+    return request.changed(devices=tuple(devices), frameworks=frameworks)
 
 
 TORCHRUN_ARGS = ("nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port")

@@ -49,12 +49,9 @@ class Preferences:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomic(folder / "preferences.json", json.dumps(asdict(self), indent=1))
 
-    def applied(self, config):
-        """The config with these preferences: the CPU's threads and the window length (a new config)."""
-        from dataclasses import replace
-
-        return replace(config, threads=self.cpu_threads or None, window_s=self.window_s,
-                       options=dict(config.options))
+    def settings(self) -> dict:
+        """The run settings these preferences set (a RunRequest's changes): the CPU's threads, the window length."""
+        return {"threads": self.cpu_threads or None, "window_s": self.window_s}
 
 
 class PreferencesDialog(QDialog):

@@ -237,7 +237,7 @@ def test_bench_without_devices_runs_every_available_device(monkeypatch):
     from mpsstudio.cli import bench
 
     monkeypatch.setattr(bench, "available_devices", lambda: ["cpu", "mps", "cuda:0"])
-    monkeypatch.setattr(bench, "bench", lambda cfg, names, **kw: seen.setdefault("names", names) and 0)
+    monkeypatch.setattr(bench, "bench", lambda request, **kw: seen.setdefault("names", list(request.devices)) and 0)
     assert cli.main(["bench", "--steps", "5"]) == 0
     assert seen["names"] == ["cpu", "mps", "cuda:0"]
 

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine.basics.request import RunRequest  # noqa: E402
 from mpsstudio.engine.basics.paths import config_dir  # noqa: E402
 from mpsstudio.gui.plots import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS, interval_for  # noqa: E402
 from mpsstudio.gui.preferences import Preferences, PreferencesDialog  # noqa: E402
@@ -38,9 +39,9 @@ def test_preferences_round_trip_and_a_damaged_file_gives_the_defaults():
         path.write_text(text)
         loaded = Preferences.load()
         assert loaded.plot_refresh == "auto" and loaded.cpu_threads in (0, 3)
-    cfg = RunConfig()
-    applied = Preferences(cpu_threads=2, window_s=0.5).applied(cfg)
-    assert (applied.threads, applied.window_s) == (2, 0.5) and cfg.threads is None  # a new config
+    request = RunRequest()
+    applied = request.changed(**Preferences(cpu_threads=2, window_s=0.5).settings()).settings
+    assert (applied.threads, applied.window_s) == (2, 0.5) and request.settings.threads is None  # a new config
 
 
 def test_the_preferences_window_shows_and_keeps_the_refresh(qtbot, tmp_path):

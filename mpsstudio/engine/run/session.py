@@ -9,7 +9,7 @@ Rules, the same for the CLI and the window:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..data import datasets
@@ -18,10 +18,11 @@ from ..models import registry as models
 from . import trainer
 from .setup import load_data
 from ..machine.apple import MPS_COMPILE_NOTE
-from ..basics.config import RunConfig, precision_note
+from ..basics.config import DEVICE_PATTERN, RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.events import Event
 from ..basics.formatting import error_line, fmt_bytes, printable
+from ..basics.request import RunRequest
 from ..basics.results import RunResult
 from ..basics.spec import DataSpec
 
@@ -40,8 +41,46 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what a user should know about the runs that will run
 
 
+@dataclass(frozen=True)
+class Here:
+    """What a front end already found of this machine, so that planning does not probe it again (the window's
+    catalogue): its devices, and MLX's reason per kind of device ("" where MLX runs). None: probed by the plan."""
+
+    known: tuple[devices.Device, ...]
+    mlx: Mapping[str, str] = field(default_factory=dict)
+
+    def device(self, name: str) -> devices.Device:
+        """The named device as resolve_device finds it (the same sentences), among those known."""
+        text = name.strip().lower()
+        if not DEVICE_PATTERN.fullmatch(text):
+            return devices.resolve_device(text)  # its sentence for a name no machine has
+        found = next((d for d in self.known if d.id == text or (text == "cuda" and d.kind == "cuda")), None)
+        if found is None:
+            raise UserError(f"{text} is not available: it is not among this machine's devices.")
+        if not found.available:
+            raise UserError(f"{found.id} is not available: {found.reason}.")
+        return found
+
+    def mlx_status(self, kind: str) -> str:
+        return self.mlx.get(kind, "MLX was not checked on this device")
+
+    def cuda_count(self) -> int:
+        return sum(1 for d in self.known if d.kind == "cuda" and d.available)
+
+
+def plan_request(request: RunRequest, here: Here | None = None) -> Plan:
+    """The request's runs: plan() over its settings, devices, GPU counts and frameworks, and PyTorch's runs once
+    per Python environment where it names several. UserError as plan() raises it."""
+    out = plan(request.settings, request.devices, request.gpus, request.frameworks or None, here=here)
+    if request.pythons:  # MLX runs in MPS Studio's own environment
+        out.configs = [one for c in out.configs
+                       for one in ([c.changed(python=p) for p in request.pythons] if c.framework == "torch"
+                                   else [c.changed(python=None)])]
+    return out
+
+
 def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | None = (),
-         frameworks: Sequence[str] | None = None) -> Plan:
+         frameworks: Sequence[str] | None = None, here: Here | None = None) -> Plan:
     """One config per named device that exists here and supports the config's precision; `gpus` (--gpus): the CUDA
     config once per number of GPUs (or, where no CUDA device is named, the CPU's once per number of processes).
     `frameworks` (--framework torch,mlx): each device's config once per framework, PyTorch's first (default: the
@@ -56,8 +95,9 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
         raise UserError("No devices given; name at least one of cpu, mps, cuda.")
     chosen = check_frameworks(frameworks or [config.framework])
     if chosen != ["torch"]:
-        return _by_framework(config, names, chosen, gpus)
-    return _by_device(config.changed(framework="torch") if config.framework != "torch" else config, names, gpus)
+        return _by_framework(config, names, chosen, gpus, here)
+    return _by_device(config.changed(framework="torch") if config.framework != "torch" else config, names, gpus,
+                      here=here)
 
 
 def check_frameworks(frameworks: Sequence[str]) -> list[str]:
@@ -78,18 +118,19 @@ def check_frameworks(frameworks: Sequence[str]) -> list[str]:
     return sorted(out, key=lambda k: k != "torch")
 
 
-def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gpus) -> Plan:
+def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gpus, here: Here | None) -> Plan:
     """Each device once per framework: PyTorch's configs as _by_device makes them, MLX's where MLX runs there."""
     from ..basics.frameworks import run_label
     from ..machine import mlx as mlx_machine
 
     if gpus:
-        raise UserError("--gpus runs PyTorch's DDP; compare frameworks on one device at a time.")
+        raise UserError("Several GPUs at once (--gpus, or the window's CUDA GPUs) run PyTorch's DDP; compare "
+                        "frameworks on one device at a time.")
     out = Plan(configs=[])
     for framework in frameworks:
         cfg = config.changed(framework=framework).check_runs_here()
         if framework == "torch":
-            part = _by_device(cfg, names, gpus, strict=False)
+            part = _by_device(cfg, names, gpus, strict=False, here=here)
         else:
             part = Plan(configs=[])
             from ..models.catalog import mlx_twin_reason
@@ -98,7 +139,7 @@ def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gp
             for name in dict.fromkeys(n.lower() for n in names):
                 kind = name.split(":")[0]
                 label = run_label("mlx", kind)
-                reason = why or mlx_machine.status(kind)
+                reason = why or (here.mlx_status(kind) if here is not None else mlx_machine.status(kind))
                 if reason:
                     part.skipped.append(f"skipping {label}: {reason.rstrip('.')}.")
                 elif kind not in (c.device.split(":")[0] for c in part.configs):
@@ -116,11 +157,11 @@ def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gp
     return out
 
 
-def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True) -> Plan:
+def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True, here: Here | None = None) -> Plan:
     out = Plan(configs=[])
     for name in dict.fromkeys(names):
         try:
-            dev = devices.resolve_device(name)
+            dev = here.device(name) if here is not None else devices.resolve_device(name)
         except UserError as exc:
             out.skipped.append(f"skipping {name}: {exc}")
             continue
@@ -136,7 +177,7 @@ def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True) -
                 if note and note not in out.notes:
                     out.notes.append(note if note.endswith(".") else note + ".")
     if gpus and out.configs:
-        _on_gpus(out, list(gpus))
+        _on_gpus(out, list(gpus), here)
     if not out.configs and strict:
         why = "; ".join(line.removeprefix("skipping ").rstrip(".") for line in out.skipped)
         raise UserError(f"None of the devices can run this ({why}); "
@@ -144,7 +185,7 @@ def _by_device(config: RunConfig, names: list[str], gpus, strict: bool = True) -
     return out
 
 
-def _on_gpus(out: Plan, counts: list[int]) -> None:
+def _on_gpus(out: Plan, counts: list[int], here: Here | None = None) -> None:
     """Each count of GPUs as a config of its own (in the order given: a scaling sweep interleaves them)."""
     target = next((c for c in out.configs if c.device.startswith("cuda")), None)
     if target is None:
@@ -157,12 +198,17 @@ def _on_gpus(out: Plan, counts: list[int]) -> None:
                            f"{', '.join(c.device for c in out.configs)}.")
         return
     if target.device.startswith("cuda"):
-        import torch
+        if here is not None:
+            have = here.cuda_count()
+        else:
+            import torch
 
-        have = torch.cuda.device_count()
+            have = torch.cuda.device_count()
         for n in [n for n in counts if n > have]:
             out.skipped.append(f"skipping {n} GPUs: this machine has {have}.")
         counts = [n for n in counts if n <= have]
+    if target.device.startswith("cuda"):  # the CUDA devices named are the one CUDA setup, run on N GPUs at once
+        out.configs = [c for c in out.configs if c is target or not c.device.startswith("cuda")]
     where = out.configs.index(target)
     out.configs[where:where + 1] = [replace(target, gpus=n, device="cuda" if target.device.startswith("cuda")
                                             else target.device, options=dict(target.options)).validate()

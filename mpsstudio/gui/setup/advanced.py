@@ -8,7 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QCheckBox, QComboBox, QToolButton, QVBoxLayout, QWidget
 
-from ...engine.basics.config import FROZEN_COMPILE_REASON, MAX_ACCUMULATE, MODES, OPTIMIZERS, RunConfig
+from ...engine.basics.config import FROZEN_COMPILE_REASON, MAX_ACCUMULATE, MODES, OPTIMIZERS
+from ...engine.basics.request import RunRequest
 from ...engine.machine.apple import MPS_COMPILE_NOTE
 from .widgets import LearningRateBox
 
@@ -43,7 +44,7 @@ class AdvancedSectionMixin:
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(6)
         form = self._new_form()
-        defaults = RunConfig()
+        defaults = RunRequest().settings
 
         self.lr_box = LearningRateBox()
         self.lr_box.setValue(defaults.lr)

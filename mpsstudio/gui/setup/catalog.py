@@ -8,7 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QStyle
 
-from ...engine.basics.config import RunConfig
+from ...engine.basics.request import RunRequest
 from .names import CHOOSE_FILE, RUN_SCRIPT
 from .widgets import DeviceRow
 from ..style import keys
@@ -20,7 +20,7 @@ class CatalogMixin:
     def set_catalog(self, models: list, datasets: list, devices: list) -> None:
         """Fill the form with the engine's models, datasets and devices; enable it and select the defaults."""
         first = not self._loaded
-        keep = self._pending or (RunConfig() if first else self._form_config())
+        keep = self._pending or (RunRequest().settings if first else self._form_config())
         checked = set(self.checked_devices())
         self._quiet += 1
         try:

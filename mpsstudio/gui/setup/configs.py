@@ -1,56 +1,80 @@
-"""Form <-> RunConfig."""
+"""Form <-> RunRequest: the form's choices as the request both front ends plan through, and a config put back."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
 from ...engine.basics.config import RunConfig
+from ...engine.basics.errors import UserError
+from ...engine.basics.request import RunRequest
 from .names import CHOOSE_FILE
 
 
 class ConfigsMixin:
-    """The form's choices as one RunConfig per checked device, and a RunConfig (a restored setup, a stored run) put back into the form."""
+    """The form's choices as one RunRequest, planned by the engine (run/session.plan_request) into one RunConfig
+    per checked device; a RunConfig (a restored setup, a stored run) put back into the form."""
 
     def rounds(self) -> int:
         """How many times the devices run, interleaved (Advanced, Repeat)."""
         return self.repeat_spin.value()
 
-    def configs(self) -> list[RunConfig]:
-        """One RunConfig per checked device, identical but for `device` (the engine validates them)."""
+    def request(self) -> RunRequest:
+        """What the form says: its settings, the checked devices, frameworks, Python environments and GPU counts."""
+        devices = self.checked_devices()
+        pythons = self.checked_pythons()
+        counts = [n for n in self.gpu_counts() if n > 0]
+        ranked = counts and counts != [1] and any(d.startswith("cuda") for d in devices)  # a CUDA run on N GPUs
+        return self._form_request().changed(
+            devices=tuple(devices),
+            # every PyTorch unchecked under Devices: no PyTorch run (MLX runs in MPS Studio's own environment)
+            frameworks=tuple(f for f in self.checked_frameworks() if f != "torch" or pythons),
+            gpus=tuple(counts) if ranked else (), pythons=tuple(pythons), rounds=self.rounds())
+
+    def plan(self, **changes):
+        """The engine's plan of the form's request with `changes` (the Preferences' settings; session.Plan);
+        UserError: why nothing can run."""
+        from ...engine.run import session
+
+        return session.plan_request(self.request().changed(**changes), here=self.here())
+
+    def plan_of(self, request: RunRequest):
+        """The engine's plan of another request (a script, a tool's stored setup) on the devices the form knows."""
+        from ...engine.run import session
+
+        return session.plan_request(request, here=self.here())
+
+    def here(self):
+        """What the catalogue found of this machine (session.Here): the plan needs not probe it again."""
+        from ...engine.run import session
+
+        return session.Here(known=tuple(row.device for row in self._device_rows), mlx=dict(self._mlx_status))
+
+    def configs(self) -> list:
+        """The runs the form's setup plans (the engine's RunConfigs, one per checked device and framework); []
+        before the catalogue, or where the plan refuses (configs_to_run says why)."""
         if not self._loaded:
             return []
-        base = self._form_config()
-        counts = [n for n in self.gpu_counts() if n > 0]
-        out, ranked = [], False
-        frameworks = self.checked_frameworks()
-        for device in self.checked_devices() if "torch" in frameworks else []:
-            for python in self.checked_pythons():
-                config = replace(base.with_device(device), python=python, framework="torch")
-                if device.startswith("cuda") and counts and counts != [1]:  # GPUs: the CUDA run on N at once
-                    if not ranked:
-                        out += [replace(config, device="cuda", gpus=n) for n in counts]
-                    continue
-                out.append(config)
-            ranked = ranked or (device.startswith("cuda") and bool(counts) and counts != [1])
-        if "mlx" in frameworks:  # the same setup in MLX on each checked device MLX runs on (the engine checks it)
-            kinds = dict.fromkeys(d.split(":")[0] for d in self.checked_devices() if self.mlx_runs_on(d))
-            out += [replace(base.with_device(kind), framework="mlx", python=None) for kind in kinds]
-        return out
+        try:
+            return self.plan().configs
+        except UserError:
+            return []
 
-    def _form_config(self) -> RunConfig:
-        """The form's choices on top of the fields it does not show; `device` is left as it was."""
+    def _form_config(self):
+        """The form's settings (a RunConfig the engine made; its device left as it was)."""
+        return self._form_request().settings
+
+    def _form_request(self) -> RunRequest:
+        """The form's choices on top of the fields it does not show."""
+        base = self._base.settings
         model = self.model_combo.currentData()
         if model in (None, CHOOSE_FILE):
-            model = self._base.model
+            model = base.model
         steps = self.length_spin.value() if self._length_mode == "steps" else None
         epochs = self.length_spin.value() if self._length_mode == "epochs" else None
-        return replace(
-            self._base,
+        return self._base.changed(
             model=model,
-            dataset=self.dataset_combo.currentData() or self._base.dataset,
+            dataset=self.dataset_combo.currentData() or base.dataset,
             batch_size=self.batch_spin.value(),
             steps=steps,
             epochs=epochs,
@@ -79,7 +103,7 @@ class ConfigsMixin:
 
     def _options(self, model) -> dict:
         """The base's options, with a model folder's fine-tuning (Training ▸ Fine-tuning) where the model is one."""
-        options = {k: v for k, v in self._base.options.items() if k != "finetune"}
+        options = {k: v for k, v in self._base.settings.options.items() if k != "finetune"}
         if self._is_model_folder(model):
             options["finetune"] = self.finetune_combo.currentData()
         return options
@@ -110,7 +134,7 @@ class ConfigsMixin:
         self.changed.emit()
 
     def _apply(self, config: RunConfig, check_all_available: bool) -> None:
-        self._base = replace(config, options=dict(config.options))
+        self._base = RunRequest.of(config)
         index = self.model_combo.findData(config.model)
         if index < 0 and config.model.lower().endswith(".py"):
             index = self._add_model_file(config.model)

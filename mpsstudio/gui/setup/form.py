@@ -15,7 +15,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from ...engine.basics.config import PRECISIONS, RunConfig
+from ...engine.basics.config import PRECISIONS
+from ...engine.basics.request import RunRequest
 from .advanced import AdvancedSectionMixin
 from .widgets import SectionHeading
 from ..style import keys
@@ -165,7 +166,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
     def _add_training_section(self, layout: QVBoxLayout) -> None:
         self._section(layout, "Training")
         form = self._new_form()
-        defaults = RunConfig()
+        defaults = RunRequest().settings
         self.batch_spin = self._spin(1, 65536, defaults.batch_size,
                                      "Samples per step. Larger batches keep a GPU busier; too large runs out of memory.")
         self.batch_spin.valueChanged.connect(self._emit_changed)

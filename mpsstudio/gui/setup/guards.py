@@ -3,8 +3,6 @@ with a button that applies the fix. A guard that the run would refuse keeps Run 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -65,7 +63,7 @@ class GuardsMixin:
         found = self.guard()
         if found is None:
             return
-        self.apply_config(replace(self._form_config(), **found.fix), devices=self.checked_devices())
+        self.apply_config(self._form_request().changed(**found.fix).settings, devices=self.checked_devices())
 
     def train_samples(self) -> int | None:
         """The training samples the form's setup gets (the engine's run.guards.train_samples), None when unknown."""

@@ -15,6 +15,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ...engine.basics.config import RunConfig
+from ...engine.basics.request import RunRequest
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
@@ -49,13 +50,13 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
         self._model_infos: dict = {}
         self._folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
         self._param_cache: dict[tuple, int | str] = {}
-        self._base = RunConfig()  # carries fields the form does not show (seed, threads, tf32, ...)
+        self._base = RunRequest()  # carries settings the form does not show (seed, threads, tf32, ...)
         self._pending: RunConfig | None = None
         self._loaded = False
         self._running = False
         self._quiet = 0
         self._steps_value = DEFAULT_STEPS
-        self._epochs_value = RunConfig().epochs or 2
+        self._epochs_value = self._base.settings.epochs or 2
         self._length_mode = "epochs"
         self._model_index = 0
         self._labels: list[QLabel] = []

@@ -103,18 +103,16 @@ class SummaryMixin:
         if report is None:
             return None, name
         preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
-        spec = report.spec(self._base.image_size or preferred)
+        spec = report.spec(self._base.settings.image_size or preferred)
         try:
             from ...engine.models import registry as models
 
-            size = models.input_size_for_folder(model, report, self._base.image_size)  # what the model gets
+            size = models.input_size_for_folder(model, report, self._base.settings.image_size)  # what the model gets
         except Exception:  # a model file not read yet, an unknown model: the folder's own size
             size = None
         return spec, folder_facts(name, report, size, model)
 
     def _synthetic_spec(self, model: str, info) -> tuple[DataSpec | None, str]:
-        from dataclasses import replace
-
         from ...engine.basics.errors import UserError
         from ...engine.run.setup import synthetic_input
 
@@ -122,7 +120,7 @@ class SummaryMixin:
         if problem:
             return None, f"{info.name}: {problem}"
         try:
-            spec = synthetic_input(replace(self._form_config(), model=model))
+            spec = synthetic_input(self._form_request().changed(model=model).settings)
         except UserError as exc:
             return None, f"{info.name}: {exc}"
         except Exception:  # a model file that cannot be read yet: its own words come with Run

@@ -253,9 +253,9 @@ class ToolSheet(QDialog):
             text = self.limit.text().strip()
             payload = {"memory_limit": parse_memory_size(text) if text else None, "cap": self.cap.value()}
         elif self.kind == "inspect":
-            from dataclasses import replace
+            from ...engine.basics.request import RunRequest
 
-            config = replace(config, batch_size=self.batch.value(), options=dict(config.options))
+            config = RunRequest.of(config, batch_size=self.batch.value()).settings
         elif self.kind == "diagnose":
             payload = {"layers": self.layers.isChecked(), "after_steps": self.after.value()}
         elif self.kind == "deploy-bench":

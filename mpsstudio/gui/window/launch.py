@@ -40,10 +40,16 @@ class Launch(QObject):
         if allowed is not True:
             w.say(allowed or "Not run: the script's code runs only if you allow it.")
             return
+        from ...engine.basics.errors import UserError
+        from ...engine.basics.request import RunRequest
         from ..preferences import Preferences
 
-        prefs = Preferences.load()
-        configs = [prefs.applied(config.with_device(d)) for d in devices]
+        try:
+            configs = w.setup.plan_of(RunRequest.of(config, devices=tuple(devices),
+                                                    **Preferences.load().settings())).configs
+        except UserError as exc:  # the plan's refusal, said as `mpsstudio run` says it
+            w.say(str(exc))
+            return
         w.runs.start_job(configs, None)
         w.say(f"Starting {config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on {', '.join(devices)}…")
 
@@ -74,7 +80,10 @@ class Launch(QObject):
         if not w.ask("PyTorch Launch Benchmark", text, "Estimate"):
             return
         w.state.launch_jobs = jobs
-        w.runs.start_job([launch.PROBE.with_device(d) for d in devices], None, probing=True)
+        from ...engine.basics.request import RunRequest
+
+        w.runs.start_job(w.setup.plan_of(RunRequest.of(launch.PROBE, devices=tuple(devices))).configs, None,
+                         probing=True)
         w.say("Probing each device to estimate the launch benchmark's time…")
 
     def after_probe(self) -> None:

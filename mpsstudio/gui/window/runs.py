@@ -25,14 +25,21 @@ class RunControl(QObject):
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
-    def configs_to_run(self, then: str, banner: bool = False) -> list:
-        """The setup's configs, once a device is checked and the user allowed the model file's code; [] after
-        saying why not (in the status bar; with `banner`, a refusal with its own words in the banner too)."""
+    def configs_to_run(self, then: str, banner: bool = False, **changes) -> list:
+        """The setup's configs as the engine plans them (with `changes`: the Preferences' settings), once a device
+        is checked and the user allowed the model file's code; [] after saying why not (in the status bar; with
+        `banner`, a refusal with its own words in the banner too)."""
         w = self.w
-        configs = w.setup.configs()
-        if not configs:
+        if not w.setup.checked_devices() or not w.setup.request().frameworks:
             what = "available device" if not w.setup.checked_devices() else "PyTorch (under Devices)"
             w.say(f"Check at least one {what}, then {then}.")
+            return []
+        try:
+            configs = w.setup.plan(**changes).configs
+        except UserError as exc:  # the plan's refusal, said as the CLI says it
+            w.say(str(exc))
+            if banner:
+                w.banner.show_message(str(exc), warning=True)
             return []
         allowed = w.setup.confirm_model_file()
         if allowed is not True:
@@ -47,14 +54,12 @@ class RunControl(QObject):
         w = self.w
         if not w.state.may_start():
             return
-        configs = self.configs_to_run("press Run", banner=True)
-        if not configs:
-            return
         from ...engine.analysis.repeat import interleave
         from ..preferences import Preferences
 
-        prefs = Preferences.load()
-        configs = [prefs.applied(cfg) for cfg in configs]
+        configs = self.configs_to_run("press Run", banner=True, **Preferences.load().settings())
+        if not configs:
+            return
         settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
         settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
         order, tags = interleave(configs, w.setup.rounds())

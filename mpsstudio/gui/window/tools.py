@@ -9,6 +9,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.config import RunConfig
+from ...engine.basics.request import RunRequest
 from ...engine.tools import toolview
 from ..jobs import tool_job
 
@@ -108,7 +109,12 @@ class ToolControl(QObject):
             if allowed is not True:
                 w.say(allowed or "Not run: the model file's code runs only if you allow it.")
                 return
-        w.start_tool("sweep", config.with_device(device), batch_sizes=list(sizes))
+        try:
+            config = w.setup.plan_of(RunRequest.of(config, devices=(device,))).configs[0]
+        except UserError as exc:
+            w.say(str(exc))
+            return
+        w.start_tool("sweep", config, batch_sizes=list(sizes))
 
     def apply_tuned(self, result: dict, row: TuneRow | dict) -> None:
         """Best Settings' Apply: the tuned setup with the chosen candidate's precision, channels_last, compile,
@@ -193,7 +199,7 @@ class ToolControl(QObject):
                 return
             if not path.endswith(FORMATS[fmt]):
                 path += FORMATS[fmt]
-        w.start_tool("export", config.with_device("cpu"),
+        w.start_tool("export", RunRequest.of(config, device="cpu").settings,
                      payload={"format": fmt, "out": path, "weights": weights, "precision": precision,
                               "compress": compress})
 

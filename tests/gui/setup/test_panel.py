@@ -359,3 +359,23 @@ def test_a_model_folder_is_the_model_with_its_fine_tuning(fake_panel, tmp_path):
     fake_panel.finetune_combo.setCurrentIndex(fake_panel.finetune_combo.findData("lora"))
     [config] = fake_panel.configs()
     assert config.model == folder and config.options["finetune"] == "lora"
+
+
+def test_the_form_plans_through_the_engine_and_says_its_refusal(make_panel, fake_precisions):
+    """The window's runs are session.plan_request's of its request: several GPUs with MLX refused as the CLI says."""
+    from mpsstudio.engine.basics.errors import UserError
+    from mpsstudio.engine.run import session
+
+    gpus = [Device(id=f"cuda:{i}", kind="cuda", available=True, name=f"fake GPU {i}") for i in range(2)]
+    panel = make_panel([devices.cpu_device(), *gpus])
+    panel.set_mlx({"cpu": "", "cuda": "MLX here has no CUDA backend"})
+    panel.set_gpu_count(2)
+    panel.gpus_combo.setCurrentIndex(panel.gpus_combo.findData([2]))
+    _check(panel, {"cuda:0"})
+    assert [(c.device, c.gpus) for c in panel.configs()] == [("cuda", 2)]
+    assert panel.configs() == session.plan_request(panel.request(), panel.here()).configs
+    _check(panel, {"cpu", "cuda:0"})
+    panel.mlx_check.setChecked(True)
+    assert panel.request().frameworks == ("torch", "mlx") and panel.configs() == []
+    with pytest.raises(UserError, match="compare frameworks on one device at a time"):
+        panel.plan()

@@ -304,16 +304,18 @@ def test_a_warm_worker_is_never_shared_across_frameworks_or_mlx_s_tf32_switch():
 def test_where_mlx_s_default_is_tf32_class_both_arithmetics_are_planned_and_labelled(monkeypatch):
     from mpsstudio.engine.run import session
 
-    monkeypatch.setattr(mlx_machine, "status", lambda kind: "")
+    from mpsstudio.engine.machine.devices import Device, cpu_device
+
     monkeypatch.setattr(mlx_machine, "tf32_class_path", lambda kind, arch=None: kind == "mps")
-    monkeypatch.setattr(session, "_by_device", lambda cfg, names, gpus, strict=True: session.Plan(
-        configs=[cfg.with_device(n) for n in names]))
-    found = session.plan(RunConfig(**{**QUICK, "framework": "torch"}), ["cpu", "mps"], frameworks=["torch", "mlx"])
+    here = session.Here(known=(cpu_device(), Device(id="mps", kind="mps", available=True, name="Apple M5 (fake)")),
+                        mlx={"cpu": "", "mps": ""})  # what the window's catalogue found: the plan probes nothing
+    found = session.plan(RunConfig(**{**QUICK, "framework": "torch"}), ["cpu", "mps"], frameworks=["torch", "mlx"],
+                         here=here)
     mlx = [(c.device, c.tf32, c.where) for c in found.configs if c.framework == "mlx"]
     assert mlx == [("cpu", False, "MLX \u00b7 cpu"), ("mps", False, "MLX \u00b7 gpu"),
                    ("mps", True, "MLX \u00b7 gpu \u00b7 MLX_ENABLE_TF32=1")]
     assert session.MLX_TF32_NOTE in found.notes
-    chosen = session.plan(RunConfig(**{**QUICK, "tf32": True}), ["mps"], frameworks=["mlx"])
+    chosen = session.plan(RunConfig(**{**QUICK, "tf32": True}), ["mps"], frameworks=["mlx"], here=here)
     assert [c.tf32 for c in chosen.configs] == [True]  # asked for: MLX's default only
 
 
