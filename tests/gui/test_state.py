@@ -57,7 +57,7 @@ def test_a_run_forgets_what_the_last_left_and_keeps_its_trained_models():
     assert s.failures() == ["mps: out of memory", "the dataset did not load"]
     s.end_run()
     s.start_run("next", probing=True)
-    assert s.run_ended == [] and s.rejected == "" and s.probing
+    assert s.run_ended == () and s.rejected == "" and s.probing
     s.run_has_ended(_run(saved="/cache/probe.pt", rid="p"))  # a probe's runs keep nothing
     assert "p" not in s.trained and s.probe_rates() == {"cpu": 10.0}
 
@@ -90,3 +90,36 @@ def test_a_run_config_cannot_change_after_it_is_made():
         cfg.batch_size = 10**30  # type: ignore[misc]
     changed = cfg.changed(batch_size=8)
     assert (changed.batch_size, cfg.batch_size) == (8, 64) and changed.options is not cfg.options
+
+
+def test_every_change_of_every_field_notifies_once():
+    """Setting any field notifies its observers; a method's several changes notify once; the containers are read
+    only from outside (a view never misses a change made around it)."""
+    from dataclasses import fields
+
+    s = WindowState()
+    seen = []
+    s.subscribe(lambda: seen.append(1))
+    new = {"catalog": {"devices": []}, "run_job": "job", "tool_job": "tool", "tool_automatic": True,
+           "probing": True, "launch_jobs": ["a"], "rejected": "no", "run_ended": ("r",), "pending_folder": "/d",
+           "rechecking": True, "stopping": True}
+    public = [f.name for f in fields(WindowState) if not f.name.startswith("_")]
+    assert sorted(public) == sorted(new)  # a new field gets a value here
+    for name in public:
+        before = len(seen)
+        setattr(s, name, new[name])
+        assert len(seen) == before + 1, name
+        setattr(s, name, new[name])  # the same value again: nothing changed, nothing said
+        assert len(seen) == before + 1, name
+    s = WindowState(catalog={"devices": []})
+    seen.clear()
+    s.subscribe(lambda: seen.append(1))
+    s.start_run("job")
+    s.run_has_ended(_run(saved="/cache/1.pt"))
+    s.note_epochs("r1", 2, 40)
+    s.forget_trained()
+    s.ask_stop()
+    s.end_run()
+    assert len(seen) == 6 and s.epochs == {"r1": (2, 40)} and s.trained == {}
+    with pytest.raises(TypeError):
+        s.trained["r1"] = "/elsewhere.pt"  # type: ignore[index]

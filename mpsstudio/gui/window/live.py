@@ -35,7 +35,7 @@ class LiveView(QObject):
             where = run_label(str(event.config.get("framework", "torch")), device)  # "MLX · cpu" beside "cpu"
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:
-                w.state.epochs[event.run_id] = (epochs, event.total_steps)
+                w.state.note_epochs(event.run_id, epochs, event.total_steps)
             # a run in another Python environment says its torch beside the device (two cpu curves stay apart)
             torch = event.env.get("torch") or "?"
             label = f"{device} · torch {torch}" if event.config.get("python") else where

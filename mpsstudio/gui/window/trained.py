@@ -32,7 +32,7 @@ class TrainedModels(QObject):
             self.forget(folder)
         except OSError:
             return [None] * len(configs)  # nothing can be kept: Save Trained Model… will say so
-        self.w.state.trained = {}
+        self.w.state.forget_trained()
         stamp = f"{os.getpid()}-{int(time.time() * 1000)}"
         return [str(folder / f"{stamp}-{i}.pt") if c.mode == "train" and not c.is_script else None
                 for i, c in enumerate(configs)]

@@ -345,7 +345,9 @@ def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history
             super().__init__()
             self.fc = __import__("torch").nn.Linear(2, 2)
     savedmodel.save(Tiny(), kept, {"model": "mlp"})
-    w.state.trained[mps.id] = str(kept)
+    from types import SimpleNamespace
+
+    w.state.run_has_ended(SimpleNamespace(id=mps.id, summary={"saved_model": str(kept)}))  # the last Run kept it
     w.results.select_ids([mps.id])
     out = w.save_trained_model(str(tmp_path / "mine.pt"))
     assert out == str(tmp_path / "mine.pt") and (tmp_path / "mine.json").is_file()
