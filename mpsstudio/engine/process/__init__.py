@@ -2,8 +2,9 @@
 before a front end reads them; Stop, time limits, crashes, and the spare process that hides `import torch`.
 
 Owns: child (the child's side), messages (what may cross the pipe, checked), handles (RunProcess, InProcessRun, the
-`new_process` seam), spare, warm (a tune's candidates one after another in one process), runs (run_isolated, run_point), recorder (a run rebuilt from its events), asks (probe_model, run_tool,
-check_devices), ending (SIGTERM / SIGHUP to a front end, handled as Ctrl-C), leftovers (what a model started ends
+`new_process` seam), spare, warm (a tune's candidates one after another in one process), runs (run_isolated, run_point), asks (probe_model,
+run_tool, check_devices), series (a tool's points, a sweep or a tune, in one process after another), interpreter
+(another Python environment's runs), rank (a torchrun rank's entry), ending (SIGTERM / SIGHUP to a front end, handled as Ctrl-C), leftovers (what a model started ends
 with its run), output (a child's stdout/stderr through a pipe, capped), journal (a run in progress kept for a
 front end that is killed; the next start keeps it as interrupted).
 Uses: run, tools, analysis, machine, basics. This package imports no torch: a child sets its environment first.

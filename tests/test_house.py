@@ -1,0 +1,99 @@
+"""The house's rules that no linter sees: the front ends plan through the engine, the docs' map is true."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mpsstudio"
+
+
+def _constructions(source: str) -> list[str]:
+    """Where a module makes a RunConfig of its own: RunConfig(...), dataclasses.replace, .with_device(...)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "dataclasses" and \
+                any(a.name == "replace" for a in node.names):
+            found.append(f"line {node.lineno}: imports dataclasses.replace")
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "RunConfig":
+                found.append(f"line {node.lineno}: RunConfig(...)")
+            if isinstance(func, ast.Attribute) and func.attr == "with_device":
+                found.append(f"line {node.lineno}: .with_device(...)")
+    return found
+
+
+def test_the_window_constructs_no_run_config():
+    """The window builds a RunRequest and the engine plans it (run/session.plan_request), as the CLI does."""
+    offenders = {str(path.relative_to(PACKAGE)): found for path in sorted((PACKAGE / "gui").rglob("*.py"))
+                 if (found := _constructions(path.read_text(encoding="utf-8")))}
+    assert offenders == {}
+
+
+def test_the_construction_check_finds_each_kind():
+    source = ("from dataclasses import replace\n"
+              "a = RunConfig(model='mlp')\n"
+              "b = a.with_device('cpu')\n")
+    assert _constructions(source) == ["line 1: imports dataclasses.replace", "line 2: RunConfig(...)",
+                                      "line 3: .with_device(...)"]
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _without_parentheses(text: str) -> str:
+    out, depth = [], 0
+    for char in text:
+        depth += char == "("
+        if not depth:
+            out.append(char)
+        depth -= char == ")" and depth > 0
+    return "".join(out)
+
+
+def map_entries(text: str) -> dict[str, list[str]]:
+    """The map's packages and the names under each (modules, and subpackages ending in /): the first code block
+    after "## The map", a package path opening a line, its names after it (descriptions in parentheses)."""
+    block = text.split("## The map", 1)[1].split("```", 2)[1]
+    entries: dict[str, list[str]] = {}
+    current = None
+    for line in _without_parentheses(block).splitlines():
+        words = [w for w in line.replace(",", " ").replace(";", " ").split() if w]
+        if words and words[0].startswith("mpsstudio/"):
+            current = words.pop(0)
+            entries.setdefault(current, [])
+        if current is not None:
+            entries[current] += words
+    return entries
+
+
+def test_the_architecture_map_names_every_module_and_only_modules_that_exist():
+    root = PACKAGE.parent
+    entries = map_entries(ARCHITECTURE.read_text(encoding="utf-8"))
+    wrong, missing = [], []
+    for package, names in entries.items():
+        folder = root / package
+        for name in names:
+            target = folder / name if name.endswith("/") else folder / f"{name}.py"
+            if not (target.is_dir() if name.endswith("/") else target.is_file()):
+                wrong.append(f"{package}{name}")
+    for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        package = str(folder.relative_to(root)) + "/"
+        named = entries.get(package)
+        if named is None:
+            missing.append(package)
+            continue
+        for path in folder.iterdir():
+            name = path.name + "/" if path.is_dir() else path.stem
+            if path.name in ("__init__.py", "__pycache__") or not (path.is_dir() or path.suffix == ".py"):
+                continue
+            if name not in named:
+                missing.append(f"{package}{name}")
+    assert wrong == [] and missing == [], "docs/architecture.md's map: fix the names, or add the new modules"
+
+
+def test_the_map_reader_reads_names_and_leaves_descriptions():
+    text = ("## The map\n```\nmpsstudio/run/  session (plan, data), trainer (a (nested) note);\n"
+            "                 steps\n```\n")
+    assert map_entries(text) == {"mpsstudio/run/": ["session", "trainer", "steps"]}
