@@ -19,6 +19,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/ruff check .
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m "not long"
 
 # The system tests (torchrun ranks, a second environment, the demo app, a loaded machine): ~1 minute more; CI runs them.

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
 from mpsstudio.engine.machine import devices
-from mpsstudio.engine.run import trainer  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.events import Warmup, Window  # noqa: E402
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.events import Warmup, Window
 
 
 def measure(model: str, batch_size: int, steps: int, precision: str, channels_last: bool) -> dict:

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mpsstudio.engine.machine.energy import meter as energy
-from mpsstudio.engine.run import trainer  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.events import Window  # noqa: E402
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.events import Window
 
 
 def smi_samples(path: Path) -> list[tuple[float, float]]:

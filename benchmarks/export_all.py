@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
-from mpsstudio.engine.basics.formatting import fmt_bytes  # noqa: E402
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.tools import export  # noqa: E402
-from mpsstudio.engine.tools.coreml import NoFlexibleBatch  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.formatting import fmt_bytes
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.tools import export
+from mpsstudio.engine.tools.coreml import NoFlexibleBatch
 
 
 def main() -> int:

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine import process  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.events import Ended, Started, Warmup, Window  # noqa: E402
-from overhead import median_interval  # noqa: E402  (this folder is on the path: it holds the script)
+from mpsstudio.engine import process
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.events import Ended, Started, Warmup, Window
+from overhead import median_interval  # this folder is on the path: it holds the script
 
 # Qt is imported in main(): run processes are spawned and import this script again (as __mp_main__).
 INTERVALS = []

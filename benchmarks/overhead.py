@@ -25,16 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-from mpsstudio.engine import process  # noqa: E402
-from mpsstudio.engine.machine import devices  # noqa: E402
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.run import trainer  # noqa: E402
-from mpsstudio.engine.run.setup import load_data  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
+from mpsstudio.engine import process
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.run.setup import load_data
+from mpsstudio.engine.basics.config import RunConfig
 
 MODELS = ("mlp", "mnist_cnn", "resnet18")
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: the repo's mpsstudio
 
-from mpsstudio.engine import process  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
+from mpsstudio.engine import process
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
 
 DATASETS = {"transformer": "synthetic", "lstm": "synthetic", "transformer_base": "synthetic"}
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine import process  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.events import Ended, Started, Window  # noqa: E402
+from mpsstudio.engine import process
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.events import Ended, Started, Window
 
 
 ENDINGS: list[float] = []  # seconds from each run's last window to its Ended event

@@ -20,15 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-import mpsstudio.track as mt  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.machine import devices  # noqa: E402
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.run.script import tracker as tracked  # noqa: E402
-from mpsstudio.engine.run.setup import synthetic_input  # noqa: E402
+import mpsstudio.track as mt
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.run.script import tracker as tracked
+from mpsstudio.engine.run.setup import synthetic_input
 
 
 def loop(model_name: str, tdev: torch.device, sync, batch_size: int, steps: int, track: bool) -> float:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.machine import devices  # noqa: E402
-from mpsstudio.engine.run import trainer  # noqa: E402
-from mpsstudio.engine.run.setup import load_data  # noqa: E402
-from mpsstudio.engine.run.windows import WINDOW_CLOCK_VAR  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.run import trainer
+from mpsstudio.engine.run.setup import load_data
+from mpsstudio.engine.run.windows import WINDOW_CLOCK_VAR
 
 
 def one(cfg, dev, data, clock: str) -> tuple[float, float]:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from run_latency import Marks, arguments, report  # noqa: E402  (this folder is on the path: it holds the script)
+from mpsstudio.engine.basics.config import RunConfig
+from run_latency import Marks, arguments, report  # this folder is on the path: it holds the script
 
 # Qt and the window are imported in main(): run processes are spawned and import this script again (as
 # __mp_main__), and a run process importing Qt would start slower than the window's own do.

@@ -46,7 +46,7 @@ def device():
         if torch.backends.mps.is_available():
             torch.zeros(1, device="mps").add_(1).cpu()  # a virtual Mac says available and fails here
             return torch.device("mps")
-    except Exception:  # noqa: BLE001 (not working: the CPU)
+    except Exception:  # not working: the CPU
         pass
     return torch.device("cpu")
 
@@ -228,7 +228,7 @@ def _finish_alone() -> None:
     except (UserError, OSError) as exc:
         print(f"mpsstudio: the run could not be kept in the history: {exc}", file=sys.stderr)
         return
-    except Exception as exc:  # noqa: BLE001 (never a traceback at the script's exit)
+    except Exception as exc:  # never a traceback at the script's exit
         print(f"mpsstudio: the run could not be summarised ({type(exc).__name__}: {exc})", file=sys.stderr)
         return
     s = result.summary

@@ -40,10 +40,10 @@ def pytest_sessionstart(session):
     processes.use_forkserver()
 
     gc.disable()
-    import torch  # noqa: F401  (with the engine and Qt: frozen below, so full collections skip them)
+    import torch  # with the engine and Qt: frozen below, so full collections skip them
 
-    import mpsstudio.engine.process  # noqa: F401
-    import mpsstudio.engine.run.session  # noqa: F401
+    import mpsstudio.engine.process
+    import mpsstudio.engine.run.session
     try:
         import mpsstudio.gui.window  # noqa: F401
     except ImportError:  # no PySide6

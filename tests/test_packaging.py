@@ -16,7 +16,7 @@ import pytest
 
 import mpsstudio
 from mpsstudio import frozen
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 
 PACKAGING = ROOT / "packaging"
 ICON_SIZES = (16, 32, 64, 128, 256, 512, 1024)

@@ -10,7 +10,7 @@ from ..engine.basics.errors import UserError
 from ..engine.basics.request import RunRequest
 from ..engine.basics.formatting import printable
 from . import tools
-from .common import (EXIT_BAD_INPUT, EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+from .common import (EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
                      find_run, format_table, gpu_counts, interrupted, request_from_args)
 from .runs import Progress, download_progress, keep, print_verdicts
 

@@ -32,7 +32,7 @@ def _forward_file_open(app, window) -> None:
     from PySide6.QtCore import QEvent, QObject
 
     class FileOpen(QObject):
-        def eventFilter(self, obj, event):  # noqa: N802
+        def eventFilter(self, obj, event):
             if event.type() == QEvent.Type.FileOpen:
                 window.handle_drop([event.file()])
                 return True

@@ -64,7 +64,7 @@ class Job(QThread):
             answer = self.work(self)
         except UserError as exc:
             self.rejected.emit(str(exc))
-        except Exception as exc:  # noqa: BLE001 (a bug still ends in a sentence)
+        except Exception as exc:  # a bug still ends in a sentence
             self.rejected.emit(self.failure(exc))
         else:
             self.done.emit(answer)

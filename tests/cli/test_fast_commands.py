@@ -13,7 +13,7 @@ from importlib import metadata
 import pytest
 
 from mpsstudio.engine.models import catalog, counts, registry
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 
 PROBE = ("import sys; from mpsstudio import cli; code = cli.main({argv!r}); "
          "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', code)")

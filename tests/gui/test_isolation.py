@@ -9,16 +9,16 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtCore import QTimer
 
-from mpsstudio.engine import process  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.window import MainWindow  # noqa: E402
-from mpsstudio.gui.setup.model_files import NOT_CHECKED, ModelFileGuard  # noqa: E402
-from mpsstudio.gui.jobs import running_threads  # noqa: E402
-from tests.support.gui import open_window  # noqa: E402
-from tests.support.models import bad_model  # noqa: E402
+from mpsstudio.engine import process
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.gui.window import MainWindow
+from mpsstudio.gui.setup.model_files import NOT_CHECKED, ModelFileGuard
+from mpsstudio.gui.jobs import running_threads
+from tests.support.gui import open_window
+from tests.support.models import bad_model
 
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")

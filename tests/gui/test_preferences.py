@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.request import RunRequest  # noqa: E402
-from mpsstudio.engine.basics.paths import config_dir  # noqa: E402
-from mpsstudio.gui.plots import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS, interval_for  # noqa: E402
-from mpsstudio.gui.preferences import Preferences, PreferencesDialog  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.request import RunRequest
+from mpsstudio.engine.basics.paths import config_dir
+from mpsstudio.gui.plots import BUSY_REDRAW_INTERVAL_MS, REDRAW_INTERVAL_MS, interval_for
+from mpsstudio.gui.preferences import Preferences, PreferencesDialog
 
 
 @pytest.mark.parametrize("refresh, device, threads, cores, ms", [

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine.run.script.runner import script_config  # noqa: E402
-from mpsstudio.gui.script_dialog import ScriptDialog, UNTIL_END  # noqa: E402
-from mpsstudio.gui.setup.model_files import ModelFileGuard  # noqa: E402
-from mpsstudio.gui.window import MainWindow  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from mpsstudio.engine.run.script.runner import script_config
+from mpsstudio.gui.script_dialog import ScriptDialog, UNTIL_END
+from mpsstudio.gui.setup.model_files import ModelFileGuard
+from mpsstudio.gui.window import MainWindow
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 

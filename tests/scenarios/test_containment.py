@@ -18,7 +18,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.processes
 

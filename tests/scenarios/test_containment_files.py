@@ -17,8 +17,8 @@ from mpsstudio.engine.basics.formatting import fmt_bytes
 from mpsstudio.engine.history import pending
 from mpsstudio.engine.history.store import RunStore, ToolRecord, keep_run, keep_tool
 from mpsstudio.engine.process import journal, output
-from tests.support.runs import good_run  # noqa: E402
-from tests.support.journals import gone_pid, journal_events, journal_of  # noqa: E402
+from tests.support.runs import good_run
+from tests.support.journals import gone_pid, journal_events, journal_of
 
 
 def _output(data: bytes, keep: int) -> output.Output:

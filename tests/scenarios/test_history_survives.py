@@ -13,8 +13,8 @@ from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.runfiles import export_json
 from mpsstudio.engine.history.recovery import recover
 from mpsstudio.engine.history.store import DamagedHistory, RunStore
-from tests.support.runs import good_run  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.runs import good_run
+from tests.support.paths import ROOT
 
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes and locks as on macOS and Linux")

@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from mpsstudio import cli  # noqa: E402
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.engine.models import hf_folder  # noqa: E402
-from tests.support import hf_folders  # noqa: E402
+from mpsstudio import cli
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.engine.models import hf_folder
+from tests.support import hf_folders
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_the_window_s_reading_of_a_folder_never_blocks_or_raises(gpt, tmp_path, 
             hf_folder.read_folder(str(folder))
         except UserError as exc:
             outcome.append(str(exc))
-        except BaseException as exc:  # noqa: BLE001 - what the test is about
+        except BaseException as exc:  # - what the test is about
             outcome.append(exc)
 
     reader = threading.Thread(target=read, daemon=True)

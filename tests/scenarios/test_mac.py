@@ -24,7 +24,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.spec import DataSpec
 from mpsstudio.engine.history.store import RunStore
 from tests.support.fake_mps import C128_ERROR, F64_ERROR, MIXED_ERROR, NUMPY_ERROR, FakeAppleMonitor, FakeMPSTensor
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 
 
 

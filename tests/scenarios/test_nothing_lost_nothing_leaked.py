@@ -21,7 +21,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.redact import REDACTED, redact_args, redact_text
 from mpsstudio.engine.basics.results import RunResult
 from mpsstudio.engine.history.store import RunStore
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 from tests.support.scripts import MT, tracked_run
 
 TOOL_RESULTS = ROOT / "tests" / "data" / "tool_results"

@@ -18,7 +18,7 @@ from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import setup
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 from tests.support.scripts import MT, tracked_run
 
 SHORT = ["--devices", "cpu", "--steps", "6", "--warmup", "1", "--no-inspect", "--batch-size", "4"]

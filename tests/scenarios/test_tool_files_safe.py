@@ -17,7 +17,7 @@ from mpsstudio.engine.history import pending
 from mpsstudio.engine.history.rows import ToolRecord
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.process import journal
-from tests.support.paths import DATA as TESTS_DATA  # noqa: E402
+from tests.support.paths import DATA as TESTS_DATA
 
 DATA = TESTS_DATA / "tool_results"
 SWEEP = json.loads((DATA / "sweep.json").read_text())

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from tests.support.sandbox import Sandbox, start_demo  # noqa: E402
+from tests.support.sandbox import Sandbox, start_demo
 
 
 def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_the_config_folder(tmp_path):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_timestamp
 from ..basics.results import RunResult
-from .contrast import Versus, setup_words, usable_run, device_kind, ratio_words, versus
+from .contrast import Versus, setup_words, usable_run, device_kind, versus
 
 # What a regression check's baseline must share with a new run: the work itself (what differs beyond is named)
 WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
@@ -173,7 +173,6 @@ class Regression:
         v, b = self.versus, self.baseline
         differs = ", ".join(d.words("other") for d in v.diffs)
         ratio, low, high = self._interval()
-        shown = Versus(v.run, ratio, low, high, v.diffs)
         device = v.run.config.device
         if ratio is None:
             return f"{device}: not compared (no throughput on one side)."

@@ -79,12 +79,12 @@ def storable(result: RunResult) -> RunResult:
         return _run(result.to_dict())
     except _Bad as bad:
         reason = f"'{bad.field}' ({bad.why})"
-    except Exception as exc:  # noqa: BLE001 (an object that is not what it claims to be)
+    except Exception as exc:  # an object that is not what it claims to be
         reason = f"a value that cannot be written ({type(exc).__name__})"
     cfg = result.config
     try:
         config = _config(cfg.to_dict())
-    except Exception:  # noqa: BLE001 (the setup itself is what cannot be kept: its names and device stay)
+    except Exception:  # the setup itself is what cannot be kept: its names and device stay
         config = _config({"model": _text_or(cfg.model, "unknown"), "dataset": _text_or(cfg.dataset, "unknown"),
                           "device": cfg.device if isinstance(cfg.device, str) and len(cfg.device) < 16 else "cpu",
                           "batch_size": None if cfg.is_script else 1, "steps": None, "epochs": None if
@@ -92,7 +92,7 @@ def storable(result: RunResult) -> RunResult:
                           "lr": None if cfg.is_script else 0.01, "precision": None if cfg.is_script else "fp32"})
     try:
         env = _object(result.env, "env")
-    except Exception:  # noqa: BLE001
+    except Exception:
         env = {}
     before = f"{printable(result.error)[:2000]} " if isinstance(result.error, str) and result.error else ""
     error = (f"{before}This run could not be kept as measured: its {reason} cannot be stored, so its figures were "

@@ -93,12 +93,12 @@ class Num(Shape):
         return value
 
 
-def Int(lo: int | None = 0, hi: int | None = 2**62, null: bool = False) -> Num:  # noqa: N802 (a shape's name)
+def Int(lo: int | None = 0, hi: int | None = 2**62, null: bool = False) -> Num:  # a shape's name
     """A whole number within [lo, hi]."""
     return Num(lo=lo, hi=hi, null=null, whole=True)
 
 
-def Share(null: bool = False) -> Num:  # noqa: N802
+def Share(null: bool = False) -> Num:
     """A share from 0 to 1."""
     return Num(lo=0.0, hi=1.0, null=null)
 

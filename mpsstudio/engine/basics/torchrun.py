@@ -80,7 +80,7 @@ def check_ranks(config) -> None:
     if config.is_script:
         raise UserError("--gpus runs MPS Studio's own loop on several GPUs; to measure your own script there, run "
                         "it under torchrun yourself.")
-    if not (config.device in ("cuda", "cpu")):
+    if config.device not in ("cuda", "cpu"):
         raise UserError(f"Runs on several GPUs name the device cuda (the ranks take GPUs 0 to {config.gpus - 1}) "
                         f"or cpu (ranks sharing its cores, to try the distributed path), not "
                         f"{_shown(config.device)}; MPS has no distributed backend.")

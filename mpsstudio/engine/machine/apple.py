@@ -136,12 +136,12 @@ def installed_torch() -> str:
         from importlib.metadata import version
 
         return version("torch")
-    except Exception:  # noqa: BLE001 (no distribution metadata: a frozen app, a source build)
+    except Exception:  # no distribution metadata: a frozen app, a source build
         try:
             import sys
 
             return str(sys.modules["torch"].__version__) if "torch" in sys.modules else ""
-        except Exception:  # noqa: BLE001
+        except Exception:
             return ""
 
 

@@ -27,7 +27,7 @@ def kernel_kind(op_name: str, device_type: str) -> str:
         if C._dispatch_has_kernel_for_dispatch_key(op_name, key):
             # MPS registers the CPU fallback per operation too (MPSFallback.mm, m.impl(..., mps_fallback)):
             # the dispatcher's table names the file a kernel was registered from
-            line = next((l for l in C._dispatch_dump_table(op_name).splitlines() if l.startswith(f"{key}:")), "")
+            line = next((row for row in C._dispatch_dump_table(op_name).splitlines() if row.startswith(f"{key}:")), "")
             return "cpu_fallback" if _FALLBACK_SOURCE in line else "native"
         if any(C._dispatch_has_kernel_for_dispatch_key(op_name, k) for k in _COMPOSITE_KEYS):
             return "composite"

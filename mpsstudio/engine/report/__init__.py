@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..basics.scrub import scrub, secrets  # noqa: F401 (the report's own words for them)
+from ..basics.scrub import scrub, secrets  # the report's own words for them
 from ..basics.formatting import Table
 
 

@@ -151,7 +151,7 @@ def safe_title(kind: str, result: dict, problem: str | None = None) -> str:
     if not problem:
         try:
             return title(kind, result)
-        except Exception:  # noqa: BLE001 (said in the list; the detail says why)
+        except Exception:  # said in the list; the detail says why
             pass
     return f"{TITLES.get(kind, str(kind)[:40])}: cannot be shown"
 

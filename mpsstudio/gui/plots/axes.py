@@ -20,7 +20,7 @@ def positive(v) -> bool:
 class StepAxis(pg.AxisItem):
     """Tick labels with thousands separators (12,000 rather than 12000 or 1.2e+04)."""
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph API)
+    def tickStrings(self, values, scale, spacing):  # pyqtgraph API
         places = max(0, math.ceil(-math.log10(spacing * scale))) if spacing > 0 else 0
         return [f"{v * scale:,.{places}f}" for v in values]
 
@@ -34,12 +34,12 @@ class BytesAxis(pg.AxisItem):
     def _factor(self, top: float) -> tuple[float, str]:
         return next(((f, u) for f, u in self._UNITS if top >= f), (1.0, "B"))
 
-    def tickSpacing(self, minVal, maxVal, size):  # noqa: N802
+    def tickSpacing(self, minVal, maxVal, size):
         factor, _ = self._factor(max(abs(minVal), abs(maxVal)))
         spacings = super().tickSpacing(minVal / factor, maxVal / factor, size)
         return [(major * factor, offset * factor) for major, offset in spacings]
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
+    def tickStrings(self, values, scale, spacing):
         top = max((abs(v) for v in values), default=0.0)
         factor, unit = self._factor(top)
         step = spacing / factor
@@ -52,7 +52,7 @@ class TimedView(pg.GraphicsLayoutWidget):
 
     last_paint_s = 0.0
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         start = time.perf_counter()
         super().paintEvent(event)
         self.last_paint_s = time.perf_counter() - start

@@ -236,20 +236,20 @@ class LivePlots(QWidget):
 
     # ---- Qt events and the theme ----------------------------------------------------------------------
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         self.redraw()
         self.redraws.start()
 
-    def hideEvent(self, event) -> None:  # noqa: N802
+    def hideEvent(self, event) -> None:
         self.redraws.stop()
         super().hideEvent(event)
 
-    def closeEvent(self, event) -> None:  # noqa: N802
+    def closeEvent(self, event) -> None:
         self.redraws.stop()
         super().closeEvent(event)
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
             self._apply_theme()
         super().changeEvent(event)

@@ -243,7 +243,7 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
                               f"(first: {missing[0]}); {'it is' if len(missing) == 1 else 'they are'} left out.")
         return out
 
-    def closeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+    def closeEvent(self, event) -> None:  # Qt override
         """An import still running finishes first (it is one transaction: all of the file or none)."""
         if self._importer is not None:
             self._importer.wait()

@@ -85,7 +85,7 @@ class RunSortProxy(QSortFilterProxyModel):
             self._words = words
             self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # noqa: N802 (Qt API)
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # Qt API
         if not self._words:
             return True
         text = self.sourceModel().search_text(source_row)

@@ -209,7 +209,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         layout.addLayout(form)
 
 
-    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+    def changeEvent(self, event: QEvent) -> None:  # Qt override
         """Follow a light/dark switch: the primary button's colours come from the palette."""
         super().changeEvent(event)
         if hasattr(self, "run_button") and event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):

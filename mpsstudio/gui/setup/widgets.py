@@ -49,16 +49,16 @@ class LearningRateBox(QDoubleSpinBox):
         self.setRange(0.00001, 10.0)
         self.setCorrectionMode(QAbstractSpinBox.CorrectionMode.CorrectToNearestValue)
 
-    def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
+    def textFromValue(self, value: float) -> str:  # Qt override
         return f"{value:.5f}".rstrip("0").rstrip(".")
 
-    def valueFromText(self, text: str) -> float:  # noqa: N802
+    def valueFromText(self, text: str) -> float:
         try:
             return float(text.replace(",", "."))
         except ValueError:
             return self.value()
 
-    def validate(self, text: str, pos: int):  # noqa: D102
+    def validate(self, text: str, pos: int):
         try:
             value = float(text.replace(",", "."))
         except ValueError:
@@ -67,7 +67,7 @@ class LearningRateBox(QDoubleSpinBox):
         inside = self.minimum() <= value <= self.maximum()
         return (QValidator.State.Acceptable if inside else QValidator.State.Intermediate), text, pos
 
-    def stepBy(self, steps: int) -> None:  # noqa: N802
+    def stepBy(self, steps: int) -> None:
         ladder = sorted({m * 10.0 ** e for e in range(-5, 2) for m in self._MANTISSAS})
         ladder = [v for v in ladder if self.minimum() <= v <= self.maximum()]
         value = self.value()

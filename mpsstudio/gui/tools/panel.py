@@ -174,7 +174,7 @@ class ToolsPanel(QWidget):
             if record.problem:
                 raise ValueError(record.problem)
             headline, view = self._headline(record), self._view(record.kind, record.result)
-        except Exception as exc:  # noqa: BLE001 (any failure of a view is this one sentence)
+        except Exception as exc:  # any failure of a view is this one sentence
             why = record.problem or (f"This {record.kind} result cannot be shown: "
                                      f"{error_line(exc, 200)}; Delete removes it.")
             headline, view = html.escape(why), placeholder_label(why)

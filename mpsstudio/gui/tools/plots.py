@@ -21,12 +21,12 @@ from ..style import device_color, warning_color
 class _LogTwoAxis(pg.AxisItem):
     """Batch sizes on a log2 axis: ticks at 1, 2, 4, ... labelled as whole numbers."""
 
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+    def tickValues(self, minVal, maxVal, size):  # pyqtgraph override
         low, high = math.floor(minVal), math.ceil(maxVal)
         step = max(1, (high - low) // 10 + 1)
         return [(1.0, [float(v) for v in range(max(0, low), high + 1, step)])]
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
+    def tickStrings(self, values, scale, spacing):
         return [f"{2 ** v:,.0f}" for v in values]
 
 
@@ -49,7 +49,7 @@ class SweepPlot(pg.PlotWidget):
         self.marker: pg.InfiniteLine | None = None
         self._restyle()
 
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+    def changeEvent(self, event) -> None:  # (Qt override): dark mode switched
         if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
             self._restyle()
         super().changeEvent(event)
@@ -128,7 +128,7 @@ class BarPlot(pg.PlotWidget):
 
     _restyle = SweepPlot._restyle  # the same colours as the sweep's plot (it calls no super())
 
-    def changeEvent(self, event) -> None:  # noqa: N802 (Qt override): dark mode switched
+    def changeEvent(self, event) -> None:  # (Qt override): dark mode switched
         if event.type() == QEvent.Type.PaletteChange and getattr(self, "lines", None) is not None:
             self._restyle()
         super().changeEvent(event)

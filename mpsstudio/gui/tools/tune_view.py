@@ -214,7 +214,7 @@ def _sort_value(row: TuneRow, header: str, text: str):
 
 
 class _SortItem(QTableWidgetItem):
-    def __lt__(self, other) -> bool:  # noqa: D105
+    def __lt__(self, other) -> bool:
         mine, theirs = self.data(_SORT_ROLE), other.data(_SORT_ROLE)
         try:
             return mine < theirs

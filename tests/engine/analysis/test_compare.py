@@ -11,8 +11,8 @@ from mpsstudio.engine.analysis import stability
 from mpsstudio.engine.analysis.compare import bootstrap_ratio, compare
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.analysis.verdict import comparison_record, verdicts
-from tests.support.runs import noisy_rates, run_with  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.runs import noisy_rates, run_with
+from tests.support.paths import ROOT
 
 
 

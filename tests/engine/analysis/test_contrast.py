@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from mpsstudio.engine.analysis import contrast, differences
-from tests.support.runs import noisy_rates, run_with  # noqa: E402
+from tests.support.runs import noisy_rates, run_with
 
 MAC = {"machine_label": "Apple M3 Max, macOS 14.5", "chip": "Apple M3 Max", "os": "macOS 14.5",
        "macos_build": "23F79", "hostname": "studio", "python": "3.11.7", "torch": "2.14.1", "torch_git": "aaa",

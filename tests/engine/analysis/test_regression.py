@@ -9,7 +9,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.engine.analysis import regression
-from tests.support.runs import noisy_rates, run_with  # noqa: E402
+from tests.support.runs import noisy_rates, run_with
 
 # A model whose steps are paced by a clock the environment sets (SLEEPY_S a step): slowed on purpose, and as steady
 # on a busy machine as on a quiet one (a late wake-up is made up by the next step, so no window's rate wanders)

@@ -8,9 +8,9 @@ import pytest
 
 from mpsstudio.engine.analysis.scaling import scaling_of, scalings
 from mpsstudio.engine.basics.results import RunResult
-from tests.support.gui import open_panel  # noqa: E402
-from tests.support.runs import MAC, make_run  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.gui import open_panel
+from tests.support.runs import MAC, make_run
+from tests.support.paths import ROOT
 
 SERVER = {"machine_label": "4x NVIDIA H100 80GB HBM3 on gpu-box", "hostname": "gpu-box", "torch": "2.11.0"}
 DOCS_RUNS = ROOT / "docs" / "runs" / "gpus-h100x2.json"
@@ -129,7 +129,7 @@ def test_the_window_shows_the_gpus_field_only_where_there_are_several(qtbot):
     assert setup.run_button.text() == "Run on 2 GPUs + 1 device"
 
 
-def test_the_runs_tab_shows_a_scaling_with_its_chart(qtbot, store):  # noqa: F811
+def test_the_runs_tab_shows_a_scaling_with_its_chart(qtbot, store):
     mac = make_run("mps", 420.0, env=MAC, model="resnet50", dataset="synthetic", created="2026-11-20T08:00:00+00:00")
     runs = [on_gpus(1, 1000.0, created="2026-11-21T08:00:00+00:00"),
             on_gpus(2, 1900.0, 0.05, created="2026-11-21T08:01:00+00:00"), mac]

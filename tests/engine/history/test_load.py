@@ -12,7 +12,7 @@ from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.analysis.runcheck import checked_result
 from mpsstudio.engine.history.runfiles import export_json, import_json
 from mpsstudio.engine.history.store import SCHEMA_VERSION, RunStore
-from tests.support.runs import plain_run  # noqa: E402
+from tests.support.runs import plain_run
 
 
 

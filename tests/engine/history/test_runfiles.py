@@ -13,7 +13,7 @@ from mpsstudio import cli
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.runfiles import export_json, import_json
 from mpsstudio.engine.history.store import RunStore
-from tests.support.runs import good_run  # noqa: E402
+from tests.support.runs import good_run
 
 
 def good_doc():

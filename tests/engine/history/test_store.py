@@ -11,7 +11,7 @@ from mpsstudio.engine.analysis.compare import compare
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.runfiles import export_json, import_json
 from mpsstudio.engine.history.store import SCHEMA_VERSION, RunStore
-from tests.support.runs import plain_run  # noqa: E402
+from tests.support.runs import plain_run
 
 
 def test_store_round_trip_and_survives_reopen(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
-from tests.support.results import deploy_result  # noqa: E402
+from tests.support.results import deploy_result
 
 
 def history(capsys, *args) -> tuple[int, str]:

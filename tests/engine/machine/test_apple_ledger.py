@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.paths import ROOT
 
 
 

@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
-from mpsstudio.engine.models import hf_folder, registry  # noqa: E402
-from mpsstudio.engine.run import trainer  # noqa: E402
-from tests.support import hf_folders  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.models import hf_folder, registry
+from mpsstudio.engine.run import trainer
+from tests.support import hf_folders
 
 MAKERS = {"bert": hf_folders.bert_classifier, "gpt": hf_folders.gpt_causal_lm, "vit": hf_folders.vit_classifier}
 

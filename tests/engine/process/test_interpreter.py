@@ -11,8 +11,8 @@ from mpsstudio import cli
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.process import interpreter, run_isolated
-from tests.support.environments import make_venv  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.environments import make_venv
+from tests.support.paths import ROOT
 
 OTHER = ROOT / ".venv-other" / "bin" / "python"  # `make other-torch`
 

@@ -18,7 +18,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.history.store import RunStore
 
 from tests.support.processes import process_group
-from tests.support.models import bad_model  # noqa: E402
+from tests.support.models import bad_model
 
 
 CRASH_SENTENCES = {

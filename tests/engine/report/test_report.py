@@ -15,8 +15,8 @@ from markdown_it import MarkdownIt
 from mpsstudio import cli
 from mpsstudio.engine.report import Chart, scrub, secrets
 from mpsstudio.engine.report.svg import chart_svg
-from tests.support.runs import noisy_rates, run_with  # noqa: E402
-from tests.support.paths import DATA  # noqa: E402
+from tests.support.runs import noisy_rates, run_with
+from tests.support.paths import DATA
 
 CORPUS = DATA / "tool_results"
 KINDS = sorted(p.stem for p in CORPUS.glob("*.json"))

@@ -8,7 +8,7 @@ from mpsstudio.engine.run import session, trainer
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.basics.events import Ended, Started
-from tests.support.data import tiny_data  # noqa: E402
+from tests.support.data import tiny_data
 
 
 CFG = RunConfig(model="mlp", dataset="tiny", batch_size=16, steps=4, epochs=None, warmup_steps=1)

@@ -13,7 +13,7 @@ from mpsstudio.engine.run.failures import explain_failure
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.machine.devices import Device, resolve_device
 from mpsstudio.engine.basics.events import Ended, EpochEnd, Started, Warmup, Window
-from tests.support.data import tiny_data  # noqa: E402
+from tests.support.data import tiny_data
 
 
 def collect(config, **kw):

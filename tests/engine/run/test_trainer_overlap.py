@@ -8,7 +8,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.events import Ended, Warmup, Window
 from mpsstudio.engine.models import registry as models
 from mpsstudio.engine.run import trainer
-from tests.support.data import tiny_data  # noqa: E402
+from tests.support.data import tiny_data
 
 
 

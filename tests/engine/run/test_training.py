@@ -16,7 +16,7 @@ from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.analysis.runcheck import run_from_dict
 from mpsstudio.engine.history.runfiles import export_json, import_json
 from mpsstudio.engine.run.epochs import EarlyStop
-from tests.support.data import tiny_data  # noqa: E402
+from tests.support.data import tiny_data
 
 
 

@@ -9,8 +9,8 @@ import pytest
 from mpsstudio import cli
 from mpsstudio.engine.tools import launch
 from mpsstudio.engine.basics.errors import UserError
-from tests.support.runs import noisy_rates, run_with  # noqa: E402
-from tests.support.data import small_images  # noqa: E402
+from tests.support.runs import noisy_rates, run_with
+from tests.support.data import small_images
 
 
 def test_plan_has_the_published_workloads_at_their_batch_sizes():

@@ -20,7 +20,7 @@ from mpsstudio.engine.basics.shape import Either, List, Map, Obj, Plain
 from mpsstudio.engine.tools import registry, toolview
 from mpsstudio.engine.tools.diagnose import view as diagnose_view
 from mpsstudio.engine.tools.records import SHAPES
-from tests.support.paths import DATA as TESTS_DATA  # noqa: E402
+from tests.support.paths import DATA as TESTS_DATA
 
 DATA = TESTS_DATA / "tool_results"
 CORPUS = {path.stem: (json.loads(path.read_text())["kind"], json.loads(path.read_text()))

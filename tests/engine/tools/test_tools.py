@@ -16,8 +16,8 @@ from mpsstudio.engine.tools import inspection, maxbatch, memory, opcheck, sweep,
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.store import RunStore, ToolRecord
-from tests.support.runs import point  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from tests.support.runs import point
+from tests.support.paths import ROOT
 
 MLP = RunConfig(model="mlp", dataset="synthetic", seed=1)
 
@@ -367,7 +367,8 @@ def test_parity_judges_against_the_cpu_in_the_same_precision(tmp_path, monkeypat
     base = models.build_model(str(path), spec)
     x, y = torch.randn(8, 1, 4, 4), torch.randint(0, 4, (8,))
     if not cpu_drifts:  # the CPU in the same precision is exact: only the "device" drifts
-        exact = lambda b, xx, yy, dtype: opcheck._run_copy(b.double(), xx.double(), yy, torch.device("cpu"), None)
+        def exact(b, xx, yy, dtype):
+            return opcheck._run_copy(b.double(), xx.double(), yy, torch.device("cpu"), None)
         monkeypatch.setattr(opcheck, "_cpu_same_precision", exact)
     r = opcheck.parity_of(base, x, y, torch.device("cpu"), "fp32", False, lambda: None, "mps", compare_cpu=True)
     assert r["logits_cpu_rel_err"] is not None

@@ -5,10 +5,10 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import Qt
 
 from mpsstudio.gui.plots import EMA_ALPHA, GrowingSeries, LivePlots
-from mpsstudio.gui.plots.axes import BytesAxis as _BytesAxis, StepAxis as _StepAxis  # noqa: E402
+from mpsstudio.gui.plots.axes import BytesAxis as _BytesAxis, StepAxis as _StepAxis
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import sys
 from PySide6.QtWidgets import QApplication
 
 from mpsstudio.gui.results.run_details import environment_line
-from tests.support.environments import make_venv  # noqa: E402
-from tests.support.gui import open_panel  # noqa: E402
-from tests.support.runs import MAC, make_run  # noqa: E402
-from tests.support.paths import DATA  # noqa: E402
+from tests.support.environments import make_venv
+from tests.support.gui import open_panel
+from tests.support.runs import MAC, make_run
+from tests.support.paths import DATA
 
 
 def runs_of_two_torches():
@@ -24,7 +24,7 @@ def runs_of_two_torches():
     return old, new, bigger
 
 
-def test_compare_by_environment_with_a_chosen_baseline(qtbot, store):  # noqa: F811
+def test_compare_by_environment_with_a_chosen_baseline(qtbot, store):
     old, new, bigger = runs_of_two_torches()
     panel = open_panel(qtbot, store, [old, new, bigger])
     panel.select_ids([new.id])
@@ -48,7 +48,7 @@ def test_compare_by_environment_with_a_chosen_baseline(qtbot, store):  # noqa: F
     assert "batch 256 is 30 % faster [" in chart.verdict_text()
 
 
-def test_any_selected_runs_compared_and_reported(qtbot, store, tmp_path):  # noqa: F811
+def test_any_selected_runs_compared_and_reported(qtbot, store, tmp_path):
     old, new, bigger = runs_of_two_torches()
     cpu = make_run("cpu", 200.0, created="2026-11-24T08:00:00+00:00", model="mlp")
     panel = open_panel(qtbot, store, [old, new, bigger, cpu])
@@ -132,7 +132,7 @@ def test_curves_of_two_torches_are_told_apart():
     assert legend_labels([old]) == ["mps"]
 
 
-def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot, store):  # noqa: F811
+def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot, store):
     cpu = make_run("cpu", 100.0, created="2026-11-20T08:00:00+00:00")
     mps = make_run("mps", 450.0, created="2026-11-20T08:01:00+00:00")
     failed = make_run("mps", 300.0, created="2026-11-20T08:02:00+00:00", status="failed", batch_size=256)

@@ -9,17 +9,17 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtGui import QImage  # noqa: E402
-from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication, QLabel
 
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.export import MARGIN, export_scale, png_scale, render_png  # noqa: E402
-from mpsstudio.gui.results.panel import COL  # noqa: E402
-from mpsstudio.gui.style import warning_color  # noqa: E402
-from tests.support.gui import open_panel  # noqa: E402
-from tests.support.runs import make_run  # noqa: E402
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.gui.export import MARGIN, export_scale, png_scale, render_png
+from mpsstudio.gui.results.panel import COL
+from mpsstudio.gui.style import warning_color
+from tests.support.gui import open_panel
+from tests.support.runs import make_run
 
 H100 = {"machine_label": "NVIDIA H100 80GB HBM3 on gpu-node-07", "os": "Linux 5.15", "torch": "2.8.0"}
 

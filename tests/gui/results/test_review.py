@@ -9,15 +9,15 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.results import RunResult  # noqa: E402
-from mpsstudio.engine.analysis.runcheck import checked_result  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.banner import Banner  # noqa: E402
-from mpsstudio.gui.window import MAX_OVERLAY, MainWindow  # noqa: E402
-from mpsstudio.gui.plots import LivePlots  # noqa: E402
-from mpsstudio.gui.results.panel import COL, ResultsPanel  # noqa: E402
-from mpsstudio.gui.results.run_table import DEFAULT_HIDDEN  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.analysis.runcheck import checked_result
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.gui.banner import Banner
+from mpsstudio.gui.window import MAX_OVERLAY, MainWindow
+from mpsstudio.gui.plots import LivePlots
+from mpsstudio.gui.results.panel import COL, ResultsPanel
+from mpsstudio.gui.results.run_table import DEFAULT_HIDDEN
 
 MAC = {"machine_label": "Apple M2 Pro, macOS 14.5"}
 H100 = {"machine_label": "NVIDIA H100 on gpu-node-07"}

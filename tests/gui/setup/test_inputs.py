@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.formatting import fmt_count  # noqa: E402
-from mpsstudio.engine.data import datasets  # noqa: E402
-from mpsstudio.engine.machine import devices  # noqa: E402
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.gui.setup.panel import SetupPanel  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.formatting import fmt_count
+from mpsstudio.engine.data import datasets
+from mpsstudio.engine.machine import devices
+from mpsstudio.engine.models import registry as models
+from mpsstudio.gui.setup.panel import SetupPanel
+from tests.support.paths import ROOT
 
 
 @pytest.fixture

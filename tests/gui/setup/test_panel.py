@@ -10,12 +10,12 @@ pytest.importorskip("pytestqt")
 
 from mpsstudio.engine.data import datasets
 from mpsstudio.engine.machine import devices
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.machine.devices import Device  # noqa: E402
-from mpsstudio.engine.basics.formatting import fmt_count  # noqa: E402
-from mpsstudio.gui.setup.panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel  # noqa: E402
-from PySide6.QtCore import Qt  # noqa: E402
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.machine.devices import Device
+from mpsstudio.engine.basics.formatting import fmt_count
+from mpsstudio.gui.setup.panel import LOADING_TEXT, NO_DEVICE_TIP, SetupPanel
+from PySide6.QtCore import Qt
 
 FAKE_MPS = Device(id="mps", kind="mps", available=True, name="Apple M2 (fake)")
 FAKE_CUDA_OFF = Device(id="cuda", kind="cuda", available=False, reason="no NVIDIA GPU or driver found")

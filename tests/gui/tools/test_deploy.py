@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("coremltools")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from tests.support.gui import open_window, run_and_wait  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from tests.support.gui import open_window, run_and_wait
 
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")

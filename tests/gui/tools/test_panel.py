@@ -12,14 +12,14 @@ import pytest
 pytest.importorskip("PySide6")
 
 from mpsstudio.engine.machine import probe
-from mpsstudio.engine.tools import sweep  # noqa: E402
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.machine.devices import Device  # noqa: E402
-from mpsstudio.engine.history.store import RunStore, ToolRecord  # noqa: E402
-from mpsstudio.gui.tools.panel import EMPTY_HINT, ToolsPanel  # noqa: E402
-from tests.support.gui import open_window  # noqa: E402
-from tests.support.runs import point  # noqa: E402
-from tests.support.results import inspect_result  # noqa: E402
+from mpsstudio.engine.tools import sweep
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.machine.devices import Device
+from mpsstudio.engine.history.store import RunStore, ToolRecord
+from mpsstudio.gui.tools.panel import EMPTY_HINT, ToolsPanel
+from tests.support.gui import open_window
+from tests.support.runs import point
+from tests.support.results import inspect_result
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 

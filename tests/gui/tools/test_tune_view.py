@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.history.store import RunStore, ToolRecord  # noqa: E402
-from mpsstudio.engine.tools import tune  # noqa: E402
-from mpsstudio.gui.tools.panel import ToolsPanel  # noqa: E402
-from tests.support.tune import BASE, fake_runs, grid_of, no_check  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.history.store import RunStore, ToolRecord
+from mpsstudio.engine.tools import tune
+from mpsstudio.gui.tools.panel import ToolsPanel
+from tests.support.tune import BASE, fake_runs, grid_of, no_check
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 

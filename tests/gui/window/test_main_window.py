@@ -8,16 +8,16 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PIL import Image  # noqa: E402
-from PySide6.QtGui import QImage  # noqa: E402
+from PIL import Image
+from PySide6.QtGui import QImage
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.export import MARGIN, export_scale, png_scale  # noqa: E402
-from mpsstudio.gui.window import MainWindow  # noqa: E402
-from mpsstudio.gui.jobs import running_threads  # noqa: E402
-from tests.support.gui import open_window, run_and_wait  # noqa: E402
-from tests.support.gui import SHORT  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.gui.export import MARGIN, export_scale, png_scale
+from mpsstudio.gui.window import MainWindow
+from mpsstudio.gui.jobs import running_threads
+from tests.support.gui import open_window, run_and_wait
+from tests.support.gui import SHORT
 
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 

@@ -13,11 +13,11 @@ pytest.importorskip("pytestqt")
 
 from mpsstudio.engine.data import datasets
 from mpsstudio.engine.machine import devices
-from mpsstudio.engine.models import registry as models  # noqa: E402
-from mpsstudio.engine.machine.devices import Device  # noqa: E402
-from mpsstudio.engine.basics.events import RECENT_WINDOWS, Started, Window  # noqa: E402
-from mpsstudio.engine.history.store import RunStore  # noqa: E402
-from mpsstudio.gui.window import MainWindow  # noqa: E402
+from mpsstudio.engine.models import registry as models
+from mpsstudio.engine.machine.devices import Device
+from mpsstudio.engine.basics.events import RECENT_WINDOWS, Started, Window
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.gui.window import MainWindow
 
 ROSETTA = "this Python runs under Rosetta (x86_64); install an arm64 Python and PyTorch to use the Apple GPU"
 MPS_OFF = Device(id="mps", kind="mps", available=False, reason=ROSETTA)

@@ -134,8 +134,6 @@ def tf32_tolerance(twin, check: str) -> float:
 
 
 def _reference(torch_model, dtype):
-    import torch
-
     model = copy.deepcopy(torch_model).cpu().to(dtype).train()
     _dropout_off_torch(model)
     return model

@@ -275,7 +275,7 @@ class Tracker:
         if self.windows is None and not self.result.env:  # ended before its first step: where it ran, still said
             try:
                 self.result.env = dict(self.machine) if self.machine else environment.environment()
-            except Exception:  # noqa: BLE001 (the run's sentence matters more than its machine's description)
+            except Exception:  # the run's sentence matters more than its machine's description
                 pass
         if self.windows is not None:
             try:

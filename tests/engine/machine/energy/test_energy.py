@@ -21,7 +21,7 @@ from mpsstudio.engine.run import trainer
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.basics.results import RunResult
-from tests.support.energy import ENV, energy_windows  # noqa: E402
+from tests.support.energy import ENV, energy_windows
 
 
 def write_rapl(root, packages=((1_000_000, 262_143_328_850),), dram=None):

@@ -16,7 +16,7 @@ from mpsstudio.engine.analysis import compare, energy as figures, runcheck, verd
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.results import RunResult
 from mpsstudio.engine.machine.energy import base, cpu, meter as meters
-from tests.support.energy import ENV, energy_windows  # noqa: E402
+from tests.support.energy import ENV, energy_windows
 
 
 class SteppingCounter(base.Counter):

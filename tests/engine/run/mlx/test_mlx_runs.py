@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("mlx.core")
 
-from mpsstudio.engine.basics.config import RunConfig  # noqa: E402
-from mpsstudio.engine.basics.errors import UserError  # noqa: E402
-from mpsstudio.engine.machine import mlx as mlx_machine  # noqa: E402
-from mpsstudio.engine.run import session, trainer  # noqa: E402
-from mpsstudio.engine.run.mlx import loop  # noqa: E402
+from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.machine import mlx as mlx_machine
+from mpsstudio.engine.run import session, trainer
+from mpsstudio.engine.run.mlx import loop
 
 QUICK = dict(model="mlp", dataset="synthetic", steps=6, warmup_steps=2, batch_size=32, epochs=None, framework="mlx")
 

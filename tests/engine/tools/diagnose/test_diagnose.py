@@ -239,7 +239,7 @@ def test_the_first_wrong_layer_is_named_on_a_device_whose_kernel_computes_wrong(
     assert before and all(r["ok"] for r in before)
     assert "The first module beyond tolerance is `3` (Mix): relative error" in stdout
     t = layers_table(Layers.read(d["layers"]))
-    headers, rows = t.headers, t.rows
+    rows = t.rows
     assert any(row[0] == "▶ 3" and row[4] == "NO" for row in rows)
 
 
@@ -382,7 +382,7 @@ def test_an_exported_diagnosis_imports_elsewhere_and_the_window_draws_it(tmp_pat
     view = panel.detail.currentWidget()
     assert view.objectName() == "diagnose"
     t = anatomy_table(read(kept.result))
-    headers, rows = t.headers, t.rows
+    rows = t.rows
     assert rows[0][0] == "cuda:0" and rows[0][1] == kept.result["devices"][0]["bound"]
     out = panel.export_png(str(tmp_path / "diagnosis.png"))
     assert (tmp_path / "diagnosis.png").stat().st_size > 10_000 and out

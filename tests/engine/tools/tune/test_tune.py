@@ -13,7 +13,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.results import RunResult
 from mpsstudio.engine.tools import registry, toolview, tune
 from mpsstudio.engine.tools.tune import report as tune_report
-from tests.support.tune import BASE, Clock, fake_runs, grid_of, no_check  # noqa: E402
+from tests.support.tune import BASE, Clock, fake_runs, grid_of, no_check
 
 
 def test_the_fastest_usable_setting_is_recommended_with_its_interval_and_the_json_holds_every_axis():
@@ -40,7 +40,7 @@ def test_the_fastest_usable_setting_is_recommended_with_its_interval_and_the_jso
     for row in kept["candidates"]:
         assert {"samples_per_s", "peak_memory", "loss_vs_fp32", "parity_ok"} <= set(row)
     t = toolview.tune_table(kept)
-    headers, rows = t.headers, t.rows
+    rows = t.rows
     assert rows[0][1] == "bf16 + channels_last, batch 64" and rows[0][-1] == "recommended"
 
 
@@ -197,7 +197,8 @@ def test_a_wrong_parity_on_an_accelerator_makes_its_precision_unusable():
 
 
 def test_a_setting_the_device_cannot_take_is_listed_with_why_and_never_run():
-    why = (lambda c: "fp16 autocast does not run on the CPU with PyTorch 2.14" if c.precision == "fp16" else "")
+    def why(c):
+        return ("fp16 autocast does not run on the CPU with PyTorch 2.14" if c.precision == "fp16" else "")
     g = grid_of(precisions=("fp32", "fp16"), why=why)
     run_point, ran = fake_runs({})
     result = tune.tune(BASE, g, run_point=run_point, run_check=no_check, budget_s=600.0)
