@@ -97,3 +97,27 @@ def test_the_map_reader_reads_names_and_leaves_descriptions():
     text = ("## The map\n```\nmpsstudio/run/  session (plan, data), trainer (a (nested) note);\n"
             "                 steps\n```\n")
     assert map_entries(text) == {"mpsstudio/run/": ["session", "trainer", "steps"]}
+
+
+def test_a_tool_is_its_module_and_one_row_of_the_table():
+    """The registry dispatches through its table, never on names; every row's functions exist; every stored kind
+    has its declared record, a CLI command and a title."""
+    from mpsstudio.cli import COMMANDS
+    from mpsstudio.engine.tools import registry
+    from mpsstudio.engine.tools.records import SHAPES
+
+    tree = ast.parse((PACKAGE / "engine" / "tools" / "registry.py").read_text(encoding="utf-8"))
+    compares = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+                and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
+                and any(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators)]
+    assert compares == []  # no `if name == "max-batch"`
+    for tool in registry.TABLE:
+        for which in ("run", "ended", "rederived"):
+            target = getattr(tool, which)
+            if target:
+                module, _, function = target.partition(":")
+                source = (PACKAGE / "engine" / "tools" / (module.replace(".", "/") + ".py"))
+                source = source if source.is_file() else source.with_suffix("") / "__init__.py"
+                assert f"def {function}(" in source.read_text(encoding="utf-8"), (tool.name, which)
+    assert set(SHAPES) == {t.name for t in registry.TABLE if t.stored or t.run}
+    assert set(registry.STORED) <= set(COMMANDS)

@@ -363,3 +363,20 @@ def _ms(row: dict) -> str:
 
 
 __all__ = ["COMPUTE_UNITS", "DEFAULT_BATCHES", "TOLERANCE", "bench", "sentence"]
+
+
+def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The benchmark as the tool table carries it out in a run process (tools/registry.py)."""
+    names = payload.get("models")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UserError("The deploy benchmark needs a list of model names.")
+    return bench(names, batch_sizes=payload.get("batch_sizes"), devices=payload.get("devices"),
+                 weights=payload.get("weights") or None, compress=payload.get("compress") or (),
+                 progress=progress, should_stop=should_stop, checkpoint=checkpoint)
+
+
+def from_checkpoint(answer, how: str, said: str) -> dict:
+    """A stopped or dead benchmark's checkpoint is its answer so far (ShapeError when it is not an object)."""
+    from ..basics.shape import Obj
+
+    return Obj().check(answer)

@@ -375,3 +375,18 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size
+
+
+def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The export as the tool table carries it out in a run process (tools/registry.py): a library's own failure
+    is one sentence, nothing half-written."""
+    try:
+        return export(config, str(payload.get("format")), str(payload.get("out")),
+                      weights=payload.get("weights") or None, precision=str(payload.get("precision", "fp32")),
+                      batch_size=payload.get("batch_size", 1), model_given=bool(payload.get("model_given", True)),
+                      compress=payload.get("compress") or None, batch_sizes=payload.get("batch_sizes") or None,
+                      progress=progress, staged=bool(payload.get("staged")))
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"The export failed ({error_line(exc, 300)}); nothing was written.") from None

@@ -109,3 +109,15 @@ def sentence(result: dict) -> str:
     """What inspect found, in words (toolview.inspect_sentence: the same words on every read; the result read as
     its record has one, so it is read with the sentence this makes still empty)."""
     return inspect_sentence({**result, "sentence": ""})
+
+
+def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The inspection as the tool table carries it out in a run process (tools/registry.py)."""
+    return inspect(config, progress=progress, should_stop=should_stop)
+
+
+def check_devices(_config, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The functional check of every device (the `devices` tool): probe.check of each, as plain dicts."""
+    from ..machine import devices
+
+    return {"checks": {d: c.to_dict() for d, c in probe.check_all(devices.discover_devices()).items()}}

@@ -395,3 +395,22 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
 def _measure_words(measure: str | None) -> str:
     return {"allocator_peak": "peak allocated by PyTorch", "driver_allocated": "allocated by the Metal driver",
             "rss_growth": "growth of the process's resident memory over its level after a batch-1 step"}.get(measure or "", "memory")
+
+
+def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The search as the tool table carries it out in a run process (tools/registry.py)."""
+    return search(config, memory_limit=payload.get("memory_limit"), cap=payload.get("cap", DEFAULT_CAP),
+                  progress=progress, should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint)
+
+
+def from_checkpoint(answer, how: str, said: str) -> dict:
+    """The probes to resume from in a fresh process when the search's process died in a probe (`said`: how, in
+    words), the one it died in failed. ShapeError when the checkpoint cannot be read."""
+    from ..basics.shape import List, Obj
+    from .records import BATCH, Probe
+
+    answer = Obj(need={"resume": List(Probe.declared_shape(), max=1_000), "probing": BATCH}).check(answer)
+    probes, batch = answer["resume"], answer["probing"]
+    died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
+            "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
+    return {"resume": [*probes, died], "how": how}

@@ -1,114 +1,102 @@
-"""The measuring tools a run process can carry out (process.run_tool), and the check of what it sends back.
+"""The measuring tools, one object each, in one table: its name and title, where it runs, whether the history
+keeps its results, and the functions of its own module that carry it out in a run process, finish its answer from
+a checkpoint, and re-derive its words on every read. `run`, `ended` and `checked` read the table; adding a tool is
+its module (and its record under records/) plus one row here (docs/architecture.md, "Adding a tool").
 
 `run` executes in the child; `checked` in the parent, on a dict that came over the pipe from a process that ran
 a user's model, an imported file or a stored row: its kind's declared shape (records/: only plain JSON values,
 within size limits, every field a view reads of the right type and range). This module imports no torch (the parent
-may not have loaded it).
+may not have loaded it): a tool's functions are named here and imported when they are called.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
 
-TOOLS = ("max-batch", "inspect", "devices", "export", "deploy-bench", "diagnose")
+Progress = Callable[[str, float], None]
 
 
-def run(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
+@dataclass(frozen=True)
+class Tool:
+    """One measuring tool. The functions are "module:function" under engine/tools, imported when called:
+    - `run(config, payload, *, progress, should_stop, checkpoint) -> dict`: carried out in a run process
+      (process.run_tool); config None for a tool that takes none (`needs_config` False). None: the tool runs as a
+      series of runs or points instead (process/series.py: a sweep, a tune).
+    - `ended(answer, how, said) -> dict`: its answer from the checkpoint it sent before a step it might not survive.
+    - `rederived(result) -> dict`: its words (and judgements) from its numbers, on every read of a stored result."""
+
+    name: str
+    title: str
+    stored: bool = True  # the history keeps its results (records.SHAPES declares them)
+    run: str | None = None
+    needs_config: bool = True
+    ended: str | None = None
+    rederived: str | None = None
+
+    def call(self, which: str, *args: Any, **kwargs: Any) -> Any:
+        target = getattr(self, which)
+        module, _, function = target.partition(":")
+        return getattr(importlib.import_module(f"{__package__}.{module}"), function)(*args, **kwargs)
+
+
+TABLE = (
+    Tool("sweep", "Batch-size sweep"),
+    Tool("max-batch", "Largest batch", run="maxbatch:run_tool", ended="maxbatch:from_checkpoint"),
+    Tool("inspect", "Inspection", run="inspection:run_tool", rederived="toolview:inspect_rederived"),
+    Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
+    Tool("export", "Export", run="export:run_tool"),
+    Tool("deploy-bench", "Deploy benchmark", run="deploybench:run_tool", needs_config=False,
+         ended="deploybench:from_checkpoint"),
+    Tool("diagnose", "Diagnosis", run="diagnose:run_tool", ended="diagnose:from_checkpoint",
+         rederived="diagnose.view:rederived"),
+    Tool("tune", "Best settings", rederived="tune.report:rederived_checked"),
+)
+TOOLS = {tool.name: tool for tool in TABLE}
+IN_A_PROCESS = tuple(t.name for t in TABLE if t.run)  # what process.run_tool carries out
+STORED = tuple(t.name for t in TABLE if t.stored)  # the kinds the history keeps
+TITLES = {t.name: t.title for t in TABLE}
+
+
+def run(name: str, payload: dict, *, progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
     """Carry out one tool in this process (a run's process); UserError (one sentence) for bad input.
     `checkpoint(result, deadline_s)`: the tool's answer should it not end within `deadline_s` (a step that can hang
     in native code); `(None, None)` withdraws it (process.run_tool ends the process and takes that answer)."""
-    if name == "devices":
-        from ..machine import devices, probe
-
-        return {"checks": {d: c.to_dict() for d, c in probe.check_all(devices.discover_devices()).items()}}
-    if name == "deploy-bench" and isinstance(payload, dict):
-        from . import deploybench
-
-        names = payload.get("models")
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise UserError("The deploy benchmark needs a list of model names.")
-        return deploybench.bench(names, batch_sizes=payload.get("batch_sizes"), devices=payload.get("devices"),
-                                 weights=payload.get("weights") or None, compress=payload.get("compress") or (),
-                                 progress=progress, should_stop=should_stop, checkpoint=checkpoint)
-    if not isinstance(payload, dict) or not isinstance(payload.get("config"), dict):
-        raise UserError(f"The {name} tool needs a run configuration.")
-    config = RunConfig.from_dict(payload["config"])
-    if name == "diagnose":
-        from .diagnose import diagnose
-
-        names = payload.get("devices") or [config.device]
-        if not isinstance(names, list) or not all(isinstance(d, str) for d in names):
-            raise UserError("The diagnosis needs a list of device names.")
-        return diagnose(config, names, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
-                        progress=progress, should_stop=should_stop, checkpoint=checkpoint)
-    if name == "max-batch":
-        from . import maxbatch
-
-        return maxbatch.search(config, memory_limit=payload.get("memory_limit"),
-                               cap=payload.get("cap", maxbatch.DEFAULT_CAP), progress=progress,
-                               should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint)
-    if name == "inspect":
-        from . import inspection
-
-        return inspection.inspect(config, progress=progress, should_stop=should_stop)
-    if name == "export":
-        from ..basics.formatting import error_line
-        from . import export
-
-        try:
-            return export.export(config, str(payload.get("format")), str(payload.get("out")),
-                                 weights=payload.get("weights") or None,
-                                 precision=str(payload.get("precision", "fp32")),
-                                 batch_size=payload.get("batch_size", 1),
-                                 model_given=bool(payload.get("model_given", True)),
-                                 compress=payload.get("compress") or None,
-                                 batch_sizes=payload.get("batch_sizes") or None, progress=progress,
-                                 staged=bool(payload.get("staged")))
-        except UserError:
-            raise
-        except Exception as exc:  # a library's own failure: one sentence, nothing half-written (export.py)
-            raise UserError(f"The export failed ({error_line(exc, 300)}); nothing was written.") from None
-    raise UserError(f"Unknown tool {name!r}; the tools are {', '.join(TOOLS)}.")
+    tool = TOOLS.get(name)
+    if tool is None or tool.run is None:
+        raise UserError(f"Unknown tool {str(name)[:40]!r}; the tools are {', '.join(IN_A_PROCESS)}.")
+    if not isinstance(payload, dict):
+        raise UserError(f"The {name} tool needs its settings.")
+    config = None
+    if tool.needs_config:
+        if not isinstance(payload.get("config"), dict):
+            raise UserError(f"The {name} tool needs a run configuration.")
+        config = RunConfig.from_dict(payload["config"])
+    return tool.call("run", config, payload, progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
 def ended(name: str, answer, how: str) -> dict:
     """A tool's answer from the checkpoint it sent before a step it might not survive, when its process died or
-    passed the checkpoint's deadline (`how`, one sentence): the diagnosis as it stood, how it ended said in place of
-    its "{how}"; for max-batch, the probes to resume from in a fresh process, the one it died in failed (`resume`).
-    UserError when the tool sends no checkpoints or this one cannot be read."""
-    said = how.rstrip(".")
-    said = said[:1].lower() + said[1:]
-    from ..basics.shape import List, Obj, ShapeError
-    from .records import BATCH, Probe
+    passed the checkpoint's deadline (`how`, one sentence): what its module's `ended` makes of it (the diagnosis as
+    it stood, with how it ended in place of its "{how}"; for max-batch, the probes to resume from in a fresh process,
+    the one it died in failed: `resume`). UserError when the tool sends no checkpoints or this one cannot be read."""
+    from ..basics.shape import ShapeError
 
+    tool = TOOLS.get(name)
+    if tool is None or tool.ended is None:
+        raise UserError(how)
+    said = how.rstrip(".")
     try:
-        if name == "max-batch":
-            answer = Obj(need={"resume": List(Probe.declared_shape(), max=1_000), "probing": BATCH}).check(answer)
-            probes, batch = answer["resume"], answer["probing"]
-            died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
-                    "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
-            return {"resume": [*probes, died], "how": how}
-        if name == "deploy-bench":  # its checkpoint is the answer so far, a stopped benchmark's
-            return Obj().check(answer)
-        if name == "diagnose":
-            def fill(v):
-                if isinstance(v, str):
-                    return v.replace("{how}", said)
-                if isinstance(v, list):
-                    return [fill(x) for x in v]
-                return {k: fill(x) for k, x in v.items()} if isinstance(v, dict) else v
-            return fill(Obj().check(answer))
+        return tool.call("ended", answer, how, said[:1].lower() + said[1:])
     except ShapeError:
         raise UserError(f"{how} What it had found could not be read.") from None
-    raise UserError(how)
-
-
-STORED = ("sweep", "max-batch", "inspect", "export", "deploy-bench", "diagnose", "tune")  # the kinds the history keeps
 
 
 def validated(name: str, result) -> dict:
@@ -123,22 +111,8 @@ def validated(name: str, result) -> dict:
         result = SHAPES[name].check(result)
     except RecursionError:
         raise ShapeError("", "is nested too deep") from None
-    if name == "inspect":  # the words follow the numbers, on every read (a file cannot make them disagree)
-        from .toolview import inspect_sentence
-
-        result["sentence"] = inspect_sentence(result)
-    if name == "tune":  # rows that agree, then the recommendation and its sentence from their numbers, on every read
-        from .tune.report import contradiction, rederived as tune_rederived
-
-        found = contradiction(result)
-        if found:
-            raise ShapeError(*found)
-        result = tune_rederived(result)
-    if name == "diagnose":  # each bound and sentence from its figures, on every read
-        from .diagnose.view import rederived
-
-        result = rederived(result)
-    return result
+    tool = TOOLS[name]
+    return tool.call("rederived", result) if tool.rederived else result
 
 
 def checked(name: str, result, where: str | None = None) -> dict:

@@ -11,14 +11,14 @@ from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spr
 from ..basics.results import RunResult
 from ..basics.formatting import Table
 from ..machine.probe import NOT_WORKING
+from . import registry
 from .records import MaxBatchResult, SweepResult
 from .records.deploy import DeployResult, DeployRow
 from .records.export import ExportResult, Output, Tensor
 from .records.inspection import InspectResult, Parity
 from .records.tune import TuneResult, TuneRow
 
-TITLES = {"sweep": "Batch-size sweep", "max-batch": "Largest batch", "inspect": "Inspection", "deploy-bench": "Deploy benchmark",
-          "export": "Export", "diagnose": "Diagnosis", "tune": "Best settings"}
+TITLES = {name: title for name, title in registry.TITLES.items() if name in registry.STORED}
 
 
 def _ms(v) -> str:
@@ -325,3 +325,8 @@ def tune_table(result: TuneResult | dict) -> Table:
                      status])
     return Table(headers, rows, [False, False, True, True, True, True, True, True, False, False])
 
+
+def inspect_rederived(result: dict) -> dict:
+    """A read inspection's sentence from its numbers (a file cannot make them disagree)."""
+    result["sentence"] = inspect_sentence(result)
+    return result

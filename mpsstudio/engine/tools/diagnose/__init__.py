@@ -178,3 +178,25 @@ def _train(p, steps: int, stop) -> int:
                 raise Stopped()
     p.device.synchronize()
     return done
+
+
+def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The diagnosis as the tool table carries it out in a run process (tools/registry.py)."""
+    names = payload.get("devices") or [config.device]
+    if not isinstance(names, list) or not all(isinstance(d, str) for d in names):
+        raise UserError("The diagnosis needs a list of device names.")
+    return diagnose(config, names, layers=bool(payload.get("layers")), after_steps=payload.get("after_steps", 0),
+                    progress=progress, should_stop=should_stop, checkpoint=checkpoint)
+
+
+def from_checkpoint(answer, how: str, said: str) -> dict:
+    """The diagnosis as it stood when its process died, how it ended (`said`) in place of its "{how}"."""
+    from ...basics.shape import Obj
+
+    def fill(v):
+        if isinstance(v, str):
+            return v.replace("{how}", said)
+        if isinstance(v, list):
+            return [fill(x) for x in v]
+        return {k: fill(x) for k, x in v.items()} if isinstance(v, dict) else v
+    return fill(Obj().check(answer))

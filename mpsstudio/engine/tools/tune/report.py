@@ -319,3 +319,13 @@ def apply_to(config: RunConfig, row: TuneRow | dict) -> RunConfig:
                    threads=row.threads if row.device == "cpu" else config.threads,
                    tf32=tf32 == "all" if tf32 else config.tf32, tf32_conv=tf32 == "conv" if tf32 else config.tf32_conv,
                    options=dict(config.options))
+
+
+def rederived_checked(result: dict) -> dict:
+    """A read tune result: ShapeError where its rows contradict one another, else `rederived`."""
+    from ...basics.shape import ShapeError
+
+    found = contradiction(result)
+    if found:
+        raise ShapeError(*found)
+    return rederived(result)
