@@ -228,6 +228,9 @@ ANSWERED: dict[str, str] = {
                                  "its in-process stand-in with the same interface and the registry of live ones "
                                  "(asked again 2026-11-28: the stand-in is a subclass overriding three methods, and "
                                  "process/ holds 15 modules; engine/tools/coreml.py was two things and was split)",
+    "engine/tools/maxbatch.py": "one thing (asked 2026-12-02, when its tool-table functions took it past 400): "
+                                "the largest-batch search, its report and the two functions the tool table calls "
+                                "(a tool's functions live in its module by design: registry.py).",
     "engine/basics": "one thing (asked 2026-12-02, when request.py made it 16): the torch-free bottom layer that "
                      "every package and both front ends read, held to that by an import contract; its modules are "
                      "each one thing (what a run is and asks for, what it yields, how numbers and errors are said, "

@@ -114,7 +114,7 @@ def test_a_script_not_allowed_does_not_run(qtbot, window, monkeypatch):
     monkeypatch.setattr(ModelFileGuard, "ask_script", lambda self, path: False)
     monkeypatch.setattr(window, "ask_script", lambda devices: script_config(str(SCRIPT), [], 5, 1))
     window.run_script_dialog()
-    assert window.state.run_job is None and window.state.run_ended == []
+    assert window.state.run_job is None and window.state.run_ended == ()
     assert "only if you allow it" in window.statusBar().currentMessage()
     monkeypatch.setattr(window, "ask_script", lambda devices: None)  # cancelled: nothing at all
     window.run_script_dialog()

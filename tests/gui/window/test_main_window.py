@@ -196,7 +196,7 @@ def test_a_setup_that_cannot_run_gets_one_sentence_and_no_row(qtbot, window, tmp
     qtbot.waitUntil(lambda: window.state.run_job is None, timeout=60_000)
     assert "fewer than one batch of 60,000" in window.banner.text()
     assert "\n" not in window.banner.text()
-    assert window.state.run_ended == [] and window.results.results() == []
+    assert window.state.run_ended == () and window.results.results() == []
     assert window.menus.run_action.isEnabled()  # ready for the next try
 
 
