@@ -182,16 +182,25 @@ def _left_behind(temp_before: set[str]) -> set[str]:
             if e.startswith(("mpsstudio", "pymp")) and not e.startswith("mpsstudio-tests-") and e not in alive}
 
 
+def _temp_before() -> set:
+    """The temp folder's entries before a test's runs; this process's own multiprocessing folder made first (it is
+    removed as this process exits, and a test run alone would otherwise see it appear)."""
+    import multiprocessing.util
+    import tempfile
+
+    multiprocessing.util.get_temp_dir()
+    return _entries(tempfile.gettempdir())
+
+
 @pytest.mark.spawn  # its model signals os.getppid(): the front end only when spawned
 @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGHUP", 129)])
 def test_a_model_that_signals_its_front_end_is_kept_as_cancelled(tmp_path, capsys, run_pids, sig, code):
-    import tempfile
 
     from mpsstudio.engine.process import journal
 
     model = tmp_path / "signaller.py"
     model.write_text(SIGNALLER.format(at=6, sig=sig, pids=str(tmp_path / "pids")))
-    temp_before = _entries(tempfile.gettempdir())
+    temp_before = _temp_before()
     got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "200",
                     "--warmup", "1", "--devices", "cpu", "--no-inspect"])
     err = capsys.readouterr().err
@@ -216,14 +225,13 @@ if {crash} and self.steps == 5:
 @pytest.mark.parametrize("crash", [False, True])
 def test_output_is_capped_and_nothing_is_left_in_the_temp_folder(tmp_path, capsys, run_pids, crash):
     import os
-    import tempfile
 
     from mpsstudio.engine.basics.paths import log_dir, log_file
     from mpsstudio.engine.process import output
 
     model = tmp_path / "printer.py"
     model.write_text(PRINTER.format(crash=crash))
-    temp_before = _entries(tempfile.gettempdir())
+    temp_before = _temp_before()
     got = cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--batch-size", "8", "--steps", "4",
                     "--warmup", "1", "--devices", "cpu", "--no-inspect"])
     err = capsys.readouterr().err
