@@ -13,7 +13,7 @@ from ..basics.formatting import fmt_duration, one_line
 from ..basics.spec import DataSpec
 from . import handles
 from .handles import POLL_S, TREE_S, RunProcess, log_output
-from .messages import Garbled
+from .messages import STOP, Garbled, ProbeJob, ToolJob
 from .runs import STOP_GRACE_S
 from .spare import Spare
 
@@ -32,7 +32,7 @@ def probe_model(model: str, spec: DataSpec, *, timeout_s: float = PROBE_TIMEOUT_
     proc = (spare.take(True) if spare else None) or handles.new_process(mps_fallback=True)
     late = (f"{name} took longer than {fmt_duration(timeout_s)} to build and check, so it was stopped; make "
             f"build_model and forward quicker, or check the file for a loop that never ends.")
-    answer = _ask(proc, ("probe", model, spec), "probed", f"checking {name}", timeout_s=timeout_s,
+    answer = _ask(proc, ProbeJob(model, spec), "probed", f"checking {name}", timeout_s=timeout_s,
                   should_stop=should_stop, late=late, stop_grace_s=0.0)
     return _checked_probe(answer, name)
 
@@ -75,7 +75,7 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
         proc = handles.new_process(mps_fallback=mps_fallback)
         left = max(0.0, ends - time.monotonic()) if ends is not None else None
         try:
-            answer = _ask(proc, ("tool", name, payload), "tooled", f"running the {name} tool", timeout_s=left,
+            answer = _ask(proc, ToolJob(name, payload), "tooled", f"running the {name} tool", timeout_s=left,
                           should_stop=should_stop, late=late, stop_grace_s=stop_grace_s, progress=progress)
         except KeyboardInterrupt as exc:  # what the tool found before it was stopped, checked, goes up with it
             kept = getattr(exc, "checkpoint", None)
@@ -118,7 +118,7 @@ def check_devices(devices_list: list, timeout_s: float = PROBE_TIMEOUT_S) -> dic
             else probe.Check(False, "the check's process did not find it") for d in wanted}
 
 
-def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeout_s: float | None,
+def _ask(proc: RunProcess, job: ProbeJob | ToolJob, answer_kind: str, subject: str, *, timeout_s: float | None,
          should_stop: Callable[[], bool] | None, late: str, stop_grace_s: float,
          progress: Callable[[str, float], None] | None = None):
     """Send `job` to `proc`, wait for its `answer_kind` message and return what it holds; UserError otherwise.
@@ -176,7 +176,7 @@ def _ask(proc: RunProcess, job: tuple, answer_kind: str, subject: str, *, timeou
             if stop_at is None and stop():
                 if stop_grace_s <= 0:
                     raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
-                proc.send(("stop",))
+                proc.send(STOP)
                 stop_at = now + stop_grace_s
             if stop_at is not None and now >= stop_at:
                 raise UserError(f"{subject[0].upper()}{subject[1:]} was stopped.")
@@ -212,7 +212,7 @@ def _answer_after_stop(proc: RunProcess, answer_kind: str, grace_s: float) -> tu
     """Ask the child to stop and wait up to `grace_s` for its answer (what it found so far): (its answer or None, the
     last checkpoint it sent meanwhile or None). What it sent before the stop is read first, whatever the grace."""
     kept = None
-    if not proc.send(("stop",)):
+    if not proc.send(STOP):
         return None, None
     deadline = time.monotonic() + grace_s
     first = True

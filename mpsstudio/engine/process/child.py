@@ -13,6 +13,7 @@ from ..basics.config import RunConfig
 from ..basics.events import Ended
 from ..machine.apple import FALLBACK_VAR
 from ..basics.errors import UserError
+from .messages import ProbeJob, RunJob, Stop, ToolJob
 
 MEMORY_LIMIT_VAR = "MPSSTUDIO_RUN_MEMORY_LIMIT_MB"  # optional cap on a run process's address space (POSIX)
 
@@ -107,19 +108,18 @@ def serve(conn, on_parent_gone: Callable[[], None], device: str | None = None, c
         job = jobs.get()  # None: the parent is gone
 
 
-def _serve_one(conn, job: tuple, stop: threading.Event, session, contain: bool) -> bool:
+def _serve_one(conn, job: RunJob | ProbeJob | ToolJob, stop: threading.Event, session, contain: bool) -> bool:
     """One job; whether the process may take another (a run that asked to stay, and finished)."""
     from .leftovers import end_leftovers
 
-    kind = job[0]
     stays = False
     if contain:  # a run process of its own: memory set aside to say how the run ended (run/failures.py)
         from ..run.failures import keep_reserve
 
         keep_reserve()
     try:
-        if kind == "run":
-            _, config, position, save_model, *more = job
+        if isinstance(job, RunJob):
+            config, position, save_model = job.config, job.position, job.save_model
             who = "The script" if RunConfig.from_dict(config).is_script else "The model"
 
             def send(event) -> None:
@@ -132,15 +132,13 @@ def _serve_one(conn, job: tuple, stop: threading.Event, session, contain: bool) 
                                      on_event=send, should_stop=stop.is_set,
                                      progress=lambda message, fraction: conn.send(("progress", message, fraction)),
                                      prepared=lambda: conn.send(("prepared",)))
-            stays = bool(more and more[0]) and getattr(result, "status", None) == "finished" and not stop.is_set()
-        elif kind == "probe":
-            _, model, spec = job
-            conn.send(("probed", session.probe_model(model, spec)))
-        elif kind == "tool":
+            stays = job.stay and getattr(result, "status", None) == "finished" and not stop.is_set()
+        elif isinstance(job, ProbeJob):
+            conn.send(("probed", session.probe_model(job.model, job.spec)))
+        elif isinstance(job, ToolJob):
             from ..tools import registry as tools
 
-            _, name, payload = job
-            conn.send(("tooled", tools.run(name, payload, should_stop=stop.is_set,
+            conn.send(("tooled", tools.run(job.name, job.payload, should_stop=stop.is_set,
                                            progress=lambda message, fraction: conn.send(("progress", message,
                                                                                          fraction)),
                                            checkpoint=lambda result, deadline_s: conn.send(("partial", result,
@@ -153,14 +151,14 @@ def _serve_one(conn, job: tuple, stop: threading.Event, session, contain: bool) 
     return stays
 
 
-def _between_jobs(job: tuple) -> None:
+def _between_jobs(job: RunJob) -> None:
     """What a finished run leaves for the next one in this process: its objects collected and the allocator's
     cached memory given back (tools/memory.free), so the next run's memory figures start where a fresh process's
     would (CUDA's peak is reset by each run; MPS counts live tensors)."""
     try:
         from ..tools.memory import free
 
-        free(str(RunConfig.from_dict(job[1]).device).split(":")[0])
+        free(str(RunConfig.from_dict(job.config).device).split(":")[0])
     except Exception:
         pass
 
@@ -207,9 +205,9 @@ def _watch_parent(conn, stop: threading.Event, on_parent_gone: Callable[[], None
                 jobs.put(None)
             on_parent_gone()
             return
-        if message == ("stop",):
+        if isinstance(message, Stop):
             stop.set()
-        elif jobs is not None and isinstance(message, tuple) and message and message[0] == "run":
+        elif jobs is not None and isinstance(message, RunJob):
             jobs.put(message)
 
 

@@ -134,7 +134,7 @@ class RunProcess:
     def alive(self) -> bool:
         return not self.closed and self.process.is_alive()
 
-    def send(self, message: tuple) -> bool:
+    def send(self, message: object) -> bool:
         try:
             self.conn.send(message)
             return True

@@ -1,4 +1,5 @@
-"""What may travel from a run's process to its parent, and the checks it passes before a front end reads it: a
+"""What travels on a run process's pipe. From the parent: the jobs it gives, each a named message (RunJob, ProbeJob,
+ToolJob, and Stop). From the child: what may come back, and the checks it passes before a front end reads it: a
 child runs a user's model, so its messages are untrusted (an allow-list of classes before unpickling, numbers where
 numbers belong, an Ended run checked field by field as an imported run is)."""
 
@@ -6,12 +7,49 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import dataclass
+from typing import Any
 
 from ..basics.events import Ended, EpochEnd, Notice, Started, Warmup, Window
 
 KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "partial", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Notice, Ended)
 MAX_NOTICE = 1000  # characters of a Notice
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """Run one config (a dict: RunConfig.to_dict) as the `position` (i, n) of its comparison; `save_model`: where
+    the trained weights go (None: nowhere); `stay`: a warm worker's run, after which the process takes the next."""
+
+    config: dict
+    position: tuple[int, int] = (1, 1)
+    save_model: str | None = None
+    stay: bool = False
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """Build a user's model file at `spec` and check it (run/session.probe_model)."""
+
+    model: str
+    spec: Any
+
+
+@dataclass(frozen=True)
+class ToolJob:
+    """Carry out one tool of tools/registry.py with its payload."""
+
+    name: str
+    payload: dict
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the job in progress (at the end of its measurement window, or its step)."""
+
+
+STOP = Stop()
 
 
 

@@ -16,6 +16,7 @@ from ..basics.results import RunResult
 from . import handles, interpreter
 from .handles import POLL_S, TREE_S, RunProcess, log_output
 from .journal import Journal
+from .messages import STOP, RunJob
 from ..analysis.summary import Recorder
 from .messages import Garbled, checked_event
 from .spare import Spare
@@ -168,7 +169,7 @@ class _RunJob:
         started = look_at = time.monotonic()
         stop_at: float | None = None
         why = ""
-        proc.send(("run", self.cfg.to_dict(), self.position, self.save_model, self.stay))
+        proc.send(RunJob(self.cfg.to_dict(), self.position, self.save_model, self.stay))
         try:
             while True:
                 try:
@@ -193,7 +194,7 @@ class _RunJob:
                     proc.look_at_tree()
                     look_at = now + TREE_S
                 if stop_at is None and self.stop():
-                    proc.send(("stop",))
+                    proc.send(STOP)
                     self.stop_sent = True
                     grace = self.grace_s() if callable(self.grace_s) else self.grace_s
                     stop_at = now + grace
@@ -201,7 +202,7 @@ class _RunJob:
                     why = "stopped"
                     break
                 if self.timeout_s is not None and now - started > self.timeout_s and stop_at is None:
-                    proc.send(("stop",))
+                    proc.send(STOP)
                     self.stop_sent = True
                     stop_at, self.timed_out = now + min(STOP_GRACE_S, self.timeout_s), True
         except KeyboardInterrupt as exc:  # Ctrl-C in the CLI, or SIGTERM / SIGHUP (Terminated, with its reason):
