@@ -91,7 +91,8 @@ def _open_window(args: argparse.Namespace, ended_by: list[int]):
         return None, 128 + ended_by[0]
     QCoreApplication.setOrganizationName("MPS Studio")
     QCoreApplication.setApplicationName(APP_NAME)
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationDisplayName(APP_NAME)
     app.setWindowIcon(app_icon())
     from .collector import install
@@ -132,6 +133,8 @@ def _run_window(args: argparse.Namespace, window, ended_by: list[int]) -> int:
     ticker = QTimer()
     ticker.timeout.connect(lambda: None)
     ticker.start(SIGNAL_CHECK_MS)
-    code = QApplication.instance().exec()
+    app = QApplication.instance()
+    assert app is not None  # the window is up: its application exists
+    code = app.exec()
     ticker.stop()
     return window.exit_code if args.demo else code

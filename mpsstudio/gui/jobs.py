@@ -34,7 +34,7 @@ class Job(QThread):
     done = Signal(object)  # what `work` returned
     rejected = Signal(str)  # one sentence
     progress = Signal(object)  # a tuple: what the work reported
-    event = Signal(object)  # a run's engine events (Started, Warmup, Window, EpochEnd, Notice, Ended)
+    event = Signal(object)  # type: ignore[assignment]  # (shadows QObject.event, never called on a Job) a run's engine events (Started, Warmup, Window, EpochEnd, Notice, Ended)
     output = Signal(str, str)  # device, what a run's process wrote (whole lines, a few times a second)
     ended = Signal()  # after `done` or `rejected`, always
 
@@ -169,7 +169,7 @@ def run_job(configs: list, parent=None, spare=None, repeat: list | None = None,
         from ..engine import process
 
         process.run_isolated(list(configs), on_event=job.event.emit, should_stop=job.stopping,
-                             progress=job.report, spare=spare, grace_s=lambda: job.grace_s, repeat=repeat,
+                             progress=job.report, spare=spare, grace_s=lambda: STOP_GRACE_S if job.grace_s is None else job.grace_s, repeat=repeat,
                              save_models=save_models, journal=True, on_output=job.output.emit)
     return Job(work, _words("The run could not start ({error})."), parent, grace_s=STOP_GRACE_S)
 

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QPalette
@@ -18,6 +19,9 @@ from ..engine.basics.files import write_atomic
 from ..engine.basics.formatting import error_line
 from ..engine.basics.paths import config_dir, log_dir
 from .plots.redraw import REFRESH_CHOICES
+
+if TYPE_CHECKING:
+    from .jobs import Job
 
 
 @dataclass
@@ -66,15 +70,15 @@ class PreferencesDialog(QDialog):
         self.threads.setValue(self.prefs.cpu_threads)
         self.threads.setToolTip("Threads PyTorch uses on the CPU; recorded with every run.")
         form.addRow("CPU threads:", self.threads)
-        self.window = QDoubleSpinBox()
-        self.window.setRange(0.02, 2.0)
-        self.window.setSingleStep(0.05)
-        self.window.setDecimals(2)
-        self.window.setSuffix(" s")
-        self.window.setValue(self.prefs.window_s)
-        self.window.setToolTip("How much work one measurement window holds: the device is synchronized and "
+        self.window_length = QDoubleSpinBox()  # not self.window: QWidget.window() is a method
+        self.window_length.setRange(0.02, 2.0)
+        self.window_length.setSingleStep(0.05)
+        self.window_length.setDecimals(2)
+        self.window_length.setSuffix(" s")
+        self.window_length.setValue(self.prefs.window_s)
+        self.window_length.setToolTip("How much work one measurement window holds: the device is synchronized and "
                                "losses fetched once per window.")
-        form.addRow("Measurement window:", self.window)
+        form.addRow("Measurement window:", self.window_length)
         self.refresh = QComboBox()
         for label, value in (("Automatic: 10 Hz; every 2 s while a CPU run uses every core", "auto"),
                              ("Always 10 Hz", "10"), ("Always 2 Hz", "2")):
@@ -91,7 +95,7 @@ class PreferencesDialog(QDialog):
         for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
                               ("Logs:", log_dir())):
             form.addRow(label, _folder_row(folder))
-        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
@@ -100,7 +104,7 @@ class PreferencesDialog(QDialog):
 
     def accept(self) -> None:
         self.prefs.cpu_threads = self.threads.value()
-        self.prefs.window_s = self.window.value()
+        self.prefs.window_s = self.window_length.value()
         self.prefs.plot_refresh = self.refresh.currentData()
         self.prefs.pythons = [self.pythons.item(i).data(PYTHON_ROLE) for i in range(self.pythons.count())]
         try:
@@ -139,7 +143,7 @@ class PreferencesDialog(QDialog):
         column.addWidget(self.pythons)
         column.addWidget(self.python_note)
         column.addLayout(row)
-        self._checker = None
+        self._checker: Job | None = None
         return box
 
     def _add_item(self, env: dict) -> None:

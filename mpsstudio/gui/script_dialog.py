@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
@@ -19,6 +20,9 @@ from PySide6.QtWidgets import (
 
 from ..engine.basics.config import MAX_BATCH, MAX_STEPS
 from ..engine.basics.errors import UserError
+
+if TYPE_CHECKING:
+    from ..engine.basics.config import RunConfig
 
 INTRO = ("MPS Studio runs your script as “python script.py arguments” would, once on each device checked in the "
          "sidebar, in a process of its own, and measures its training steps: each optimizer step, or what it "
@@ -37,7 +41,7 @@ class ScriptDialog(QDialog):
         from ..engine.run.script.runner import DEFAULT_WARMUP
 
         self.setWindowTitle("Run Your Training Script")
-        self.config = None
+        self.config: RunConfig | None = None  # the engine's, once the dialog is accepted
         last = last or {}
         layout = QVBoxLayout(self)
         intro = QLabel(INTRO)
@@ -89,7 +93,8 @@ class ScriptDialog(QDialog):
                                    "is not the batch.")
         form.addRow("Batch:", self.batch_spin)
         form.addRow("Devices:", QLabel(", ".join(devices) + "  (checked in the sidebar)"))
-        kept = last.get("device_args") if isinstance(last.get("device_args"), dict) else {}
+        device_args = last.get("device_args")
+        kept = device_args if isinstance(device_args, dict) else {}
         self.device_edits: dict[str, QLineEdit] = {}
         for device in devices:  # arguments for one device's run alone (--accel for the GPU, say)
             edit = QLineEdit(str(kept.get(device) or ""))

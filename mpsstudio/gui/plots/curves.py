@@ -128,11 +128,12 @@ class RunCurves:
 
     def legend_clicked(self, item: pg.PlotDataItem) -> None:
         """Clicking a run in the legend hides or shows all of its curves, not only the smoothed loss."""
-        hidden = getattr(self.window_plots.get("memory"), "hidden", set())  # line kinds the memory legend hid
+        hidden: set = getattr(self.window_plots.get("memory"), "hidden", set())  # line kinds the memory legend hid
+        visible = item.isVisible()
         for run in self.runs.values():
             if run.curves.get("loss_smooth") is item:
                 for key, curve in run.curves.items():
-                    curve.setVisible(item.isVisible() and key not in hidden)
+                    curve.setVisible(visible and key not in hidden)
 
     def smooth(self, alpha: float) -> None:
         """Recompute every run's smoothed loss with the newest loss weighted `alpha`."""
@@ -185,7 +186,7 @@ class RunCurves:
         shown = inside is not None and bool(self.runs)
         for plot in self.plots():
             plot.hover_line.setVisible(shown)
-        if not shown:
+        if inside is None or not shown:
             return ""
         x = inside.getViewBox().mapSceneToView(pos).x()
         for plot in self.plots():

@@ -16,7 +16,7 @@ class GrowingSeries:
         self._y = np.empty(max(1, capacity), dtype=np.float64)
         self._n = 0
 
-    def append(self, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> None:
+    def append(self, x: float | Sequence[float] | np.ndarray, y: float | Sequence[float] | np.ndarray) -> None:
         """Append matching x and y values (arrays, lists or scalars)."""
         xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
         ys = np.atleast_1d(np.asarray(y, dtype=np.float64))

@@ -40,15 +40,15 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
     save_model_requested = Signal()
     import_finished = Signal()
 
-    def __init__(self, store: RunStore, parent=None):
+    def __init__(self, store: RunStore, parent=None, export_comparison=None):
         super().__init__(parent)
         self.store = store
         self._importer = None
         self._importing = ""  # the file being imported
         self._last_dir = str(Path.home())
-        # what Export comparison… writes to the path asked: the window sets its own (this panel's PNG and the
+        # what Export comparison… writes to the path asked: the window gives its own (this panel's PNG and the
         # comparison's curves beside it); a panel alone writes its PNG
-        self.export_comparison_to = self.export_comparison_png
+        self.export_comparison_to = export_comparison or self.export_comparison_png
         self.model = RunTableModel(self)
         self.proxy = RunSortProxy(self)
         self.proxy.setSourceModel(self.model)

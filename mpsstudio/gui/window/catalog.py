@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.config import RunConfig
 from ..jobs import catalog_job
 from ..settings import settings
 from ..style import keys
 
+if TYPE_CHECKING:
+    from ..jobs import Job
+    from .main_window import MainWindow
+
 
 class CatalogControl(QObject):
     """Loading PyTorch and the catalogue (models, datasets, devices and their checks) off the GUI thread, and what
     the window says about the devices it found."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
-        self.loader = None  # the job loading it, while it does
+        self.loader: Job | None = None  # the job loading it, while it does
 
     def start_loading(self) -> None:
         """Import torch and list models, datasets and devices off the GUI thread."""

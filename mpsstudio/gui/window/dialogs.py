@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sys
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSize, Qt
-from PySide6.QtWidgets import QMainWindow, QMessageBox
+from PySide6.QtWidgets import QMessageBox
 
 from ...engine.basics.errors import UserError
 from ..plots import LivePlots
+
+if TYPE_CHECKING:
+    from ..setup_window import SetupWindow
+    from .main_window import MainWindow
 
 
 class Dialogs(QObject):
     """Export Comparison (the results panel and the comparison's own stored curves as PNGs), About, Preferences and
     PyTorch Setup."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)
         self.w = w
-        self.setup_window = None  # Help → PyTorch Setup, made when first asked for
+        self.setup_window: SetupWindow | None = None  # Help → PyTorch Setup, made when first asked for
 
     def export_comparison(self, path: str) -> tuple[str, str] | None:
         """The results panel with its chart, and the plots beside it (PATH-plots.png); titles make each readable."""
@@ -32,6 +38,7 @@ class Dialogs(QObject):
             plots_png = str(stem.with_name(stem.stem + "-plots.png"))
             title, subtitle = w.results.comparison_title()
             comparison = w.results.current_comparison()
+            assert comparison is not None  # export_comparison_png raised UserError without one
             plots = LivePlots()  # the comparison's own stored curves, whatever the window shows now
             plots.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen)
             plots.resize(w.plots.size() if w.plots.width() > 400 else QSize(1100, 640))
@@ -69,8 +76,8 @@ class Dialogs(QObject):
             f"<p>PyTorch {torch_version}<br>Each run in its own process; CPU fallback for MPS: a per-run "
             f"option (Advanced), on by default<br>History: {w.store.path}<br>"
             f"Logs and crash reports: {log_dir()}</p>")
-        logs = box.addButton("Show Logs", QMessageBox.ActionRole)
-        box.addButton(QMessageBox.Close)
+        logs = box.addButton("Show Logs", QMessageBox.ButtonRole.ActionRole)
+        box.addButton(QMessageBox.StandardButton.Close)
         box.exec()
         if box.clickedButton() is logs:
             log_dir().mkdir(parents=True, exist_ok=True)
@@ -98,10 +105,11 @@ class Dialogs(QObject):
         from ..setup_window import SetupWindow
 
         w = self.w
-        if self.setup_window is None:
-            self.setup_window = SetupWindow(w)
-            self.setup_window.check_again.connect(w.check_devices_again)
-        self.setup_window.show_rows((w.state.catalog or {}).get("setup") if w.state.catalog else None)
-        self.setup_window.show()
-        self.setup_window.raise_()
-        self.setup_window.activateWindow()
+        window = self.setup_window
+        if window is None:
+            window = self.setup_window = SetupWindow(w)
+            window.check_again.connect(w.check_devices_again)
+        window.show_rows((w.state.catalog or {}).get("setup") if w.state.catalog else None)
+        window.show()
+        window.raise_()
+        window.activateWindow()

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 from PySide6.QtCore import QObject
 
-from PySide6.QtWidgets import QFileDialog, QMainWindow
+from PySide6.QtWidgets import QFileDialog
 
 from ..jobs import folder_job
+
+if TYPE_CHECKING:
+    from ..setup.folder_summary import FolderSummary
+    from .main_window import MainWindow
 
 
 class Folders(QObject):
     """A folder of images dropped on the window or opened: checked by the engine off the GUI thread, then added as
     the dataset with its summary."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
         self.checkers: list = []  # the folder checks running
-        self.summary = None  # the last checked folder's summary window
+        self.summary: FolderSummary | None = None  # the last checked folder's summary window
 
     def handle_drop(self, paths: list[str]) -> None:
         """A drop: exactly one folder is checked with the engine; anything else is explained inline."""

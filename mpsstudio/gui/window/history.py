@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.errors import UserError
 from ...engine.history.store import DamagedHistory, RunStore
 from ..jobs import recover_job
+
+if TYPE_CHECKING:
+    from ..jobs import Job
+    from .main_window import MainWindow
 
 
 class HistoryView(QObject):
     """The run history as the window meets it: a damaged, locked or read-only file said in the banner (runs kept in
     memory meanwhile), and recovery."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)
         self.w = w
-        self.recovering = None  # the recovery's job, while it runs
+        self.recovering: Job | None = None  # the recovery's job, while it runs
 
     def show_problem(self, problem: UserError) -> None:
         if isinstance(problem, DamagedHistory):

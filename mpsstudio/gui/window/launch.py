@@ -3,12 +3,16 @@ training script (Run Your Training Script…)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMainWindow
 
 from ..settings import settings
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 SCRIPT_KEY = "script/last"  # the last script, its arguments, steps and warm-up, offered again
@@ -19,7 +23,7 @@ class Launch(QObject):
     runs) and the user's training script, run on the checked devices after their consent. The questions are the
     window's (`ask`, `ask_script`: tests answer them)."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
@@ -91,6 +95,8 @@ class Launch(QObject):
 
         w = self.w
         jobs, w.state.launch_jobs = w.state.launch_jobs, None
+        if not jobs:  # the probe of no launch benchmark (none was waiting for it)
+            return
         probes = w.state.probe_rates()
         devices = [c.device for c in jobs[0].configs]
         estimate = launch.estimate_s(jobs, {d: probes.get(d) for d in devices})

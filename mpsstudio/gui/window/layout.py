@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QLabel, QMainWindow, QProgressBar, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QSplitter, QTabWidget, QVBoxLayout, QWidget
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum" size
@@ -14,9 +18,16 @@ class Chrome(QObject):
     """The window's layout: the setup sidebar beside the plots over the Runs, Details, Tools and Output tabs, and the
     status bar (progress, the engine's samples/s and time left); the tabs' badges and the plots' room."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)
         self.w = w
+        # its own widgets (the window takes them from here: MainWindow.tabs, .progress, ...)
+        self.tabs = QTabWidget()
+        self.right_split = QSplitter(Qt.Orientation.Vertical)
+        self.main_split = QSplitter(Qt.Orientation.Horizontal)
+        self.run_label = QLabel("")
+        self.rate_label = QLabel("")
+        self.progress = QProgressBar()
 
     def build(self) -> None:
         w = self.w
@@ -24,29 +35,27 @@ class Chrome(QObject):
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(w.banner)
-        w.right_split = QSplitter(Qt.Vertical)
-        w.right_split.addWidget(w.plots)
-        w.tabs = QTabWidget()
-        w.tabs.setDocumentMode(True)
-        w.tabs.addTab(w.results, "Runs")
-        w.tabs.addTab(w.results.details, "Details")  # the selected run: epochs, note, evaluation
-        w.tabs.addTab(w.tools, "Tools")
-        w.tabs.addTab(w.output, "Output")  # what the runs' processes write, as it comes
-        w.tabs.currentChanged.connect(self.on_tab)
-        w.right_split.addWidget(w.tabs)
-        w.right_split.setStretchFactor(0, 3)
-        w.right_split.setStretchFactor(1, 2)
-        w.right_split.setSizes([470, 450])
-        w.right_split.setChildrenCollapsible(False)
-        rl.addWidget(w.right_split, 1)
-        w.main_split = QSplitter(Qt.Horizontal)
-        w.main_split.addWidget(w.setup)
-        w.main_split.addWidget(right)
-        w.main_split.setStretchFactor(0, 0)
-        w.main_split.setStretchFactor(1, 1)
-        w.main_split.setSizes([330, 1110])
-        w.main_split.setChildrenCollapsible(False)
-        w.setCentralWidget(w.main_split)
+        self.right_split.addWidget(w.plots)
+        tabs = self.tabs
+        tabs.setDocumentMode(True)
+        tabs.addTab(w.results, "Runs")
+        tabs.addTab(w.results.details, "Details")  # the selected run: epochs, note, evaluation
+        tabs.addTab(w.tools, "Tools")
+        tabs.addTab(w.output, "Output")  # what the runs' processes write, as it comes
+        tabs.currentChanged.connect(self.on_tab)
+        self.right_split.addWidget(tabs)
+        self.right_split.setStretchFactor(0, 3)
+        self.right_split.setStretchFactor(1, 2)
+        self.right_split.setSizes([470, 450])
+        self.right_split.setChildrenCollapsible(False)
+        rl.addWidget(self.right_split, 1)
+        self.main_split.addWidget(w.setup)
+        self.main_split.addWidget(right)
+        self.main_split.setStretchFactor(0, 0)
+        self.main_split.setStretchFactor(1, 1)
+        self.main_split.setSizes([330, 1110])
+        self.main_split.setChildrenCollapsible(False)
+        w.setCentralWidget(self.main_split)
         w.resize(1440, 900)
         # Tab goes down the setup to Run, then to the runs: filter, table, their buttons
         QWidget.setTabOrder(w.setup.run_button, w.results.filter)
@@ -54,35 +63,32 @@ class Chrome(QObject):
         self._build_status_bar()
 
     def _build_status_bar(self) -> None:
-        w = self.w
-        bar = w.statusBar()
-        w.run_label = QLabel("")
-        w.rate_label = QLabel("")
-        w.progress = QProgressBar()
-        w.progress.setMinimumWidth(200)
-        w.progress.setMaximumWidth(260)
-        w.progress.setFormat("")  # set_progress writes "step 84 / 188 · 45 %"
-        w.progress.setTextVisible(True)
-        w.progress.hide()
-        bar.addPermanentWidget(w.run_label)
-        bar.addPermanentWidget(w.rate_label)
-        bar.addPermanentWidget(w.progress)
+        bar = self.w.statusBar()
+        progress = self.progress
+        progress.setMinimumWidth(200)
+        progress.setMaximumWidth(260)
+        progress.setFormat("")  # set_progress writes "step 84 / 188 · 45 %"
+        progress.setTextVisible(True)
+        progress.hide()
+        bar.addPermanentWidget(self.run_label)
+        bar.addPermanentWidget(self.rate_label)
+        bar.addPermanentWidget(progress)
         bar.showMessage("Loading PyTorch…")
 
     def on_tab(self, index: int) -> None:
         """The Tools tab takes the room the plots had (a tool's chart and tables need it); the plots come back with
         the Runs and Details tabs, and with a run (a Run shows the Runs tab when it starts)."""
         w = self.w
-        tools = index == w.tabs.indexOf(w.tools)
+        tools = index == self.tabs.indexOf(w.tools)
         if tools:
             w.tool_control.badge(False)
-        if index == w.tabs.indexOf(w.output):
+        if index == self.tabs.indexOf(w.output):
             self.badge_output(False)
         w.plots.setVisible(not tools)
 
     def badge_output(self, new: bool) -> None:
         """"Output •" while the Output tab holds lines not seen yet."""
-        tabs = self.w.tabs
+        tabs = self.tabs
         index = tabs.indexOf(self.w.output)
         if new and tabs.currentIndex() == index:
             return
@@ -97,7 +103,7 @@ class Chrome(QObject):
         """No curves: the plots shrink to a line of hint and the table below gets the room. A maximum height, not
         only the splitter's sizes: a resize (the window opening at its size) shares space out by stretch again."""
         w = self.w
-        total = sum(w.right_split.sizes()) or 920
+        total = sum(self.right_split.sizes()) or 920
         hint = max(w.plots.minimumSizeHint().height(), 40) + 8
         w.plots.setMaximumHeight(hint if empty else QWIDGETSIZE_MAX)
-        w.right_split.setSizes([hint, total - hint] if empty else [round(total * 0.52), round(total * 0.48)])
+        self.right_split.setSizes([hint, total - hint] if empty else [round(total * 0.52), round(total * 0.48)])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.events import RECENT_WINDOWS, Ended, EpochEnd, Notice, Started, Warmup, Window
 from ...engine.basics.config import SCRIPT
@@ -14,12 +15,15 @@ from ...engine.basics.frameworks import run_label
 from ..plots.redraw import interval_for
 from ..preferences import Preferences
 
+if TYPE_CHECKING:
+    from .main_window import MainWindow
+
 
 class LiveView(QObject):
     """A run's events as they come: the plots, the status bar's step, samples/s (the engine's rolling median) and
     time left (the engine's estimate), notes and the power note."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
@@ -53,7 +57,8 @@ class LiveView(QObject):
             w.say(f"{device}: warming up ({event.warmup_steps} steps; timed apart)…")
             for note in event.notes:
                 w.banner.show_message(note)
-            meter = event.env.get("energy") if isinstance(event.env.get("energy"), dict) else {}
+            energy = event.env.get("energy")
+            meter = energy if isinstance(energy, dict) else {}
             reason = meter.get("reason")
             w.plots.set_power_note(f"Power of {device} not measured: {one_line(str(reason), 120)}" if reason
                                       else "")

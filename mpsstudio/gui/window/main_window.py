@@ -64,7 +64,7 @@ class MainWindow(QMainWindow):
         interrupted = self.history.keep_interrupted()  # before the table reads the history
         self.setup = SetupPanel()
         self.plots = LivePlots()
-        self.results = ResultsPanel(self.store)
+        self.results = ResultsPanel(self.store, export_comparison=self.export_comparison)  # one export, two PNGs
         self.tools = ToolsPanel(self.store)
         self.output = OutputView()
         self.banner = Banner()
@@ -79,6 +79,9 @@ class MainWindow(QMainWindow):
         self.folders = Folders(self)
         self.dialogs = Dialogs(self)
         self.chrome.build()
+        chrome = self.chrome  # the window's widgets its layout made
+        self.tabs, self.right_split, self.main_split = chrome.tabs, chrome.right_split, chrome.main_split
+        self.run_label, self.rate_label, self.progress = chrome.run_label, chrome.rate_label, chrome.progress
         self.menus.build()
         self.state.subscribe(self.menus.show_state)
         self._connect()
@@ -99,7 +102,6 @@ class MainWindow(QMainWindow):
         self.results.selection_changed.connect(self.show_selected_runs)
         self.results.save_model_requested.connect(self.save_trained_model)
         self.plots.emptied.connect(self.chrome.plots_emptied)
-        self.results.export_comparison_to = self.export_comparison  # the button and ⌘E: one export, two PNGs
         self.chrome.plots_emptied(self.plots.is_empty())  # the state they started in (emitted before this connection)
         self.setup.changed.connect(self.runs.fill_spare)  # another first device or fallback: another spare
         self.tools.sweep_requested.connect(self.sweep_sizes_of)
@@ -265,14 +267,15 @@ class MainWindow(QMainWindow):
             run.wait()
             # deliver the job's last queued events now, so the cancelled run is saved before we go
             for part in (self.live, self.chrome, self.runs):
-                QCoreApplication.sendPostedEvents(part, QEvent.MetaCall)
+                QCoreApplication.sendPostedEvents(part, QEvent.Type.MetaCall)
         self.setup.model_files.stop()
         self.spare.close()
         from ...engine.basics.paths import cache_dir
 
         self.trained_models.forget(cache_dir() / "trained-models")  # kept for Save Trained Model… until Quit
-        if self.catalog_control.loading():
-            self.catalog_control.loader.wait()
+        loader = self.catalog_control.loader
+        if loader is not None and self.catalog_control.loading():
+            loader.wait()
         self.folders.wait()
         self.history.wait()
         self.plots.close()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QMainWindow
 from PySide6.QtGui import QAction, QKeySequence
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 class Menus(QObject):
@@ -13,7 +17,7 @@ class Menus(QObject):
     Edit menus do, and which commands are on: those that start something while the window's state allows it
     (`show_state`)."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)
         self.w = w
 
@@ -30,19 +34,19 @@ class Menus(QObject):
         w = self.w
         menu = w.menuBar()
         app_menu = menu.addMenu("MPS Studio")
-        self.about_action = self._action("About MPS Studio", w.show_about, role=QAction.AboutRole)
-        self.prefs_action = self._action("Preferences…", w.show_preferences, QKeySequence.Preferences,
-                                         QAction.PreferencesRole)
+        self.about_action = self._action("About MPS Studio", w.show_about, role=QAction.MenuRole.AboutRole)
+        self.prefs_action = self._action("Preferences…", w.show_preferences, QKeySequence.StandardKey.Preferences,
+                                         QAction.MenuRole.PreferencesRole)
         if self.prefs_action.shortcut().isEmpty():
             self.prefs_action.setShortcut(QKeySequence("Ctrl+,"))
-        self.quit_action = self._action("Quit MPS Studio", w.close, QKeySequence.Quit, QAction.QuitRole)
+        self.quit_action = self._action("Quit MPS Studio", w.close, QKeySequence.StandardKey.Quit, QAction.MenuRole.QuitRole)
         if self.quit_action.shortcut().isEmpty():
             self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
         for a in (self.about_action, self.prefs_action, self.quit_action):
             app_menu.addAction(a)
 
         file_menu = menu.addMenu("File")
-        file_menu.addAction(self._action("Open Folder…", w.open_folder, QKeySequence.Open))
+        file_menu.addAction(self._action("Open Folder…", w.open_folder, QKeySequence.StandardKey.Open))
         self.file_script_action = self._action("Run Your Training Script…", w.run_script_dialog)
         self.file_script_action.setEnabled(False)
         file_menu.addAction(self.file_script_action)
@@ -58,19 +62,19 @@ class Menus(QObject):
         self.close_action = self._action("Close Window", w.close)
         # ⌘W on a Mac ("Ctrl" is ⌘ there), and the platform's own Close where it differs (Ctrl+F4 elsewhere)
         self.close_action.setShortcuts(list(dict.fromkeys([QKeySequence("Ctrl+W"),
-                                                           *QKeySequence.keyBindings(QKeySequence.Close)])))
+                                                           *QKeySequence.keyBindings(QKeySequence.StandardKey.Close)])))
         file_menu.addAction(self.close_action)
 
         edit_menu = menu.addMenu("Edit")
-        self.undo_action = self._action("Undo Delete", w.results.undo_delete, QKeySequence.Undo)
+        self.undo_action = self._action("Undo Delete", w.results.undo_delete, QKeySequence.StandardKey.Undo)
         self.undo_action.setEnabled(False)
         w.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
         w.results.message.connect(lambda _: self.undo_action.setEnabled(w.results.undo_bar.can_undo()))
         edit_menu.addAction(self.undo_action)
         edit_menu.addSeparator()
         edit_menu.addAction(self._action("Copy as Markdown", self.copy_markdown, "Ctrl+Shift+C"))
-        edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.Find))
-        edit_menu.addAction(self._action("Select All Runs", w.results.table.selectAll, QKeySequence.SelectAll))
+        edit_menu.addAction(self._action("Find Runs", self.find_runs, QKeySequence.StandardKey.Find))
+        edit_menu.addAction(self._action("Select All Runs", w.results.table.selectAll, QKeySequence.StandardKey.SelectAll))
 
         run_menu = menu.addMenu("Run")
         self.run_action = self._action("Run", w.start_run, "Ctrl+R")

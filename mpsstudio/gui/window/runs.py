@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import sys
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.errors import UserError
 from ...engine.basics.formatting import fmt_rate
@@ -16,12 +17,15 @@ from ..jobs import run_job
 from ..plots.redraw import REDRAW_INTERVAL_MS
 from ..settings import settings
 
+if TYPE_CHECKING:
+    from .main_window import MainWindow
+
 
 class RunControl(QObject):
     """Run (the setup's configs, interleaved when repeated) as one job, Stop, the end of each run (kept in the
     history, said in the status bar) and of all of them, and the spare run process made while idle."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 

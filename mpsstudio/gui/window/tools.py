@@ -6,7 +6,6 @@ import os
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QMainWindow
 
 from ...engine.basics.config import RunConfig
 from ...engine.basics.request import RunRequest
@@ -14,6 +13,7 @@ from ...engine.tools import toolview
 from ..jobs import tool_job
 
 if TYPE_CHECKING:
+    from .main_window import MainWindow
     from ...engine.tools.records.tune import TuneRow
 
 ON_EVERY_DEVICE = ("sweep", "deploy-bench", "diagnose", "tune")  # the others run on the first accelerator
@@ -24,7 +24,7 @@ class ToolControl(QObject):
     land in the Tools tab and the history. The sheet is the window's question (`ask_tool_settings`: tests answer
     it), and `start_tool` the window's command (tests watch it)."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
@@ -104,7 +104,7 @@ class ToolControl(QObject):
         if device not in w.state.available_devices():
             w.say(f"{device} is not available on this machine, so its batch sizes cannot be swept here.")
             return
-        if config.model not in {m.name for m in w.state.catalog["models"]}:  # a model file: its code runs again
+        if config.model not in {m.name for m in (w.state.catalog or {}).get("models", [])}:  # a model file: its code runs again
             allowed = w.setup.model_files.confirm(config.model)
             if allowed is not True:
                 w.say(allowed or "Not run: the model file's code runs only if you allow it.")

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 import time
 from pathlib import Path
 
 from PySide6.QtCore import QObject
 
-from PySide6.QtWidgets import QFileDialog, QMainWindow
+from PySide6.QtWidgets import QFileDialog
 
 from ...engine.basics.errors import UserError
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 class TrainedModels(QObject):
     """The last Run's trained models, kept in the cache folder (removed at the next Run and at Quit), and Save
     Trained Model…."""
 
-    def __init__(self, w: QMainWindow):  # the MainWindow (main_window.py) that holds it
+    def __init__(self, w: MainWindow):  # the window that holds it
         super().__init__(w)  # a QObject of the window: what the jobs send is handled in its thread
         self.w = w
 
