@@ -127,7 +127,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_the_model_picker_and_the_file_menu_open_the_script_dialog(window, monkeypatch):
-    from mpsstudio.gui.setup.names import RUN_SCRIPT
+    from mpsstudio.gui.setup.rules import RUN_SCRIPT
 
     asked = []
     monkeypatch.setattr(window, "ask_script", lambda devices: asked.append(devices))

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QStyle
 
 from ...engine.basics.request import RunRequest
-from .names import CHOOSE_FILE, RUN_SCRIPT
+from .rules import CHOOSE_FILE, RUN_SCRIPT
 from .widgets import DeviceRow
 from ..style import keys
 

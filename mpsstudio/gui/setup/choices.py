@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QStyle
 
 from ...engine.basics.spec import DataSpec
-from .form import PRECISION_TIPS
-from .names import CHOOSE_FILE, RUN_SCRIPT
+from . import rules
+from .rules import CHOOSE_FILE, RUN_SCRIPT
 
 
 class ChoicesMixin:
@@ -116,23 +116,11 @@ class ChoicesMixin:
 
     def _update_precisions(self) -> None:
         """Disable precisions a checked device cannot run (the reason becomes the tooltip); fall back to fp32."""
-        from ...engine.machine import precision as engine_precision
-
         checked = self._checked_device_objects()
         model = self.precision_combo.model()
         for i in range(self.precision_combo.count()):
-            precision = self.precision_combo.itemData(i)
-            reasons: list[str] = []
-            for device in checked:
-                try:
-                    reason = engine_precision.precision_unsupported_reason(device, precision)
-                except Exception as exc:  # a device that cannot even be asked cannot run it either
-                    reason = f"{precision} could not be checked on {device.id} ({exc})"
-                if reason and reason not in reasons:
-                    reasons.append(reason)
-            model.item(i).setEnabled(not reasons)
-            caveats = [c for d in checked if (c := engine_precision.precision_caveat(d, precision))]
-            tip = "\n".join(reasons) if reasons else "\n".join([PRECISION_TIPS.get(precision, ""), *caveats]).strip()
+            enabled, tip = rules.precision_state(checked, self.precision_combo.itemData(i))
+            model.item(i).setEnabled(enabled)
             self.precision_combo.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
         if not self._precision_enabled(self.precision_combo.currentIndex()):
             self.precision_combo.setCurrentIndex(self.precision_combo.findData("fp32"))
@@ -148,13 +136,11 @@ class ChoicesMixin:
             self._emit_changed()
 
     def _on_length_unit(self, _index: int) -> None:
-        mode = self.length_unit.currentData()
-        if mode == self._length_mode:
+        if not self._length.switch(self.length_unit.currentData()):
             return
-        self._length_mode = mode
         self._quiet += 1
         try:
-            self.length_spin.setValue(self._steps_value if mode == "steps" else self._epochs_value)
+            self.length_spin.setValue(self._length.shown())
         finally:
             self._quiet -= 1
         self._update_epoch_options()
@@ -162,7 +148,7 @@ class ChoicesMixin:
 
     def _update_epoch_options(self) -> None:
         """Early stopping and the best epoch work per epoch: greyed out, saying why, for a steps run."""
-        by_epoch = self._length_mode == "epochs"
+        by_epoch = self._length.by_epoch
         tips = self.__dict__.setdefault("_epoch_tips", {})
         for w in (self.patience_spin, self.monitor_combo, self.monitor_mode_combo, self.keep_best_check):
             tip = tips.setdefault(id(w), w.toolTip())
@@ -173,10 +159,7 @@ class ChoicesMixin:
                              "the length in epochs to use them.")
 
     def _on_length_value(self, value: int) -> None:
-        if self._length_mode == "steps":
-            self._steps_value = value
-        else:
-            self._epochs_value = value
+        self._length.set(value)
         self._emit_changed()
 
     def set_advanced_open(self, opened: bool) -> None:

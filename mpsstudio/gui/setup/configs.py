@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QComboBox
 from ...engine.basics.config import RunConfig
 from ...engine.basics.errors import UserError
 from ...engine.basics.request import RunRequest
-from .names import CHOOSE_FILE
+from . import rules
+from .rules import CHOOSE_FILE
 
 
 class ConfigsMixin:
@@ -21,15 +22,9 @@ class ConfigsMixin:
 
     def request(self) -> RunRequest:
         """What the form says: its settings, the checked devices, frameworks, Python environments and GPU counts."""
-        devices = self.checked_devices()
-        pythons = self.checked_pythons()
-        counts = [n for n in self.gpu_counts() if n > 0]
-        ranked = counts and counts != [1] and any(d.startswith("cuda") for d in devices)  # a CUDA run on N GPUs
         return self._form_request().changed(
-            devices=tuple(devices),
-            # every PyTorch unchecked under Devices: no PyTorch run (MLX runs in MPS Studio's own environment)
-            frameworks=tuple(f for f in self.checked_frameworks() if f != "torch" or pythons),
-            gpus=tuple(counts) if ranked else (), pythons=tuple(pythons), rounds=self.rounds())
+            **rules.axes(self.checked_devices(), self.checked_frameworks(), self.checked_pythons(), self.gpu_counts()),
+            rounds=self.rounds())
 
     def plan(self, **changes):
         """The engine's plan of the form's request with `changes` (the Preferences' settings; session.Plan);
@@ -70,14 +65,12 @@ class ConfigsMixin:
         model = self.model_combo.currentData()
         if model in (None, CHOOSE_FILE):
             model = base.model
-        steps = self.length_spin.value() if self._length_mode == "steps" else None
-        epochs = self.length_spin.value() if self._length_mode == "epochs" else None
+        by_epoch = self._length.by_epoch
         return self._base.changed(
             model=model,
             dataset=self.dataset_combo.currentData() or base.dataset,
             batch_size=self.batch_spin.value(),
-            steps=steps,
-            epochs=epochs,
+            **self._length.fields(self.length_spin.value()),
             precision=self.precision_combo.currentData() or "fp32",
             lr=float(self.lr_box.value()),
             optimizer=self.optimizer_combo.currentData(),
@@ -92,11 +85,9 @@ class ConfigsMixin:
             mps_fallback=self.mps_fallback_check.isChecked(),
             cast_float64=self.cast_float64_check.isChecked(),
             accumulate=self.accumulate_spin.value(),
-            # early stopping and the best epoch are for epoch runs: a steps run leaves them off
-            early_stop_patience=(self.patience_spin.value() or None) if epochs is not None else None,
+            **rules.epoch_fields(by_epoch, self.patience_spin.value(), self.keep_best_check.isChecked()),
             early_stop_monitor=self.monitor_combo.currentData(),
             early_stop_mode=self.monitor_mode_combo.currentData(),
-            keep_best=self.keep_best_check.isChecked() and epochs is not None,
             options=self._options(model),
             **self._input_fields(),
         )
@@ -163,13 +154,11 @@ class ConfigsMixin:
 
         self._apply_inputs(config)
         self.batch_spin.setValue(config.batch_size)
-        if config.steps is not None:
-            self._steps_value = config.steps
-            self.length_unit.setCurrentIndex(self.length_unit.findData("steps"))
-        else:
-            self._epochs_value = config.epochs or self._epochs_value
-            self.length_unit.setCurrentIndex(self.length_unit.findData("epochs"))
-        self.length_spin.setValue(self._steps_value if self._length_mode == "steps" else self._epochs_value)
+        shown = self._length.mode
+        self._length.restore(config.steps, config.epochs)
+        wanted, self._length.mode = self._length.mode, shown  # the unit's handler switches it and shows its value
+        self.length_unit.setCurrentIndex(self.length_unit.findData(wanted))
+        self.length_spin.setValue(self._length.shown())
 
         self._update_precisions()
         index = self.precision_combo.findData(config.precision)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 
 from ...engine.basics.config import PRECISIONS
 from ...engine.basics.request import RunRequest
+from . import rules
 from .advanced import AdvancedSectionMixin
 from .widgets import SectionHeading
 from ..style import keys
@@ -25,11 +26,7 @@ LOADING_TEXT = "Loading PyTorch…"
 NO_DEVICE_TIP = "Check at least one device to run on."
 RUN_TIP = f"Run the setup on the checked devices, one after another ({keys('Ctrl+R')})."
 _PRECISION_TITLES = {"fp32": "fp32", "fp16": "fp16 (autocast)", "bf16": "bf16 (autocast)"}
-PRECISION_TIPS = {
-    "fp32": "Full 32-bit floating point: the reference every device supports.",
-    "fp16": "Mixed precision: matrix work in 16-bit floats (torch.autocast), weights kept in fp32.",
-    "bf16": "Mixed precision with bfloat16 (torch.autocast): fp32's range with half the bits.",
-}
+PRECISION_TIPS = rules.PRECISION_TIPS
 
 
 class SetupForm(AdvancedSectionMixin, QWidget):
@@ -174,7 +171,7 @@ class SetupForm(AdvancedSectionMixin, QWidget):
 
         length = QHBoxLayout()
         length.setSpacing(6)
-        self.length_spin = self._spin(1, 10_000_000, self._epochs_value, "How long to measure, after the warm-up.")
+        self.length_spin = self._spin(1, 10_000_000, self._length.shown(), "How long to measure, after the warm-up.")
         self.length_spin.valueChanged.connect(self._on_length_value)
         self.length_unit = QComboBox()
         self.length_unit.addItem("epochs", "epochs")

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ...engine.basics.config import MAX_CLASSES, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, parse_input_shape
 from ...engine.basics.errors import UserError
-from .names import CHOOSE_FILE
+from .rules import CHOOSE_FILE
 
 SYNTHETIC = "synthetic"
 _MODELS = "model's"

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 
 from ...engine.basics.config import RunConfig
 from ...engine.basics.request import RunRequest
+from . import rules
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
@@ -24,14 +25,14 @@ from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
-from .names import MODEL_FILE_WARNING
+from .rules import MODEL_FILE_WARNING
 from .summary import SummaryMixin, dataset_facts, folder_facts
 from .widgets import DeviceRow, run_target
 
 __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP", "SetupPanel", "dataset_facts",
            "folder_facts"]
 
-DEFAULT_STEPS = 200
+DEFAULT_STEPS = rules.DEFAULT_STEPS
 
 class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin, GpusMixin, FrameworksMixin,
                  SetupForm):
@@ -55,9 +56,7 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
         self._loaded = False
         self._running = False
         self._quiet = 0
-        self._steps_value = DEFAULT_STEPS
-        self._epochs_value = self._base.settings.epochs or 2
-        self._length_mode = "epochs"
+        self._length = rules.Length(epochs=self._base.settings.epochs or 2)  # steps or epochs, each kept
         self._model_index = 0
         self._labels: list[QLabel] = []
         self.setMinimumWidth(300)
@@ -111,23 +110,8 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
                               f"({QKeySequence('Ctrl+.').toString(QKeySequence.SequenceFormat.NativeText)}).")
             return
         pythons = len(self.checked_pythons())
-        counts = self.gpu_counts()
-        if counts and counts != [1] and any(d.kind == "cuda" for d in checked):  # GPUs: one run on N, or the scaling
-            others = [d for d in checked if d.kind != "cuda"]
-            button.setText((f"Run on {counts[0]} GPUs" if len(counts) == 1 else
-                            f"Scale over {', '.join(map(str, counts))} GPUs")
-                           + (f" + {len(others)} device{'s' if len(others) > 1 else ''}" if others else ""))
-        elif len(checked) > 1:
-            button.setText(f"Compare {len(checked)} devices" + (f" × {pythons} PyTorch" if pythons > 1 else ""))
-        elif checked and pythons > 1:
-            button.setText(f"Compare {pythons} PyTorch on {run_target(checked[0])}")
-        elif checked:
-            button.setText(f"Run on {run_target(checked[0])}")
-        else:
-            button.setText("Run")
-        problem = self.input_problem() if self._loaded else ""
-        if not pythons and not problem:  # every PyTorch unchecked under Devices
-            problem = "Check at least one PyTorch under Devices."
+        button.setText(rules.run_words(checked, pythons, self.gpu_counts(), run_target))
+        problem = rules.run_problem(self.input_problem() if self._loaded else "", pythons, "")
         blocking = self.guard() if self._loaded and not problem and checked else None
         if blocking is not None and blocking.blocking:
             problem = blocking.sentence

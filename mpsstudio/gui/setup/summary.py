@@ -9,7 +9,7 @@ from ...engine.basics.formatting import error_line, fmt_bytes, fmt_count, plural
 from ...engine.basics.spec import DataSpec
 from ...engine.machine.apple import MPS_COMPILE_NOTE
 from .form import LOADING_TEXT
-from .names import CHOOSE_FILE, MODEL_FILE_WARNING
+from .rules import CHOOSE_FILE, MODEL_FILE_WARNING
 
 
 def dataset_facts(info, spec: DataSpec | None) -> str:

@@ -247,7 +247,7 @@ def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
                     "    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0] * input_shape[1] * "
                     "input_shape[2], num_classes))\n")
     combo = fake_panel.model_combo
-    from mpsstudio.gui.setup.names import CHOOSE_FILE
+    from mpsstudio.gui.setup.rules import CHOOSE_FILE
 
     fake_panel._ask_model_file = lambda: ""  # cancelled: the previous model stays
     combo.setCurrentIndex(combo.findData(CHOOSE_FILE))
