@@ -121,3 +121,4 @@ def test_a_tool_is_its_module_and_one_row_of_the_table():
                 assert f"def {function}(" in source.read_text(encoding="utf-8"), (tool.name, which)
     assert set(SHAPES) == {t.name for t in registry.TABLE if t.stored or t.run}
     assert set(registry.STORED) <= set(COMMANDS)
+    assert {t.name for t in registry.TABLE if t.menu} == set(registry.STORED)  # each in the window's Tools menu

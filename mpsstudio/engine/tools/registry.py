@@ -33,6 +33,8 @@ class Tool:
 
     name: str
     title: str
+    menu: str = ""  # the window's Tools menu item ("": none), in the table's order
+    shortcut: str = ""  # its key ("Ctrl+Shift+B": ⌘⇧B on a Mac)
     stored: bool = True  # the history keeps its results (records.SHAPES declares them)
     run: str | None = None
     needs_config: bool = True
@@ -46,16 +48,19 @@ class Tool:
 
 
 TABLE = (
-    Tool("sweep", "Batch-size sweep"),
-    Tool("max-batch", "Largest batch", run="maxbatch:run_tool", ended="maxbatch:from_checkpoint"),
-    Tool("inspect", "Inspection", run="inspection:run_tool", rederived="toolview:inspect_rederived"),
+    Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B"),
+    Tool("max-batch", "Largest batch", "Find Largest Batch…", "Ctrl+Shift+M", run="maxbatch:run_tool",
+         ended="maxbatch:from_checkpoint"),
+    Tool("inspect", "Inspection", "Inspect Model (CPU Fallback, Parity)…", "Ctrl+Shift+I", run="inspection:run_tool",
+         rederived="toolview:inspect_rederived"),
+    Tool("diagnose", "Diagnosis", "Diagnose (Why Slow, Memory, Wrong Layer)…", "Ctrl+Shift+G",
+         run="diagnose:run_tool", ended="diagnose:from_checkpoint", rederived="diagnose.view:rederived"),
+    Tool("deploy-bench", "Deploy benchmark", "Deploy Benchmark (PyTorch, Core ML)…", "Ctrl+Shift+D",
+         run="deploybench:run_tool", needs_config=False, ended="deploybench:from_checkpoint"),
+    Tool("tune", "Best settings", "Best Settings (Precision, Layout, Batch)…", "Ctrl+Shift+T",
+         rederived="tune.report:rederived_checked"),
+    Tool("export", "Export", "Export Model…", "Ctrl+Shift+E", run="export:run_tool"),
     Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
-    Tool("export", "Export", run="export:run_tool"),
-    Tool("deploy-bench", "Deploy benchmark", run="deploybench:run_tool", needs_config=False,
-         ended="deploybench:from_checkpoint"),
-    Tool("diagnose", "Diagnosis", run="diagnose:run_tool", ended="diagnose:from_checkpoint",
-         rederived="diagnose.view:rederived"),
-    Tool("tune", "Best settings", rederived="tune.report:rederived_checked"),
 )
 TOOLS = {tool.name: tool for tool in TABLE}
 IN_A_PROCESS = tuple(t.name for t in TABLE if t.run)  # what process.run_tool carries out

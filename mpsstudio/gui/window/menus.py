@@ -92,18 +92,15 @@ class Menus(QObject):
         run_menu.addAction(self.launch_action)
 
         tools_menu = menu.addMenu("Tools")
-        self.tool_actions = [
-            self._action("Batch-Size Sweep…", lambda: w.open_tool_sheet("sweep"), "Ctrl+Shift+B"),
-            self._action("Find Largest Batch…", lambda: w.open_tool_sheet("max-batch"), "Ctrl+Shift+M"),
-            self._action("Inspect Model (CPU Fallback, Parity)…", lambda: w.open_tool_sheet("inspect"), "Ctrl+Shift+I"),
-            self._action("Diagnose (Why Slow, Memory, Wrong Layer)…", lambda: w.open_tool_sheet("diagnose"),
-                         "Ctrl+Shift+G"),
-            self._action("Deploy Benchmark (PyTorch, Core ML)…", lambda: w.open_tool_sheet("deploy-bench"),
-                         "Ctrl+Shift+D"),
-            self._action("Best Settings (Precision, Layout, Batch)…", lambda: w.open_tool_sheet("tune"),
-                         "Ctrl+Shift+T"),
-            self._action("Export Model…", lambda: w.export_model(), "Ctrl+Shift+E"),
-        ]
+        from ...engine.tools.registry import TABLE
+
+        def opener(name: str):  # a slot of no arguments (triggered's `checked` is not a tool's name)
+            if name == "export":  # an export asks for its file first
+                return lambda: w.export_model()
+            return lambda: w.open_tool_sheet(name)
+
+        # the tool table's menu items, in its order
+        self.tool_actions = [self._action(tool.menu, opener(tool.name), tool.shortcut) for tool in TABLE if tool.menu]
         for a in self.tool_actions:
             a.setEnabled(False)
             tools_menu.addAction(a)
