@@ -43,7 +43,7 @@ class ConfigsMixin:
         """What the catalogue found of this machine (session.Here): the plan needs not probe it again."""
         from ...engine.run import session
 
-        return session.Here(known=tuple(row.device for row in self._device_rows), mlx=dict(self._mlx_status))
+        return session.Here(known=tuple(row.device for row in self._device_rows), mlx=dict(self.frameworks.status))
 
     def configs(self) -> list:
         """The runs the form's setup plans (the engine's RunConfigs, one per checked device and framework); []

@@ -12,57 +12,62 @@ run it (not installed, no Metal GPU), its checkbox is off with the reason as its
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QLayout, QVBoxLayout, QWidget
 
 from ...engine.basics.frameworks import INSTALL_MLX
 
 
-class EnvironmentsMixin:
-    """The PyTorch checkboxes under Devices, shown when Preferences names another environment."""
+class PythonChoice(QObject):
+    """The PyTorch checkboxes under Devices, shown when Preferences names another environment. Its widgets go into
+    the form's layout; `changed` when the user checks one, `listed` once the environments are shown anew."""
+
+    changed = Signal()
+    listed = Signal()
+
+    def __init__(self, layout: QVBoxLayout, heading: QWidget, parent: QObject | None = None) -> None:
+        """`heading`: the section heading widget (hidden until another environment is named)."""
+        super().__init__(parent)
+        self.checks: list[tuple[QCheckBox, str | None]] = []
+        self.title = heading
+        self.title.setToolTip("Run the checked devices in each checked Python environment "
+                              "(Preferences → Other PyTorch)")
+        self.title.hide()
+        self.box = QVBoxLayout()
+        self.box.setSpacing(4)
+        layout.addWidget(self.title)
+        layout.addLayout(self.box)
 
     def set_environments(self, environments: list[dict], own: str) -> None:
         """`environments`: Preferences' [{"path", "label"}]; `own`: this app's torch ("torch 2.14.1")."""
-        for check, _ in getattr(self, "_env_checks", []):
-            self._env_box.removeWidget(check)
+        was = {path for check, path in self.checks if check.isChecked()}
+        for check, _ in self.checks:
+            self.box.removeWidget(check)
             check.hide()
             check.deleteLater()
-        was = {path for check, path in getattr(self, "_env_checks", []) if check.isChecked()}
-        self._env_checks: list[tuple[QCheckBox, str | None]] = []
+        self.checks = []
         if not environments:
-            self._env_title.hide()
-            self._update_button()
+            self.title.hide()
+            self.listed.emit()
             return
-        self._env_title.show()
-        self._env_title.setToolTip("Every checked device runs in every checked PyTorch; the runs are compared by "
-                                   "their environments (Compare → Environments).")
+        self.title.show()
+        self.title.setToolTip("Every checked device runs in every checked PyTorch; the runs are compared by "
+                              "their environments (Compare → Environments).")
         for label, path in [(f"This app's {own}", None), *((e["label"], e["path"]) for e in environments)]:
             short = label.replace(" · Python ", " (Python ").split(" (")[0] if path else label
             name = label.rsplit("(", 1)[-1].rstrip(")") if path and "(" in label else ""
             check = QCheckBox(f"{short} ({name})" if name else short)
             check.setToolTip(f"{label}\n{path}" if path else "The PyTorch MPS Studio comes with.")
             check.setChecked(path in was or (path is None and not was))
-            check.toggled.connect(lambda _on: (self._refresh(), self._update_button()))
-            self._env_box.addWidget(check)
-            self._env_checks.append((check, path))
-        self._update_button()
+            check.toggled.connect(lambda _on: self.changed.emit())
+            self.box.addWidget(check)
+            self.checks.append((check, path))
+        self.listed.emit()
 
-    def checked_pythons(self) -> list[str | None]:
+    def checked(self) -> list[str | None]:
         """The interpreters to run in (None: this app's own); this app's alone when no other is named."""
-        checks = getattr(self, "_env_checks", [])
-        chosen = [path for check, path in checks if check.isChecked()]
-        return chosen if checks else [None]
-
-    def _add_environments(self, layout, heading) -> None:
-        """`heading`: the section heading widget (hidden until another environment is named)."""
-        self._env_title = heading
-        self._env_title.setToolTip("Run the checked devices in each checked Python environment "
-                                   "(Preferences → Other PyTorch)")
-        self._env_title.hide()
-        self._env_box = QVBoxLayout()
-        self._env_box.setSpacing(4)
-        layout.addWidget(self._env_title)
-        layout.addLayout(self._env_box)
+        chosen = [path for check, path in self.checks if check.isChecked()]
+        return chosen if self.checks else [None]
 
 
 def scaling_counts(n: int) -> list[int]:
@@ -74,57 +79,65 @@ def scaling_counts(n: int) -> list[int]:
     return counts + [n]
 
 
-class GpusMixin:
-    """GPUs: how many of this machine's CUDA GPUs a CUDA run takes (the field exists only where there are several)."""
+class GpuChoice(QObject):
+    """GPUs: how many of this machine's CUDA GPUs a CUDA run takes (the field exists only where there are several).
+    `changed` when the user picks a count."""
 
-    def _add_gpus(self, layout) -> None:
-        self.gpus_combo = QComboBox()
-        self.gpus_combo.setToolTip("Train on several GPUs at once (one rank each, the model in DistributedDataParallel, "
-                                   "batch size per GPU), or run each count in turn to see how it scales.")
-        self.gpus_combo.activated.connect(lambda _i: (self._refresh(), self._update_button(), self._emit_changed()))
+    changed = Signal()
+
+    def __init__(self, layout: QLayout, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.combo = QComboBox()
+        self.combo.setToolTip("Train on several GPUs at once (one rank each, the model in DistributedDataParallel, "
+                              "batch size per GPU), or run each count in turn to see how it scales.")
+        self.combo.activated.connect(lambda _i: self.changed.emit())
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel("CUDA GPUs:"))
-        row.addWidget(self.gpus_combo, 1)
-        self.gpus_row = QWidget()
-        self.gpus_row.setLayout(row)
-        self.gpus_row.hide()
-        layout.addWidget(self.gpus_row)
+        row.addWidget(self.combo, 1)
+        self.row = QWidget()
+        self.row.setLayout(row)
+        self.row.hide()
+        layout.addWidget(self.row)
 
-    def set_gpu_count(self, n: int) -> None:
+    def set_count(self, n: int) -> None:
         """The machine's CUDA GPUs: the field's choices (hidden with fewer than two)."""
-        keep = self.gpus_combo.currentData()
-        self.gpus_combo.clear()
+        combo = self.combo
+        keep = combo.currentData()
+        combo.clear()
         if n < 2:
-            self.gpus_row.hide()
+            self.row.hide()
             return
-        self.gpus_combo.addItem("1 (one GPU per run)", [1])
+        combo.addItem("1 (one GPU per run)", [1])
         for k in range(2, n + 1):
-            self.gpus_combo.addItem(f"{k} at once (DDP)", [k])
+            combo.addItem(f"{k} at once (DDP)", [k])
         counts = scaling_counts(n)
-        self.gpus_combo.addItem(f"Scaling: {', '.join(map(str, counts))}", counts)
-        self.gpus_combo.setItemData(self.gpus_combo.count() - 1, "Run the CUDA setup on each count in turn and see "
-                                    "its speedup, efficiency and the all-reduce's share (Compare → GPUs).",
-                                    Qt.ItemDataRole.ToolTipRole)
-        index = self.gpus_combo.findData(keep) if keep else 0
-        self.gpus_combo.setCurrentIndex(max(0, index))
-        self.gpus_row.show()
+        combo.addItem(f"Scaling: {', '.join(map(str, counts))}", counts)
+        combo.setItemData(combo.count() - 1, "Run the CUDA setup on each count in turn and see its speedup, "
+                          "efficiency and the all-reduce's share (Compare → GPUs).", Qt.ItemDataRole.ToolTipRole)
+        index = combo.findData(keep) if keep else 0
+        combo.setCurrentIndex(max(0, index))
+        self.row.show()
 
-    def gpu_counts(self) -> list[int]:
+    def counts(self) -> list[int]:
         """The counts chosen ([1]: one GPU per run; [] where the field is hidden)."""
-        if self.gpus_row.isHidden():
+        if self.row.isHidden():
             return []
-        return list(self.gpus_combo.currentData() or [])
+        return list(self.combo.currentData() or [])
 
 
 MLX_TIP = ("Also train the same model in MLX (Apple's array framework), its weights PyTorch's, checked for parity "
            "before it is timed, and compare the two (mlp, mnist_cnn, resnet18, transformer).")
 
 
-class FrameworksMixin:
-    """The PyTorch and MLX checkboxes; `set_mlx` gets the engine's reasons per kind of device ("" where MLX runs)."""
+class FrameworkChoice(QObject):
+    """The PyTorch and MLX checkboxes; `set_mlx` gets the engine's reasons per kind of device ("" where MLX runs).
+    `changed` when either is checked or unchecked."""
 
-    def _add_frameworks(self, layout) -> None:
+    changed = Signal()
+
+    def __init__(self, layout: QVBoxLayout, parent: QObject | None = None) -> None:
+        super().__init__(parent)
         row = QHBoxLayout()
         row.setSpacing(10)
         label = QLabel("Framework")
@@ -136,29 +149,29 @@ class FrameworksMixin:
         self.mlx_check.setEnabled(False)
         self.mlx_check.setToolTip(f"MLX is not known yet (its check comes with the devices); {INSTALL_MLX}.")
         for check in (self.torch_check, self.mlx_check):
-            check.toggled.connect(lambda _on: (self._refresh(), self._update_button(), self._emit_changed()))
+            check.toggled.connect(lambda _on: self.changed.emit())
         row.addWidget(label)
         row.addWidget(self.torch_check)
         row.addWidget(self.mlx_check)
         row.addStretch(1)
         layout.addLayout(row)
-        self._mlx_status: dict = {}
+        self.status: dict[str, str] = {}
 
     def set_mlx(self, status: dict) -> None:
         """{kind: reason} from the catalog ("" where MLX runs on that kind of device)."""
-        self._mlx_status = dict(status or {})
-        runs = [kind for kind, why in self._mlx_status.items() if not why]
+        self.status = dict(status or {})
+        runs = [kind for kind, why in self.status.items() if not why]
         self.mlx_check.setEnabled(bool(runs))
         if runs:
             where = " and ".join("its GPU" if k != "cpu" else "its CPU" for k in runs)
             self.mlx_check.setToolTip(f"{MLX_TIP} Here MLX runs on {where}.")
         else:
             self.mlx_check.setChecked(False)
-            self.mlx_check.setToolTip(f"MLX cannot run here: {self._mlx_status.get('cpu') or 'not checked'}.")
+            self.mlx_check.setToolTip(f"MLX cannot run here: {self.status.get('cpu') or 'not checked'}.")
 
-    def checked_frameworks(self) -> list[str]:
+    def checked(self) -> list[str]:
         return [name for name, check in (("torch", self.torch_check), ("mlx", self.mlx_check))
                 if check.isChecked() and check.isEnabled()]
 
-    def mlx_runs_on(self, device: str) -> bool:
-        return self._mlx_status.get(device.split(":")[0], "unknown") == ""
+    def runs_on(self, device: str) -> bool:
+        return self.status.get(device.split(":")[0], "unknown") == ""

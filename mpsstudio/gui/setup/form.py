@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from ...engine.basics.config import PRECISIONS
 from ...engine.basics.request import RunRequest
 from . import rules
+from .environments import FrameworkChoice, GpuChoice, PythonChoice
 from .advanced import AdvancedSectionMixin
 from .widgets import SectionHeading
 from ..style import keys
@@ -123,9 +124,12 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         self._devices_box = QVBoxLayout()
         self._devices_box.setSpacing(4)
         layout.addLayout(self._devices_box)
-        self._add_frameworks(layout)
-        self._add_gpus(layout)
-        self._add_environments(layout, SectionHeading("PyTorch"))
+        # the framework, GPU-count and PyTorch choices: controls of their own, their widgets in this layout
+        self.frameworks = FrameworkChoice(layout, self)
+        self.gpus = GpuChoice(layout, self)
+        self.pythons = PythonChoice(layout, SectionHeading("PyTorch"), self)
+        self.torch_check, self.mlx_check = self.frameworks.torch_check, self.frameworks.mlx_check
+        self.gpus_combo, self.gpus_row = self.gpus.combo, self.gpus.row
 
     def _new_form(self) -> QFormLayout:
         form = QFormLayout()

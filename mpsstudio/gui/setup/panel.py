@@ -20,7 +20,6 @@ from . import rules
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
-from .environments import EnvironmentsMixin, FrameworksMixin, GpusMixin
 from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
@@ -34,8 +33,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = rules.DEFAULT_STEPS
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, EnvironmentsMixin, GpusMixin, FrameworksMixin,
-                 SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -64,8 +62,37 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
         self.model_files = ModelFileGuard(self)
         self.model_files.changed.connect(self._refresh)
         self._build()
+        for choice in (self.frameworks, self.gpus):
+            choice.changed.connect(lambda: (self._refresh(), self._update_button(), self._emit_changed()))
+        self.pythons.changed.connect(lambda: (self._refresh(), self._update_button()))
+        self.pythons.listed.connect(self._update_button)
         self._update_enabled()
         self._refresh()
+
+    # -- the framework, GPU-count and PyTorch choices (environments.py) --------------------------------------------
+    def set_mlx(self, status: dict) -> None:
+        """{kind: reason} from the catalog ("" where MLX runs on that kind of device)."""
+        self.frameworks.set_mlx(status)
+
+    def checked_frameworks(self) -> list[str]:
+        return self.frameworks.checked()
+
+    def mlx_runs_on(self, device: str) -> bool:
+        return self.frameworks.runs_on(device)
+
+    def set_gpu_count(self, n: int) -> None:
+        """The machine's CUDA GPUs: the field's choices (hidden with fewer than two)."""
+        self.gpus.set_count(n)
+
+    def gpu_counts(self) -> list[int]:
+        return self.gpus.counts()
+
+    def set_environments(self, environments: list[dict], own: str) -> None:
+        """Preferences' other PyTorch environments ([{"path", "label"}]) beside this app's own (`own`)."""
+        self.pythons.set_environments(environments, own)
+
+    def checked_pythons(self) -> list[str | None]:
+        return self.pythons.checked()
 
     # ------------------------------------------------------------------------------------------- datasets
 
