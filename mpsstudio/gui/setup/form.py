@@ -19,6 +19,7 @@ from ...engine.basics.config import PRECISIONS
 from ...engine.basics.request import RunRequest
 from . import rules
 from .environments import FrameworkChoice, GpuChoice, PythonChoice
+from .guards import GuardRow
 from .advanced import AdvancedSectionMixin
 from .widgets import SectionHeading
 from ..style import keys
@@ -70,7 +71,9 @@ class SetupForm(AdvancedSectionMixin, QWidget):
                                 "one sample's forward pass (matrix products and convolutions), counted by PyTorch's "
                                 "FlopCounterMode, not measured; a training step is about three times that.")
         footer.addWidget(self.summary)
-        self._add_guard_row(footer)
+        self.guard_row = GuardRow(footer, self)
+        self.guard_box, self.guard_label, self.guard_button = (self.guard_row.box, self.guard_row.label,
+                                                               self.guard_row.button)
         self.run_button = QPushButton("Run on CPU")
         self.run_button.setDefault(True)
         self.run_button.setToolTip(RUN_TIP)

@@ -20,7 +20,6 @@ from . import rules
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
-from .guards import GuardsMixin
 from .inputs import InputsMixin
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
@@ -33,7 +32,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = rules.DEFAULT_STEPS
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMixin, SummaryMixin, SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -66,8 +65,26 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, GuardsMi
             choice.changed.connect(lambda: (self._refresh(), self._update_button(), self._emit_changed()))
         self.pythons.changed.connect(lambda: (self._refresh(), self._update_button()))
         self.pythons.listed.connect(self._update_button)
+        self.guard_row.fix_requested.connect(self._apply_guard)
         self._update_enabled()
         self._refresh()
+
+    # -- the guard (guards.py, rules.first_guard) ------------------------------------------------------------------
+    def guard(self):
+        """The engine's first guard for the form's setup, or None (nothing loaded, nothing wrong)."""
+        if not self._loaded or self.input_problem():
+            return None
+        return rules.first_guard(self.configs(), self._dataset_infos, self._folder_reports)
+
+    def train_samples(self) -> int | None:
+        """The training samples the form's setup gets, None when unknown."""
+        return rules.train_samples(self.configs(), self._dataset_infos, self._folder_reports)
+
+    def _apply_guard(self, _shown: dict) -> None:
+        found = self.guard()  # the setup's guard now (the one shown, unless the setup changed since)
+        if found is None:
+            return
+        self.apply_config(self._form_request().changed(**found.fix).settings, devices=self.checked_devices())
 
     # -- the framework, GPU-count and PyTorch choices (environments.py) --------------------------------------------
     def set_mlx(self, status: dict) -> None:

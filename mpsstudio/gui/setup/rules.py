@@ -121,3 +121,43 @@ def run_problem(input_problem: str, pythons: int, blocking: str) -> str:
     if not pythons:
         return NO_PYTORCH
     return blocking
+
+
+def first_guard(configs: Sequence, dataset_infos: dict, folder_reports: dict):
+    """The engine's first guard (run.guards) of the form's planned configs, or None: nothing planned, nothing
+    wrong, or a model or folder that cannot be read yet (the summary says so)."""
+    if not configs:
+        return None
+    from ...engine.run import guards
+
+    config = configs[0]
+    dataset = config.dataset
+    try:
+        train = guards.train_samples(config, dataset_infos.get(dataset), folder_reports.get(dataset))
+        found = guards.guards(config, train, dataset_title(dataset, dataset_infos))
+    except Exception:
+        return None
+    return found[0] if found else None
+
+
+def train_samples(configs: Sequence, dataset_infos: dict, folder_reports: dict) -> int | None:
+    """The training samples the form's setup gets (the engine's run.guards.train_samples), None when unknown."""
+    if not configs:
+        return None
+    from ...engine.run import guards
+
+    dataset = configs[0].dataset
+    try:
+        return guards.train_samples(configs[0], dataset_infos.get(dataset), folder_reports.get(dataset))
+    except Exception:
+        return None
+
+
+def dataset_title(dataset: str, dataset_infos: dict) -> str:
+    """A dataset's name as the guard says it: a built-in's, or a folder's last part."""
+    info = dataset_infos.get(dataset)
+    if info is not None:
+        return info.name
+    from pathlib import Path
+
+    return Path(dataset).expanduser().name or dataset

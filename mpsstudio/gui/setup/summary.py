@@ -57,7 +57,7 @@ class SummaryMixin:
             self._training_form.setRowVisible(self.finetune_combo, self._is_model_folder(self.model_combo.currentData()))
         self.summary.setText(self.summary_text())
         if self._loaded:
-            self._update_guard()
+            self.guard_row.show(self.guard())
         self._update_button()
 
     def summary_text(self) -> str:

@@ -88,3 +88,16 @@ def test_a_precision_a_checked_device_cannot_run_is_off_with_every_reason(monkey
 def test_switching_to_the_shown_unit_changes_nothing(mode):
     length = rules.Length(mode=mode)
     assert not length.switch(mode)
+
+
+def test_the_first_guard_is_the_engines_and_none_when_nothing_is_planned():
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.data import datasets
+
+    infos = {d.name: d for d in datasets.list_datasets()}
+    assert rules.first_guard([], infos, {}) is None and rules.train_samples([], infos, {}) is None
+    config = RunConfig(model="mlp", dataset="shapes", batch_size=60_000, steps=5, epochs=None)
+    found = rules.first_guard([config], infos, {})
+    assert found is not None and found.blocking and "60,000" in found.sentence
+    assert rules.train_samples([config], infos, {}) == 6_000
+    assert rules.dataset_title("~/photos/birds", {}) == "birds" and rules.dataset_title("shapes", infos) == "shapes"
