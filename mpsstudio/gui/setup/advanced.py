@@ -1,10 +1,13 @@
-"""The setup form's Advanced section (built folded; the panel gives it meaning)."""
+"""The setup form's Advanced section: a control that owns its widgets (built folded) and says `changed`; the panel
+gives them meaning."""
 
 from __future__ import annotations
 
 import sys
 
-from PySide6.QtCore import Qt
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import QCheckBox, QComboBox, QToolButton, QVBoxLayout, QWidget
 
@@ -13,16 +16,37 @@ from ...engine.basics.request import RunRequest
 from ...engine.machine.apple import MPS_COMPILE_NOTE
 from .widgets import LearningRateBox
 
+if TYPE_CHECKING:
+    from .form import SetupForm
+
 _OPTIMIZER_TITLES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
 _MODE_TITLES = {"train": "Train", "inference": "Inference"}
 _MODE_TIPS = {"train": "Forward pass, backward pass and optimizer step.",
               "inference": "Forward passes only, under torch.inference_mode()."}
 
 
-class AdvancedSectionMixin:
-    """The Advanced section's widgets: learning rate, optimizer, warm-up, data workers, mode, repeat, accumulation, early stopping, the best epoch, resident data, channels_last, torch.compile and the MPS fallback."""
+class AdvancedSection(QObject):
+    """The Advanced section's widgets: learning rate, optimizer, warm-up, data workers, mode, repeat, accumulation,
+    early stopping, the best epoch, resident data, channels_last, torch.compile and the MPS fallback. Its rows are
+    made by the form (`form`: its labels aligned with the others'); `changed` when a setting the runs take changes."""
 
-    def _add_advanced_section(self, layout: QVBoxLayout) -> None:
+    changed = Signal()
+
+    def __init__(self, layout: QVBoxLayout, form: SetupForm) -> None:
+        super().__init__(form)
+        self._form = form
+        self._build(layout)
+
+    def set_open(self, opened: bool) -> None:
+        """Show or hide the Advanced options (collapsed by default)."""
+        self.advanced_toggle.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
+        self.advanced.setVisible(opened)
+
+    def _emit_changed(self, *_args) -> None:
+        self.changed.emit()
+
+    def _build(self, layout: QVBoxLayout) -> None:
+        maker = self._form
         layout.addSpacing(8)
         self.advanced_toggle = QToolButton()
         self.advanced_toggle.setText("Advanced")
@@ -35,7 +59,7 @@ class AdvancedSectionMixin:
         font.setPointSizeF(max(8.0, font.pointSizeF() - 1))
         self.advanced_toggle.setFont(font)
         self.advanced_toggle.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.advanced_toggle.clicked.connect(lambda: self.set_advanced_open(not self.advanced.isVisible()))
+        self.advanced_toggle.clicked.connect(lambda: self.set_open(not self.advanced.isVisible()))
         layout.addWidget(self.advanced_toggle)
 
         self.advanced = QWidget()
@@ -43,7 +67,7 @@ class AdvancedSectionMixin:
         box = QVBoxLayout(self.advanced)
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(6)
-        form = self._new_form()
+        form = maker._new_form()
         defaults = RunRequest().settings
 
         self.lr_box = LearningRateBox()
@@ -51,25 +75,25 @@ class AdvancedSectionMixin:
         self.lr_box.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.lr_box.setToolTip("Optimizer learning rate. The arrows step 0.01 → 0.02 → 0.05 → 0.1.")
         self.lr_box.valueChanged.connect(self._emit_changed)
-        self._row(form, "Learning rate", self.lr_box)
+        maker._row(form, "Learning rate", self.lr_box)
 
         self.optimizer_combo = QComboBox()
         for o in OPTIMIZERS:
             self.optimizer_combo.addItem(_OPTIMIZER_TITLES.get(o, o), o)
         self.optimizer_combo.setCurrentIndex(OPTIMIZERS.index(defaults.optimizer))
         self.optimizer_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Optimizer", self.optimizer_combo)
+        maker._row(form, "Optimizer", self.optimizer_combo)
 
-        self.warmup_spin = self._spin(0, 100_000, defaults.warmup_steps,
+        self.warmup_spin = maker._spin(0, 100_000, defaults.warmup_steps,
                                       "Steps run first and timed apart (Metal graph compilation, cuDNN autotuning, "
                                       "torch.compile); never mixed into throughput.")
         self.warmup_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Warm-up steps", self.warmup_spin)
+        maker._row(form, "Warm-up steps", self.warmup_spin)
 
-        self.workers_spin = self._spin(0, 64, defaults.workers,
+        self.workers_spin = maker._spin(0, 64, defaults.workers,
                                        "DataLoader worker processes; 0 loads batches in the main process.")
         self.workers_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Data workers", self.workers_spin)
+        maker._row(form, "Data workers", self.workers_spin)
 
         self.mode_combo = QComboBox()
         for i, m in enumerate(MODES):
@@ -77,38 +101,38 @@ class AdvancedSectionMixin:
             self.mode_combo.setItemData(i, _MODE_TIPS.get(m, ""), Qt.ItemDataRole.ToolTipRole)
         self.mode_combo.setCurrentIndex(MODES.index(defaults.mode))
         self.mode_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Mode", self.mode_combo)
+        maker._row(form, "Mode", self.mode_combo)
 
-        self.repeat_spin = self._spin(1, 100, 1,
+        self.repeat_spin = maker._spin(1, 100, 1,
                                       "Run the devices this many times, interleaved (A B B A …), so drift and heat "
                                       "affect both; the speedup is then the median of the paired rounds with their "
                                       "range.")
         self.repeat_spin.setSuffix(" ×")
-        self._row(form, "Repeat", self.repeat_spin)
+        maker._row(form, "Repeat", self.repeat_spin)
 
-        self.accumulate_spin = self._spin(1, MAX_ACCUMULATE, defaults.accumulate,
+        self.accumulate_spin = maker._spin(1, MAX_ACCUMULATE, defaults.accumulate,
                                           "Gradient accumulation: one optimizer step every N batches, an effective "
                                           "batch of N × the batch size. Steps and throughput still count batches "
                                           "and samples, so runs stay comparable.")
         self.accumulate_spin.setSuffix(" batches")
         self.accumulate_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Accumulate", self.accumulate_spin)
+        maker._row(form, "Accumulate", self.accumulate_spin)
 
-        self.patience_spin = self._spin(0, 1000, 0,
+        self.patience_spin = maker._spin(0, 1000, 0,
                                         "Early stopping: end the run when the monitored validation figure has not "
                                         "improved for this many epochs (Off: train every epoch). Epoch runs with a "
                                         "validation split only.")
         self.patience_spin.setSpecialValueText("Off")
         self.patience_spin.setSuffix(" epochs")
         self.patience_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Early stopping", self.patience_spin)
+        maker._row(form, "Early stopping", self.patience_spin)
 
         self.monitor_combo = QComboBox()
         self.monitor_combo.addItem("Validation accuracy", "val_accuracy")
         self.monitor_combo.addItem("Validation loss", "val_loss")
         self.monitor_combo.setToolTip("What early stopping and the best epoch watch.")
         self.monitor_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Monitor", self.monitor_combo)
+        maker._row(form, "Monitor", self.monitor_combo)
 
         self.monitor_mode_combo = QComboBox()
         self.monitor_mode_combo.addItem("Automatic", None)
@@ -116,7 +140,7 @@ class AdvancedSectionMixin:
         self.monitor_mode_combo.addItem("Lower is better (min)", "min")
         self.monitor_mode_combo.setToolTip("Automatic: higher accuracy, lower loss.")
         self.monitor_mode_combo.currentIndexChanged.connect(self._emit_changed)
-        self._row(form, "Better is", self.monitor_mode_combo)
+        maker._row(form, "Better is", self.monitor_mode_combo)
         box.addLayout(form)
 
         self.resident_check = QCheckBox("Keep data on the device (resident)")

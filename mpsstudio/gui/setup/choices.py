@@ -164,5 +164,4 @@ class ChoicesMixin:
 
     def set_advanced_open(self, opened: bool) -> None:
         """Show or hide the Advanced options (collapsed by default)."""
-        self.advanced_toggle.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
-        self.advanced.setVisible(opened)
+        self.advanced_section.set_open(opened)

@@ -20,7 +20,7 @@ from ...engine.basics.request import RunRequest
 from . import rules
 from .environments import FrameworkChoice, GpuChoice, PythonChoice
 from .guards import GuardRow
-from .advanced import AdvancedSectionMixin
+from .advanced import AdvancedSection
 from .widgets import SectionHeading
 from ..style import keys
 
@@ -31,7 +31,7 @@ _PRECISION_TITLES = {"fp32": "fp32", "fp16": "fp16 (autocast)", "bf16": "bf16 (a
 PRECISION_TIPS = rules.PRECISION_TIPS
 
 
-class SetupForm(AdvancedSectionMixin, QWidget):
+class SetupForm(QWidget):
     """The sidebar's widgets: sections for model, dataset, devices, training and advanced options, and Run."""
 
     # ------------------------------------------------------------------------------------------- building
@@ -56,7 +56,19 @@ class SetupForm(AdvancedSectionMixin, QWidget):
         self._add_dataset_section(form)
         self._add_devices_section(form)
         self._add_training_section(form)
-        self._add_advanced_section(form)
+        self.advanced_section = AdvancedSection(form, self)
+        a = self.advanced_section  # its widgets, which the panel reads and sets
+        self.advanced_toggle, self.advanced = a.advanced_toggle, a.advanced
+        self.lr_box, self.optimizer_combo, self.warmup_spin, self.workers_spin = (a.lr_box, a.optimizer_combo,
+                                                                                 a.warmup_spin, a.workers_spin)
+        self.mode_combo, self.repeat_spin, self.accumulate_spin = a.mode_combo, a.repeat_spin, a.accumulate_spin
+        self.patience_spin, self.monitor_combo, self.monitor_mode_combo = (a.patience_spin, a.monitor_combo,
+                                                                           a.monitor_mode_combo)
+        self.resident_check, self.channels_last_check, self.compile_check = (a.resident_check,
+                                                                             a.channels_last_check, a.compile_check)
+        self.tf32_check, self.mps_fallback_check = a.tf32_check, a.mps_fallback_check
+        self.cast_float64_check, self.keep_best_check = a.cast_float64_check, a.keep_best_check
+        a.changed.connect(self._emit_changed)
         form.addStretch(1)
         self._align_labels()
 
