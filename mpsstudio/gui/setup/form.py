@@ -20,6 +20,7 @@ from ...engine.basics.request import RunRequest
 from . import rules
 from .environments import FrameworkChoice, GpuChoice, PythonChoice
 from .guards import GuardRow
+from .inputs import InputRows
 from .advanced import AdvancedSection
 from .widgets import SectionHeading
 from ..style import keys
@@ -132,7 +133,10 @@ class SetupForm(QWidget):
         row.addWidget(self.dataset_combo, 1)
         row.addWidget(self.open_folder_button)
         layout.addLayout(row)
-        self._add_input_rows(layout)
+        self.inputs = InputRows(layout, self)
+        self.input_edit, self.classes_spin, self.image_size_spin = (self.inputs.input_edit, self.inputs.classes_spin,
+                                                                    self.inputs.image_size_spin)
+        self.inputs.changed.connect(self._emit_changed)
 
     def _add_devices_section(self, layout: QVBoxLayout) -> None:
         self._section(layout, "Devices")

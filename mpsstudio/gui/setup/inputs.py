@@ -12,12 +12,17 @@ They become RunConfig.input_shape, num_classes and image_size; what the engine m
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ...engine.basics.config import MAX_CLASSES, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, parse_input_shape
 from ...engine.basics.errors import UserError
 from .rules import CHOOSE_FILE
+
+if TYPE_CHECKING:
+    from .form import SetupForm
 
 SYNTHETIC = "synthetic"
 _MODELS = "model's"
@@ -35,71 +40,70 @@ def _shape_text(spec) -> str:
     return f"{spec.seq_len} tokens"
 
 
-class InputsMixin:
-    """Input, Classes and Image size: shown for the data they apply to, with the model's own as the default."""
+def input_kind(dataset, model, dataset_infos: dict, model_infos: dict) -> str:
+    """'synthetic', 'folder' or '' (a named dataset, or a model file that makes its own batches)."""
+    if dataset is None:
+        return ""
+    if str(dataset).lower() == SYNTHETIC:
+        return "" if makes_own_batches(model, model_infos) else SYNTHETIC
+    return "folder" if dataset not in dataset_infos else ""
 
-    def _add_input_rows(self, layout: QVBoxLayout) -> None:
-        self._inputs_box = QWidget()
-        form: QFormLayout = self._new_form()
-        self._inputs_box.setLayout(form)
+
+def makes_own_batches(model, model_infos: dict) -> bool:
+    """A user's file with make_batch: its batches are its own (read from the file, never run here)."""
+    if model in (None, CHOOSE_FILE) or model in model_infos:
+        return False
+    try:
+        from ...engine.models import registry as models
+
+        declared = models.get_model_info(model).declared
+    except Exception:
+        return False
+    return bool(declared is not None and declared.make_batch)
+
+
+class InputRows(QObject):
+    """Input, Classes and Image size: shown for the data they apply to (`kind`, from input_kind), with the model's
+    own as the default. Its rows are made by the form (labels aligned with the others'); `changed` on an edit."""
+
+    changed = Signal()
+
+    def __init__(self, layout: QVBoxLayout, form: SetupForm) -> None:
+        super().__init__(form)
+        self.box = QWidget()
+        rows: QFormLayout = form._new_form()
+        self.box.setLayout(rows)
         self.input_edit = QLineEdit()
         self.input_edit.setToolTip(INPUT_TIP)
         self.input_edit.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.input_edit.setClearButtonEnabled(True)
-        self.input_edit.textChanged.connect(self._emit_changed)
-        self._row(form, "Input", self.input_edit)
-        self.classes_spin = self._spin(1, MAX_CLASSES, 1, CLASSES_TIP)  # 1: the model's own (one class is none)
-        self.classes_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Classes", self.classes_spin)
-        self.image_size_spin = self._spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
+        self.input_edit.textChanged.connect(lambda _text: self.changed.emit())
+        form._row(rows, "Input", self.input_edit)
+        self.classes_spin = form._spin(1, MAX_CLASSES, 1, CLASSES_TIP)  # 1: the model's own (one class is none)
+        self.classes_spin.valueChanged.connect(lambda _value: self.changed.emit())
+        form._row(rows, "Classes", self.classes_spin)
+        self.image_size_spin = form._spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
         self.image_size_spin.setSuffix(" px")
-        self.image_size_spin.valueChanged.connect(self._emit_changed)
-        self._row(form, "Image size", self.image_size_spin)
-        layout.addWidget(self._inputs_box)
+        self.image_size_spin.valueChanged.connect(lambda _value: self.changed.emit())
+        form._row(rows, "Image size", self.image_size_spin)
+        layout.addWidget(self.box)
 
-    def _input_kind(self) -> str:
-        """'synthetic', 'folder' or '' (a named dataset, or a model file that makes its own batches)."""
-        dataset = self.dataset_combo.currentData()
-        if dataset is None:
-            return ""
-        if str(dataset).lower() == SYNTHETIC:
-            return "" if self._makes_own_batches() else SYNTHETIC
-        return "folder" if dataset not in self._dataset_infos else ""
-
-    def _makes_own_batches(self) -> bool:
-        """A user's file with make_batch: its batches are its own (read from the file, never run here)."""
-        model = self.model_combo.currentData()
-        if model in (None, CHOOSE_FILE) or model in self._model_infos:
-            return False
-        try:
-            from ...engine.models import registry as models
-
-            declared = models.get_model_info(model).declared
-        except Exception:
-            return False
-        return bool(declared is not None and declared.make_batch)
-
-    def _update_input_rows(self) -> None:
-        """Show the rows the data takes, with the model's own input as their default."""
-        kind = self._input_kind()
-        form: QFormLayout = self._inputs_box.layout()
-        form.setRowVisible(self.input_edit, kind == SYNTHETIC)
-        form.setRowVisible(self.classes_spin, kind == SYNTHETIC)
-        form.setRowVisible(self.image_size_spin, kind == "folder")
-        self._inputs_box.setVisible(bool(kind))
-        model = self.model_combo.currentData()
-        own = self._model_default_spec(model) if model not in (None, CHOOSE_FILE) else None
+    def show_for(self, kind: str, own, preferred: int | None) -> None:
+        """Show the rows `kind` of data takes; `own`: the model's own input (a DataSpec, or None), `preferred`: the
+        image size it prefers."""
+        rows = self.box.layout()
+        assert isinstance(rows, QFormLayout)
+        rows.setRowVisible(self.input_edit, kind == SYNTHETIC)
+        rows.setRowVisible(self.classes_spin, kind == SYNTHETIC)
+        rows.setRowVisible(self.image_size_spin, kind == "folder")
+        self.box.setVisible(bool(kind))
         self.input_edit.setPlaceholderText(f"{_shape_text(own)} ({_MODELS})" if own is not None else _MODELS)
         self.classes_spin.setSpecialValueText(f"{own.num_classes} ({_MODELS})" if own is not None else _MODELS)
-        preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
-        if preferred is None and own is not None and model not in self._model_infos and own.kind == "image":
-            preferred = own.height  # a user's file that declares INPUT_SHAPE
         self.image_size_spin.setSpecialValueText(f"{preferred} px ({_MODELS})" if preferred else "folder's")
 
-    def _input_fields(self) -> dict:
+    def fields(self, kind: str) -> dict:
         """input_shape, num_classes and image_size for the form's config; a shape that does not parse is left out
-        (input_problem() says why, and Run stays disabled)."""
-        kind = self._input_kind()
+        (problem() says why, and Run stays disabled)."""
         if kind == SYNTHETIC:
             try:
                 shape = parse_input_shape(self.input_edit.text()) if self.input_edit.text().strip() else None
@@ -112,10 +116,10 @@ class InputsMixin:
             return {"input_shape": None, "num_classes": None, "image_size": size if size >= MIN_IMAGE_SIZE else None}
         return {"input_shape": None, "num_classes": None, "image_size": None}
 
-    def input_problem(self) -> str:
+    def problem(self, kind: str) -> str:
         """One sentence when the Input text is not a shape; '' otherwise."""
         text = self.input_edit.text().strip()
-        if self._input_kind() != SYNTHETIC or not text:
+        if kind != SYNTHETIC or not text:
             return ""
         try:
             parse_input_shape(text)
@@ -123,11 +127,11 @@ class InputsMixin:
             return str(exc)
         return ""
 
-    def _apply_inputs(self, config) -> None:
+    def apply(self, config, own) -> None:
+        """A config's input put back; `own`: the model's own input (for --image-size on synthetic data)."""
         shape = config.input_shape
         if shape is None and config.image_size and str(config.dataset).lower() == SYNTHETIC:
-            own = self._model_default_spec(config.model)  # --image-size on synthetic data: the model's C × size²
-            if own is not None and own.kind == "image":
+            if own is not None and own.kind == "image":  # the model's C × size²
                 shape = [own.channels, config.image_size, config.image_size]
         self.input_edit.setText(" × ".join(str(v) for v in shape) if shape else "")
         self.classes_spin.setValue(config.num_classes or 1)

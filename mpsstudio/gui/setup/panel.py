@@ -20,7 +20,7 @@ from . import rules
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
 from .configs import ConfigsMixin
-from .inputs import InputsMixin
+from .inputs import input_kind
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
 from .rules import MODEL_FILE_WARNING
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = rules.DEFAULT_STEPS
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryMixin, SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -68,6 +68,31 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, InputsMixin, SummaryM
         self.guard_row.fix_requested.connect(self._apply_guard)
         self._update_enabled()
         self._refresh()
+
+    # -- the input rows (inputs.py) -----------------------------------------------------------------------------
+    def _input_kind(self) -> str:
+        return input_kind(self.dataset_combo.currentData(), self.model_combo.currentData(), self._dataset_infos,
+                          self._model_infos)
+
+    def _update_input_rows(self) -> None:
+        """Show the rows the data takes, with the model's own input as their default."""
+        model = self.model_combo.currentData()
+        own = self._model_default_spec(model) if model not in (None, rules.CHOOSE_FILE) else None
+        preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
+        if preferred is None and own is not None and model not in self._model_infos and own.kind == "image":
+            preferred = own.height  # a user's file that declares INPUT_SHAPE
+        self.inputs.show_for(self._input_kind(), own, preferred)
+
+    def _input_fields(self) -> dict:
+        return self.inputs.fields(self._input_kind())
+
+    def input_problem(self) -> str:
+        """One sentence when the Input text is not a shape; '' otherwise."""
+        return self.inputs.problem(self._input_kind())
+
+    def _apply_inputs(self, config) -> None:
+        needs_own = config.input_shape is None and config.image_size and str(config.dataset).lower() == "synthetic"
+        self.inputs.apply(config, self._model_default_spec(config.model) if needs_own else None)
 
     # -- the guard (guards.py, rules.first_guard) ------------------------------------------------------------------
     def guard(self):

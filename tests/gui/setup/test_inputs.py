@@ -26,9 +26,9 @@ def panel(qtbot):
 
 
 def _visible(p: SetupPanel) -> set[str]:
-    form = p._inputs_box.layout()
+    form = p.inputs.box.layout()
     rows = {"input": p.input_edit, "classes": p.classes_spin, "image size": p.image_size_spin}
-    return {name for name, w in rows.items() if p._inputs_box.isVisibleTo(p) and form.isRowVisible(w)}
+    return {name for name, w in rows.items() if p.inputs.box.isVisibleTo(p) and form.isRowVisible(w)}
 
 
 def _choose(p: SetupPanel, dataset: str) -> None:
