@@ -24,8 +24,8 @@ class CatalogMixin:
         checked = set(self.checked_devices())
         self._quiet += 1
         try:
-            self._model_infos = {m.name: m for m in models}
-            self._dataset_infos = {d.name: d for d in datasets}
+            self.facts.model_infos = {m.name: m for m in models}
+            self.facts.dataset_infos = {d.name: d for d in datasets}
             self._fill_models(models)
             self._fill_datasets(datasets)
             self._fill_devices(devices)
@@ -66,7 +66,7 @@ class CatalogMixin:
 
     def _fill_datasets(self, datasets: list) -> None:
         self._fill_named(self.dataset_combo, datasets)
-        for path, report in self._folder_reports.items():
+        for path, report in self.facts.folder_reports.items():
             self._insert_folder(path, report)
 
     def _fill_devices(self, devices: list) -> None:
@@ -87,11 +87,11 @@ class CatalogMixin:
         a known path is reselected."""
         index = self._folder_index(path)
         if index < 0:
-            self._folder_reports[path] = report
+            self.facts.folder_reports[path] = report
             index = self._insert_folder(path, report)
         else:
             path = self.dataset_combo.itemData(index)
-            self._folder_reports[path] = report
+            self.facts.folder_reports[path] = report
             self.dataset_combo.setItemData(index, self._folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         self.dataset_combo.setCurrentIndex(index)
         self._refresh()
@@ -100,7 +100,7 @@ class CatalogMixin:
         wanted = os.path.normpath(os.path.expanduser(path))
         for i in range(self.dataset_combo.count()):
             data = self.dataset_combo.itemData(i)
-            if data and data not in self._dataset_infos and os.path.normpath(os.path.expanduser(data)) == wanted:
+            if data and data not in self.facts.dataset_infos and os.path.normpath(os.path.expanduser(data)) == wanted:
                 return i
         return -1
 
@@ -110,7 +110,7 @@ class CatalogMixin:
 
     def _insert_folder(self, path: str, report) -> int:
         combo = self.dataset_combo
-        if combo.count() == len(self._dataset_infos) and self._dataset_infos:
+        if combo.count() == len(self.facts.dataset_infos) and self.facts.dataset_infos:
             combo.insertSeparator(combo.count())
         name = Path(path).expanduser().name or path
         # the platform's folder icon, not an emoji: a font without one draws a missing-glyph box

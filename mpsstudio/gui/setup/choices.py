@@ -71,7 +71,7 @@ class ChoicesMixin:
 
     def _model_file(self) -> str | None:
         model = self.model_combo.currentData()
-        if model in (None, CHOOSE_FILE, RUN_SCRIPT) or model in self._model_infos or not str(model).endswith(".py"):
+        if model in (None, CHOOSE_FILE, RUN_SCRIPT) or model in self.facts.model_infos or not str(model).endswith(".py"):
             return None  # a built-in, or a model folder (data only: nothing to run to check it)
         return model
 

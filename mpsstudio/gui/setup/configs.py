@@ -99,13 +99,6 @@ class ConfigsMixin:
             options["finetune"] = self.finetune_combo.currentData()
         return options
 
-    def _is_model_folder(self, model) -> bool:
-        """A Hugging Face model folder chosen as the model (a built-in's name is never looked up on disk)."""
-        from ...engine.models.hf_folder import is_model_folder
-
-        return (isinstance(model, str) and model not in self._model_infos and not model.endswith(".py")
-                and is_model_folder(model))
-
     def apply_config(self, config: RunConfig, devices: list[str] | None = None) -> None:
         """Set the form from a config (restoring the last setup); `devices`: every device to check (a comparison).
 
@@ -132,10 +125,10 @@ class ConfigsMixin:
         if index >= 0:
             self.model_combo.setCurrentIndex(index)
         index = self.dataset_combo.findData(config.dataset)
-        if index < 0 and config.dataset not in self._dataset_infos:
+        if index < 0 and config.dataset not in self.facts.dataset_infos:
             index = self._folder_index(config.dataset)
             if index < 0:
-                self._folder_reports[config.dataset] = None
+                self.facts.folder_reports[config.dataset] = None
                 index = self._insert_folder(config.dataset, None)
         if index >= 0:
             self.dataset_combo.setCurrentIndex(index)

@@ -25,7 +25,7 @@ from .advanced import AdvancedSection
 from .widgets import SectionHeading
 from ..style import keys
 
-LOADING_TEXT = "Loading PyTorch…"
+LOADING_TEXT = rules.LOADING_TEXT
 NO_DEVICE_TIP = "Check at least one device to run on."
 RUN_TIP = f"Run the setup on the checked devices, one after another ({keys('Ctrl+R')})."
 _PRECISION_TITLES = {"fp32": "fp32", "fp16": "fp16 (autocast)", "bf16": "bf16 (autocast)"}

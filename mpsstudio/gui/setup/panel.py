@@ -14,8 +14,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QLabel, QWidget
 
-from ...engine.basics.config import RunConfig
+from ...engine.basics.config import RunConfig, precision_note
 from ...engine.basics.request import RunRequest
+from ...engine.basics.spec import DataSpec
+from ...engine.machine.apple import MPS_COMPILE_NOTE
 from . import rules
 from .catalog import CatalogMixin
 from .choices import ChoicesMixin
@@ -24,7 +26,7 @@ from .inputs import input_kind
 from .form import LOADING_TEXT, NO_DEVICE_TIP, RUN_TIP, SetupForm
 from .model_files import ModelFileGuard
 from .rules import MODEL_FILE_WARNING
-from .summary import SummaryMixin, dataset_facts, folder_facts
+from .summary import SetupFacts, dataset_facts, folder_facts
 from .widgets import DeviceRow, run_target
 
 __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP", "SetupPanel", "dataset_facts",
@@ -32,7 +34,7 @@ __all__ = ["DEFAULT_STEPS", "LOADING_TEXT", "MODEL_FILE_WARNING", "NO_DEVICE_TIP
 
 DEFAULT_STEPS = rules.DEFAULT_STEPS
 
-class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupForm):
+class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SetupForm):
     """The sidebar form that turns the user's choices into one RunConfig per checked device."""
 
     run_requested = Signal()
@@ -44,10 +46,7 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupFo
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._device_rows: list[DeviceRow] = []
-        self._dataset_infos: dict = {}
-        self._model_infos: dict = {}
-        self._folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
-        self._param_cache: dict[tuple, int | str] = {}
+        self.facts = SetupFacts()  # the catalogue's models, datasets and folders, and the models' counts
         self._base = RunRequest()  # carries settings the form does not show (seed, threads, tf32, ...)
         self._pending: RunConfig | None = None
         self._loaded = False
@@ -69,17 +68,70 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupFo
         self._update_enabled()
         self._refresh()
 
+    # -- the summary line (summary.py: SetupFacts) ------------------------------------------------------------------
+    def _refresh(self) -> None:
+        if self._loaded:
+            self._update_input_rows()
+            self._training_form.setRowVisible(self.finetune_combo, self._is_model_folder(self.model_combo.currentData()))
+        self.summary.setText(self.summary_text())
+        if self._loaded:
+            self.guard_row.show(self.guard())
+        self._update_button()
+
+    def summary_text(self) -> str:
+        """One line on the dataset and the model, e.g. 'shapes · 6,000 + 1,000 images · … — mlp · 1.5 M parameters'."""
+        if not self._loaded:
+            return LOADING_TEXT
+        model = self.model_combo.currentData()
+        dataset = self.dataset_combo.currentData()
+        if model in (None, rules.CHOOSE_FILE) or dataset is None:
+            return ""
+        spec, facts = self._dataset_spec_and_facts(model, dataset)
+        params = self.facts.parameters(model, spec, self.model_files.parameters)
+        text = self.facts.line(model, facts, params, self.facts.macs(model, spec) if isinstance(params, int) else None)
+        if self.compile_check.isChecked() and any(d.kind == "mps" for d in self._checked_device_objects()):
+            text += f"\n{MPS_COMPILE_NOTE}"
+        notes = {precision_note(c) for c in self.configs()} - {""}
+        return text + "".join(f"\n{note}" for note in sorted(notes))
+
+    def _dataset_spec_and_facts(self, model: str, dataset: str) -> tuple[DataSpec | None, str]:
+        info = self.facts.dataset_infos.get(dataset)
+        if info is None:
+            return self.facts.folder_spec_and_facts(model, dataset, self._base.settings.image_size)
+        if info.spec is not None:
+            return info.spec, dataset_facts(info, info.spec)
+        # synthetic: the engine's sample for the model and the Input and Classes rows
+        from ...engine.basics.errors import UserError
+        from ...engine.run.setup import synthetic_input
+
+        problem = self.input_problem()
+        if problem:
+            return None, f"{info.name}: {problem}"
+        try:
+            spec = synthetic_input(self._form_request().changed(model=model).settings)
+        except UserError as exc:
+            return None, f"{info.name}: {exc}"
+        except Exception:  # a model file that cannot be read yet: its own words come with Run
+            return self._model_default_spec(model), dataset_facts(info, None)
+        return spec, dataset_facts(info, spec)
+
+    def _model_default_spec(self, model: str) -> DataSpec | None:
+        return self.facts.model_default_spec(model)
+
+    def _is_model_folder(self, model) -> bool:
+        return self.facts.is_model_folder(model)
+
     # -- the input rows (inputs.py) -----------------------------------------------------------------------------
     def _input_kind(self) -> str:
-        return input_kind(self.dataset_combo.currentData(), self.model_combo.currentData(), self._dataset_infos,
-                          self._model_infos)
+        return input_kind(self.dataset_combo.currentData(), self.model_combo.currentData(), self.facts.dataset_infos,
+                          self.facts.model_infos)
 
     def _update_input_rows(self) -> None:
         """Show the rows the data takes, with the model's own input as their default."""
         model = self.model_combo.currentData()
         own = self._model_default_spec(model) if model not in (None, rules.CHOOSE_FILE) else None
-        preferred = getattr(self._model_infos.get(model), "preferred_image_size", None)
-        if preferred is None and own is not None and model not in self._model_infos and own.kind == "image":
+        preferred = getattr(self.facts.model_infos.get(model), "preferred_image_size", None)
+        if preferred is None and own is not None and model not in self.facts.model_infos and own.kind == "image":
             preferred = own.height  # a user's file that declares INPUT_SHAPE
         self.inputs.show_for(self._input_kind(), own, preferred)
 
@@ -99,11 +151,11 @@ class SetupPanel(CatalogMixin, ChoicesMixin, ConfigsMixin, SummaryMixin, SetupFo
         """The engine's first guard for the form's setup, or None (nothing loaded, nothing wrong)."""
         if not self._loaded or self.input_problem():
             return None
-        return rules.first_guard(self.configs(), self._dataset_infos, self._folder_reports)
+        return rules.first_guard(self.configs(), self.facts.dataset_infos, self.facts.folder_reports)
 
     def train_samples(self) -> int | None:
         """The training samples the form's setup gets, None when unknown."""
-        return rules.train_samples(self.configs(), self._dataset_infos, self._folder_reports)
+        return rules.train_samples(self.configs(), self.facts.dataset_infos, self.facts.folder_reports)
 
     def _apply_guard(self, _shown: dict) -> None:
         found = self.guard()  # the setup's guard now (the one shown, unless the setup changed since)

@@ -17,6 +17,7 @@ PRECISION_TIPS = {
 }
 EPOCH_ONLY = ("early_stop_patience", "keep_best")  # what only an epoch run has (a validation after each epoch)
 NO_PYTORCH = "Check at least one PyTorch under Devices."
+LOADING_TEXT = "Loading PyTorch…"
 MODEL_FILE_WARNING = "⚠︎ Loading a model file runs its code; only choose files you trust."
 CHOOSE_FILE = "\x00choose-model-file"  # item data of the "Choose .py file…" entry
 RUN_SCRIPT = "\x00run-training-script"  # item data of the "Your Training Script…" entry (Run Your Training Script…)

@@ -101,3 +101,29 @@ def test_the_first_guard_is_the_engines_and_none_when_nothing_is_planned():
     assert found is not None and found.blocking and "60,000" in found.sentence
     assert rules.train_samples([config], infos, {}) == 6_000
     assert rules.dataset_title("~/photos/birds", {}) == "birds" and rules.dataset_title("shapes", infos) == "shapes"
+
+
+def test_the_summary_facts_import_no_qt_and_count_once(monkeypatch, tmp_path):
+    code = ("import sys, mpsstudio.gui.setup.summary; "
+            "print(any(m.startswith(('PySide6', 'shiboken6')) for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    from mpsstudio.engine.models import registry as models
+    from mpsstudio.gui.setup.summary import SetupFacts
+
+    facts = SetupFacts()
+    facts.model_infos = {m.name: m for m in models.list_models()}
+    spec = facts.model_default_spec("mlp")
+    counted = []
+    real = models.parameter_count
+    monkeypatch.setattr(models, "parameter_count", lambda *a: counted.append(a) or real(*a))
+    params = facts.parameters("mlp", spec, file_parameters=None)
+    assert isinstance(params, int) and facts.parameters("mlp", spec, file_parameters=None) == params
+    assert len(counted) == 1  # counted once
+    line = facts.line("mlp", "shapes · 6,000 images", params, None)
+    assert line.startswith("shapes · 6,000 images — mlp · ") and rules.MODEL_FILE_WARNING not in line
+    assert rules.MODEL_FILE_WARNING in facts.line("/tmp/mine.py", "synthetic", "", None)
+    mine = tmp_path / "mine.py"
+    mine.write_text("import torch\ndef build_model(num_classes, input_shape):\n    return torch.nn.Linear(4, 2)\n")
+    assert facts.parameters(str(mine), spec, file_parameters=lambda m, s: 42) == 42  # from its check, never run here
+    assert "was not found" in facts.parameters(str(tmp_path / "gone.py"), spec, file_parameters=lambda m, s: 42)
