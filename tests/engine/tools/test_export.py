@@ -3,11 +3,13 @@ against PyTorch; the sentence for an operator Core ML cannot convert; atomic wri
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 import types
 
 import pytest
@@ -389,6 +391,11 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
     from tests.support.fake_mps import FakeAppleMonitor
 
     monitor = FakeAppleMonitor(gpu_mw=2_000, cpu_mw=1_000, ane_mw=4_000)
+    # one clock for the benchmark, the meter and the faked counters, a millisecond a reading: the power read back is
+    # then the faked one on a loaded machine too (real time let a preemption between the meter's clock and the
+    # counters' reading skew a 20 ms span by 70 %)
+    ticks = itertools.count()
+    monkeypatch.setattr(time, "perf_counter", lambda: next(ticks) * 0.001)
     monkeypatch.setattr(ioreport, "_apple", lambda: types.SimpleNamespace(AppleEnergyMonitor=lambda: monitor))
     monkeypatch.setattr(deploybench, "_meter", lambda kind, place=None: meter.Meter(
         part="gpu" if kind == "mps" else "cpu", counters=[ioreport.AppleCounter()]))
