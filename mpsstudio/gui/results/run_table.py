@@ -15,7 +15,7 @@ from ...engine.basics.formatting import local_time
 from ...engine.basics.results import RunResult
 from ...engine.history.columns import BY_KEY
 from ..style import warning_color
-from .cells import CellsMixin
+from .cells import run_cells
 from .proxies import ComparisonProxy, GroupBadgeDelegate, RunSortProxy, fit_columns
 from .table_columns import (COL, COLUMNS, DEFAULT_HIDDEN, RUN_ID_ROLE, SORT_ROLE, STATE_GLYPHS, STATE_WORDS, Cell,
                             fmt_time, group_letter, sort_number)
@@ -25,7 +25,7 @@ __all__ = ["COL", "COLUMNS", "DEFAULT_HIDDEN", "RUN_ID_ROLE", "SORT_ROLE", "STAT
            "group_letter", "sort_number"]
 
 
-class RunTableModel(CellsMixin, QAbstractTableModel):
+class RunTableModel(QAbstractTableModel):
     """Runs as rows. A row's cells are formatted when first shown and a column's sort keys when first sorted by,
     then kept until the runs change: a history of 10,000 runs opens without formatting rows nobody sees."""
 
@@ -88,7 +88,9 @@ class RunTableModel(CellsMixin, QAbstractTableModel):
     def _row_cells(self, row: int) -> list[Cell]:
         cells = self._cells[row]
         if cells is None:
-            cells = self._cells[row] = self._format(self._runs[row])
+            run = self._runs[row]
+            comparison = self.comparison_of.get(run.id)
+            cells = self._cells[row] = run_cells(run, comparison, self.letter_of(comparison), self.speedups)
         return cells
 
     def _sort_key(self, row: int, col: int):
