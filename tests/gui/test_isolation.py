@@ -147,7 +147,7 @@ def test_restoring_a_setup_with_a_model_file_runs_nothing(qtbot, window, tmp_pat
     path, marks = marker_model(tmp_path)
     window.setup.apply_config(config(path))
     assert NOT_CHECKED in window.setup.summary_text()
-    assert window.setup.check_model_button.isVisible()
+    assert window.setup.models.check_button.isVisible()
     qtbot.wait(200)
     assert not marks.exists() and asked == []
 

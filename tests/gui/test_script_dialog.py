@@ -131,7 +131,7 @@ def test_the_model_picker_and_the_file_menu_open_the_script_dialog(window, monke
 
     asked = []
     monkeypatch.setattr(window, "ask_script", lambda devices: asked.append(devices))
-    combo = window.setup.model_combo
+    combo = window.setup.models.combo
     before = combo.currentData()
     combo.setCurrentIndex(combo.findData(RUN_SCRIPT))
     assert asked == [["cpu"]] and combo.currentData() == before  # the model stays what it was

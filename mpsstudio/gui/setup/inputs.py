@@ -12,17 +12,14 @@ They become RunConfig.input_shape, num_classes and image_size; what the engine m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ...engine.basics.config import MAX_CLASSES, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE, parse_input_shape
 from ...engine.basics.errors import UserError
 from .rules import CHOOSE_FILE
+from .widgets import FormRows, spin
 
-if TYPE_CHECKING:
-    from .form import SetupForm
 
 SYNTHETIC = "synthetic"
 _MODELS = "model's"
@@ -64,28 +61,28 @@ def makes_own_batches(model, model_infos: dict) -> bool:
 
 class InputRows(QObject):
     """Input, Classes and Image size: shown for the data they apply to (`kind`, from input_kind), with the model's
-    own as the default. Its rows are made by the form (labels aligned with the others'); `changed` on an edit."""
+    own as the default. Its rows are made with the form's others (`rows`: their labels aligned); `changed` on an edit."""
 
     changed = Signal()
 
-    def __init__(self, layout: QVBoxLayout, form: SetupForm) -> None:
-        super().__init__(form)
+    def __init__(self, layout: QVBoxLayout, form: FormRows, parent: QWidget) -> None:
+        super().__init__(parent)
         self.box = QWidget()
-        rows: QFormLayout = form._new_form()
+        rows: QFormLayout = form.new_form()
         self.box.setLayout(rows)
         self.input_edit = QLineEdit()
         self.input_edit.setToolTip(INPUT_TIP)
         self.input_edit.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.input_edit.setClearButtonEnabled(True)
         self.input_edit.textChanged.connect(lambda _text: self.changed.emit())
-        form._row(rows, "Input", self.input_edit)
-        self.classes_spin = form._spin(1, MAX_CLASSES, 1, CLASSES_TIP)  # 1: the model's own (one class is none)
+        form.row(rows, "Input", self.input_edit)
+        self.classes_spin = spin(1, MAX_CLASSES, 1, CLASSES_TIP)  # 1: the model's own (one class is none)
         self.classes_spin.valueChanged.connect(lambda _value: self.changed.emit())
-        form._row(rows, "Classes", self.classes_spin)
-        self.image_size_spin = form._spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
+        form.row(rows, "Classes", self.classes_spin)
+        self.image_size_spin = spin(MIN_IMAGE_SIZE - 1, MAX_IMAGE_SIZE, MIN_IMAGE_SIZE - 1, IMAGE_SIZE_TIP)
         self.image_size_spin.setSuffix(" px")
         self.image_size_spin.valueChanged.connect(lambda _value: self.changed.emit())
-        form._row(rows, "Image size", self.image_size_spin)
+        form.row(rows, "Image size", self.image_size_spin)
         layout.addWidget(self.box)
 
     def show_for(self, kind: str, own, preferred: int | None) -> None:

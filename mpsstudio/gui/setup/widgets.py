@@ -1,12 +1,16 @@
-"""Small widgets of the setup sidebar: the learning-rate field, section headings, one row per device."""
+"""Small widgets of the setup sidebar: the learning-rate field, section headings, one row per device, and the form
+rows every section makes (FormRows: their labels share one width, so fields line up)."""
 
 from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont, QPalette, QValidator
-from PySide6.QtWidgets import QAbstractSpinBox, QCheckBox, QDoubleSpinBox, QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSpinBox, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QSizePolicy, QSpinBox,
+    QVBoxLayout, QWidget,
+)
 
 from ...engine.basics.formatting import fmt_bytes
 from ...engine.machine.probe import NOT_WORKING
@@ -126,3 +130,60 @@ class DeviceRow(QWidget):
     @property
     def checked(self) -> bool:
         return self.device.available and self.checkbox.isChecked()
+
+
+class FormRows:
+    """The sections' form layouts: every row's label shares one width with every other form's labels (align() once
+    all are made), so the sidebar's fields line up."""
+
+    def __init__(self) -> None:
+        self._labels: list[QLabel] = []
+
+    @staticmethod
+    def new_form() -> QFormLayout:
+        form = QFormLayout()
+        form.setContentsMargins(0, 2, 0, 0)
+        form.setHorizontalSpacing(10)
+        form.setVerticalSpacing(6)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        return form
+
+    def row(self, form: QFormLayout, text: str, field) -> None:
+        label = QLabel(text)
+        self._labels.append(label)
+        form.addRow(label, field)
+
+    def align(self) -> None:
+        width = max(label.sizeHint().width() for label in self._labels)
+        for label in self._labels:
+            label.setMinimumWidth(width)
+            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+
+def spin(low: int, high: int, value: int, tip: str) -> QSpinBox:
+    """A right-aligned integer field with thousands separators."""
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setValue(value)
+    box.setGroupSeparatorShown(True)
+    box.setAccelerated(True)
+    box.setToolTip(tip)
+    box.setAlignment(Qt.AlignmentFlag.AlignRight)
+    return box
+
+
+def narrow(combo: QComboBox) -> QComboBox:
+    """Long entries (folder names, chip names) must not widen the sidebar."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(8)
+    combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+    return combo
+
+
+def section(layout: QVBoxLayout, title: str, first: bool = False) -> None:
+    """A section's heading, spaced from the one before."""
+    if not first:
+        layout.addSpacing(10)
+    layout.addWidget(SectionHeading(title))

@@ -43,7 +43,7 @@ class CatalogControl(QObject):
         if w.dialogs.setup_window is not None:
             w.dialogs.setup_window.show_rows(catalog.get("setup"))
         w.setup.set_catalog(catalog["models"], catalog["datasets"], catalog["devices"])
-        w.setup.set_mlx(catalog.get("mlx") or {})
+        w.setup.frameworks.set_mlx(catalog.get("mlx") or {})
         w.dialogs.refresh_environments()
         last = settings().value("run/last_config")
         if last and not w.demo:

@@ -98,7 +98,7 @@ class Dialogs(QObject):
 
         torch = sys.modules.get("torch")
         own = f"torch {torch.__version__}" if torch is not None else "PyTorch"
-        self.w.setup.set_environments(Preferences.load().pythons, own)
+        self.w.setup.pythons.set_environments(Preferences.load().pythons, own)
 
     def show_doctor(self) -> None:
         """Help → PyTorch Setup: a window of its own (not modal), refreshed when the devices are checked again."""

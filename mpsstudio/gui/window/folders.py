@@ -103,7 +103,7 @@ class Folders(QObject):
 
         setup = self.w.setup
         configs = setup.configs()
-        model = configs[0].model if configs else (setup.model_combo.currentData() or "mlp")
+        model = configs[0].model if configs else (setup.models.combo.currentData() or "mlp")
         try:
             size = models.input_size_for_folder(model, report, configs[0].image_size if configs else None)
         except (UserError, ValueError, KeyError):

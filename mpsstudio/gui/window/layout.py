@@ -58,7 +58,7 @@ class Chrome(QObject):
         w.setCentralWidget(self.main_split)
         w.resize(1440, 900)
         # Tab goes down the setup to Run, then to the runs: filter, table, their buttons
-        QWidget.setTabOrder(w.setup.run_button, w.results.filter)
+        QWidget.setTabOrder(w.setup.footer.run_button, w.results.filter)
         QWidget.setTabOrder(w.results.filter, w.results.table)
         self._build_status_bar()
 

@@ -66,7 +66,7 @@ class RunControl(QObject):
             return
         settings().setValue("run/last_config", json.dumps(configs[0].to_dict()))
         settings().setValue("run/last_devices", json.dumps([c.device for c in configs]))
-        order, tags = interleave(configs, w.setup.rounds())
+        order, tags = interleave(configs, w.setup.advanced_section.rounds())
         self.start_job(order, tags)
 
     def start_job(self, configs, tags, probing: bool = False) -> None:

@@ -111,22 +111,22 @@ def test_the_window_shows_the_gpus_field_only_where_there_are_several(qtbot):
     setup = SetupPanel()
     qtbot.addWidget(setup)
     setup.set_catalog(models.list_models(), datasets.list_datasets(), [cpu, gpus[0]])
-    assert setup.gpus_row.isHidden() and setup.gpu_counts() == []
+    assert setup.gpus.row.isHidden() and setup.gpus.counts() == []
     setup.set_catalog(models.list_models(), datasets.list_datasets(), [cpu, *gpus])
-    assert not setup.gpus_row.isHidden()
-    assert [setup.gpus_combo.itemText(i) for i in range(setup.gpus_combo.count())] == [
+    assert not setup.gpus.row.isHidden()
+    assert [setup.gpus.combo.itemText(i) for i in range(setup.gpus.combo.count())] == [
         "1 (one GPU per run)", "2 at once (DDP)", "3 at once (DDP)", "4 at once (DDP)", "Scaling: 1, 2, 4"]
-    for row in setup._device_rows:
+    for row in setup.devices.rows:
         row.checkbox.setChecked(row.device.id in ("cpu", "cuda:0", "cuda:1"))
     assert [c.device for c in setup.configs()] == ["cpu", "cuda:0", "cuda:1"]  # one GPU per run: as before
-    setup.gpus_combo.setCurrentIndex(4)
+    setup.gpus.combo.setCurrentIndex(4)
     setup._update_button()
     assert [(c.device, c.gpus) for c in setup.configs()] == [("cpu", 1), ("cuda", 1), ("cuda", 2), ("cuda", 4)]
-    assert setup.run_button.text() == "Scale over 1, 2, 4 GPUs + 1 device"
-    setup.gpus_combo.setCurrentIndex(1)
+    assert setup.footer.run_button.text() == "Scale over 1, 2, 4 GPUs + 1 device"
+    setup.gpus.combo.setCurrentIndex(1)
     setup._update_button()
     assert [(c.device, c.gpus) for c in setup.configs()] == [("cpu", 1), ("cuda", 2)]
-    assert setup.run_button.text() == "Run on 2 GPUs + 1 device"
+    assert setup.footer.run_button.text() == "Run on 2 GPUs + 1 device"
 
 
 def test_the_runs_tab_shows_a_scaling_with_its_chart(qtbot, store):

@@ -106,14 +106,14 @@ def test_preferences_add_another_python_and_the_setup_runs_in_it(qtbot, tmp_path
 
     setup = SetupPanel()
     qtbot.addWidget(setup)
-    assert setup.checked_pythons() == [None]
-    setup.set_environments(prefs.pythons, "torch 2.14.1")
+    assert setup.pythons.checked() == [None]
+    setup.pythons.set_environments(prefs.pythons, "torch 2.14.1")
     labels = [c.text() for c, _ in setup.pythons.checks]
     assert labels[0] == "This app's torch 2.14.1" and labels[1].endswith("(torch-env)")
     setup.pythons.checks[1][0].setChecked(True)
-    assert setup.checked_pythons() == [None, str(python.absolute())]
+    assert setup.pythons.checked() == [None, str(python.absolute())]
     setup.pythons.checks[0][0].setChecked(False)
-    assert setup.checked_pythons() == [str(python.absolute())]
+    assert setup.pythons.checked() == [str(python.absolute())]
 
 
 def test_details_say_the_environment():
@@ -178,9 +178,9 @@ def test_no_pytorch_checked_keeps_run_off_and_own_python_is_not_another(qtbot, t
 
     setup = SetupPanel()
     qtbot.addWidget(setup)
-    setup.set_environments([{"path": "/x/bin/python", "label": "torch 2.15.0 · Python 3.12.1 (x)"}], "torch 2.14.1")
+    setup.pythons.set_environments([{"path": "/x/bin/python", "label": "torch 2.15.0 · Python 3.12.1 (x)"}], "torch 2.14.1")
     setup.pythons.checks[0][0].setChecked(False)
-    assert setup.checked_pythons() == [] and not setup.run_button.isEnabled()
+    assert setup.pythons.checked() == [] and not setup.footer.run_button.isEnabled()
     dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
     qtbot.addWidget(dialog)
     dialog.add_python(sys.executable)

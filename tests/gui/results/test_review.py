@@ -378,12 +378,12 @@ def test_the_advanced_options_for_training_make_the_config(qtbot):
     assert (cfg.early_stop_patience, cfg.early_stop_monitor, cfg.early_stop_mode, cfg.keep_best, cfg.accumulate) == \
         (5, "val_loss", None, True, 4)
     assert cfg.monitor_mode == "min"
-    panel.length_unit.setCurrentIndex(panel.length_unit.findData("steps"))
+    panel.training.length_unit.setCurrentIndex(panel.training.length_unit.findData("steps"))
     [cfg] = panel.configs()
     assert cfg.early_stop_patience is None and not cfg.keep_best and cfg.accumulate == 4  # per epoch only
-    assert not panel.patience_spin.isEnabled() and "set the length in epochs" in panel.patience_spin.toolTip()
-    panel.length_unit.setCurrentIndex(panel.length_unit.findData("epochs"))
-    assert panel.patience_spin.isEnabled() and "Early stopping: end the run" in panel.patience_spin.toolTip()
+    assert not panel.advanced_section.patience_spin.isEnabled() and "set the length in epochs" in panel.advanced_section.patience_spin.toolTip()
+    panel.training.length_unit.setCurrentIndex(panel.training.length_unit.findData("epochs"))
+    assert panel.advanced_section.patience_spin.isEnabled() and "Early stopping: end the run" in panel.advanced_section.patience_spin.toolTip()
 
 
 def test_kept_models_are_this_windows_until_the_next_run_or_quit(qtbot, tmp_path, monkeypatch):

@@ -27,12 +27,12 @@ def panel(qtbot):
 
 def _visible(p: SetupPanel) -> set[str]:
     form = p.inputs.box.layout()
-    rows = {"input": p.input_edit, "classes": p.classes_spin, "image size": p.image_size_spin}
+    rows = {"input": p.inputs.input_edit, "classes": p.inputs.classes_spin, "image size": p.inputs.image_size_spin}
     return {name for name, w in rows.items() if p.inputs.box.isVisibleTo(p) and form.isRowVisible(w)}
 
 
 def _choose(p: SetupPanel, dataset: str) -> None:
-    p.dataset_combo.setCurrentIndex(p.dataset_combo.findData(dataset))
+    p.datasets.combo.setCurrentIndex(p.datasets.combo.findData(dataset))
 
 
 def test_rows_follow_the_data(panel):
@@ -40,15 +40,15 @@ def test_rows_follow_the_data(panel):
     _choose(panel, "synthetic")
     assert _visible(panel) == {"input", "classes"}
     spec = models.get_model_info("mlp").default_spec
-    assert panel.input_edit.placeholderText() == f"{spec.channels} × {spec.height} × {spec.width} (model's)"
-    assert panel.classes_spin.specialValueText() == f"{spec.num_classes} (model's)"
+    assert panel.inputs.input_edit.placeholderText() == f"{spec.channels} × {spec.height} × {spec.width} (model's)"
+    assert panel.inputs.classes_spin.specialValueText() == f"{spec.num_classes} (model's)"
     assert panel.configs()[0].input_shape is None and panel.configs()[0].num_classes is None
 
 
 def test_synthetic_input_becomes_the_config_and_the_summary(panel):
     _choose(panel, "synthetic")
-    panel.input_edit.setText("3 × 64 × 48")
-    panel.classes_spin.setValue(7)
+    panel.inputs.input_edit.setText("3 × 64 × 48")
+    panel.inputs.classes_spin.setValue(7)
     config = panel.configs()[0]
     assert (config.input_shape, config.num_classes, config.image_size) == ([3, 64, 48], 7, None)
     config.validate()
@@ -60,17 +60,17 @@ def test_synthetic_input_becomes_the_config_and_the_summary(panel):
 @pytest.mark.parametrize("text", ["3,a", "3,224", "-1", "3x224x224x2", "9" * 12])
 def test_a_shape_that_does_not_parse_keeps_run_off_and_says_why(panel, text):
     _choose(panel, "synthetic")
-    panel.input_edit.setText(text)
-    assert not panel.run_button.isEnabled()
-    assert panel.run_button.toolTip().startswith("Give the input as C,H,W")
+    panel.inputs.input_edit.setText(text)
+    assert not panel.footer.run_button.isEnabled()
+    assert panel.footer.run_button.toolTip().startswith("Give the input as C,H,W")
     assert "Give the input as C,H,W" in panel.summary_text()
-    panel.input_edit.clear()
-    assert panel.run_button.isEnabled()
+    panel.inputs.input_edit.clear()
+    assert panel.footer.run_button.isEnabled()
 
 
 def test_a_shape_the_model_cannot_take_is_the_engines_sentence(panel):
     _choose(panel, "synthetic")
-    panel.input_edit.setText("128")  # tokens, for an image model
+    panel.inputs.input_edit.setText("128")  # tokens, for an image model
     assert "takes image input, not tokens" in panel.summary_text()
 
 
@@ -84,14 +84,14 @@ def test_a_folder_takes_an_image_size(panel, tmp_path):
     panel.apply_config(RunConfig(dataset=str(tmp_path), image_size=48))
     assert _visible(panel) == {"image size"}
     assert panel.configs()[0].image_size == 48
-    panel.image_size_spin.setValue(panel.image_size_spin.minimum())  # back to the model's
+    panel.inputs.image_size_spin.setValue(panel.inputs.image_size_spin.minimum())  # back to the model's
     assert panel.configs()[0].image_size is None
 
 
 def test_a_restored_setup_keeps_its_input(panel):
     config = RunConfig(dataset="synthetic", input_shape=[1, 28, 28], num_classes=3)
     panel.apply_config(config)
-    assert panel.input_edit.text() == "1 × 28 × 28" and panel.classes_spin.value() == 3
+    assert panel.inputs.input_edit.text() == "1 × 28 × 28" and panel.inputs.classes_spin.value() == 3
     assert panel.configs()[0] == config
     # --image-size on synthetic data from the command line: the model's channels at that size
     panel.apply_config(RunConfig(dataset="synthetic", image_size=40))
@@ -107,14 +107,14 @@ def test_a_model_files_declared_input_is_the_default(panel, tmp_path):
     path.write_text("INPUT_SHAPE = (3, 96, 96)\nNUM_CLASSES = 5\n"
                     "def build_model(num_classes, input_shape):\n    raise SystemExit('never run here')\n")
     panel.apply_config(RunConfig(model=str(path), dataset="synthetic"))
-    assert panel.input_edit.placeholderText() == "3 × 96 × 96 (model's)"
-    assert panel.classes_spin.specialValueText() == "5 (model's)"
+    assert panel.inputs.input_edit.placeholderText() == "3 × 96 × 96 (model's)"
+    assert panel.inputs.classes_spin.specialValueText() == "5 (model's)"
     assert "random 3×96×96 images · 5 classes" in panel.summary_text()
 
 
 def test_the_summary_counts_a_built_ins_multiply_adds_and_never_runs_a_file(panel, tmp_path):
     _choose(panel, "synthetic")
-    panel.input_edit.setText("1,28,28")
+    panel.inputs.input_edit.setText("1,28,28")
     macs = models.macs_per_sample("mlp", models.input_spec_for("mlp", models.spec_of((1, 28, 28), 10)))
     assert f"{fmt_count(macs)} MACs a sample (counted)" in panel.summary_text()
     path = tmp_path / "net.py"

@@ -52,31 +52,31 @@ def fake_panel(make_panel, fake_precisions):
 
 
 def _check(panel: SetupPanel, ids: set[str]) -> None:
-    for row in panel._device_rows:
+    for row in panel.devices.rows:
         if row.device.available:
             row.checkbox.setChecked(row.device.id in ids)
 
 
 def _row(panel: SetupPanel, device_id: str):
-    return next(row for row in panel._device_rows if row.device.id == device_id)
+    return next(row for row in panel.devices.rows if row.device.id == device_id)
 
 
 def _precision_item(panel: SetupPanel, precision: str):
-    return panel.precision_combo.model().item(panel.precision_combo.findData(precision))
+    return panel.training.precision_combo.model().item(panel.training.precision_combo.findData(precision))
 
 
 def test_disabled_until_catalog_then_defaults(qtbot):
     panel = SetupPanel()
     qtbot.addWidget(panel)
-    assert not panel._form.isEnabled() and not panel.run_button.isEnabled()
+    assert not panel._form.isEnabled() and not panel.footer.run_button.isEnabled()
     assert panel.summary_text() == LOADING_TEXT and panel.configs() == []
 
     panel.set_catalog(models.list_models(), datasets.list_datasets(), devices.discover_devices())
-    assert panel._form.isEnabled() and panel.run_button.isEnabled()
-    assert panel.model_combo.currentData() == "mlp" and panel.dataset_combo.currentData() == "shapes"
+    assert panel._form.isEnabled() and panel.footer.run_button.isEnabled()
+    assert panel.models.combo.currentData() == "mlp" and panel.datasets.combo.currentData() == "shapes"
     assert panel.checked_devices() == ["cpu"]  # mps and cuda are unavailable on this Linux machine
     assert panel.configs() == [RunConfig(device="cpu")]
-    assert panel.run_button.text() == "Run on CPU"
+    assert panel.footer.run_button.text() == "Run on CPU"
 
 
 def test_apply_config_before_catalog_waits_for_it(qtbot):
@@ -96,8 +96,8 @@ def test_restored_device_that_is_gone_falls_back_to_cpu(qtbot):
 
 
 def test_refreshed_catalog_keeps_choices(fake_panel):
-    fake_panel.batch_spin.setValue(512)
-    fake_panel.model_combo.setCurrentIndex(fake_panel.model_combo.findData("resnet18"))
+    fake_panel.training.batch_spin.setValue(512)
+    fake_panel.models.combo.setCurrentIndex(fake_panel.models.combo.findData("resnet18"))
     _check(fake_panel, {"mps"})
     fake_panel.set_catalog(models.list_models(), datasets.list_datasets(), [devices.cpu_device(), FAKE_MPS])
     assert fake_panel.configs() == [RunConfig(model="resnet18", batch_size=512, device="mps")]
@@ -110,19 +110,19 @@ def test_every_available_device_checked_and_compared(make_panel, fake_precisions
     assert (cpu.device, mps.device) == ("cpu", "mps")
     assert cpu.comparison_key() == mps.comparison_key()
     assert replace(mps, device="cpu") == cpu
-    assert panel.run_button.text() == "Compare 2 devices"
+    assert panel.footer.run_button.text() == "Compare 2 devices"
 
     with qtbot.waitSignal(panel.changed):
         _check(panel, {"mps"})
-    assert panel.run_button.text() == "Run on Apple GPU"
+    assert panel.footer.run_button.text() == "Run on Apple GPU"
     assert [c.device for c in panel.configs()] == ["mps"]
 
 
 def test_no_device_checked_disables_run_with_reason(fake_panel):
     _check(fake_panel, set())
     assert fake_panel.configs() == [] and fake_panel.checked_devices() == []
-    assert not fake_panel.run_button.isEnabled()
-    assert fake_panel.run_button.toolTip() == NO_DEVICE_TIP
+    assert not fake_panel.footer.run_button.isEnabled()
+    assert fake_panel.footer.run_button.toolTip() == NO_DEVICE_TIP
 
 
 def test_unavailable_device_is_disabled_with_reason(make_panel):
@@ -137,14 +137,14 @@ def test_unavailable_device_is_disabled_with_reason(make_panel):
 
 
 def test_precision_limited_to_what_every_checked_device_runs(fake_panel):
-    bf16 = fake_panel.precision_combo.findData("bf16")
+    bf16 = fake_panel.training.precision_combo.findData("bf16")
     assert _precision_item(fake_panel, "bf16").isEnabled()  # the CPU alone runs bf16
-    fake_panel.precision_combo.setCurrentIndex(bf16)
+    fake_panel.training.precision_combo.setCurrentIndex(bf16)
     assert fake_panel.configs()[0].precision == "bf16"
 
     _check(fake_panel, {"cpu", "mps"})
     assert not _precision_item(fake_panel, "bf16").isEnabled()
-    assert fake_panel.precision_combo.itemData(bf16, 3) == BF16_REASON  # 3 = ToolTipRole
+    assert fake_panel.training.precision_combo.itemData(bf16, 3) == BF16_REASON  # 3 = ToolTipRole
     assert _precision_item(fake_panel, "fp16").isEnabled()
     assert [c.precision for c in fake_panel.configs()] == ["fp32", "fp32"]  # fell back
 
@@ -153,36 +153,36 @@ def test_precision_limited_to_what_every_checked_device_runs(fake_panel):
 
 
 def test_advanced_fields_map_into_the_config(fake_panel):
-    assert not fake_panel.advanced.isVisibleTo(fake_panel)  # collapsed by default
-    fake_panel.set_advanced_open(True)
-    assert fake_panel.advanced.isVisibleTo(fake_panel)
-    fake_panel.lr_box.setValue(0.0003)
-    fake_panel.optimizer_combo.setCurrentIndex(fake_panel.optimizer_combo.findData("adamw"))
-    fake_panel.warmup_spin.setValue(25)
-    fake_panel.workers_spin.setValue(3)
-    fake_panel.mode_combo.setCurrentIndex(fake_panel.mode_combo.findData("inference"))
-    fake_panel.resident_check.setChecked(True)
-    fake_panel.channels_last_check.setChecked(True)
-    fake_panel.compile_check.setChecked(True)
-    fake_panel.batch_spin.setValue(256)
+    assert not fake_panel.advanced_section.advanced.isVisibleTo(fake_panel)  # collapsed by default
+    fake_panel.advanced_section.set_open(True)
+    assert fake_panel.advanced_section.advanced.isVisibleTo(fake_panel)
+    fake_panel.advanced_section.lr_box.setValue(0.0003)
+    fake_panel.advanced_section.optimizer_combo.setCurrentIndex(fake_panel.advanced_section.optimizer_combo.findData("adamw"))
+    fake_panel.advanced_section.warmup_spin.setValue(25)
+    fake_panel.advanced_section.workers_spin.setValue(3)
+    fake_panel.advanced_section.mode_combo.setCurrentIndex(fake_panel.advanced_section.mode_combo.findData("inference"))
+    fake_panel.advanced_section.resident_check.setChecked(True)
+    fake_panel.advanced_section.channels_last_check.setChecked(True)
+    fake_panel.advanced_section.compile_check.setChecked(True)
+    fake_panel.training.batch_spin.setValue(256)
     (config,) = fake_panel.configs()
     assert config == RunConfig(lr=0.0003, optimizer="adamw", warmup_steps=25, workers=3, mode="inference",
                                resident=True, channels_last=True, compile=True, batch_size=256)
 
 
 def test_steps_and_epochs(fake_panel):
-    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("steps"))
+    fake_panel.training.length_unit.setCurrentIndex(fake_panel.training.length_unit.findData("steps"))
     assert (fake_panel.configs()[0].steps, fake_panel.configs()[0].epochs) == (200, None)
-    fake_panel.length_spin.setValue(500)
+    fake_panel.training.length_spin.setValue(500)
     assert fake_panel.configs()[0].steps == 500
-    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("epochs"))
+    fake_panel.training.length_unit.setCurrentIndex(fake_panel.training.length_unit.findData("epochs"))
     assert (fake_panel.configs()[0].steps, fake_panel.configs()[0].epochs) == (None, 2)
-    fake_panel.length_unit.setCurrentIndex(fake_panel.length_unit.findData("steps"))
-    assert fake_panel.length_spin.value() == 500  # each unit keeps its own number
+    fake_panel.training.length_unit.setCurrentIndex(fake_panel.training.length_unit.findData("steps"))
+    assert fake_panel.training.length_spin.value() == 500  # each unit keeps its own number
 
 
 def test_learning_rate_box_steps_and_shows_plain_numbers(fake_panel):
-    box = fake_panel.lr_box
+    box = fake_panel.advanced_section.lr_box
     assert box.text() == "0.01"
     box.stepBy(1)
     assert box.value() == pytest.approx(0.02)
@@ -202,12 +202,12 @@ def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
     report = FolderReport(root=Path(folder), classes=list("abcde"), counts={}, total=3670, skipped=[], modes=["RGB"],
                           sizes=[(64, 64)], channels=3, target_size=(64, 64))
     summary = report.summary()
-    count = fake_panel.dataset_combo.count()
+    count = fake_panel.datasets.combo.count()
     with qtbot.waitSignal(fake_panel.changed):
         fake_panel.add_folder_dataset(str(folder), report)
-    assert fake_panel.dataset_combo.currentText() == "flowers" and not fake_panel.dataset_combo.itemIcon(fake_panel.dataset_combo.currentIndex()).isNull()
+    assert fake_panel.datasets.combo.currentText() == "flowers" and not fake_panel.datasets.combo.itemIcon(fake_panel.datasets.combo.currentIndex()).isNull()
     assert fake_panel.configs()[0].dataset == str(folder)
-    tip = fake_panel.dataset_combo.itemData(fake_panel.dataset_combo.currentIndex(), 3)
+    tip = fake_panel.datasets.combo.itemData(fake_panel.datasets.combo.currentIndex(), 3)
     assert str(folder) in tip and summary in tip
     # mlp decodes folders at its preferred 32x32: 3*32*32 inputs -> 1024 -> 512 -> 256 -> 5 classes
     expected = 3 * 32 * 32 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 * 5 + 5
@@ -216,10 +216,10 @@ def test_add_folder_dataset_selects_it_once(fake_panel, qtbot, tmp_path):
     # what mlp gets, the model named once
     assert "flowers · 5 classes · 3,670 images · 32×32 RGB for mlp · 3.80 M parameters" in fake_panel.summary_text()
 
-    after_first = fake_panel.dataset_combo.count()
-    fake_panel.dataset_combo.setCurrentIndex(fake_panel.dataset_combo.findData("mnist"))
+    after_first = fake_panel.datasets.combo.count()
+    fake_panel.datasets.combo.setCurrentIndex(fake_panel.datasets.combo.findData("mnist"))
     fake_panel.add_folder_dataset(str(folder) + "/", report)
-    assert fake_panel.dataset_combo.count() == after_first > count
+    assert fake_panel.datasets.combo.count() == after_first > count
     assert fake_panel.configs()[0].dataset == str(folder)
 
 
@@ -234,7 +234,7 @@ def test_apply_config_round_trips(fake_panel, tmp_path):
     folder = RunConfig(dataset=str(tmp_path / "cats"), device="cpu")
     fake_panel.apply_config(folder)
     assert fake_panel.configs() == [folder]
-    assert fake_panel.dataset_combo.currentText() == "cats"
+    assert fake_panel.datasets.combo.currentText() == "cats"
 
 
 def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
@@ -246,13 +246,13 @@ def test_model_file_entry(fake_panel, tmp_path, qtbot, monkeypatch):
     path.write_text("import torch.nn as nn\n\ndef build_model(num_classes, input_shape):\n"
                     "    return nn.Sequential(nn.Flatten(), nn.Linear(input_shape[0] * input_shape[1] * "
                     "input_shape[2], num_classes))\n")
-    combo = fake_panel.model_combo
+    combo = fake_panel.models.combo
     from mpsstudio.gui.setup.rules import CHOOSE_FILE
 
-    fake_panel._ask_model_file = lambda: ""  # cancelled: the previous model stays
+    fake_panel.models.ask_file = lambda: ""  # cancelled: the previous model stays
     combo.setCurrentIndex(combo.findData(CHOOSE_FILE))
     assert combo.currentData() == "mlp"
-    fake_panel._ask_model_file = lambda: str(path)
+    fake_panel.models.ask_file = lambda: str(path)
     combo.setCurrentIndex(combo.findData(CHOOSE_FILE))
     assert fake_panel.configs()[0].model == str(path)
     assert asked == [str(path)]  # chosen just now: the user is asked, then it is checked in its own process
@@ -267,7 +267,7 @@ def test_summary_mentions_mlp_parameters_on_shapes(fake_panel):
     assert models.parameter_count("mlp", models.input_spec_for("mlp", datasets.load_dataset("shapes").spec)) \
         == 1_462_538
     assert "1.46 M parameters" in text
-    assert fake_panel.summary.text() == text
+    assert fake_panel.footer.summary.text() == text
 
 
 def test_summary_shows_the_error_sentence(fake_panel, monkeypatch):
@@ -276,24 +276,24 @@ def test_summary_shows_the_error_sentence(fake_panel, monkeypatch):
     def refuse(name, spec):
         raise UserError("Model 'vgg16' needs more memory than this test allows.")
     monkeypatch.setattr(models, "parameter_count", refuse)
-    fake_panel.model_combo.setCurrentIndex(fake_panel.model_combo.findData("vgg16"))
+    fake_panel.models.combo.setCurrentIndex(fake_panel.models.combo.findData("vgg16"))
     assert fake_panel.summary_text().endswith("vgg16: Model 'vgg16' needs more memory than this test allows.")
 
 
 def test_set_running_blocks_editing_and_run_becomes_stop(fake_panel, qtbot):
     fake_panel.set_running(True)
     assert not fake_panel._form.isEnabled()
-    assert fake_panel.run_button.isEnabled() and fake_panel.run_button.text() == "Stop"
+    assert fake_panel.footer.run_button.isEnabled() and fake_panel.footer.run_button.text() == "Stop"
     with qtbot.waitSignal(fake_panel.stop_requested):
-        fake_panel.run_button.click()
+        fake_panel.footer.run_button.click()
     fake_panel.set_stopping()
-    assert fake_panel.run_button.text() == "Stopping…" and not fake_panel.run_button.isEnabled()
+    assert fake_panel.footer.run_button.text() == "Stopping…" and not fake_panel.footer.run_button.isEnabled()
     fake_panel.set_running(False)
-    assert fake_panel._form.isEnabled() and fake_panel.run_button.isEnabled()
+    assert fake_panel._form.isEnabled() and fake_panel.footer.run_button.isEnabled()
     with qtbot.waitSignal(fake_panel.run_requested):
-        fake_panel.run_button.click()
+        fake_panel.footer.run_button.click()
     with qtbot.waitSignal(fake_panel.open_folder_requested):
-        fake_panel.open_folder_button.click()
+        fake_panel.datasets.open_folder_button.click()
 
 
 def test_a_restored_comparison_checks_all_its_devices(fake_panel):
@@ -311,14 +311,14 @@ def test_a_cuda_run_in_full_fp32_is_explained_and_tf32_is_a_switch(make_panel, f
     panel = make_panel([devices.cpu_device(), gpu])
     _check(panel, {"cpu", "cuda:0"})
     assert TF32_NOTE in panel.summary_text() and not any(c.tf32 for c in panel.configs())
-    panel.tf32_check.setChecked(True)
+    panel.advanced_section.tf32_check.setChecked(True)
     assert TF32_NOTE not in panel.summary_text() and all(c.tf32 for c in panel.configs())
-    panel.tf32_check.setCheckState(Qt.CheckState.PartiallyChecked)  # convolutions only, PyTorch's default
+    panel.advanced_section.tf32_check.setCheckState(Qt.CheckState.PartiallyChecked)  # convolutions only, PyTorch's default
     assert all(c.tf32_conv and not c.tf32 for c in panel.configs()) and TF32_NOTE not in panel.summary_text()
     panel.apply_config(RunConfig(model="mlp", dataset="shapes", tf32_conv=True), ["cuda:0"])
-    assert panel.tf32_check.checkState() == Qt.CheckState.PartiallyChecked
+    assert panel.advanced_section.tf32_check.checkState() == Qt.CheckState.PartiallyChecked
     panel.apply_config(RunConfig(model="mlp", dataset="shapes", tf32=False), ["cuda:0"])
-    assert not panel.tf32_check.isChecked() and TF32_NOTE in panel.summary_text()
+    assert not panel.advanced_section.tf32_check.isChecked() and TF32_NOTE in panel.summary_text()
     _check(panel, {"cpu"})
     assert TF32_NOTE not in panel.summary_text()
 
@@ -328,20 +328,20 @@ MLX_HERE = {"cpu": "", "mps": "MLX's Metal GPU is not available here (it needs A
 
 
 def test_mlx_beside_pytorch_runs_each_checked_device_mlx_runs_on(fake_panel):
-    fake_panel.set_mlx(MLX_HERE)
+    fake_panel.frameworks.set_mlx(MLX_HERE)
     _check(fake_panel, {"cpu", "mps"})
-    assert fake_panel.mlx_check.isEnabled() and "runs on its CPU" in fake_panel.mlx_check.toolTip()
-    fake_panel.mlx_check.setChecked(True)
+    assert fake_panel.frameworks.mlx_check.isEnabled() and "runs on its CPU" in fake_panel.frameworks.mlx_check.toolTip()
+    fake_panel.frameworks.mlx_check.setChecked(True)
     assert [(c.framework, c.device) for c in fake_panel.configs()] == [("torch", "cpu"), ("torch", "mps"),
                                                                         ("mlx", "cpu")]
-    fake_panel.torch_check.setChecked(False)
+    fake_panel.frameworks.torch_check.setChecked(False)
     assert [(c.framework, c.device) for c in fake_panel.configs()] == [("mlx", "cpu")]
 
 
 def test_mlx_that_cannot_run_is_off_with_the_reason(fake_panel):
-    fake_panel.set_mlx({kind: "MLX is not installed; install it with pip install 'mpsstudio[mlx]'"
+    fake_panel.frameworks.set_mlx({kind: "MLX is not installed; install it with pip install 'mpsstudio[mlx]'"
                         for kind in MLX_HERE})
-    assert not fake_panel.mlx_check.isEnabled() and "pip install 'mpsstudio[mlx]'" in fake_panel.mlx_check.toolTip()
+    assert not fake_panel.frameworks.mlx_check.isEnabled() and "pip install 'mpsstudio[mlx]'" in fake_panel.frameworks.mlx_check.toolTip()
     assert [c.framework for c in fake_panel.configs()] == ["torch"]
 
 
@@ -350,13 +350,13 @@ def test_a_model_folder_is_the_model_with_its_fine_tuning(fake_panel, tmp_path):
     from tests.support.hf_folders import gpt_causal_lm
 
     folder = str(gpt_causal_lm(tmp_path / "gpt"))
-    assert not fake_panel._training_form.isRowVisible(fake_panel.finetune_combo)  # a built-in: no such row
+    assert not fake_panel.training.form.isRowVisible(fake_panel.training.finetune_combo)  # a built-in: no such row
     fake_panel.use_model_folder(folder, "Hugging Face GPT2LMHeadModel (causal LM) from gpt.")
-    assert fake_panel.model_combo.currentData() == folder and fake_panel.dataset_combo.currentData() == "synthetic"
-    assert fake_panel._training_form.isRowVisible(fake_panel.finetune_combo)
-    assert not fake_panel.check_model_button.isVisible()  # safetensors: nothing to run to check it
+    assert fake_panel.models.combo.currentData() == folder and fake_panel.datasets.combo.currentData() == "synthetic"
+    assert fake_panel.training.form.isRowVisible(fake_panel.training.finetune_combo)
+    assert not fake_panel.models.check_button.isVisible()  # safetensors: nothing to run to check it
     assert "30,720 parameters" in fake_panel.summary_text() and "runs its code" not in fake_panel.summary_text()
-    fake_panel.finetune_combo.setCurrentIndex(fake_panel.finetune_combo.findData("lora"))
+    fake_panel.training.finetune_combo.setCurrentIndex(fake_panel.training.finetune_combo.findData("lora"))
     [config] = fake_panel.configs()
     assert config.model == folder and config.options["finetune"] == "lora"
 
@@ -368,14 +368,14 @@ def test_the_form_plans_through_the_engine_and_says_its_refusal(make_panel, fake
 
     gpus = [Device(id=f"cuda:{i}", kind="cuda", available=True, name=f"fake GPU {i}") for i in range(2)]
     panel = make_panel([devices.cpu_device(), *gpus])
-    panel.set_mlx({"cpu": "", "cuda": "MLX here has no CUDA backend"})
-    panel.set_gpu_count(2)
-    panel.gpus_combo.setCurrentIndex(panel.gpus_combo.findData([2]))
+    panel.frameworks.set_mlx({"cpu": "", "cuda": "MLX here has no CUDA backend"})
+    panel.gpus.set_count(2)
+    panel.gpus.combo.setCurrentIndex(panel.gpus.combo.findData([2]))
     _check(panel, {"cuda:0"})
     assert [(c.device, c.gpus) for c in panel.configs()] == [("cuda", 2)]
     assert panel.configs() == session.plan_request(panel.request(), panel.here()).configs
     _check(panel, {"cpu", "cuda:0"})
-    panel.mlx_check.setChecked(True)
+    panel.frameworks.mlx_check.setChecked(True)
     assert panel.request().frameworks == ("torch", "mlx") and panel.configs() == []
     with pytest.raises(UserError, match="compare frameworks on one device at a time"):
         panel.plan()

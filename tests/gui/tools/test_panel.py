@@ -102,7 +102,7 @@ def test_inspect_from_the_window_lands_in_the_tools_tab(qtbot):
         assert all(a.isEnabled() for a in w.menus.tool_actions)
         w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
         w.start_tool("inspect")
-        assert not w.menus.run_action.isEnabled() and w.menus.stop_action.isEnabled() and w.setup.run_button.text() == "Stop"
+        assert not w.menus.run_action.isEnabled() and w.menus.stop_action.isEnabled() and w.setup.footer.run_button.text() == "Stop"
         qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
         assert w.tabs.currentWidget() is w.tools
         record = w.tools.current()
@@ -215,7 +215,7 @@ def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
         "mps": probe.Check(False, "a 16 MiB test allocation failed (RuntimeError: MPS backend out of memory)")})
     w = open_window(qtbot)
     try:
-        row = next(r for r in w.setup._device_rows if r.device.id == "mps")
+        row = next(r for r in w.setup.devices.rows if r.device.id == "mps")
         assert not row.checkbox.isEnabled()
         assert row.device.reason.startswith("available but not working: a 16 MiB test allocation failed")
         assert w.banner.isVisible() and "mps reports itself available but is not working" in w.banner.text()

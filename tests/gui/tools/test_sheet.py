@@ -57,15 +57,15 @@ def test_a_small_folder_is_guarded_before_run_and_each_fix_is_one_click(qtbot, t
     panel.set_catalog(models.list_models(), datasets.list_datasets(), [devices.cpu_device()])
     panel.add_folder_dataset(str(root), report)  # as the window does once a folder is checked
     panel.apply_config(config)
-    assert panel.guard_box.isVisibleTo(panel) and not panel.run_button.isEnabled()
-    assert panel.run_button.toolTip() == first.sentence
-    panel.guard_button.click()  # batch 16: 3 steps an epoch, 2 epochs, 5 of 6 steps warm-up
-    assert panel.configs()[0].batch_size == 16 and panel.run_button.isEnabled()
+    assert panel.footer.guard_row.box.isVisibleTo(panel) and not panel.footer.run_button.isEnabled()
+    assert panel.footer.run_button.toolTip() == first.sentence
+    panel.footer.guard_row.button.click()  # batch 16: 3 steps an epoch, 2 epochs, 5 of 6 steps warm-up
+    assert panel.configs()[0].batch_size == 16 and panel.footer.run_button.isEnabled()
     second = panel.guard()
     assert not second.blocking and second.fix == {"epochs": 6} and "1 measured after the 10 warm-up steps" in \
         second.sentence
-    panel.guard_button.click()
-    assert panel.configs()[0].epochs == 6 and panel.guard() is None and not panel.guard_box.isVisibleTo(panel)
+    panel.footer.guard_row.button.click()
+    assert panel.configs()[0].epochs == 6 and panel.guard() is None and not panel.footer.guard_row.box.isVisibleTo(panel)
 
 
 def test_guards_of_steps_runs_scripts_and_synthetic_data():

@@ -201,7 +201,7 @@ def test_a_setup_that_cannot_run_gets_one_sentence_and_no_row(qtbot, window, tmp
 
 
 def test_repeat_runs_the_devices_interleaved_and_tags_each_round(qtbot, window):
-    window.setup.repeat_spin.setValue(2)
+    window.setup.advanced_section.repeat_spin.setValue(2)
     run_and_wait(qtbot, window, SHORT)
     assert [r.env["repeat"]["round"] for r in window.state.run_ended] == [1, 2]
     assert all(r.status == "finished" for r in window.state.run_ended)

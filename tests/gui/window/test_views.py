@@ -86,10 +86,10 @@ def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_pat
         def stop(self, grace_s=None):
             pass
     w.state.start_run(Job())
-    assert w.setup.run_button.text() == "Stop" and w.setup.run_button.isEnabled()
+    assert w.setup.footer.run_button.text() == "Stop" and w.setup.footer.run_button.isEnabled()
     stopped = []
     w.setup.stop_requested.connect(lambda: stopped.append(True))
-    w.setup.run_button.click()
+    w.setup.footer.run_button.click()
     assert stopped == [True]
     w.live.on_event(Started(run_id="r", config={"device": "cpu", "steps": 188, "epochs": None}, env={}, device={},
                         dataset="shapes", parameters=1, total_steps=188, warmup_steps=4, notes=[], run_index=1,
@@ -101,7 +101,7 @@ def test_run_becomes_stop_with_step_progress_and_a_rolling_median(qtbot, tmp_pat
     assert w.rate_label.text().startswith("3,200 samples/s") and "left (estimated)" in w.rate_label.text()
     assert f"median of the last {RECENT_WINDOWS}" in w.rate_label.toolTip()
     w.state.end_run()
-    assert w.setup.run_button.text().startswith("Run")
+    assert w.setup.footer.run_button.text().startswith("Run")
     w.close()
 
 
@@ -197,7 +197,7 @@ def test_tab_goes_from_run_to_the_filter_and_the_table_and_cmd_w_closes(qtbot, t
 
     w = MainWindow(store=RunStore(tmp_path / "runs.sqlite3"), keep_spare=False)
     qtbot.addWidget(w)
-    assert w.setup.run_button.nextInFocusChain() is w.results.filter
+    assert w.setup.footer.run_button.nextInFocusChain() is w.results.filter
     assert w.results.filter.nextInFocusChain() is w.results.table
     assert QKeySequence("Ctrl+W") in w.menus.close_action.shortcuts()  # ⌘W on a Mac
     menus = [a.text() for a in w.menuBar().actions()]
@@ -217,7 +217,7 @@ def test_every_shortcut_named_in_a_text_is_written_as_the_menus_write_it(qtbot, 
     qtbot.waitUntil(lambda: w.state.catalog is not None, timeout=120_000)
     run = w.menus.run_action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
     assert run and f"Press Run ({run}) to measure." in w.statusBar().currentMessage()
-    from mpsstudio.gui.setup.form import RUN_TIP
+    from mpsstudio.gui.setup.footer import RUN_TIP
 
     assert RUN_TIP.endswith(f"({run}).")
     assert f"Press Run ({run}) to start" in w.plots._empty_label.text()
