@@ -56,7 +56,7 @@ def main() -> int:
     loop = QEventLoop()
     panel.import_finished.connect(loop.quit)
     start = time.perf_counter()
-    panel.start_import(str(path))
+    panel.files.start_import(str(path))
     loop.exec()
     total = time.perf_counter() - start
     gaps.sort()

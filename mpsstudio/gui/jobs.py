@@ -125,15 +125,11 @@ def interpreter_job(path: str, parent=None) -> Job:
     return Job(work, lambda exc: f"{path} could not be checked ({type(exc).__name__}: {exc}).", parent)
 
 
-def import_job(path: str, store, parent=None) -> Job:
-    """A file of runs checked and added to the history (all or none): (ids in the file, added, already there, every
-    run now in the history); `progress` the fraction read."""
+def import_job(path: str, library, parent=None) -> Job:
+    """A file of runs checked and added to the history (all or none), through the engine's RunLibrary: its Imported
+    (every run now kept read here, not in the GUI thread); `progress` the fraction read."""
     def work(job: Job):
-        from ..engine.history import runfiles
-
-        runs = runfiles.import_json(path, progress=job.report)
-        added, known = store.add_imported(runs)
-        return [r.id for r in runs], added, known, store.summaries()  # read here, not in the GUI thread
+        return library.import_file(path, progress=job.report)
     return Job(work, _words("The import failed ({error}); nothing was added."), parent)
 
 

@@ -239,10 +239,10 @@ def test_a_large_import_runs_off_the_gui_thread_with_progress(history, tmp_path,
     messages = []
     panel.message.connect(messages.append)
     with qtbot.waitSignal(panel.import_finished, timeout=60_000):
-        panel.start_import(str(path))
+        panel.files.start_import(str(path))
         # returned at once, before any of it is in the table: the work runs on its own thread, and its
         # result can only arrive through the event loop
-        assert panel._importer is not None and panel.model.rowCount() == 3
+        assert panel.files._importer is not None and panel.model.rowCount() == 3
     assert any(m.startswith("Checking many.json") for m in messages)
     assert "Imported 100 runs from many.json." in messages
     assert panel.model.rowCount() == 103

@@ -1,38 +1,38 @@
 """The results panel: every run kept in the history, its comparisons and speedups, a chart, and exports.
 
-The table's model lives in run_table.py, the chart in speedup_chart.py, the exported picture in
-comparison_sheet.py; the panel's parts share its table, selection and history: the table view and its actions
-(table_view.py), delete and Undo (deleting.py), exports and imports (files.py).
+The panel is composed of parts, each given what it uses: the table's model (run_table.py) and view (table_view.py:
+RunsTable, and the panel's RunActions), the selection and the Compare menu (selection.py), the charts
+(speedup_chart.py, contrast_chart.py), delete and Undo (deleting.py), files (files.py) and reports (reports.py). The
+history is read and changed through the engine's RunLibrary (engine/history/library.py), never a store of its own.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QStackedLayout, QVBoxLayout, QWidget
 
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.errors import UserError
-from ...engine.basics.formatting import plural
 from ...engine.basics.results import RunResult
+from ...engine.history.library import RunLibrary
 from ...engine.history.store import RunStore
 from ..style import keys, placeholder_label
 from .contrast_chart import ContrastChart, ScalingChart
-from .deleting import DeletingMixin, UndoBar
-from .files import FilesMixin
-from .reports import ReportsMixin
+from .deleting import Deleter
+from .files import RunFiles
+from .reports import Reports
 from .run_details import RunDetails
 from .run_table import COL, RunSortProxy, RunTableModel
-from .speedup_chart import SpeedupChart
-from .selection import SelectionMixin
-from .table_view import TableViewMixin
+from .selection import ComparePicker, RunSelection
+from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
+from .table_view import RunActions, RunsTable, button
 
 __all__ = ["COL", "ResultsPanel"]
 
 
-
-class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, ReportsMixin, QWidget):
+class ResultsPanel(QWidget):
     """Every kept run in a sortable table, the speedup chart of the selected comparison, and exports."""
 
     message = Signal(str)
@@ -40,26 +40,40 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
     save_model_requested = Signal()
     import_finished = Signal()
 
-    def __init__(self, store: RunStore, parent=None, export_comparison=None):
+    def __init__(self, store: RunStore, parent: QWidget | None = None,
+                 export_comparison: Callable[[str], object] | None = None) -> None:
         super().__init__(parent)
-        self.store = store
-        self._importer = None
-        self._importing = ""  # the file being imported
-        self._last_dir = str(Path.home())
-        # what Export comparison… writes to the path asked: the window gives its own (this panel's PNG and the
-        # comparison's curves beside it); a panel alone writes its PNG
-        self.export_comparison_to = export_comparison or self.export_comparison_png
+        self.library = RunLibrary(store)
         self.model = RunTableModel(self)
         self.proxy = RunSortProxy(self)
         self.proxy.setSourceModel(self.model)
-        self.table = self._make_table()
+        self.view = RunsTable(self.proxy, self)
+        self.table = self.view.table
+        self.selection = RunSelection(self.model, self.proxy, self.table)
+        self.picker = ComparePicker(self.selection, self)
+        self.compare_combo, self.compare_bar = self.picker.combo, self.picker.bar
         self.chart = SpeedupChart()
         self.contrast_chart = ContrastChart()
-        self.contrast_chart.baseline_chosen.connect(self._choose_baseline)
         self.scaling_chart = ScalingChart()
-        self._baseline_id: str | None = None  # the baseline the user chose for the comparisons by what differs
-        self._make_actions()
+        self.deleter = Deleter(self.library, self.selection, self)
+        self.undo_bar = self.deleter.bar
+        # what Export comparison… writes to the path asked: the window gives its own (this panel's PNG and the
+        # comparison's curves beside it); a panel alone writes its PNG
+        self.files = RunFiles(self.library, self.selection, self, export_comparison)
+        self.reports = Reports(self.selection, self.picker, self._findings, self.files.save_path, self)
+        self.actions = RunActions.made(self, {
+            "delete": self.deleter.delete_dialog, "csv": self.files.export_csv_dialog,
+            "json": self.files.export_json_dialog, "import_runs": self.files.import_dialog,
+            "png": self.files.export_comparison_dialog, "markdown": self.reports.copy_markdown,
+            "report": self.reports.export_report_dialog, "select_group": self._select_current_group})
+        self.table.addAction(self.actions.delete)
+        self.details = RunDetails()
+        self.filter = QLineEdit()
+        self._build()
+        self._connect()
+        self.reload()
 
+    def _build(self) -> None:
         self.empty = placeholder_label("<b>No runs yet</b><br>Finished runs appear here and are kept between "
                                        "launches.<br>Import\u2026 adds runs exported from another machine.")
         table_area = QWidget()
@@ -67,19 +81,10 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         self._table_stack.addWidget(self.empty)
         self._table_stack.addWidget(self.table)
 
-        self.details = RunDetails()
-        self.details.note_changed.connect(self.set_note)
-        self.details.export_steps.connect(self.export_steps_dialog)
-        self.details.save_model.connect(lambda _run_id: self.save_model_requested.emit())
-
-        self.filter = QLineEdit()
         self.filter.setPlaceholderText("Filter runs: model, dataset, device, machine, status, note…")
         self.filter.setClearButtonEnabled(True)
         self.filter.setToolTip("Shows the runs whose model, dataset, device, machine, precision, status or note "
                                f"contain every word typed ({keys('Ctrl+F')}).")
-        self.filter.textChanged.connect(self.set_filter)
-        self.undo_bar = UndoBar(self)
-        self.undo_bar.undo.connect(self.undo_delete)
         left = QWidget()
         left_layout = QVBoxLayout(left)
         left_layout.setContentsMargins(0, 0, 0, 0)
@@ -93,16 +98,6 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         splitter.setChildrenCollapsible(False)
         # the right side: what the current run is compared with: its devices, or runs that differ in one setting or
         # in their environment, or the selected runs (engine analysis/compare.py and contrast.py)
-        self.compare_combo = QComboBox()
-        self.compare_combo.setToolTip("Compare the current run with the same setup on other devices, with runs that "
-                                      "differ in one setting or in their environment, or the selected runs.")
-        self.compare_combo.activated.connect(self._chosen_comparison)
-        compare_row = QHBoxLayout()
-        compare_row.setContentsMargins(0, 0, 0, 0)
-        compare_row.addWidget(QLabel("Compare:"))
-        compare_row.addWidget(self.compare_combo, 1)
-        self.compare_bar = QWidget()
-        self.compare_bar.setLayout(compare_row)
         charts = QWidget()
         self._chart_stack = QStackedLayout()
         self._chart_stack.addWidget(self.chart)
@@ -122,11 +117,11 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
 
         buttons = QHBoxLayout()
         buttons.setSpacing(8)
-        buttons.addWidget(self._button(self.delete_action))
+        a = self.actions
+        buttons.addWidget(button(a.delete))
         buttons.addStretch(1)
-        for action in (self.import_action, self.csv_action, self.json_action, self.png_action, self.markdown_action,
-                       self.report_action):
-            buttons.addWidget(self._button(action))
+        for action in (a.import_runs, a.csv, a.json, a.png, a.markdown, a.report):
+            buttons.addWidget(button(action))
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -134,45 +129,70 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
         layout.addWidget(splitter, 1)
         layout.addLayout(buttons)
 
-        self.table.installEventFilter(self)
+    def _connect(self) -> None:
+        self.contrast_chart.baseline_chosen.connect(self._choose_baseline)
+        self.picker.chosen.connect(self._update_chart)
+        self.details.note_changed.connect(self.set_note)
+        self.details.export_steps.connect(self.files.export_steps_dialog)
+        self.details.save_model.connect(lambda _run_id: self.save_model_requested.emit())
+        self.filter.textChanged.connect(self.set_filter)
+        self.view.delete_pressed.connect(self.deleter.delete_dialog)
+        self.view.menu_requested.connect(self._context_menu)
+        for part in (self.deleter, self.files, self.reports):
+            part.message.connect(self.message)
+        self.deleter.removed.connect(lambda ids: self._set_runs([r for r in self.model.runs() if r.id not in
+                                                                set(ids)], []))
+        self.deleter.restored.connect(lambda runs: self._set_runs(
+            self.model.runs() + [r for r in runs if self.model.row_of(r.id) is None], [r.id for r in runs]))
+        self.files.runs_read.connect(self._set_runs)
+        self.files.importing.connect(lambda running: self.actions.import_runs.setEnabled(not running))
+        self.files.importing.connect(lambda running: None if running else self.import_finished.emit())
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.table.selectionModel().currentRowChanged.connect(self._update_chart)
-        self.reload()
 
-    # data
+    # -- the history (engine history/library.py) -------------------------------------------------------------------
+    @property
+    def store(self) -> RunStore:
+        return self.library.store
+
     def reload(self) -> None:
-        """Read every run's summary from the store (steps and windows are read when a run is selected or
+        """Read every run's summary from the history (steps and windows are read when a run is selected or
         exported), keeping the selection; unreadable rows are skipped and named."""
         keep = self.selected_ids()
         try:
-            runs = self.store.summaries()
+            runs = self.library.summaries()
         except UserError as exc:  # a history that fails now (another program holds it): one sentence
             self.message.emit(str(exc))
             runs = []
-        for notice in self.store.notices:
+        for notice in self.library.notices:
             self.message.emit(notice)
         self.reload_inspections()
         self._set_runs(runs, keep)
+
+    def reload_inspections(self) -> None:
+        """The stored `inspect` and `diagnose` results whose findings (CPU fallbacks, parity) the verdicts name."""
+        try:
+            findings = self.library.findings()
+            self.chart.inspections = list(findings.inspections)
+            self.contrast_chart.diagnoses = list(findings.diagnoses)
+        except UserError as exc:
+            self.chart.inspections = []
+            self.message.emit(str(exc))
+        self._update_chart()
 
     def add_inspection(self, result: dict) -> None:
         """An inspection that just finished: the verdict names its findings from now on."""
         self.chart.inspections.append(result)
         self._update_chart()
 
-    def reload_inspections(self) -> None:
-        """The stored `inspect` results whose findings (CPU fallbacks, parity) the verdict names."""
-        try:
-            self.chart.inspections = [t.result for t in self.store.tools(kinds=("inspect",)) if not t.problem]
-            self.contrast_chart.diagnoses = [t.result for t in self.store.tools(kinds=("diagnose",))
-                                             if not t.problem]
-        except UserError as exc:
-            self.chart.inspections = []
-            self.message.emit(str(exc))
-        self._update_chart()
+    def _findings(self) -> tuple[list, list]:
+        return self.chart.inspections, self.contrast_chart.diagnoses
 
     def set_store(self, store: RunStore) -> None:
         """Show another history (a recovered one, say)."""
-        self.store = store
+        self.library = RunLibrary(store)
+        for part in (self.deleter, self.files):
+            part.library = self.library
         self.reload()
 
     def add_result(self, result: RunResult) -> None:
@@ -186,23 +206,15 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
     def comparisons(self) -> list[Comparison]:
         return list(self.model.comparisons)
 
-    def _set_runs(self, runs: list[RunResult], select: list[str]) -> None:
-        self.model.set_runs(runs)
-        self._table_stack.setCurrentWidget(self.table if runs else self.empty)
-        self._fit_columns()
-        self.select_ids([i for i in select if self.model.row_of(i) is not None])
-        self._update_actions()
-        self._update_chart()
-        if not self.selected_ids():  # a reset model clears its selection without a signal: the plots hear it here
-            self.selection_changed.emit([])
+    def whole_runs(self, ids: list[str] | None = None) -> list[RunResult]:
+        """These runs (None = the selection, or all) whole, read from the history where the table holds a summary;
+        a run that cannot be read any more is left out and named."""
+        return self.files.whole_runs(ids)
 
-    # selection
-
-    # notes, the loss curve, filtering, undo
     def set_note(self, run_id: str, text: str) -> None:
         """Keep the user's note on a run in the history and in the table."""
         try:
-            self.store.set_note(run_id, text)
+            self.library.set_note(run_id, text)
         except UserError as exc:
             self.message.emit(str(exc))
             return
@@ -211,49 +223,110 @@ class ResultsPanel(TableViewMixin, SelectionMixin, DeletingMixin, FilesMixin, Re
             self.model.set_note(row, text)
         self.message.emit("Note kept." if text else "Note removed.")
 
-    # actions without questions (tests call these)
+    def _set_runs(self, runs: list[RunResult], select: list[str]) -> None:
+        self.model.set_runs(runs)
+        self._table_stack.setCurrentWidget(self.table if runs else self.empty)
+        self.view.fit_columns()
+        self.select_ids([i for i in select if self.model.row_of(i) is not None])
+        self._update_actions()
+        self._update_chart()
+        if not self.selected_ids():  # a reset model clears its selection without a signal: the plots hear it here
+            self.selection_changed.emit([])
 
-    def _runs_for(self, ids: list[str] | None) -> list[RunResult]:
-        wanted = ids if ids is not None else self.selected_ids()
-        if not wanted:
-            return self.model.runs()
-        rows = [self.model.row_of(i) for i in wanted]
-        return [self.model.run_at(r) for r in rows if r is not None]
+    # -- the selection and what it shows (selection.py) -----------------------------------------------------------
+    def selected_ids(self) -> list[str]:
+        return self.selection.ids()
 
-    def whole_runs(self, ids: list[str] | None = None) -> list[RunResult]:
-        """These runs (None = the selection, or all) with their steps, windows and epochs, read from the history
-        where the table holds only a summary; a run that cannot be read any more is left out and named."""
-        out, missing = [], []
-        for run in self._runs_for(ids):
-            if not run.is_summary:
-                out.append(run)
-                continue
-            try:
-                whole = self.store.get(run.id)
-            except UserError as exc:
-                self.message.emit(str(exc))
-                return out
-            if whole is None:
-                missing.append(run.id[:12])
-            else:
-                whole.note = run.note
-                out.append(whole)
-        if missing:
-            self.message.emit(f"{plural(len(missing), 'run')} could not be read from the history any more "
-                              f"(first: {missing[0]}); {'it is' if len(missing) == 1 else 'they are'} left out.")
-        return out
+    def select_ids(self, ids: list[str]) -> None:
+        self.selection.select(ids)
+
+    def visible_ids(self) -> list[str]:
+        return self.selection.visible_ids()
+
+    def current_comparison(self) -> Comparison | None:
+        """The comparison of the current row; with nothing selected, the newest comparison."""
+        return self.selection.current_comparison()
+
+    def comparison_title(self) -> tuple[str, str]:
+        return self.files.comparison_title()
+
+    def export_comparison_png(self, path: str, scale: float | None = None) -> str:
+        return self.files.export_comparison_png(path, scale)
+
+    def set_filter(self, text: str) -> None:
+        """Show only the runs matching every word of `text` (case-insensitive)."""
+        if self.filter.text() != text:
+            self.filter.setText(text)
+            return
+        self.proxy.set_words(text)
+        self._update_actions()
+
+    def _on_selection_changed(self, *_) -> None:
+        self._update_actions()
+        self._update_chart()
+        self.selection_changed.emit(self.selected_ids())
+
+    def _update_chart(self, *_) -> None:
+        run = self.selection.current_run()
+        hint = NO_COMPARISON_HINT
+        if run is not None and run.status != "finished":
+            what = {"cancelled": "was stopped before the end", "interrupted": "was interrupted"}.get(run.status,
+                                                                                                    run.status)
+            hint = f"This run {what}; only finished runs are compared"
+        self.picker.fill(run)
+        scaling = self.picker.shown_scaling()
+        shown = self.picker.shown_contrast() if scaling is None else None
+        if scaling is not None:
+            self._chart_stack.setCurrentWidget(self.scaling_chart)
+            self.scaling_chart.show_scaling(scaling)
+        elif shown is not None:
+            self._chart_stack.setCurrentWidget(self.contrast_chart)
+            self.contrast_chart.show_contrast(shown)
+        else:
+            self._chart_stack.setCurrentWidget(self.chart)
+        self.chart.show_comparison(self.current_comparison(), hint)  # kept current, shown or not
+        self._update_report_actions()  # what a report would be of changed with the chart
+        if run is None:
+            self.details.show_run(None)
+        elif self.details.run is None or self.details.run.id != run.id:
+            whole = self.whole_runs([run.id])
+            self.details.show_run(whole[0] if whole else None)
+
+    def _choose_baseline(self, run_id: str) -> None:
+        self.picker.baseline_id = run_id
+        self._update_chart()
+
+    def _select_current_group(self) -> None:
+        c = self.current_comparison()
+        if c is not None:
+            self.select_ids([r.id for r in c.runs])
+
+    def _update_actions(self) -> None:
+        has_runs = self.model.rowCount() > 0
+        self.actions.delete.setEnabled(bool(self.selected_ids()))
+        self.actions.csv.setEnabled(has_runs)
+        self.actions.json.setEnabled(has_runs)
+        self.actions.png.setEnabled(self.current_comparison() is not None)
+        self._update_report_actions()
+
+    def _update_report_actions(self) -> None:
+        available = self.reports.available()
+        self.actions.report.setEnabled(available)
+        self.actions.markdown.setEnabled(available)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        menu = QMenu(self)
+        a = self.actions
+        a.select_group.setEnabled(self.current_comparison() is not None and bool(self.selected_ids()))
+        menu.addAction(a.select_group)
+        menu.addSeparator()
+        for action in (a.csv, a.json, a.png, a.import_runs):
+            menu.addAction(action)
+        menu.addSeparator()
+        menu.addAction(a.delete)
+        menu.exec(self.table.viewport().mapToGlobal(pos))
 
     def closeEvent(self, event) -> None:  # Qt override
         """An import still running finishes first (it is one transaction: all of the file or none)."""
-        if self._importer is not None:
-            self._importer.wait()
+        self.files.wait()
         super().closeEvent(event)
-
-    # actions with questions (buttons, menu, keys)
-
-
-
-
-
-
-

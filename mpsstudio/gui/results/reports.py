@@ -3,41 +3,58 @@ on screen (devices, or runs by what differs), or of the selected run alone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Signal
+
 from ..export import copy_to_clipboard, report_markdown, write_report_html
+from .selection import ComparePicker, RunSelection
 
 
-class ReportsMixin:
-    """The panel's reports: the comparison on screen as Markdown on the clipboard or as one HTML file."""
+class Reports(QObject):
+    """The reports of what the panel shows: as Markdown on the clipboard or as one HTML file. `findings()`: the
+    stored inspections and diagnoses the verdicts name (the charts'); `save_path(caption, name, filters, suffix)`
+    asks where. `message(sentence)`."""
 
-    def report_parts_available(self) -> bool:
-        return self.current_report_source() is not None
+    message = Signal(str)
 
-    def current_report_source(self):
+    def __init__(self, selection: RunSelection, picker: ComparePicker, findings: Callable[[], tuple[list, list]],
+                 save_path: Callable[[str, str, str, str], str], parent: QObject) -> None:
+        super().__init__(parent)
+        self._selection = selection
+        self._picker = picker
+        self._findings = findings
+        self._save_path = save_path
+
+    def available(self) -> bool:
+        return self.current_source() is not None
+
+    def current_source(self):
         """What a report would be of now: the comparison by what differs on screen, the device comparison, or the
         selected run; None when nothing is selected."""
-        if not self.selected_ids():
+        if not self._selection.ids():
             return None
-        return self.shown_scaling() or self.shown_contrast() or self.current_comparison() or self._current_run()
+        return (self._picker.shown_scaling() or self._picker.shown_contrast()
+                or self._selection.current_comparison() or self._selection.current_run())
 
     def current_report(self):
         """The engine's report of what the chart shows; None when nothing is."""
-        from ...engine.report import parts as reporting
-
         from ...engine.analysis.compare import Comparison
         from ...engine.analysis.contrast import Contrast
-
         from ...engine.analysis.scaling import Scaling
+        from ...engine.report import parts as reporting
 
-        what = self.current_report_source()
+        what = self.current_source()
+        inspections, diagnoses = self._findings()
         if isinstance(what, Scaling):
             return reporting.report([reporting.scaling_part(what)], runs=what.runs)
         if isinstance(what, Contrast):
-            return reporting.report([reporting.contrast_part(what, self.contrast_chart.diagnoses)], runs=what.runs)
+            return reporting.report([reporting.contrast_part(what, diagnoses)], runs=what.runs)
         if isinstance(what, Comparison):
-            return reporting.report([reporting.comparison_part(what, self.chart.inspections)], runs=what.all_runs)
+            return reporting.report([reporting.comparison_part(what, inspections)], runs=what.all_runs)
         if what is None:
             return None
-        return reporting.report(reporting.run_parts(what, self.model.runs(), self.chart.inspections), runs=[what])
+        return reporting.report(reporting.run_parts(what, self._selection.model.runs(), inspections), runs=[what])
 
     def copy_markdown(self) -> str:
         """Put the report on the clipboard as Markdown (GitHub renders its tables); returns the text."""

@@ -1,21 +1,34 @@
-"""The results panel's table view, columns and actions."""
+"""The results panel's table view and its columns (RunsTable), and the panel's actions (RunActions)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, QObject, QPoint, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QPushButton, QTableView
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QPushButton, QTableView, QWidget
 
 from ..settings import settings
 from .run_table import COL, COLUMNS, DEFAULT_HIDDEN, GroupBadgeDelegate, fit_columns
 
 
-class TableViewMixin:
-    """The runs table's view: its columns (the chooser, kept in the settings), its actions and buttons, its context menu and keys."""
+class RunsTable(QObject):
+    """The runs table's view: its columns (the chooser, kept in the settings) and keys. `delete_pressed` for Delete
+    or Backspace on it; `menu_requested(pos)` for its context menu (the panel's actions)."""
 
-    def _make_table(self) -> QTableView:
+    delete_pressed = Signal()
+    menu_requested = Signal(QPoint)
+
+    def __init__(self, proxy: QSortFilterProxyModel, parent: QWidget) -> None:
+        super().__init__(parent)
+        self._parent = parent
+        self.table = self._make_table(proxy)
+        self.table.installEventFilter(self)
+
+    def _make_table(self, proxy: QSortFilterProxyModel) -> QTableView:
         table = QTableView()
-        table.setModel(self.proxy)
+        table.setModel(proxy)
         table.setSortingEnabled(True)
         table.sortByColumn(COL["Time"], Qt.SortOrder.DescendingOrder)
         table.setAlternatingRowColors(True)
@@ -34,7 +47,7 @@ class TableViewMixin:
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        table.customContextMenuRequested.connect(self._context_menu)
+        table.customContextMenuRequested.connect(self.menu_requested)
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(lambda pos: self.column_menu().exec(header.mapToGlobal(pos)))
         hidden = settings().value("table/hidden_columns", list(DEFAULT_HIDDEN))
@@ -46,7 +59,7 @@ class TableViewMixin:
     def column_menu(self) -> QMenu:
         """The column chooser (right-click a column header): every column but the state and comparison badges,
         checked when shown; the choice is kept between launches."""
-        menu = QMenu(self)
+        menu = QMenu(self._parent)
         for col, column in enumerate(COLUMNS):
             if not column.header:
                 continue
@@ -63,7 +76,7 @@ class TableViewMixin:
     def set_column_shown(self, col: int, shown: bool) -> None:
         self.table.setColumnHidden(col, not shown)
         if shown:
-            self._fit_columns()
+            self.fit_columns()
         settings().setValue("table/hidden_columns", self.hidden_columns())
 
     def hidden_columns(self) -> list[str]:
@@ -72,47 +85,8 @@ class TableViewMixin:
     def reset_columns(self) -> None:
         for name, col in COL.items():
             self.table.setColumnHidden(col, name in DEFAULT_HIDDEN)
-        self._fit_columns()
+        self.fit_columns()
         settings().setValue("table/hidden_columns", self.hidden_columns())
-
-    def _make_actions(self) -> None:
-        def action(text: str, tip: str, slot) -> QAction:
-            a = QAction(text, self)
-            a.setToolTip(tip)
-            a.setStatusTip(tip)
-            a.triggered.connect(slot)
-            return a
-
-        self.delete_action = action("Delete", "Remove the selected runs from the history.", self.delete_dialog)
-        self.delete_action.setShortcuts([QKeySequence(QKeySequence.StandardKey.Delete),
-                                         QKeySequence(Qt.Key.Key_Backspace)])
-        self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
-        self.table.addAction(self.delete_action)
-        self.csv_action = action("Export CSV\u2026", "Save the selected runs (all when none is selected) "
-                                 "as a spreadsheet file.", self.export_csv_dialog)
-        self.json_action = action("Export JSON\u2026", "Save the selected runs (all when none is selected) with "
-                                  "every step, to import on another machine.", self.export_json_dialog)
-        self.import_action = action("Import\u2026", "Add runs from a JSON file exported by MPS Studio, for "
-                                    "example from a CUDA server.", self.import_dialog)
-        self.png_action = action("Export comparison\u2026", "Save the selected comparison's table and chart as "
-                                 "a PNG picture, and its curves beside it (NAME-plots.png).", self.export_comparison_dialog)
-        self.markdown_action = action("Copy as Markdown", "Copy the comparison on screen (or the selected run) as "
-                                      "Markdown: tables with units and intervals, the verdict, the environment "
-                                      "folded; no paths or names.", self.copy_markdown)
-        self.report_action = action("Export Report\u2026", "Save the comparison on screen (or the selected run) as "
-                                    "one HTML file with its chart, to open in any browser, offline.",
-                                    self.export_report_dialog)
-        self.select_group_action = action("Select Comparison", "Select every run of this comparison.",
-                                          self._select_current_group)
-
-    def _button(self, action: QAction) -> QPushButton:
-        b = QPushButton(action.text())
-        b.setToolTip(action.toolTip())
-        b.setAutoDefault(False)
-        b.clicked.connect(action.trigger)
-        action.changed.connect(lambda: b.setEnabled(action.isEnabled()))
-        b.setEnabled(action.isEnabled())
-        return b
 
     def eventFilter(self, watched, event) -> bool:
         """Delete and Backspace on the table delete the selected rows (after asking), also where the
@@ -120,21 +94,65 @@ class TableViewMixin:
         if (watched is self.table and event.type() == QEvent.Type.KeyPress
                 and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
                 and event.modifiers() in (Qt.KeyboardModifier.NoModifier, Qt.KeyboardModifier.KeypadModifier)):
-            self.delete_dialog()
+            self.delete_pressed.emit()
             return True
         return super().eventFilter(watched, event)
 
-    def _fit_columns(self) -> None:
+    def fit_columns(self) -> None:
         fit_columns(self.table, caps={"Machine": 200, "Dataset": 160, "Model": 160})
 
-    def _context_menu(self, pos) -> None:
-        menu = QMenu(self)
-        has_group = self.current_comparison() is not None and bool(self.selected_ids())
-        self.select_group_action.setEnabled(has_group)
-        menu.addAction(self.select_group_action)
-        menu.addSeparator()
-        for a in (self.csv_action, self.json_action, self.png_action, self.import_action):
-            menu.addAction(a)
-        menu.addSeparator()
-        menu.addAction(self.delete_action)
-        menu.exec(self.table.viewport().mapToGlobal(pos))
+
+@dataclass(frozen=True)
+class RunActions:
+    """The panel's actions (buttons, the table's context menu, the window's menus)."""
+
+    delete: QAction
+    csv: QAction
+    json: QAction
+    import_runs: QAction
+    png: QAction
+    markdown: QAction
+    report: QAction
+    select_group: QAction
+
+    @classmethod
+    def made(cls, parent: QWidget, slots: dict[str, Callable]) -> RunActions:
+        """Each action with its words and tip, triggering `slots[its field name]`."""
+        def action(text: str, tip: str, name: str) -> QAction:
+            a = QAction(text, parent)
+            a.setToolTip(tip)
+            a.setStatusTip(tip)
+            a.triggered.connect(slots[name])
+            return a
+
+        delete = action("Delete", "Remove the selected runs from the history.", "delete")
+        delete.setShortcuts([QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence(Qt.Key.Key_Backspace)])
+        delete.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        return cls(
+            delete=delete,
+            csv=action("Export CSV\u2026", "Save the selected runs (all when none is selected) as a spreadsheet file.",
+                       "csv"),
+            json=action("Export JSON\u2026", "Save the selected runs (all when none is selected) with every step, to "
+                        "import on another machine.", "json"),
+            import_runs=action("Import\u2026", "Add runs from a JSON file exported by MPS Studio, for example from a "
+                               "CUDA server.", "import_runs"),
+            png=action("Export comparison\u2026", "Save the selected comparison's table and chart as a PNG picture, "
+                       "and its curves beside it (NAME-plots.png).", "png"),
+            markdown=action("Copy as Markdown", "Copy the comparison on screen (or the selected run) as Markdown: "
+                            "tables with units and intervals, the verdict, the environment folded; no paths or names.",
+                            "markdown"),
+            report=action("Export Report\u2026", "Save the comparison on screen (or the selected run) as one HTML file "
+                          "with its chart, to open in any browser, offline.", "report"),
+            select_group=action("Select Comparison", "Select every run of this comparison.", "select_group"),
+        )
+
+
+def button(action: QAction) -> QPushButton:
+    """A push button that triggers `action` and follows its enabled state."""
+    b = QPushButton(action.text())
+    b.setToolTip(action.toolTip())
+    b.setAutoDefault(False)
+    b.clicked.connect(action.trigger)
+    action.changed.connect(lambda: b.setEnabled(action.isEnabled()))
+    b.setEnabled(action.isEnabled())
+    return b

@@ -51,12 +51,12 @@ class Menus(QObject):
         self.file_script_action.setEnabled(False)
         file_menu.addAction(self.file_script_action)
         file_menu.addSeparator()
-        file_menu.addAction(self._action("Import Runs…", w.results.import_dialog, "Ctrl+I"))
-        file_menu.addAction(self._action("Export Selected Runs as CSV…", w.results.export_csv_dialog))
-        file_menu.addAction(self._action("Export Selected Runs as JSON…", w.results.export_json_dialog))
-        file_menu.addAction(self._action("Export Comparison…", w.results.export_comparison_dialog, "Ctrl+E"))
+        file_menu.addAction(self._action("Import Runs…", w.results.files.import_dialog, "Ctrl+I"))
+        file_menu.addAction(self._action("Export Selected Runs as CSV…", w.results.files.export_csv_dialog))
+        file_menu.addAction(self._action("Export Selected Runs as JSON…", w.results.files.export_json_dialog))
+        file_menu.addAction(self._action("Export Comparison…", w.results.files.export_comparison_dialog, "Ctrl+E"))
         file_menu.addAction(self._action("Export Report…", self.export_report, "Ctrl+Alt+E"))
-        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: w.results.export_steps_dialog()))
+        file_menu.addAction(self._action("Export Loss Curve as CSV…", lambda: w.results.files.export_steps_dialog()))
         file_menu.addAction(self._action("Save Trained Model…", lambda: w.save_trained_model(), "Ctrl+Shift+S"))
         file_menu.addSeparator()
         self.close_action = self._action("Close Window", w.close)
@@ -66,7 +66,7 @@ class Menus(QObject):
         file_menu.addAction(self.close_action)
 
         edit_menu = menu.addMenu("Edit")
-        self.undo_action = self._action("Undo Delete", w.results.undo_delete, QKeySequence.StandardKey.Undo)
+        self.undo_action = self._action("Undo Delete", w.results.deleter.undo, QKeySequence.StandardKey.Undo)
         self.undo_action.setEnabled(False)
         w.results.undo_bar.timer.timeout.connect(lambda: self.undo_action.setEnabled(False))
         w.results.message.connect(lambda _: self.undo_action.setEnabled(w.results.undo_bar.can_undo()))
@@ -120,7 +120,7 @@ class Menus(QObject):
     def _reporting(self):
         """What a report is of: the Tools tab's shown result there, else the Runs tab's comparison or run."""
         w = self.w
-        return w.tools if w.tabs.currentWidget() is w.tools else w.results
+        return w.tools if w.tabs.currentWidget() is w.tools else w.results.reports
 
     def export_report(self) -> None:
         self._reporting().export_report_dialog()

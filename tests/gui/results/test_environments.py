@@ -55,14 +55,14 @@ def test_any_selected_runs_compared_and_reported(qtbot, store, tmp_path):
     panel.select_ids([new.id, bigger.id])
     assert panel.compare_combo.currentData() == "selected"
     assert "differ in batch and torch: the cause cannot be told apart" in panel.contrast_chart.verdict_text()
-    text = panel.copy_markdown()
+    text = panel.reports.copy_markdown()
     assert text == QApplication.clipboard().text()
     assert "| run | time |" in text and "<details><summary>Environment</summary>" in text
     out = tmp_path / "r.html"
-    assert panel.export_report(str(out)) and "<svg" in out.read_text()
+    assert panel.reports.export_report(str(out)) and "<svg" in out.read_text()
     panel.select_ids([cpu.id])  # a run with nothing to compare: its own report
     assert not panel.compare_bar.isVisible() and panel.chart.is_showing_hint()
-    assert "Run: mlp on cifar10" in panel.copy_markdown()
+    assert "Run: mlp on cifar10" in panel.reports.copy_markdown()
 
 
 def test_tools_tab_copies_and_exports_its_result(qtbot, tmp_path):
@@ -141,7 +141,7 @@ def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot,
     combo = panel.compare_combo
     assert combo.currentData() == "selected"
     combo.setCurrentIndex(combo.findData("devices"))
-    panel._chosen_comparison(combo.currentIndex())
+    panel.picker._picked(combo.currentIndex())
     assert combo.currentData() == "devices" and panel._chart_stack.currentWidget() is panel.chart
     panel._update_chart()  # a redraw keeps what the user chose for this selection
     assert combo.currentData() == "devices"
@@ -154,7 +154,7 @@ def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot,
     assert chart.contrast.baseline.id == cpu.id
     assert any(label.startswith(f"run {failed.id[:8]}: failed") for label in contrast_labels(chart))
     panel.table.clearSelection()
-    assert not panel.report_action.isEnabled() and not panel.markdown_action.isEnabled()
+    assert not panel.actions.report.isEnabled() and not panel.actions.markdown.isEnabled()
 
 
 def contrast_labels(chart):

@@ -99,7 +99,7 @@ def test_delete_selected_removes_from_table_and_store(qtbot, store):
     panel.select_ids([gone.id])
     assert panel.selected_ids() == [gone.id]
     with qtbot.waitSignal(panel.message) as said:
-        panel.delete_selected()
+        panel.deleter.delete_selected()
     assert said.args == ["Deleted 1 run."]
     assert [r.id for r in panel.results()] == [keep.id]
     assert store.get(gone.id) is None and store.get(keep.id) is not None
@@ -111,7 +111,7 @@ def test_exports_write_the_right_rows(qtbot, store, tmp_path):
     other = make_run("cpu", 50.0, model="mlp", dataset="shapes")
     panel = open_panel(qtbot, store, [cpu, mps, other])
 
-    assert panel.export_csv(str(tmp_path / "all.csv")) == 3  # nothing selected: every run
+    assert panel.files.export_csv(str(tmp_path / "all.csv")) == 3  # nothing selected: every run
     with open(tmp_path / "all.csv", newline="") as f:
         rows = {r["id"]: r for r in csv.DictReader(f)}
     assert set(rows) == {cpu.id, mps.id, other.id}
@@ -120,13 +120,13 @@ def test_exports_write_the_right_rows(qtbot, store, tmp_path):
 
     panel.select_ids([mps.id])
     with qtbot.waitSignal(panel.message) as said:
-        assert panel.export_csv(str(tmp_path / "one.csv")) == 1
+        assert panel.files.export_csv(str(tmp_path / "one.csv")) == 1
     assert said.args == ["Exported 1 run to one.csv."]
     with open(tmp_path / "one.csv", newline="") as f:
         [row] = list(csv.DictReader(f))
     assert row["id"] == mps.id and float(row["speedup_vs_cpu"]) == pytest.approx(4.5)  # the table's speedup
 
-    assert panel.export_json(str(tmp_path / "pair.json"), ids=[cpu.id, mps.id]) == 2
+    assert panel.files.export_json(str(tmp_path / "pair.json"), ids=[cpu.id, mps.id]) == 2
     doc = json.loads((tmp_path / "pair.json").read_text())
     assert [r["id"] for r in doc["runs"]] == [cpu.id, mps.id]
     assert doc["comparisons"][0]["devices"][1]["speedup_vs_cpu"] == pytest.approx(4.5)
@@ -136,24 +136,24 @@ def test_import_marks_runs_and_a_bad_file_loses_nothing(qtbot, store, tmp_path):
     cuda = make_run("cuda:0", 9412.4, env=H100)
     source = RunStore(tmp_path / "server.sqlite3")
     server = open_panel(qtbot, source, [cuda])
-    server.export_json(str(tmp_path / "server.json"))
+    server.files.export_json(str(tmp_path / "server.json"))
     source.close()
 
     mac = make_run("cpu", 412.3)
     panel = open_panel(qtbot, store, [mac])
-    assert panel.import_json(str(tmp_path / "server.json")) == 1
+    assert panel.files.import_json(str(tmp_path / "server.json")) == 1
     assert text(panel, cuda.id, "Machine") == "NVIDIA H100 80GB HBM3 on gpu-node-07 (imported)"
     assert store.get(cuda.id).origin == "imported"
     # never divided by this Mac's CPU: the server's own CPU run is missing, and the cell says so
     assert text(panel, cuda.id, "Speedup vs CPU") == "\u2014"
     assert "no CPU run from NVIDIA H100" in text(panel, cuda.id, "Speedup vs CPU", Qt.ItemDataRole.ToolTipRole)
     assert panel.selected_ids() == [cuda.id]
-    assert panel.import_json(str(tmp_path / "server.json")) == 0  # already there: kept as it is
+    assert panel.files.import_json(str(tmp_path / "server.json")) == 0  # already there: kept as it is
 
     bad = tmp_path / "notes.json"
     bad.write_text("{ this is not json")
     with qtbot.waitSignal(panel.message) as said:
-        assert panel.import_json(str(bad)) == 0
+        assert panel.files.import_json(str(bad)) == 0
     [sentence] = said.args
     assert "not valid JSON" in sentence and "\n" not in sentence and sentence.endswith(".")
     assert panel.model.rowCount() == 2 and len(store) == 2
@@ -241,14 +241,14 @@ def test_delete_key_deletes_with_undo_and_asks_only_beyond_what_undo_holds(qtbot
     panel.table.setFocus()
     panel.select_ids([a.id])
     asked = []
-    monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or False)
+    monkeypatch.setattr(panel.deleter, "confirm_delete", lambda n: asked.append(n) or False)
     qtbot.keyClick(panel.table, Qt.Key.Key_Delete)
     assert asked == [] and store.get(a.id) is None and panel.undo_bar.can_undo()  # at once, with Undo
     monkeypatch.setattr(deleting, "UNDO_UP_TO", 1)  # more runs than Undo holds: asked first
     panel.select_ids([b.id, c.id])
     qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
     assert asked == [2] and panel.model.rowCount() == 2  # declined: nothing deleted
-    monkeypatch.setattr(panel, "confirm_delete", lambda n: asked.append(n) or True)
+    monkeypatch.setattr(panel.deleter, "confirm_delete", lambda n: asked.append(n) or True)
     qtbot.keyClick(panel.table, Qt.Key.Key_Backspace)
     assert asked == [2, 2] and panel.results() == []
 

@@ -182,17 +182,17 @@ def test_the_state_column_and_the_column_chooser(qtbot, tmp_path):
     assert [cell(r, "State") for r in (ok, noisy, bad, stopped)] == ["\u2713", "\u26a0\ufe0e", "\u2715", "\u25a0"]
     assert "The loss became NaN" in cell(bad, "State", 3)  # its tooltip says why
     assert "noisy: only 4 measurement windows" in cell(noisy, "State", 3)
-    assert sorted(panel.hidden_columns()) == sorted(DEFAULT_HIDDEN)
-    panel.set_column_shown(COL["Final loss"], True)
-    panel.set_column_shown(COL["Machine"], False)
+    assert sorted(panel.view.hidden_columns()) == sorted(DEFAULT_HIDDEN)
+    panel.view.set_column_shown(COL["Final loss"], True)
+    panel.view.set_column_shown(COL["Machine"], False)
     again = ResultsPanel(store)  # the choice is kept
     qtbot.addWidget(again)
     assert not again.table.isColumnHidden(COL["Final loss"]) and again.table.isColumnHidden(COL["Machine"])
-    menu = again.column_menu()
+    menu = again.view.column_menu()
     names = [a.text() for a in menu.actions() if a.isCheckable()]
     assert "Peak memory" in names and "Machine" in names and "" not in names
-    again.reset_columns()
-    assert sorted(again.hidden_columns()) == sorted(DEFAULT_HIDDEN)
+    again.view.reset_columns()
+    assert sorted(again.view.hidden_columns()) == sorted(DEFAULT_HIDDEN)
 
 
 def test_a_runs_failure_banner_clears_and_a_history_warning_stays(qtbot):
@@ -224,7 +224,7 @@ def test_the_details_tab_shows_epochs_keeps_a_note_and_exports_the_loss_curve(qt
     assert RunStore(path).get(mps.id).note == "after the macOS 15.2 update"
     assert panel.model.index(panel.model.row_of(mps.id), COL["Note"]).data() == "after the macOS 15.2 update"
     out = tmp_path / "loss.csv"
-    assert panel.export_steps(mps.id, str(out)) == 19
+    assert panel.files.export_steps(mps.id, str(out)) == 19
     rows = list(csv.reader(out.open()))
     assert rows[0] == ["step", "phase", "loss", "training_time_s", "window_samples_per_s", "window_memory_bytes"]
     assert rows[1][:2] == ["1", "warm-up"] and rows[1][4] == ""  # warm-up is never counted in a throughput
@@ -273,19 +273,19 @@ def test_delete_is_undone_within_its_window_and_not_after(qtbot, history):
     path, (cpu, mps, h100) = history
     store, panel = panel_with_note(qtbot, path, mps.id, "keep me")
     panel.select_ids([mps.id, h100.id])
-    panel.delete_dialog()  # no question: Undo is offered instead
+    panel.deleter.delete_dialog()  # no question: Undo is offered instead
     assert store.get(mps.id) is None and panel.undo_bar.isVisibleTo(panel) and panel.undo_bar.can_undo()
-    panel.undo_delete()
+    panel.deleter.undo()
     back = RunStore(path).get(mps.id)
     assert back is not None and back.note == "keep me" and len(back.windows) == 4 and back.losses == pytest.approx(mps.losses)
     assert sorted(panel.selected_ids()) == sorted([mps.id, h100.id]) and not panel.undo_bar.can_undo()
     heard = []
     panel.selection_changed.connect(heard.append)
     panel.select_ids([cpu.id])
-    panel.delete_selected()
+    panel.deleter.delete_selected()
     assert heard[-1] == []  # the plots hear that nothing is selected: the deleted run's curves go
     panel.undo_bar.timer.timeout.emit()  # the window passed
-    panel.undo_delete()
+    panel.deleter.undo()
     assert RunStore(path).get(cpu.id) is None and not panel.undo_bar.isVisibleTo(panel)
 
 

@@ -127,14 +127,14 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
     local = window.state.run_ended[0]
     # a CUDA server's run of the same setup, imported from JSON, makes the comparison
     exported = tmp_path / "server.json"
-    assert window.results.export_json(str(exported), [local.id]) == 1
+    assert window.results.files.export_json(str(exported), [local.id]) == 1
     doc = json.loads(exported.read_text())
     doc["runs"][0].update(id="server-run", origin="local")
     doc["runs"][0]["config"]["device"] = "cuda:0"
     doc["runs"][0]["env"]["machine_label"] = "NVIDIA H100 80GB HBM3 on gpu-server"
     doc["runs"][0]["summary"]["samples_per_s"] *= 12
     exported.write_text(json.dumps(doc))
-    assert window.results.import_json(str(exported)) == 1
+    assert window.results.files.import_json(str(exported)) == 1
     window.results.select_ids([local.id, "server-run"])
     assert window.results.comparison_title()[0]
     assert window.export_comparison(str(tmp_path / "none-yet.png")) is not None
@@ -152,8 +152,8 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
     assert results_png.width() >= scale * (720 + 2 * MARGIN)  # the comparison sheet is at least 720 px wide
     # the Runs tab's button and File > Export Comparison… (⌘E) are one export: the comparison and its curves
     button = tmp_path / "from-the-button.png"
-    window.results._save_path = lambda *a: str(button)
-    window.results.png_action.trigger()
+    window.results.files.save_path = lambda *a: str(button)
+    window.results.actions.png.trigger()
     assert button.exists() and (tmp_path / "from-the-button-plots.png").exists()
 
 

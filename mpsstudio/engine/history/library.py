@@ -1,0 +1,118 @@
+"""The history as a front end reads and changes it: the runs as summaries (whole where asked), notes, delete and put
+back, imports, and the tool findings a comparison's verdict names.
+
+The window's results panel holds a RunLibrary, not the store: what it shows is what this module read, in the words
+it said. Every call raises UserError (one sentence) where the history cannot do it now; `notices` are the sentences
+of the last read (runs that could not be read, skipped, never a crash)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..basics.errors import UserError
+from ..basics.formatting import plural
+from ..basics.results import RunResult
+from . import runfiles
+from .store import RunStore
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The stored `inspect` results (CPU fallbacks, parity) and `diagnose` results a verdict names."""
+
+    inspections: tuple[dict, ...] = ()
+    diagnoses: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class Whole:
+    """Runs read whole, in the order asked, and the sentence on those that could not be ('' when none)."""
+
+    runs: list[RunResult]
+    said: str = ""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An import: the ids in the file, how many were added, how many were there already, every run now kept."""
+
+    ids: list[str]
+    added: int
+    known: int
+    runs: list[RunResult]
+
+
+class RunLibrary:
+    """One history (a RunStore) as the results panel uses it."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    @property
+    def notices(self) -> list[str]:
+        return list(self.store.notices)
+
+    def summaries(self) -> list[RunResult]:
+        """Every readable run without its steps, windows and epochs (`is_summary`), oldest first."""
+        return self.store.summaries()
+
+    def whole(self, runs: list[RunResult]) -> Whole:
+        """These runs with their steps, windows and epochs, read where the caller holds a summary (its note kept);
+        a run no longer in the history is left out and named; where the history cannot be read now, the runs read
+        so far and why."""
+        out: list[RunResult] = []
+        missing: list[str] = []
+        for run in runs:
+            if not run.is_summary:
+                out.append(run)
+                continue
+            try:
+                found = self.store.get(run.id)
+            except UserError as exc:
+                return Whole(out, str(exc))
+            if found is None:
+                missing.append(run.id[:12])
+            else:
+                found.note = run.note
+                out.append(found)
+        said = ""
+        if missing:
+            said = (f"{plural(len(missing), 'run')} could not be read from the history any more (first: "
+                    f"{missing[0]}); {'it is' if len(missing) == 1 else 'they are'} left out.")
+        return Whole(out, said)
+
+    def findings(self) -> Findings:
+        """The stored inspections and diagnoses without a problem."""
+        return Findings(tuple(t.result for t in self.store.tools(kinds=("inspect",)) if not t.problem),
+                        tuple(t.result for t in self.store.tools(kinds=("diagnose",)) if not t.problem))
+
+    def set_note(self, run_id: str, text: str) -> None:
+        """Keep the user's note on a run ("" removes it)."""
+        self.store.set_note(run_id, text)
+
+    def delete(self, run_ids: list[str]) -> int:
+        return self.store.delete(run_ids)
+
+    def restore(self, runs: list[RunResult]) -> None:
+        """Runs deleted a moment ago put back as they were, with their notes."""
+        self.store.restore(runs)
+
+    def import_file(self, path: str, progress: Callable[[float], None] | None = None) -> Imported:
+        """The runs of an MPS Studio JSON file, checked whole (all of them or none) and added; runs already kept stay
+        as they are."""
+        runs = runfiles.import_json(path, progress=progress)
+        added, known = self.store.add_imported(runs)
+        return Imported([r.id for r in runs], added, known, self.store.summaries())
+
+    def export_steps_csv(self, run: RunResult, path: str) -> int:
+        return runfiles.export_steps_csv(run, path)
+
+    @staticmethod
+    def export_csv(runs: list[RunResult], path: str, speedups: dict) -> None:
+        runfiles.export_csv(runs, path, speedups=speedups)
+
+    @staticmethod
+    def export_json(runs: list[RunResult], path: str) -> None:
+        runfiles.export_json(runs, path)
+
