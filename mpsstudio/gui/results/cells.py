@@ -40,7 +40,8 @@ def run_cells(r: RunResult, comparison: Comparison | None, letter: str,
     cells["samples_per_s"].tooltip = _rate_tooltip(r)
     cells["speedup_vs_cpu"].tooltip = _speedup_tooltip(r, comparison, letter)
     entry = comparison.entry_of(r) if comparison else None
-    if entry is not None and not entry.is_baseline and entry.low is not None and r.id not in entry.round_speedups:
+    if (entry is not None and not entry.is_baseline and entry.low is not None and entry.high is not None
+            and r.id not in entry.round_speedups):
         cells["speedup_vs_cpu"].text += f" ({fmt_ratio(entry.low)}\u2013{fmt_ratio(entry.high)})"
     if s.get("warmup_steps"):
         cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")

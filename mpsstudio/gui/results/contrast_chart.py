@@ -18,7 +18,7 @@ from ...engine.analysis.compare import short_machine
 from ...engine.analysis.scaling import Scaling
 from ...engine.basics.formatting import local_time
 from ..style import TIMES
-from .speedup_chart import FoldedVerdict, still_plot
+from .speedup_chart import VerdictFold, still_plot
 
 LABEL_CHARS = 28  # a bar's label beyond this is cut with "…" (the whole in the table, the report and the sentence)
 
@@ -57,7 +57,7 @@ def _verdict_above_plot(chart, row=None) -> None:
     layout.addWidget(chart.plot, 1)
 
 
-class ContrastChart(FoldedVerdict, QWidget):
+class ContrastChart(QWidget):
     """Runs against a baseline: the verdict in words, a bar per run (its samples/s over the baseline's, the 95 %
     interval as whiskers and in words, noisy runs hatched) and the baseline picker."""
 
@@ -75,7 +75,8 @@ class ContrastChart(FoldedVerdict, QWidget):
         self.baseline.activated.connect(lambda i: self.baseline_chosen.emit(self.baseline.itemData(i)))
         self.plot = still_plot(90)
         self.plot.setToolTip(contrasts.LEGEND[0].upper() + contrasts.LEGEND[1:] + ".")
-        self._make_fold()
+        self.fold = VerdictFold(self.headline, self)
+        self.details, self.more = self.fold.details, self.fold.more
         row = QHBoxLayout()
         row.addWidget(QLabel("Baseline:"))
         row.addWidget(self.baseline, 1)
@@ -84,6 +85,9 @@ class ContrastChart(FoldedVerdict, QWidget):
     def heights(self) -> list[float]:
         return list(self._values)
 
+    def verdict_text(self) -> str:
+        return self.fold.text()
+
     def show_contrast(self, c: contrasts.Contrast | None) -> None:
         self.contrast = c
         item = self.plot.getPlotItem()
@@ -91,8 +95,7 @@ class ContrastChart(FoldedVerdict, QWidget):
         self._values = []
         if c is None:
             self.headline.clear()
-            self.details.clear()
-            self.more.hide()
+            self.fold.clear()
             return
         self.baseline.blockSignals(True)
         self.baseline.clear()
@@ -107,9 +110,7 @@ class ContrastChart(FoldedVerdict, QWidget):
         sentences = c.sentences(self.diagnoses)
         text = f"<span style='font-size:15pt; font-weight:600'>{html.escape(contrasts.headline(c))}</span>"
         self.headline.setText("<br>".join([text, *(html.escape(s) for s in sentences[:1])]))
-        self.details.setText("\n\n".join(sentences[1:]))  # the others folded: the chart keeps its room
-        self.more.setVisible(len(sentences) > 1)
-        self._fold(self.more.isChecked())
+        self.fold.show_folded(sentences[1:])  # the others folded: the chart keeps its room
         self._draw(c)
 
     def _draw(self, c: contrasts.Contrast) -> None:
@@ -130,15 +131,17 @@ class ContrastChart(FoldedVerdict, QWidget):
                 color.setAlphaF(0.35)
             brushes.append(QBrush(color, Qt.BrushStyle.BDiagPattern) if noisy else pg.mkBrush(color))
         item.addItem(pg.BarGraphItem(x0=[0] * n, y=ys, height=0.55, width=values, brushes=brushes))
-        ix = [i for i, v in enumerate(rows) if v is not None and v.low is not None and v.high is not None and v.ratio]
-        if ix:
+        whiskers = [(i, v.low, v.high) for i, v in enumerate(rows)
+                    if v is not None and v.low is not None and v.high is not None and v.ratio]
+        if whiskers:
             pen = QColor(text)
             pen.setAlphaF(0.8)
-            item.addItem(pg.ErrorBarItem(x=np.array([values[i] for i in ix]), y=np.array([ys[i] for i in ix]),
-                                         left=np.array([values[i] - rows[i].low for i in ix]),
-                                         right=np.array([rows[i].high - values[i] for i in ix]), beam=0.18,
+            item.addItem(pg.ErrorBarItem(x=np.array([values[i] for i, _, _ in whiskers]),
+                                         y=np.array([ys[i] for i, _, _ in whiskers]),
+                                         left=np.array([values[i] - low for i, low, _ in whiskers]),
+                                         right=np.array([high - values[i] for i, _, high in whiskers]), beam=0.18,
                                          pen=pg.mkPen(pen, width=1.5)))
-        right = max([values[i] for i in range(n)] + [rows[i].high for i in ix] + [1.0])
+        right = max([values[i] for i in range(n)] + [high for _, _, high in whiskers] + [1.0])
         for i, (y, value) in enumerate(zip(ys, values)):
             v = rows[i]
             words = f"{contrasts.times_text(value)}{TIMES}" if value else "not measured"
@@ -162,7 +165,7 @@ class ContrastChart(FoldedVerdict, QWidget):
         self.plot.setBackground(palette.color(QPalette.ColorRole.Base))
 
 
-class ScalingChart(FoldedVerdict, QWidget):
+class ScalingChart(QWidget):
     """One setup on 1, 2, ... N GPUs (engine analysis/scaling.py): the verdict in words, total throughput against
     GPUs with each point's IQR as whiskers and its speedup and efficiency written beside it, the ideal line (N times
     one GPU's) dashed, and runs of the same setup elsewhere (a Mac's MPS) as labelled dotted lines."""
@@ -174,19 +177,22 @@ class ScalingChart(FoldedVerdict, QWidget):
         self.plot = still_plot(90)
         self.plot.setToolTip("Samples per second of all GPUs together (median over the measurement windows; whiskers: "
                              "the middle half of the windows). Dashed: N times one GPU's, perfect scaling.")
-        self._make_fold()
+        self.fold = VerdictFold(self.headline, self)
+        self.details, self.more = self.fold.details, self.fold.more
         _verdict_above_plot(self)
 
     def points(self) -> list[tuple[int, float]]:
         return [(p.gpus, p.samples_per_s) for p in self.scaling.points] if self.scaling else []
+
+    def verdict_text(self) -> str:
+        return self.fold.text()
 
     def show_scaling(self, s: Scaling | None) -> None:
         self.scaling = s
         self.plot.getPlotItem().clear()
         if s is None:
             self.headline.clear()
-            self.details.clear()
-            self.more.hide()
+            self.fold.clear()
             return
         c = s.points[0].run.config
         short = f"{c.model} · {c.batch_words} per GPU · {c.precision_words}{' · channels_last' if c.channels_last else ''}"
@@ -194,9 +200,7 @@ class ScalingChart(FoldedVerdict, QWidget):
         self.headline.setText("<br>".join([title, html.escape(s.verdict())]))
         notes = [f"{p.gpus} GPUs: the all-reduce's share is the {p.communication['method']}." for p in s.points
                  if p.communication]
-        self.details.setText("\n\n".join([f"Measured on {s.machine}: {s.title()}.", *s.beside_sentences(), *notes]))
-        self.more.setVisible(bool(self.details.text()))
-        self._fold(self.more.isChecked())
+        self.fold.show_folded([f"Measured on {s.machine}: {s.title()}.", *s.beside_sentences(), *notes])
         self._draw(s)
 
     def _draw(self, s: Scaling) -> None:
@@ -227,7 +231,8 @@ class ScalingChart(FoldedVerdict, QWidget):
                 words += f"  {contrasts.times_text(p.speedup)}{TIMES}"
                 if p.low is not None and p.high is not None:
                     words += f" [{contrasts.times_text(p.low)}\u2013{contrasts.times_text(p.high)}]"
-                words += f" · {100 * p.efficiency:.0f} %"
+                if p.efficiency is not None:
+                    words += f" · {100 * p.efficiency:.0f} %"
             label = pg.TextItem(words, color=text, anchor=(0.5 if p.gpus == 1 else 1.0, 1.2))
             label.setPos(p.gpus, p.samples_per_s)
             item.addItem(label)

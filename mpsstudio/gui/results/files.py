@@ -3,9 +3,8 @@ and the threaded import of a JSON export, all through the engine's RunLibrary.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
@@ -16,6 +15,7 @@ from ...engine.basics.formatting import local_time, plural, printable
 from ...engine.basics.results import RunResult
 from ...engine.history.library import Imported, RunLibrary
 from ..export import render_png
+from ..jobs import Job, import_job
 from .comparison_sheet import ComparisonSheet
 from .selection import RunSelection
 
@@ -37,7 +37,7 @@ class RunFiles(QObject):
         self.library = library
         self._selection = selection
         self._parent = parent
-        self._importer = None
+        self._importer: Job | None = None
         self._importing = ""  # the file being imported
         self._last_dir = str(Path.home())
         self.export_comparison_to = export_comparison or self.export_comparison_png
@@ -113,8 +113,6 @@ class RunFiles(QObject):
 
     def start_import(self, path: str) -> None:
         """Import off the GUI thread with progress (a file of thousands of runs takes seconds to check)."""
-        from ..jobs import import_job
-
         if self._importer is not None:
             self.message.emit("An import is still running; wait for it to finish.")
             return

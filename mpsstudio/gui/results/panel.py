@@ -61,12 +61,12 @@ class ResultsPanel(QWidget):
         # comparison's curves beside it); a panel alone writes its PNG
         self.files = RunFiles(self.library, self.selection, self, export_comparison)
         self.reports = Reports(self.selection, self.picker, self._findings, self.files.save_path, self)
-        self.actions = RunActions.made(self, {
+        self.run_actions = RunActions.made(self, {
             "delete": self.deleter.delete_dialog, "csv": self.files.export_csv_dialog,
             "json": self.files.export_json_dialog, "import_runs": self.files.import_dialog,
             "png": self.files.export_comparison_dialog, "markdown": self.reports.copy_markdown,
             "report": self.reports.export_report_dialog, "select_group": self._select_current_group})
-        self.table.addAction(self.actions.delete)
+        self.table.addAction(self.run_actions.delete)
         self.details = RunDetails()
         self.filter = QLineEdit()
         self._build()
@@ -117,7 +117,7 @@ class ResultsPanel(QWidget):
 
         buttons = QHBoxLayout()
         buttons.setSpacing(8)
-        a = self.actions
+        a = self.run_actions
         buttons.addWidget(button(a.delete))
         buttons.addStretch(1)
         for action in (a.import_runs, a.csv, a.json, a.png, a.markdown, a.report):
@@ -145,7 +145,7 @@ class ResultsPanel(QWidget):
         self.deleter.restored.connect(lambda runs: self._set_runs(
             self.model.runs() + [r for r in runs if self.model.row_of(r.id) is None], [r.id for r in runs]))
         self.files.runs_read.connect(self._set_runs)
-        self.files.importing.connect(lambda running: self.actions.import_runs.setEnabled(not running))
+        self.files.importing.connect(lambda running: self.run_actions.import_runs.setEnabled(not running))
         self.files.importing.connect(lambda running: None if running else self.import_finished.emit())
         self.table.selectionModel().selectionChanged.connect(self._on_selection_changed)
         self.table.selectionModel().currentRowChanged.connect(self._update_chart)
@@ -303,20 +303,20 @@ class ResultsPanel(QWidget):
 
     def _update_actions(self) -> None:
         has_runs = self.model.rowCount() > 0
-        self.actions.delete.setEnabled(bool(self.selected_ids()))
-        self.actions.csv.setEnabled(has_runs)
-        self.actions.json.setEnabled(has_runs)
-        self.actions.png.setEnabled(self.current_comparison() is not None)
+        self.run_actions.delete.setEnabled(bool(self.selected_ids()))
+        self.run_actions.csv.setEnabled(has_runs)
+        self.run_actions.json.setEnabled(has_runs)
+        self.run_actions.png.setEnabled(self.current_comparison() is not None)
         self._update_report_actions()
 
     def _update_report_actions(self) -> None:
         available = self.reports.available()
-        self.actions.report.setEnabled(available)
-        self.actions.markdown.setEnabled(available)
+        self.run_actions.report.setEnabled(available)
+        self.run_actions.markdown.setEnabled(available)
 
     def _context_menu(self, pos: QPoint) -> None:
         menu = QMenu(self)
-        a = self.actions
+        a = self.run_actions
         a.select_group.setEnabled(self.current_comparison() is not None and bool(self.selected_ids()))
         menu.addAction(a.select_group)
         menu.addSeparator()

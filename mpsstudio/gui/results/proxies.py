@@ -3,7 +3,9 @@ column widths fitted to their contents (within caps)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QRectF, QSortFilterProxyModel, Qt
+from typing import Any
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRectF, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
@@ -14,7 +16,7 @@ from .table_columns import COLUMNS, RUN_ID_ROLE, SORT_ROLE
 class GroupBadgeDelegate(QStyledItemDelegate):
     """Paints a comparison's letter as a small coloured badge, so runs of one comparison stand out together."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         letter = index.data(Qt.ItemDataRole.DisplayRole) or ""
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
@@ -85,23 +87,24 @@ class RunSortProxy(QSortFilterProxyModel):
             self._words = words
             self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:  # Qt API
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:  # Qt API
         if not self._words:
             return True
-        text = self.sourceModel().search_text(source_row)
+        model: Any = self.sourceModel()  # the RunTableModel (run_table.py)
+        text = model.search_text(source_row)
         return all(w in text for w in self._words)
 
 
 class ComparisonProxy(QSortFilterProxyModel):
     """Only the given runs, in the given order (the rows of one comparison)."""
 
-    def __init__(self, parent=None, only: list[str] = ()):
+    def __init__(self, parent=None, only: tuple[str, ...] | list[str] = ()):
         super().__init__(parent)
         self._order = {run_id: i for i, run_id in enumerate(only)}
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         run_id = self.sourceModel().index(source_row, 0, source_parent).data(RUN_ID_ROLE)
         return run_id in self._order
 
-    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:
+    def lessThan(self, left: QModelIndex | QPersistentModelIndex, right: QModelIndex | QPersistentModelIndex) -> bool:
         return self._order[left.data(RUN_ID_ROLE)] < self._order[right.data(RUN_ID_ROLE)]

@@ -92,7 +92,7 @@ class RunDetails(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.body)
-        self.scroll = scroll
+        self.scroll_area = scroll
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(scroll)
@@ -102,7 +102,7 @@ class RunDetails(QWidget):
     def show_run(self, run: RunResult | None) -> None:
         """Show a whole run (steps, windows and epochs read), or the hint when None."""
         self.run = run
-        self.scroll.setVisible(run is not None)
+        self.scroll_area.setVisible(run is not None)
         self.body.setVisible(run is not None)
         self.empty.setVisible(run is None)
         if run is None:

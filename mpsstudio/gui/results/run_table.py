@@ -6,7 +6,7 @@ summaries and speedups and are only formatted here, never computed.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -133,7 +133,7 @@ class RunTableModel(QAbstractTableModel):
             r = self._runs[row]
             c = r.config
             text = self._search[row] = " ".join(
-                (c.model, c.dataset, c.device, r.machine, c.precision, r.status, r.note,
+                (c.model, c.dataset, c.device, r.machine, c.precision or "", r.status, r.note,
                  "imported" if r.origin == "imported" else "", "noisy" if r.summary.get("stability") == "noisy"
                  else "")).lower()
         return text
@@ -167,7 +167,7 @@ class RunTableModel(QAbstractTableModel):
                        | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex | QPersistentModelIndex, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
         row, col = index.row(), index.column()

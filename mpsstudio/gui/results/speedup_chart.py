@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QBrush, QColor, QPalette
 from PySide6.QtWidgets import (QCheckBox, QFrame, QHBoxLayout, QLabel, QStackedLayout, QToolButton, QVBoxLayout,
                                QWidget)
@@ -48,11 +48,14 @@ def still_plot(min_height: int) -> pg.PlotWidget:
 LOG_SCALE_RATIO = 20.0  # bars differing by more than this offer a log scale
 
 
-class FoldedVerdict:
+class VerdictFold(QObject):
     """A verdict's headline above its further sentences, folded under "N more sentences" until asked for (the
-    device chart and the contrast chart alike)."""
+    device chart and the contrast charts alike): `details` (the folded sentences) and `more` (the fold's button)
+    go under the chart's `headline`."""
 
-    def _make_fold(self) -> None:
+    def __init__(self, headline: QLabel, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.headline = headline
         self.details = QLabel()
         self.details.setWordWrap(True)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -64,9 +67,19 @@ class FoldedVerdict:
         self.more.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.more.toggled.connect(self._fold)
 
-    def verdict_text(self) -> str:
+    def text(self) -> str:
         """The verdict as shown and folded: the headline, its sentence, then the folded ones."""
         return "\n".join(t for t in (self.headline.text(), self.details.text()) if t)
+
+    def show_folded(self, sentences: list[str]) -> None:
+        """The sentences after the headline, folded as the user left the fold."""
+        self.details.setText("\n\n".join(sentences))
+        self.more.setVisible(bool(self.details.text()))
+        self._fold(self.more.isChecked())
+
+    def clear(self) -> None:
+        self.details.clear()
+        self.more.hide()
 
     def _fold(self, unfolded: bool) -> None:
         count = self.details.text().count("\n\n") + 1 if self.details.text() else 0
@@ -75,7 +88,7 @@ class FoldedVerdict:
         self.details.setVisible(unfolded and bool(self.details.text()))
 
 
-class SpeedupChart(FoldedVerdict, QWidget):
+class SpeedupChart(QWidget):
     """The verdict in words above bars of one comparison's speedups over each machine's own CPU (or samples/s
     when no machine has a CPU run), with the interval as whiskers; noisy runs' bars are hatched."""
 
@@ -101,7 +114,8 @@ class SpeedupChart(FoldedVerdict, QWidget):
                                   "the small ones too.")
         self.log_check.toggled.connect(self._draw)
         # the rest of the verdict (its further sentences: noise, energy, hints, findings), folded until asked for
-        self._make_fold()
+        self.fold = VerdictFold(self.headline, self)
+        self.details, self.more = self.fold.details, self.fold.more
         chart_page = QWidget()
         column = QVBoxLayout(chart_page)
         column.setContentsMargins(0, 0, 0, 0)
@@ -119,6 +133,9 @@ class SpeedupChart(FoldedVerdict, QWidget):
         self._stack.addWidget(chart_page)
         self._chart_page = chart_page
         self._restyle()
+
+    def verdict_text(self) -> str:
+        return self.fold.text()
 
     def show_comparison(self, comparison: Comparison | None, hint: str = NO_COMPARISON_HINT) -> None:
         self.comparison = comparison
@@ -203,10 +220,12 @@ class SpeedupChart(FoldedVerdict, QWidget):
         item.addItem(self.bars)
         whisker_tops = list(tops)
         if by_speedup:
-            ix = [i for i, e in enumerate(entries) if e.low is not None and e.high is not None and e.speedup]
+            whiskers = [(i, e.low, e.high) for i, e in enumerate(entries)
+                         if e.low is not None and e.high is not None and e.speedup]
+            ix = [i for i, _, _ in whiskers]
             if ix:
-                lows = [y(entries[i].low) for i in ix]
-                highs = [y(entries[i].high) for i in ix]
+                lows = [y(low) for _, low, _ in whiskers]
+                highs = [y(high) for _, _, high in whiskers]
                 ws = [xs[i] for i in ix]
                 mids = [tops[i] for i in ix]
                 pen = QColor(text)
@@ -255,7 +274,5 @@ class SpeedupChart(FoldedVerdict, QWidget):
         paragraphs = [f"<span style='font-size:15pt; font-weight:600'>{html.escape(line)}</span>"] if line else []
         self.headline.setText("<br>".join(paragraphs + [html.escape(first)] if first else paragraphs))
         self.headline.setVisible(bool(sentences))
-        self.details.setText("\n\n".join(rest))
-        self.more.setVisible(bool(rest))
-        self._fold(self.more.isChecked())
+        self.fold.show_folded(rest)
         self._stack.setCurrentWidget(self._chart_page)

@@ -50,8 +50,8 @@ class RunsTable(QObject):
         table.customContextMenuRequested.connect(self.menu_requested)
         header.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         header.customContextMenuRequested.connect(lambda pos: self.column_menu().exec(header.mapToGlobal(pos)))
-        hidden = settings().value("table/hidden_columns", list(DEFAULT_HIDDEN))
-        hidden = [hidden] if isinstance(hidden, str) else list(hidden or [])
+        stored = settings().value("table/hidden_columns", list(DEFAULT_HIDDEN))
+        hidden = [stored] if isinstance(stored, str) else list(stored) if isinstance(stored, (list, tuple)) else []
         for name, col in COL.items():
             table.setColumnHidden(col, name in hidden)
         return table

@@ -61,8 +61,10 @@ class AdvancedSection(QObject):
 
     def apply(self, config: RunConfig) -> None:
         """A config's settings put back (Repeat is not a config's: it stays)."""
-        self.lr_box.setValue(config.lr)
-        _select(self.optimizer_combo, config.optimizer)
+        if config.lr is not None:  # a script's run keeps its own learning rate and optimizer
+            self.lr_box.setValue(config.lr)
+        if config.optimizer is not None:
+            _select(self.optimizer_combo, config.optimizer)
         self.warmup_spin.setValue(config.warmup_steps)
         self.workers_spin.setValue(config.workers)
         _select(self.mode_combo, config.mode)
@@ -112,10 +114,10 @@ class AdvancedSection(QObject):
         font.setPointSizeF(max(8.0, font.pointSizeF() - 1))
         self.advanced_toggle.setFont(font)
         self.advanced_toggle.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.advanced_toggle.clicked.connect(lambda: self.set_open(not self.advanced.isVisible()))
         layout.addWidget(self.advanced_toggle)
 
         self.advanced = QWidget()
+        self.advanced_toggle.clicked.connect(lambda: self.set_open(not self.advanced.isVisible()))
         self.advanced.setVisible(False)
         box = QVBoxLayout(self.advanced)
         box.setContentsMargins(0, 0, 0, 0)
@@ -124,7 +126,7 @@ class AdvancedSection(QObject):
         defaults = RunRequest().settings
 
         self.lr_box = LearningRateBox()
-        self.lr_box.setValue(defaults.lr)
+        self.lr_box.setValue(defaults.lr or 0.01)
         self.lr_box.setAlignment(Qt.AlignmentFlag.AlignRight)
         self.lr_box.setToolTip("Optimizer learning rate. The arrows step 0.01 → 0.02 → 0.05 → 0.1.")
         self.lr_box.valueChanged.connect(self._emit_changed)

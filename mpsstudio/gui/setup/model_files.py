@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from ...engine.basics.formatting import printable
 from ...engine.basics.spec import DataSpec
 from ..settings import settings
-from ..jobs import model_job
+from ..jobs import Job, model_job
 
 TRUSTED_KEY = "trusted_model_files"
 MAX_MODEL_FILE_BYTES = 16 * 1024 * 1024  # a model file is Python source; anything larger is refused unread
@@ -50,7 +50,7 @@ class ModelFileGuard(QObject):
         super().__init__(parent)
         self._window = parent
         self._results: dict[tuple[str, str, DataSpec], int | str] = {}
-        self._checker = None  # the check in progress (gui/jobs.model_job)
+        self._checker: Job | None = None  # the check in progress (gui/jobs.model_job)
         self._checking: tuple[str, str, DataSpec] | None = None
         self._digests: dict[tuple[str, int, int], str] = {}
 
@@ -157,6 +157,8 @@ class ModelFileGuard(QObject):
         if checker is self._checker:
             self._checker, self._checking = None, None
             self.changed.emit()
+        if not isinstance(checker, Job):
+            return
         checker.wait()  # `finished` comes just before the thread ends
         checker.deleteLater()
 

@@ -113,8 +113,8 @@ class SetupPanel(QWidget):
         self.inputs.changed.connect(self._emit_changed)
         self.devices.toggled.connect(self._on_device_toggled)
         for choice in (self.frameworks, self.gpus):
-            choice.changed.connect(lambda: (self._refresh(), self._update_button(), self._emit_changed()))
-        self.pythons.changed.connect(lambda: (self._refresh(), self._update_button()))
+            choice.changed.connect(self._on_environment_changed)
+        self.pythons.changed.connect(self._refresh)  # (the Run button with it)
         self.pythons.listed.connect(self._update_button)
         self.training.changed.connect(self._emit_changed)
         self.training.unit_changed.connect(self.advanced_section.set_by_epoch)
@@ -188,24 +188,8 @@ class SetupPanel(QWidget):
         return text + "".join(f"\n{note}" for note in sorted(notes))
 
     def _dataset_spec_and_facts(self, model: str, dataset: str) -> tuple[DataSpec | None, str]:
-        info = self.facts.dataset_infos.get(dataset)
-        if info is None:
-            return self.facts.folder_spec_and_facts(model, dataset, self._base.settings.image_size)
-        if info.spec is not None:
-            return info.spec, dataset_facts(info, info.spec)
-        # synthetic: the engine's sample for the model and the Input and Classes rows
-        from ...engine.run.setup import synthetic_input
-
-        problem = self.input_problem()
-        if problem:
-            return None, f"{info.name}: {problem}"
-        try:
-            spec = synthetic_input(self._form_request().changed(model=model).settings)
-        except UserError as exc:
-            return None, f"{info.name}: {exc}"
-        except Exception:  # a model file that cannot be read yet: its own words come with Run
-            return self.facts.model_default_spec(model), dataset_facts(info, None)
-        return spec, dataset_facts(info, spec)
+        return self.facts.spec_and_facts(model, dataset, self._base.settings.image_size,
+                                         lambda: self._form_request().settings, self.input_problem())
 
     # -- the input rows (inputs.py) -----------------------------------------------------------------------------
     def _input_kind(self) -> str:
@@ -266,6 +250,10 @@ class SetupPanel(QWidget):
     def checked_devices(self) -> list[str]:
         """Ids of the checked, available devices, in the catalog's order."""
         return self.devices.checked_ids()
+
+    def _on_environment_changed(self) -> None:
+        self._refresh()
+        self._emit_changed()
 
     def _on_device_toggled(self) -> None:
         self.training.update_precisions(self.devices.checked())

@@ -3,9 +3,11 @@ models' counts), without a widget."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ...engine.basics.formatting import error_line, fmt_bytes, fmt_count, plural
+from ...engine.basics.config import RunConfig
 from ...engine.basics.spec import DataSpec
 from .rules import MODEL_FILE_WARNING
 
@@ -54,6 +56,29 @@ class SetupFacts:
         self.folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
         self.counted: dict[tuple, int | str | None] = {}
 
+    def spec_and_facts(self, model: str, dataset: str, image_size: int | None, settings: Callable[[], RunConfig],
+                       problem: str) -> tuple[DataSpec | None, str]:
+        """The data's spec for `model` and the words on it: a catalogue dataset's own, a folder's (at `image_size`),
+        or synthetic data's from the engine's sample for the model and the form's `settings()`; `problem`: the Input
+        row's sentence where its text is not a shape."""
+        info = self.dataset_infos.get(dataset)
+        if info is None:
+            return self.folder_spec_and_facts(model, dataset, image_size)
+        if info.spec is not None:
+            return info.spec, dataset_facts(info, info.spec)
+        from ...engine.basics.errors import UserError
+        from ...engine.run.setup import synthetic_input
+
+        if problem:
+            return None, f"{info.name}: {problem}"
+        try:
+            spec = synthetic_input(settings().changed(model=model))
+        except UserError as exc:
+            return None, f"{info.name}: {exc}"
+        except Exception:  # a model file that cannot be read yet: its own words come with Run
+            return self.model_default_spec(model), dataset_facts(info, None)
+        return spec, dataset_facts(info, spec)
+
     def is_model_folder(self, model) -> bool:
         """A Hugging Face model folder chosen as the model (a built-in's name is never looked up on disk)."""
         from ...engine.models.hf_folder import is_model_folder
@@ -92,10 +117,13 @@ class SetupFacts:
             size = None
         return spec, folder_facts(name, report, size, model)
 
-    def macs(self, model: str, spec: DataSpec) -> int | None:
+    def macs(self, model: str, spec: DataSpec | None) -> int | None:
         """Multiply-adds of one sample's forward pass of a built-in model (the engine counts them on the meta device;
-        a user's file is never run here), counted once."""
+        a user's file is never run here), counted once; None without the data's spec."""
         from ...engine.models import registry as models
+
+        if spec is None:
+            return None
 
         key = ("macs", model, spec)
         if key not in self.counted:

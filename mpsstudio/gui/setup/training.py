@@ -32,7 +32,7 @@ class TrainingRows(QObject):
         self.form = rows.new_form()
         defaults = RunRequest().settings
         self.length = rules.Length(epochs=defaults.epochs or 2)
-        self.batch_spin = spin(1, 65536, defaults.batch_size,
+        self.batch_spin = spin(1, 65536, defaults.batch_size or 64,
                                "Samples per step. Larger batches keep a GPU busier; too large runs out of memory.")
         self.batch_spin.valueChanged.connect(self.changed)
         rows.row(self.form, "Batch size", self.batch_spin)
@@ -87,7 +87,8 @@ class TrainingRows(QObject):
 
     def apply(self, config: RunConfig, devices: list) -> None:
         """A config's fields put back; its precision only where every device in `devices` runs it."""
-        self.batch_spin.setValue(config.batch_size)
+        if config.batch_size is not None:  # a script's run keeps its own
+            self.batch_spin.setValue(config.batch_size)
         shown = self.length.mode
         self.length.restore(config.steps, config.epochs)
         wanted, self.length.mode = self.length.mode, shown  # the unit's handler switches it and shows its value

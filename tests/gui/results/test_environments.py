@@ -154,7 +154,7 @@ def test_a_chosen_comparison_stays_and_a_failed_run_is_never_the_baseline(qtbot,
     assert chart.contrast.baseline.id == cpu.id
     assert any(label.startswith(f"run {failed.id[:8]}: failed") for label in contrast_labels(chart))
     panel.table.clearSelection()
-    assert not panel.actions.report.isEnabled() and not panel.actions.markdown.isEnabled()
+    assert not panel.run_actions.report.isEnabled() and not panel.run_actions.markdown.isEnabled()
 
 
 def contrast_labels(chart):

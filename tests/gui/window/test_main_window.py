@@ -153,7 +153,7 @@ def test_export_comparison_writes_two_pngs_that_are_not_blank(qtbot, window, tmp
     # the Runs tab's button and File > Export Comparison… (⌘E) are one export: the comparison and its curves
     button = tmp_path / "from-the-button.png"
     window.results.files.save_path = lambda *a: str(button)
-    window.results.actions.png.trigger()
+    window.results.run_actions.png.trigger()
     assert button.exists() and (tmp_path / "from-the-button-plots.png").exists()
 
 
