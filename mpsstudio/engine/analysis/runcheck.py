@@ -12,10 +12,12 @@ import re
 from dataclasses import fields
 
 from . import energy, memory
-from ..basics.summary_fields import ANY_FINITE, MAX_NUMBER, FieldError as _Bad, check_summary, finite as _finite, number as _number
+from ..basics.summary_fields import MAX_NUMBER, FieldError as _Bad, check_summary, finite as _finite, number as _number
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
+from ..basics import shape
 from ..basics.formatting import one_line, printable
+from ..basics.shape import ShapeError, plain
 from ..basics.results import STATUSES, RunResult, date_problem, new_run_id, now_iso
 from .stability import assess
 from .summary import device_kind, quartiles
@@ -25,11 +27,9 @@ RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "s
             "note", "evaluation"}
 MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-MAX_TEXT = 10_000  # characters of any one string
+MAX_TEXT = shape.MAX_TEXT  # characters of any one string (the limits of plain JSON: basics/shape.py)
 MAX_STEPS = 10_000_000  # per-step losses of one run
 MAX_ROWS = 1_000_000  # windows or epochs of one run
-MAX_ITEMS = 1_000  # keys of env, summary or options; items of a list in them
-MAX_DEPTH = 4  # nesting inside env, summary or options
 
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
@@ -296,60 +296,15 @@ def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
 
 
 def _object(value, name, depth: int = 0) -> dict:
-    """A JSON object of bounded size and nesting holding only text, finite numbers, booleans and nulls."""
+    """A JSON object within the limits of plain JSON (basics/shape.plain) holding only text, finite numbers,
+    booleans and nulls."""
     if not isinstance(value, dict):
         raise _Bad(_path(name), f"a JSON object expected, not {_kind(value)}")
-    _value(value, name, depth)
+    try:
+        plain(value, name, depth, finite=True)
+    except ShapeError as exc:
+        raise _Bad(exc.path, exc.why) from None
     return value
-
-
-def _value(value, name, depth: int) -> None:
-    """`name` is the field's path: text, or (parent path, key or index), spelled out only for an error (a stored
-    history of 10,000 runs has millions of values, and almost never a bad one)."""
-    if depth > MAX_DEPTH:
-        raise _Bad(_path(name), f"nested more than {MAX_DEPTH} levels deep")
-    if value is None or isinstance(value, (bool, str)):
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise _Bad(_path(name), f"text of at most {MAX_TEXT:,} characters expected")
-        return
-    if isinstance(value, (int, float)):
-        if not _finite(value):
-            raise _Bad(_path(name), "a finite number expected")
-        return
-    if isinstance(value, list):
-        if len(value) > MAX_ITEMS:
-            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} items expected")
-        for i, item in enumerate(value):
-            if not _flat(item):
-                _value(item, (name, i), depth + 1)
-        return
-    if isinstance(value, dict):
-        if len(value) > MAX_ITEMS:
-            raise _Bad(_path(name), f"at most {MAX_ITEMS:,} keys expected")
-        for key, item in value.items():
-            if type(key) is not str or len(key) > 200:
-                raise _Bad(_path(name), "keys of at most 200 characters expected")
-            kind = type(item)  # the common flat values inline (see _flat)
-            if kind is str:
-                if len(item) <= MAX_TEXT:
-                    continue
-            elif kind is float or kind is int:
-                if -ANY_FINITE <= item <= ANY_FINITE:
-                    continue
-            elif item is None or kind is bool:
-                continue
-            _value(item, (name, key), depth + 1)
-        return
-    raise _Bad(_path(name), f"{_kind(value)} is not allowed")
-
-
-def _flat(item) -> bool:
-    """A valid text, number, boolean or null: the common case, checked without a call per value (a history's
-    table load checks hundreds of thousands); anything else goes through _value, which says what is wrong."""
-    kind = type(item)
-    return (item is None or kind is bool or (kind is str and len(item) <= MAX_TEXT)
-            or (kind is int and -ANY_FINITE <= item <= ANY_FINITE)
-            or (kind is float and -ANY_FINITE <= item <= ANY_FINITE))  # NaN and infinities fail the comparison
 
 
 def _path(name) -> str:

@@ -31,9 +31,13 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-MAX_TEXT = 20_000
-MAX_DEPTH = 8
-MAX_ITEMS = 100_000
+# The limits of plain JSON read from disk or from a child, the same for runs and tool results (plain() checks them).
+MAX_TEXT = 20_000  # characters of one text
+MAX_DEPTH = 8  # nesting
+MAX_ITEMS = 100_000  # items of a list, keys of an object
+MAX_KEY = 1_000  # characters of an object's key
+MAX_WHOLE = 2**63  # a whole number's magnitude
+ANY_FINITE = 1.7976931348623157e308  # the largest finite float: NaN and the infinities lie outside
 
 
 class ShapeError(ValueError):
@@ -220,29 +224,66 @@ class Plain(Shape):
         return plain(value, path)
 
 
-def plain(value, path: str = "", depth: int = 0):
-    """`value` when it holds only JSON values within the limits (texts, lists, nesting); ShapeError otherwise."""
+def plain(value, path: str | tuple = "", depth: int = 0, *, finite: bool = False):
+    """`value` when it holds only JSON values within the limits (texts, keys, items, nesting, whole numbers), and with
+    `finite`, no NaN or infinity; ShapeError naming the field otherwise. The one check of plain JSON read from disk or
+    from a child (a run's env, summary, options and rows: analysis/runcheck; a tool result's extra fields)."""
+    _plain(value, path, depth, finite)
+    return value
+
+
+def _plain(value, where, depth: int, finite: bool) -> None:
+    """`where` is the field's path: text, or (parent path, key or index), spelled out only for an error (a history of
+    10,000 runs has millions of values, and almost never a bad one)."""
     if depth > MAX_DEPTH:
-        raise ShapeError(path, "is nested too deep")
-    if value is None or isinstance(value, (bool, str)):
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise ShapeError(path, f"is a text of {len(value):,} characters, more than {MAX_TEXT:,}")
-        return value
-    if isinstance(value, int):
-        if abs(value) > 2**63:
-            raise ShapeError(path, "is a whole number out of range")
-        return value
-    if isinstance(value, float):
-        return value
+        raise ShapeError(_spelled(where), f"is nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, list):
         if len(value) > MAX_ITEMS:
-            raise ShapeError(path, f"has {len(value):,} items, more than {MAX_ITEMS:,}")
-        return [plain(v, _at(path, i), depth + 1) for i, v in enumerate(value)]
+            raise ShapeError(_spelled(where), f"has {len(value):,} items, more than {MAX_ITEMS:,}")
+        for i, item in enumerate(value):
+            if not _flat(item, finite):
+                _plain(item, (where, i), depth + 1, finite)
+        return
     if isinstance(value, dict):
-        if len(value) > MAX_ITEMS or not all(isinstance(k, str) for k in value):
-            raise ShapeError(path, "is an object with keys that are not texts, or too many of them")
-        return {k: plain(v, _at(path, k), depth + 1) for k, v in value.items()}
-    raise ShapeError(path, f"is a value of type {type(value).__name__}, not JSON")
+        if len(value) > MAX_ITEMS:
+            raise ShapeError(_spelled(where), f"has {len(value):,} keys, more than {MAX_ITEMS:,}")
+        for key, item in value.items():
+            if type(key) is not str or len(key) > MAX_KEY:
+                raise ShapeError(_spelled(where), f"has a key that is not a text of at most {MAX_KEY:,} characters")
+            if not _flat(item, finite):
+                _plain(item, (where, key), depth + 1, finite)
+        return
+    if _flat(value, finite):
+        return
+    if isinstance(value, str):
+        raise ShapeError(_spelled(where), f"is a text of {len(value):,} characters, more than {MAX_TEXT:,}")
+    if isinstance(value, int):
+        raise ShapeError(_spelled(where), "is a whole number out of range")
+    if isinstance(value, float):
+        raise ShapeError(_spelled(where), "is not a finite number")
+    raise ShapeError(_spelled(where), f"is a value of type {type(value).__name__}, not JSON")
+
+
+def _flat(item, finite: bool) -> bool:
+    """A valid text, number, boolean or null: the common case, checked without a call per value; anything else
+    goes through _plain, which says what is wrong."""
+    kind = type(item)
+    return (item is None or kind is bool or (kind is str and len(item) <= MAX_TEXT)
+            or (kind is int and -MAX_WHOLE <= item <= MAX_WHOLE)
+            or (kind is float and (not finite or -ANY_FINITE <= item <= ANY_FINITE)))  # NaN fails the comparison
+
+
+def _spelled(where) -> str:
+    """env.gpu.name or windows[3] from the (parent, key) pairs _plain builds."""
+    if isinstance(where, str):
+        return where
+    parent, key = where
+    return _at(_spelled(parent), key if isinstance(key, int) else _short_key(key))
+
+
+def _short_key(key: str) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in key)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 # ---------------------------------------------------------------- typed records

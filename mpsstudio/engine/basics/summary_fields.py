@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from typing import TypeGuard
 
+from .shape import ANY_FINITE  # a loss that diverges passes 1e18 long before it becomes inf or NaN
+
 MAX_NUMBER = 1e18  # no measured quantity (time, rate, bytes, joules) comes near this; losses may (see LOSSES)
-ANY_FINITE = 1.7976931348623157e308  # a loss that diverges passes 1e18 long before it becomes inf or NaN
 
 # Summary fields that are measured quantities: a finite number >= 0, or null.
 NON_NEGATIVE = ("parameters", "warmup_steps", "warmup_s", "measured_steps", "measured_s", "windows",

@@ -22,7 +22,7 @@ from . import pending, rows, schema
 from .rows import ToolRecord
 from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory, HistoryBusy
 
-MAX_NOTE = 10_000  # characters of a run's note (runcheck.MAX_TEXT)
+MAX_NOTE = 10_000  # characters of a run's note the window keeps (an imported one may hold up to shape.MAX_TEXT)
 __all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "HistoryBusy", "RunStore", "ToolRecord",
            "keep_run", "keep_tool"]
 

@@ -50,7 +50,7 @@ def test_summaries_carry_what_the_table_needs_and_get_reads_the_whole_run(tmp_pa
 @pytest.mark.parametrize("column, value", [
     ("summary_json", json.dumps({"samples_per_s": "fast"})),
     ("summary_json", "{not json"),
-    ("env_json", json.dumps({"a": [[[[[["deep"]]]]]]})),
+    ("env_json", json.dumps({"a": [[[[[[[[[["deep"]]]]]]]]]]})),
     ("config_json", json.dumps({"model": "mlp"})),
     ("rates", b"\x00\x01\x02"),
     ("rates", bytes(8)),  # a throughput of 0

@@ -78,7 +78,7 @@ MALFORMED = {
     "windows a number": (edit(windows=5), "invalid 'windows'"),
     "a fractional epoch": (edit(**{"summary.best_epoch": 2.5}), "invalid 'summary.best_epoch'"),
     "env a list": (edit(env=[1]), "invalid 'env'"),
-    "env nested too deep": (edit(env={"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}}), "nested more than"),
+    "env nested too deep": (edit(env={"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"i": {"j": 1}}}}}}}}}}), "nested more than"),
     "5,000 levels of nesting": (lambda: deep(5_000), "not an export of runs"),
     "100,000 levels of nesting": (lambda: deep(100_000), "not an export of runs"),
     "second run bad": (lambda: json.dumps({**good_doc(), "runs": [good_run("b" * 32).to_dict(), {"id": "x"}]}),
