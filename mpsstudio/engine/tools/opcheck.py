@@ -1,5 +1,5 @@
 """Per-operation checks of one training step, made by the inspection (inspection.py: `mpsstudio inspect`, and the
-inspection the front ends start after each finished MPS run, cli/tools.py and gui/window/runs.py): which operations took MPS's CPU fallback, and does the device
+inspection the front ends start after each finished MPS run, cli/tools.py and gui/window/run_control.py): which operations took MPS's CPU fallback, and does the device
 agree with a float64 CPU reference. Pure torch: no config, data or model loading here.
 
 Which operations fall back (see docs/architecture.md, "Which operations fall back to the CPU"): each operation a

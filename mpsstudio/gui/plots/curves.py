@@ -11,7 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from .panes import LossPlot, WindowPlot
-from .runs import ENDED_BADLY, MEMORY_LINES, PlotRun
+from .plot_runs import ENDED_BADLY, MEMORY_LINES, PlotRun
 from .series import GrowingSeries, ema
 
 

@@ -20,7 +20,7 @@ from .controls import PlotControls, empty_label
 from .curves import RunCurves
 from .panes import WindowPlot, stack
 from .redraw import RedrawClock
-from .runs import OKABE_ITO_DARK, OKABE_ITO_LIGHT
+from .plot_runs import OKABE_ITO_DARK, OKABE_ITO_LIGHT
 from .series import GrowingSeries
 
 EMA_ALPHA = 0.05  # weight of the newest loss in the smoothed line

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 
 from .axes import BytesAxis, StepAxis
-from .runs import ENDED_BADLY, PlotRun
+from .plot_runs import ENDED_BADLY, PlotRun
 from ..style import keys
 
 SYMBOLS_UP_TO = 150  # per-window points get dots while a run has at most this many windows

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from .axes import number, positive
-from .runs import MEMORY_LINES
+from .plot_runs import MEMORY_LINES
 
 
 def legend_labels(results: Sequence) -> list[str]:

@@ -32,9 +32,9 @@ from .folders import Folders
 from .history import HistoryView
 from .launch import Launch
 from .layout import Chrome
-from .live import LiveView
+from .live_view import LiveView
 from .menus import Menus
-from .runs import RunControl
+from .run_control import RunControl
 from .tools import ToolControl
 from .trained import TrainedModels
 

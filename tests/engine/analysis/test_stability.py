@@ -30,7 +30,7 @@ def test_the_same_figure_everywhere(qtbot, tmp_path, median, iqr, said):
     from mpsstudio.cli.common import format_table
     from mpsstudio.gui.results.panel import ResultsPanel
     from mpsstudio.gui.results.table_columns import COL
-    from mpsstudio.gui.window.runs import finished_sentence
+    from mpsstudio.gui.window.run_control import finished_sentence
 
     assert fmt_spread(spread_of(median, iqr)) == said
     run = _run(median, iqr)
