@@ -114,3 +114,13 @@ class Ended:
 
 
 Event = Started | Warmup | Window | EpochEnd | Notice | Ended
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The one message the other way, parent to child: stop the job in progress at the end of its measurement window
+    (or its step). The front end sends it to a run's process (process/messages.py), a run's process to its torchrun
+    ranks (run/distributed.py)."""
+
+
+STOP = Stop()

@@ -10,7 +10,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from ..basics.events import Ended, EpochEnd, Notice, Started, Warmup, Window
+from ..basics.events import STOP as STOP, Ended, EpochEnd, Notice, Started, Stop as Stop, Warmup, Window
 
 KINDS = ("ready", "event", "progress", "prepared", "rejected", "probed", "tooled", "partial", "done")
 _EVENTS = (Started, Warmup, Window, EpochEnd, Notice, Ended)
@@ -44,12 +44,8 @@ class ToolJob:
     payload: dict
 
 
-@dataclass(frozen=True)
-class Stop:
-    """Stop the job in progress (at the end of its measurement window, or its step)."""
-
-
-STOP = Stop()
+# Stop the job in progress (at the end of its measurement window, or its step): basics/events.Stop, which the run's
+# process also sends its torchrun ranks (run/distributed.py, process/rank.py).
 
 
 

@@ -45,12 +45,14 @@ def main() -> None:
 
 def _listen(conn, stop: threading.Event) -> None:
     """Stop from the run's process; its end (the pipe closed) ends this rank."""
+    from ..basics.events import Stop
+
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):
             os._exit(3)
-        if message == ("stop",):
+        if isinstance(message, Stop):
             stop.set()
 
 

@@ -31,7 +31,7 @@ from multiprocessing.connection import Connection, Listener
 
 from ..basics.config import RunConfig
 from ..basics.errors import UserError, present
-from ..basics.events import Ended, Event
+from ..basics.events import STOP, Ended, Event, Stop
 from ..basics.formatting import one_line, printable
 from ..basics.results import RunResult
 from . import rank_endings as endings
@@ -213,7 +213,7 @@ class _Launch:
                 pass
             if self.should_stop() and not self.stop_sent and 0 in self.conns:
                 self.stop_sent = True
-                self._send(0, ("stop",))
+                self._send(0, STOP)
             accounted = len(self.said) + len(self.lost)
             if accounted >= self.config.gpus:
                 break
@@ -259,7 +259,7 @@ class _Launch:
             self.lost.append(message[1])
             self.order.append(("lost", message[1]))
 
-    def _send(self, rank: int, message: tuple) -> None:
+    def _send(self, rank: int, message: Stop) -> None:
         try:
             self.conns[rank].send(message)
         except (OSError, ValueError, KeyError):
