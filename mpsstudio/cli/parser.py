@@ -37,6 +37,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the version of MPS Studio, Python and PyTorch, and exit")
     sub = p.add_subparsers(dest="command", parser_class=Parser)
 
+    _bench_parser(sub)
+    _launch_parser(sub)
+    _run_parser(sub)
+    _tool_parsers(sub)
+    _diagnose_parser(sub)
+    _export_parser(sub)
+    sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
+    sub.add_parser("models", help="list models")
+    sub.add_parser("datasets", help="list datasets")
+    sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
+    sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
+    _history_parser(sub)
+    _report_parser(sub)
+    for command in sub.choices.values():  # every table fits the terminal's width, unless asked otherwise
+        command.add_argument("--wide", action="store_true",
+                             help="one line per table row whatever the terminal's width (the default when the "
+                                  "output is not a terminal)")
+    return p
+
+
+def _bench_parser(sub) -> None:
+    """bench: one setup on each device in turn, compared."""
     b = sub.add_parser("bench", help="run one config on each device in turn and print a comparison")
     b.add_argument("--model", default=None,
                    help=f"model name (see `mpsstudio models`) or a .py file (default: {DEFAULTS.model})")
@@ -119,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after an MPS run, skip the inspection (operations that fell back to the CPU, parity with "
                         "the CPU) whose findings the verdict names")
 
+
+
+def _launch_parser(sub) -> None:
+    """launch-benchmark: PyTorch's MPS launch workloads beside the published claim."""
     lb = sub.add_parser("launch-benchmark",
                         help="PyTorch's MPS launch benchmark (ResNet50, BERT-base, VGG16; training and inference) on "
                              "every available device, beside the published claim")
@@ -132,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--json", metavar="FILE", default=None, help="write the runs and comparisons to FILE")
     lb.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
+
+
+def _run_parser(sub) -> None:
+    """run: the user's own training script, measured on each device."""
     r = sub.add_parser("run", help="run your own training script on each device in turn and measure its steps "
                                    "(mpsstudio.track, or counted by the optimizer): kept and compared as runs",
                        usage="mpsstudio run SCRIPT [options] [-- SCRIPT ARGS ...]",
@@ -165,14 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the host name, the interpreter's path and absolute paths in --json's file")
     r.add_argument("--no-save", action="store_true", help="do not keep the runs in the history")
 
-    _tool_parsers(sub)
-    _diagnose_parser(sub)
-    _export_parser(sub)
-    sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
-    sub.add_parser("models", help="list models")
-    sub.add_parser("datasets", help="list datasets")
-    sub.add_parser("doctor", help="check the PyTorch / MPS / CUDA setup in plain words")
-    sub.add_parser("demo", help="the default comparison (built-in dataset, every available device)")
+
+
+def _history_parser(sub) -> None:
+    """history: the stored runs, imports, deletes, notes and comparisons by what differs."""
     h = sub.add_parser("history", help="list stored runs and comparisons")
     h.add_argument("--import", dest="import_file", metavar="FILE",
                    help="add the runs of a JSON export first (all of them or none; runs already here stay as they are), "
@@ -194,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run the others are compared against (default: the oldest of each group)")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+
+
+def _report_parser(sub) -> None:
+    """report: Markdown or one HTML file of runs and tool results."""
     rp = sub.add_parser("report", help="a report to paste (Markdown: tables with units and intervals, the verdict, "
                                        "the environment folded) or to send (one HTML file with its charts)",
                         usage="mpsstudio report RUN_OR_RESULT... [--format md|html] [--out FILE]")
@@ -204,11 +234,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="md (GitHub-flavoured Markdown) or html (default: html for an --out ending in .html, "
                          "else md)")
     rp.add_argument("--out", metavar="FILE", default=None, help="write the report to FILE (default: print it)")
-    for command in sub.choices.values():  # every table fits the terminal's width, unless asked otherwise
-        command.add_argument("--wide", action="store_true",
-                             help="one line per table row whatever the terminal's width (the default when the "
-                                  "output is not a terminal)")
-    return p
 
 
 def _tool_parsers(sub) -> None:
