@@ -24,6 +24,7 @@ from ..basics.results import RunResult
 from .compare import run_rates, pair_seed, bootstrap_ratio, short_machine
 from .stability import SPREAD_LIMIT, drift, settled_from
 
+CPU_RANKS = " CPU ranks share this CPU's cores: this tries the distributed path; it is no speedup to expect."
 SUPERLINEAR = 1.05  # an efficiency whose interval lies above this: said to be suspect
 LAUNCH_BOUND = 1.10  # a speedup whose interval lies below this: "a second GPU gains nothing"
 SPREAD_KEYS = ("gpus", "torchrun")
@@ -221,7 +222,7 @@ class Scaling:
             return (f"Too short to tell the scaling: on {p.gpus} {device}{'s' if p.gpus > 1 else ''} "
                     f"{p.unsteady_words()} (its {p.run.summary.get('measured_steps') or '?'} measured steps); run "
                     f"again with --steps {p.steps_to_ask():,} or more (an estimate). Measured as it was: "
-                    f"{top.speedup:.2f}x one {device}, not a verdict.")
+                    f"{top.speedup:.2f}x one {device}, not a verdict." + (CPU_RANKS if device != "GPU" else ""))
         if top.high is not None and top.high < LAUNCH_BOUND:
             return (f"more {device}s gain nothing here: {top.gpus} train {model} {top.speedup:.2f}x "
                     f"[{top.low:.2f}-{top.high:.2f}] as fast as one{comm}; " +
@@ -243,7 +244,7 @@ class Scaling:
                       f"slowed by something else (its stability: {self.one.run.summary.get('stability') or 'unknown'})"
                       " and repeat it (--repeat).")
         if device != "GPU":
-            words += " CPU ranks share this CPU's cores: this tries the distributed path; it is no speedup to expect."
+            words += CPU_RANKS
         return words
 
     def table(self) -> tuple[list[str], list[list[str]]]:

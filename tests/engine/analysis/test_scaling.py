@@ -221,3 +221,21 @@ def test_noisy_but_level_windows_are_steady():
     assert None not in found and sum(1 for k in found if k) <= 3
     assert settled_from([100.0] * 7) is None  # fewer windows than a steady stretch needs
     assert settled_from([float(v) for v in range(100, 140)]) is None  # rising to its end
+
+
+def test_cpu_ranks_too_short_to_tell_still_say_they_share_the_cores():
+    """A busy machine's CPU-rank run is often unsteady: the verdict then says it cannot tell, and still that CPU ranks
+    share this CPU's cores (seen as a flaky test_ranks on a loaded 2-core machine)."""
+    def on_cpus(n, sps, rates=None):
+        run = make_run("cpu", sps, env=SERVER, gpus=n, model="mlp", dataset="synthetic")
+        run.windows = [{"samples_per_s": sps * f} for f in (0.99, 1.01) * 20]
+        run.summary.update(samples_per_s_q1=sps * 0.99, samples_per_s_q3=sps * 1.01)
+        if n > 1:
+            run.summary.update(ranks_world=n, ranks=[{"rank": r, "peak_memory": 1 << 30} for r in range(n)])
+        return _windowed(run, rates, steps_each=2) if rates else run
+
+    found = scaling_of([on_cpus(1, 1000.0), on_cpus(2, 410.0, [900 - 30 * i for i in range(20)])])
+    verdict = found.verdict()
+    assert verdict.startswith("Too short to tell the scaling: on 2 ")
+    assert verdict.endswith("CPU ranks share this CPU's cores: this tries the distributed path; it is no speedup "
+                            "to expect.")
