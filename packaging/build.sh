@@ -13,7 +13,7 @@ APP="MPS Studio"
 start=$(date +%s)
 
 "$PYTHON" -m pip install --quiet -c constraints.txt -r packaging/requirements.txt
-if ! ls resources/icons/icon-*.png >/dev/null 2>&1 || [[ ! -f resources/icon.icns ]]; then
+if ! ls mpsstudio/resources/icons/icon-*.png >/dev/null 2>&1 || [[ ! -f mpsstudio/resources/icon.icns ]]; then
     QT_QPA_PLATFORM=offscreen "$PYTHON" packaging/make_icons.py
 fi
 

@@ -1,6 +1,6 @@
-"""Render the app icon (resources/icon.svg, the source) to PNGs and a macOS .icns.
+"""Render the app icon (mpsstudio/resources/icon.svg, the source) to PNGs and a macOS .icns.
 
-    python packaging/make_icons.py          # writes resources/icons/icon-<n>.png and resources/icon.icns
+    python packaging/make_icons.py          # writes mpsstudio/resources/icons/icon-<n>.png and its icon.icns
 
 Runs headless (QT_QPA_PLATFORM=offscreen is set if no platform is given); needs PySide6 (QtSvg) to draw
 the SVG and Pillow, whose ICNS writer makes the .icns on any OS (no iconutil, so Linux can make it too).
@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+RESOURCES = Path(__file__).resolve().parent.parent / "mpsstudio" / "resources"
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
 
 def render_png(svg: Path, size: int) -> bytes:

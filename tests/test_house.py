@@ -78,7 +78,8 @@ def test_the_architecture_map_names_every_module_and_only_modules_that_exist():
             target = folder / name if name.endswith("/") else folder / f"{name}.py"
             if not (target.is_dir() if name.endswith("/") else target.is_file()):
                 wrong.append(f"{package}{name}")
-    for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+    packages = [PACKAGE, *(p for p in PACKAGE.rglob("*") if (p / "__init__.py").is_file())]  # data folders aside
+    for folder in packages:
         package = str(folder.relative_to(root)) + "/"
         named = entries.get(package)
         if named is None:
@@ -86,7 +87,7 @@ def test_the_architecture_map_names_every_module_and_only_modules_that_exist():
             continue
         for path in folder.iterdir():
             name = path.name + "/" if path.is_dir() else path.stem
-            if path.name in ("__init__.py", "__pycache__") or not (path.is_dir() or path.suffix == ".py"):
+            if path.name == "__init__.py" or not (path in packages or path.suffix == ".py"):
                 continue
             if name not in named:
                 missing.append(f"{package}{name}")

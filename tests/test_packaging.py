@@ -63,7 +63,7 @@ def test_spec_uses_the_plist_module_and_the_required_pieces():
     assert "name=info_plist.BUNDLE_NAME" in spec
     assert re.search(r"console=False", spec)
     assert "exclude_binaries=True" in spec  # onedir
-    assert 'RES / "icon.icns"' in spec and 'ROOT / "resources"' in spec
+    assert 'RES / "icon.icns"' in spec and 'ROOT / "mpsstudio" / "resources"' in spec
     assert '"torchvision")' in spec  # torchvision's compiled ops listed as binaries
     for name in ("tkinter", "matplotlib", "tests", "PySide6.QtWebEngineCore", "PySide6.QtQml"):
         assert f'"{name}"' in spec
@@ -127,7 +127,7 @@ def test_a_built_wheel_carries_the_resources(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for name in ("mpsstudio", "resources"):
+    for name in ("mpsstudio",):
         shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
                            "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)

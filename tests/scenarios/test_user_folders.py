@@ -21,7 +21,7 @@ def test_the_window_paints_before_torch_is_imported_and_keeps_its_settings_in_th
     box = Sandbox(tmp_path)
     out, err = box.start("--startup-timing").communicate(timeout=120)
     assert "torch imported before paint: False" in out, err
-    assert "window icon: 7 sizes, 16-1024 px" in out  # loaded from mpsstudio.resources (resources/)
+    assert "window icon: 7 sizes, 16-1024 px" in out  # loaded from mpsstudio.resources
     assert (box.folders["config"] / "window.ini").is_file()  # the override reaches a child process
     assert box.written_into_home() == []
 
