@@ -56,6 +56,17 @@ def placeholder_label(text: str) -> QLabel:
     return label
 
 
+def labelled_row(text: str, field: QWidget) -> QWidget:
+    """A row of its own: `text` before `field`, which takes the rest of the width."""
+    row = QHBoxLayout()
+    row.setContentsMargins(0, 0, 0, 0)
+    row.addWidget(QLabel(text))
+    row.addWidget(field, 1)
+    widget = QWidget()
+    widget.setLayout(row)
+    return widget
+
+
 def facts_table(headers, rows: int = 0) -> QTableWidget:
     """A read-only table of facts (the Details tab, the setup window, a folder's summary): no grid, alternating
     rows, no row numbers, whole rows selected."""

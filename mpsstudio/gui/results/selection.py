@@ -5,10 +5,11 @@ and its scalings over GPUs (ComparePicker)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelection, QItemSelectionModel, QObject, QSortFilterProxyModel, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableView, QWidget
+from PySide6.QtWidgets import QComboBox, QTableView, QWidget
 
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.results import RunResult
+from ..style import labelled_row
 from .run_table import COLUMNS, RUN_ID_ROLE, RunTableModel
 
 AXIS_WORDS = {"batch_size": "batch size", "threads": "CPU threads", "accumulate": "gradient accumulation",
@@ -103,12 +104,7 @@ class ComparePicker(QObject):
         self.combo.setToolTip("Compare the current run with the same setup on other devices, with runs that differ "
                               "in one setting or in their environment, or the selected runs.")
         self.combo.activated.connect(self._picked)
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(QLabel("Compare:"))
-        row.addWidget(self.combo, 1)
-        self.bar = QWidget()
-        self.bar.setLayout(row)
+        self.bar = labelled_row("Compare:", self.combo)
 
     def fill(self, run: RunResult | None) -> None:
         """The choices for the current run, keeping the user's for this selection, else the best default."""

@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QLayout, QVBoxLayout, QWidget
 
 from ...engine.basics.frameworks import INSTALL_MLX
+from ..style import labelled_row
 
 
 class PythonChoice(QObject):
@@ -91,12 +92,7 @@ class GpuChoice(QObject):
         self.combo.setToolTip("Train on several GPUs at once (one rank each, the model in DistributedDataParallel, "
                               "batch size per GPU), or run each count in turn to see how it scales.")
         self.combo.activated.connect(lambda _i: self.changed.emit())
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(QLabel("CUDA GPUs:"))
-        row.addWidget(self.combo, 1)
-        self.row = QWidget()
-        self.row.setLayout(row)
+        self.row = labelled_row("CUDA GPUs:", self.combo)
         self.row.hide()
         layout.addWidget(self.row)
 
