@@ -224,10 +224,9 @@ MAX_FOLDER_MODULES = 15
 # this two things?". Where the answer was no, it is written here, and the module may grow without squeezing lines.
 ANSWERED: dict[str, str] = {
     # asked "is this two things?" and answered no (2026-11-28, when typing them took them past 400 lines):
-    "engine/process/handles.py": "one thing: the handle of a run process (start, signal, end, its descendants), "
-                                 "its in-process stand-in with the same interface and the registry of live ones "
-                                 "(asked again 2026-11-28: the stand-in is a subclass overriding three methods, and "
-                                 "process/ holds 15 modules; engine/tools/coreml.py was two things and was split)",
+    "engine/process": "one thing (asked 2026-12-02, when handles.py's in-process stand-in became in_process.py and "
+                      "made it 16): run processes, both sides of the pipe and what ends them; its modules import each "
+                      "other (a job, its handle, its child, its messages), so halves would too.",
     "engine/tools/maxbatch.py": "one thing (asked 2026-12-02, when its tool-table functions took it past 400): "
                                 "the largest-batch search, its report and the two functions the tool table calls "
                                 "(a tool's functions live in its module by design: registry.py).",
