@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from .formatting import one_line, printable
+
 # The limits of plain JSON read from disk or from a child, the same for runs and tool results (plain() checks them).
 MAX_TEXT = 20_000  # characters of one text
 MAX_DEPTH = 8  # nesting
@@ -278,12 +280,7 @@ def _spelled(where) -> str:
     if isinstance(where, str):
         return where
     parent, key = where
-    return _at(_spelled(parent), key if isinstance(key, int) else _short_key(key))
-
-
-def _short_key(key: str) -> str:
-    text = "".join(c if c.isprintable() else "?" for c in key)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return _at(_spelled(parent), key if isinstance(key, int) else one_line(printable(key), 40))
 
 
 # ---------------------------------------------------------------- typed records

@@ -151,10 +151,6 @@ class ResultsPanel(QWidget):
         self.table.selectionModel().currentRowChanged.connect(self._update_chart)
 
     # -- the history (engine history/library.py) -------------------------------------------------------------------
-    @property
-    def store(self) -> RunStore:
-        return self.library.store
-
     def reload(self) -> None:
         """Read every run's summary from the history (steps and windows are read when a run is selected or
         exported), keeping the selection; unreadable rows are skipped and named."""
@@ -190,9 +186,7 @@ class ResultsPanel(QWidget):
 
     def set_store(self, store: RunStore) -> None:
         """Show another history (a recovered one, say)."""
-        self.library = RunLibrary(store)
-        for part in (self.deleter, self.files):
-            part.library = self.library
+        self.library.store = store  # the parts hold this library
         self.reload()
 
     def add_result(self, result: RunResult) -> None:
