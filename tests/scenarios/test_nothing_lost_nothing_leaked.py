@@ -19,7 +19,7 @@ import pytest
 from mpsstudio import cli
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.redact import REDACTED, redact_args, redact_text
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.history.store import RunStore
 from tests.support.paths import ROOT
 from tests.support.scripts import MT, tracked_run
@@ -74,7 +74,7 @@ def test_the_hook_counter_refuses_a_batch_past_the_limit_and_a_complex_loss(tmp_
 def test_a_run_the_history_could_not_read_back_is_kept_as_failed_saying_why(tmp_path):
     store = RunStore(tmp_path / "runs.sqlite3")
     run = RunResult(config=RunConfig(model="own.py", dataset="script", steps=None, epochs=None),
-                    windows=[{"first_step": 3, "steps": 2, "seconds": 1e-30, "samples": 16, "samples_per_s": 1.6e31}])
+                    windows=[WindowRow(first_step=3, steps=2, seconds=1e-30, samples=16, samples_per_s=1.6e31)])
     run.summary["samples_per_s"] = 1.6e31
     store.save(run)
     [back] = store.all()
@@ -335,8 +335,8 @@ def test_a_baseline_on_several_gpus_is_another_setup_for_a_bench_on_one(tmp_path
 
     base = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device="cpu", gpus=2, steps=6, epochs=None,
                                       batch_size=4),
-                     windows=[{"first_step": 2, "steps": 3, "seconds": 0.1, "samples": 24, "samples_per_s": 240.0},
-                              {"first_step": 5, "steps": 3, "seconds": 0.1, "samples": 24, "samples_per_s": 250.0}])
+                     windows=[WindowRow(first_step=2, steps=3, seconds=0.1, samples=24, samples_per_s=240.0),
+                              WindowRow(first_step=5, steps=3, seconds=0.1, samples=24, samples_per_s=250.0)])
     base.summary["samples_per_s"] = 245.0
     export_json([base], tmp_path / "base.json")
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--steps", "6",

@@ -124,7 +124,7 @@ def test_a_step_is_one_round_of_the_scripts_optimizers_and_autograd_backward_cou
     assert code == cli.EXIT_OK and run.status == "finished", run.error
     assert run.summary["measured_steps"] == 50 and run.config.batch_size == 16
     assert run.summary["parameters"] == (4 + 1) + (2 * 4 + 4)  # both optimizers' parameters
-    assert sum(w["samples"] for w in run.windows) == 50 * 16  # one round is 16 samples, not 32
+    assert sum(w.samples for w in run.windows) == 50 * 16  # one round is 16 samples, not 32
     code, run = tracked_run(tmp_path, AUTOGRAD, "--steps", "20")
     assert code == cli.EXIT_OK and run.status == "finished" and run.summary["measured_steps"] == 20, run.error
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mpsstudio.engine.basics.results import WindowRow
+
 
 def energy_windows(*energies, seconds=0.5, samples=64, utilization=50.0):
     """Windows that each close a one-window energy span."""
@@ -9,6 +11,11 @@ def energy_windows(*energies, seconds=0.5, samples=64, utilization=50.0):
              "data_wait_s": 0.0, "memory": 0, "energy_j": e, "energy_s": seconds, "energy_windows": 1,
              "utilization": utilization, "energy_parts": None if e is None else {"gpu": e, "cpu": 1.0}}
             for i, e in enumerate(energies)]
+
+
+def energy_rows(*energies, **how):
+    """The same windows as a run keeps them (RunResult.windows)."""
+    return [WindowRow(**w) for w in energy_windows(*energies, **how)]
 
 
 ENV = {"energy": {"source": "NVML total-energy counter (GPU 0)", "part": "gpu", "measure": "measured",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.tools import tune
 
 BASE = RunConfig(model="mnist_cnn", dataset="synthetic", device="cpu", batch_size=64)
@@ -31,7 +31,7 @@ def fake_runs(speeds: dict, losses: dict | None = None, errors: dict | None = No
         if errors and key in errors:
             return RunResult(config=cfg, status="failed", error=errors[key])
         sps = speeds.get(key, 100.0) * (1 + jitter * ((len(ran) % 5) - 2) / 2)  # varies round to round
-        windows = [{"samples_per_s": sps * f} for f in (0.99, 1.0, 1.01, 0.995, 1.005, 1.0, 0.99, 1.01)]
+        windows = [WindowRow(samples_per_s=sps * f) for f in (0.99, 1.0, 1.01, 0.995, 1.005, 1.0, 0.99, 1.01)]
         summary = {"samples_per_s": sps, "samples_per_s_iqr": sps * 0.01, "peak_memory": 1_000_000 * cfg.batch_size
                    * (0.6 if cfg.precision != "fp32" else 1.0), "warmup_s": 0.5,
                    "final_loss": (losses or {}).get(key, 2.3)}

@@ -321,8 +321,7 @@ def _cross_ratios(entries: list[Entry]) -> list[CrossRatio]:
 def run_rates(run: RunResult) -> list[float]:
     if run.window_rates is not None:
         return list(run.window_rates)
-    return [w["samples_per_s"] for w in run.windows
-            if isinstance(w, dict) and is_finite(w.get("samples_per_s")) and w["samples_per_s"] > 0]
+    return [w.samples_per_s for w in run.windows if is_finite(w.samples_per_s) and w.samples_per_s > 0]
 
 
 def pair_seed(*ids: str) -> int:

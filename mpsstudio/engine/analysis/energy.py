@@ -4,6 +4,7 @@ back from a file or the history), and how they are shown: J/sample, watts, their
 from __future__ import annotations
 
 from ..basics.formatting import DASH, is_finite, one_line, printable
+from ..basics.results import WindowRow
 
 PARTS = ("gpu", "cpu", "dram", "ane")  # as machine/energy/base.py: the parts a source may give
 MEASURED, ESTIMATED = "measured", "estimated"
@@ -31,7 +32,7 @@ def _text(value) -> str | None:
     return one_line(printable(value), MAX_TEXT) if isinstance(value, str) and value.strip() else None
 
 
-def summary_fields(windows: list[dict], env: dict | None) -> dict:
+def summary_fields(windows: list[WindowRow], env: dict | None) -> dict:
     """The run's energy and utilisation figures from its window rows and env["energy"], for its summary.
 
     A window that closed an energy span carries the span's `energy_j`, `energy_s`, `energy_windows` (how many
@@ -65,7 +66,7 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
         out["idle_reason"] = out["energy_reason"] or "no energy counter readable here"
     busy = info.get("utilization") if info.get("utilization") in ("gpu_busy", "cpu_busy") else None
     weighted: list[tuple[float, float]] = [
-        (u, t) for u, t in ((w.get("utilization"), w.get("energy_s")) for w, _ in spans)
+        (u, t) for u, t in ((w.utilization, w.energy_s) for w, _ in spans)
         if is_finite(u) and 0 <= u <= 100 and is_finite(t) and t > 0]
     if busy and weighted and not bad:
         out["utilization"] = _percent(sum(u * t for u, t in weighted) / sum(t for _, t in weighted))
@@ -77,14 +78,14 @@ def summary_fields(windows: list[dict], env: dict | None) -> dict:
     return out
 
 
-def _spans(windows: list[dict]) -> tuple[list[tuple[dict, float]], str | None]:
+def _spans(windows: list[WindowRow]) -> tuple[list[tuple[WindowRow, float]], str | None]:
     """(closing window, samples of its span's windows) per span; a reason instead when the spans do not fit."""
-    spans: list[tuple[dict, float]] = []
+    spans: list[tuple[WindowRow, float]] = []
     pending: list[float] = []  # samples of the windows since the last span closed
     for w in windows:
-        samples = w.get("samples")
+        samples = w.samples
         pending.append(samples if is_finite(samples) and samples >= 0 else 0)
-        n = w.get("energy_windows")
+        n = w.energy_windows
         if n is None:
             continue
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(pending):
@@ -94,24 +95,24 @@ def _spans(windows: list[dict]) -> tuple[list[tuple[dict, float]], str | None]:
     return spans, None
 
 
-def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
+def _energy(out: dict, spans: list[tuple[WindowRow, float]], part: str) -> None:
     if not spans:
         out["energy_reason"] = "no energy span finished (the measured phase ended before the first reading)"
         return
-    missing = sum(1 for w, _ in spans if not (is_finite(w.get("energy_j")) and w["energy_j"] >= 0
-                                              and is_finite(w.get("energy_s")) and w["energy_s"] > 0))
+    missing = sum(1 for w, _ in spans if not (is_finite(w.energy_j) and w.energy_j >= 0
+                                              and is_finite(w.energy_s) and w.energy_s > 0))
     if missing:
         out["energy_reason"] = f"the energy counter could not be read in {missing} of {len(spans)} energy spans"
         return
-    joules = sum(w["energy_j"] for w, _ in spans)
-    seconds = sum(w["energy_s"] for w, _ in spans)
+    joules = sum(w.energy_j or 0.0 for w, _ in spans)
+    seconds = sum(w.energy_s or 0.0 for w, _ in spans)
     samples = sum(n for _, n in spans)
     out["energy_j"] = joules
     out["avg_power_w"] = joules / seconds
     out["j_per_sample"] = joules / samples if samples > 0 else None
     parts = {}
     for name in PARTS:
-        values = [w["energy_parts"].get(name) if isinstance(w.get("energy_parts"), dict) else None for w, _ in spans]
+        values = [w.energy_parts.get(name) if w.energy_parts is not None else None for w, _ in spans]
         found = [v for v in values if is_finite(v) and v >= 0]
         if len(found) == len(values):
             parts[name] = sum(found)
@@ -119,7 +120,7 @@ def _energy(out: dict, spans: list[tuple[dict, float]], part: str) -> None:
     out["energy_parts"] = {name: parts[name] for name in PARTS if name in parts}
 
 
-def _above_idle(out: dict, info: dict, spans: list[tuple[dict, float]]) -> None:
+def _above_idle(out: dict, info: dict, spans: list[tuple[WindowRow, float]]) -> None:
     """The device's idle power (read before the measured phase) and the run's energy above it: what the work
     itself cost, without the power the device draws doing nothing."""
     if "idle_w" not in info and "idle_reason" not in info:
@@ -133,7 +134,7 @@ def _above_idle(out: dict, info: dict, spans: list[tuple[dict, float]]) -> None:
     out["idle_when"] = info.get("idle_when") if info.get("idle_when") in IDLE_WHEN else "before"
     if out["energy_j"] is None:
         return
-    span_s = sum(w["energy_s"] for w, _ in spans)
+    span_s = sum(w.energy_s or 0.0 for w, _ in spans)
     samples = sum(n for _, n in spans)
     above = out["energy_j"] - watts * span_s
     if above < 0:

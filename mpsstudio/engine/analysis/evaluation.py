@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..basics.results import Evaluation
+
 
 @dataclass
 class ClassResult:
@@ -14,9 +16,11 @@ class ClassResult:
     confused_with: str  # the class most often predicted instead ("" when none)
 
 
-def per_class(evaluation: dict) -> list[ClassResult]:
+def per_class(evaluation: Evaluation | None) -> list[ClassResult]:
     """One row per class, in the evaluation's class order; [] for a run without an evaluation."""
-    classes, matrix = evaluation.get("classes") or [], evaluation.get("matrix") or []
+    if evaluation is None:
+        return []
+    classes, matrix = evaluation.classes, evaluation.matrix
     rows = []
     for i, name in enumerate(classes):
         counts = matrix[i] if i < len(matrix) else []
@@ -28,8 +32,8 @@ def per_class(evaluation: dict) -> list[ClassResult]:
     return rows
 
 
-def overall(evaluation: dict) -> float | None:
+def overall(evaluation: Evaluation | None) -> float | None:
     """Accuracy over every class: the matrix's diagonal over its total; None without samples."""
-    matrix = evaluation.get("matrix") or []
+    matrix = evaluation.matrix if evaluation is not None else []
     total = sum(sum(row) for row in matrix)
     return sum(matrix[i][i] for i in range(len(matrix))) / total if total else None

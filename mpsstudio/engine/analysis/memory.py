@@ -15,6 +15,7 @@ import math
 import statistics
 
 from ..basics.formatting import fmt_bytes, plural
+from ..basics.results import WindowRow
 
 LINES = ("memory", "memory_driver", "memory_process")
 MIN_WINDOWS = 6  # fitted windows needed to say anything
@@ -45,16 +46,16 @@ def slope(xs: list[float], ys: list[float]) -> tuple[float, float, float] | None
     return b, b - half, b + half
 
 
-def growth(windows: list[dict]) -> dict[str, dict]:
+def growth(windows: list[WindowRow]) -> dict[str, dict]:
     """Per line: bytes per 100 steps with its interval, the windows fitted, the bytes grown over them and whether it
     counts as growing. Lines a run did not record are left out."""
     out: dict[str, dict] = {}
-    usable = [w for w in windows if isinstance(w.get("steps"), int) and isinstance(w.get("first_step"), int)]
+    usable = [w for w in windows if w.steps is not None and w.first_step is not None]
     fitted = usable[len(usable) // 4:]
     for line in LINES:
-        points = [(w["first_step"] + w["steps"] - 1, w[line]) for w in fitted
-                  if isinstance(w.get(line), (int, float)) and not isinstance(w.get(line), bool)
-                  and math.isfinite(w[line])]
+        points = [(w.first_step + w.steps - 1, value) for w in fitted  # type: ignore[operator]  # (both set)
+                  if isinstance(value := getattr(w, line), (int, float)) and not isinstance(value, bool)
+                  and math.isfinite(value)]
         if len(points) < MIN_WINDOWS:
             continue
         xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
@@ -110,7 +111,7 @@ def flag(lines: dict[str, dict], kind: str, shapes: int | None) -> str | None:
     return None
 
 
-def summary_fields(windows: list[dict], kind: str, shapes: int | None) -> dict:
+def summary_fields(windows: list[WindowRow], kind: str, shapes: int | None) -> dict:
     """memory_growth, memory_flag and input_shapes for a run's summary (re-derived whenever a run is read back)."""
     lines = growth(windows)
     return {"memory_growth": lines, "memory_flag": flag(lines, kind, shapes), "input_shapes": shapes}

@@ -18,14 +18,14 @@ from ..basics.errors import UserError
 from ..basics import shape
 from ..basics.formatting import one_line, printable
 from ..basics.shape import ShapeError, plain
-from ..basics.results import STATUSES, RunResult, date_problem, new_run_id, now_iso
+from ..basics.results import (MAX_CLASSES, STATUSES, EpochRow, Evaluation, RunResult, WindowRow, date_problem,
+                              new_run_id, now_iso)
 from .stability import assess
 from .summary import device_kind, quartiles
 
 ORIGINS = ("local", "imported")
 RUN_KEYS = {"id", "created_at", "status", "error", "origin", "config", "env", "summary", "steps", "windows", "epochs",
             "note", "evaluation"}
-MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_TEXT = shape.MAX_TEXT  # characters of any one string (the limits of plain JSON: basics/shape.py)
 MAX_STEPS = 10_000_000  # per-step losses of one run
@@ -33,10 +33,6 @@ MAX_ROWS = 1_000_000  # windows or epochs of one run
 
 # Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
 _ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
-_WINDOW_NUMBERS = ("first_step", "steps", "seconds", "samples", "samples_per_s", "data_wait_s", "memory",
-                   "energy_j", "energy_s", "energy_windows", "utilization", "memory_driver", "memory_process",
-                   "swap_used")
-_EPOCH_NUMBERS = ("epoch", "step", "seconds", "val_accuracy")
 
 
 def run_from_dict(data, where: str) -> RunResult:
@@ -139,11 +135,8 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
     summary = check_summary(_object(data["summary"], "summary"))
     if rates is None:
         losses = _steps(data.get("steps", []))
-        windows = _rows(data.get("windows", []), "windows", _WINDOW_NUMBERS)
-        epochs = _rows(data.get("epochs", []), "epochs", _EPOCH_NUMBERS)
-        for i, e in enumerate(epochs):
-            if e.get("val_loss") is not None and not _finite(e["val_loss"]):
-                raise _Bad(f"epochs[{i}].val_loss", "a finite number, or null, expected")
+        windows = _rows(data.get("windows", []), "windows", WindowRow)
+        epochs = _rows(data.get("epochs", []), "epochs", EpochRow)
         _rederive_throughput(summary, _window_rates(windows), config.batch_size)
         _check_energy(windows)
         summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
@@ -160,7 +153,7 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
             v = summary.get(key)
             if v is not None and not (_number(v) and v >= 0):
                 raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
-    evaluation = _evaluation(data.get("evaluation", {})) if rates is None else {}
+    evaluation = _evaluation(data.get("evaluation", {})) if rates is None else None
     summary["precision_note"] = precision_note(config)  # from the config, whatever the summary says
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
@@ -171,10 +164,11 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
                      evaluation=evaluation)
 
 
-def _evaluation(ev) -> dict:
-    """{} or {"classes": n names, "matrix": n rows of n counts, "epoch": a number or null, "split": text}."""
+def _evaluation(ev) -> Evaluation | None:
+    """None for {}, else {"classes": 2 or more names, "matrix": one row of counts per class, as many as there are
+    classes, "epoch": a number or null, "split": text}."""
     if ev == {}:
-        return {}
+        return None
     if not isinstance(ev, dict) or set(ev) - {"classes", "matrix", "epoch", "split"}:
         raise _Bad("evaluation", "an object with classes, matrix, epoch and split expected")
     classes, matrix = ev.get("classes"), ev.get("matrix")
@@ -189,17 +183,22 @@ def _evaluation(ev) -> dict:
     epoch = ev.get("epoch")
     if epoch is not None and (type(epoch) is not int or epoch < 0):
         raise _Bad("evaluation.epoch", "an epoch number or null expected")
-    split = ev.get("split", "validation")
-    if not isinstance(split, str) or len(split) > 40:
-        raise _Bad("evaluation.split", "a short text expected")
-    return {"classes": classes, "matrix": matrix, "epoch": epoch, "split": split}
+    return _read(Evaluation, ev, "evaluation")
 
 
-def _window_rates(windows: list[dict]) -> list[float]:
+def _read(record, value, path: str):
+    """`value` read as `record` (its declared shape: basics/results.py), a wrong field named."""
+    try:
+        return record.read(value, path)
+    except ShapeError as exc:
+        raise _Bad(exc.path or path, exc.why) from None
+
+
+def _window_rates(windows: list[WindowRow]) -> list[float]:
     """The windows' throughputs (a window of 0 s, an infinite rate, is exported as null and left out)."""
     rates = []
     for i, w in enumerate(windows):
-        v = w.get("samples_per_s")
+        v = w.samples_per_s
         if v is None:
             continue
         if v <= 0:
@@ -228,23 +227,11 @@ def _rederive_throughput(summary: dict, rates: list[float], batch_size: int | No
         summary["s_per_epoch_estimate"] = estimate * old / med
 
 
-def _check_energy(windows: list[dict]) -> None:
-    """A window's busy share is a percentage and its energy parts joules (>= 0) of the parts a source gives."""
+def _check_energy(windows: list[WindowRow]) -> None:
+    """A window's energy parts are of the parts a source gives (their joules the record's shape checked)."""
     for i, w in enumerate(windows):
-        busy = w.get("utilization")
-        if busy is not None and busy > 100:
-            raise _Bad(f"windows[{i}].utilization", "a percentage from 0 to 100, or null, expected")
-        span = w.get("energy_windows")
-        if span is not None and (not isinstance(span, int) or isinstance(span, bool) or span < 1):
-            raise _Bad(f"windows[{i}].energy_windows", "a whole number of at least 1, or null, expected")
-        parts = w.get("energy_parts")
-        if parts is None:
-            continue
-        if not isinstance(parts, dict) or any(k not in energy.PARTS for k in parts):
+        if w.energy_parts is not None and any(k not in energy.PARTS for k in w.energy_parts):
             raise _Bad(f"windows[{i}].energy_parts", f"an object with some of {', '.join(energy.PARTS)} expected")
-        for key, v in parts.items():
-            if not (_number(v) and v >= 0):
-                raise _Bad(f"windows[{i}].energy_parts.{key}", "a finite number of at least 0 expected")
 
 
 def _config(cfg) -> RunConfig:
@@ -283,16 +270,11 @@ def _steps(steps) -> list[float]:
     return losses
 
 
-def _rows(rows, name: str, numbers: tuple[str, ...]) -> list[dict]:
+def _rows(rows, name: str, record):
+    """Each row of `name` read as `record`, after the limits of plain JSON (basics/shape.plain)."""
     if not isinstance(rows, list) or len(rows) > MAX_ROWS:
         raise _Bad(name, f"a list of at most {MAX_ROWS:,} rows expected")
-    for i, row in enumerate(rows):
-        _object(row, (name, i))
-        for key in numbers:
-            v = row.get(key)
-            if v is not None and not (_number(v) and v >= 0):
-                raise _Bad(f"{name}[{i}].{key}", "a finite number of at least 0, or null, expected")
-    return rows
+    return [_read(record, _object(row, (name, i)), _path((name, i))) for i, row in enumerate(rows)]
 
 
 def _object(value, name, depth: int = 0) -> dict:

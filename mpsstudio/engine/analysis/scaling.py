@@ -85,8 +85,7 @@ class Point:
         """The steps measured before the steady windows (None when they start the run)."""
         if not self.steady_from:
             return None
-        steps = [w.get("steps") for w in self.run.windows[:self.steady_from] if isinstance(w, dict)]
-        return sum(s for s in steps if isinstance(s, int) and not isinstance(s, bool)) or None
+        return sum(w.steps or 0 for w in self.run.windows[:self.steady_from]) or None
 
     @property
     def samples_per_s(self) -> float:

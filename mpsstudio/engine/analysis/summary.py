@@ -33,7 +33,7 @@ class RunFacts:
     warmup_s: float | None = None
     measured_wall_s: float = 0.0  # warm-up end to run end, validation excluded; 0 when unknown
     train_size: int = 0
-    val: tuple[float, float] | None = None
+    val: tuple[float | None, float | None] | None = None  # the last validation loss and accuracy
     peak_memory: int = 0
     memory_measure: str = "allocator"  # a key of MEMORY_MEASURES: what the device measured (Device.memory_measure)
     input_shapes: int | None = None  # distinct input shapes fed to the model (None: not counted)
@@ -51,15 +51,15 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
         if result.env:  # some of the run's environment was read: more than the machine's identity
             known.pop("identity_only")
         result.env = {**known, **result.env}
-    rates = [w["samples_per_s"] for w in result.windows]
+    rates = [w.samples_per_s for w in result.windows if w.samples_per_s is not None]  # (a live window has one)
     s = result.summary
     s["parameters"] = facts.parameters
     s["dataset"] = facts.dataset
     s["precision_note"] = precision_note(result.config)
     s["warmup_steps"] = facts.warmup_steps if facts.warmup_s is not None else 0
     s["warmup_s"] = facts.warmup_s
-    s["measured_steps"] = sum(w["steps"] for w in result.windows)
-    measured_s = sum(w["seconds"] for w in result.windows)
+    s["measured_steps"] = sum(w.steps or 0 for w in result.windows)
+    measured_s = sum(w.seconds or 0.0 for w in result.windows)
     s["measured_s"] = measured_s
     s["windows"] = len(rates)
     if rates:
@@ -69,7 +69,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
         s["samples_per_s_iqr"] = q3 - q1
         s["step_ms"] = 1000 * facts.batch_size / med if facts.batch_size else None
         s["s_per_epoch_estimate"] = facts.train_size / med if facts.train_size else None
-        wait = sum(w["data_wait_s"] for w in result.windows)
+        wait = sum(w.data_wait_s or 0.0 for w in result.windows)
         s["data_wait_s"] = wait
         s["data_wait_fraction"] = wait / measured_s if measured_s > 0 else None
         if facts.measured_wall_s > 0 and facts.batch_size:
@@ -78,7 +78,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
         s["samples_per_s"] = None
         s["samples_per_s_iqr"] = None
     if result.epochs:
-        s["epoch_s"] = [e["seconds"] for e in result.epochs]
+        s["epoch_s"] = [e.seconds for e in result.epochs]
     s["s_per_epoch_measured"] = measured_epoch_s(s.get("epoch_s"))
     s["peak_memory"] = facts.peak_memory or None
     s["memory_measure"] = facts.memory_measure
@@ -195,9 +195,7 @@ class Recorder:
             peak = detail.get("peak", detail.get("peak_allocated", 0)) or 0
             f.peak_memory = int(max(f.peak_memory, event.memory, peak if is_finite(peak) else 0))
         elif isinstance(event, EpochEnd):
-            r.epochs.append({"epoch": event.epoch, "seconds": event.seconds, "val_loss": event.val_loss,
-                             "val_accuracy": event.val_accuracy,
-                             **({"step": event.step} if isinstance(event.step, int) else {})})
+            r.epochs.append(event.record())
             if event.val_loss is not None and event.val_accuracy is not None:
                 f.val = (event.val_loss, event.val_accuracy)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .results import RunResult
+from .results import EpochRow, RunResult, WindowRow
 
 
 @dataclass
@@ -78,14 +78,14 @@ class Window:
             return None
         return self.energy_j / self.energy_s
 
-    def record(self) -> dict:
+    def record(self) -> WindowRow:
         """The window as RunResult.windows keeps it."""
-        return {"first_step": self.first_step, "steps": len(self.losses), "seconds": self.seconds,
-                "samples": self.samples, "samples_per_s": self.samples_per_s, "data_wait_s": self.data_wait_s,
-                "memory": self.memory, "energy_j": self.energy_j, "energy_s": self.energy_s,
-                "energy_windows": self.energy_windows, "energy_parts": self.energy_parts,
-                "utilization": self.utilization, "memory_driver": self.memory_driver,
-                "memory_process": self.memory_process, "swap_used": self.swap_used}
+        return WindowRow(first_step=self.first_step, steps=len(self.losses), seconds=self.seconds,
+                         samples=self.samples, samples_per_s=self.samples_per_s, data_wait_s=self.data_wait_s,
+                         memory=self.memory, energy_j=self.energy_j, energy_s=self.energy_s,
+                         energy_windows=self.energy_windows, energy_parts=self.energy_parts,
+                         utilization=self.utilization, memory_driver=self.memory_driver,
+                         memory_process=self.memory_process, swap_used=self.swap_used)
 
 
 @dataclass
@@ -95,6 +95,11 @@ class EpochEnd:
     val_loss: float | None
     val_accuracy: float | None
     step: int | None = None  # the step the epoch ended at (warm-up steps included)
+
+    def record(self) -> EpochRow:
+        """The epoch as RunResult.epochs keeps it."""
+        return EpochRow(epoch=self.epoch, step=self.step if isinstance(self.step, int) else None,
+                        seconds=self.seconds, val_loss=self.val_loss, val_accuracy=self.val_accuracy)
 
 
 @dataclass

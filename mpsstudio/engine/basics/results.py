@@ -1,16 +1,20 @@
-"""RunResult: what one run measured, plus its config and environment, and its validation when read back.
+"""RunResult: what one run measured, plus its config and environment; its windows, epochs and evaluation as typed
+records (basics/shape.Record: one declaration gives the check analysis/runcheck.py makes of a run read back, and the
+attributes every reader uses).
 
-Writing and reading run files (JSON, CSV) lives in runfiles.py."""
+Checking a run read back lives in analysis/runcheck.py; writing and reading run files (JSON, CSV) in
+history/runfiles.py."""
 
 from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 
 from .config import RunConfig
-from .errors import UserError
+from .shape import Int, List, Map, Num, Record, Share, Text, may, need
+from .summary_fields import MAX_NUMBER
 
 STATUSES = ("finished", "failed", "cancelled", "interrupted")  # interrupted: its front end was killed
 
@@ -46,6 +50,66 @@ def date_problem(text) -> str:
     return ""
 
 
+QUANTITY = Num(lo=0.0, hi=MAX_NUMBER, null=True)  # a measured quantity (seconds, samples/s, joules), or null
+COUNT = Int(lo=0, hi=int(MAX_NUMBER), null=True)  # a whole number (a step, bytes), or null
+COUNT_OF = Int(lo=0, hi=int(MAX_NUMBER))
+MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WindowRow(Record):
+    """One measurement window as the run keeps it (events.Window.record writes it). Any field may be null: a window
+    of 0 s has no rate (JSON has no infinity), a device without counters no energy."""
+
+    first_step: int | None = may(COUNT)  # 1-based step number of its first step, warm-up steps included
+    steps: int | None = may(COUNT)
+    seconds: float | None = may(QUANTITY)  # synchronized wall time
+    samples: int | None = may(COUNT)
+    samples_per_s: float | None = may(QUANTITY)
+    data_wait_s: float | None = may(QUANTITY)
+    memory: int | None = may(COUNT)  # bytes in use on the device at its end (Device.in_use)
+    energy_j: float | None = may(QUANTITY)  # set on the window that closes an energy span (events.Window)
+    energy_s: float | None = may(QUANTITY)
+    energy_windows: int | None = may(Int(lo=1, hi=int(MAX_NUMBER), null=True))
+    energy_parts: dict[str, float] | None = may(Map(Num(lo=0.0, hi=MAX_NUMBER), max=8, null=True))
+    utilization: float | None = may(Num(lo=0.0, hi=100.0, null=True))  # percent busy over the span
+    memory_driver: int | None = may(COUNT)  # the memory plot's other lines (events.Window)
+    memory_process: int | None = may(COUNT)
+    swap_used: int | None = may(COUNT)
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochRow(Record):
+    """One finished epoch: its training time (validation excluded) and its validation figures."""
+
+    epoch: int | None = may(COUNT)
+    step: int | None = may(COUNT)  # the step it ended at, warm-up steps included (runs stored before: null)
+    seconds: float | None = may(QUANTITY)
+    val_loss: float | None = may(Num(lo=None, null=True))  # any finite number: a diverging run's loss is huge
+    val_accuracy: float | None = may(Share(null=True))
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation(Record):
+    """The confusion counts of a labelled image dataset's validation split, of the best epoch where the run kept
+    it: `matrix[true][predicted]`, one row and one column per class (analysis/runcheck.py checks the square)."""
+
+    classes: list[str] = need(List(Text(max=200), max=MAX_CLASSES))  # at least 2 (analysis/runcheck.py)
+    matrix: list[list[int]] = need(List(List(COUNT_OF, max=MAX_CLASSES), max=MAX_CLASSES))
+    epoch: int | None = may(COUNT)
+    split: str = may(Text(max=40), default="validation")
+
+    def as_dict(self) -> dict:
+        return {"classes": list(self.classes), "matrix": [list(row) for row in self.matrix], "epoch": self.epoch,
+                "split": self.split}
+
+
 @dataclass
 class RunResult:
     """One run. `losses` holds every step's loss (warm-up steps first); `windows` one row per measurement window."""
@@ -55,16 +119,14 @@ class RunResult:
     env: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     losses: list[float] = field(default_factory=list)
-    windows: list[dict] = field(default_factory=list)
-    epochs: list[dict] = field(default_factory=list)
+    windows: list[WindowRow] = field(default_factory=list)
+    epochs: list[EpochRow] = field(default_factory=list)
     error: str = ""
     id: str = field(default_factory=new_run_id)
     created_at: str = field(default_factory=now_iso)
     origin: str = "local"  # "local" or "imported"
     note: str = ""  # the user's note on the run (the history table's Note column)
-    # labelled image datasets: {"classes": [...], "matrix": [[count of (true, predicted)]], "epoch", "split"} on
-    # the validation split (of the best epoch where the run kept it); {} otherwise
-    evaluation: dict = field(default_factory=dict)
+    evaluation: Evaluation | None = None  # labelled image datasets only
     # Set only on a run read as a summary (RunStore.summaries): its windows' samples/s, which comparisons need;
     # steps, windows and epochs are then empty, and RunStore.get(id) reads the whole run.
     window_rates: list[float] | None = None
@@ -72,15 +134,14 @@ class RunResult:
     # run is sealed when stored (history/rows.py, _seal), so that the table can read it back without checking it again.
     checked: bool = field(default=False, repr=False, compare=False)
 
-    def epoch_step(self, epoch: dict) -> int | None:
-        """The step at which an epoch row ended: its "step", or for a finished run stored before epochs kept
+    def epoch_step(self, epoch: EpochRow) -> int | None:
+        """The step at which an epoch row ended: its step, or for a finished run stored before epochs kept
         their step, epoch x steps / epochs; None when it cannot be known."""
-        step = epoch.get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
-            return step
-        n = epoch.get("epoch")
+        if epoch.step is not None:
+            return epoch.step
+        n = epoch.epoch
         if (self.status == "finished" and self.config.steps is None and self.config.epochs and self.losses
-                and isinstance(n, int) and not isinstance(n, bool)):
+                and n is not None):
             return n * len(self.losses) // self.config.epochs
         return None
 
@@ -105,55 +166,10 @@ class RunResult:
             "env": self.env,
             "summary": json_safe(self.summary),
             "steps": [{"step": i + 1, "loss": json_safe(v)} for i, v in enumerate(self.losses)],
-            "windows": json_safe(self.windows),
-            "epochs": json_safe(self.epochs),
-            "evaluation": self.evaluation,
+            "windows": [json_safe(w.as_dict()) for w in self.windows],
+            "epochs": [json_safe(e.as_dict()) for e in self.epochs],
+            "evaluation": self.evaluation.as_dict() if self.evaluation is not None else {},
         }
-
-    @classmethod
-    def from_dict(cls, data: dict, *, where: str = "the file") -> "RunResult":
-        """Validate an imported run; raise UserError naming what is wrong."""
-        if not isinstance(data, dict):
-            raise UserError(f"A run in {where} is not a JSON object; export runs from MPS Studio and import that file.")
-        for key in ("status", "config", "summary"):
-            if key not in data:
-                raise UserError(f"A run in {where} has no '{key}'; it was not written by MPS Studio.")
-        status = data["status"]
-        if status not in STATUSES:
-            raise UserError(f"A run in {where} has status {status!r}; expected one of {', '.join(STATUSES)}.")
-        cfg = data["config"]
-        if not isinstance(cfg, dict) or not all(k in cfg for k in ("model", "dataset", "device", "batch_size")):
-            raise UserError(f"A run in {where} has no model, dataset, device and batch size in its config.")
-        if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
-            raise UserError(f"A run in {where} has an invalid batch size {cfg['batch_size']!r}.")
-        summary = data["summary"]
-        if not isinstance(summary, dict):
-            raise UserError(f"A run in {where} has a summary that is not a JSON object.")
-        sps = summary.get("samples_per_s")
-        if sps is not None and (not isinstance(sps, (int, float)) or not math.isfinite(sps) or sps < 0):
-            raise UserError(f"A run in {where} has an invalid samples_per_s {sps!r}.")
-        env = data.get("env", {})
-        if not isinstance(env, dict):
-            raise UserError(f"A run in {where} has an environment that is not a JSON object.")
-        steps = data.get("steps", [])
-        if not isinstance(steps, list):
-            raise UserError(f"A run in {where} has 'steps' that is not a list.")
-        losses = []
-        for row in steps:
-            if not isinstance(row, dict) or "loss" not in row:
-                raise UserError(f"A run in {where} has a step without a loss.")
-            loss = row["loss"]
-            losses.append(float("nan") if loss is None else float(loss))
-        try:
-            config = RunConfig.from_dict(cfg)
-        except TypeError as exc:
-            raise UserError(f"A run in {where} has a config MPS Studio cannot read ({exc}).") from None
-        return cls(
-            config=config, status=status, env=env, summary=summary, losses=losses,
-            windows=list(data.get("windows") or []), epochs=list(data.get("epochs") or []),
-            error=str(data.get("error") or ""), id=str(data.get("id") or new_run_id()),
-            created_at=str(data.get("created_at") or now_iso()), origin=str(data.get("origin") or "local"),
-        )
 
 
 def json_safe(value):

@@ -12,7 +12,7 @@ from array import array
 from ..analysis.runcheck import run_from_dict, summary_from_dict
 from ..basics.config import RunConfig
 from ..basics.formatting import is_finite
-from ..basics.results import RunResult, json_safe, new_run_id, now_iso
+from ..basics.results import RunResult, WindowRow, json_safe, new_run_id, now_iso
 
 COLUMNS = ("id", "created_at", "status", "origin", "model", "dataset", "device", "batch_size", "precision",
             "machine", "error", "config_json", "env_json", "summary_json", "windows_json", "epochs_json", "losses",
@@ -57,10 +57,10 @@ def to_row(result: RunResult) -> tuple:
     return (
         *fields[:4], text(c.model), text(c.dataset), text(c.device), c.batch_size or 0, text(c.precision or ""),
         text(result.machine), fields[4],
-        *fields[5:], json.dumps(json_safe(result.windows), allow_nan=False),
-        json.dumps(json_safe(result.epochs), allow_nan=False), array("f", result.losses).tobytes(),
-        text(result.note), rates, _seal(*fields, rates) if result.checked else None,
-        json.dumps(result.evaluation, allow_nan=False),
+        *fields[5:], json.dumps([json_safe(w.as_dict()) for w in result.windows], allow_nan=False),
+        json.dumps([json_safe(e.as_dict()) for e in result.epochs], allow_nan=False),
+        array("f", result.losses).tobytes(), text(result.note), rates, _seal(*fields, rates) if result.checked else None,
+        json.dumps(result.evaluation.as_dict() if result.evaluation is not None else {}, allow_nan=False),
     )
 
 
@@ -74,10 +74,20 @@ def _seal(*fields) -> bytes:
     return hashlib.blake2b(lengths + b"".join(parts), digest_size=16).digest()
 
 
-def rates_blob(windows: list) -> bytes:
+def rates_blob(windows: list[WindowRow]) -> bytes:
     """The windows' samples/s as float64s (compare.py's bootstrap reads them), as the table loads them."""
-    return array("d", [w["samples_per_s"] for w in windows if isinstance(w, dict) and is_finite(w.get("samples_per_s"))
-                       and w["samples_per_s"] > 0]).tobytes()
+    return _blob([w.samples_per_s for w in windows])
+
+
+def stored_rates_blob(windows_json: str) -> bytes:
+    """The same from a row's windows as stored (written before version 3 kept them beside it): JSON not yet checked,
+    so what is not a window's throughput is passed over."""
+    windows = json.loads(windows_json)
+    return _blob([w.get("samples_per_s") for w in windows if isinstance(w, dict)] if isinstance(windows, list) else [])
+
+
+def _blob(rates: list) -> bytes:
+    return array("d", [v for v in rates if is_finite(v) and v > 0]).tobytes()
 
 
 _SEALED = ("id", "created_at", "status", "origin", "error", "config_json", "env_json", "summary_json")
@@ -117,7 +127,7 @@ def summary(row: sqlite3.Row) -> RunResult:
     """A stored row without its steps, windows and epochs; the throughput re-derived from its window rates."""
     blob = row["rates"]
     if blob is None:  # written before version 3 into a history opened read-only: read from its windows
-        blob = rates_blob(json.loads(row["windows_json"]))
+        blob = stored_rates_blob(row["windows_json"])
     if not isinstance(blob, bytes) or len(blob) % 8:
         raise ValueError("the window throughputs are damaged")
     rates = array("d")

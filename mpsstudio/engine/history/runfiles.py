@@ -256,13 +256,12 @@ def steps_rows(result: RunResult) -> list[list]:
     window_of: dict[int, tuple] = {}
     elapsed = warmup_s or 0.0
     for w in result.windows:
-        first, steps = w.get("first_step"), w.get("steps")
-        if not isinstance(first, int) or not isinstance(steps, int):
+        first, steps = w.first_step, w.steps
+        if first is None or steps is None:
             continue
-        seconds = w.get("seconds")
-        elapsed += seconds if is_finite(seconds) else 0.0
+        elapsed += w.seconds if is_finite(w.seconds) else 0.0
         for step in range(first, first + steps):
-            window_of[step] = (elapsed, w.get("samples_per_s"), w.get("memory"))
+            window_of[step] = (elapsed, w.samples_per_s, w.memory)
     last = max(window_of, default=warm)
     rows = []
     for i, loss in enumerate(result.losses):

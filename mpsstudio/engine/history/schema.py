@@ -4,7 +4,6 @@ readable runs of a damaged file is recovery.py's."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from pathlib import Path
@@ -171,7 +170,7 @@ def _fill_rates(db: sqlite3.Connection) -> None:
     NULL (summaries() then reads it whole, which names it in `notices`)."""
     for run_id, windows_json in db.execute("SELECT id, windows_json FROM runs").fetchall():
         try:
-            rates = rows.rates_blob(json.loads(windows_json))
+            rates = rows.stored_rates_blob(windows_json)
         except (ValueError, TypeError, AttributeError, RecursionError):
             continue
         db.execute("UPDATE runs SET rates = ? WHERE id = ?", (rates, run_id))

@@ -53,7 +53,7 @@ class ToolJob:
 # before it is built, so a model cannot run code in the front end's process through the pipe.
 _ALLOWED = {
     "mpsstudio.engine.basics.events": {"Started", "Warmup", "Window", "EpochEnd", "Notice", "Ended"},
-    "mpsstudio.engine.basics.results": {"RunResult"},
+    "mpsstudio.engine.basics.results": {"RunResult", "WindowRow", "EpochRow", "Evaluation"},
     "mpsstudio.engine.basics.config": {"RunConfig"},
     "mpsstudio.engine.run.session": {"ModelProbe"},
 }

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..basics.config import RunConfig
+from ..basics.results import Evaluation
 
 MAX_EVAL_CLASSES = 100  # a confusion matrix is kept up to this many classes (10,000 cells)
 
@@ -113,9 +114,9 @@ class Epochs:
                 self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         return self.watch.should_stop()
 
-    def finish(self, epochs_run: int) -> dict | None:
+    def finish(self, epochs_run: int) -> Evaluation | None:
         """After the last step: the best epoch's weights back in the model (keep_best), and the evaluation the run
-        keeps ({"classes", "matrix", "epoch", "split"}, None without one)."""
+        keeps (None without one)."""
         cfg = self.config
         if cfg.keep_best and self.best_state is not None:
             self.model.load_state_dict(self.best_state)
@@ -126,8 +127,8 @@ class Epochs:
         matrix = counts.cpu().view(n, n).tolist()
         epoch = self.watch.best_epoch if (cfg.keep_best and self.watch is not None and self.watch.best_epoch) \
             else epochs_run or None
-        return {"classes": [str(c)[:200] for c in self.data.classes][:n], "matrix": matrix, "epoch": epoch,
-                "split": "validation"}
+        return Evaluation(classes=[str(c)[:200] for c in self.data.classes][:n], matrix=matrix, epoch=epoch,
+                          split="validation")
 
     def summary(self) -> dict:
         """Early stopping's and the best epoch's fields for the run's summary ({} when neither was asked for)."""

@@ -304,9 +304,9 @@ class RunLoop:
         epochs = self.prepared.epochs
         self.val = epochs.val = epochs.validate()
         val_loss, val_accuracy = self.val or (None, None)
-        self.result.epochs.append({"epoch": epoch, "step": step, "seconds": train_s, "val_loss": val_loss,
-                                   "val_accuracy": val_accuracy})
-        self.emit(EpochEnd(epoch, train_s, val_loss, val_accuracy, step=step))
+        ended = EpochEnd(epoch, train_s, val_loss, val_accuracy, step=step)
+        self.result.epochs.append(ended.record())
+        self.emit(ended)
         return epochs.after_epoch(epoch)
 
     def _close_wall(self, warm_end: float, validation_s: float) -> None:

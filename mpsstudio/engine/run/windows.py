@@ -8,11 +8,13 @@ import math
 import os
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
 from ..basics.config import RunConfig
 from ..basics.events import RECENT_WINDOWS, Window
+from ..basics.results import WindowRow
 from ..machine import devices
 from ..machine.energy import meter as energy
 from .failures import NonFinite
@@ -38,7 +40,7 @@ class Windows:
     """Window bookkeeping of one run; `records` and `losses` are the RunResult's own lists."""
 
     def __init__(self, config: RunConfig, device: devices.Device, meter: energy.Meter, losses: list[float],
-                 records: list[dict], emit: Callable, warm: int, total: int, memory_base: int, world: int = 1):
+                 records: list[WindowRow], emit: Callable, warm: int, total: int, memory_base: int, world: int = 1):
         self.config, self.device, self.meter, self.emit = config, device, meter, emit
         self.losses, self.records = losses, records
         self.total, self.memory_base = total, memory_base
@@ -90,8 +92,8 @@ class Windows:
         self.peak_memory = max(self.peak_memory, in_use, reading_peak(memory))
         samples = samples if samples is not None else n * self.config.batch * self.world
         sps = samples / seconds if seconds > 0 else float("inf")
-        recent = [w["samples_per_s"] for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
-        recent = [v for v in recent if math.isfinite(v)]
+        recent = [v for v in [w.samples_per_s for w in self.records[-(RECENT_WINDOWS - 1):]] + [sps]
+                  if v is not None and math.isfinite(v)]
         lines = self.device.memory_lines(memory)
         window = Window(index=len(self.records), first_step=first, losses=values, seconds=seconds,
                         samples=samples, samples_per_s=sps, data_wait_s=wait, memory=in_use,
@@ -105,8 +107,8 @@ class Windows:
 
     def steps_per_s(self) -> float:
         """Measured steps a second, the median over the windows so far (0 before any)."""
-        rates = [w["samples_per_s"] / (self.config.batch * self.world) for w in self.records
-                 if math.isfinite(w.get("samples_per_s") or math.inf)]
+        rates = [w.samples_per_s / (self.config.batch * self.world) for w in self.records
+                 if w.samples_per_s and math.isfinite(w.samples_per_s)]
         return statistics.median(rates) if rates else 0.0
 
     def close_span(self) -> None:
@@ -114,7 +116,7 @@ class Windows:
         there, and nothing ran since but bookkeeping)."""
         span = self.meter.flush()
         if span is not None and self.records:
-            self.records[-1].update(span_fields(span))
+            self.records[-1] = replace(self.records[-1], **span_fields(span))
 
 
 class StreamMarks:

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ..analysis.compare import bootstrap_ratio
+from ..analysis.compare import bootstrap_ratio, run_rates
 from ..basics.config import MAX_BATCH, RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics.formatting import fmt_ratio, is_finite, whole_numbers
@@ -134,7 +134,7 @@ def _crossover(device: str, by_device: dict[str, dict[int, RunResult]]) -> dict 
     for b in common:
         a, c = acc[b], cpu[b]
         ratio = a.summary["samples_per_s"] / c.summary["samples_per_s"]
-        interval = bootstrap_ratio([w["samples_per_s"] for w in a.windows], [w["samples_per_s"] for w in c.windows],
+        interval = bootstrap_ratio(run_rates(a), run_rates(c),
                                    seed=_seed(a.id, c.id))
         faster = interval[0] > 1.0 if interval else ratio > 1.0
         ratios.append({"batch_size": b, "speedup": ratio, "low": interval[0] if interval else None,

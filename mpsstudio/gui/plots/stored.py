@@ -52,24 +52,24 @@ def draw(plots, r, label: str) -> None:
     plots.add_warmup(r.id, losses[:warm], warmup_s if isinstance(warmup_s, (int, float)) else None)
     drawn = warm
     for w in r.windows:
-        first, steps = w.get("first_step"), w.get("steps")
-        if not isinstance(first, int) or not isinstance(steps, int) or first < 1 or steps < 0:
+        first, steps = w.first_step, w.steps
+        if first is None or steps is None or first < 1:
             continue
         if first - 1 > drawn:  # steps between windows (none in a run of this version): drawn as they are
             plots.append_losses(r.id, drawn + 1, losses[drawn:first - 1])
         window_losses = losses[first - 1:first - 1 + steps]
-        energy_j, energy_s = w.get("energy_j"), w.get("energy_s")
+        energy_j, energy_s = w.energy_j, w.energy_s
         power = energy_j / energy_s if positive(energy_j) and positive(energy_s) else None
-        sps = w.get("samples_per_s")
+        sps = w.samples_per_s
         plots.add_window(r.id, first, window_losses, sps if number(sps) else math.nan,
-                         w.get("memory") if number(w.get("memory")) else math.nan, power,
-                         seconds=w.get("seconds") if number(w.get("seconds")) else None,
-                         lines={k: w.get(k) for k in MEMORY_LINES if number(w.get(k))})
+                         w.memory if number(w.memory) else math.nan, power,
+                         seconds=w.seconds if number(w.seconds) else None,
+                         lines={k: getattr(w, k) for k in MEMORY_LINES if number(getattr(w, k))})
         drawn = max(drawn, first - 1 + len(window_losses))
     if drawn < len(losses):  # a failed run's steps after its last window: what it measured until it failed
         plots.append_losses(r.id, drawn + 1, losses[drawn:])
     for e in r.epochs:
         step = r.epoch_step(e)
-        if step is not None and number(e.get("val_loss")):
-            plots.add_epoch(r.id, step, e["val_loss"])
+        if step is not None and number(e.val_loss):
+            plots.add_epoch(r.id, step, e.val_loss)
     plots.finish_run(r.id, r.status)

@@ -14,7 +14,7 @@ from ...engine.analysis import evaluation
 from ...engine.run.script.words import script_lines
 from ...engine.basics.config import precision_note
 from ...engine.basics.formatting import fmt_duration, is_finite, local_time, plural, printable
-from ...engine.basics.results import RunResult
+from ...engine.basics.results import EpochRow, RunResult
 from ..style import facts_table, placeholder_label
 
 EPOCH_HEADERS = ("Epoch", "Step", "Train time", "Val. loss", "Val. acc.")
@@ -150,13 +150,13 @@ class RunDetails(QWidget):
         shown = bool(rows)
         self.classes.setVisible(shown)
         self.matrix.setVisible(shown)
-        if not shown:
+        if ev is None or not shown:
             self.eval_label.setText("No evaluation: it needs a finished epoch on a labelled image dataset with a "
                                     "validation split (up to 100 classes)." if run.config.mode == "train" else "")
             return
-        which = f"epoch {ev['epoch']}" if ev.get("epoch") else "the last epoch"
+        which = f"epoch {ev.epoch}" if ev.epoch else "the last epoch"
         total = evaluation.overall(ev)
-        self.eval_label.setText(f"<b>Evaluation</b> on the {ev.get('split', 'validation')} split after {which}: "
+        self.eval_label.setText(f"<b>Evaluation</b> on the {ev.split} split after {which}: "
                                 f"{100 * total:.1f} % correct of {sum(r.samples for r in rows):,} samples "
                                 "(measured)." if total is not None else "<b>Evaluation</b>: no samples.")
         self.classes.setRowCount(len(rows))
@@ -178,9 +178,9 @@ class RunDetails(QWidget):
         self.matrix.horizontalHeader().setDefaultSectionSize(self.matrix.fontMetrics().horizontalAdvance("00000") + 12)
         base = self.palette().color(QPalette.ColorRole.Highlight)
         for i in range(n):
-            row_total = sum(ev["matrix"][i]) or 1
+            row_total = sum(ev.matrix[i]) or 1
             for j in range(n):
-                count = ev["matrix"][i][j]
+                count = ev.matrix[i][j]
                 item = QTableWidgetItem(f"{count:,}" if count else "")
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 share = count / row_total
@@ -199,7 +199,7 @@ class RunDetails(QWidget):
                 for r in range(self.classes.rowCount())]
 
     def _fill_epochs(self, run: RunResult) -> None:
-        rows = [e for e in run.epochs if isinstance(e, dict)] if run.config.steps is None else []
+        rows = run.epochs if run.config.steps is None else []
         if run.config.steps is not None:
             self.epochs_label.setText(f"This run was measured in steps ({plural(run.config.steps, 'step')} after "
                                       "warm-up), not epochs, so it has no per-epoch table.")
@@ -212,11 +212,11 @@ class RunDetails(QWidget):
         self.epochs.setRowCount(len(rows))
         best = _best_epoch(rows)
         for i, e in enumerate(rows):
-            acc = e.get("val_accuracy")
+            acc = e.val_accuracy
             step = run.epoch_step(e)
-            cells = (str(e.get("epoch", "")), f"{step:,}" if step is not None else "\u2014",
-                     fmt_duration(e["seconds"]) if is_finite(e.get("seconds")) else "\u2014",
-                     f"{e['val_loss']:.4g}" if is_finite(e.get("val_loss")) else "\u2014",
+            cells = (str(e.epoch if e.epoch is not None else ""), f"{step:,}" if step is not None else "\u2014",
+                     fmt_duration(e.seconds) if is_finite(e.seconds) else "\u2014",
+                     f"{e.val_loss:.4g}" if is_finite(e.val_loss) else "\u2014",
                      f"{100 * acc:.1f} %" if is_finite(acc) else "\u2014")
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
@@ -253,9 +253,9 @@ def environment_line(env: dict) -> str:
     return f"<span style='color:gray'>Environment: {escape(' · '.join(items))}</span>"
 
 
-def _best_epoch(rows: list[dict]) -> int | None:
-    accs = [(e.get("val_accuracy"), i) for i, e in enumerate(rows) if is_finite(e.get("val_accuracy"))]
+def _best_epoch(rows: list[EpochRow]) -> int | None:
+    accs = [(e.val_accuracy, i) for i, e in enumerate(rows) if is_finite(e.val_accuracy)]
     if accs:
         return max(accs, key=lambda t: (t[0], -t[1]))[1]  # the first of equals
-    losses = [(e.get("val_loss"), i) for i, e in enumerate(rows) if is_finite(e.get("val_loss"))]
+    losses = [(e.val_loss, i) for i, e in enumerate(rows) if is_finite(e.val_loss)]
     return min(losses)[1] if losses else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mpsstudio.engine.analysis.scaling import scaling_of, scalings
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from tests.support.gui import open_panel
 from tests.support.runs import MAC, make_run
 from tests.support.paths import ROOT
@@ -18,7 +18,7 @@ DOCS_RUNS = ROOT / "docs" / "runs" / "gpus-h100x2.json"
 
 def on_gpus(n: int, sps: float, comm: float | None = None, created="2026-11-21T08:00:00+00:00", spread=0.01):
     run = make_run("cuda", sps, created=created, env=SERVER, gpus=n, model="resnet50", dataset="synthetic")
-    run.windows = [{"samples_per_s": sps * f} for f in (1 - spread, 1 + spread) * 20]
+    run.windows = [WindowRow(samples_per_s=sps * f) for f in (1 - spread, 1 + spread) * 20]
     run.summary.update(samples_per_s_q1=sps * (1 - spread), samples_per_s_q3=sps * (1 + spread))
     if n > 1:
         run.summary.update(ranks_world=n, ranks=[{"rank": r, "peak_memory": 6 << 30} for r in range(n)])
@@ -159,7 +159,7 @@ def test_runs_on_one_and_two_gpus_compared_name_the_gpus_not_torchruns_thread_se
 
 
 def _windowed(run, rates, steps_each=3):
-    run.windows = [{"samples_per_s": v, "steps": steps_each} for v in rates]
+    run.windows = [WindowRow(samples_per_s=v, steps=steps_each) for v in rates]
     run.summary["measured_steps"] = steps_each * len(rates)
     return run
 
@@ -228,7 +228,7 @@ def test_cpu_ranks_too_short_to_tell_still_say_they_share_the_cores():
     share this CPU's cores (seen as a flaky test_ranks on a loaded 2-core machine)."""
     def on_cpus(n, sps, rates=None):
         run = make_run("cpu", sps, env=SERVER, gpus=n, model="mlp", dataset="synthetic")
-        run.windows = [{"samples_per_s": sps * f} for f in (0.99, 1.01) * 20]
+        run.windows = [WindowRow(samples_per_s=sps * f) for f in (0.99, 1.01) * 20]
         run.summary.update(samples_per_s_q1=sps * 0.99, samples_per_s_q3=sps * 1.01)
         if n > 1:
             run.summary.update(ranks_world=n, ranks=[{"rank": r, "peak_memory": 1 << 30} for r in range(n)])

@@ -11,7 +11,7 @@ import pytest
 from mpsstudio.engine.analysis import stability
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.formatting import SPREAD_WORDS, fmt_spread, spread_of
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.history import runfiles
 from mpsstudio.engine.history.store import RunStore
 
@@ -84,7 +84,7 @@ def test_the_headline_says_the_answer_and_its_interval_in_one_line():
 
     def run(device, rates):
         r = RunResult(config=RunConfig(device=device, steps=20, epochs=None), status="finished")
-        r.windows = [{"samples_per_s": v} for v in rates]
+        r.windows = [WindowRow(samples_per_s=v) for v in rates]
         r.summary.update(samples_per_s=sorted(rates)[len(rates) // 2], windows=len(rates))
         return r
     cpu = run("cpu", [100.0 + i % 3 for i in range(12)])

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from mpsstudio.engine.basics.results import EpochRow, WindowRow
 from mpsstudio.engine.analysis.compare import compare
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.analysis.runcheck import checked_result
@@ -19,9 +20,9 @@ from tests.support.runs import plain_run
 def windowed(device="cpu", rates=(100.0, 110.0, 90.0, 105.0), **kw):
     """A run as a run's process sends it, checked (so it is sealed when stored)."""
     run = plain_run(device=device, **kw)
-    run.windows = [{"first_step": 4 + i, "steps": 1, "seconds": 0.1, "samples": 10, "samples_per_s": r,
-                    "data_wait_s": 0.0, "memory": 0} for i, r in enumerate(rates)]
-    run.epochs = [{"epoch": 1, "seconds": 0.4, "val_loss": 0.3, "val_accuracy": 0.9}]
+    run.windows = [WindowRow(first_step=4 + i, steps=1, seconds=0.1, samples=10, samples_per_s=r,
+                    data_wait_s=0.0, memory=0) for i, r in enumerate(rates)]
+    run.epochs = [EpochRow(epoch=1, seconds=0.4, val_loss=0.3, val_accuracy=0.9)]
     run.losses = [2.0, 1.5, 1.2, 1.0, 0.9, 0.8, 0.7]
     return checked_result(run, "the test")
 
@@ -91,7 +92,7 @@ def test_an_unchecked_run_is_checked_before_it_is_stored(tmp_path):
     store = RunStore(tmp_path / "runs.sqlite3")
     run = plain_run()
     run.summary["samples_per_s"] = 5.0  # a summary its windows do not back: never stored as it claims
-    run.windows = [{"first_step": 1, "steps": 1, "seconds": 0.1, "samples": 10, "samples_per_s": 100.0}]
+    run.windows = [WindowRow(first_step=1, steps=1, seconds=0.1, samples=10, samples_per_s=100.0)]
     store.save(run)
     with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
         assert db.execute("SELECT seal FROM runs").fetchone()[0] is not None

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 
+from mpsstudio.engine.basics.results import WindowRow
 from mpsstudio.engine.analysis.compare import compare
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.runfiles import export_json, import_json
@@ -119,9 +120,9 @@ def test_every_folder_honours_its_override(monkeypatch, tmp_path):
 
 def test_a_run_holding_an_infinite_or_nan_number_still_exports_and_reads_back(tmp_path):
     run = plain_run()
-    run.windows = [{"samples_per_s": float("inf"), "seconds": 0.0}]
+    run.windows = [WindowRow(samples_per_s=float("inf"), seconds=0.0)]
     run.summary["val_loss"] = float("nan")
     path = tmp_path / "odd.json"
     export_json([run], path)
     [back] = import_json(path)
-    assert back.windows[0]["samples_per_s"] is None and back.summary["val_loss"] is None
+    assert back.windows[0].samples_per_s is None and back.summary["val_loss"] is None

@@ -7,20 +7,22 @@ from __future__ import annotations
 import json
 import random
 import sys
+from dataclasses import replace
 
 import pytest
 
 from mpsstudio import cli
 from mpsstudio.engine.analysis import memory
 from mpsstudio.engine.analysis.runcheck import run_from_dict
+from mpsstudio.engine.basics.results import WindowRow
 from mpsstudio.engine.machine import devices, footprint
 
 MiB = 1 << 20
 
 
 def windows(n=24, steps=10, tensors=lambda i: 100 * MiB, driver=lambda i: 300 * MiB, process=lambda i: 900 * MiB):
-    return [{"first_step": 1 + i * steps, "steps": steps, "memory": tensors(i), "memory_driver": driver(i),
-             "memory_process": process(i)} for i in range(n)]
+    return [WindowRow(first_step=1 + i * steps, steps=steps, memory=tensors(i), memory_driver=driver(i),
+                      memory_process=process(i)) for i in range(n)]
 
 
 def test_a_driver_that_grows_while_tensors_stay_flat_is_flagged_with_its_rate_and_shapes():
@@ -78,7 +80,7 @@ def test_the_summary_s_flag_is_re_derived_from_the_windows_on_read_back(tmp_path
     from mpsstudio.engine.basics.results import RunResult
 
     r = RunResult(config=RunConfig(device="mps", steps=240), status="finished")
-    r.windows = [{**w, "seconds": 0.1, "samples": 640, "samples_per_s": 6400.0, "data_wait_s": 0.0}
+    r.windows = [replace(w, seconds=0.1, samples=640, samples_per_s=6400.0, data_wait_s=0.0)
                  for w in windows(driver=lambda i: 300 * MiB + i * 20 * MiB)]
     r.losses = [1.0] * 240
     summarise(r, RunFacts(batch_size=64, input_shapes=3))

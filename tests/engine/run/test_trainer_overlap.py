@@ -51,7 +51,7 @@ def test_a_gpu_window_is_recorded_once_the_next_step_is_queued(fake_mps, monkeyp
     ahead = 1 if device == "mps" else 0
     assert all(n == e.steps_done + ahead for e, n in windows[:-1])
     assert windows[-1][1] == 44  # the last window is recorded at once: there is no next step
-    assert [w["first_step"] + w["steps"] - 1 for w in result.windows] == [e.steps_done for e, _ in windows]
+    assert [w.first_step + w.steps - 1 for w in result.windows] == [e.steps_done for e, _ in windows]
 
 
 def test_a_step_that_fails_after_a_gpu_window_keeps_that_window(fake_mps, monkeypatch):
@@ -71,7 +71,7 @@ def test_a_step_that_fails_after_a_gpu_window_keeps_that_window(fake_mps, monkey
     assert result.status == "failed" and "the model broke at this step" in result.error
     windows = [e for e in seen if isinstance(e, Window)]
     assert [w.steps_done for w in windows] == [5, 10, 15]
-    assert [w["first_step"] + w["steps"] - 1 for w in result.windows] == [5, 10, 15]
+    assert [w.first_step + w.steps - 1 for w in result.windows] == [5, 10, 15]
     assert isinstance(seen[-1], Ended)
 
 
@@ -115,7 +115,7 @@ def test_cuda_windows_are_timed_by_marks_in_the_stream_read_once_the_next_step_i
     windows = [(e, n - before) for e, n in seen if isinstance(e, Window)]
     assert len(windows) >= 4
     assert all(n == e.steps_done + 1 for e, n in windows[:-1])  # recorded once the next step was queued
-    assert [w["seconds"] for w in result.windows] == [float(w["steps"]) for w in result.windows]  # the marks' time
+    assert [w.seconds for w in result.windows] == [float(w.steps) for w in result.windows]  # the marks' time
     assert len(result.losses) == 44 and all(isinstance(v, float) for v in result.losses)
 
 

@@ -72,7 +72,7 @@ def test_a_run_that_stops_early_says_when_and_why_and_keeps_its_best_weights(mon
     final = kept["model"].state_dict()
     assert all(torch.equal(final[k], kept[2][k]) for k in final)  # the best epoch's weights, not the last's
     assert not all(torch.equal(final[k], kept[4][k]) for k in final)
-    assert result.evaluation["epoch"] == 2
+    assert result.evaluation is not None and result.evaluation.epoch == 2
     back = run_from_dict(json.loads(json.dumps(result.to_dict())), "the test")
     assert back.summary["stopped_early_epoch"] == 4 and back.evaluation == result.evaluation
 
@@ -118,18 +118,18 @@ def test_gradient_accumulation_steps_the_optimizer_every_n_batches_and_counts_sa
     result = trainer.run(cfg, data=tiny_data())
     assert result.status == "finished" and len(result.losses) == 24
     assert len(steps) == 6  # 24 micro-batches / 4
-    samples = sum(w["samples"] for w in result.windows)
+    samples = sum(w.samples for w in result.windows)
     assert samples == 24 * 16  # throughput counts samples of micro-batches, as without accumulation
 
 
 def test_the_evaluation_is_the_validation_confusion_matrix():
     result = trainer.run(epochs_config(epochs=3), data=tiny_data())
     ev = result.evaluation
-    assert ev["classes"] == ["0", "1", "2", "3"] and ev["epoch"] == 3 and ev["split"] == "validation"
-    assert sum(map(sum, ev["matrix"])) == 64  # every validation sample once
+    assert ev is not None and ev.classes == ["0", "1", "2", "3"] and ev.epoch == 3 and ev.split == "validation"
+    assert sum(map(sum, ev.matrix)) == 64  # every validation sample once
     assert evaluation.overall(ev) == pytest.approx(result.summary["val_accuracy"])
     rows = evaluation.per_class(ev)
-    assert [r.samples for r in rows] == [sum(row) for row in ev["matrix"]]
+    assert [r.samples for r in rows] == [sum(row) for row in ev.matrix]
 
 
 @pytest.mark.parametrize("bad, field", [

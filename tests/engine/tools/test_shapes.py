@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from mpsstudio.engine.basics.results import WindowRow
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.rows import ToolRecord
 from mpsstudio.engine.history.runfiles import import_tool_json
@@ -217,7 +218,7 @@ def test_an_inspection_whose_parity_was_not_finite_leaves_history_and_the_window
     env = {"machine_label": "H100 server", "hostname": "gpu-07"}
     runs = [RunResult(RunConfig(device=d, steps=10, epochs=None), env=env,
                       summary={"samples_per_s": s, "samples_per_s_iqr": 9.0, "final_loss": 0.5}, losses=[2.0, 1.0],
-                      windows=[{"samples_per_s": s, "seconds": 0.1}] * 6, id=d[:2] * 16,
+                      windows=[WindowRow(samples_per_s=s, seconds=0.1)] * 6, id=d[:2] * 16,
                       created_at="2026-01-01T00:00:00+00:00") for d, s in (("cpu", 100.0), ("cuda", 900.0))]
     export_json(runs, tmp_path / "server.json")
     inspect = copy.deepcopy(CORPUS["inspect"][1])

@@ -8,6 +8,7 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
+from mpsstudio.engine.basics.results import WindowRow
 from mpsstudio.gui.results.run_details import environment_line
 from tests.support.environments import make_venv
 from tests.support.gui import open_panel
@@ -18,7 +19,7 @@ from tests.support.paths import DATA
 def runs_of_two_torches():
     old = make_run("mps", 1000.0, created="2026-11-21T08:00:00+00:00", env={**MAC, "torch": "2.14.1"})
     new = make_run("mps", 850.0, created="2026-11-22T08:00:00+00:00", env={**MAC, "torch": "2.15.0"})
-    new.windows = [{"samples_per_s": 850.0 * f} for f in (0.98, 1.02) * 20]
+    new.windows = [WindowRow(samples_per_s=850.0 * f) for f in (0.98, 1.02) * 20]
     bigger = make_run("mps", 1300.0, created="2026-11-23T08:00:00+00:00", env={**MAC, "torch": "2.14.1"},
                       batch_size=256)
     return old, new, bigger

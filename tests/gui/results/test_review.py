@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import EpochRow, Evaluation, RunResult, WindowRow
 from mpsstudio.engine.analysis.runcheck import checked_result
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.gui.banner import Banner
@@ -30,12 +30,12 @@ def stored_run(device="cpu", rate=100.0, env=MAC, status="finished", losses=None
     cfg.setdefault("dataset", "shapes")
     config = RunConfig(device=device, batch_size=32, steps=None, epochs=2, warmup_steps=3, **cfg)
     losses = list(losses if losses is not None else [2.0 - 0.01 * i for i in range(3 + 4 * n_windows)])
-    windows = [{"first_step": 4 + 4 * k, "steps": 4, "seconds": 128 / rate, "samples": 128,
-                "samples_per_s": rate * (1 + 0.01 * k), "data_wait_s": 0.0, "memory": 1000 + k,
-                "energy_j": 5.0 if k % 2 else None, "energy_s": 0.5 if k % 2 else None}
+    windows = [WindowRow(first_step=4 + 4 * k, steps=4, seconds=128 / rate, samples=128,
+                samples_per_s=rate * (1 + 0.01 * k), data_wait_s=0.0, memory=1000 + k,
+                energy_j=5.0 if k % 2 else None, energy_s=0.5 if k % 2 else None)
                for k in range(n_windows) if 4 + 4 * k + 3 <= len(losses)]
-    epochs = [{"epoch": 1, "step": 10, "seconds": 1.0, "val_loss": 1.5, "val_accuracy": 0.5},
-              {"epoch": 2, "step": 19, "seconds": 1.0, "val_loss": 1.0, "val_accuracy": 0.7}]
+    epochs = [EpochRow(epoch=1, step=10, seconds=1.0, val_loss=1.5, val_accuracy=0.5),
+              EpochRow(epoch=2, step=19, seconds=1.0, val_loss=1.0, val_accuracy=0.7)]
     run = RunResult(config=config, status=status, env=dict(env), error=error, losses=losses, windows=windows,
                     epochs=epochs if status == "finished" else [], created_at=created or "2026-11-21T08:00:00+00:00",
                     summary={"warmup_steps": 3, "warmup_s": 0.6, "samples_per_s": rate})
@@ -75,7 +75,7 @@ def test_a_relaunched_window_draws_the_selected_runs_stored_curves(qtbot, histor
     series = w.plots.series(mps.id)
     assert series["loss"].y.tolist() == pytest.approx(mps.losses)
     assert series["throughput"].x.tolist() == [7, 11, 15, 19]  # each window's last step
-    assert series["throughput"].y.tolist() == pytest.approx([w_["samples_per_s"] for w_ in mps.windows])
+    assert series["throughput"].y.tolist() == pytest.approx([w_.samples_per_s for w_ in mps.windows])
     assert series["power"].y.tolist() == pytest.approx([10.0, 10.0])  # 5 J over 0.5 s, where measured
     w.plots.redraw()
     val_x, val_y = w.plots.curves(cpu.id)["val"].xData, w.plots.curves(cpu.id)["val"].yData
@@ -315,8 +315,8 @@ def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path)
     run.summary.update(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
                        stopped_early_reason="val_accuracy did not improve for 1 epochs (mode max; best 0.5 at epoch 1)")
     run.config = run.config.changed(keep_best=True)
-    run.evaluation = {"classes": ["cat", "dog", "bird"], "matrix": [[8, 2, 0], [1, 9, 0], [0, 5, 5]], "epoch": 1,
-                      "split": "validation"}
+    run.evaluation = Evaluation(classes=["cat", "dog", "bird"], matrix=[[8, 2, 0], [1, 9, 0], [0, 5, 5]], epoch=1,
+                                split="validation")
     d = RunDetails()
     qtbot.addWidget(d)
     d.show_run(run)
@@ -327,7 +327,7 @@ def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path)
     assert "73.3 % correct of 30 samples" in d.eval_label.text() and "after epoch 1" in d.eval_label.text()
     assert d.matrix.item(2, 1).text() == "5" and "true bird, predicted dog: 5 (50.0 % of bird)" in \
         d.matrix.item(2, 1).toolTip()
-    run.evaluation = {}
+    run.evaluation = None
     d.show_run(run)
     assert d.classes.isHidden() and "No evaluation" in d.eval_label.text()
 

@@ -301,9 +301,9 @@ class MlxLoop:
                 t_val = time.perf_counter()
                 self.val = p.steps.validate(p.val, p.convert)
                 loss, accuracy = self.val or (None, None)
-                self.result.epochs.append({"epoch": epoch, "step": step, "seconds": now - epoch_start,
-                                           "val_loss": loss, "val_accuracy": accuracy})
-                self.emit(EpochEnd(epoch, now - epoch_start, loss, accuracy, step=step))
+                ended = EpochEnd(epoch, now - epoch_start, loss, accuracy, step=step)
+                self.result.epochs.append(ended.record())
+                self.emit(ended)
                 validation_s += time.perf_counter() - t_val
             if self.stop():
                 win.close_span()

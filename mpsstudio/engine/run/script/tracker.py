@@ -255,9 +255,9 @@ class Tracker:
         val_accuracy = _number(val_accuracy)
         now = time.perf_counter()
         seconds, self.epoch_mark = now - max(self.epoch_mark, self.run_start), now  # this epoch's, validation too
-        self.result.epochs.append({"epoch": epoch, "step": self.count, "seconds": seconds, "val_loss": val_loss,
-                                   "val_accuracy": val_accuracy})
-        self.emit(EpochEnd(epoch, seconds, val_loss, val_accuracy, step=self.count))
+        ended = EpochEnd(epoch, seconds, val_loss, val_accuracy, step=self.count)
+        self.result.epochs.append(ended.record())
+        self.emit(ended)
 
     def finish(self, status: str = "finished", error: str = "") -> RunResult:
         """End the run (once): the open window measured if it holds steps, the summary, the Ended event."""
@@ -305,7 +305,7 @@ class Tracker:
         summarise(self.result, RunFacts(
             batch_size=self.config.batch_size, parameters=self.parameters, dataset=self._dataset(),
             warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=measured_wall,
-            val=(self.result.epochs[-1]["val_loss"], self.result.epochs[-1]["val_accuracy"])
+            val=(self.result.epochs[-1].val_loss, self.result.epochs[-1].val_accuracy)
             if self.result.epochs else None,
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device, self.result.env)))

@@ -25,7 +25,7 @@ LOSS_DIVERGED = 0.5  # a final loss more than 50 % above fp32's at the same step
 
 
 def _rates(r: RunResult) -> list[float]:
-    return [w["samples_per_s"] for w in (r.windows or []) if is_finite(w.get("samples_per_s"))]
+    return [w.samples_per_s for w in (r.windows or []) if is_finite(w.samples_per_s)]
 
 
 def _finished(results: Sequence[RunResult]) -> list[RunResult]:

@@ -20,8 +20,8 @@ from mpsstudio.engine.analysis import runcheck
 from mpsstudio.engine.run import trainer
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
-from mpsstudio.engine.basics.results import RunResult
-from tests.support.energy import ENV, energy_windows
+from mpsstudio.engine.basics.results import RunResult, WindowRow
+from tests.support.energy import ENV, energy_windows, energy_rows
 
 
 def write_rapl(root, packages=((1_000_000, 262_143_328_850),), dram=None):
@@ -308,7 +308,7 @@ def test_ioreg_utilization_parses_activity_monitors_figure():
 
 
 def test_summary_sums_theenergy_windows():
-    s = figures.summary_fields(energy_windows(100.0, 120.0), ENV)
+    s = figures.summary_fields(energy_rows(100.0, 120.0), ENV)
     assert s["energy_j"] == pytest.approx(220.0)
     assert s["avg_power_w"] == pytest.approx(220.0)  # over 1 s of windows
     assert s["j_per_sample"] == pytest.approx(220.0 / 128)
@@ -318,7 +318,7 @@ def test_summary_sums_theenergy_windows():
 
 
 def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero():
-    s = figures.summary_fields(energy_windows(100.0, None, 90.0), ENV)
+    s = figures.summary_fields(energy_rows(100.0, None, 90.0), ENV)
     assert s["energy_j"] is None and s["j_per_sample"] is None and s["avg_power_w"] is None
     assert s["energy_reason"] == "the energy counter could not be read in 1 of 3 energy spans"
 
@@ -326,14 +326,14 @@ def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero()
 def test_no_source_gives_null_fields_and_the_sources_reason():
     env = {"energy": {"source": None, "part": None, "measure": None, "reason": "no energy counter readable on "
                       "this Linux VM (/sys/class/powercap is missing)", "utilization": "cpu_busy"}}
-    s = figures.summary_fields(energy_windows(None, None), env)
+    s = figures.summary_fields(energy_rows(None, None), env)
     assert all(s[k] is None for k in ("energy_j", "avg_power_w", "j_per_sample", "energy_parts"))
     assert s["energy_reason"].startswith("no energy counter readable on this Linux VM")
     assert s["utilization"] == pytest.approx(50.0)
 
 
 def test_runs_recorded_before_energy_say_so():
-    s = figures.summary_fields(energy_windows(5.0), {"machine_label": "an older record"})
+    s = figures.summary_fields(energy_rows(5.0), {"machine_label": "an older record"})
     assert s["energy_j"] is None and s["energy_reason"] == figures.BEFORE
     s = figures.summary_fields([], {})  # a run that failed in its setup: never started, nothing to measure
     assert s["energy_reason"] == "not measured (the run ended before its first step)"
@@ -398,10 +398,10 @@ def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, m
     assert result.status == "finished"
     s = result.summary
     assert s["energy_source"] == "RAPL energy counters" and s["energy_part"] == "cpu"
-    assert all(w["energy_j"] == pytest.approx(0.25) for w in result.windows)
+    assert all(w.energy_j == pytest.approx(0.25) for w in result.windows)
     assert s["energy_j"] == pytest.approx(0.25 * len(result.windows))
     assert s["j_per_sample"] == pytest.approx(s["energy_j"] / (12 * 16))
-    assert s["avg_power_w"] == pytest.approx(s["energy_j"] / sum(w["energy_s"] for w in result.windows))
+    assert s["avg_power_w"] == pytest.approx(s["energy_j"] / sum(w.energy_s for w in result.windows))
     assert 0 <= s["utilization"] <= 100 and s["utilization_measure"] == "cpu_busy"
     data = json.loads(json.dumps(result.to_dict()))
     assert runcheck.run_from_dict(data, "again").summary["energy_j"] == pytest.approx(s["energy_j"])
@@ -430,8 +430,8 @@ def test_fmt_joules():
 def _measured_run(device, sps, jps=None, measure="measured", busy=None, reason=None):
     from mpsstudio.engine.analysis import compare  # noqa: F401  (the comparison below)
 
-    windows = [{"first_step": i, "steps": 4, "seconds": 0.5, "samples": int(sps / 2), "samples_per_s": sps * f,
-                "data_wait_s": 0.0, "memory": 0} for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
+    windows = [WindowRow(first_step=i, steps=4, seconds=0.5, samples=int(sps / 2), samples_per_s=sps * f,
+                data_wait_s=0.0, memory=0) for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
     summary = {"samples_per_s": sps, "step_ms": 1000 * 64 / sps, "stability": "stable",
                "j_per_sample": jps, "energy_measure": measure if jps else None, "energy_part":
                ("cpu" if device == "cpu" else "gpu") if jps else None, "energy_reason": reason,
@@ -507,8 +507,8 @@ def test_spans_cover_every_measured_window_and_close_at_breaks(tmp_path, monkeyp
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=32, epochs=2,
                                    window_s=0.05))
     assert result.status == "finished"
-    spans = [w for w in result.windows if w.get("energy_windows")]
-    assert sum(w["energy_windows"] for w in spans) == len(result.windows)
+    spans = [w for w in result.windows if w.energy_windows]
+    assert sum(w.energy_windows for w in spans) == len(result.windows)
     assert len(spans) >= 2  # closed at the first epoch's end (validation follows) and at the run's end
     assert len(spans) < len(result.windows)  # a span groups the windows of about SPAN_S
     assert result.summary["energy_j"] == pytest.approx(0.0)  # the fake counter did not move
@@ -548,7 +548,7 @@ def test_a_stopped_run_keeps_the_energy_of_the_windows_it_ran(tmp_path, monkeypa
                                    warmup_steps=2), on_event=seen.append,
                          should_stop=lambda: sum(type(e).__name__ == "Window" for e in seen) >= 3)
     assert result.status == "cancelled" and len(result.windows) == 3
-    assert result.windows[-1]["energy_windows"] == 3  # the open span closed with the last window
+    assert result.windows[-1].energy_windows == 3  # the open span closed with the last window
     assert result.summary["energy_j"] == pytest.approx(0.0) and result.summary["energy_reason"] is None
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from mpsstudio.engine.analysis import compare, energy as figures, runcheck, verdict
 from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.machine.energy import base, cpu, meter as meters
-from tests.support.energy import ENV, energy_windows
+from tests.support.energy import ENV, energy_rows
 
 
 class SteppingCounter(base.Counter):
@@ -56,7 +56,7 @@ def _env(idle_w=None, idle_s=1.0, idle_reason=None):
 
 
 def test_energy_above_idle_is_the_spans_energy_less_idle_power_over_their_time():
-    s = figures.summary_fields(energy_windows(100.0, 120.0), _env(idle_w=60.0))  # 220 J over 1 s, 128 samples
+    s = figures.summary_fields(energy_rows(100.0, 120.0), _env(idle_w=60.0))  # 220 J over 1 s, 128 samples
     assert s["idle_w"] == 60.0 and s["idle_s"] == 1.0 and s["idle_reason"] is None
     assert s["energy_above_idle_j"] == pytest.approx(160.0) and s["power_above_idle_w"] == pytest.approx(160.0)
     assert s["j_per_sample_above_idle"] == pytest.approx(160.0 / 128)
@@ -74,14 +74,14 @@ def test_energy_above_idle_is_the_spans_energy_less_idle_power_over_their_time()
                          "no figure above idle"),
 ])
 def test_no_figure_above_idle_says_why(env, reason):
-    s = figures.summary_fields(energy_windows(100.0, 120.0), env)
+    s = figures.summary_fields(energy_rows(100.0, 120.0), env)
     assert s["j_per_sample_above_idle"] is None and s["idle_reason"] == reason
     assert s["j_per_sample"] == pytest.approx(220.0 / 128)  # the whole-device figure stands
 
 
 def test_a_file_cannot_claim_an_energy_above_idle_its_windows_and_idle_reading_do_not_give():
     r = RunResult(config=RunConfig(device="cuda:0", steps=2, epochs=None), status="finished", env=_env(idle_w=60.0),
-                  windows=energy_windows(100.0, 120.0), summary={"samples_per_s": 128.0})
+                  windows=energy_rows(100.0, 120.0), summary={"samples_per_s": 128.0})
     data = json.loads(json.dumps(r.to_dict()))
     data["summary"].update(j_per_sample_above_idle=0.0001, idle_w=1.0)
     back = runcheck.run_from_dict(data, "a file")
@@ -89,8 +89,8 @@ def test_a_file_cannot_claim_an_energy_above_idle_its_windows_and_idle_reading_d
 
 
 def _run(device, machine, sps, jps, above, watts, measure):
-    windows = [{"first_step": i, "steps": 4, "seconds": 0.5, "samples": int(sps / 2), "samples_per_s": sps * f,
-                "data_wait_s": 0.0, "memory": 0} for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
+    windows = [WindowRow(first_step=i, steps=4, seconds=0.5, samples=int(sps / 2), samples_per_s=sps * f,
+                data_wait_s=0.0, memory=0) for i, f in enumerate((0.99, 1.0, 1.01, 1.0, 0.995, 1.005))]
     summary = {"samples_per_s": sps, "stability": "stable", "j_per_sample": jps, "avg_power_w": watts,
                "energy_measure": measure, "energy_part": "gpu" if device != "cpu" else "cpu",
                "j_per_sample_above_idle": above}

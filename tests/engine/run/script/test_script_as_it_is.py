@@ -189,7 +189,7 @@ def test_a_language_model_counts_sequences_and_tokens_whatever_its_layout(tmp_pa
     assert run.config.batch_size == 20 and run.summary["batch_from"] == batch_from
     assert run.summary["tokens_per_sample"] == 35
     assert run.summary["tokens_per_s"] == pytest.approx(35 * run.summary["samples_per_s"])
-    assert sum(w["samples"] for w in run.windows) == 20 * run.summary["measured_steps"]
+    assert sum(w.samples for w in run.windows) == 20 * run.summary["measured_steps"]
     from mpsstudio.engine.run.script.words import script_lines
 
     lines = script_lines(run)
@@ -203,10 +203,10 @@ def test_micro_batches_add_up_to_the_step_and_a_given_batch_wins(tmp_path):
                           "        (loss / 4).backward()\n    opt.step(); opt.zero_grad()\n")
     code, run = _run(tmp_path, accumulate)
     assert code == cli.EXIT_OK, run.error
-    assert run.config.batch_size == 32 and {w["samples"] / w["steps"] for w in run.windows} == {32}
+    assert run.config.batch_size == 32 and {w.samples / w.steps for w in run.windows} == {32}
     code, run = _run(tmp_path, accumulate, "--batch-size", "5")
     assert code == cli.EXIT_OK and run.config.batch_size == 5 and run.summary["batch_from"] == "--batch-size"
-    assert {w["samples"] / w["steps"] for w in run.windows} == {5}
+    assert {w.samples / w.steps for w in run.windows} == {5}
 
 
 def test_after_the_first_step_only_the_model_carries_a_hook(tmp_path):
@@ -390,5 +390,5 @@ def test_an_lbfgs_closure_evaluated_many_times_is_one_batch(tmp_path):
         "for i in range(30):\n    opt.step(closure)\n")
     code, run = _run(tmp_path, text)
     assert code == cli.EXIT_OK and run.status == "finished", run.error
-    assert run.config.batch_size == 12 and {w["samples"] / w["steps"] for w in run.windows} == {12}
+    assert run.config.batch_size == 12 and {w.samples / w.steps for w in run.windows} == {12}
     assert run.config.optimizer == "lbfgs"

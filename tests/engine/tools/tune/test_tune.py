@@ -10,7 +10,7 @@ import pytest
 
 from mpsstudio import cli
 from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.basics.results import RunResult
+from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.tools import registry, toolview, tune
 from mpsstudio.engine.tools.tune import report as tune_report
 from tests.support.tune import BASE, Clock, fake_runs, grid_of, no_check
@@ -111,7 +111,7 @@ def test_halving_keeps_a_slower_candidate_whose_interval_reaches_the_best():
             sps = rates[cfg.batch_size][min(seen[cfg.batch_size], 3)]
             seen[cfg.batch_size] += 1
         return RunResult(config=cfg, status="finished", summary={"samples_per_s": sps, "final_loss": 2.3},
-                         windows=[{"samples_per_s": sps}] * 8)
+                         windows=[WindowRow(samples_per_s=sps)] * 8)
     g = tune.grid(BASE, ["cpu"], batch_sizes=[32, 64, 128], precisions=["fp32", "bf16"], channels_last=[False],
                   compiled=[False], threads=[None], why_not=lambda c: "")
     g.candidates = [c for c in g.candidates if c.precision == "fp32" or c.batch_size == 128]
