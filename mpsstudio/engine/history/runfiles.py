@@ -255,14 +255,16 @@ def steps_rows(result: RunResult) -> list[list]:
     warmup_s = s.get("warmup_s") if is_finite(s.get("warmup_s")) else None
     window_of: dict[int, tuple] = {}
     elapsed = warmup_s or 0.0
+    last = warm
     for w in result.windows:
         first, steps = w.first_step, w.steps
         if first is None or steps is None:
             continue
         elapsed += w.seconds if is_finite(w.seconds) else 0.0
-        for step in range(first, first + steps):
-            window_of[step] = (elapsed, w.samples_per_s, w.memory)
-    last = max(window_of, default=warm)
+        if steps:
+            last = max(last, first + steps - 1)
+        for step in range(first, min(first + steps, len(result.losses) + 1)):  # a file's window of 10^17 steps
+            window_of[step] = (elapsed, w.samples_per_s, w.memory)  # names no more rows than the run has losses
     rows = []
     for i, loss in enumerate(result.losses):
         step = i + 1

@@ -83,3 +83,14 @@ def test_a_child_may_send_the_records_and_nothing_else_of_their_module():
         from mpsstudio.engine.basics import results
 
         messages.load(pickle.dumps(results.json_safe))
+
+
+def test_a_file_s_window_of_a_vast_number_of_steps_gives_the_run_s_rows_at_once():
+    from mpsstudio.engine.history.runfiles import steps_rows
+
+    data = json.loads(json.dumps(_run().to_dict()))
+    data["summary"]["warmup_steps"] = 2
+    data["windows"][0].update(first_step=3, steps=10**17)  # within the limits of a count; the run has 4 losses
+    rows = steps_rows(run_from_dict(data, "x.json"))
+    assert [(r[0], r[1]) for r in rows] == [(1, "warm-up"), (2, "warm-up"), (3, "measured"), (4, "measured")]
+    assert rows[2][4] == 80.0 and rows[3][5] == 4096
