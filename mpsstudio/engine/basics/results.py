@@ -56,6 +56,11 @@ COUNT_OF = Int(lo=0, hi=int(MAX_NUMBER))
 MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
 
 
+def _values(record: Record) -> dict:
+    """A row's fields as the run's JSON keeps them (every field, null where not measured)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}  # type: ignore[arg-type]  # (a dataclass)
+
+
 @dataclass(frozen=True, kw_only=True)
 class WindowRow(Record):
     """One measurement window as the run keeps it (events.Window.record writes it). Any field may be null: a window
@@ -78,7 +83,7 @@ class WindowRow(Record):
     swap_used: int | None = may(COUNT)
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return _values(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +97,7 @@ class EpochRow(Record):
     val_accuracy: float | None = may(Share(null=True))
 
     def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return _values(self)
 
 
 @dataclass(frozen=True, kw_only=True)
