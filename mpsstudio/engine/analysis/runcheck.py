@@ -225,6 +225,9 @@ def _rederive_throughput(summary: dict, rates: list[float], batch_size: int | No
     estimate = summary.get("s_per_epoch_estimate")
     if _number(old) and old > 0 and _number(estimate):  # train size / median: follows the median
         summary["s_per_epoch_estimate"] = estimate * old / med
+    for key in ("spread_percent", "step_ms", "s_per_epoch_estimate"):  # a file's extreme rates can take a figure
+        if summary.get(key) is not None and not _number(summary[key]):  # past what the history holds: not shown
+            summary[key] = None
 
 
 def _check_energy(windows: list[WindowRow]) -> None:

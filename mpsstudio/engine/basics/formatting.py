@@ -121,7 +121,10 @@ def local_time(iso: str) -> datetime | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone()
+    try:
+        return dt.astimezone()
+    except OverflowError:  # year 1 at +14:00 is before the first day a datetime holds, in UTC or here
+        return None
 
 
 def fmt_timestamp(iso: str) -> str:

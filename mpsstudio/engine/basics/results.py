@@ -42,6 +42,10 @@ def date_problem(text) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     try:
+        when.astimezone(timezone.utc).astimezone()  # year 1 at +14:00 is before the first day, here and in UTC
+    except OverflowError:
+        return "an ISO 8601 date and time expected"
+    try:
         ahead = (when - datetime.now(timezone.utc)).total_seconds()
     except OverflowError:
         ahead = float("inf")

@@ -94,3 +94,26 @@ def test_a_file_s_window_of_a_vast_number_of_steps_gives_the_run_s_rows_at_once(
     rows = steps_rows(run_from_dict(data, "x.json"))
     assert [(r[0], r[1]) for r in rows] == [(1, "warm-up"), (2, "warm-up"), (3, "measured"), (4, "measured")]
     assert rows[2][4] == 80.0 and rows[3][5] == 4096
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_date_past_the_first_or_last_day_a_clock_holds_is_one_sentence(when):
+    from mpsstudio.engine.basics.formatting import fmt_timestamp
+
+    data = json.loads(json.dumps(_run().to_dict()))
+    data["created_at"] = when
+    with pytest.raises(UserError, match=r"^x\.json has an invalid 'created_at' \(an ISO 8601 date"):
+        run_from_dict(data, "x.json")
+    assert fmt_timestamp(when) == when  # a stored one is shown as written, never a traceback
+
+
+def test_a_figure_re_derived_past_what_the_history_holds_is_not_kept_so_the_run_reads_back(tmp_path):
+    from mpsstudio.engine.history.store import RunStore
+
+    data = json.loads(json.dumps(_run().to_dict()))
+    data["summary"].update(samples_per_s=1e18, s_per_epoch_estimate=1e6)  # follows the median: 1e6 x 1e18 / 80
+    run = run_from_dict(data, "x.json")
+    assert run.summary["s_per_epoch_estimate"] is None and run.summary["samples_per_s"] == 80.0
+    store = RunStore(tmp_path / "runs.sqlite3")
+    store.save(run)
+    assert [r.id for r in store.summaries()] == [run.id] and not store.notices
