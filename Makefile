@@ -16,16 +16,18 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/mpsstudio
 
+# PYTHONDONTWRITEBYTECODE= : each pytest worker and each run process it starts imports the package; with a shell
+# that sets the variable, all of them compiled it again (collection alone 15.6 s -> 6.5 s with bytecode kept).
 test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/ruff check .
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m "not long"
+	PYTHONDONTWRITEBYTECODE= QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m "not long"
 
 # The system tests (torchrun ranks, a second environment, the demo app, a loaded machine): ~1 minute more; CI runs them.
 .PHONY: test-long
 test-long: $(STAMP)
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m long
+	PYTHONDONTWRITEBYTECODE= QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist worksteal -m long
 
 # A second Python environment with another torch (2.13; this machine's pip finds a CPU-only wheel in its
 # find-links), for comparing torch versions (bench --python) and its test (tests/engine/process/test_interpreter.py).
