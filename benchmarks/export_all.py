@@ -22,8 +22,8 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.basics.formatting import fmt_bytes
 from mpsstudio.engine.models import registry as models
-from mpsstudio.engine.tools import export
-from mpsstudio.engine.tools.coreml import NoFlexibleBatch
+from mpsstudio.engine.tools.deploy import export
+from mpsstudio.engine.tools.deploy.coreml import NoFlexibleBatch
 
 
 def main() -> int:

@@ -101,19 +101,23 @@ def test_the_map_reader_reads_names_and_leaves_descriptions():
 
 
 def test_a_tool_is_its_module_and_one_row_of_the_table():
-    """The registry dispatches through its table, never on names; every row's functions exist; every stored kind
-    has its declared record, a CLI command and a title."""
+    """The registry and the sheet dispatch through its table, never on names; every row's functions exist; every
+    stored kind has its declared record, a CLI command (its options from its row), a sheet and a title."""
     from mpsstudio.cli import COMMANDS
     from mpsstudio.engine.tools import registry
     from mpsstudio.engine.tools.records import SHAPES
 
-    tree = ast.parse((PACKAGE / "engine" / "tools" / "registry.py").read_text(encoding="utf-8"))
-    compares = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
-                and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
-                and any(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators)]
-    assert compares == []  # no `if name == "max-batch"`
+    for path in ("engine/tools/registry.py", "cli/parser.py"):
+        tree = ast.parse((PACKAGE / path).read_text(encoding="utf-8"))
+        compares = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+                    and any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
+                    and any(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators)]
+        assert compares == [], path  # no `if name == "max-batch"`
+    sheet = (PACKAGE / "gui" / "tools" / "sheet.py").read_text(encoding="utf-8")
+    assert not [t.name for t in registry.TABLE if f'"{t.name}"' in sheet]
     for tool in registry.TABLE:
-        for which in ("run", "ended", "rederived"):
+        assert bool(tool.help) == bool(tool.chosen) == tool.stored, tool.name  # a subcommand and a sheet each
+        for which in ("run", "ended", "rederived", "chosen", "plan"):
             target = getattr(tool, which)
             if target:
                 module, _, function = target.partition(":")

@@ -89,3 +89,18 @@ def config_args(p, *, precision: bool = True) -> None:
     p.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
     p.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
     finetune_args(p)
+
+
+def add_options(p: argparse.ArgumentParser, options) -> None:
+    """A tool's options as its row declares them (engine/tools/argspec.Option): the same argument the sheet's field
+    sets."""
+    for option in options:
+        kwargs = {"dest": option.dest or None, "type": option.type, "metavar": option.metavar,
+                  "choices": option.choices, "help": argparse.SUPPRESS if option.hidden else option.help}
+        if option.action:
+            kwargs.update(action=option.action, type=None, metavar=None)
+        if option.action != "store_true":  # a flag is False unless given; every other option says its default
+            kwargs["default"] = option.default
+        if option.required:
+            kwargs["required"] = True
+        p.add_argument(option.flag, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})

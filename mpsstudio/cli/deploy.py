@@ -1,4 +1,4 @@
-"""`mpsstudio export` and `mpsstudio deploy-bench` (tools/export.py, tools/deploybench.py, each in a run's process).
+"""`mpsstudio export` and `mpsstudio deploy-bench` (tools/deploy/export.py, tools/deploy/deploybench.py, each in a run's process).
 
 export: 0 written and it agrees with PyTorch (or cannot be run here, which it says); 1 it could not be exported or
 does not agree (one sentence; nothing written, an earlier file at --out unchanged); 2 bad input; 130/143/129
@@ -20,7 +20,7 @@ def cmd_export(args) -> int:
     from ..engine import process
     from ..engine.history.runfiles import export_tool_json
     from ..engine.models import registry as models
-    from ..engine.tools.export import FORMATS, check_not_weights, check_request, check_target
+    from ..engine.tools.deploy.export import FORMATS, check_not_weights, check_request, check_target
 
     from pathlib import Path
 
@@ -115,8 +115,8 @@ def _weights_of_run(run_id: str, weights: str | None) -> str:
 def cmd_deploy_bench(args) -> int:
     from ..engine import process
     from ..engine.tools import toolview
-    from ..engine.tools.coreml import COMPRESSIONS
-    from ..engine.tools.deploybench import DEFAULT_BATCHES
+    from ..engine.tools.deploy.coreml import COMPRESSIONS
+    from ..engine.tools.deploy.deploybench import DEFAULT_BATCHES
     from .tools import show_progress, report
 
     check_json_path(args.json)

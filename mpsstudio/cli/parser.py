@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..engine.basics.config import MODES, MONITORS, OPTIMIZERS, PRECISIONS
-from .arguments import config_args, finetune_args, gpu_args, input_args, math_args
+from .arguments import add_options, config_args, finetune_args, gpu_args, input_args, math_args
 from .common import DEFAULTS, Parser
 
 
@@ -41,8 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     _launch_parser(sub)
     _run_parser(sub)
     _tool_parsers(sub)
-    _diagnose_parser(sub)
-    _export_parser(sub)
     sub.add_parser("devices", help="list devices, why any is unavailable, and check that each accelerator works")
     sub.add_parser("models", help="list models")
     sub.add_parser("datasets", help="list datasets")
@@ -237,121 +235,14 @@ def _report_parser(sub) -> None:
 
 
 def _tool_parsers(sub) -> None:
-    s = sub.add_parser("sweep", help="throughput against batch size per device, and where the accelerator wins")
-    config_args(s)
-    s.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
-    s.add_argument("--framework", default=None, choices=("torch", "mlx"),
-                   help="torch (the default) or mlx: the same model in MLX (bench --framework torch,mlx compares them)")
-    s.add_argument("--batch-sizes", default=None, metavar="LIST",
-                   help="comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the first "
-                        "that does not fit)")
-    s.add_argument("--steps", type=int, default=None, help="measured steps per point (default: 24)")
-    s.add_argument("--warmup", type=int, default=None, help="warm-up steps per point (default: 3)")
-    s.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
+    """Each measuring tool with a subcommand: its row's help, the run's setup where it takes one, then its options
+    (engine/tools/registry.TABLE: the window's sheet reads the same declarations)."""
+    from ..engine.tools.registry import TABLE
 
-    t = sub.add_parser("tune", help="which precision, channels_last, compile, batch size (and CPU threads) make this "
-                                    "model fastest here, at what cost in memory and loss")
-    config_args(t, precision=False)
-    t.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
-    t.add_argument("--framework", default=None, choices=("torch", "mlx"),
-                   help="torch (the default) or mlx: tune the same model in MLX (precisions, compile, batch sizes)")
-    t.add_argument("--batch-size", type=int, default=None,
-                   help="your current batch (default: 64); the candidates are around it")
-    t.add_argument("--batch-sizes", default=None, metavar="LIST",
-                   help="comma-separated batch sizes to try (default: half, it and double, within the training set)")
-    t.add_argument("--precision", choices=PRECISIONS, default=None, help="your current precision (default: fp32)")
-    t.add_argument("--precisions", default=None, metavar="LIST",
-                   help="precisions to try (default: fp32,bf16,fp16; those a device cannot run are listed with why)")
-    t.add_argument("--channels-last", dest="try_channels_last", default=None, choices=("off", "on", "both"),
-                   help="try the channels_last layout (default: both for image models, off otherwise)")
-    t.add_argument("--compile", dest="try_compile", default=None, choices=("off", "on", "both"),
-                   help="try torch.compile (default: off; its compile time is reported apart)")
-    t.add_argument("--threads-to-try", dest="thread_counts", default=None, metavar="LIST",
-                   help="CPU thread counts to try beside torch's default (default: half the cores, on 4 or more)")
-    t.add_argument("--tf32-to-try", dest="tf32_values", default=None, metavar="LIST",
-                   help="CUDA fp32's TF32 settings to try: off, conv (convolutions only, PyTorch's default), all "
-                        "(default: off,conv,all); your current one is --tf32 or --tf32-conv")
-    t.add_argument("--budget", type=float, default=None, metavar="MINUTES",
-                   help="time for the rounds (default: 10); the parity checks come after")
-    t.add_argument("--rounds", type=int, default=None,
-                   help="at most this many rounds (default: 7, as many as the budget allows)")
-    t.add_argument("--steps", type=int, default=None, help="measured steps a candidate a round (default: 16)")
-    t.add_argument("--warmup", type=int, default=None, help="warm-up steps a candidate a round (default: 3)")
-
-    m = sub.add_parser("max-batch", help="the largest batch that trains (full training steps) and the fastest")
-    config_args(m)
-    m.add_argument("--device", default=None, help="the device to search on (default: the first accelerator, else cpu)")
-    m.add_argument("--memory-limit", default=None, metavar="SIZE",
-                   help="memory a batch may use, e.g. 8G (default: MPS's recommended maximum; on the CPU half the "
-                        "available RAM; CUDA: the card)")
-    m.add_argument("--max-batch", type=int, default=None, metavar="N", help="largest batch to try (default: 65536)")
-
-    i = sub.add_parser("inspect", help="CPU-fallback operations and numerical parity with the CPU (float64) on one "
-                                       "device, and its functional check")
-    config_args(i)
-    i.add_argument("--device", default=None, help="the device to inspect (default: the first accelerator, else cpu)")
-    i.add_argument("--batch-size", type=int, default=None, help="batch of the recorded training step (default: 64)")
-
-
-def _diagnose_parser(sub) -> None:
-    g = sub.add_parser("diagnose", help="why a training step is slow (data, launch, CPU fallback, syncs or compute), "
-                                        "where its memory goes, and which layer computes wrong, per device")
-    config_args(g)
-    g.add_argument("--devices", default=None, help="comma-separated devices (default: every available device)")
-    g.add_argument("--batch-size", type=int, default=None, help="samples per step (default: 64)")
-    g.add_argument("--workers", type=int, default=None, help="data loader worker processes (default: 0)")
-    g.add_argument("--mode", choices=MODES, default=None, help="(default: train)")
-    g.add_argument("--channels-last", action="store_true", help="images in NHWC memory order")
-    g.add_argument("--layers", action="store_true",
-                   help="compare every layer with the float64 CPU reference and name the first beyond tolerance "
-                        "(done anyway when the whole model's parity fails)")
-    g.add_argument("--after-steps", type=int, default=0, metavar="K",
-                   help="train K steps on the device, then check the parity again (some bugs appear only with "
-                        "state)")
-
-
-def _export_parser(sub) -> None:
-    e = sub.add_parser("export", help="the model as TorchScript, a torch.export program or a Core ML package, "
-                                      "checked against PyTorch")
-    e.add_argument("--model", default=None,
-                   help="model name or a .py file (default: the one --weights names, else mlp)")
-    e.add_argument("--dataset", default=None, help="dataset the input shape, normalisation and classes come from "
-                                                   "(default: shapes; with --weights: the one it was trained on)")
-    e.add_argument("--weights", default=None, metavar="FILE.pt",
-                   help="trained weights saved by MPS Studio (bench --save-model, Save Trained Model…), with their "
-                        ".json beside them (default: the model as freshly built)")
-    e.add_argument("--run", default=None, metavar="ID", help="the trained weights a run in the history saved "
-                                                            "(bench --save-model); instead of --weights")
-    e.add_argument("--format", required=True, choices=("torchscript", "exported-program", "coreml"),
-                   help="torchscript (.pt), exported-program (torch.export, .pt2) or coreml (.mlpackage)")
-    e.add_argument("--out", required=True, metavar="PATH", help="where to write the export")
-    e.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
-                   help="Core ML compute precision (default: fp32; the other formats keep the model's)")
-    e.add_argument("--compress", choices=("int8", "palettize4"), default=None,
-                   help="Core ML weights: int8 (linear) or palettize4 (4-bit palettes); the size is said beside the "
-                        "uncompressed package's")
-    e.add_argument("--batch-size", type=int, default=1, help="the batch the export is made and checked with "
-                                                             "(default: 1; a Core ML package's default shape)")
-    e.add_argument("--batch-sizes", default=None, metavar="LIST",
-                   help="Core ML: the batch sizes the one package takes, e.g. 1,8,32 (enumerated shapes, each of "
-                        "which the Neural Engine can run); default: --batch-size only")
-    e.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end the export when it takes "
-                                                                                  "longer")
-    e.add_argument("--json", metavar="FILE", default=None, help="write what was exported and its check to FILE")
-    e.add_argument("--no-mps-fallback", dest="mps_fallback", action="store_false", default=None,
-                   help=argparse.SUPPRESS)
-
-    d = sub.add_parser("deploy-bench", help="inference on the CPU, the GPU and (on macOS) Core ML's compute units, "
-                                            "side by side, with agreement")
-    d.add_argument("--models", default=None, metavar="LIST",
-                   help="comma-separated models, e.g. resnet18,mobilenet_v3_small (default: mlp)")
-    d.add_argument("--model", default=None, help="one model (name or .py file)")
-    d.add_argument("--weights", default=None, metavar="FILE.pt", help="trained weights for a single model")
-    d.add_argument("--batch-sizes", default=None, metavar="LIST", help="comma-separated (default: 1,8,32)")
-    d.add_argument("--devices", default=None, help="PyTorch devices (default: every available one)")
-    d.add_argument("--compress", default=None, metavar="LIST",
-                   help="Core ML packages with compressed weights measured beside the fp16 one: int8, palettize4 "
-                        "or both (comma-separated)")
-    d.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="end it when it takes longer")
-    d.add_argument("--json", metavar="FILE", default=None, help="write the result to FILE")
-    d.add_argument("--no-save", action="store_true", help="do not keep the result in the history")
+    for tool in TABLE:
+        if not tool.help:
+            continue
+        p = sub.add_parser(tool.name, help=tool.help)
+        if tool.setup:
+            config_args(p, precision=not tool.own_precision)
+        add_options(p, tool.options)

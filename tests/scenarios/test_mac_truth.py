@@ -219,7 +219,7 @@ def test_core_ml_convert_is_told_not_to_compile_and_load_the_package(monkeypatch
     """coremltools.convert compiles and loads the model on macOS unless skip_model_load (compute_units=ALL): time
     that export and deploy-bench would spend, and count in convert_s, on a Mac only."""
     ct = pytest.importorskip("coremltools")
-    from mpsstudio.engine.tools import export
+    from mpsstudio.engine.tools.deploy import export
 
     seen = []
     real = ct.convert

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mpsstudio.engine.basics.config import RunConfig
-from mpsstudio.engine.tools import deploybench
+from mpsstudio.engine.tools.deploy import deploybench
 
 
 def deploy_result() -> dict:

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..basics.config import RunConfig
+from ..basics.config import MAX_BATCH, MODES, PRECISIONS, RunConfig
 from ..basics.errors import UserError
+from .argspec import Field, Option, Ref
 
 Progress = Callable[[str, float], None]
 
@@ -29,7 +30,11 @@ class Tool:
       (process.run_tool); config None for a tool that takes none (`needs_config` False). None: the tool runs as a
       series of runs or points instead (process/series.py: a sweep, a tune).
     - `ended(answer, how, said) -> dict`: its answer from the checkpoint it sent before a step it might not survive.
-    - `rederived(result) -> dict`: its words (and judgements) from its numbers, on every read of a stored result."""
+    - `rederived(result) -> dict`: its words (and judgements) from its numbers, on every read of a stored result.
+    - `chosen(values, context) -> dict` and `plan(chosen, context) -> str`: what its sheet's fields (`options` with a
+      field) mean as start_tool's {"config", "batch_sizes", "payload"}, and the line saying what it will do.
+    Its subcommand (`help`: "" for none) takes a run's setup first (`setup`; without --precision where the tool
+    declares its own, `own_precision`), then `options`, whose fields also make its sheet (`what` opens it)."""
 
     name: str
     title: str
@@ -40,6 +45,13 @@ class Tool:
     needs_config: bool = True
     ended: str | None = None
     rederived: str | None = None
+    help: str = ""
+    setup: bool = False
+    own_precision: bool = False
+    options: tuple[Option, ...] = ()
+    what: str = ""
+    chosen: str | None = None
+    plan: str | None = None
 
     def call(self, which: str, *args: Any, **kwargs: Any) -> Any:
         target = getattr(self, which)
@@ -47,19 +59,183 @@ class Tool:
         return getattr(importlib.import_module(f"{__package__}.{module}"), function)(*args, **kwargs)
 
 
+DEVICES = Option("--devices", "comma-separated devices (default: every available device)")
+ONE_DEVICE = "the device to {} (default: the first accelerator, else cpu)"
+STEPS = "Measured steps per point (--steps)."
+MODE = Option("--mode", "(default: train)", choices=MODES)
+TIMEOUT = "SECONDS"
+TRY = (("off", "no"), ("on", "yes"), ("both", "both, compared"))  # tune's --channels-last and --compile
+BOTH = tuple(value for value, _ in TRY)  # what tune.options.parse_choice takes (tests/engine/tools/test_chosen.py)
+
 TABLE = (
-    Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B"),
+    Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B",
+         help="throughput against batch size per device, and where the accelerator wins", setup=True,
+         what="Throughput against batch size on each checked device, each point a short run with the run's rules, "
+              "and where the accelerator starts to win.",
+         chosen="chosen:sweep_chosen", plan="chosen:sweep_plan", options=(
+             DEVICES,
+             Option("--framework", "torch (the default) or mlx: the same model in MLX (bench --framework torch,mlx "
+                    "compares them)", choices=("torch", "mlx")),
+             Option("--batch-sizes", "comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the "
+                    "first that does not fit)", metavar="LIST",
+                    field=Field("Batch sizes:", "text", "Batch sizes to measure, separated by commas (--batch-sizes).",
+                                initial=Ref("chosen:sweep_sizes"))),
+             Option("--steps", "measured steps per point (default: 24)", type=int,
+                    field=Field("Measured steps:", "whole", STEPS, initial=Ref("sweep:DEFAULT_STEPS"), low=1,
+                                high=100_000)),
+             Option("--warmup", "warm-up steps per point (default: 3)", type=int,
+                    field=Field("Warm-up steps:", "whole", "Warm-up steps per point, timed apart (--warmup).",
+                                initial=Ref("sweep:DEFAULT_WARMUP"), high=10_000)),
+             MODE)),
     Tool("max-batch", "Largest batch", "Find Largest Batch…", "Ctrl+Shift+M", run="maxbatch:run_tool",
-         ended="maxbatch:from_checkpoint"),
+         ended="maxbatch:from_checkpoint",
+         help="the largest batch that trains (full training steps) and the fastest", setup=True,
+         what="The largest batch that trains (full training steps) on the device, doubling then bisecting to the "
+              "exact boundary, under the memory limit.",
+         chosen="chosen:max_batch_chosen", plan="chosen:max_batch_plan", options=(
+             Option("--device", ONE_DEVICE.format("search on")),
+             Option("--memory-limit", "memory a batch may use, e.g. 8G (default: MPS's recommended maximum; on the "
+                    "CPU half the available RAM; CUDA: the card)", metavar="SIZE",
+                    field=Field("Memory limit:", "text", "Memory a batch may use, e.g. 8G (--memory-limit).",
+                                initial="", placeholder="the device's own limit")),
+             Option("--max-batch", "largest batch to try (default: 65536)", type=int, metavar="N",
+                    field=Field("Largest batch to try:", "whole", "The largest batch to try (--max-batch).",
+                                initial=Ref("chosen:max_batch_cap"), low=1, high=MAX_BATCH,
+                                note=Ref("chosen:max_batch_note"))))),
     Tool("inspect", "Inspection", "Inspect Model (CPU Fallback, Parity)…", "Ctrl+Shift+I", run="inspection:run_tool",
-         rederived="toolview:inspect_rederived"),
+         rederived="toolview:inspect_rederived",
+         help="CPU-fallback operations and numerical parity with the CPU (float64) on one device, and its functional "
+              "check", setup=True,
+         what="Which operations fall back to the CPU on the device, and whether it computes the same as the CPU in "
+              "float64 (a fixed parity batch of 8 samples).",
+         chosen="chosen:inspect_chosen", options=(
+             Option("--device", ONE_DEVICE.format("inspect")),
+             Option("--batch-size", "batch of the recorded training step (default: 64)", type=int,
+                    field=Field("Batch of the recorded step:", "whole", "The batch of the training step whose "
+                                "operations are recorded (--batch-size).", initial=Ref("chosen:setup_batch"), low=1,
+                                high=MAX_BATCH)))),
     Tool("diagnose", "Diagnosis", "Diagnose (Why Slow, Memory, Wrong Layer)…", "Ctrl+Shift+G",
-         run="diagnose:run_tool", ended="diagnose:from_checkpoint", rederived="diagnose.view:rederived"),
+         run="diagnose:run_tool", ended="diagnose:from_checkpoint", rederived="diagnose.view:rederived",
+         help="why a training step is slow (data, launch, CPU fallback, syncs or compute), where its memory goes, and "
+              "which layer computes wrong, per device", setup=True,
+         what="Why a training step takes what it takes on each checked device (data, launch, CPU fallback, syncs or "
+              "compute), where its memory goes, and which layer computes wrong.",
+         chosen="chosen:diagnose_chosen", options=(
+             DEVICES,
+             Option("--batch-size", "samples per step (default: 64)", type=int),
+             Option("--workers", "data loader worker processes (default: 0)", type=int),
+             MODE,
+             Option("--channels-last", "images in NHWC memory order", action="store_true"),
+             Option("--layers", "compare every layer with the float64 CPU reference and name the first beyond "
+                    "tolerance (done anyway when the whole model's parity fails)", action="store_true",
+                    field=Field("", "check", initial=True,
+                                text="Compare each layer with the CPU (finds the layer that computes wrong)")),
+             Option("--after-steps", "train K steps on the device, then check the parity again (some bugs appear "
+                    "only with state)", type=int, default=0, metavar="K",
+                    field=Field("After training steps:", "whole", "Train this many steps first, to diagnose the "
+                                "model as training has changed it (--after-steps).", initial=0, high=100_000)))),
     Tool("deploy-bench", "Deploy benchmark", "Deploy Benchmark (PyTorch, Core ML)…", "Ctrl+Shift+D",
-         run="deploybench:run_tool", needs_config=False, ended="deploybench:from_checkpoint"),
+         run="deploy.deploybench:run_tool", needs_config=False,
+         ended="deploy.deploybench:from_checkpoint",
+         help="inference on the CPU, the GPU and (on macOS) Core ML's compute units, side by side, with agreement",
+         what="Inference of the model on each checked device, at each batch size (and Core ML's compute units on "
+              "macOS).",
+         chosen="chosen:deploy_chosen", options=(
+             Option("--models", "comma-separated models, e.g. resnet18,mobilenet_v3_small (default: mlp)",
+                    metavar="LIST"),
+             Option("--model", "one model (name or .py file)"),
+             Option("--weights", "trained weights for a single model", metavar="FILE.pt"),
+             Option("--batch-sizes", "comma-separated (default: 1,8,32)", metavar="LIST",
+                    field=Field("Batch sizes:", "text", "Batch sizes of the inference (--batch-sizes).",
+                                initial="1, 8, 32")),
+             Option("--devices", "PyTorch devices (default: every available one)"),
+             Option("--compress", "Core ML packages with compressed weights measured beside the fp16 one: int8, "
+                    "palettize4 or both (comma-separated)", metavar="LIST",
+                    field=Field("Core ML compression:", "checks", "A Core ML package with compressed weights, as "
+                                "rows of its own (macOS; --compress).", initial=(),
+                                items=(("int8", "int8 weights"), ("palettize4", "4-bit palettes")))),
+             Option("--timeout", "end it when it takes longer", type=float, metavar=TIMEOUT),
+             Option("--json", "write the result to FILE", metavar="FILE"),
+             Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("tune", "Best settings", "Best Settings (Precision, Layout, Batch)…", "Ctrl+Shift+T",
-         rederived="tune.report:rederived_checked"),
-    Tool("export", "Export", "Export Model…", "Ctrl+Shift+E", run="export:run_tool"),
+         rederived="tune.report:rederived_checked",
+         help="which precision, channels_last, compile, batch size (and CPU threads) make this model fastest here, "
+              "at what cost in memory and loss", setup=True, own_precision=True,
+         what="Which precision, memory layout, compile and batch size make the model fastest on each checked device, "
+              "each candidate a short run in rounds, at what cost in memory and loss (against fp32) and one step's "
+              "parity with the CPU in float64; the recommendation only where it beats your current settings beyond "
+              "the noise.",
+         chosen="chosen:tune_chosen", plan="chosen:tune_plan", options=(
+             DEVICES,
+             Option("--framework", "torch (the default) or mlx: tune the same model in MLX (precisions, compile, "
+                    "batch sizes)", choices=("torch", "mlx")),
+             Option("--batch-size", "your current batch (default: 64); the candidates are around it", type=int),
+             Option("--batch-sizes", "comma-separated batch sizes to try (default: half, it and double, within the "
+                    "training set)", metavar="LIST",
+                    field=Field("Batch sizes:", "text", "Batch sizes to try, separated by commas (--batch-sizes; by "
+                                "default half, the setup's and double).", initial=Ref("chosen:tune_sizes"))),
+             Option("--precision", "your current precision (default: fp32)", choices=PRECISIONS),
+             Option("--precisions", "precisions to try (default: fp32,bf16,fp16; those a device cannot run are "
+                    "listed with why)", metavar="LIST",
+                    field=Field("Precisions:", "checks", "Precisions to try (--precisions); one a device cannot run "
+                                "is listed with why.", initial=("fp32", "bf16", "fp16"), inline=True,
+                                items=(("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")))),
+             Option("--channels-last", "try the channels_last layout (default: both for image models, off otherwise)",
+                    dest="try_channels_last", choices=BOTH,
+                    field=Field("channels_last:", "choice", "Try the channels_last memory layout (--channels-last); "
+                                "image input only.", initial="both", items=TRY)),
+             Option("--compile", "try torch.compile (default: off; its compile time is reported apart)",
+                    dest="try_compile", choices=BOTH,
+                    field=Field("torch.compile:", "choice", "Try torch.compile (--compile); its compile time is "
+                                "reported apart. On MPS PyTorch calls it a prototype.", initial="off", items=TRY)),
+             Option("--threads-to-try", "CPU thread counts to try beside torch's default (default: half the cores, "
+                    "on 4 or more)", dest="thread_counts", metavar="LIST"),
+             Option("--tf32-to-try", "CUDA fp32's TF32 settings to try: off, conv (convolutions only, PyTorch's "
+                    "default), all (default: off,conv,all); your current one is --tf32 or --tf32-conv",
+                    dest="tf32_values", metavar="LIST"),
+             Option("--budget", "time for the rounds (default: 10); the parity checks come after", type=float,
+                    metavar="MINUTES",
+                    field=Field("Time budget:", "minutes", "Time for the rounds (--budget); the parity checks come "
+                                "after, a few seconds each.", initial=Ref("tune:DEFAULT_BUDGET_MIN"), low=0.5,
+                                high=Ref("tune:MAX_BUDGET_MIN"), suffix=" min")),
+             Option("--rounds", "at most this many rounds (default: 7, as many as the budget allows)", type=int),
+             Option("--steps", "measured steps a candidate a round (default: 16)", type=int,
+                    field=Field("Measured steps:", "whole", "Measured steps a candidate a round (--steps).",
+                                initial=Ref("tune:DEFAULT_STEPS"), low=1, high=100_000)),
+             Option("--warmup", "warm-up steps a candidate a round (default: 3)", type=int))),
+    Tool("export", "Export", "Export Model…", "Ctrl+Shift+E", run="deploy.export:run_tool",
+         help="the model as TorchScript, a torch.export program or a Core ML package, checked against PyTorch",
+         what="The model as a file another program loads, loaded back and compared with PyTorch on a fixed batch.",
+         chosen="chosen:export_chosen", plan="chosen:export_plan", options=(
+             Option("--model", "model name or a .py file (default: the one --weights names, else mlp)"),
+             Option("--dataset", "dataset the input shape, normalisation and classes come from (default: shapes; "
+                    "with --weights: the one it was trained on)"),
+             Option("--weights", "trained weights saved by MPS Studio (bench --save-model, Save Trained Model…), with "
+                    "their .json beside them (default: the model as freshly built)", metavar="FILE.pt",
+                    field=Field("Export:", "choice", "What is exported: a run's trained weights (select the run in "
+                                "Runs), or the model as built, untrained.", items=Ref("chosen:export_sources"))),
+             Option("--run", "the trained weights a run in the history saved (bench --save-model); instead of "
+                    "--weights", metavar="ID"),
+             Option("--format", "torchscript (.pt), exported-program (torch.export, .pt2) or coreml (.mlpackage)",
+                    required=True, choices=("torchscript", "exported-program", "coreml"),
+                    field=Field("Format:", "choice", items=Ref("chosen:FORMAT_TITLES"))),
+             Option("--out", "where to write the export", required=True, metavar="PATH"),
+             Option("--precision", "Core ML compute precision (default: fp32; the other formats keep the model's)",
+                    default="fp32", choices=("fp32", "fp16"),
+                    field=Field("Precision:", "choice", items=(
+                        ("fp32", "fp32"), ("fp16", "fp16 (half the size; Core ML's Neural Engine computes in it)")))),
+             Option("--compress", "Core ML weights: int8 (linear) or palettize4 (4-bit palettes); the size is said "
+                    "beside the uncompressed package's", choices=("int8", "palettize4"),
+                    field=Field("Compression:", "choice", "Core ML only: weights stored compressed (--compress).",
+                                items=((None, "none"), ("int8", "int8 weights"), ("palettize4", "4-bit palettes")),
+                                enabled_when=("format", "coreml"))),
+             Option("--batch-size", "the batch the export is made and checked with (default: 1; a Core ML package's "
+                    "default shape)", type=int, default=1),
+             Option("--batch-sizes", "Core ML: the batch sizes the one package takes, e.g. 1,8,32 (enumerated shapes, "
+                    "each of which the Neural Engine can run); default: --batch-size only", metavar="LIST"),
+             Option("--timeout", "end the export when it takes longer", type=float, metavar=TIMEOUT),
+             Option("--json", "write what was exported and its check to FILE", metavar="FILE"),
+             Option("--no-mps-fallback", "", dest="mps_fallback", action="store_false", hidden=True))),
     Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
 )
 TOOLS = {tool.name: tool for tool in TABLE}

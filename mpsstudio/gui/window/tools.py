@@ -175,7 +175,7 @@ class ToolControl(QObject):
         trained weights first (the fresh model only when chosen, and said), the format, precision and compression."""
         from PySide6.QtWidgets import QFileDialog
 
-        from ...engine.tools.export import FORMATS
+        from ...engine.tools.deploy.export import FORMATS
 
         w = self.w
         if not w.state.may_start():

@@ -78,7 +78,7 @@ class TrainedModels(QObject):
             w.say(f"No trained model to save: {why}.")
             return None
         if path is None:
-            from ...engine.tools.export import FORMATS
+            from ...engine.tools.deploy.export import FORMATS
 
             name = f"{run.config.model}-{run.config.dataset}-{run.config.device.replace(':', '')}.pt"
             path, chosen = QFileDialog.getSaveFileName(w, "Save Trained Model", str(Path.home() / name),

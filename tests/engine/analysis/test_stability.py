@@ -57,7 +57,8 @@ def test_the_same_figure_everywhere(qtbot, tmp_path, median, iqr, said):
 
 
 def test_best_and_fastest_are_said_only_when_the_middle_halves_separate():
-    from mpsstudio.engine.tools import deploybench, sweep
+    from mpsstudio.engine.tools import sweep
+    from mpsstudio.engine.tools.deploy import deploybench
 
     def point(b, sps, iqr):
         return {"device": "cpu", "batch_size": b, "samples_per_s": sps, "samples_per_s_iqr": iqr, "status": "finished"}

@@ -18,7 +18,7 @@ import torch
 from mpsstudio import cli
 from mpsstudio.engine.models import saved
 from mpsstudio.engine.models import registry as models
-from mpsstudio.engine.tools import export
+from mpsstudio.engine.tools.deploy import export
 
 pytest.importorskip("coremltools")
 
@@ -109,7 +109,7 @@ def test_a_flexible_batch_does_not_store_the_weights_once_per_token(tmp_path, ca
     """torch.export's default decompositions turn a linear layer on tokens into a batched matmul whose weight
     coremltools expands per token when the batch is dynamic (vit_b_16: 7.9 GiB instead of 165 MiB); the empty
     table goes first there. A package that would still hold far more than the model's weights is refused."""
-    from mpsstudio.engine.tools import coreml
+    from mpsstudio.engine.tools.deploy import coreml
 
     model = tmp_path / "tokens.py"
     model.write_text(TOKENS)
@@ -142,7 +142,7 @@ def build_model(num_classes, input_shape):
 
 
 def test_a_model_that_takes_one_batch_size_only_is_said_so_or_gets_a_package_per_size(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     model = tmp_path / "pool.py"
     model.write_text(POOL)
@@ -325,7 +325,7 @@ def test_a_bad_destination_is_one_sentence_before_any_work(tmp_path, capsys, out
 
 def test_deploy_bench_measures_the_pytorch_rows_and_says_why_core_ml_is_not_run_here(tmp_path, capsys, monkeypatch):
     from mpsstudio.engine.history.store import RunStore
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.05)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.01)
@@ -358,7 +358,7 @@ def test_on_macos_each_compute_unit_is_a_row_checked_against_pytorch(monkeypatch
     arrays by output name, float16 precision), once per compute unit asked for."""
     import numpy as np
 
-    from mpsstudio.engine.tools import coreml, deploybench
+    from mpsstudio.engine.tools.deploy import coreml, deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
@@ -491,7 +491,7 @@ def _fake_compute_plan(monkeypatch, operations):
 
 
 def test_where_core_ml_plans_each_operation_is_summed_by_unit(monkeypatch, tmp_path):
-    from mpsstudio.engine.tools import coreml_plan
+    from mpsstudio.engine.tools.deploy import coreml_plan
 
     loaded = _fake_compute_plan(monkeypatch, [
         ("const", "cpu", ["cpu"], 0.0),  # constants compute nothing: left out
@@ -582,7 +582,7 @@ def test_what_a_stopped_writer_left_beside_the_export_is_removed(tmp_path, capsy
 
 
 def test_deploy_bench_measures_the_models_it_can_and_says_why_not_the_others(tmp_path, capsys, monkeypatch):
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
@@ -607,7 +607,7 @@ def _deploy_bench_stopped(capsys, monkeypatch):
     """deploy-bench of two models on the CPU, short, that a SIGTERM the test arranged stops: exit 143, the rows so
     far kept (said), and its stored record."""
     from mpsstudio.engine.history.store import RunStore
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.02)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
@@ -624,7 +624,7 @@ def test_sigterm_during_the_deploy_bench_keeps_the_rows_measured_so_far(tmp_path
     import os
     import signal
 
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     real = deploybench._torch_rows
 

@@ -36,7 +36,7 @@ def test_a_trained_model_is_saved_as_core_ml_and_its_export_shows_in_tools(qtbot
 
 
 def test_the_deploy_benchmark_runs_the_setup_model_and_draws_its_rows(qtbot, monkeypatch):
-    from mpsstudio.engine.tools import deploybench
+    from mpsstudio.engine.tools.deploy import deploybench
 
     monkeypatch.setattr(deploybench, "MEASURE_S", 0.05)
     monkeypatch.setattr(deploybench, "WARMUP_S", 0.0)
@@ -103,10 +103,11 @@ def test_export_model_offers_the_selected_runs_trained_weights_first(qtbot, tmp_
         qtbot.addWidget(sheet)
         payload = sheet.chosen()["payload"]  # the defaults: the trained weights, Core ML, fp32 as the CLI's
         assert payload == {"format": "coreml", "precision": "fp32", "compress": None, "weights": trained[1]}
-        sheet.source.setCurrentIndex(sheet.source.findData("fresh"))
+        source = sheet.fields["weights"]
+        source.setCurrentIndex(source.findData("fresh"))
         assert sheet.chosen()["payload"]["weights"] is None and "Untrained" in sheet.plan.text()
-        sheet.format.setCurrentIndex(sheet.format.findData("torchscript"))
-        assert not sheet.compression.isEnabled() and sheet.chosen()["payload"]["compress"] is None
+        sheet.fields["format"].setCurrentIndex(sheet.fields["format"].findData("torchscript"))
+        assert not sheet.fields["compress"].isEnabled() and sheet.chosen()["payload"]["compress"] is None
 
         out = tmp_path / "trained.pt"
         monkeypatch.setattr(w, "ask_tool_settings", lambda kind, config, devices, train, trained=None: {

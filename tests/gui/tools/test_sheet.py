@@ -97,33 +97,33 @@ def test_each_sheet_gives_the_clis_options(qtbot):
     s = _sheet(qtbot, "sweep", devices=("cpu", "mps"))
     assert s.chosen()["batch_sizes"] == sweep.default_batch_sizes()
     assert s.chosen()["payload"] == {"steps": sweep.DEFAULT_STEPS, "warmup": sweep.DEFAULT_WARMUP}
-    s.sizes.setText("8, 4, 64")
-    s.steps.setValue(50)
+    s.fields["batch_sizes"].setText("8, 4, 64")
+    s.fields["steps"].setValue(50)
     assert s.chosen()["batch_sizes"] == [4, 8, 64] and s.chosen()["payload"]["steps"] == 50
     assert s.plan.text().startswith("6 runs (3 batch sizes × 2 devices) of 3 warm-up + 50 measured steps; how long: "
                                     "unknown until the first point")
     m = _sheet(qtbot, "max-batch")
     assert m.chosen()["payload"] == {"memory_limit": None, "cap": maxbatch.DEFAULT_CAP}
-    m.limit.setText("1.5G")
+    m.fields["memory_limit"].setText("1.5G")
     assert m.chosen()["payload"]["memory_limit"] == 3 * 2**29
     i = _sheet(qtbot, "inspect")
-    i.batch.setValue(16)
+    i.fields["batch_size"].setValue(16)
     assert i.chosen()["config"].batch_size == 16
     d = _sheet(qtbot, "diagnose")
     assert d.chosen()["payload"] == {"layers": True, "after_steps": 0}
     b = _sheet(qtbot, "deploy-bench")
-    b.compress["int8"].setChecked(True)
+    b.fields["compress"]["int8"].setChecked(True)
     assert b.chosen()["payload"] == {"batch_sizes": [1, 8, 32], "compress": ["int8"]}
 
 
 @pytest.mark.parametrize("kind, field, text, said", [
-    ("sweep", "sizes", "1, a", "Batch sizes must be whole numbers"),
-    ("max-batch", "limit", "lots", "The memory limit must be a size such as 8G"),
-    ("deploy-bench", "sizes", "0", "Batch sizes must be whole numbers"),
+    ("sweep", "batch_sizes", "1, a", "Batch sizes must be whole numbers"),
+    ("max-batch", "memory_limit", "lots", "The memory limit must be a size such as 8G"),
+    ("deploy-bench", "batch_sizes", "0", "Batch sizes must be whole numbers"),
 ])
 def test_a_setting_the_engine_refuses_keeps_start_off_with_its_sentence(qtbot, kind, field, text, said):
     sheet = _sheet(qtbot, kind)
-    getattr(sheet, field).setText(text)
+    sheet.fields[field].setText(text)
     assert not sheet.start_button.isEnabled() and said in sheet.problem.text()
     sheet.accept()
     assert sheet.result() == 0
@@ -133,11 +133,11 @@ def test_a_small_folders_sheet_caps_the_search_and_an_earlier_run_gives_an_estim
     from mpsstudio.engine.basics.results import RunResult
 
     m = _sheet(qtbot, "max-batch", train=54)
-    assert m.cap.value() == 54 and "the 54 training samples" in m.plan.text()
+    assert m.fields["max_batch"].value() == 54 and "the 54 training samples" in m.plan.text()
     earlier = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device="cpu"), status="finished")
     earlier.summary["samples_per_s"] = 1000.0
     s = _sheet(qtbot, "sweep", runs=[earlier])
-    s.sizes.setText("10, 100")  # (3 + 24) steps x 110 samples at 1,000 samples/s, and a process start per point
+    s.fields["batch_sizes"].setText("10, 100")  # (3 + 24) steps x 110 samples at 1,000 samples/s, and a process start per point
     assert "; about 13.0 s (estimated from your last runs of this setup; could be 2-3× off)" in s.plan.text()
 
 

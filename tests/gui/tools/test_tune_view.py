@@ -36,7 +36,7 @@ def test_the_sheet_gives_the_clis_options(qtbot):
     assert (payload["channels_last"], payload["compile"]) == ("both", "off")
     assert payload["budget_s"] == tune.DEFAULT_BUDGET_MIN * 60 and payload["steps"] == tune.DEFAULT_STEPS
     assert sheet.plan.text().startswith("Up to 18 candidates on each of cpu, mps")
-    for box in sheet.precisions.values():
+    for box in sheet.fields["precisions"].values():
         box.setChecked(False)
     assert not sheet.start_button.isEnabled() and "at least one precision" in sheet.problem.text()
 

@@ -1,4 +1,4 @@
-"""The deploy benchmark's result (tools/deploybench.py)."""
+"""The deploy benchmark's result (tools/deploy/deploybench.py)."""
 
 from __future__ import annotations
 

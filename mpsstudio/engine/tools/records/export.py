@@ -1,4 +1,4 @@
-"""An export's result (tools/export.py, tools/coreml.py)."""
+"""An export's result (tools/deploy/export.py, tools/deploy/coreml.py)."""
 
 from __future__ import annotations
 

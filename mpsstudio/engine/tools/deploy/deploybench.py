@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..basics.errors import UserError
-from ..basics.formatting import error_line, fmt_bytes
-from .sweep import separated
+from ...basics.errors import UserError
+from ...basics.formatting import error_line, fmt_bytes
+from ..sweep import separated
 from .artifacts import TOLERANCE, agreement
 from .export import logits_of
 
@@ -41,8 +41,9 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
     (coreml.COMPRESSIONS) measured beside the fp16 package. UserError for bad input. `checkpoint(answer, None)`: the
     rows measured so far, as a stopped benchmark's answer, after each device's and each package's rows: what is kept
     if the benchmark is stopped and does not answer in time (a conversion in progress does not look at Stop)."""
-    from ..machine import devices as machine
-    from . import coreml, toolkit
+    from ...machine import devices as machine
+    from .. import toolkit
+    from . import coreml
 
     say = progress or (lambda message, fraction: None)
     stop = should_stop or (lambda: False)
@@ -106,7 +107,7 @@ def bench(models_list: list[str], *, batch_sizes: list[int] | None = None, devic
 
 
 def _model(name: str, weights: str | None):
-    from ..basics.config import RunConfig
+    from ...basics.config import RunConfig
     from .export import build, example
 
     try:
@@ -278,8 +279,8 @@ COMPUTE_PARTS = ("cpu", "gpu", "ane")  # summed into a row's energy per sample (
 
 def _meter(kind: str, place=None):
     """The energy meter of a row's device (machine/energy: NVML, RAPL, Apple's IOReport through zeus)."""
-    from ..machine import devices as machine
-    from ..machine.energy.meter import meter_for
+    from ...machine import devices as machine
+    from ...machine.energy.meter import meter_for
 
     return meter_for(kind, place.index if place is not None else None,
                      machine.cuda_uuid(place) if place is not None else None)
@@ -377,6 +378,6 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
 
 def from_checkpoint(answer, how: str, said: str) -> dict:
     """A stopped or dead benchmark's checkpoint is its answer so far (ShapeError when it is not an object)."""
-    from ..basics.shape import Obj
+    from ...basics.shape import Obj
 
     return Obj().check(answer)

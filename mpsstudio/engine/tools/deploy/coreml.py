@@ -20,8 +20,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..basics.errors import UserError
-from ..basics.formatting import error_line, one_line
+from ...basics.errors import UserError
+from ...basics.formatting import error_line, one_line
 
 DEPLOYMENT_TARGET = "macOS14"  # coremltools.target name; also iOS 17 (the same Core ML version, 7)
 DEPLOYMENT_WORDS = "macOS 14 / iOS 17 or later"

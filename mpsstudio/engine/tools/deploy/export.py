@@ -22,12 +22,12 @@ from pathlib import Path
 
 import torch
 
-from ..basics.config import RunConfig
-from ..basics.errors import UserError
-from ..basics.files import atomic_path
-from ..basics.formatting import error_line, fmt_bytes, printable
-from ..basics.spec import DataSpec
-from ..models.saved import normalization
+from ...basics.config import RunConfig
+from ...basics.errors import UserError
+from ...basics.files import atomic_path
+from ...basics.formatting import error_line, fmt_bytes, printable
+from ...basics.spec import DataSpec
+from ...models.saved import normalization
 from .artifacts import agreement, no_attention_fast_path
 
 FORMATS = {"torchscript": ".pt", "exported-program": ".pt2", "coreml": ".mlpackage"}
@@ -45,7 +45,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     finished export is left beside `out` (the result's "staged") for the front end to land (basics.files.land)
     once it has the answer: an export the user stopped, even at its last moment, never lands. UserError, one
     sentence, for anything the user can fix."""
-    from ..basics.files import staged_path
+    from ...basics.files import staged_path
 
     say = progress or (lambda message, fraction: None)
     check_request(fmt, precision, batch_size, compress, batch_sizes)
@@ -56,7 +56,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
     model, spec, about = build(config, weights, say, model_given)
     declared = _declared(config) if model_given else None
     if declared is not None and declared.make_batch and str(config.dataset).lower() == "synthetic":
-        from ..models.hf_folder import is_model_folder
+        from ...models.hf_folder import is_model_folder
 
         if is_model_folder(config.model):
             raise UserError(f"An export takes a model of one tensor input that returns logits, and {about['model']} "
@@ -94,7 +94,7 @@ def export(config: RunConfig, fmt: str, out: str, *, weights: str | None = None,
 
 
 def _declared(config: RunConfig):
-    from ..models import registry as models
+    from ...models import registry as models
 
     return models.get_model_info(config.model).declared
 
@@ -103,7 +103,7 @@ def check_not_weights(target: Path, weights: str | None) -> None:
     """UserError when the export would be written over the weights it is made from (or their JSON)."""
     if not weights:
         return
-    from ..models.saved import meta_path
+    from ...models.saved import meta_path
 
     for source in (Path(weights), meta_path(weights)):
         try:
@@ -148,7 +148,7 @@ def check_request(fmt: str, precision: str, batch_size, compress: str | None, ba
 def build(config: RunConfig, weights: str | None, say, model_given: bool = True
           ) -> tuple[torch.nn.Module, DataSpec, dict]:
     """The model in eval mode on the CPU, the spec of one input, and what the result says about its origin."""
-    from ..models import registry as models
+    from ...models import registry as models
 
     if weights:
         meta = _saved_meta(weights)
@@ -167,7 +167,7 @@ def build(config: RunConfig, weights: str | None, say, model_given: bool = True
                  "classes": [str(c) for c in meta.get("classes", [])][:spec.num_classes]
                  if isinstance(meta.get("classes"), list) else []}
         return model.eval(), spec, about
-    from . import toolkit
+    from .. import toolkit
 
     setup = toolkit.prepare(config.with_device("cpu"), say)
     model = toolkit.build(setup)  # as a run builds it (seeded)
@@ -181,7 +181,7 @@ def build(config: RunConfig, weights: str | None, say, model_given: bool = True
 
 
 def _saved_meta(weights: str) -> dict:
-    from ..models.saved import FORMAT, meta_path
+    from ...models.saved import FORMAT, meta_path
 
     path = Path(weights)
     if not path.is_file():
@@ -245,7 +245,7 @@ def _load_weights(model: torch.nn.Module, weights: str) -> None:
 
 def example(spec: DataSpec, batch_size: int) -> torch.Tensor:
     """The fixed batch the export is traced with and checked on (seeded: the same every time)."""
-    from .toolkit import synthetic_batch
+    from ..toolkit import synthetic_batch
 
     return synthetic_batch(spec, batch_size, torch.device("cpu"), seed=SEED)[0]
 
@@ -342,7 +342,7 @@ def sentence(r: dict) -> str:
 def check_target(out: str, fmt: str) -> Path:
     """Where the export may be written: a name in an existing folder this user can write, with the format's suffix;
     UserError (one sentence) before any work otherwise."""
-    from ..basics.files import check_writable_file
+    from ...basics.files import check_writable_file
 
     suffix = FORMATS[fmt]
     if not isinstance(out, str) or not out.strip():
@@ -352,7 +352,7 @@ def check_target(out: str, fmt: str) -> Path:
                         f"e.g. model{suffix}.")
     if fmt != "coreml":
         return check_writable_file(out, "--out")
-    from ..basics.files import check_name_length
+    from ...basics.files import check_name_length
 
     try:
         target = Path(out).expanduser().absolute()

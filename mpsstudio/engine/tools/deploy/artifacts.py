@@ -40,7 +40,7 @@ def agreement(reference: torch.Tensor, got: torch.Tensor, precision: str) -> dic
         return {"ok": False, "max_abs_err": None, "max_rel_err": None, "top1_agreement": None,
                 "tolerance": TOLERANCE[precision],
                 "reason": f"its output has shape {list(got.shape)}, PyTorch's {list(reference.shape)}"}
-    from .opcheck import relative_error  # max|got - ref| / max|ref|, as the inspection's parity measures it
+    from ..opcheck import relative_error  # max|got - ref| / max|ref|, as the inspection's parity measures it
 
     max_abs = (got - reference).abs().max().item() if got.numel() else 0.0
     rel = relative_error(got, reference)
