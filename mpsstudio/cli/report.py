@@ -141,11 +141,14 @@ def _from_history(store, source: str):
     runs = store.summaries()
     tools = [t for t in store.tools() if not t.problem]
     if source == "latest":
-        newest_run = max(runs, key=lambda r: r.created_at, default=None)
-        newest_tool = max(tools, key=lambda t: t.created_at, default=None)
+        from ..engine.basics.formatting import instant
+
+        newest_run = max(runs, key=lambda r: instant(r.created_at), default=None)
+        newest_tool = max(tools, key=lambda t: instant(t.created_at), default=None)
         if newest_run is None and newest_tool is None:
             raise UserError("The history holds no run or tool result yet; run `mpsstudio bench` first.")
-        if newest_tool is not None and (newest_run is None or newest_tool.created_at > newest_run.created_at):
+        if newest_tool is not None and (newest_run is None or
+                                       instant(newest_tool.created_at) > instant(newest_run.created_at)):
             return [reporting.tool_part(newest_tool.kind, newest_tool.result, newest_tool.created_at)], []
         return _run_parts([newest_run], runs), runs
     tool = [t for t in tools if t.id == source] or ([t for t in tools if t.id.startswith(source)]

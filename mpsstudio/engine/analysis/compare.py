@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..basics.formatting import is_finite, one_line, printable
+from ..basics.formatting import instant, is_finite, one_line, printable
 from ..basics.results import RunResult
 
 BOOTSTRAP_SAMPLES = 2000
@@ -246,7 +246,7 @@ def _repeat_of(r: RunResult) -> dict | None:
 def compare(results: list[RunResult]) -> list[Comparison]:
     """Group finished runs by config-without-device (and repeat set); groups need two or more entries."""
     groups: dict[tuple, dict[tuple, list[RunResult]]] = {}
-    for r in sorted(results, key=lambda r: r.created_at):
+    for r in sorted(results, key=lambda r: instant(r.created_at)):
         if r.status != "finished" or not is_finite(r.summary.get("samples_per_s")) or r.summary["samples_per_s"] <= 0:
             continue
         rep = _repeat_of(r)

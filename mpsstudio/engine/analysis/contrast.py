@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence, Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..basics.config import RunConfig
-from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, is_finite, printable, spread_of
+from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, instant, is_finite, printable, spread_of
 from ..basics.results import RunResult
 from ..basics.formatting import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
@@ -109,7 +109,7 @@ def versus(base: RunResult, other: RunResult) -> Versus:
 def of_runs(runs: Sequence[RunResult], baseline: RunResult | None = None, kind: str = "selected",
             axis: str = "") -> Contrast:
     """The given runs against `baseline` (default: the oldest); a run without a throughput has no ratio."""
-    ordered = sorted(runs, key=lambda r: r.created_at)
+    ordered = sorted(runs, key=lambda r: instant(r.created_at))
     usable = [r for r in ordered if usable_run(r)]  # a failed run is never the baseline: nothing could be divided by it
     base = baseline if baseline is not None and usable_run(baseline) else (usable or ordered)[0]
     rows = [versus(base, r) for r in ordered if r.id != base.id]
@@ -122,9 +122,9 @@ def _env_print(r: RunResult, *skip: str) -> tuple:
 
 def _newest_per(runs: Iterable[RunResult], value: Callable[[RunResult], object]) -> list[RunResult]:
     by_value: dict = {}
-    for r in sorted(runs, key=lambda r: r.created_at):
+    for r in sorted(runs, key=lambda r: instant(r.created_at)):
         by_value[repr(value(r))] = r
-    return sorted(by_value.values(), key=lambda r: r.created_at)
+    return sorted(by_value.values(), key=lambda r: instant(r.created_at))
 
 
 def _choose(runs: list[RunResult], baseline_id: str | None) -> RunResult | None:

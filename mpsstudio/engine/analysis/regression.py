@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..basics.config import RunConfig
-from ..basics.formatting import fmt_timestamp
+from ..basics.formatting import fmt_timestamp, instant
 from ..basics.results import RunResult
 from .contrast import Versus, setup_words, usable_run, device_kind, versus
 
@@ -41,7 +41,7 @@ def workload(c: RunConfig, device_too: bool = True) -> tuple:
 def baseline_for(baselines: Sequence[RunResult], config: RunConfig) -> RunResult | None:
     """The newest finished baseline run of the same work on the same kind of device, or None."""
     same = [r for r in baselines if usable_run(r) and workload(r.config) == workload(config)]
-    return max(same, key=lambda r: r.created_at) if same else None
+    return max(same, key=lambda r: instant(r.created_at)) if same else None
 
 
 def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> str:
@@ -51,7 +51,7 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
         return "The baseline holds no finished run with a throughput to compare with; choose another."
     if any(baseline_for(usable, c) is not None for c in configs):
         return ""
-    b = max(usable, key=lambda r: r.created_at)
+    b = max(usable, key=lambda r: instant(r.created_at))
     if any(workload(b.config, False) == workload(c, False) for c in configs):
         return (f"The baseline ran on {b.config.device} and this bench on {', '.join(c.device for c in configs)}: "
                 "choose a baseline of the same kind of device.")
@@ -215,7 +215,7 @@ class Regression:
 def regressions(baselines: Sequence[RunResult], results: Sequence[RunResult], threshold: float) -> list[Regression]:
     """Each device's finished runs (one a process) against its baseline's runs of the same work."""
     by_device: dict[str, list[RunResult]] = {}
-    for r in sorted(results, key=lambda r: r.created_at):
+    for r in sorted(results, key=lambda r: instant(r.created_at)):
         if usable_run(r):
             by_device.setdefault(r.config.device, []).append(r)
     out = []

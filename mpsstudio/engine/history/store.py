@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..basics import paths
 from ..basics.errors import UserError
-from ..basics.formatting import plural, printable
+from ..basics.formatting import instant, plural, printable
 from ..analysis.runcheck import storable
 from ..basics.results import RunResult, json_safe
 from . import pending, rows, schema
@@ -176,10 +176,10 @@ class RunStore:
             if not self._has_tools_table():
                 rows_in = []
             elif kinds is None:
-                rows_in = self._db.execute("SELECT * FROM tools ORDER BY created_at, rowid").fetchall()
+                rows_in = self._db.execute("SELECT * FROM tools ORDER BY rowid").fetchall()
             else:
                 marks = ",".join("?" * len(kinds))
-                rows_in = self._db.execute(f"SELECT * FROM tools WHERE kind IN ({marks}) ORDER BY created_at, rowid",
+                rows_in = self._db.execute(f"SELECT * FROM tools WHERE kind IN ({marks}) ORDER BY rowid",
                                            tuple(kinds)).fetchall()
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
@@ -196,6 +196,7 @@ class RunStore:
                     "its stored JSON cannot be read"
                 out.append(ToolRecord(kind=kind, result={}, id=ident, created_at=when,
                                       problem=f"This {printable(kind)[:40]} result cannot be shown: {why}."))
+        out = by_time(out)
         broken = [r for r in out if r.problem]
         self.tool_notices = [f"{plural(len(broken), 'stored tool result')} cannot be shown (first: {broken[0].id}: "
                              f"{broken[0].problem}); `mpsstudio history --delete ID` or Delete in the Tools tab "
@@ -217,7 +218,7 @@ class RunStore:
 
     def all(self) -> list[RunResult]:
         """Every readable run whole, oldest first; unreadable ones are skipped and named in `notices`."""
-        return self._select("SELECT * FROM runs ORDER BY created_at, rowid")
+        return by_time(self._select("SELECT * FROM runs ORDER BY rowid"))
 
     def summaries(self) -> list[RunResult]:
         """Every readable run without its steps, windows and epochs (`is_summary`), oldest first: what the
@@ -226,8 +227,8 @@ class RunStore:
         have = schema.run_columns(self._db)
         cols = [c if c in have else f"{chr(39) * 2 if c == 'note' else 'NULL'} AS {c}" for c in rows.SUMMARY_COLUMNS]
         sql = (f"SELECT {', '.join(cols)}, CASE WHEN {'rates' if 'rates' in have else 'NULL'} IS NULL THEN "
-               "windows_json END AS windows_json FROM runs ORDER BY created_at, rowid")
-        return self._select(sql, reader=rows.summary)
+               "windows_json END AS windows_json FROM runs ORDER BY rowid")
+        return by_time(self._select(sql, reader=rows.summary))
 
     def set_note(self, run_id: str, note: str) -> None:
         """Keep the user's note on a run ("" removes it)."""
@@ -320,3 +321,9 @@ def _redacted(r: RunResult) -> RunResult:
     options = redacted_options({k: v for k, v in r.config.options.items() if k != KEEP_ARGS})
     return dataclasses.replace(r, config=dataclasses.replace(r.config, options=options),
                                error=redact_text(r.error) if r.error else r.error)
+
+
+def by_time(found: list) -> list:
+    """Runs or tool results oldest first by the clock, not by their text: each keeps the offset it was written with,
+    and "23:00+14:00" (09:00 UTC) is before "10:00+00:00". Equal instants stay in the order they were kept."""
+    return sorted(found, key=lambda r: instant(r.created_at))

@@ -13,7 +13,7 @@ from ..analysis.differences import environment_items
 from ..analysis.scaling import scalings
 from ..run.script.words import script_lines
 from ..analysis.verdict import headline, verdicts
-from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, is_finite, plural, printable
+from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, instant, is_finite, plural, printable
 from ..basics.results import now_iso
 from ..basics.results import RunResult
 from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
@@ -54,7 +54,7 @@ def comparison_part(c: Comparison, inspections: Sequence[dict] = ()) -> Part:
     if methods:
         table = table.with_legend(table.legend + " Intervals: " + "; ".join(sorted(methods)) + ".")
     return Part(f"Devices compared: {c.title()}", headline(c), verdicts(c, inspections), [table], chart,
-                environment_items(c.runs[0].env), fmt_timestamp(max(r.created_at for r in c.all_runs)))
+                environment_items(c.runs[0].env), fmt_timestamp(max((r.created_at for r in c.all_runs), key=instant)))
 
 
 def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part:
@@ -92,7 +92,7 @@ def scaling_part(s) -> Part:
                   "Samples/s: every GPU's samples over the slowest rank's window (median, IQR). Speedup over the one-GPU "
                   "run and efficiency (speedup / GPUs) with the 95 % window-bootstrap interval.")
     return Part(f"Scaling over GPUs: {s.title()}", s.verdict(), [*s.beside_sentences(), *methods], [table], chart,
-                environment_items(s.points[-1].run.env), fmt_timestamp(max(r.created_at for r in s.runs)))
+                environment_items(s.points[-1].run.env), fmt_timestamp(max((r.created_at for r in s.runs), key=instant)))
 
 
 def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequence[dict] = (),

@@ -7,7 +7,8 @@ import math
 from collections.abc import Sequence
 
 from ..basics.config import RunConfig
-from ..basics.formatting import DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, is_finite, plural, spread_of
+from ..basics.formatting import (DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, instant, is_finite, plural,
+                                 spread_of)
 from ..basics.results import RunResult
 from ..basics.formatting import Table
 from ..machine.probe import NOT_WORKING
@@ -259,7 +260,7 @@ def reference_rate(config: RunConfig, device: str, runs: Sequence[RunResult]) ->
             and r.config.mode == config.mode and (r.summary.get("samples_per_s") or 0) > 0]
     if not same:
         return None
-    return float(max(same, key=lambda r: r.created_at).summary["samples_per_s"])
+    return float(max(same, key=lambda r: instant(r.created_at)).summary["samples_per_s"])
 
 
 def sweep_line(config: RunConfig, devices: Sequence[str], sizes: Sequence[int], steps: int, warmup: int,

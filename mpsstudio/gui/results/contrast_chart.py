@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBox
 from ...engine.analysis import contrast as contrasts
 from ...engine.analysis.compare import short_machine
 from ...engine.analysis.scaling import Scaling
-from ...engine.basics.formatting import local_time
+from ...engine.basics.formatting import instant, local_time
 from ..style import TIMES
 from .speedup_chart import VerdictFold, still_plot
 
@@ -99,7 +99,7 @@ class ContrastChart(QWidget):
             return
         self.baseline.blockSignals(True)
         self.baseline.clear()
-        for r in sorted(c.runs, key=lambda r: r.created_at):  # a run without a throughput cannot be divided by
+        for r in sorted(c.runs, key=lambda r: instant(r.created_at)):  # a run without a throughput cannot be divided by
             if contrasts.usable(r):
                 when = local_time(r.created_at)
                 torch = f" · torch {r.env['torch']}" if r.env.get("torch") else ""

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.errors import UserError
-from ...engine.basics.formatting import local_time, plural, printable
+from ...engine.basics.formatting import instant, local_time, plural, printable
 from ...engine.basics.results import RunResult
 from ...engine.history.library import Imported, RunLibrary
 from ..export import render_png
@@ -176,7 +176,7 @@ class RunFiles(QObject):
         """Title and subtitle of the current comparison for pictures, e.g.
         ("resnet18 on cifar10 \u00b7 batch 128 \u00b7 fp32", "21 Nov 2026 \u00b7 Apple M2 Pro, macOS 14.5")."""
         c = self._require_comparison()
-        newest = max(r.created_at for r in c.runs)
+        newest = max((r.created_at for r in c.runs), key=instant)
         dt = local_time(newest)
         date = f"{dt.day} {dt:%b %Y}" if dt else newest[:10]
         machines = list(dict.fromkeys(r.machine for r in c.runs))

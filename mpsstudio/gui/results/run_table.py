@@ -11,7 +11,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from ...engine.analysis.compare import Comparison, compare, speedup_map
-from ...engine.basics.formatting import local_time
+from ...engine.basics.formatting import instant, local_time
 from ...engine.basics.results import RunResult
 from ...engine.history.columns import BY_KEY
 from ..style import warning_color
@@ -47,7 +47,7 @@ class RunTableModel(QAbstractTableModel):
         self.beginResetModel()
         self._runs = list(runs)
         self._row_of = {r.id: i for i, r in enumerate(self._runs)}
-        self.comparisons = sorted(compare(self._runs), key=lambda c: min(r.created_at for r in c.runs))
+        self.comparisons = sorted(compare(self._runs), key=lambda c: min(instant(r.created_at) for r in c.runs))
         self.letters = {id(c): group_letter(i) for i, c in enumerate(self.comparisons)}
         self.comparison_of = {r.id: c for c in self.comparisons for r in c.runs}
         self.speedups = speedup_map(self.comparisons)

@@ -8,6 +8,7 @@ from PySide6.QtCore import QItemSelection, QItemSelectionModel, QObject, QSortFi
 from PySide6.QtWidgets import QComboBox, QTableView, QWidget
 
 from ...engine.analysis.compare import Comparison
+from ...engine.basics.formatting import instant
 from ...engine.basics.results import RunResult
 from ..style import labelled_row
 from .run_table import COLUMNS, RUN_ID_ROLE, RunTableModel
@@ -74,7 +75,7 @@ class RunSelection:
             return self.model.comparison_of.get(run.id)
         if not self.model.comparisons:
             return None
-        return max(self.model.comparisons, key=lambda c: max(r.created_at for r in c.runs))
+        return max(self.model.comparisons, key=lambda c: max(instant(r.created_at) for r in c.runs))
 
     def runs(self, ids: list[str] | None = None) -> list[RunResult]:
         """These runs as the table holds them (None: the selection, or every run where none is selected); a summary
