@@ -227,9 +227,6 @@ ANSWERED: dict[str, str] = {
     "engine/process": "one thing (asked 2026-12-02, when handles.py's in-process stand-in became in_process.py and "
                       "made it 16): run processes, both sides of the pipe and what ends them; its modules import each "
                       "other (a job, its handle, its child, its messages), so halves would too.",
-    "engine/tools/maxbatch.py": "one thing (asked 2026-12-02, when its tool-table functions took it past 400): "
-                                "the largest-batch search, its report and the two functions the tool table calls "
-                                "(a tool's functions live in its module by design: registry.py).",
     "engine/basics": "one thing (asked 2026-12-02, when request.py made it 16): the torch-free bottom layer that "
                      "every package and both front ends read, held to that by an import contract; its modules are "
                      "each one thing (what a run is and asks for, what it yields, how numbers and errors are said, "

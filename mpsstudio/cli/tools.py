@@ -149,7 +149,7 @@ def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
 def cmd_max_batch(args) -> int:
     from ..engine.tools import toolview
     from ..engine.basics.config import MAX_BATCH
-    from ..engine.tools.maxbatch import DEFAULT_CAP
+    from ..engine.tools.maxbatch_answer import DEFAULT_CAP
 
     cfg = tool_prelude(args).with_device(_checked_device(args.device))
     limit = parse_size(args.memory_limit) if args.memory_limit is not None else None

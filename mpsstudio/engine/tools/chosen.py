@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..basics.errors import UserError
 from . import sweep, toolview, tune
 from .argspec import Context
+from .maxbatch_answer import DEFAULT_CAP
 
 FORMAT_TITLES = (("coreml", "Core ML package (.mlpackage)"), ("torchscript", "TorchScript (.pt)"),
                  ("exported-program", "torch.export program (.pt2)"))
@@ -35,7 +36,6 @@ def sweep_plan(picked: dict, context: Context) -> str:
 
 
 # -- max-batch ---------------------------------------------------------------------------------------------
-DEFAULT_CAP = 65536  # maxbatch.DEFAULT_CAP (that module loads torch; tests/engine/tools/test_chosen.py: equal)
 
 
 def max_batch_cap(context: Context) -> int:

@@ -29,7 +29,7 @@ fit when:
 Between probes the allocator is emptied (torch.mps.empty_cache / torch.cuda.empty_cache) and Python's garbage
 collected. Bisection ends at the exact boundary (a gap of 1) up to `EXACT_UP_TO`, and within 1/`RESOLUTION` of
 the batch above it. The probes' throughput comes from a few steps, too few to rank batch sizes: the result names
-the sizes worth a sweep (`sweep_sizes`), which measures them with the run's rules.
+the sizes worth a sweep (`maxbatch_answer.sweep_sizes`), which measures them with the run's rules.
 """
 
 from __future__ import annotations
@@ -46,16 +46,15 @@ from ..run import steps
 from ..basics.config import MAX_BATCH, RunConfig
 from ..basics.errors import UserError
 from ..basics.formatting import error_line, fmt_bytes, fmt_rate
+from .maxbatch_answer import DEFAULT_CAP, PROBE_STEPS, report
 from ..machine import footprint
 
-PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
 SWAP_LIMIT = 256 * 1024 * 1024  # swapped out during one probe: the machine is short of memory
 COLLAPSE = 0.5  # throughput below this share of the best smaller batch's: memory pressure ...
 PRESSURE_SHARE = 0.5  # ... when the probe used at least this share of the limit (else: another program's load)
 EXACT_UP_TO = 1024  # bisect to a gap of 1 below this batch ...
 RESOLUTION = 128  # ... and to largest/RESOLUTION above it
 PREDICT_MARGIN = 1.25  # a batch is skipped unrun only when predicted above this multiple of the limit
-DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits batches nobody trains with)
 
 
 class _Search:
@@ -330,87 +329,7 @@ def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume
     return probes, stopped
 
 
-def sweep_sizes(largest: int) -> list[int]:
-    """The batch sizes worth measuring with the run's rules to find the fastest: the largest that trains and the
-    powers of two below it down to an eighth of it."""
-    sizes, b = [largest], 1 << (max(1, largest).bit_length() - 1)
-    while b >= max(1, largest // 8):
-        if b != largest:
-            sizes.append(b)
-        b //= 2
-    return sorted(sizes)
-
-
-def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
-           env: dict, config: dict, enforced: str = "", cap_source: str = "asked") -> dict:
-    """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
-    sizes worth a sweep, and one sentence."""
-    fits = [p for p in probes if p["fits"]]
-    largest = max(fits, key=lambda p: p["batch_size"]) if fits else None
-    fastest = max(fits, key=lambda p: p["samples_per_s"] or 0) if fits else None
-    above = sorted((p for p in probes if not p["fits"]
-                    and (largest is None or p["batch_size"] > largest["batch_size"])), key=lambda p: p["batch_size"])
-    failed = above[0] if above else None
-    capped = largest is not None and largest["batch_size"] >= cap and failed is None
-    sizes = sweep_sizes(largest["batch_size"]) if largest else []
-    if largest is None:
-        sentence = f"No batch trained on {device}" + (f": batch {failed['batch_size']:,} {failed['reason']}"
-                                                       if failed else "") + "."
-    else:
-        sentence = (f"Largest batch that trains on {device}: {largest['batch_size']:,} "
-                    f"({fmt_bytes(largest['memory'])} {_measure_words(largest['memory_measure'])})")
-        if failed is not None:
-            sentence += f"; {failed['batch_size']:,} did not: {failed['reason']}"
-        elif capped and cap_source != "asked":
-            sentence += f"; the search stopped at {cap_source}, not at a memory limit"
-        elif capped:
-            sentence += f"; the search stopped at the cap of {cap:,}, not at a memory limit"
-        sentence += (f". The probes' throughput comes from {PROBE_STEPS} training steps each, too few to rank batch "
-                     f"sizes: sweep {', '.join(f'{b:,}' for b in sizes)} to find the fastest with the run's rules.")
-    if stopped:
-        sentence += " Stopped before the search ended."
-    return {
-        "tool": "max-batch",
-        "device": device,
-        "largest_batch": largest["batch_size"] if largest else None,
-        "smallest_failed": ({"batch_size": failed["batch_size"], "why": failed.get("why") or "",
-                             "reason": failed["reason"]} if failed else None),
-        "fastest_batch": fastest["batch_size"] if fastest else None,
-        "sweep_sizes": sizes,
-        "probes": probes,
-        "limit": limit,
-        "limit_source": limit_source,
-        "limit_enforced": enforced,
-        "cap": cap,
-        "cap_source": cap_source,
-        "capped": capped,
-        "stopped": stopped,
-        "probe_steps": PROBE_STEPS,
-        "sentence": sentence,
-        "env": env,
-        "config": config,
-    }
-
-
-def _measure_words(measure: str | None) -> str:
-    return {"allocator_peak": "peak allocated by PyTorch", "driver_allocated": "allocated by the Metal driver",
-            "rss_growth": "growth of the process's resident memory over its level after a batch-1 step"}.get(measure or "", "memory")
-
-
 def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
     """The search as the tool table carries it out in a run process (tools/registry.py)."""
     return search(config, memory_limit=payload.get("memory_limit"), cap=payload.get("cap", DEFAULT_CAP),
                   progress=progress, should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint)
-
-
-def from_checkpoint(answer, how: str, said: str) -> dict:
-    """The probes to resume from in a fresh process when the search's process died in a probe (`said`: how, in
-    words), the one it died in failed. ShapeError when the checkpoint cannot be read."""
-    from ..basics.shape import List, Obj
-    from .records import BATCH, Probe
-
-    answer = Obj(need={"resume": List(Probe.declared_shape(), max=1_000), "probing": BATCH}).check(answer)
-    probes, batch = answer["resume"], answer["probing"]
-    died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
-            "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
-    return {"resume": [*probes, died], "how": how}

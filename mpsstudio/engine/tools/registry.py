@@ -88,7 +88,7 @@ TABLE = (
                                 initial=Ref("sweep:DEFAULT_WARMUP"), high=10_000)),
              MODE)),
     Tool("max-batch", "Largest batch", "Find Largest Batch…", "Ctrl+Shift+M", run="maxbatch:run_tool",
-         ended="maxbatch:from_checkpoint",
+         ended="maxbatch_answer:from_checkpoint",
          help="the largest batch that trains (full training steps) and the fastest", setup=True,
          what="The largest batch that trains (full training steps) on the device, doubling then bisecting to the "
               "exact boundary, under the memory limit.",

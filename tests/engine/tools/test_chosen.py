@@ -33,8 +33,7 @@ def opened(kind: str, context: Context) -> dict:
     return values
 
 
-def test_what_the_table_repeats_of_a_module_that_loads_torch_is_equal_to_it():
-    assert chosen.DEFAULT_CAP == maxbatch.DEFAULT_CAP
+def test_what_the_table_repeats_of_tunes_choices_is_equal_to_them():
     assert registry.BOTH == tune.BOTH
 
 

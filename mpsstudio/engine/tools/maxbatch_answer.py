@@ -1,0 +1,90 @@
+"""What a largest-batch search answers (tools/maxbatch.py searches): the largest batch that trained, the smallest
+that did not and why, the sizes worth a sweep, and one sentence; the probes to resume from when the search's process
+died. Torch-free: the parent reads a checkpoint, and the window's sheet its default, without loading torch."""
+
+from __future__ import annotations
+
+from ..basics.formatting import fmt_bytes
+
+PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
+DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits batches nobody trains with)
+
+
+def sweep_sizes(largest: int) -> list[int]:
+    """The batch sizes worth measuring with the run's rules to find the fastest: the largest that trains and the
+    powers of two below it down to an eighth of it."""
+    sizes, b = [largest], 1 << (max(1, largest).bit_length() - 1)
+    while b >= max(1, largest // 8):
+        if b != largest:
+            sizes.append(b)
+        b //= 2
+    return sorted(sizes)
+
+
+def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
+           env: dict, config: dict, enforced: str = "", cap_source: str = "asked") -> dict:
+    """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
+    sizes worth a sweep, and one sentence."""
+    fits = [p for p in probes if p["fits"]]
+    largest = max(fits, key=lambda p: p["batch_size"]) if fits else None
+    fastest = max(fits, key=lambda p: p["samples_per_s"] or 0) if fits else None
+    above = sorted((p for p in probes if not p["fits"]
+                    and (largest is None or p["batch_size"] > largest["batch_size"])), key=lambda p: p["batch_size"])
+    failed = above[0] if above else None
+    capped = largest is not None and largest["batch_size"] >= cap and failed is None
+    sizes = sweep_sizes(largest["batch_size"]) if largest else []
+    if largest is None:
+        sentence = f"No batch trained on {device}" + (f": batch {failed['batch_size']:,} {failed['reason']}"
+                                                       if failed else "") + "."
+    else:
+        sentence = (f"Largest batch that trains on {device}: {largest['batch_size']:,} "
+                    f"({fmt_bytes(largest['memory'])} {_measure_words(largest['memory_measure'])})")
+        if failed is not None:
+            sentence += f"; {failed['batch_size']:,} did not: {failed['reason']}"
+        elif capped and cap_source != "asked":
+            sentence += f"; the search stopped at {cap_source}, not at a memory limit"
+        elif capped:
+            sentence += f"; the search stopped at the cap of {cap:,}, not at a memory limit"
+        sentence += (f". The probes' throughput comes from {PROBE_STEPS} training steps each, too few to rank batch "
+                     f"sizes: sweep {', '.join(f'{b:,}' for b in sizes)} to find the fastest with the run's rules.")
+    if stopped:
+        sentence += " Stopped before the search ended."
+    return {
+        "tool": "max-batch",
+        "device": device,
+        "largest_batch": largest["batch_size"] if largest else None,
+        "smallest_failed": ({"batch_size": failed["batch_size"], "why": failed.get("why") or "",
+                             "reason": failed["reason"]} if failed else None),
+        "fastest_batch": fastest["batch_size"] if fastest else None,
+        "sweep_sizes": sizes,
+        "probes": probes,
+        "limit": limit,
+        "limit_source": limit_source,
+        "limit_enforced": enforced,
+        "cap": cap,
+        "cap_source": cap_source,
+        "capped": capped,
+        "stopped": stopped,
+        "probe_steps": PROBE_STEPS,
+        "sentence": sentence,
+        "env": env,
+        "config": config,
+    }
+
+
+def _measure_words(measure: str | None) -> str:
+    return {"allocator_peak": "peak allocated by PyTorch", "driver_allocated": "allocated by the Metal driver",
+            "rss_growth": "growth of the process's resident memory over its level after a batch-1 step"}.get(measure or "", "memory")
+
+
+def from_checkpoint(answer, how: str, said: str) -> dict:
+    """The probes to resume from in a fresh process when the search's process died in a probe (`said`: how, in
+    words), the one it died in failed. ShapeError when the checkpoint cannot be read."""
+    from ..basics.shape import List, Obj
+    from .records import BATCH, Probe
+
+    answer = Obj(need={"resume": List(Probe.declared_shape(), max=1_000), "probing": BATCH}).check(answer)
+    probes, batch = answer["resume"], answer["probing"]
+    died = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
+            "memory_measure": None, "why": "process died", "reason": f"its process died ({said})"}
+    return {"resume": [*probes, died], "how": how}
