@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..basics.config import RunConfig
@@ -89,7 +89,7 @@ class Option:
     action: str | None = None
     required: bool = False
     hidden: bool = False
-    field: Field | None = field(default=None, compare=False)
+    field: Field | None = None
 
     @property
     def name(self) -> str:

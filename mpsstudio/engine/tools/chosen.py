@@ -20,7 +20,7 @@ def chosen(context: Context, payload: dict, config=None, batch_sizes: list[int] 
 
 
 # -- sweep -------------------------------------------------------------------------------------------------
-def sweep_sizes(_context: Context) -> str:
+def sweep_sizes_text(_context: Context) -> str:
     return ", ".join(str(b) for b in sweep.default_batch_sizes())
 
 
@@ -84,7 +84,7 @@ def deploy_chosen(values: dict, context: Context) -> dict:
 
 
 # -- tune --------------------------------------------------------------------------------------------------
-def tune_sizes(context: Context) -> str:
+def tune_sizes_text(context: Context) -> str:
     return ", ".join(str(b) for b in tune.default_batch_sizes(context.config.batch, context.train))
 
 

@@ -61,9 +61,7 @@ class Tool:
 
 DEVICES = Option("--devices", "comma-separated devices (default: every available device)")
 ONE_DEVICE = "the device to {} (default: the first accelerator, else cpu)"
-STEPS = "Measured steps per point (--steps)."
 MODE = Option("--mode", "(default: train)", choices=MODES)
-TIMEOUT = "SECONDS"
 TRY = (("off", "no"), ("on", "yes"), ("both", "both, compared"))  # tune's --channels-last and --compile
 BOTH = tuple(value for value, _ in TRY)  # what tune.options.parse_choice takes (tests/engine/tools/test_chosen.py)
 
@@ -79,10 +77,10 @@ TABLE = (
              Option("--batch-sizes", "comma-separated batch sizes (default: 1,2,4,... up to 512, per device up to the "
                     "first that does not fit)", metavar="LIST",
                     field=Field("Batch sizes:", "text", "Batch sizes to measure, separated by commas (--batch-sizes).",
-                                initial=Ref("chosen:sweep_sizes"))),
+                                initial=Ref("chosen:sweep_sizes_text"))),
              Option("--steps", "measured steps per point (default: 24)", type=int,
-                    field=Field("Measured steps:", "whole", STEPS, initial=Ref("sweep:DEFAULT_STEPS"), low=1,
-                                high=100_000)),
+                    field=Field("Measured steps:", "whole", "Measured steps per point (--steps).",
+                                initial=Ref("sweep:DEFAULT_STEPS"), low=1, high=100_000)),
              Option("--warmup", "warm-up steps per point (default: 3)", type=int,
                     field=Field("Warm-up steps:", "whole", "Warm-up steps per point, timed apart (--warmup).",
                                 initial=Ref("sweep:DEFAULT_WARMUP"), high=10_000)),
@@ -154,7 +152,7 @@ TABLE = (
                     field=Field("Core ML compression:", "checks", "A Core ML package with compressed weights, as "
                                 "rows of its own (macOS; --compress).", initial=(),
                                 items=(("int8", "int8 weights"), ("palettize4", "4-bit palettes")))),
-             Option("--timeout", "end it when it takes longer", type=float, metavar=TIMEOUT),
+             Option("--timeout", "end it when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("tune", "Best settings", "Best Settings (Precision, Layout, Batch)…", "Ctrl+Shift+T",
@@ -173,7 +171,7 @@ TABLE = (
              Option("--batch-sizes", "comma-separated batch sizes to try (default: half, it and double, within the "
                     "training set)", metavar="LIST",
                     field=Field("Batch sizes:", "text", "Batch sizes to try, separated by commas (--batch-sizes; by "
-                                "default half, the setup's and double).", initial=Ref("chosen:tune_sizes"))),
+                                "default half, the setup's and double).", initial=Ref("chosen:tune_sizes_text"))),
              Option("--precision", "your current precision (default: fp32)", choices=PRECISIONS),
              Option("--precisions", "precisions to try (default: fp32,bf16,fp16; those a device cannot run are "
                     "listed with why)", metavar="LIST",
@@ -233,7 +231,7 @@ TABLE = (
                     "default shape)", type=int, default=1),
              Option("--batch-sizes", "Core ML: the batch sizes the one package takes, e.g. 1,8,32 (enumerated shapes, "
                     "each of which the Neural Engine can run); default: --batch-size only", metavar="LIST"),
-             Option("--timeout", "end the export when it takes longer", type=float, metavar=TIMEOUT),
+             Option("--timeout", "end the export when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write what was exported and its check to FILE", metavar="FILE"),
              Option("--no-mps-fallback", "", dest="mps_fallback", action="store_false", hidden=True))),
     Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
