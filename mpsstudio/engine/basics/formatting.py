@@ -128,19 +128,11 @@ def local_time(iso: str) -> datetime | None:
 
 
 def instant(iso: str) -> float:
-    """When an ISO timestamp happened, as seconds since 1970 in UTC (UTC when it names no zone): what runs and
-    results are ordered by, since their texts keep the offset they were written with ("23:00+14:00" is 09:00 UTC,
-    before "10:00+00:00"). -inf for a text that is not one (such a row sorts first)."""
-    try:
-        dt = datetime.fromisoformat(str(iso))
-    except (TypeError, ValueError):
-        return float("-inf")
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return (dt - _EPOCH).total_seconds()  # a difference of aware times: year 1 at +14:00 has one too
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    """When an ISO timestamp happened, as seconds since 1970 (UTC when it names no zone; `local_time` reads it): what
+    runs and results are ordered by, since their texts keep the offset they were written with ("23:00+14:00" is
+    09:00 UTC, before "10:00+00:00"). -inf for a text that is not one, or no clock's (such a row sorts first)."""
+    dt = local_time(iso)
+    return dt.timestamp() if dt else float("-inf")
 
 
 def fmt_timestamp(iso: str) -> str:

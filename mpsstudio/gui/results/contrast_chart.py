@@ -99,8 +99,8 @@ class ContrastChart(QWidget):
             return
         self.baseline.blockSignals(True)
         self.baseline.clear()
-        for r in sorted(c.runs, key=lambda r: instant(r.created_at)):  # a run without a throughput cannot be divided by
-            if contrasts.usable(r):
+        for r in sorted(c.runs, key=lambda r: instant(r.created_at)):
+            if contrasts.usable(r):  # a run without a throughput cannot be divided by
                 when = local_time(r.created_at)
                 torch = f" · torch {r.env['torch']}" if r.env.get("torch") else ""
                 self.baseline.addItem(f"{when:%d %b %H:%M} · {r.config.device}{torch}" if when else r.id[:8], r.id)
