@@ -14,6 +14,7 @@ each setup run on every device of one machine, so comparisons of 2-3 runs form a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -50,8 +51,8 @@ def build(path: Path, runs: int, long_every: int) -> None:
                    "energy": {"source": "nvml", "measure": "measured", "scope": "board", "reason": None}}
         if long_every and i % long_every == 0:
             run.losses = [0.5 + 0.001 * (k % 97) for k in range(5_000)]
-            w = dict(run.windows[0])
-            run.windows = [{**w, "first_step": 11 + 49 * k, "steps": 49} for k in range(100)]
+            w = run.windows[0]
+            run.windows = [dataclasses.replace(w, first_step=11 + 49 * k, steps=49) for k in range(100)]
         batch.append(run)
         if len(batch) == 500:
             store.add_imported(batch)

@@ -232,8 +232,8 @@ def _finish_alone() -> None:
         print(f"mpsstudio: the run could not be summarised ({type(exc).__name__}: {exc})", file=sys.stderr)
         return
     s = result.summary
-    rate = s.get("samples_per_s")
-    spread = s.get("spread_percent")
+    rate = s.samples_per_s
+    spread = s.spread_percent
     shown = (f"{fmt_rate(rate)} samples/s (median of {len(result.windows)} windows, measured"
              + (f"; spread {spread:.0f} %" if spread is not None else "") + ")") if rate else "no measured window"
     print(f"mpsstudio: {os.path.basename(result.config.model)} on {result.config.device}: {shown}; "

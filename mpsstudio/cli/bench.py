@@ -196,22 +196,22 @@ def bench(request: RunRequest, *, json_path: str | None = None, save: bool = Tru
     for r in results:
         for line in script_lines(r):  # what the run found about the script: its batch, tokens, settings
             print(f"{r.config.where}: {printable(line)}")
-        for key in ("leftover_processes", "output_note"):
-            if r.summary.get(key):
-                print(f"mpsstudio: {r.config.where}: {printable(r.summary[key])}", file=sys.stderr)
+        for note in (r.summary.leftover_processes, r.summary.output_note):
+            if note:
+                print(f"mpsstudio: {r.config.where}: {printable(note)}", file=sys.stderr)
         for line in model_lines(r):  # tokens/s and what trains (a model folder's fine-tuning)
             print(f"{r.config.where}: {printable(line)}")
-        if r.summary.get("memory_flag"):  # a finding, on stdout beside the verdicts
-            print(f"{r.config.where}: memory: {printable(r.summary['memory_flag'])}")
-        if r.summary.get("stopped_early_reason"):
-            print(f"{r.config.where}: stopped early after epoch {r.summary.get('stopped_early_epoch')}: "
-                  f"{printable(r.summary['stopped_early_reason'])}.", file=sys.stderr)
-        if r.summary.get("saved_model"):
-            print(f"{r.config.where}: saved the trained model to {printable(r.summary['saved_model'])} "
-                  f"(and its description to {printable(savedmodel.meta_path(r.summary['saved_model']).name)})",
+        if r.summary.memory_flag:  # a finding, on stdout beside the verdicts
+            print(f"{r.config.where}: memory: {printable(r.summary.memory_flag)}")
+        if r.summary.stopped_early_reason:
+            print(f"{r.config.where}: stopped early after epoch {r.summary.stopped_early_epoch}: "
+                  f"{printable(r.summary.stopped_early_reason)}.", file=sys.stderr)
+        if r.summary.saved_model:
+            print(f"{r.config.where}: saved the trained model to {printable(r.summary.saved_model)} "
+                  f"(and its description to {printable(savedmodel.meta_path(r.summary.saved_model).name)})",
                   file=sys.stderr)
-        elif r.summary.get("saved_model_error"):
-            print(f"mpsstudio: {r.config.where}: {printable(r.summary['saved_model_error'])}", file=sys.stderr)
+        elif r.summary.saved_model_error:
+            print(f"mpsstudio: {r.config.where}: {printable(r.summary.saved_model_error)}", file=sys.stderr)
     print_verdicts(results, inspections)  # last: the answer in words
     print_scaling(results)
     regressed = print_regressions(check, results) if check is not None else False
@@ -225,9 +225,9 @@ def model_lines(r) -> list[str]:
     from ..engine.models.hf_folder import is_model_folder
 
     s, out = r.summary, []
-    if s.get("tokens_per_s") and s.get("seq_len"):
-        out.append(f"{s['tokens_per_s']:,.0f} tokens/s (measured: samples/s x {s['seq_len']:,} tokens a sample)")
-    trained, total = s.get("trainable_parameters"), s.get("parameters")
+    if s.tokens_per_s and s.seq_len:
+        out.append(f"{s.tokens_per_s:,.0f} tokens/s (measured: samples/s x {s.seq_len:,} tokens a sample)")
+    trained, total = s.trainable_parameters, s.parameters
     if isinstance(trained, int) and isinstance(total, int) and trained != total:
         how = {"lora": "LoRA", "head": "the head only"}.get(str(r.config.options.get("finetune")), "the rest frozen")
         out.append(f"trains {trained:,} of {total:,} parameters ({how})")

@@ -21,9 +21,9 @@ def print_verdicts(results, inspections=None) -> None:
     comparisons = compare(results)
     compared = {r.id for c in comparisons for r in c.all_runs}  # their verdicts name a noisy run themselves
     for r in results:
-        if r.summary.get("stability") == "noisy" and r.id not in compared:
+        if r.summary.stability == "noisy" and r.id not in compared:
             print(f"\nnoisy: the {r.config.where} run's number is not to be trusted: "
-                  f"{printable(r.summary.get('stability_reason') or '')}.")
+                  f"{printable(r.summary.stability_reason or '')}.")
     for c in comparisons:
         line = headline(c)  # the answer at a glance, then in full
         if line:

@@ -159,7 +159,7 @@ class WindowState:
         """One run of the Run ended (kept in order; its trained model noted where it saved one)."""
         with self._changes():
             self.run_ended = (*self.run_ended, result)
-            saved = result.summary.get("saved_model") if not self.probing else None
+            saved = result.summary.saved_model if not self.probing else None
             if saved:
                 self._trained[result.id] = saved
 
@@ -179,7 +179,7 @@ class WindowState:
 
     def probe_rates(self) -> dict[str, float | None]:
         """The launch benchmark's probe: samples/s per device of its finished runs."""
-        return {r.config.device: r.summary.get("samples_per_s") for r in self.run_ended if r.status == "finished"}
+        return {r.config.device: r.summary.samples_per_s for r in self.run_ended if r.status == "finished"}
 
     def failures(self) -> list[str]:
         """"device: error" of each run of the Run that did not finish, and the refusal, if any."""

@@ -174,7 +174,7 @@ def test_ctrl_c_keeps_the_interrupted_run_as_cancelled_and_exits_130(monkeypatch
     assert code == 130
     assert "interrupted; the interrupted run is kept as cancelled" in captured.err
     [run] = RunStore().all()
-    assert run.status == "cancelled" and run.summary["windows"] == 2
+    assert run.status == "cancelled" and run.summary.windows == 2
     assert "cancelled" in captured.out
     from tests.support.processes import live_processes
 
@@ -206,7 +206,7 @@ def test_sigterm_or_sighup_keeps_the_run_as_cancelled_with_the_reason(monkeypatc
     assert got == code
     assert f"stopped by {sig.name}; the interrupted run is kept as cancelled in the history" in captured.err
     [run] = RunStore().all()
-    assert run.status == "cancelled" and run.summary["windows"] == 2
+    assert run.status == "cancelled" and run.summary.windows == 2
     assert run.error.startswith(f"Stopped by {sig.name} (the front end was asked to end)")
     assert signal.getsignal(sig) == before  # the command's handlers are gone with it
     from tests.support.processes import live_processes
@@ -282,7 +282,7 @@ def test_history_json_writes_the_shape_of_bench_json(tmp_path, capsys):
     assert cli.main(["history", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["format"] == "mpsstudio.runs" and "comparisons" in doc and len(doc["runs"]) >= 1
-    assert import_json(out)[0].summary["stability"] in ("stable", "noisy")
+    assert import_json(out)[0].summary.stability in ("stable", "noisy")
     assert cli.main(["history", "--json", str(tmp_path / "missing" / "x.json")]) == 2
 
 

@@ -88,7 +88,7 @@ def test_a_script_runs_on_the_checked_devices_once_allowed(qtbot, window, monkey
     [result] = window.state.run_ended
     assert result.status == "finished", result.error
     assert result.config.dataset == "script" and result.config.device == "cpu"
-    assert result.summary["measured_steps"] == 25 and len(result.losses) == 27
+    assert result.summary.measured_steps == 25 and len(result.losses) == 27
     assert asked == [str(SCRIPT)]
     assert [r.id for r in window.results.results()] == [result.id]
     assert window.progress.format().startswith("step 27 / 27")  # warm-up included, as for any run

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from mpsstudio.gui.state import WindowState
+from mpsstudio.engine.basics.summary_fields import RunSummary
 
 
 def _device(name, available=True):
@@ -17,7 +18,7 @@ def _device(name, available=True):
 
 def _run(device="cpu", status="finished", error="", saved=None, rid="r1"):
     return SimpleNamespace(id=rid, status=status, error=error, config=SimpleNamespace(device=device),
-                           summary={"samples_per_s": 10.0, **({"saved_model": saved} if saved else {})})
+                           summary=RunSummary.made({"samples_per_s": 10.0, **({"saved_model": saved} if saved else {})}))
 
 
 def test_nothing_starts_before_pytorch_has_loaded_or_while_something_runs():

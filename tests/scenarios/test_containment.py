@@ -83,7 +83,7 @@ def test_what_a_model_starts_ends_with_its_run_and_the_run_says_so(tmp_path, cap
         assert not any(_alive(p) for p in pids)
         assert bystander.poll() is None  # a process that is not the run's is never touched
         [run] = RunStore().all()
-        sentence = run.summary["leftover_processes"]
+        sentence = run.summary.leftover_processes
         # the helper, the daemon and the multiprocessing child; and the Manager where its process, shutting down with
         # its object, had not exited yet when the run ended (a busy machine: seen in a fresh clone's CI)
         assert re.match(r"The model left [34] processes running \(python", sentence), sentence
@@ -236,7 +236,7 @@ def test_output_is_capped_and_nothing_is_left_in_the_temp_folder(tmp_path, capsy
                     "--warmup", "1", "--devices", "cpu", "--no-inspect"])
     err = capsys.readouterr().err
     [run] = RunStore().all()
-    sentence = run.summary["output_note"]
+    sentence = run.summary.output_note
     kept = log_dir() / "runs" / f"{run.id}.txt"
     assert sentence.startswith("The run's process wrote ") and f"kept in {kept} (the " in sentence, sentence
     assert kept.stat().st_size <= 2 * output.KEEP_BYTES + 100 and "of output dropped here" in kept.read_text()
@@ -280,7 +280,7 @@ def test_a_model_that_holds_the_history_lock_cannot_keep_its_run_out(tmp_path, c
     err = capsys.readouterr().err
     assert got == 0, err
     [run] = RunStore().all()  # saved at once: its process and what it started had ended before the save
-    assert run.status == "finished" and run.summary["leftover_processes"].startswith("The model left 1 process")
+    assert run.status == "finished" and run.summary.leftover_processes.startswith("The model left 1 process")
     assert not folder_for(store.path).exists()
 
 
@@ -322,7 +322,7 @@ def test_a_killed_front_end_leaves_its_run_to_the_next_start_as_interrupted(tmp_
     assert "1 run in progress when MPS Studio last ended is kept as interrupted" in err
     [run] = RunStore().all()
     assert run.status == "interrupted" and run.error == journal.INTERRUPTED
-    assert run.summary["windows"] >= 1 and run.summary["samples_per_s"] > 0
+    assert run.summary.windows >= 1 and run.summary.samples_per_s > 0
     assert list(journal.folder().iterdir()) == []
     assert cli.main(["history"]) == 0 and "interrupted" not in capsys.readouterr().err  # kept once
 
@@ -350,7 +350,7 @@ def test_what_a_crashed_run_process_started_is_ended_by_its_parent(tmp_path, cap
     [run] = RunStore().all()
     assert run.status == "failed" and "signal 6" in run.error
     assert re.fullmatch(rf"The run's process left 1 process running \(python[\d.]*, pid {helper}\) when it ended; it "
-                        "was ended.", run.summary["leftover_processes"]), run.summary["leftover_processes"]
+                        "was ended.", run.summary.leftover_processes), run.summary.leftover_processes
 
 
 BY_BATCH = model_source('''
@@ -406,5 +406,5 @@ def test_a_run_with_dataloader_workers_blames_nothing_on_the_model(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 0, err
     [run] = RunStore().all()
-    assert run.status == "finished" and "leftover_processes" not in run.summary, run.summary.get("leftover_processes")
+    assert run.status == "finished" and "leftover_processes" not in run.summary.as_dict(), run.summary.leftover_processes
     assert_gone(run_pids)

@@ -220,13 +220,13 @@ def test_an_energy_monitor_that_raises_leaves_the_run_measuring(fake_mps, fail_o
                     warmup_steps=2)
     [result] = session.run_configs([cfg])
     assert result.status == "finished", result.error
-    assert result.summary["samples_per_s"] > 0
+    assert result.summary.samples_per_s > 0
     s = result.summary
     if fail_on & {1, "all"}:  # at set-up: no energy source, and why
-        assert s["j_per_sample"] is None and "macOS's energy counters could not be read" in s["energy_reason"]
-        assert "IOReport" in s["energy_reason"]
+        assert s.j_per_sample is None and "macOS's energy counters could not be read" in s.energy_reason
+        assert "IOReport" in s.energy_reason
     else:  # mid-run: the run's energy is all of its spans or nothing, and says why
-        assert s["j_per_sample"] is None and "could not be read in" in s["energy_reason"]
+        assert s.j_per_sample is None and "could not be read in" in s.energy_reason
     assert fake.monitor.readings >= 1
 
 
@@ -248,9 +248,9 @@ def test_an_idle_reading_that_fails_leaves_the_energy_measured(fake_mps, monkeyp
                     warmup_steps=2)
     [result] = session.run_configs([cfg])
     s = result.summary
-    assert result.status == "finished" and s["j_per_sample"] > 0 and fake.monitor.readings > 2
-    assert s["idle_w"] is None and s["j_per_sample_above_idle"] is None
-    assert s["idle_reason"] == "the energy counter could not be read"
+    assert result.status == "finished" and s.j_per_sample > 0 and fake.monitor.readings > 2
+    assert s.idle_w is None and s.j_per_sample_above_idle is None
+    assert s.idle_reason == "the energy counter could not be read"
 
 
 def test_utilisation_and_host_readers_that_raise_leave_the_run_measuring(fake_mps, monkeypatch):
@@ -434,7 +434,7 @@ def test_the_window_compares_cpu_and_mps_and_inspects_the_mps_run(qtbot, fake_mp
     cpu, mps = w.state.run_ended
     assert (cpu.config.device, mps.config.device) == ("cpu", "mps")
     assert cpu.status == mps.status == "finished", (cpu.error, mps.error)
-    assert mps.summary["memory_measure"] == "peak_allocated" and mps.summary["energy_measure"] == "estimated"
+    assert mps.summary.memory_measure == "peak_allocated" and mps.summary.energy_measure == "estimated"
     said = w.statusBar().currentMessage()  # the comparison's answer
     qtbot.waitUntil(lambda: any(t.kind == "inspect" for t in w.store.tools()) and w.state.tool_job is None,
                     timeout=60_000)

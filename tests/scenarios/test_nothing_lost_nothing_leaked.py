@@ -75,7 +75,7 @@ def test_a_run_the_history_could_not_read_back_is_kept_as_failed_saying_why(tmp_
     store = RunStore(tmp_path / "runs.sqlite3")
     run = RunResult(config=RunConfig(model="own.py", dataset="script", steps=None, epochs=None),
                     windows=[WindowRow(first_step=3, steps=2, seconds=1e-30, samples=16, samples_per_s=1.6e31)])
-    run.summary["samples_per_s"] = 1.6e31
+    run.summary = run.summary.replaced(samples_per_s=1.6e31)
     store.save(run)
     [back] = store.all()
     assert back.id == run.id and back.status == "failed" and not back.windows and not store.notices
@@ -91,7 +91,7 @@ def test_a_script_run_by_python_keeps_what_the_history_can_read(tmp_path):
     assert done.returncode != 0 and "batch_size must be a whole number from 1 to 1,048,576" in done.stderr
     [run] = _history_reads_back_everything()
     assert run.status == "failed" and "batch_size must be a whole number" in run.error
-    assert run.summary["measured_steps"] > 0  # what was measured before is kept
+    assert run.summary.measured_steps > 0  # what was measured before is kept
 
 
 # ---------------------------------------------------------------- secrets
@@ -337,7 +337,7 @@ def test_a_baseline_on_several_gpus_is_another_setup_for_a_bench_on_one(tmp_path
                                       batch_size=4),
                      windows=[WindowRow(first_step=2, steps=3, seconds=0.1, samples=24, samples_per_s=240.0),
                               WindowRow(first_step=5, steps=3, seconds=0.1, samples=24, samples_per_s=250.0)])
-    base.summary["samples_per_s"] = 245.0
+    base.summary = base.summary.replaced(samples_per_s=245.0)
     export_json([base], tmp_path / "base.json")
     code = cli.main(["bench", "--model", "mlp", "--dataset", "synthetic", "--devices", "cpu", "--steps", "6",
                      "--batch-size", "4", "--no-inspect", "--baseline", str(tmp_path / "base.json")])

@@ -122,11 +122,11 @@ AUTOGRAD = ("import torch\nfrom torch import nn\nm = nn.Linear(4, 3)\nopt = torc
 def test_a_step_is_one_round_of_the_scripts_optimizers_and_autograd_backward_counts(tmp_path):
     code, run = tracked_run(tmp_path, GAN, "--steps", "50")
     assert code == cli.EXIT_OK and run.status == "finished", run.error
-    assert run.summary["measured_steps"] == 50 and run.config.batch_size == 16
-    assert run.summary["parameters"] == (4 + 1) + (2 * 4 + 4)  # both optimizers' parameters
+    assert run.summary.measured_steps == 50 and run.config.batch_size == 16
+    assert run.summary.parameters == (4 + 1) + (2 * 4 + 4)  # both optimizers' parameters
     assert sum(w.samples for w in run.windows) == 50 * 16  # one round is 16 samples, not 32
     code, run = tracked_run(tmp_path, AUTOGRAD, "--steps", "20")
-    assert code == cli.EXIT_OK and run.status == "finished" and run.summary["measured_steps"] == 20, run.error
+    assert code == cli.EXIT_OK and run.status == "finished" and run.summary.measured_steps == 20, run.error
 
 
 @pytest.mark.parametrize("call, said", [
@@ -189,4 +189,4 @@ def test_a_script_run_by_python_keeps_its_run_when_it_gets_sigterm(tmp_path):
     assert proc.returncode == -signal.SIGTERM  # it still ends as SIGTERM ends it
     [run] = RunStore().all()
     assert run.status == "cancelled" and run.error == "Ended by SIGTERM; what was measured until then is kept."
-    assert run.summary["measured_steps"] > 0, err
+    assert run.summary.measured_steps > 0, err

@@ -7,6 +7,7 @@ import random
 from mpsstudio.engine.analysis.summary import RunFacts, summarise
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.results import EpochRow, RunResult, WindowRow
+from mpsstudio.engine.basics.summary_fields import RunSummary
 
 
 def good_run(run_id="a" * 32, device="cuda:0"):
@@ -40,8 +41,9 @@ def point(device: str, batch: int, sps: float, spread: float = 0.01, status: str
     r = RunResult(config=RunConfig(device=device, batch_size=batch, steps=8, epochs=None), status=status)
     r.windows = [WindowRow(samples_per_s=sps * (1 + spread * ((i % 3) - 1)), steps=1, seconds=0.1,
                            data_wait_s=0.0) for i in range(10)]
-    r.summary = {"samples_per_s": sps if status == "finished" else None, "samples_per_s_iqr": sps * spread,
-                 "step_ms": 1000 * batch / sps, "stability": "stable"}
+    r.summary = RunSummary.made({"samples_per_s": sps if status == "finished" else None,
+                                 "samples_per_s_iqr": sps * spread, "step_ms": 1000 * batch / sps,
+                                 "stability": "stable"})
     return r
 
 

@@ -80,13 +80,13 @@ class Entry:
 
     @property
     def samples_per_s(self) -> float | None:
-        values = [v for v in (r.summary.get("samples_per_s") for r in self.runs) if is_finite(v) and v > 0]
+        values = [v for v in (r.summary.samples_per_s for r in self.runs) if is_finite(v) and v > 0]
         return statistics.median(values) if values else None
 
     @property
     def j_per_sample(self) -> float | None:
         """Joules per sample of the entry's run (the newest round of a repeat), None when not measured."""
-        v = self.run.summary.get("j_per_sample")
+        v = self.run.summary.j_per_sample
         return v if is_finite(v) and v > 0 else None
 
     @property
@@ -95,12 +95,12 @@ class Entry:
         None unless both were measured."""
         if self.baseline is None or self.j_per_sample is None:
             return None
-        cpu = self.baseline.summary.get("j_per_sample")
+        cpu = self.baseline.summary.j_per_sample
         return cpu / self.j_per_sample if is_finite(cpu) and cpu > 0 else None
 
     @property
     def noisy(self) -> bool:
-        return any(r.summary.get("stability") == "noisy" for r in self.runs)
+        return any(r.summary.stability == "noisy" for r in self.runs)
 
     @property
     def is_baseline(self) -> bool:
@@ -212,7 +212,7 @@ def speedup(run: RunResult, baseline: RunResult | None) -> float | None:
     """run throughput / CPU throughput; None when either is missing."""
     if baseline is None:
         return None
-    a, b = run.summary.get("samples_per_s"), baseline.summary.get("samples_per_s")
+    a, b = run.summary.samples_per_s, baseline.summary.samples_per_s
     if not is_finite(a) or not is_finite(b) or a <= 0 or b <= 0:
         return None
     return a / b
@@ -247,7 +247,7 @@ def compare(results: list[RunResult]) -> list[Comparison]:
     """Group finished runs by config-without-device (and repeat set); groups need two or more entries."""
     groups: dict[tuple, dict[tuple, list[RunResult]]] = {}
     for r in sorted(results, key=lambda r: instant(r.created_at)):
-        if r.status != "finished" or not is_finite(r.summary.get("samples_per_s")) or r.summary["samples_per_s"] <= 0:
+        if r.status != "finished" or not is_finite(r.summary.samples_per_s) or r.summary.samples_per_s <= 0:
             continue
         rep = _repeat_of(r)
         key = (r.config.comparison_key(), rep["set"] if rep else None)

@@ -52,7 +52,7 @@ class Versus:
 
     @property
     def noisy(self) -> bool:
-        return self.run.summary.get("stability") == "noisy"
+        return self.run.summary.stability == "noisy"
 
 
 @dataclass
@@ -95,12 +95,12 @@ def usable(r: RunResult) -> bool:
 
 
 def usable_run(r: RunResult) -> bool:
-    return r.status == "finished" and is_finite(r.summary.get("samples_per_s")) and r.summary["samples_per_s"] > 0
+    return r.status == "finished" and is_finite(r.summary.samples_per_s) and r.summary.samples_per_s > 0
 
 
 def versus(base: RunResult, other: RunResult) -> Versus:
     usable = usable_run(other) and usable_run(base)  # a failed or stopped run is never compared
-    ratio = other.summary["samples_per_s"] / base.summary["samples_per_s"] if usable else None
+    ratio = other.summary.rate / base.summary.rate if usable else None
     interval = bootstrap_ratio(run_rates(other), run_rates(base), seed=pair_seed(other.id, base.id)) if ratio else None
     low, high = interval if interval else (None, None)
     return Versus(other, ratio, low, high, differences(base, other))
@@ -271,15 +271,15 @@ def verdict(c: Contrast, v: Versus) -> str:
     if c.axis == "framework" and {base.config.framework, v.run.config.framework} == {"torch", "mlx"}:
         return framework_sentence(base, v) if base.config.framework == "torch" else framework_sentence(
             v.run, flipped(base, v))  # PyTorch is the baseline of "MLX trains ... faster than PyTorch"
-    noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
+    noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.stability == "noisy" else ""
     setting_keys = {d.key for d in v.diffs if d.kind == "setting"}
     setup = setup_words(base.config, skip=setting_keys)
     if v.ratio is None:
         return (f"Run {v.run.id[:8]} has no throughput to compare ({printable(v.run.status)}): it is not compared "
                 f"with run {base.id[:8]}.")
-    shaky = next((r for r in (v.run, base) if r.summary.get("stability") == "noisy"), None)
+    shaky = next((r for r in (v.run, base) if r.summary.stability == "noisy"), None)
     if shaky is not None and v.diffs and c.kind == "environment":  # the regression check's rule: never a verdict
-        why = str(shaky.summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
+        why = str(shaky.summary.stability_reason or "its windows vary beyond the limit").rstrip(".")
         named = ", ".join(dict.fromkeys(d.label for d in v.diffs if d.cause)) or "what differs"
         return (f"Run {v.run.id[:8]} against run {base.id[:8]} for {setup}: {ratio_words(v)}, but this cannot tell "
                 f"whether {named} changed the speed: run {shaky.id[:8]} was noisy ({printable(why)}); measure both "
@@ -326,12 +326,12 @@ LEGEND = ("samples/s: measured, the median of the run's windows; \u00b1: half th
 
 def _spread(r: RunResult) -> str:
     s = r.summary
-    return fmt_spread(spread_of(s.get("samples_per_s"), s.get("samples_per_s_iqr")))
+    return fmt_spread(spread_of(s.samples_per_s, s.samples_per_s_iqr))
 
 
 def _row(r: RunResult, differs: str, ratio: str) -> list[str]:
     return [r.id[:8], fmt_timestamp(r.created_at), short_machine(r.machine), printable(device_label(r)), differs,
-            fmt_rate(r.summary.get("samples_per_s")), _spread(r), ratio, str(r.summary.get("stability") or "")]
+            fmt_rate(r.summary.samples_per_s), _spread(r), ratio, str(r.summary.stability or "")]
 
 
 def ratio_cell(v: Versus) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..basics.formatting import DASH, is_finite, one_line, printable
 from ..basics.results import WindowRow
+from ..basics.summary_fields import RunSummary
 
 PARTS = ("gpu", "cpu", "dram", "ane")  # as machine/energy/base.py: the parts a source may give
 MEASURED, ESTIMATED = "measured", "estimated"
@@ -146,30 +147,30 @@ def _above_idle(out: dict, info: dict, spans: list[tuple[WindowRow, float]]) -> 
     out["j_per_sample_above_idle"] = above / samples if samples > 0 else None
 
 
-def describe(summary: dict) -> str:
+def describe(summary: RunSummary) -> str:
     """"0.130 J/sample · 559 W (GPU, measured)" or the reason energy is missing, for a tooltip or a report."""
-    jps = summary.get("j_per_sample")
+    jps = summary.j_per_sample
     if not is_finite(jps):
-        return f"Energy: {summary.get('energy_reason') or 'not measured'}."
-    watts = summary.get("avg_power_w")
+        return f"Energy: {summary.energy_reason or 'not measured'}."
+    watts = summary.avg_power_w
     power = f" at {watts:,.1f} W" if is_finite(watts) else ""
-    how = "estimated by macOS with" if summary.get("energy_measure") == ESTIMATED else "measured by"
-    return (f"Energy: {fmt_joules(jps)} per sample{power}, {how} the {summary.get('energy_source')} "
-            f"({summary.get('energy_scope') or 'the device'}). {describe_idle(summary)}")
+    how = "estimated by macOS with" if summary.energy_measure == ESTIMATED else "measured by"
+    return (f"Energy: {fmt_joules(jps)} per sample{power}, {how} the {summary.energy_source} "
+            f"({summary.energy_scope or 'the device'}). {describe_idle(summary)}")
 
 
-def describe_idle(summary: dict) -> str:
+def describe_idle(summary: RunSummary) -> str:
     """"Idle: 92.0 W (read for 1.0 s before the measured phase); above idle 0.041 J per sample at 467 W." or why
     there is no such figure."""
-    idle = summary.get("idle_w")
+    idle = summary.idle_w
     if not is_finite(idle):
-        return f"Idle power: {summary.get('idle_reason') or 'not measured'}."
-    when = IDLE_WHEN.get(str(summary.get("idle_when")), IDLE_WHEN["before"])
-    text = f"Idle: {idle:,.1f} W (read for {summary.get('idle_s') or 0:.1f} s {when})"
-    above = summary.get("j_per_sample_above_idle")
+        return f"Idle power: {summary.idle_reason or 'not measured'}."
+    when = IDLE_WHEN.get(str(summary.idle_when), IDLE_WHEN["before"])
+    text = f"Idle: {idle:,.1f} W (read for {summary.idle_s or 0:.1f} s {when})"
+    above = summary.j_per_sample_above_idle
     if is_finite(above):
-        return text + f"; above idle {fmt_joules(above)} per sample at {summary.get('power_above_idle_w'):,.1f} W."
-    return text + (f"; {summary['idle_reason']}." if summary.get("idle_reason") else ".")
+        return text + f"; above idle {fmt_joules(above)} per sample at {summary.power_above_idle_w:,.1f} W."
+    return text + (f"; {summary.idle_reason}." if summary.idle_reason else ".")
 
 
 def fmt_joules(v) -> str:
@@ -192,13 +193,13 @@ def notes(runs) -> list[str]:
     seen: dict[str, list[str]] = {}
     for r in runs:
         s = r.summary
-        if is_finite(s.get("j_per_sample")):
-            how = "estimated by macOS" if s.get("energy_measure") == ESTIMATED else "measured"
-            text = f"{how} with the {s.get('energy_source')}: {s.get('energy_scope') or 'the device'}"
+        if is_finite(s.j_per_sample):
+            how = "estimated by macOS" if s.energy_measure == ESTIMATED else "measured"
+            text = f"{how} with the {s.energy_source}: {s.energy_scope or 'the device'}"
         else:
-            reason = str(s.get("energy_reason") or "no reading")
+            reason = str(s.energy_reason or "no reading")
             text = reason if reason.startswith("not measured") else f"not measured: {reason}"
         seen.setdefault(text, []).append(str(r.config.device))
     lines = [f"Energy of {', '.join(dict.fromkeys(devices))}: {text}." for text, devices in seen.items()]
     return lines + [f"{r.config.device}: {describe_idle(r.summary)}" for r in runs
-                    if is_finite(r.summary.get("j_per_sample"))]
+                    if is_finite(r.summary.j_per_sample)]

@@ -102,17 +102,17 @@ class Regression:
     @property
     def processes(self) -> tuple[float, float, float] | None:
         """The ratio with its interval between processes (`between`), or None."""
-        return between([r.summary["samples_per_s"] for r in self.runs],
-                       [r.summary["samples_per_s"] for r in self.bases])
+        return between([r.summary.rate for r in self.runs],
+                       [r.summary.rate for r in self.bases])
 
     @property
     def noisy(self) -> str:
         """Why runs of either side are not to be trusted, naming each ("" when none is noisy)."""
         said = []
         for side, runs in (("new", self.runs), ("baseline", self.bases)):
-            noisy = [r for r in runs if r.summary.get("stability") == "noisy"]
+            noisy = [r for r in runs if r.summary.stability == "noisy"]
             if noisy:
-                reason = str(noisy[0].summary.get("stability_reason") or "its windows vary beyond the limit").rstrip(".")
+                reason = str(noisy[0].summary.stability_reason or "its windows vary beyond the limit").rstrip(".")
                 ids = ", ".join(r.id[:8] for r in noisy)
                 said.append(f"the {side} run{'s' if len(noisy) > 1 else ''} {ids} {'were' if len(noisy) > 1 else 'was'} "
                             f"noisy ({reason}{'; and others' if len(noisy) > 1 else ''})")

@@ -12,7 +12,7 @@ import re
 from dataclasses import fields
 
 from . import energy, memory
-from ..basics.summary_fields import MAX_NUMBER, FieldError as _Bad, check_summary, finite as _finite, number as _number
+from ..basics.summary_fields import MAX_NUMBER, FieldError as _Bad, RunSummary, finite as _finite, number as _number
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import UserError
 from ..basics import shape
@@ -30,9 +30,6 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_TEXT = shape.MAX_TEXT  # characters of any one string (the limits of plain JSON: basics/shape.py)
 MAX_STEPS = 10_000_000  # per-step losses of one run
 MAX_ROWS = 1_000_000  # windows or epochs of one run
-
-# Energy figures of a summary read without its windows (a summary-only load), where they cannot be re-derived.
-_ENERGY_NUMBERS = ("energy_j", "avg_power_w", "j_per_sample", "utilization")
 
 
 def run_from_dict(data, where: str) -> RunResult:
@@ -132,7 +129,7 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         raise _Bad("note", f"text of at most {MAX_TEXT:,} characters expected")
     config = _config(data["config"])
     env = _object(data.get("env", {}), "env")
-    summary = check_summary(_object(data["summary"], "summary"))
+    summary = _checked(RunSummary.declared_shape(), _object(data["summary"], "summary"), "summary")
     if rates is None:
         losses = _steps(data.get("steps", []))
         windows = _rows(data.get("windows", []), "windows", WindowRow)
@@ -140,25 +137,18 @@ def _run(data, rates: list[float] | None = None) -> RunResult:
         _rederive_throughput(summary, _window_rates(windows), config.batch_size)
         _check_energy(windows)
         summary.update(energy.summary_fields(windows, env))  # from the windows, whatever the summary says
-        shapes = summary.get("input_shapes")
-        if shapes is not None and (type(shapes) is not int or not 0 < shapes <= MAX_NUMBER):
-            raise _Bad("summary.input_shapes", "a count of at least 1, or null, expected")
-        summary.update(memory.summary_fields(windows, device_kind(config.device), shapes))
+        summary.update(memory.summary_fields(windows, device_kind(config.device), summary.get("input_shapes")))
     else:
         losses, windows, epochs = [], [], []
         if rates and not (min(rates) > 0 and math.isfinite(sum(rates)) and max(rates) <= MAX_NUMBER):
             raise _Bad("rates", "window throughputs above 0 expected")
         _rederive_throughput(summary, rates, config.batch_size)
-        for key in _ENERGY_NUMBERS:
-            v = summary.get(key)
-            if v is not None and not (_number(v) and v >= 0):
-                raise _Bad(f"summary.{key}", "a finite number of at least 0, or null, expected")
     evaluation = _evaluation(data.get("evaluation", {})) if rates is None else None
     summary["precision_note"] = precision_note(config)  # from the config, whatever the summary says
     # the verdict is re-derived from the numbers it rests on: a file cannot call a noisy run stable
     if summary.get("windows") or "stability" in summary:
-        summary["stability"], summary["stability_reason"] = assess(summary, env)
-    return RunResult(config=config, status=data["status"], env=env, summary=summary, losses=losses,
+        summary["stability"], summary["stability_reason"] = assess(RunSummary.made(summary), env)
+    return RunResult(config=config, status=data["status"], env=env, summary=RunSummary.made(summary), losses=losses,
                      windows=windows, epochs=epochs, error=error, id=run_id, created_at=created, origin=origin,
                      note=note, window_rates=None if rates is None else list(rates), checked=rates is None,
                      evaluation=evaluation)
@@ -190,6 +180,14 @@ def _read(record, value, path: str):
     """`value` read as `record` (its declared shape: basics/results.py), a wrong field named."""
     try:
         return record.read(value, path)
+    except ShapeError as exc:
+        raise _Bad(exc.path or path, exc.why) from None
+
+
+def _checked(declared: shape.Shape, value, path: str):
+    """`value` checked against a declared shape (a record's JSON, before its figures are re-derived)."""
+    try:
+        return declared.check(value, path)
     except ShapeError as exc:
         raise _Bad(exc.path or path, exc.why) from None
 

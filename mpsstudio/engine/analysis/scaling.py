@@ -32,7 +32,7 @@ SPREAD_KEYS = ("gpus", "torchrun")
 
 def world_of(r: RunResult) -> int:
     """The ranks a run ran on in all (its GPUs, on every machine)."""
-    world = r.summary.get("ranks_world")
+    world = r.summary.ranks_world
     if isinstance(world, int) and not isinstance(world, bool) and world >= 1:
         return world
     gpus = getattr(r.config, "gpus", 1)
@@ -52,7 +52,7 @@ def setup_key(r: RunResult) -> tuple:
 
 
 def _usable(r: RunResult) -> bool:
-    return r.status == "finished" and bool(r.summary.get("samples_per_s")) and len(run_rates(r)) >= 1
+    return r.status == "finished" and bool(r.summary.samples_per_s) and len(run_rates(r)) >= 1
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Point:
             import statistics
 
             return float(statistics.median(self.rates))
-        return float(self.run.summary["samples_per_s"])
+        return self.run.summary.rate
 
     @property
     def per_gpu(self) -> float:
@@ -106,7 +106,7 @@ class Point:
 
             q1, _, q3 = quartiles(self.rates)
             return q1, q3
-        return self.run.summary.get("samples_per_s_q1"), self.run.summary.get("samples_per_s_q3")
+        return self.run.summary.samples_per_s_q1, self.run.summary.samples_per_s_q3
 
     @property
     def spread(self) -> float | None:
@@ -151,7 +151,7 @@ class Point:
     def steps_to_ask(self) -> int:
         """An estimate of the measured steps a run would need to settle and then measure: two and a half times
         this run's, at least 100 more, in tens."""
-        steps = self.run.summary.get("measured_steps") or self.run.config.steps or 0
+        steps = self.run.summary.measured_steps or self.run.config.steps or 0
         steps = int(steps) if isinstance(steps, (int, float)) and not isinstance(steps, bool) else 0
         need = max(int(steps * 2.5), steps + 100)
         return -(-need // 10) * 10
@@ -166,14 +166,14 @@ class Point:
 
     @property
     def communication(self) -> dict | None:
-        comm = self.run.summary.get("communication")
+        comm = self.run.summary.communication
         return comm if isinstance(comm, dict) and isinstance(comm.get("share"), (int, float)) else None
 
     @property
     def rank_memory(self) -> list[int]:
-        ranks = self.run.summary.get("ranks")
+        ranks = self.run.summary.ranks
         if not isinstance(ranks, list):
-            peak = self.run.summary.get("peak_memory")
+            peak = self.run.summary.peak_memory
             return [int(peak)] if isinstance(peak, (int, float)) and peak > 0 else []
         return [int(r["peak_memory"]) for r in ranks if isinstance(r, dict) and
                 isinstance(r.get("peak_memory"), (int, float)) and not isinstance(r.get("peak_memory"), bool)]
@@ -219,7 +219,7 @@ class Scaling:
         if unsteady:
             p = unsteady[-1]
             return (f"Too short to tell the scaling: on {p.gpus} {device}{'s' if p.gpus > 1 else ''} "
-                    f"{p.unsteady_words()} (its {p.run.summary.get('measured_steps') or '?'} measured steps); run "
+                    f"{p.unsteady_words()} (its {p.run.summary.measured_steps or '?'} measured steps); run "
                     f"again with --steps {p.steps_to_ask():,} or more (an estimate). Measured as it was: "
                     f"{top.speedup:.2f}x one {device}, not a verdict." + (CPU_RANKS if device != "GPU" else ""))
         if top.high is not None and top.high < LAUNCH_BOUND:
@@ -240,7 +240,7 @@ class Scaling:
                 f"the first {p.settled_at_step:,} steps on {p.gpus} counted as warm-up" for p in settled) + "."
         if eff is not None and eff[0] > SUPERLINEAR:  # more than N times one: the one-GPU run is suspect first
             words += (f" More than {top.gpus} times one {device} is rare: check that the one-{device} run was not "
-                      f"slowed by something else (its stability: {self.one.run.summary.get('stability') or 'unknown'})"
+                      f"slowed by something else (its stability: {self.one.run.summary.stability or 'unknown'})"
                       " and repeat it (--repeat).")
         if device != "GPU":
             words += CPU_RANKS
@@ -269,8 +269,8 @@ class Scaling:
             rows.append([str(p.gpus), f"{_num(p.samples_per_s)}{iqr}{state}", _num(p.per_gpu), speed, efficiency,
                          share, memory])
         for r in self.beside:
-            rows.append([f"{r.config.device} · {short_machine(r.machine)}", _num(r.summary["samples_per_s"]),
-                         "—", "—", "—", "—", fmt_bytes(r.summary.get("peak_memory") or 0)])
+            rows.append([f"{r.config.device} · {short_machine(r.machine)}", _num(r.summary.samples_per_s),
+                         "—", "—", "—", "—", fmt_bytes(r.summary.peak_memory or 0)])
         return headers, rows
 
     def beside_sentences(self) -> list[str]:
@@ -279,7 +279,7 @@ class Scaling:
         one = self.one
         out = []
         for r in self.beside:
-            rate = float(r.summary["samples_per_s"])
+            rate = r.summary.rate
             against = f", {rate / one.samples_per_s:.2f}x one {_gpu_word(one.run)} here" if one else ""
             out.append(f"{short_machine(r.machine)} {r.config.device}: {_rate(rate)}{against} (measured on "
                        "another device, same setup).")
@@ -320,7 +320,7 @@ def scalings(results: Iterable[RunResult]) -> list[Scaling]:
             k = (machine_id(r), r.config.device)
             if k not in newest or (newest[k].created_at or "") < (r.created_at or ""):
                 newest[k] = r
-        out.append(Scaling(points, sorted(newest.values(), key=lambda r: -float(r.summary["samples_per_s"]))))
+        out.append(Scaling(points, sorted(newest.values(), key=lambda r: -r.summary.rate)))
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ..basics.formatting import fmt_beyond, fmt_spread, is_finite
+from ..basics.summary_fields import RunSummary
 
 # the thermal states host.thermal_state writes; anything else in a file is not a measurement and is ignored
 THERMAL_STATES = re.compile(r"nominal|throttled \(CPU speed limit \d{1,2} %\)|(thermal|performance) warning level \d{1,3}"
@@ -30,9 +31,9 @@ MIN_WINDOWS = 5
 HOST_BUSY_PERCENT = 15.0
 
 
-def spread(summary: dict) -> float | None:
+def spread(summary: RunSummary) -> float | None:
     """IQR / median of the window throughputs; None when unknown."""
-    med, iqr = summary.get("samples_per_s"), summary.get("samples_per_s_iqr")
+    med, iqr = summary.samples_per_s, summary.samples_per_s_iqr
     if not is_finite(med) or not is_finite(iqr) or med <= 0:
         return None
     return iqr / med
@@ -58,9 +59,9 @@ def host_causes(env: dict) -> list[str]:
     return causes
 
 
-def assess(summary: dict, env: dict) -> tuple[str | None, str | None]:
+def assess(summary: RunSummary, env: dict) -> tuple[str | None, str | None]:
     """(verdict, reason): ("stable", None), ("noisy", "phrase; phrase"), or (None, None) with no windows."""
-    windows = summary.get("windows") or 0
+    windows = summary.windows or 0
     if not windows:
         return None, None
     reasons = []

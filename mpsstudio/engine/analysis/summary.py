@@ -17,6 +17,7 @@ from ..basics.config import RunConfig, precision_note
 from ..basics.events import EpochEnd, Event, Started, Warmup, Window
 from ..basics.formatting import is_finite
 from ..basics.results import RunResult
+from ..basics.summary_fields import RunSummary
 from .stability import assess, spread
 
 FINAL_LOSS_STEPS = 10
@@ -42,7 +43,7 @@ class RunFacts:
 
 
 def summarise(result: RunResult, facts: RunFacts) -> None:
-    """Fill result.summary from result.windows / losses / epochs (also for failed and cancelled runs); a run that
+    """Set result.summary from result.windows / losses / epochs (also for failed and cancelled runs); a run that
     ended before its environment was read gets this machine's identity (environment.identity)."""
     if not result.env.get("machine_label"):
         from ..machine.environment import identity
@@ -52,7 +53,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
             known.pop("identity_only")
         result.env = {**known, **result.env}
     rates = [w.samples_per_s for w in result.windows if w.samples_per_s is not None]  # (a live window has one)
-    s = result.summary
+    s = result.summary.as_dict()  # what the run wrote before (a script's batch source) stays
     s["parameters"] = facts.parameters
     s["dataset"] = facts.dataset
     s["precision_note"] = precision_note(result.config)
@@ -91,9 +92,11 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
     s["val_loss"], s["val_accuracy"] = facts.val if facts.val else (None, None)
     s.update(energy.summary_fields(result.windows, result.env))
-    rel = spread(s)
-    s["spread_percent"] = 100 * rel if rel is not None else None
-    s["stability"], s["stability_reason"] = assess(s, result.env)
+    summary = RunSummary.made(s)
+    rel = spread(summary)
+    stability, reason = assess(summary, result.env)
+    result.summary = summary.replaced(spread_percent=100 * rel if rel is not None else None, stability=stability,
+                                      stability_reason=reason)
 
 
 def measured_epoch_s(epoch_s) -> float | None:
@@ -117,7 +120,7 @@ def device_kind(device: str) -> str:
     return str(device).split(":")[0]
 
 
-# What a run's memory figure is (summary["memory_measure"], said wherever the figure is shown): the device says which
+# What a run's memory figure is (summary.memory_measure, said wherever the figure is shown): the device says which
 # (Device.memory_measure). "allocator" is what runs recorded before the peak was told from the in-use figure: CUDA's
 # was its allocator's peak, MPS's and MLX's the bytes in use at window ends.
 MEMORY_MEASURES = {
@@ -147,17 +150,19 @@ def memory_words(measure: str | None, device: str = "") -> str:
     return MEMORY_MEASURES.get(measure or "", "memory")
 
 
-def epoch_seconds(summary: dict) -> tuple[float | None, bool]:
+def epoch_seconds(summary: RunSummary | None) -> tuple[float | None, bool]:
     """(seconds per epoch, measured?): measured where whole epochs ran, else the estimate (also from runs
-    written before the two were told apart)."""
-    measured = summary.get("s_per_epoch_measured")
+    written before the two were told apart); (None, False) without a summary."""
+    if summary is None:
+        return None, False
+    measured = summary.s_per_epoch_measured
     if measured is None:
-        measured = measured_epoch_s(summary.get("epoch_s"))
+        measured = measured_epoch_s(summary.epoch_s)
     if is_finite(measured):
         return measured, True
-    for key in ("s_per_epoch_estimate", "s_per_epoch"):
-        if is_finite(summary.get(key)):
-            return summary[key], False
+    for value in (summary.s_per_epoch_estimate, summary.s_per_epoch):
+        if is_finite(value):
+            return value, False
     return None, False
 
 

@@ -15,6 +15,7 @@ from ..basics.config import precision_note
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite, printable
 from ..basics.frameworks import framework_words, mlx_device_words
 from ..basics.results import RunResult
+from ..basics.summary_fields import RunSummary
 from .summary import epoch_seconds
 
 LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
@@ -135,7 +136,7 @@ def _x(v: float) -> str:
 
 def _epochs(e: Entry) -> str:
     (a, a_measured), (b, b_measured) = epoch_seconds(e.run.summary), epoch_seconds(
-        e.baseline.summary if e.baseline else {})
+        e.baseline.summary if e.baseline else None)
     if a is None or b is None:
         return ""
     if a_measured and b_measured:
@@ -151,29 +152,29 @@ def hints(e: Entry) -> list[str]:
     out = []
     s = e.run.summary
     slow = e.speedup is not None and (e.speedup < 1.0 or e.unclear())
-    if slow and is_finite(s.get("step_ms")) and s["step_ms"] < LAUNCH_BOUND_STEP_MS:
-        out.append(f"each step takes {s['step_ms']:.2f} ms on {e.device}, under {LAUNCH_BOUND_STEP_MS:g} ms: "
+    if slow and is_finite(s.step_ms) and s.step_ms < LAUNCH_BOUND_STEP_MS:
+        out.append(f"each step takes {s.step_ms:.2f} ms on {e.device}, under {LAUNCH_BOUND_STEP_MS:g} ms: "
                    "per-operation launch cost dominates, try a larger batch or model")
     for run in (e.run, e.baseline):
         if run is None:
             continue
-        wait = run.summary.get("data_wait_fraction")
+        wait = run.summary.data_wait_fraction
         if slow and is_finite(wait) and wait > DATA_BOUND_FRACTION:
             out.append(f"data waiting was {100 * wait:.0f} % of step time on {run.config.device}: "
                        "try resident data or more workers")
-    busy = s.get("utilization")
-    if s.get("utilization_measure") == "gpu_busy" and is_finite(busy) and busy < LOW_BUSY_PERCENT:
+    busy = s.utilization
+    if s.utilization_measure == "gpu_busy" and is_finite(busy) and busy < LOW_BUSY_PERCENT:
         out.append(f"the GPU was busy only {busy:.0f} % of the measured time: the run waits on the host (Python, "
                    "launches) or on data, so a larger batch, resident data or more workers would help")
     for run in (e.run, e.baseline):
-        if run is not None and run.summary.get("stability") == "noisy":
-            reason = run.summary.get("stability_reason") or "its throughput varied"
+        if run is not None and run.summary.stability == "noisy":
+            reason = run.summary.stability_reason or "its throughput varied"
             out.append(f"the {run.config.device} run was noisy: {reason}")
     return out
 
 
-def _energy_kind(summary: dict) -> str:
-    return "estimated" if summary.get("energy_measure") == "estimated" else "measured"
+def _energy_kind(summary: RunSummary) -> str:
+    return "estimated" if summary.energy_measure == "estimated" else "measured"
 
 
 def energy_sentence(e: Entry) -> str:
@@ -185,24 +186,24 @@ def energy_sentence(e: Entry) -> str:
     cpu = "the CPU" if e.local else "its CPU"
     ratio = e.energy_ratio
     if ratio is None:
-        if e.j_per_sample is None and is_finite(b.get("j_per_sample")):
-            return f"No energy comparison: the {e.device} run has no energy figure ({a.get('energy_reason') or 'not measured'})."
+        if e.j_per_sample is None and is_finite(b.j_per_sample):
+            return f"No energy comparison: the {e.device} run has no energy figure ({a.energy_reason or 'not measured'})."
         if e.j_per_sample is not None:
-            return f"No energy comparison: the CPU run has no energy figure ({b.get('energy_reason') or 'not measured'})."
+            return f"No energy comparison: the CPU run has no energy figure ({b.energy_reason or 'not measured'})."
         return ""
     kinds = {_energy_kind(a), _energy_kind(b)}
     how = kinds.pop() if len(kinds) == 1 else f"{_energy_kind(a)} vs {_energy_kind(b)}"
-    parts = f"{str(a.get('energy_part', '')).upper()} vs {str(b.get('energy_part', '')).upper()}"
-    figures = f"{fmt_joules(e.j_per_sample)} vs {fmt_joules(b['j_per_sample'])} per sample; {parts}, {how}"
+    parts = f"{str(a.energy_part or '').upper()} vs {str(b.energy_part or '').upper()}"
+    figures = f"{fmt_joules(e.j_per_sample)} vs {fmt_joules(b.j_per_sample)} per sample; {parts}, {how}"
     above = _above_idle(a, b)
     if ratio >= 1:
         return f"It used {_x(ratio)} less energy per sample than {cpu} ({figures}{above})."
     return f"It used {_x(1 / ratio)} more energy per sample than {cpu} ({figures}{above})."
 
 
-def _above_idle(a: dict, b: dict) -> str:
+def _above_idle(a: RunSummary, b: RunSummary) -> str:
     """"; above idle: 12.0 mJ vs 95.1 mJ (7.9x less)" when both runs have a figure above their idle power."""
-    x, y = a.get("j_per_sample_above_idle"), b.get("j_per_sample_above_idle")
+    x, y = a.j_per_sample_above_idle, b.j_per_sample_above_idle
     if not (is_finite(x) and is_finite(y) and x > 0 and y > 0):
         return ""
     return f"; above idle: {fmt_joules(x)} vs {fmt_joules(y)} ({_less_or_more(y / x)})"
@@ -217,17 +218,17 @@ def cross_energy_sentence(x) -> str:
     measured it: each side's J/sample and watts, labelled whole device (idle included) and measured or estimated,
     and their ratio, also above idle where both have that; "" otherwise."""
     a, b = x.a.run.summary, x.b.run.summary
-    if not all(is_finite(s.get("j_per_sample")) and s["j_per_sample"] > 0 for s in (a, b)):
+    if not all(is_finite(s.j_per_sample) and s.j_per_sample > 0 for s in (a, b)):
         return ""
 
     def side(e, s) -> str:
-        watts = s.get("avg_power_w")
-        kind = "estimated by macOS" if s.get("energy_measure") == "estimated" else "measured"
+        watts = s.avg_power_w
+        kind = "estimated by macOS" if s.energy_measure == "estimated" else "measured"
         power = f" at {watts:,.1f} W" if is_finite(watts) else ""
-        return (f"{device_name(e.device)} on {short_machine(e.machine)} {fmt_joules(s['j_per_sample'])}{power} "
-                f"({str(s.get('energy_part') or 'device').upper()}, whole device, idle included; {kind})")
+        return (f"{device_name(e.device)} on {short_machine(e.machine)} {fmt_joules(s.j_per_sample)}{power} "
+                f"({str(s.energy_part or 'device').upper()}, whole device, idle included; {kind})")
     return (f"Energy per sample across machines: {side(x.a, a)} vs {side(x.b, b)}: {device_name(x.a.device)} used "
-            f"{_less_or_more(b['j_per_sample'] / a['j_per_sample'])}{_above_idle(a, b)} (different machines).")
+            f"{_less_or_more(b.j_per_sample / a.j_per_sample)}{_above_idle(a, b)} (different machines).")
 
 
 def sentence(e: Entry, inspection: dict | None = None) -> str:
@@ -275,14 +276,14 @@ def comparison_record(c: Comparison, inspections: Sequence[dict] | None = None) 
              "speedup_vs_cpu": e.speedup, "speedup_low": e.low, "speedup_high": e.high,
              "interval": interval_name(e.method), "no_clear_difference": e.unclear(),
              "baseline_run": e.baseline.id if e.baseline else None,
-             "j_per_sample": e.j_per_sample, "avg_power_w": _num(e.run.summary.get("avg_power_w")),
-             "idle_w": _num(e.run.summary.get("idle_w")),
-             "j_per_sample_above_idle": _num(e.run.summary.get("j_per_sample_above_idle")),
-             "energy_measure": e.run.summary.get("energy_measure") if e.j_per_sample is not None else None,
-             "energy_reason": e.run.summary.get("energy_reason") if e.j_per_sample is None else None,
+             "j_per_sample": e.j_per_sample, "avg_power_w": _num(e.run.summary.avg_power_w),
+             "idle_w": _num(e.run.summary.idle_w),
+             "j_per_sample_above_idle": _num(e.run.summary.j_per_sample_above_idle),
+             "energy_measure": e.run.summary.energy_measure if e.j_per_sample is not None else None,
+             "energy_reason": e.run.summary.energy_reason if e.j_per_sample is None else None,
              "energy_ratio_vs_cpu": None if e.is_baseline else e.energy_ratio,
-             "utilization": _num(e.run.summary.get("utilization")),
-             "utilization_measure": e.run.summary.get("utilization_measure"),
+             "utilization": _num(e.run.summary.utilization),
+             "utilization_measure": e.run.summary.utilization_measure,
              "verdict": (sentence(e, inspection_for(e.run, inspections))
                          if not e.is_baseline and e.speedup is not None else None)}
             for e in c.entries
@@ -317,7 +318,7 @@ def machine_words(r: RunResult) -> str:
 
 def parity_words(r: RunResult) -> str:
     """"parity passed", or what the MLX run recorded of it."""
-    found = r.summary.get("parity")
+    found = r.summary.parity
     if not isinstance(found, dict):
         return "parity not recorded"
     return "parity passed" if found.get("passed") is True else "parity failed"
@@ -334,7 +335,7 @@ def framework_sentence(base: RunResult, v) -> str:
     torch = f"{framework_words('torch')} ({_device_words(base)})"
     where = machine_words(base)
     trains = "trains" if c.mode == "train" else "runs inference of"
-    noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.get("stability") == "noisy" else ""
+    noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.stability == "noisy" else ""
     tail = f"; {parity_words(v.run)}{noisy}."
     if v.ratio is None:
         return f"{mlx} and {torch} are not compared for {work} on {where}: a run has no throughput{tail}"

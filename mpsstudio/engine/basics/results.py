@@ -1,5 +1,5 @@
-"""RunResult: what one run measured, plus its config and environment; its windows, epochs and evaluation as typed
-records (basics/shape.Record: one declaration gives the check analysis/runcheck.py makes of a run read back, and the
+"""RunResult: what one run measured, plus its config and environment; its summary (basics/summary_fields.py),
+windows, epochs and evaluation as typed records (basics/shape.Record: one declaration gives the check analysis/runcheck.py makes of a run read back, and the
 attributes every reader uses).
 
 Checking a run read back lives in analysis/runcheck.py; writing and reading run files (JSON, CSV) in
@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from .config import RunConfig
 from .shape import Int, List, Map, Num, Record, Share, Text, may, need
-from .summary_fields import MAX_NUMBER
+from .summary_fields import COUNT, COUNT_OF, MAX_NUMBER, QUANTITY, RunSummary
 
 STATUSES = ("finished", "failed", "cancelled", "interrupted")  # interrupted: its front end was killed
 
@@ -54,9 +54,6 @@ def date_problem(text) -> str:
     return ""
 
 
-QUANTITY = Num(lo=0.0, hi=MAX_NUMBER, null=True)  # a measured quantity (seconds, samples/s, joules), or null
-COUNT = Int(lo=0, hi=int(MAX_NUMBER), null=True)  # a whole number (a step, bytes), or null
-COUNT_OF = Int(lo=0, hi=int(MAX_NUMBER))
 MAX_CLASSES = 1000  # classes of an evaluation (the trainer keeps up to 100)
 
 
@@ -126,7 +123,7 @@ class RunResult:
     config: RunConfig
     status: str = "finished"
     env: dict = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
+    summary: RunSummary = field(default_factory=RunSummary)
     losses: list[float] = field(default_factory=list)
     windows: list[WindowRow] = field(default_factory=list)
     epochs: list[EpochRow] = field(default_factory=list)
@@ -142,6 +139,10 @@ class RunResult:
     # True on a run made by runcheck (every field checked, its summary re-derived from its windows): only such a
     # run is sealed when stored (history/rows.py, _seal), so that the table can read it back without checking it again.
     checked: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.summary, dict):  # a caller's plain figures (a test's), made the record they describe
+            self.summary = RunSummary.made(self.summary)
 
     def epoch_step(self, epoch: EpochRow) -> int | None:
         """The step at which an epoch row ended: its step, or for a finished run stored before epochs kept
@@ -173,7 +174,7 @@ class RunResult:
             "note": self.note,
             "config": self.config.to_dict(),
             "env": self.env,
-            "summary": json_safe(self.summary),
+            "summary": json_safe(self.summary.as_dict()),
             "steps": [{"step": i + 1, "loss": json_safe(v)} for i, v in enumerate(self.losses)],
             "windows": [json_safe(w.as_dict()) for w in self.windows],
             "epochs": [json_safe(e.as_dict()) for e in self.epochs],

@@ -118,6 +118,7 @@ class Text(Shape):
     max: int = 2_000
     null: bool = False
     choices: tuple = ()
+    as_written: bool = False  # kept with its control characters (a run's notes: every view shows them printable)
 
     def _check(self, value, path):
         if not isinstance(value, str):
@@ -126,7 +127,7 @@ class Text(Shape):
             raise ShapeError(path, f"is a text of {len(value):,} characters, more than {self.max:,}")
         if self.choices and value not in self.choices:
             raise ShapeError(path, f"is {_shown(value)}, not one of {', '.join(map(repr, self.choices))}")
-        return value if value.isprintable() else "".join(c if c.isprintable() or c == "\n" else "?" for c in value)
+        return value if self.as_written or value.isprintable() else "".join(c if c.isprintable() or c == "\n" else "?" for c in value)
 
 
 @dataclass(frozen=True)

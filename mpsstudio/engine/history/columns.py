@@ -36,7 +36,7 @@ class ResultColumn:
 
 def _summary(key: str, scale: float = 1.0) -> Callable[[RunResult, Speedups], object]:
     def get(r: RunResult, _speedups: Speedups):
-        v = r.summary.get(key)
+        v = getattr(r.summary, key)
         if not is_finite(v):
             return None
         return v * scale if scale != 1.0 else v
@@ -52,7 +52,7 @@ def _interval(r: RunResult, speedups: Speedups):
 
 
 def _stability(r: RunResult, _speedups: Speedups):
-    return r.summary.get("stability")
+    return r.summary.stability
 
 
 def _epoch_s(r: RunResult, _speedups: Speedups):
@@ -66,8 +66,8 @@ def epoch_is_estimate(r: RunResult) -> bool:
 
 
 def _memory_measure(r: RunResult, _speedups: Speedups):
-    measure = r.summary.get("memory_measure")
-    if measure is None and r.summary.get("peak_memory"):  # runs from before the field: what they measured
+    measure = r.summary.memory_measure
+    if measure is None and r.summary.peak_memory:  # runs from before the field: what they measured
         measure = "process_rss" if r.config.device == "cpu" else "allocator"
     return measure
 
@@ -78,12 +78,12 @@ def _memory_measure_words(r: RunResult, speedups: Speedups):
 
 
 def _energy_source(r: RunResult) -> str | None:
-    source, measure = r.summary.get("energy_source"), r.summary.get("energy_measure")
+    source, measure = r.summary.energy_source, r.summary.energy_measure
     return f"{source} ({measure})" if source and measure else None
 
 
 def energy_is_estimate(r: RunResult) -> bool:
-    return r.summary.get("energy_measure") == "estimated"
+    return r.summary.energy_measure == "estimated"
 
 
 COLUMNS: tuple[ResultColumn, ...] = (
@@ -103,7 +103,7 @@ COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("samples_per_s", "Samples/s", "Measured: median throughput over the measurement windows "
                  "(samples per second); warm-up steps excluded.", "rate", _summary("samples_per_s")),
     ResultColumn("samples_per_s_spread", "±", f"Measured: how sure Samples/s is. {SPREAD_WORDS}.", "spread",
-                 lambda r, s: spread_of(r.summary.get("samples_per_s"), r.summary.get("samples_per_s_iqr"))),
+                 lambda r, s: spread_of(r.summary.samples_per_s, r.summary.samples_per_s_iqr)),
     ResultColumn("samples_per_s_iqr", "IQR", "Measured: interquartile range of the window throughputs "
                  "(samples per second): the spread of the middle half.", "rate", _summary("samples_per_s_iqr")),
     ResultColumn("stability", "Stability", "Measured: stable, or noisy (throughput spread beyond ±5 %, half the IQR "
@@ -152,7 +152,7 @@ COLUMNS: tuple[ResultColumn, ...] = (
     ResultColumn("energy_source", "Energy source", "What measured the energy, and whether it is measured or "
                  "estimated.", "text", lambda r, s: _energy_source(r)),
     ResultColumn("energy_reason", "Energy missing because", "Why the run has no energy figures.", "text",
-                 lambda r, s: r.summary.get("energy_reason") if r.summary.get("j_per_sample") is None else None),
+                 lambda r, s: r.summary.energy_reason if r.summary.j_per_sample is None else None),
     ResultColumn("status", "Status", "finished, failed, cancelled or interrupted (MPS Studio ended during the run).", "text", lambda r, s: r.status),
     ResultColumn("error", "Error", "Why a failed run failed.", "text", lambda r, s: r.error),
     ResultColumn("note", "Note", "Your note on the run (the window's Details tab, or `mpsstudio history --note ID "

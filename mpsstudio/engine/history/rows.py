@@ -52,7 +52,7 @@ def to_row(result: RunResult) -> tuple:
     c = result.config
     fields = (text(result.id), text(result.created_at), text(result.status), text(result.origin),
               text(result.error), json.dumps(c.to_dict(), allow_nan=False), json.dumps(result.env, allow_nan=False),
-              json.dumps(json_safe(result.summary), allow_nan=False))
+              json.dumps(json_safe(result.summary.as_dict()), allow_nan=False))
     rates = rates_blob(result.windows)
     return (
         *fields[:4], text(c.model), text(c.dataset), text(c.device), c.batch_size or 0, text(c.precision or ""),

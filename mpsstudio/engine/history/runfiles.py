@@ -250,9 +250,9 @@ def steps_rows(result: RunResult) -> list[list]:
     the measurement window holding the step (empty in warm-up: warm-up is never counted). The loss is text with
     7 significant digits (what the history's float32 keeps)."""
     s = result.summary
-    warm_steps = s.get("warmup_steps")
+    warm_steps = s.warmup_steps
     warm: int = warm_steps if isinstance(warm_steps, int) else 0
-    warmup_s = s.get("warmup_s") if is_finite(s.get("warmup_s")) else None
+    warmup_s = s.warmup_s if is_finite(s.warmup_s) else None
     window_of: dict[int, tuple] = {}
     elapsed = warmup_s or 0.0
     last = warm

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..basics.errors import UserError
 from ..basics.files import atomic_path, check_name_length, check_writable_file, write_atomic
 from ..basics.formatting import printable
+from ..basics.summary_fields import RunSummary
 
 FORMAT = "mpsstudio.model"
 VERSION = 1
@@ -67,7 +68,7 @@ def normalization(data) -> dict:
     return {"mean": list(data.mean), "std": list(data.std), "scale": "pixels / 255, then (x - mean) / std"}
 
 
-def describe(config, data, model_spec, run_id: str, summary: dict) -> dict:
+def describe(config, data, model_spec, run_id: str, summary: RunSummary) -> dict:
     """What rebuilding and feeding the trained model needs, for the JSON beside its weights."""
     spec = model_spec
     inputs = ({"kind": "image", "channels": spec.channels, "height": spec.height, "width": spec.width}
@@ -77,11 +78,11 @@ def describe(config, data, model_spec, run_id: str, summary: dict) -> dict:
         "classes": [str(c) for c in data.classes][:spec.num_classes],
         "normalization": normalization(data),
         "dataset": config.dataset, "run_id": run_id, "device": config.device, "precision": config.precision,
-        "epochs_trained": summary.get("stopped_early_epoch") or (config.epochs if config.steps is None else None),
+        "epochs_trained": summary.stopped_early_epoch or (config.epochs if config.steps is None else None),
         # the weights are the best epoch's where the run kept it (keep_best), else the last epoch's
-        "weights_of_epoch": summary.get("best_epoch") if config.keep_best else "last",
-        "monitor": summary.get("monitor"), "best_value": summary.get("best_value"),
-        "last_val_accuracy": summary.get("val_accuracy"), "last_val_loss": summary.get("val_loss"),
+        "weights_of_epoch": summary.best_epoch if config.keep_best else "last",
+        "monitor": summary.monitor, "best_value": summary.best_value,
+        "last_val_accuracy": summary.val_accuracy, "last_val_loss": summary.val_loss,
         "load_with": "torch.load(weights, weights_only=True), then model.load_state_dict(...)",
     }
 
@@ -112,9 +113,9 @@ def kept_weights(run) -> Path:
     """The trained weights a stored run saved (its summary's `saved_model`, with the JSON beside them naming this
     run); UserError (one sentence) when it saved none, they are gone, or another run's have replaced them."""
     rid = printable(run.id)[:64]
-    kept = run.summary.get("saved_model")
+    kept = run.summary.saved_model
     if run.config.mode != "train" or not isinstance(kept, str) or not kept:
-        why = run.summary.get("saved_model_error")
+        why = run.summary.saved_model_error
         why = f" ({printable(why)})" if isinstance(why, str) and why else ""
         raise UserError(f"Run {rid} kept no trained weights{why}; train with bench --save-model FILE.pt (or Save "
                         "Trained Model… in the window), then export --weights FILE.pt.")

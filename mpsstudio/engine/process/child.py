@@ -126,7 +126,7 @@ def _serve_one(conn, job: RunJob | ProbeJob | ToolJob, stop: threading.Event, se
                 if contain and isinstance(event, Ended):  # the run is over: what its model left running ends now
                     left = end_leftovers(who=who)
                     if left:
-                        event.result.summary["leftover_processes"] = left
+                        event.result.summary = event.result.summary.replaced(leftover_processes=left)
                 conn.send(("event", event))
             result = session.run_one(RunConfig.from_dict(config), position=position, save_model=save_model,
                                      on_event=send, should_stop=stop.is_set,

@@ -54,6 +54,7 @@ class ToolJob:
 _ALLOWED = {
     "mpsstudio.engine.basics.events": {"Started", "Warmup", "Window", "EpochEnd", "Notice", "Ended"},
     "mpsstudio.engine.basics.results": {"RunResult", "WindowRow", "EpochRow", "Evaluation"},
+    "mpsstudio.engine.basics.summary_fields": {"RunSummary"},
     "mpsstudio.engine.basics.config": {"RunConfig"},
     "mpsstudio.engine.run.session": {"ModelProbe"},
 }

@@ -265,9 +265,9 @@ class _RunJob:
             self._show_output(time.monotonic(), everything=True)
         note = self.proc.keep_output(result.id)
         if note:
-            result.summary["output_note"] = note
-        if self.proc.orphans and not result.summary.get("leftover_processes"):
-            result.summary["leftover_processes"] = self.proc.orphans
+            result.summary = result.summary.replaced(output_note=note)
+        if self.proc.orphans and not result.summary.leftover_processes:
+            result.summary = result.summary.replaced(leftover_processes=self.proc.orphans)
         return result
 
     def _handle(self, message: tuple) -> RunResult | None:

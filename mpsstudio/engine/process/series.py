@@ -31,14 +31,14 @@ def run_tool(name: str, payload: dict, **kwargs) -> dict:
 
 def sweep_point_words(result: RunResult, done: int, total: int) -> str:
     """"cpu batch 64: 1,234 samples/s  (3 of up to 6)"."""
-    sps = result.summary.get("samples_per_s")
+    sps = result.summary.samples_per_s
     shown = f"{sps:,.0f} samples/s" if sps and result.status == "finished" else result.status
     return f"{result.config.device} batch {result.config.batch_size}: {shown}  ({done} of up to {total})"
 
 
 def tune_point_words(cand, result: RunResult, rnd: int) -> str:
     """"round 2: cuda fp32 + TF32 off, batch 64: 1,234 samples/s"."""
-    sps = result.summary.get("samples_per_s")
+    sps = result.summary.samples_per_s
     shown = f"{sps:,.0f} samples/s" if sps and result.status == "finished" else result.status
     return f"round {rnd}: {cand.device} {cand.label()}: {shown}"
 

@@ -63,7 +63,7 @@ def contrast_part(c: contrasts.Contrast, diagnoses: Sequence[dict] = ()) -> Part
     labels = ["baseline"] + [", ".join(d.words("other") for d in v.diffs if d.cause) or "repeat" for v in c.rows]
     chart = Chart(labels, [1.0, *(v.ratio for v in c.rows)], "samples/s over the baseline's (\u00d7)",
                   [None, *(v.low for v in c.rows)], [None, *(v.high for v in c.rows)], 1.0,
-                  ["noisy" if c.baseline.summary.get("stability") == "noisy" else ""]
+                  ["noisy" if c.baseline.summary.stability == "noisy" else ""]
                   + ["noisy" if v.noisy else "" for v in c.rows])
     envs = [dict(environment_items(r.env)) for r in c.runs]
     names = list(dict.fromkeys(k for env in envs for k in env))
@@ -80,11 +80,11 @@ def scaling_part(s) -> Part:
     headers, rows = s.table()
     labels = [f"{p.gpus} GPU{'s' if p.gpus > 1 else ''}" for p in s.points] + [
         f"{r.config.device} \u2014 {short_machine(r.machine)}" for r in s.beside]
-    values = [p.samples_per_s for p in s.points] + [float(r.summary["samples_per_s"]) for r in s.beside]
+    values = [p.samples_per_s for p in s.points] + [float(r.summary.samples_per_s) for r in s.beside]
     lows = [p.iqr[0] for p in s.points] + [None] * len(s.beside)
     highs = [p.iqr[1] for p in s.points] + [None] * len(s.beside)
     chart = Chart(labels, values, "samples/s, all GPUs (median; whiskers: the middle half of the windows)", lows, highs,
-                  None, ["noisy" if p.run.summary.get("stability") == "noisy" else "" for p in s.points]
+                  None, ["noisy" if p.run.summary.stability == "noisy" else "" for p in s.points]
                   + [""] * len(s.beside))
     methods = [f"{p.gpus} GPUs: the all-reduce's share is the {p.communication['method']}." for p in s.points
                if p.communication]
@@ -104,8 +104,8 @@ def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequen
     if parts:
         return parts
     s = run.summary
-    what = (f"{run.config.device}: {fmt_rate(s.get('samples_per_s'))} samples/s (measured)"
-            if run.status == "finished" and is_finite(s.get("samples_per_s")) else f"{run.config.device}: {run.status}")
+    what = (f"{run.config.device}: {fmt_rate(s.samples_per_s)} samples/s (measured)"
+            if run.status == "finished" and is_finite(s.samples_per_s) else f"{run.config.device}: {run.status}")
     said = ([printable(run.error)] if run.error else []) + [printable(line) for line in script_lines(run)]
     return [Part(f"Run: {run.config.work_words}, {run.config.batch_words}, "
                  f"{run.config.precision_words} on {run.config.device}", what, said,

@@ -324,10 +324,11 @@ class RunLoop:
         if self.ranks is not None:
             from .ranks import summary_of
 
-            self.result.summary.update(summary_of(self.ranks, self.result, self.windows, self.device))
+            ranks = summary_of(self.ranks, self.result, self.windows, self.device)
+            self.result.summary = self.result.summary.replaced(**ranks)
         if save_model and self.result.status == "finished" and self.p is not None:
             self.save_model(save_model)
-        self.result.summary.update(self.saved)
+        self.result.summary = self.result.summary.replaced(**self.saved)
         self.emit(Ended(self.result))
 
     def save_model(self, path: str) -> None:
@@ -364,6 +365,6 @@ class RunLoop:
             tokens_per_sample=p.model_spec.seq_len if p and p.model_spec.kind == "tokens" else None,
             trainable_parameters=models.count_parameters(p.model, trainable=True) if p else None))
         if p is not None:
-            self.result.summary.update(p.epochs.summary())
+            self.result.summary = self.result.summary.replaced(**p.epochs.summary())
         if noted.get("preflight"):
-            self.result.summary["preflight"] = noted["preflight"]
+            self.result.summary = self.result.summary.replaced(preflight=noted["preflight"])

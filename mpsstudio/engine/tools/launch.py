@@ -111,8 +111,8 @@ def probe(devices: Sequence[str], run: Callable[[list[RunConfig]], list[RunResul
     """A short ResNet50 inference run per device (batch 8, one warm-up and two measured steps): its
     samples/s, for estimate_s. `run` is process.run_isolated (or a stand-in)."""
     results = run([PROBE.with_device(d) for d in devices])
-    return {r.config.device: float(r.summary["samples_per_s"]) for r in results
-            if r.status == "finished" and is_finite(r.summary.get("samples_per_s"))}
+    return {r.config.device: float(r.summary.samples_per_s) for r in results
+            if r.status == "finished" and is_finite(r.summary.samples_per_s)}
 
 
 @dataclass
@@ -144,9 +144,9 @@ def report(jobs: Sequence[Job], results: Sequence[RunResult]) -> list[Row]:
         entries = {e.run.id: e for c in compare(runs) for e in c.entries}
         for r in runs:
             e = entries.get(r.id)
-            rows.append(Row(job.workload.label, job.mode, r.config.device, r.summary.get("samples_per_s"),
+            rows.append(Row(job.workload.label, job.mode, r.config.device, r.summary.samples_per_s,
                             e.speedup if e else None, e.low if e else None, e.high if e else None,
-                            CLAIMS[job.mode][1] if r.config.device != "cpu" else "", r.summary.get("stability"),
+                            CLAIMS[job.mode][1] if r.config.device != "cpu" else "", r.summary.stability,
                             r.id))
     return rows
 

@@ -90,13 +90,13 @@ def run(config: RunConfig, devices: Sequence[str], batch_sizes: Sequence[int] | 
 def _point(r: RunResult) -> dict:
     s = r.summary
     return {"device": r.config.device, "batch_size": r.config.batch_size,
-            "samples_per_s": s.get("samples_per_s"), "samples_per_s_iqr": s.get("samples_per_s_iqr"),
-            "step_ms": s.get("step_ms"), "status": r.status, "stability": s.get("stability"),
+            "samples_per_s": s.samples_per_s, "samples_per_s_iqr": s.samples_per_s_iqr,
+            "step_ms": s.step_ms, "status": r.status, "stability": s.stability,
             "error": r.error or None, "run_id": r.id}
 
 
 def _usable(r: RunResult) -> bool:
-    sps = r.summary.get("samples_per_s")
+    sps = r.summary.samples_per_s
     return r.status == "finished" and is_finite(sps) and sps > 0
 
 
@@ -112,7 +112,7 @@ def analyse(results: Sequence[RunResult], config: RunConfig | None = None, steps
     for r in results:
         if _usable(r):
             by_device.setdefault(r.config.device, {})[r.config.batch] = r
-    best = {d: max(runs.values(), key=lambda r: r.summary["samples_per_s"]).config.batch_size
+    best = {d: max(runs.values(), key=lambda r: r.summary.rate).config.batch_size
             for d, runs in by_device.items()}
     crossovers = [c for d in by_device if d != "cpu" for c in [_crossover(d, by_device)] if c is not None]
     envs = [r.env for r in results if r.env]
@@ -133,7 +133,7 @@ def _crossover(device: str, by_device: dict[str, dict[int, RunResult]]) -> dict 
     ratios = []
     for b in common:
         a, c = acc[b], cpu[b]
-        ratio = a.summary["samples_per_s"] / c.summary["samples_per_s"]
+        ratio = a.summary.rate / c.summary.rate
         interval = bootstrap_ratio(run_rates(a), run_rates(c),
                                    seed=_seed(a.id, c.id))
         faster = interval[0] > 1.0 if interval else ratio > 1.0

@@ -257,10 +257,10 @@ def reference_rate(config: RunConfig, device: str, runs: Sequence[RunResult]) ->
     """samples/s of the newest finished run of the same model, dataset, precision and mode on `device`."""
     same = [r for r in runs if r.status == "finished" and r.config.device == device and r.config.model == config.model
             and r.config.dataset == config.dataset and r.config.precision == config.precision
-            and r.config.mode == config.mode and (r.summary.get("samples_per_s") or 0) > 0]
+            and r.config.mode == config.mode and (r.summary.samples_per_s or 0) > 0]
     if not same:
         return None
-    return float(max(same, key=lambda r: instant(r.created_at)).summary["samples_per_s"])
+    return max(same, key=lambda r: instant(r.created_at)).summary.rate
 
 
 def sweep_line(config: RunConfig, devices: Sequence[str], sizes: Sequence[int], steps: int, warmup: int,

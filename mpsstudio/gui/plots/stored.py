@@ -35,7 +35,7 @@ def legend_labels(results: Sequence) -> list[str]:
 
 def power_note(results: Sequence) -> str:
     """Why none of these runs has a power curve ("" when one has, or there is nothing to say)."""
-    notes = [str(r.summary.get("energy_reason") or "") for r in results if not r.summary.get("energy_j")]
+    notes = [str(r.summary.energy_reason or "") for r in results if not r.summary.energy_j]
     if not (notes and notes[0] and len(notes) == len(results)):
         return ""
     return "Power " + (notes[0] if notes[0].lower().startswith("not measured") else f"not measured: {notes[0]}")
@@ -45,10 +45,10 @@ def draw(plots, r, label: str) -> None:
     """One stored run (a whole RunResult: steps, windows, epochs) on `plots` (a LivePlots)."""
     s = r.summary
     losses = list(r.losses)
-    warm = int(s.get("warmup_steps") or 0) if isinstance(s.get("warmup_steps"), (int, float)) else 0
+    warm = int(s.warmup_steps or 0) if isinstance(s.warmup_steps, (int, float)) else 0
     warm = max(0, min(warm, len(losses)))
     plots.start_run(r.id, label, warm)
-    warmup_s = s.get("warmup_s")
+    warmup_s = s.warmup_s
     plots.add_warmup(r.id, losses[:warm], warmup_s if isinstance(warmup_s, (int, float)) else None)
     drawn = warm
     for w in r.windows:

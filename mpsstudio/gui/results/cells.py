@@ -30,12 +30,12 @@ def run_cells(r: RunResult, comparison: Comparison | None, letter: str,
     cells["machine"] = Cell(machine, machine.lower(), _machine_tooltip(r))
     cells["device"].tooltip = str(r.env.get("device_name") or "")
     cells["model"].tooltip = _model_tooltip(r)
-    cells["dataset"].tooltip = str(s.get("dataset") or "")
+    cells["dataset"].tooltip = str(s.dataset or "")
     cells["precision"].tooltip = _settings_tooltip(r)
     spread = cell_text("samples_per_s_spread", r, speedups)  # the one ± rule (columns.py)
     if is_finite(BY_KEY["samples_per_s_spread"].value(r, speedups)):
         cells["samples_per_s"].text += f" {spread}"
-    if s.get("stability") == "noisy":
+    if s.stability == "noisy":
         cells["samples_per_s"].text = "\u26a0\ufe0e " + cells["samples_per_s"].text
     cells["samples_per_s"].tooltip = _rate_tooltip(r)
     cells["speedup_vs_cpu"].tooltip = _speedup_tooltip(r, comparison, letter)
@@ -43,14 +43,14 @@ def run_cells(r: RunResult, comparison: Comparison | None, letter: str,
     if (entry is not None and not entry.is_baseline and entry.low is not None and entry.high is not None
             and r.id not in entry.round_speedups):
         cells["speedup_vs_cpu"].text += f" ({fmt_ratio(entry.low)}\u2013{fmt_ratio(entry.high)})"
-    if s.get("warmup_steps"):
-        cells["warmup_s"].tooltip = plural(int(s["warmup_steps"]), "warm-up step")
+    if s.warmup_steps:
+        cells["warmup_s"].tooltip = plural(int(s.warmup_steps), "warm-up step")
     cells["s_per_epoch"].tooltip = _epoch_tooltip(r)
     cells["j_per_sample"].tooltip = _energy_tooltip(r)
     if r.status in ("cancelled", "interrupted"):
         cells["status"].tooltip = "Stopped before the end; its numbers cover the steps done."
-    noisy = r.status == "finished" and s.get("stability") == "noisy"
-    state_tip = STATE_WORDS.get(r.status, r.status) + (f"; noisy: {s.get('stability_reason')}" if noisy else "")
+    noisy = r.status == "finished" and s.stability == "noisy"
+    state_tip = STATE_WORDS.get(r.status, r.status) + (f"; noisy: {s.stability_reason}" if noisy else "")
     if r.status == "failed" and r.error:
         state_tip += f": {r.error}"
     state = Cell("\u26a0\ufe0e" if noisy else STATE_GLYPHS.get(r.status, "?"), r.status, state_tip)
@@ -64,11 +64,11 @@ def _energy_tooltip(r: RunResult) -> str:
     """What the J/sample figure is (source, power, busy share), or why the cell is empty."""
     s = r.summary
     lines = [energy.describe(s)]
-    if is_finite(s.get("energy_j")):
-        lines.append(f"{energy.fmt_joules(s['energy_j'])} over the measurement windows.")
-    if is_finite(s.get("utilization")):
-        what = "GPU busy" if s.get("utilization_measure") == "gpu_busy" else "CPU busy (share of all cores)"
-        lines.append(f"{what}: {s['utilization']:.0f} % of the measured time.")
+    if is_finite(s.energy_j):
+        lines.append(f"{energy.fmt_joules(s.energy_j)} over the measurement windows.")
+    if is_finite(s.utilization):
+        what = "GPU busy" if s.utilization_measure == "gpu_busy" else "CPU busy (share of all cores)"
+        lines.append(f"{what}: {s.utilization:.0f} % of the measured time.")
     return "\n".join(lines)
 
 def _speedup_tooltip(r: RunResult, comparison: Comparison | None, letter: str) -> str:
@@ -80,8 +80,8 @@ def _speedup_tooltip(r: RunResult, comparison: Comparison | None, letter: str) -
                 "would not be a fair baseline).")
     if entry.is_baseline:
         return f"The CPU baseline of comparison {letter} on {r.machine}."
-    text = (f"{fmt_rate(r.summary.get('samples_per_s'))} / "
-            f"{fmt_rate(entry.baseline.summary.get('samples_per_s'))} samples/s on the same machine's CPU.")
+    text = (f"{fmt_rate(r.summary.samples_per_s)} / "
+            f"{fmt_rate(entry.baseline.summary.samples_per_s)} samples/s on the same machine's CPU.")
     if entry.low is not None and entry.high is not None:
         how = "95 % interval" if entry.method == "bootstrap" else "range of the paired rounds"
         text += f"\n{how}: {entry.low:.2f}\u2013{entry.high:.2f}\u00d7"
@@ -100,7 +100,7 @@ def _machine_tooltip(r: RunResult) -> str:
     return " \u00b7 ".join(str(p) for p in parts)
 
 def _model_tooltip(r: RunResult) -> str:
-    params = r.summary.get("parameters")
+    params = r.summary.parameters
     return f"{fmt_count(params)} parameters" if is_finite(params) else ""
 
 def _settings_tooltip(r: RunResult) -> str:
@@ -110,7 +110,7 @@ def _settings_tooltip(r: RunResult) -> str:
                                    ("TF32", cfg.tf32), ("TF32 in convolutions", cfg.tf32_conv and not cfg.tf32),
                                    ("data on the device", cfg.resident)) if on]
     if cfg.is_script:  # what the script used, read from it (run/script/settings.py)
-        words = r.summary.get("script_settings_words")
+        words = r.summary.script_settings_words
         text = "; ".join(str(w) for w in words) if isinstance(words, list) and words else "settings not known"
         return f"The script's own: {text}."
     text = f"{cfg.precision}, {cfg.optimizer} lr {cfg.lr:g}, {length}, {cfg.mode}"
@@ -119,25 +119,25 @@ def _settings_tooltip(r: RunResult) -> str:
 
 def _rate_tooltip(r: RunResult) -> str:
     s = r.summary
-    if not is_finite(s.get("samples_per_s")):
+    if not is_finite(s.samples_per_s):
         return "No measurement window finished."
-    q1, q3 = s.get("samples_per_s_q1"), s.get("samples_per_s_q3")
-    windows = s.get("windows")
+    q1, q3 = s.samples_per_s_q1, s.samples_per_s_q3
+    windows = s.windows
     text = "Median"
     if is_finite(windows):
         text += f" of {plural(int(windows), 'window')}"
     if is_finite(q1) and is_finite(q3):
         text += f"; middle half between {fmt_rate(q1)} and {fmt_rate(q3)} samples/s.\n{SPREAD_WORDS}"
     text += "."
-    if s.get("stability") == "noisy":
-        text += f"\nNoisy: {s.get('stability_reason')}. Treat this number with care."
-    elif s.get("stability") == "stable":
+    if s.stability == "noisy":
+        text += f"\nNoisy: {s.stability_reason}. Treat this number with care."
+    elif s.stability == "stable":
         text += "\nStable: window throughputs within ±5 % (half the IQR over the median), the machine was quiet."
     return text
 
 def _epoch_tooltip(r: RunResult) -> str:
     text = BY_KEY["s_per_epoch"].tooltip
-    measured = [e for e in (r.summary.get("epoch_s") or []) if is_finite(e)]
+    measured = [e for e in (r.summary.epoch_s or []) if is_finite(e)]
     if measured:
         text += " Measured epochs: " + ", ".join(fmt_duration(e) for e in measured) + "."
     return text

@@ -125,7 +125,7 @@ class ContrastChart(QWidget):
         ys = list(range(n - 1, -1, -1))  # the baseline on top
         brushes = []
         for v in rows:
-            noisy = (v.noisy if v is not None else c.baseline.summary.get("stability") == "noisy")
+            noisy = (v.noisy if v is not None else c.baseline.summary.stability == "noisy")
             color = QColor(accent if v is not None else text)
             if v is None:
                 color.setAlphaF(0.35)
@@ -210,7 +210,7 @@ class ScalingChart(QWidget):
         accent = palette.color(QPalette.ColorRole.Highlight)
         xs = np.array([p.gpus for p in s.points], dtype=float)
         ys = np.array([p.samples_per_s for p in s.points], dtype=float)
-        top = max([*ys, *(float(r.summary["samples_per_s"]) for r in s.beside)])
+        top = max([*ys, *(r.summary.rate for r in s.beside)])
         one = s.one
         if one is not None:
             faint = QColor(text)
@@ -239,7 +239,7 @@ class ScalingChart(QWidget):
         dotted = QColor(text)
         dotted.setAlphaF(0.7)
         for r in s.beside:
-            rate = float(r.summary["samples_per_s"])
+            rate = r.summary.rate
             item.addItem(pg.InfiniteLine(pos=rate, angle=0, pen=pg.mkPen(dotted, width=1, style=Qt.PenStyle.DotLine)))
             label = pg.TextItem(f"{short_machine(r.machine)} {r.config.device}: {rate:,.0f}/s", color=text,
                                 anchor=(0, 1))

@@ -117,19 +117,19 @@ class RunDetails(QWidget):
         lines = [f"<b>{escape(printable(cfg.device))} · {escape(printable(cfg.work_words))} · {cfg.batch_words}"
                  + (f" × {cfg.accumulate} accumulated" if cfg.accumulate > 1 else "") + f" · {cfg.precision_words}</b>",
                  f"{when} · {escape(printable(run.machine))} · {status}"]
-        if s.get("stopped_early_reason"):
-            lines.append(f"Stopped early after epoch {s.get('stopped_early_epoch')}: "
-                         f"{escape(printable(s['stopped_early_reason']))}.")
-        if cfg.keep_best and s.get("best_epoch"):
-            lines.append(f"Ended with the weights of epoch {s['best_epoch']}, its best by {s.get('monitor')}.")
+        if s.stopped_early_reason:
+            lines.append(f"Stopped early after epoch {s.stopped_early_epoch}: "
+                         f"{escape(printable(s.stopped_early_reason))}.")
+        if cfg.keep_best and s.best_epoch:
+            lines.append(f"Ended with the weights of epoch {s.best_epoch}, its best by {s.monitor}.")
         if run.error:
             lines.append(escape(printable(run.error)))
         lines += [escape(printable(line)) for line in script_lines(run)]  # a script's batch, tokens, settings
-        for key in ("leftover_processes", "output_note"):
-            if s.get(key):
-                lines.append(escape(printable(s[key])))
-        if s.get("memory_flag"):
-            lines.append(f"⚠︎ Memory: {escape(printable(s['memory_flag']))}")
+        for note in (s.leftover_processes, s.output_note):
+            if note:
+                lines.append(escape(printable(note)))
+        if s.memory_flag:
+            lines.append(f"⚠︎ Memory: {escape(printable(s.memory_flag))}")
         if precision_note(cfg):
             lines.append(escape(precision_note(cfg)))
         lines.append(environment_line(run.env))

@@ -134,7 +134,7 @@ class RunTableModel(QAbstractTableModel):
             c = r.config
             text = self._search[row] = " ".join(
                 (c.model, c.dataset, c.device, r.machine, c.precision or "", r.status, r.note,
-                 "imported" if r.origin == "imported" else "", "noisy" if r.summary.get("stability") == "noisy"
+                 "imported" if r.origin == "imported" else "", "noisy" if r.summary.stability == "noisy"
                  else "")).lower()
         return text
 

@@ -149,11 +149,11 @@ class RunControl(QObject):
         device = result.config.where
         if result.status == "finished":
             text = finished_sentence(result)
-            if result.summary.get("stability") == "noisy":
-                text += f" Noisy: {result.summary.get('stability_reason')}."
-            if result.summary.get("stopped_early_reason"):
-                text += (f" Stopped early after epoch {result.summary.get('stopped_early_epoch')}: "
-                         f"{result.summary['stopped_early_reason']}.")
+            if result.summary.stability == "noisy":
+                text += f" Noisy: {result.summary.stability_reason}."
+            if result.summary.stopped_early_reason:
+                text += (f" Stopped early after epoch {result.summary.stopped_early_epoch}: "
+                         f"{result.summary.stopped_early_reason}.")
             w.say(text)
         elif result.status == "cancelled":
             w.say(f"{device}: stopped; the run is kept as cancelled.")
@@ -215,10 +215,10 @@ class RunControl(QObject):
 def finished_sentence(result) -> str:
     """The status bar's words for a finished run: "cpu: finished, 35,558 ±3 % samples/s (median ± half the IQR of 11
     windows)." (the ± of the table and the CLI: history/columns.py)."""
-    device, sps = result.config.where, result.summary.get("samples_per_s")
+    device, sps = result.config.where, result.summary.samples_per_s
     if not sps:
         return f"{device}: finished."
     if BY_KEY["samples_per_s_spread"].value(result, {}) is None:
         return f"{device}: finished, {fmt_rate(sps)} samples/s."
     return (f"{device}: finished, {fmt_rate(sps)} {cell_text('samples_per_s_spread', result, {})} samples/s (median ± "
-            f"half the IQR of {result.summary.get('windows')} windows).")
+            f"half the IQR of {result.summary.windows} windows).")

@@ -210,7 +210,7 @@ class ToolControl(QObject):
         if not runs:
             return None
         run = runs[0]
-        kept = w.state.trained.get(run.id) or run.summary.get("saved_model")
+        kept = w.state.trained.get(run.id) or run.summary.saved_model
         if run.status != "finished" or run.config.mode != "train" or not kept or not os.path.isfile(str(kept)):
             return None
         name = run.config.model.replace(chr(92), "/").rsplit("/", 1)[-1]

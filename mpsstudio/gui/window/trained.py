@@ -71,9 +71,9 @@ class TrainedModels(QObject):
             w.say("Select a finished training run first; its trained model can be saved.")
             return None
         run = runs[0]
-        kept = w.state.trained.get(run.id) or run.summary.get("saved_model")
+        kept = w.state.trained.get(run.id) or run.summary.saved_model
         if run.status != "finished" or run.config.mode != "train" or not kept:
-            why = run.summary.get("saved_model_error") or (
+            why = run.summary.saved_model_error or (
                 "only a finished training run of the last Run has its model kept; run it again to save it")
             w.say(f"No trained model to save: {why}.")
             return None

@@ -18,19 +18,19 @@ from tests.support.paths import ROOT
 
 def test_stable_run_and_its_spread():
     r = run_with("cpu", noisy_rates(1000, 0.02))
-    assert r.summary["stability"] == "stable" and r.summary["stability_reason"] is None
-    assert r.summary["spread_percent"] < 10
+    assert r.summary.stability == "stable" and r.summary.stability_reason is None
+    assert r.summary.spread_percent < 10
 
 
 def test_spread_above_ten_percent_is_noisy_and_says_so():
     r = run_with("cpu", noisy_rates(1000, 0.6))
-    assert r.summary["stability"] == "noisy"
-    assert "spread ±" in r.summary["stability_reason"] and "quiet machine" in r.summary["stability_reason"]
+    assert r.summary.stability == "noisy"
+    assert "spread ±" in r.summary.stability_reason and "quiet machine" in r.summary.stability_reason
 
 
 def test_too_few_windows_is_noisy():
     r = run_with("cpu", [1000.0, 1001.0])
-    assert r.summary["stability"] == "noisy" and "only 2 measurement windows" in r.summary["stability_reason"]
+    assert r.summary.stability == "noisy" and "only 2 measurement windows" in r.summary.stability_reason
 
 
 @pytest.mark.parametrize("env, phrase", [
@@ -40,14 +40,14 @@ def test_too_few_windows_is_noisy():
 ])
 def test_host_conditions_make_a_run_noisy_whatever_its_spread(env, phrase):
     r = run_with("cpu", noisy_rates(1000, 0.01), env=env)
-    assert r.summary["stability"] == "noisy" and phrase in r.summary["stability_reason"]
+    assert r.summary.stability == "noisy" and phrase in r.summary.stability_reason
 
 
 def test_battery_is_named_only_as_a_possible_cause():
     quiet = run_with("cpu", noisy_rates(1000, 0.01), env={"host": {"on_battery": True}})
-    assert quiet.summary["stability"] == "stable"
+    assert quiet.summary.stability == "stable"
     loud = run_with("cpu", noisy_rates(1000, 0.6), env={"host": {"on_battery": True}})
-    assert "battery" in loud.summary["stability_reason"]
+    assert "battery" in loud.summary.stability_reason
 
 
 def test_pmset_outputs_are_read():
@@ -72,7 +72,7 @@ def test_a_file_cannot_call_a_noisy_run_stable():
     r = run_with("cpu", noisy_rates(1000, 0.6))
     data = r.to_dict()
     data["summary"]["stability"], data["summary"]["stability_reason"] = "stable", None
-    assert run_from_dict(data, "the file").summary["stability"] == "noisy"
+    assert run_from_dict(data, "the file").summary.stability == "noisy"
 
 
 def test_bootstrap_interval_brackets_the_ratio_and_is_deterministic():
@@ -125,7 +125,7 @@ def test_h200_import_is_divided_by_its_own_cpu():
     assert c.speedups[server_cpu.id] == pytest.approx(1.0)
     assert c.speedups[cpu_here.id] == pytest.approx(1.0)
     server_cuda = next(r for r in imported if r.config.device.startswith("cuda"))
-    expected = server_cuda.summary["samples_per_s"] / server_cpu.summary["samples_per_s"]
+    expected = server_cuda.summary.samples_per_s / server_cpu.summary.samples_per_s
     assert c.speedups[server_cuda.id] == pytest.approx(expected)
     assert any(s.startswith("On H200 on vm, CUDA GPU") and "its CPU" in s for s in verdicts(c))
 
@@ -170,8 +170,8 @@ def test_a_summary_cannot_hide_what_its_windows_measured(tmp_path):
     data = run_with("cpu", [10.0, 5000.0, 20.0, 9000.0, 5000.0, 30.0]).to_dict()
     data["summary"].update(samples_per_s=1920.0, samples_per_s_iqr=0.0, spread_percent=0.0, stability="stable")
     [back] = _import(tmp_path, [data])
-    assert back.summary["stability"] == "noisy" and back.summary["samples_per_s"] == pytest.approx(2515.0)
-    assert back.summary["spread_percent"] > 100
+    assert back.summary.stability == "noisy" and back.summary.samples_per_s == pytest.approx(2515.0)
+    assert back.summary.spread_percent > 100
 
 
 def test_a_window_of_zero_throughput_is_refused(tmp_path):
@@ -213,10 +213,10 @@ def test_host_facts_that_are_not_measurements_are_ignored(tmp_path):
     for env in ({"host_load": {"other_cpu_percent": 1e18}}, {"host_load": {"other_cpu_percent": -50}},
                 {"host": {"thermal": "hot"}}, {"host": {"thermal": ""}}, {"host": {"low_power_mode": "yes"}}):
         r = run_with("cpu", noisy_rates(1000, 0.01), env=env)
-        assert r.summary["stability"] == "stable", env
+        assert r.summary.stability == "stable", env
     data = run_with("cpu", noisy_rates(1000, 0.01), env={"host": {"thermal": "z" * 9999}}).to_dict()
     [back] = _import(tmp_path, [data])  # kept readable: its reason is not built from the file's text
-    assert back.summary["stability"] == "stable"
+    assert back.summary.stability == "stable"
 
 
 def test_a_verdict_from_another_machine_reads_as_one_sentence():
@@ -237,8 +237,8 @@ def test_only_a_cuda_run_in_full_fp32_carries_the_tf32_note():
     for cfg in (RunConfig(device="cuda:0", tf32=True), RunConfig(device="cuda:1", precision="bf16"),
                 RunConfig(device="cpu"), RunConfig(device="mps")):
         assert precision_note(cfg) == ""
-    assert run_with("cuda:0", [100.0] * 8).summary["precision_note"] == TF32_NOTE
-    assert run_with("cpu", [100.0] * 8).summary["precision_note"] == ""
+    assert run_with("cuda:0", [100.0] * 8).summary.precision_note == TF32_NOTE
+    assert run_with("cpu", [100.0] * 8).summary.precision_note == ""
 
 
 def test_a_cuda_comparison_s_verdict_and_an_import_say_why_tf32_was_off(tmp_path):
@@ -251,6 +251,6 @@ def test_a_cuda_comparison_s_verdict_and_an_import_say_why_tf32_was_off(tmp_path
     data = gpu.to_dict()
     data["summary"]["precision_note"] = "TF32 was on."  # a file cannot say otherwise than its config
     [back] = _import(tmp_path, [data])
-    assert back.summary["precision_note"] == TF32_NOTE
+    assert back.summary.precision_note == TF32_NOTE
     [c] = compare([run_with("cpu", [100.0] * 10), run_with("mps", [300.0] * 10)])
     assert TF32_NOTE not in verdicts(c)

@@ -19,12 +19,12 @@ DOCS_RUNS = ROOT / "docs" / "runs" / "gpus-h100x2.json"
 def on_gpus(n: int, sps: float, comm: float | None = None, created="2026-11-21T08:00:00+00:00", spread=0.01):
     run = make_run("cuda", sps, created=created, env=SERVER, gpus=n, model="resnet50", dataset="synthetic")
     run.windows = [WindowRow(samples_per_s=sps * f) for f in (1 - spread, 1 + spread) * 20]
-    run.summary.update(samples_per_s_q1=sps * (1 - spread), samples_per_s_q3=sps * (1 + spread))
+    run.summary = run.summary.replaced(samples_per_s_q1=sps * (1 - spread), samples_per_s_q3=sps * (1 + spread))
     if n > 1:
-        run.summary.update(ranks_world=n, ranks=[{"rank": r, "peak_memory": 6 << 30} for r in range(n)])
+        run.summary = run.summary.replaced(ranks_world=n, ranks=[{"rank": r, "peak_memory": 6 << 30} for r in range(n)])
     if comm is not None:
-        run.summary["communication"] = {"share": comm, "low": comm - 0.01, "high": comm + 0.02, "pairs": 6,
-                                        "method": "median and range of 6 alternated pairs"}
+        run.summary = run.summary.replaced(communication={"share": comm, "low": comm - 0.01, "high": comm + 0.02,
+                                                          "pairs": 6, "method": "median and range of 6 alternated pairs"})
     return run
 
 
@@ -160,7 +160,7 @@ def test_runs_on_one_and_two_gpus_compared_name_the_gpus_not_torchruns_thread_se
 
 def _windowed(run, rates, steps_each=3):
     run.windows = [WindowRow(samples_per_s=v, steps=steps_each) for v in rates]
-    run.summary["measured_steps"] = steps_each * len(rates)
+    run.summary = run.summary.replaced(measured_steps=steps_each * len(rates))
     return run
 
 
@@ -229,9 +229,9 @@ def test_cpu_ranks_too_short_to_tell_still_say_they_share_the_cores():
     def on_cpus(n, sps, rates=None):
         run = make_run("cpu", sps, env=SERVER, gpus=n, model="mlp", dataset="synthetic")
         run.windows = [WindowRow(samples_per_s=sps * f) for f in (0.99, 1.01) * 20]
-        run.summary.update(samples_per_s_q1=sps * 0.99, samples_per_s_q3=sps * 1.01)
+        run.summary = run.summary.replaced(samples_per_s_q1=sps * 0.99, samples_per_s_q3=sps * 1.01)
         if n > 1:
-            run.summary.update(ranks_world=n, ranks=[{"rank": r, "peak_memory": 1 << 30} for r in range(n)])
+            run.summary = run.summary.replaced(ranks_world=n, ranks=[{"rank": r, "peak_memory": 1 << 30} for r in range(n)])
         return _windowed(run, rates, steps_each=2) if rates else run
 
     found = scaling_of([on_cpus(1, 1000.0), on_cpus(2, 410.0, [900 - 30 * i for i in range(20)])])

@@ -18,9 +18,10 @@ from mpsstudio.engine.history.store import RunStore
 
 def _run(median: float, iqr: float, windows: int = 20) -> RunResult:
     r = RunResult(config=RunConfig(device="cpu"), status="finished")
-    r.summary.update(samples_per_s=median, samples_per_s_iqr=iqr, samples_per_s_q1=median - iqr / 2,
-                     samples_per_s_q3=median + iqr / 2, windows=windows)
-    r.summary["stability"], r.summary["stability_reason"] = stability.assess(r.summary, {})
+    r.summary = r.summary.replaced(samples_per_s=median, samples_per_s_iqr=iqr, samples_per_s_q1=median - iqr / 2,
+                                   samples_per_s_q3=median + iqr / 2, windows=windows)
+    verdict, reason = stability.assess(r.summary, {})
+    r.summary = r.summary.replaced(stability=verdict, stability_reason=reason)
     return r
 
 
@@ -49,11 +50,11 @@ def test_the_same_figure_everywhere(qtbot, tmp_path, median, iqr, said):
     runfiles.export_csv([run], path)
     [row] = list(csv.DictReader(path.open()))
     assert float(row["samples_per_s_spread"]) == pytest.approx(spread_of(median, iqr))  # the raw share
-    noisy = run.summary["stability"] == "noisy"
+    noisy = run.summary.stability == "noisy"
     assert noisy == (iqr / median > stability.SPREAD_LIMIT)
     if noisy:
         assert f"throughput spread {said} between windows (half the IQR over the median), beyond the ±5 % limit" in \
-            run.summary["stability_reason"]
+            run.summary.stability_reason
 
 
 def test_best_and_fastest_are_said_only_when_the_middle_halves_separate():
@@ -86,7 +87,7 @@ def test_the_headline_says_the_answer_and_its_interval_in_one_line():
     def run(device, rates):
         r = RunResult(config=RunConfig(device=device, steps=20, epochs=None), status="finished")
         r.windows = [WindowRow(samples_per_s=v) for v in rates]
-        r.summary.update(samples_per_s=sorted(rates)[len(rates) // 2], windows=len(rates))
+        r.summary = r.summary.replaced(samples_per_s=sorted(rates)[len(rates) // 2], windows=len(rates))
         return r
     cpu = run("cpu", [100.0 + i % 3 for i in range(12)])
     fast = run("mps", [121.0 + i % 3 for i in range(12)])

@@ -13,6 +13,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.basics.events import EpochEnd, Window
 from mpsstudio.engine.basics.results import EpochRow, Evaluation, RunResult, WindowRow
+from mpsstudio.engine.basics.summary_fields import RunSummary
 from mpsstudio.engine.process import messages
 
 
@@ -26,7 +27,7 @@ def _run() -> RunResult:
     run.windows = [window.record()]
     run.epochs = [EpochEnd(1, 0.25, 0.8, 0.75, step=4).record()]
     run.evaluation = Evaluation(classes=["a", "b"], matrix=[[3, 1], [0, 4]], epoch=1)
-    run.summary = {"samples_per_s": 80.0}
+    run.summary = RunSummary.made({"samples_per_s": 80.0})
     return run
 
 
@@ -36,7 +37,7 @@ def test_what_a_run_records_is_what_it_reads_back():
     assert back.windows == run.windows and back.epochs == run.epochs and back.evaluation == run.evaluation
     assert back.windows[0].energy_parts == {"gpu": 2.5, "cpu": 0.5} and back.windows[0].memory_process is None
     assert back.epochs[0] == EpochRow(epoch=1, step=4, seconds=0.25, val_loss=0.8, val_accuracy=0.75)
-    assert back.summary["samples_per_s"] == 80.0  # re-derived from the window it read
+    assert back.summary.samples_per_s == 80.0  # re-derived from the window it read
 
 
 def test_a_run_without_an_evaluation_writes_an_empty_object_and_reads_none():
@@ -79,6 +80,7 @@ def test_a_child_may_send_the_records_and_nothing_else_of_their_module():
     run = _run()
     back = messages.load(pickle.dumps(run))
     assert back.windows == run.windows and back.evaluation == run.evaluation
+    assert back.summary.samples_per_s == 80.0 and back.summary.as_dict() == run.summary.as_dict()
     with pytest.raises(pickle.UnpicklingError, match="json_safe is not allowed"):
         from mpsstudio.engine.basics import results
 
@@ -113,7 +115,7 @@ def test_a_figure_re_derived_past_what_the_history_holds_is_not_kept_so_the_run_
     data = json.loads(json.dumps(_run().to_dict()))
     data["summary"].update(samples_per_s=1e18, s_per_epoch_estimate=1e6)  # follows the median: 1e6 x 1e18 / 80
     run = run_from_dict(data, "x.json")
-    assert run.summary["s_per_epoch_estimate"] is None and run.summary["samples_per_s"] == 80.0
+    assert run.summary.s_per_epoch_estimate is None and run.summary.samples_per_s == 80.0
     store = RunStore(tmp_path / "runs.sqlite3")
     store.save(run)
     assert [r.id for r in store.summaries()] == [run.id] and not store.notices

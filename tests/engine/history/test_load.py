@@ -37,7 +37,7 @@ def test_summaries_carry_what_the_table_needs_and_get_reads_the_whole_run(tmp_pa
     s = summaries[1]
     assert s.is_summary and s.losses == [] and s.windows == [] and s.epochs == []
     assert s.window_rates == [400.0, 420.0, 380.0, 410.0]
-    assert s.summary["samples_per_s"] == pytest.approx(405.0)  # the median of its windows
+    assert s.summary.samples_per_s == pytest.approx(405.0)  # the median of its windows
     whole = store.get(mps.id)
     assert not whole.is_summary and len(whole.windows) == 4 and whole.losses and whole.epochs
     # the comparison (and its window bootstrap) is the same from summaries as from whole runs
@@ -82,7 +82,7 @@ def test_a_row_whose_windows_are_gone_is_shown_without_the_throughput_they_backe
     with sqlite3.connect(path) as db:
         db.execute("UPDATE runs SET rates = ?, windows_json = '[]'", (b"",))
     for back in (store.summaries()[0], store.get(run.id)):
-        assert back.id == run.id and back.summary["samples_per_s"] is None and back.summary["windows"] == 0
+        assert back.id == run.id and back.summary.samples_per_s is None and back.summary.windows == 0
     assert not store.notices
 
 
@@ -91,14 +91,14 @@ def test_an_unchecked_run_is_checked_before_it_is_stored(tmp_path):
     windows, then sealed."""
     store = RunStore(tmp_path / "runs.sqlite3")
     run = plain_run()
-    run.summary["samples_per_s"] = 5.0  # a summary its windows do not back: never stored as it claims
+    run.summary = run.summary.replaced(samples_per_s=5.0)  # a summary its windows do not back: never stored as it claims
     run.windows = [WindowRow(first_step=1, steps=1, seconds=0.1, samples=10, samples_per_s=100.0)]
     store.save(run)
     with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
         assert db.execute("SELECT seal FROM runs").fetchone()[0] is not None
         assert json.loads(db.execute("SELECT summary_json FROM runs").fetchone()[0])["samples_per_s"] == 100.0
     [back] = store.summaries()
-    assert back.summary["samples_per_s"] == 100.0
+    assert back.summary.samples_per_s == 100.0
 
 
 def test_a_hand_edited_summary_that_still_reads_is_re_derived_from_its_windows(tmp_path):
@@ -108,7 +108,7 @@ def test_a_hand_edited_summary_that_still_reads_is_re_derived_from_its_windows(t
         summary = json.loads(db.execute("SELECT summary_json FROM runs").fetchone()[0])
         db.execute("UPDATE runs SET summary_json = ?", (json.dumps({**summary, "samples_per_s": 1e9}),))
     [back] = store.summaries()
-    assert back.summary["samples_per_s"] == pytest.approx(102.5)
+    assert back.summary.samples_per_s == pytest.approx(102.5)
 
 
 def _schema_2(path):

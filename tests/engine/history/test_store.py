@@ -25,8 +25,9 @@ def test_store_round_trip_and_survives_reopen(tmp_path):
     [back] = again.all()
     assert back.id == run.id and back.config == run.config
     assert back.losses == pytest.approx([2.0, 1.5, 1.0])
-    assert {k: back.summary[k] for k in run.summary} == run.summary and back.env == run.env
-    assert back.summary["energy_j"] is None and back.summary["energy_reason"]  # re-derived from its windows
+    written = run.summary.as_dict()
+    assert {k: back.summary.as_dict()[k] for k in written} == written and back.env == run.env
+    assert back.summary.energy_j is None and back.summary.energy_reason  # re-derived from its windows
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     again.delete([run.id])
@@ -72,7 +73,7 @@ def test_json_export_import_round_trip(tmp_path):
     back = import_json(path)
     assert [r.id for r in back] == [r.id for r in runs]
     assert all(r.origin == "imported" for r in back)
-    assert back[1].summary["samples_per_s"] == 450.0
+    assert back[1].summary.samples_per_s == 450.0
 
 
 def test_missing_import_file(tmp_path):
@@ -121,8 +122,8 @@ def test_every_folder_honours_its_override(monkeypatch, tmp_path):
 def test_a_run_holding_an_infinite_or_nan_number_still_exports_and_reads_back(tmp_path):
     run = plain_run()
     run.windows = [WindowRow(samples_per_s=float("inf"), seconds=0.0)]
-    run.summary["val_loss"] = float("nan")
+    run.summary = run.summary.replaced(val_loss=float("nan"))
     path = tmp_path / "odd.json"
     export_json([run], path)
     [back] = import_json(path)
-    assert back.windows[0].samples_per_s is None and back.summary["val_loss"] is None
+    assert back.windows[0].samples_per_s is None and back.summary.val_loss is None

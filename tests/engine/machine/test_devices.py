@@ -213,7 +213,7 @@ def test_the_peak_column_says_which_figure_it_is():
 
     def run(device, measure):
         r = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device=device))
-        r.summary.update(peak_memory=5 << 20, memory_measure=measure)
+        r.summary = r.summary.replaced(peak_memory=5 << 20, memory_measure=measure)
         return r
 
     assert cell_text("peak_memory_bytes", run("mps", "in_use_at_window_ends"), {}).endswith(" in use")

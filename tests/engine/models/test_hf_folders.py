@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.summary_fields import RunSummary
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.models import hf_folder, registry
 from mpsstudio.engine.run import trainer
@@ -37,16 +38,16 @@ def test_each_folder_trains_full_lora_and_head_with_its_trainable_parameters(fol
     result = run(folders[name], options={"finetune": finetune})
     assert result.status == "finished", result.error
     s = result.summary
-    assert s["samples_per_s"] > 0 and s["peak_memory"] > 0 and s["memory_measure"] == "rss_growth"
-    assert 0 < s["trainable_parameters"] <= s["parameters"]
+    assert s.samples_per_s > 0 and s.peak_memory > 0 and s.memory_measure == "rss_growth"
+    assert 0 < s.trainable_parameters <= s.parameters
     if finetune == "full":
-        assert s["trainable_parameters"] == s["parameters"]
+        assert s.trainable_parameters == s.parameters
     else:
-        assert s["trainable_parameters"] < s["parameters"] / 2
+        assert s.trainable_parameters < s.parameters / 2
     if name != "vit":
-        assert s["seq_len"] == 16 and s["tokens_per_s"] == pytest.approx(s["samples_per_s"] * 16)
+        assert s.seq_len == 16 and s.tokens_per_s == pytest.approx(s.samples_per_s * 16)
     else:
-        assert "tokens_per_s" not in s
+        assert "tokens_per_s" not in s.as_dict()
 
 
 def test_the_sequence_length_is_the_runs_and_the_default_is_said(folders):
@@ -54,7 +55,7 @@ def test_the_sequence_length_is_the_runs_and_the_default_is_said(folders):
     assert info.folder and info.default_spec.seq_len == 16  # a quarter of its 64 positions
     assert "GPT2LMHeadModel (causal LM)" in info.description
     result = run(folders["gpt"], input_shape=[32])
-    assert result.status == "finished", result.error and result.summary["seq_len"] == 32
+    assert result.status == "finished", result.error and result.summary.seq_len == 32
     too_long = run(folders["gpt"], input_shape=[65])
     assert too_long.status == "failed" and "at most 64 positions, not 65" in too_long.error
 
@@ -122,20 +123,20 @@ def test_bench_of_a_folder_says_tokens_per_second_what_trains_and_its_memory(fol
     stdout = capsys.readouterr().out
     assert code == 0
     [run] = json.loads(out.read_text())["runs"]
-    s = run["summary"]
+    s = RunSummary.made(run["summary"])
     assert run["config"]["options"]["finetune"] == finetune and "Peak memory" in stdout
-    assert s["memory_measure"] == "rss_growth" and "peak_memory" in s
+    assert s.memory_measure == "rss_growth" and "peak_memory" in s.as_dict()
     if name == "vit":
         assert "tokens/s" not in stdout
     else:
         assert "tokens/s (measured: samples/s x 24 tokens a sample)" in stdout and run["config"]["input_shape"] == [24]
     if finetune == "lora":
-        assert f"cpu: trains {s['trainable_parameters']:,} of {s['parameters']:,} parameters (LoRA)" in stdout
+        assert f"cpu: trains {s.trainable_parameters:,} of {s.parameters:,} parameters (LoRA)" in stdout
     else:
-        assert s["trainable_parameters"] == s["parameters"]
-        assert f"cpu: trains all {s['parameters']:,} parameters (full fine-tuning)" in stdout  # said as LoRA's is
+        assert s.trainable_parameters == s.parameters
+        assert f"cpu: trains all {s.parameters:,} parameters (full fine-tuning)" in stdout  # said as LoRA's is
     if name == "gpt" and finetune == "lora":
-        assert s["trainable_parameters"] == 2_048  # rank 8 on c_attn (32 -> 96), 2 layers
+        assert s.trainable_parameters == 2_048  # rank 8 on c_attn (32 -> 96), 2 layers
 
 
 def test_the_cli_refuses_a_bad_lora_rank_before_anything_runs(folders, capsys):

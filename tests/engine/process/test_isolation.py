@@ -91,7 +91,7 @@ def test_the_next_device_still_runs_after_a_crash(tmp_path, run_pids):
                                      if type(e).__name__ == "Ended" else None)
     assert [r.status for r in results] == ["failed", "finished"]
     assert [e.result.id for e in ended] == [r.id for r in results]
-    assert results[1].summary["windows"] > 0
+    assert results[1].summary.windows > 0
 
 
 def test_stop_ends_a_hung_run_and_keeps_it_as_cancelled(tmp_path, run_pids):

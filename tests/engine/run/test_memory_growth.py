@@ -84,10 +84,10 @@ def test_the_summary_s_flag_is_re_derived_from_the_windows_on_read_back(tmp_path
                  for w in windows(driver=lambda i: 300 * MiB + i * 20 * MiB)]
     r.losses = [1.0] * 240
     summarise(r, RunFacts(batch_size=64, input_shapes=3))
-    assert r.summary["memory_flag"] and r.summary["input_shapes"] == 3
+    assert r.summary.memory_flag and r.summary.input_shapes == 3
     doc = json.loads(json.dumps(r.to_dict()))
     doc["summary"]["memory_flag"] = None  # hidden by hand
-    assert run_from_dict(doc, "x.json").summary["memory_flag"] == r.summary["memory_flag"]
+    assert run_from_dict(doc, "x.json").summary.memory_flag == r.summary.memory_flag
     for bad in (0, -1, 1.5, "3", True):
         doc["summary"]["input_shapes"] = bad
         with pytest.raises(Exception, match="input_shapes"):

@@ -208,8 +208,8 @@ def test_two_machines_on_one_host_meet_at_a_rendezvous(tmp_path):
     assert len(results) == 1 and len(said) == 1, answers
     run = results[0]
     assert run.status == "finished", run.error
-    assert run.summary["ranks_world"] == 2 and run.env["ranks"]["nodes"] == 2
-    assert [r["node"] for r in run.summary["ranks"]] == [0, 1]
+    assert run.summary.ranks_world == 2 and run.env["ranks"]["nodes"] == 2
+    assert [r["node"] for r in run.summary.ranks] == [0, 1]
     assert said[0] == "This machine ran rank 1 of 2; the run is kept on the machine of rank 0, with every rank's figures."
     assert_no_ranks_left()
 

@@ -61,8 +61,8 @@ def test_events_come_in_order_and_cover_every_step():
     assert windows[0].first_step == 6
     assert sum(len(w.losses) for w in windows) == 40
     assert [w.first_step for w in windows[1:]] == [w.first_step + len(w.losses) for w in windows[:-1]]
-    assert result.summary["measured_steps"] == 40
-    assert result.summary["warmup_steps"] == 5
+    assert result.summary.measured_steps == 40
+    assert result.summary.warmup_steps == 5
     assert all(math.isfinite(v) for v in result.losses)
 
 
@@ -81,9 +81,9 @@ def test_throughput_is_samples_over_synchronized_window_time(monkeypatch):
         assert w.samples == 16 * len(w.losses)
         assert w.samples_per_s == pytest.approx(w.samples / 0.5)
     # the warm-up is timed apart: one synchronized interval, not mixed into any window
-    assert result.summary["warmup_s"] == pytest.approx(0.5)
+    assert result.summary.warmup_s == pytest.approx(0.5)
     rates = sorted(w.samples_per_s for w in windows)
-    assert result.summary["samples_per_s"] == pytest.approx(_median(rates))
+    assert result.summary.samples_per_s == pytest.approx(_median(rates))
     # windows grow from 1 step to the cap; no per-step sync: a couple per window, far fewer than steps
     assert [len(w.losses) for w in windows[:3]] == [1, 4, 4]
     assert dev.syncs <= 2 * len(windows) + 4 < 35
@@ -117,8 +117,8 @@ def test_mps_synchronizes_at_window_boundaries_and_reads_mps_memory(fake_mps):
     assert all(w.memory_detail["driver_allocated"] >= w.memory for w in windows)
     assert all(w.memory_detail["recommended_max"] == fake.recommended_max for w in windows)
     # PyTorch's peak (torch.accelerator over the allocator's stats), not the tensors left at a window's end
-    assert result.summary["peak_memory"] == max(w.memory_detail["peak"] for w in windows) > max(w.memory for w in windows)
-    assert result.summary["memory_measure"] == "peak_allocated"
+    assert result.summary.peak_memory == max(w.memory_detail["peak"] for w in windows) > max(w.memory for w in windows)
+    assert result.summary.memory_measure == "peak_allocated"
 
 
 def test_cancel_within_one_window_keeps_what_ran():
@@ -135,7 +135,7 @@ def test_cancel_within_one_window_keeps_what_ran():
     assert len(windows) == 1
     assert len(result.losses) == 2 + len(windows[0].losses) < 1002
     assert isinstance(seen[-1], Ended) and seen[-1].result is result
-    assert result.summary["samples_per_s"] == pytest.approx(windows[0].samples_per_s)
+    assert result.summary.samples_per_s == pytest.approx(windows[0].samples_per_s)
 
 
 def test_nan_loss_fails_with_the_step(tmp_path):
@@ -251,9 +251,9 @@ def test_epochs_validate_and_time_each_epoch():
     assert [e.epoch for e in ends] == [1, 2, 3]
     assert len(result.losses) == 3 * (256 // 32)
     assert all(e.val_accuracy is not None and e.seconds > 0 for e in ends)
-    assert result.summary["val_accuracy"] == ends[-1].val_accuracy
-    assert result.summary["val_accuracy"] > 0.9  # the rows are trivially separable
-    assert result.summary["epoch_s"] == [e.seconds for e in ends]
+    assert result.summary.val_accuracy == ends[-1].val_accuracy
+    assert result.summary.val_accuracy > 0.9  # the rows are trivially separable
+    assert result.summary.epoch_s == [e.seconds for e in ends]
 
 
 def test_inference_mode_does_not_train():
@@ -265,7 +265,7 @@ def test_inference_mode_does_not_train():
     # a model that is not trained keeps its loss level: compare first and last quarter
     first, last = sum(result.losses[:4]) / 4, sum(result.losses[-4:]) / 4
     assert abs(first - last) < 0.5
-    assert result.summary["samples_per_s"] > 0
+    assert result.summary.samples_per_s > 0
 
 
 def test_bf16_autocast_on_cpu_and_thread_count_restored():
@@ -305,7 +305,7 @@ def test_default_run_learns_the_built_in_dataset():
     result, events = collect(RunConfig())
     assert result.status == "finished", result.error
     assert result.config.dataset == "shapes" and result.config.model == "mlp"
-    assert result.summary["val_accuracy"] > 0.9
+    assert result.summary.val_accuracy > 0.9
     assert len([e for e in events if isinstance(e, EpochEnd)]) == 2
 
 
@@ -326,7 +326,7 @@ def test_time_left_is_estimated_by_the_engine_from_every_step_since_warm_up(monk
     result, events = collect(cfg, data=tiny_data(), device=FakeClockDevice(clock, step=0.5))
     assert result.status == "finished", result.error
     windows = [e for e in events if isinstance(e, Window)]
-    warmup_s = result.summary["warmup_s"]
+    warmup_s = result.summary.warmup_s
     for w in windows:  # the pace of all measured steps so far, times the steps left
         done, left = w.steps_done - 3, w.total_steps - w.steps_done
         assert w.eta_s == pytest.approx((w.elapsed_s - warmup_s) / done * left)
@@ -343,8 +343,8 @@ def test_stop_is_honoured_during_warm_up():
         return len(seen) >= 6
     result, events = collect(cfg, data=tiny_data(), should_stop=stop_after_three_steps)
     assert result.status == "cancelled"
-    assert len(result.losses) == 3 and result.summary["windows"] == 0  # the steps run so far are kept
-    assert result.summary["warmup_s"] is None  # the warm-up did not finish, so it is not reported
+    assert len(result.losses) == 3 and result.summary.windows == 0  # the steps run so far are kept
+    assert result.summary.warmup_s is None  # the warm-up did not finish, so it is not reported
 
 
 def test_stop_is_honoured_during_setup():
@@ -373,7 +373,7 @@ def test_a_model_with_lazy_layers_runs_and_counts_its_parameters_once_built(tmp_
         "def build_model(num_classes, input_shape):\n"
         "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(num_classes))\n"), warmup_steps=1)
     assert result.status == "finished", result.error
-    assert result.summary["parameters"] == 64 * 4 + 4
+    assert result.summary.parameters == 64 * 4 + 4
 
 
 @pytest.mark.long
@@ -397,20 +397,20 @@ def test_a_run_while_other_processes_keep_the_cpu_busy_is_noisy_with_the_cause_n
     assert result.status == "finished"
     load = result.env["host_load"]
     assert load["other_cpu_percent"] >= 15, load
-    assert result.summary["stability"] == "noisy"
-    assert "other programs used" in result.summary["stability_reason"]
+    assert result.summary.stability == "noisy"
+    assert "other programs used" in result.summary.stability_reason
 
 
 def test_cpu_memory_is_the_runs_growth_and_named_so():
     result, events = collect(RunConfig(model="mlp", dataset="synthetic", steps=20, warmup_steps=2))
     s = result.summary
-    assert s["memory_measure"] == "rss_growth"
+    assert s.memory_measure == "rss_growth"
     import psutil
 
     # growth over the level before the run: far below the whole process (Python, torch, the test runner)
-    assert s["peak_memory"] is None or s["peak_memory"] < psutil.Process().memory_info().rss / 2
+    assert s.peak_memory is None or s.peak_memory < psutil.Process().memory_info().rss / 2
     assert "host" in result.env and "host_load" in result.env
-    assert s["s_per_epoch_estimate"] and "s_per_epoch" not in s and s["s_per_epoch_measured"] is None
+    assert s.s_per_epoch_estimate and "s_per_epoch" not in s.as_dict() and s.s_per_epoch_measured is None
 
 
 
@@ -421,4 +421,4 @@ def test_a_run_that_fails_in_its_setup_is_listed_under_this_machine_and_never_st
 
     failed = trainer.run(RunConfig(model="mlp", dataset="no-such-dataset", steps=2))
     assert failed.status == "failed" and failed.machine == environment.identity()["machine_label"]
-    assert failed.summary["energy_reason"] == "not measured (the run ended before its first step)"
+    assert failed.summary.energy_reason == "not measured (the run ended before its first step)"

@@ -67,14 +67,14 @@ def test_a_run_that_stops_early_says_when_and_why_and_keeps_its_best_weights(mon
     result = trainer.run(cfg, data=tiny_data())
     s = result.summary
     assert result.status == "finished" and len(result.epochs) == 4  # epochs 3 and 4 did not beat epoch 2
-    assert s["stopped_early_epoch"] == 4 and s["best_epoch"] == 2 and s["best_value"] == 0.9
-    assert "val_accuracy did not improve for 2 epochs" in s["stopped_early_reason"]
+    assert s.stopped_early_epoch == 4 and s.best_epoch == 2 and s.best_value == 0.9
+    assert "val_accuracy did not improve for 2 epochs" in s.stopped_early_reason
     final = kept["model"].state_dict()
     assert all(torch.equal(final[k], kept[2][k]) for k in final)  # the best epoch's weights, not the last's
     assert not all(torch.equal(final[k], kept[4][k]) for k in final)
     assert result.evaluation is not None and result.evaluation.epoch == 2
     back = run_from_dict(json.loads(json.dumps(result.to_dict())), "the test")
-    assert back.summary["stopped_early_epoch"] == 4 and back.evaluation == result.evaluation
+    assert back.summary.stopped_early_epoch == 4 and back.evaluation == result.evaluation
 
 
 def test_early_stopping_needs_epochs_training_and_a_validation_split():
@@ -127,7 +127,7 @@ def test_the_evaluation_is_the_validation_confusion_matrix():
     ev = result.evaluation
     assert ev is not None and ev.classes == ["0", "1", "2", "3"] and ev.epoch == 3 and ev.split == "validation"
     assert sum(map(sum, ev.matrix)) == 64  # every validation sample once
-    assert evaluation.overall(ev) == pytest.approx(result.summary["val_accuracy"])
+    assert evaluation.overall(ev) == pytest.approx(result.summary.val_accuracy)
     rows = evaluation.per_class(ev)
     assert [r.samples for r in rows] == [sum(row) for row in ev.matrix]
 
@@ -155,7 +155,7 @@ def test_a_bad_evaluation_in_a_file_is_one_sentence(tmp_path, bad, field):
 def test_a_saved_model_loads_with_weights_only_and_says_how_to_rebuild_it(tmp_path):
     target = tmp_path / "digits.pt"
     result = trainer.run(epochs_config(epochs=2), data=tiny_data(), save_model=str(target))
-    assert result.summary["saved_model"] == str(target)
+    assert result.summary.saved_model == str(target)
     state = torch.load(target, weights_only=True)
     from mpsstudio.engine.models import registry as models
     from mpsstudio.engine.basics.spec import DataSpec
@@ -175,7 +175,7 @@ def test_a_saved_model_loads_with_weights_only_and_says_how_to_rebuild_it(tmp_pa
 
 def test_a_model_that_cannot_be_written_leaves_the_run_finished_with_the_reason(tmp_path):
     result = trainer.run(epochs_config(epochs=1), data=tiny_data(), save_model=str(tmp_path / "gone" / "m.pt"))
-    assert result.status == "finished" and "could not be written" in result.summary["saved_model_error"]
+    assert result.status == "finished" and "could not be written" in result.summary.saved_model_error
     with pytest.raises(UserError, match="no longer kept"):
         savedmodel.copy_saved(tmp_path / "gone" / "m.pt", tmp_path / "x.pt")
 

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from mpsstudio.engine.basics.config import RunConfig
+from mpsstudio.engine.basics.summary_fields import RunSummary
 from mpsstudio.engine.basics.results import EpochRow, Evaluation, RunResult, WindowRow
 from mpsstudio.engine.analysis.runcheck import checked_result
 from mpsstudio.engine.history.store import RunStore
@@ -312,7 +313,7 @@ def test_the_details_tab_shows_the_evaluation_and_an_early_stop(qtbot, tmp_path)
     from mpsstudio.gui.results.run_details import RunDetails
 
     run = stored_run("mps")
-    run.summary.update(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
+    run.summary = run.summary.replaced(stopped_early_epoch=2, best_epoch=1, monitor="val_accuracy",
                        stopped_early_reason="val_accuracy did not improve for 1 epochs (mode max; best 0.5 at epoch 1)")
     run.config = run.config.changed(keep_best=True)
     run.evaluation = Evaluation(classes=["cat", "dog", "bird"], matrix=[[8, 2, 0], [1, 9, 0], [0, 5, 5]], epoch=1,
@@ -347,7 +348,7 @@ def test_save_trained_model_copies_the_kept_model_or_says_why_not(qtbot, history
     savedmodel.save(Tiny(), kept, {"model": "mlp"})
     from types import SimpleNamespace
 
-    w.state.run_has_ended(SimpleNamespace(id=mps.id, summary={"saved_model": str(kept)}))  # the last Run kept it
+    w.state.run_has_ended(SimpleNamespace(id=mps.id, summary=RunSummary.made({"saved_model": str(kept)})))  # the last Run kept it
     w.results.select_ids([mps.id])
     out = w.save_trained_model(str(tmp_path / "mine.pt"))
     assert out == str(tmp_path / "mine.pt") and (tmp_path / "mine.json").is_file()

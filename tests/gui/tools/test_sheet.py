@@ -135,7 +135,7 @@ def test_a_small_folders_sheet_caps_the_search_and_an_earlier_run_gives_an_estim
     m = _sheet(qtbot, "max-batch", train=54)
     assert m.fields["max_batch"].value() == 54 and "the 54 training samples" in m.plan.text()
     earlier = RunResult(config=RunConfig(model="mlp", dataset="synthetic", device="cpu"), status="finished")
-    earlier.summary["samples_per_s"] = 1000.0
+    earlier.summary = earlier.summary.replaced(samples_per_s=1000.0)
     s = _sheet(qtbot, "sweep", runs=[earlier])
     s.fields["batch_sizes"].setText("10, 100")  # (3 + 24) steps x 110 samples at 1,000 samples/s, and a process start per point
     assert "; about 13.0 s (estimated from your last runs of this setup; could be 2-3× off)" in s.plan.text()

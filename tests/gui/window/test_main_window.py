@@ -51,7 +51,7 @@ def test_a_short_cpu_run_fills_the_plots_and_adds_a_row(qtbot, window):
     loss = window.plots.series(result.id)["loss"]
     assert len(loss.y) == 45  # every step: 5 warm-up + 40 measured
     assert list(loss.y) == pytest.approx(result.losses)
-    assert len(window.plots.series(result.id)["throughput"].y) == result.summary["windows"]
+    assert len(window.plots.series(result.id)["throughput"].y) == result.summary.windows
     assert "samples/s" in window.statusBar().currentMessage()
 
 

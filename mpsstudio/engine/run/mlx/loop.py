@@ -341,10 +341,10 @@ class MlxLoop:
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device, self.result.env)))
         if p is not None:
-            self.result.summary["parity"] = p.parity
-            self.result.summary["framework"] = "mlx"
+            self.result.summary = self.result.summary.replaced(parity=p.parity)
+            self.result.summary = self.result.summary.replaced(framework="mlx")
         elif self.noted.get("parity"):  # refused: the parity that refused it is the run's record
-            self.result.summary["parity"] = self.noted["parity"]
+            self.result.summary = self.result.summary.replaced(parity=self.noted["parity"])
         self.emit(Ended(self.result))
 
 

@@ -139,8 +139,8 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
                               switches) if switches else {}
         if found:
             tracker.configure(**settings.changes(config, found))
-            tracker.result.summary["script_settings"] = found
-            tracker.result.summary["script_settings_words"] = settings.words(found, config.device)
+            tracker.result.summary = tracker.result.summary.replaced(
+                script_settings=found, script_settings_words=settings.words(found, config.device))
     tracker.on_measure, tracker.on_finish = measuring, concluding
     if prepared is not None:
         prepared()
@@ -189,8 +189,8 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
             "counted).")
     result = tracker.finish(status, error) if not tracker.ended else tracker.result
     if result.status == "finished" and tracker.limit and tracker.count < tracker.total:
-        result.summary["ended_early"] = (f"the script ended after {max(0, tracker.count - tracker.warm):,} measured "
-                                         f"steps, before the {tracker.limit:,} asked")
+        result.summary = result.summary.replaced(ended_early=f"the script ended after {max(0, tracker.count - tracker.warm):,} "
+                                                 f"measured steps, before the {tracker.limit:,} asked")
     return result
 
 

@@ -116,7 +116,7 @@ class Tracker:
     def _start(self, loss: torch.Tensor, batch_size: int) -> None:
         elsewhere = trained_elsewhere(self.config.device, loss.device)
         if elsewhere and self.asked:
-            self.result.summary["trained_on"] = elsewhere
+            self.result.summary = self.result.summary.replaced(trained_on=elsewhere)
             self.finish("failed", wrong_device(self.config.device, elsewhere))
             raise ScriptDone()
         if elsewhere:  # a script run by python: its run is where its loss is
@@ -295,13 +295,14 @@ class Tracker:
         elif isinstance(self.result.env, dict) and "energy" not in self.result.env:
             self.result.env["energy"] = {"reason": "not measured (the script ended before its first training step)"}
         self.result.status, self.result.error = status, error
-        s = self.result.summary
+        seen: dict = {}  # what the script's steps showed, kept by summarise
         if len(self.batch_sizes) > 1:
-            s["batch_sizes"] = sorted(self.batch_sizes)[:20]
+            seen["batch_sizes"] = sorted(self.batch_sizes)[:20]
         if self.batch_from:
-            s["batch_from"] = self.batch_from
+            seen["batch_from"] = self.batch_from
         if self.tokens and self.measured_samples:
-            s["tokens_per_sample"] = self.tokens / self.measured_samples
+            seen["tokens_per_sample"] = self.tokens / self.measured_samples
+        self.result.summary = self.result.summary.replaced(**seen)
         summarise(self.result, RunFacts(
             batch_size=self.config.batch_size, parameters=self.parameters, dataset=self._dataset(),
             warmup_steps=self.warm, warmup_s=self.warmup_s, measured_wall_s=measured_wall,
@@ -309,9 +310,9 @@ class Tracker:
             if self.result.epochs else None,
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device, self.result.env)))
-        s["tracked"] = self.how
-        if s.get("tokens_per_sample") and s.get("samples_per_s"):
-            s["tokens_per_s"] = s["samples_per_s"] * s["tokens_per_sample"]
+        s = self.result.summary
+        tokens = {"tokens_per_s": s.samples_per_s * s.tokens_per_sample} if s.tokens_per_sample and s.samples_per_s else {}
+        self.result.summary = s.replaced(tracked=self.how, **tokens)
         self.emit(Ended(self.result))
         return self.result
 

@@ -229,7 +229,7 @@ def _halve(live: list[Candidate], runs: dict, baselines: dict, rounds: int) -> d
         mine = [(c, [r for r in runs[c.key] if r.status == "finished"]) for c in live
                 if c.device == device and runs.get(c.key)]
         mine = [(c, ok) for c, ok in mine if ok]
-        mine.sort(key=lambda cs: statistics.median(r.summary.get("samples_per_s") or 0.0 for r in cs[1]),
+        mine.sort(key=lambda cs: statistics.median(r.summary.samples_per_s or 0.0 for r in cs[1]),
                   reverse=True)
         if len(mine) < 3:
             continue
@@ -249,7 +249,7 @@ def mlx_parity(runs: dict, g: Grid, device: str, prec: str) -> dict:
     of the twin's logits in that precision against PyTorch in float64 (run/mlx/parity.py)."""
     for cand in g.candidates:
         for r in runs.get(cand.key, []) if (cand.device, cand.precision) == (device, prec) else []:
-            check = (r.summary.get("parity") or {}).get("checks", {}).get(f"{prec} forward")
+            check = (r.summary.parity or {}).get("checks", {}).get(f"{prec} forward")
             if isinstance(check, dict):
                 return {"ok": check["difference"] <= check["tolerance"], "worst_rel_err": check["difference"]}
     return {}

@@ -29,11 +29,11 @@ def _rates(r: RunResult) -> list[float]:
 
 
 def _finished(results: Sequence[RunResult]) -> list[RunResult]:
-    return [r for r in results if r.status == "finished" and is_finite(r.summary.get("samples_per_s"))]
+    return [r for r in results if r.status == "finished" and is_finite(r.summary.samples_per_s)]
 
 
 def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, float | None, str]:
-    meds = [r.summary["samples_per_s"] for r in results]
+    meds = [r.summary.rate for r in results]
     if not meds:
         return None, None, None, ""
     if len(meds) >= 2:
@@ -52,15 +52,15 @@ def paired_ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | 
         return 1.0, 1.0, 1.0
     n = min(len(mine), len(base))
     if n >= 2:
-        paired = [a.summary["samples_per_s"] / b.summary["samples_per_s"] for a, b in zip(mine[:n], base[:n])]
+        paired = [a.summary.rate / b.summary.rate for a, b in zip(mine[:n], base[:n])]
         return statistics.median(paired), min(paired), max(paired)
-    speed = mine[0].summary["samples_per_s"] / base[0].summary["samples_per_s"]
+    speed = mine[0].summary.rate / base[0].summary.rate
     ci = bootstrap_ratio(_rates(mine[0]), _rates(base[0]))
     return (speed, *ci) if ci else (speed, None, None)
 
 
 def _loss(results: list[RunResult]) -> float | None:
-    losses = [r.summary.get("final_loss") for r in results]
+    losses = [r.summary.final_loss for r in results]
     finite = [v for v in losses if is_finite(v)]
     return statistics.median(finite) if finite else None
 
@@ -86,15 +86,15 @@ def candidates(g, outcome: dict, checks: dict[tuple[str, str], dict]) -> list[di
         row = {"key": c.key, "label": c.label(), "device": c.device, "precision": c.precision,
                "channels_last": c.channels_last, "compile": c.compile, "batch_size": c.batch_size,
                "threads": c.threads, "tf32": c.tf32, "baseline": c == g.baselines.get(c.device), "rounds": len(ok),
-               "round_samples_per_s": [r.summary["samples_per_s"] for r in ok],
+               "round_samples_per_s": [r.summary.samples_per_s for r in ok],
                "run_ids": [r.id for r in runs], "reason": None}
         sps, low, high, how = _throughput(ok)
         base = g.baselines.get(c.device)
         speed, s_low, s_high = paired_ratio(ok, _finished(measured.get(base.key, []))) if base else (None, None, None)
-        peaks = [v for r in ok if is_finite(v := r.summary.get("peak_memory"))]
-        warm = [v for r in ok if is_finite(v := r.summary.get("warmup_s"))]
+        peaks = [v for r in ok if is_finite(v := r.summary.peak_memory)]
+        warm = [v for r in ok if is_finite(v := r.summary.warmup_s)]
         row.update(samples_per_s=sps, samples_per_s_low=low, samples_per_s_high=high, interval=how or None,
-                   samples_per_s_iqr=statistics.median([r.summary.get("samples_per_s_iqr") or 0.0 for r in ok])
+                   samples_per_s_iqr=statistics.median([r.summary.samples_per_s_iqr or 0.0 for r in ok])
                    if ok else None,
                    speedup=speed, speedup_low=s_low, speedup_high=s_high,
                    peak_memory=max(peaks) if peaks else None, warmup_s=statistics.median(warm) if warm else None,

@@ -13,6 +13,7 @@ import pytest
 from tests.support.fake_mps import FakeAppleMonitor, fake_mac
 
 from mpsstudio.engine.analysis import energy as figures
+from mpsstudio.engine.basics.summary_fields import RunSummary
 from mpsstudio.engine.machine.energy import base, ioreport, rapl
 from mpsstudio.engine.machine.energy import nvml as nvml_source
 from mpsstudio.engine.machine.energy import meter as meters
@@ -308,35 +309,35 @@ def test_ioreg_utilization_parses_activity_monitors_figure():
 
 
 def test_summary_sums_theenergy_windows():
-    s = figures.summary_fields(energy_rows(100.0, 120.0), ENV)
-    assert s["energy_j"] == pytest.approx(220.0)
-    assert s["avg_power_w"] == pytest.approx(220.0)  # over 1 s of windows
-    assert s["j_per_sample"] == pytest.approx(220.0 / 128)
-    assert s["energy_parts"] == {"gpu": pytest.approx(220.0), "cpu": pytest.approx(2.0)}
-    assert s["utilization"] == pytest.approx(50.0) and s["utilization_measure"] == "gpu_busy"
-    assert s["energy_reason"] is None
+    s = RunSummary.made(figures.summary_fields(energy_rows(100.0, 120.0), ENV))
+    assert s.energy_j == pytest.approx(220.0)
+    assert s.avg_power_w == pytest.approx(220.0)  # over 1 s of windows
+    assert s.j_per_sample == pytest.approx(220.0 / 128)
+    assert s.energy_parts == {"gpu": pytest.approx(220.0), "cpu": pytest.approx(2.0)}
+    assert s.utilization == pytest.approx(50.0) and s.utilization_measure == "gpu_busy"
+    assert s.energy_reason is None
 
 
 def test_one_missing_window_makes_the_run_energy_null_with_a_reason_never_zero():
-    s = figures.summary_fields(energy_rows(100.0, None, 90.0), ENV)
-    assert s["energy_j"] is None and s["j_per_sample"] is None and s["avg_power_w"] is None
-    assert s["energy_reason"] == "the energy counter could not be read in 1 of 3 energy spans"
+    s = RunSummary.made(figures.summary_fields(energy_rows(100.0, None, 90.0), ENV))
+    assert s.energy_j is None and s.j_per_sample is None and s.avg_power_w is None
+    assert s.energy_reason == "the energy counter could not be read in 1 of 3 energy spans"
 
 
 def test_no_source_gives_null_fields_and_the_sources_reason():
     env = {"energy": {"source": None, "part": None, "measure": None, "reason": "no energy counter readable on "
                       "this Linux VM (/sys/class/powercap is missing)", "utilization": "cpu_busy"}}
-    s = figures.summary_fields(energy_rows(None, None), env)
-    assert all(s[k] is None for k in ("energy_j", "avg_power_w", "j_per_sample", "energy_parts"))
-    assert s["energy_reason"].startswith("no energy counter readable on this Linux VM")
-    assert s["utilization"] == pytest.approx(50.0)
+    s = RunSummary.made(figures.summary_fields(energy_rows(None, None), env))
+    assert all(getattr(s, k) is None for k in ("energy_j", "avg_power_w", "j_per_sample", "energy_parts"))
+    assert s.energy_reason.startswith("no energy counter readable on this Linux VM")
+    assert s.utilization == pytest.approx(50.0)
 
 
 def test_runs_recorded_before_energy_say_so():
-    s = figures.summary_fields(energy_rows(5.0), {"machine_label": "an older record"})
-    assert s["energy_j"] is None and s["energy_reason"] == figures.BEFORE
-    s = figures.summary_fields([], {})  # a run that failed in its setup: never started, nothing to measure
-    assert s["energy_reason"] == "not measured (the run ended before its first step)"
+    s = RunSummary.made(figures.summary_fields(energy_rows(5.0), {"machine_label": "an older record"}))
+    assert s.energy_j is None and s.energy_reason == figures.BEFORE
+    s = RunSummary.made(figures.summary_fields([], {}))  # a run that failed in its setup: never started, nothing to measure
+    assert s.energy_reason == "not measured (the run ended before its first step)"
     from mpsstudio.engine.basics.results import RunResult
 
     failed = RunResult(config=RunConfig(device="cpu"), status="failed", summary=s)
@@ -352,9 +353,9 @@ def _file_run(windows, env=ENV, summary=None):
 def test_a_file_cannot_claim_energy_its_windows_do_not_have():
     lying = {"energy_j": 1.0, "j_per_sample": 0.0001, "avg_power_w": 1.0}
     run = runcheck.run_from_dict(_file_run(energy_windows(100.0, 120.0), summary=lying), "x.json")
-    assert run.summary["energy_j"] == pytest.approx(220.0)
+    assert run.summary.energy_j == pytest.approx(220.0)
     run = runcheck.run_from_dict(_file_run(energy_windows(None, None), summary=lying), "x.json")
-    assert run.summary["energy_j"] is None and run.summary["j_per_sample"] is None
+    assert run.summary.energy_j is None and run.summary.j_per_sample is None
 
 
 @pytest.mark.parametrize("field, value", [
@@ -372,10 +373,10 @@ def test_bad_window_energy_in_a_file_is_one_sentence(field, value):
 def test_a_hostile_energy_description_is_shown_bounded():
     env = {"energy": {**ENV["energy"], "source": "A\x00B " * 500, "measure": "guessed"}}
     s = runcheck.run_from_dict(_file_run(energy_windows(1.0), env=env), "x.json").summary
-    assert s["energy_j"] is None  # an unknown measure is not trusted
+    assert s.energy_j is None  # an unknown measure is not trusted
     env = {"energy": {**ENV["energy"], "source": "A\x00B " * 500}}
     s = runcheck.run_from_dict(_file_run(energy_windows(1.0), env=env), "x.json").summary
-    assert len(s["energy_source"]) <= figures.MAX_TEXT and "\x00" not in s["energy_source"]
+    assert len(s.energy_source) <= figures.MAX_TEXT and "\x00" not in s.energy_source
 
 
 def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, monkeypatch):
@@ -397,14 +398,14 @@ def test_a_run_with_fake_rapl_reports_energy_in_its_summary_and_json(tmp_path, m
                                    warmup_steps=2))
     assert result.status == "finished"
     s = result.summary
-    assert s["energy_source"] == "RAPL energy counters" and s["energy_part"] == "cpu"
+    assert s.energy_source == "RAPL energy counters" and s.energy_part == "cpu"
     assert all(w.energy_j == pytest.approx(0.25) for w in result.windows)
-    assert s["energy_j"] == pytest.approx(0.25 * len(result.windows))
-    assert s["j_per_sample"] == pytest.approx(s["energy_j"] / (12 * 16))
-    assert s["avg_power_w"] == pytest.approx(s["energy_j"] / sum(w.energy_s for w in result.windows))
-    assert 0 <= s["utilization"] <= 100 and s["utilization_measure"] == "cpu_busy"
+    assert s.energy_j == pytest.approx(0.25 * len(result.windows))
+    assert s.j_per_sample == pytest.approx(s.energy_j / (12 * 16))
+    assert s.avg_power_w == pytest.approx(s.energy_j / sum(w.energy_s for w in result.windows))
+    assert 0 <= s.utilization <= 100 and s.utilization_measure == "cpu_busy"
     data = json.loads(json.dumps(result.to_dict()))
-    assert runcheck.run_from_dict(data, "again").summary["energy_j"] == pytest.approx(s["energy_j"])
+    assert runcheck.run_from_dict(data, "again").summary.energy_j == pytest.approx(s.energy_j)
 
 
 def test_a_run_without_a_counter_has_null_energy_and_a_reason(tmp_path, monkeypatch):
@@ -412,9 +413,9 @@ def test_a_run_without_a_counter_has_null_energy_and_a_reason(tmp_path, monkeypa
     monkeypatch.setattr(sys, "platform", "linux")
     result = trainer.run(RunConfig(model="mlp", dataset="synthetic", device="cpu", batch_size=16, steps=6))
     s = result.summary
-    assert s["energy_j"] is None and s["avg_power_w"] is None and s["j_per_sample"] is None
-    assert s["energy_reason"].startswith("no energy counter readable on this Linux")
-    assert s["utilization"] is not None and not math.isnan(s["utilization"])
+    assert s.energy_j is None and s.avg_power_w is None and s.j_per_sample is None
+    assert s.energy_reason.startswith("no energy counter readable on this Linux")
+    assert s.utilization is not None and not math.isnan(s.utilization)
 
 
 def test_fmt_joules():
@@ -511,15 +512,15 @@ def test_spans_cover_every_measured_window_and_close_at_breaks(tmp_path, monkeyp
     assert sum(w.energy_windows for w in spans) == len(result.windows)
     assert len(spans) >= 2  # closed at the first epoch's end (validation follows) and at the run's end
     assert len(spans) < len(result.windows)  # a span groups the windows of about SPAN_S
-    assert result.summary["energy_j"] == pytest.approx(0.0)  # the fake counter did not move
-    assert result.summary["j_per_sample"] == pytest.approx(0.0) and result.summary["energy_reason"] is None
+    assert result.summary.energy_j == pytest.approx(0.0)  # the fake counter did not move
+    assert result.summary.j_per_sample == pytest.approx(0.0) and result.summary.energy_reason is None
 
 
 def test_a_span_count_that_does_not_fit_the_windows_is_not_trusted():
     windows = energy_windows(1.0, 2.0)
     windows[1]["energy_windows"] = 5
     s = runcheck.run_from_dict(_file_run(windows), "x.json").summary
-    assert s["energy_j"] is None and "do not match" in s["energy_reason"]
+    assert s.energy_j is None and "do not match" in s.energy_reason
     windows[1]["energy_windows"] = 0
     with pytest.raises(UserError, match="energy_windows"):
         runcheck.run_from_dict(_file_run(windows), "x.json")
@@ -530,7 +531,7 @@ def test_the_cli_table_says_what_measured_energy_or_why_not():
 
     runs = [_measured_run("cpu", 300.0, reason="no energy counter readable on this Linux VM"),
             _measured_run("cuda:0", 600.0, jps=0.2, busy=90.0)]
-    runs[1].summary.update(energy_source="NVML total-energy counter (GPU 0)",
+    runs[1].summary = runs[1].summary.replaced(energy_source="NVML total-energy counter (GPU 0)",
                            energy_scope="the whole GPU board, idle power included")
     text = format_table(runs)
     assert "J/sample" in text.splitlines()[0] and "200 mJ" in text and "90.0 %" in text
@@ -549,7 +550,7 @@ def test_a_stopped_run_keeps_the_energy_of_the_windows_it_ran(tmp_path, monkeypa
                          should_stop=lambda: sum(type(e).__name__ == "Window" for e in seen) >= 3)
     assert result.status == "cancelled" and len(result.windows) == 3
     assert result.windows[-1].energy_windows == 3  # the open span closed with the last window
-    assert result.summary["energy_j"] == pytest.approx(0.0) and result.summary["energy_reason"] is None
+    assert result.summary.energy_j == pytest.approx(0.0) and result.summary.energy_reason is None
 
 
 def test_a_span_that_follows_starts_at_the_last_ones_end_without_reading_again():

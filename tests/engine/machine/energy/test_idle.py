@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from mpsstudio.engine.analysis import compare, energy as figures, runcheck, verdict
+from mpsstudio.engine.basics.summary_fields import RunSummary
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.results import RunResult, WindowRow
 from mpsstudio.engine.machine.energy import base, cpu, meter as meters
@@ -56,10 +57,10 @@ def _env(idle_w=None, idle_s=1.0, idle_reason=None):
 
 
 def test_energy_above_idle_is_the_spans_energy_less_idle_power_over_their_time():
-    s = figures.summary_fields(energy_rows(100.0, 120.0), _env(idle_w=60.0))  # 220 J over 1 s, 128 samples
-    assert s["idle_w"] == 60.0 and s["idle_s"] == 1.0 and s["idle_reason"] is None
-    assert s["energy_above_idle_j"] == pytest.approx(160.0) and s["power_above_idle_w"] == pytest.approx(160.0)
-    assert s["j_per_sample_above_idle"] == pytest.approx(160.0 / 128)
+    s = RunSummary.made(figures.summary_fields(energy_rows(100.0, 120.0), _env(idle_w=60.0)))  # 220 J over 1 s, 128 samples
+    assert s.idle_w == 60.0 and s.idle_s == 1.0 and s.idle_reason is None
+    assert s.energy_above_idle_j == pytest.approx(160.0) and s.power_above_idle_w == pytest.approx(160.0)
+    assert s.j_per_sample_above_idle == pytest.approx(160.0 / 128)
     assert "Idle: 60.0 W (read for 1.0 s before the measured phase); above idle 1.25 J per sample at 160.0 W." \
         in figures.describe(s)
 
@@ -74,9 +75,9 @@ def test_energy_above_idle_is_the_spans_energy_less_idle_power_over_their_time()
                          "no figure above idle"),
 ])
 def test_no_figure_above_idle_says_why(env, reason):
-    s = figures.summary_fields(energy_rows(100.0, 120.0), env)
-    assert s["j_per_sample_above_idle"] is None and s["idle_reason"] == reason
-    assert s["j_per_sample"] == pytest.approx(220.0 / 128)  # the whole-device figure stands
+    s = RunSummary.made(figures.summary_fields(energy_rows(100.0, 120.0), env))
+    assert s.j_per_sample_above_idle is None and s.idle_reason == reason
+    assert s.j_per_sample == pytest.approx(220.0 / 128)  # the whole-device figure stands
 
 
 def test_a_file_cannot_claim_an_energy_above_idle_its_windows_and_idle_reading_do_not_give():
@@ -85,7 +86,7 @@ def test_a_file_cannot_claim_an_energy_above_idle_its_windows_and_idle_reading_d
     data = json.loads(json.dumps(r.to_dict()))
     data["summary"].update(j_per_sample_above_idle=0.0001, idle_w=1.0)
     back = runcheck.run_from_dict(data, "a file")
-    assert back.summary["idle_w"] == 60.0 and back.summary["j_per_sample_above_idle"] == pytest.approx(160.0 / 128)
+    assert back.summary.idle_w == 60.0 and back.summary.j_per_sample_above_idle == pytest.approx(160.0 / 128)
 
 
 def _run(device, machine, sps, jps, above, watts, measure):

@@ -40,7 +40,7 @@ def test_half_precision_with_adam_trains_with_finite_losses(precision, optimizer
     result = trainer.run(RunConfig(**{**QUICK, "precision": precision, "optimizer": optimizer, "lr": 1e-3}))
     assert result.status == "finished", result.error
     assert all(math.isfinite(v) for v in result.losses) and len(result.losses) == 8
-    checks = result.summary["parity"]["checks"]
+    checks = result.summary.parity["checks"]
     assert {f"{precision} forward", f"{precision} step direction"} <= set(checks)
     assert 0 < checks[f"{precision} step direction"]["difference"] <= checks[f"{precision} step direction"]["tolerance"]
 

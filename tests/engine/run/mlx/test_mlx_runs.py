@@ -22,11 +22,11 @@ def test_an_mlx_run_is_measured_and_records_its_parity():
     result = trainer.run(RunConfig(**QUICK))
     assert result.status == "finished", result.error
     s = result.summary
-    assert s["measured_steps"] == 6 and s["windows"] >= 2 and s["samples_per_s"] > 0
-    assert s["parity"]["passed"] is True and set(s["parity"]["checks"]) == {"forward", "loss", "step"}
-    assert s["framework"] == "mlx" and result.env["mlx"] == mlx_machine.mlx_version()
-    assert len(result.losses) == 8 and s["parameters"] == 1_708_298
-    assert result.windows[0].memory is not None and s["memory_measure"] == "rss_growth"  # the process's, as PyTorch's CPU run
+    assert s.measured_steps == 6 and s.windows >= 2 and s.samples_per_s > 0
+    assert s.parity["passed"] is True and set(s.parity["checks"]) == {"forward", "loss", "step"}
+    assert s.framework == "mlx" and result.env["mlx"] == mlx_machine.mlx_version()
+    assert len(result.losses) == 8 and s.parameters == 1_708_298
+    assert result.windows[0].memory is not None and s.memory_measure == "rss_growth"  # the process's, as PyTorch's CPU run
 
 
 def test_work_a_step_leaves_unevaluated_is_timed_in_its_own_window(monkeypatch):
@@ -37,7 +37,7 @@ def test_work_a_step_leaves_unevaluated_is_timed_in_its_own_window(monkeypatch):
     result = trainer.run(RunConfig(**{**QUICK, "steps": 12}))
     s = result.summary
     assert result.status == "finished"
-    assert s["samples_per_s"] < 2 * s["wall_samples_per_s"]
+    assert s.samples_per_s < 2 * s.wall_samples_per_s
 
 
 WRONG_TWIN = """
@@ -68,7 +68,7 @@ def test_a_model_files_twin_that_differs_is_refused_with_the_layer(tmp_path):
     assert result.status == "failed"
     assert "does not compute what it computes in PyTorch" in result.error
     assert "the first layer whose output differs is 2" in result.error and "its input agrees" in result.error
-    assert result.summary["parity"]["passed"] is False and not result.windows
+    assert result.summary.parity["passed"] is False and not result.windows
 
 
 def test_a_model_files_right_twin_runs(tmp_path):
@@ -76,7 +76,7 @@ def test_a_model_files_right_twin_runs(tmp_path):
     path.write_text(textwrap.dedent(WRONG_TWIN.format(act="mnn.ReLU()")))
     result = trainer.run(RunConfig(**{**QUICK, "model": str(path)}))
     assert result.status == "finished", result.error
-    assert result.summary["parity"]["passed"]
+    assert result.summary.parity["passed"]
 
 
 def test_a_model_file_without_a_twin_is_told_what_to_define(tmp_path):

@@ -44,7 +44,7 @@ def test_a_model_file_declares_its_input_and_runs_at_it(tmp_path, capsys):
     info = models.get_model_info(str(path))
     assert info.default_spec.sample_shape == (3, 20, 24) and info.default_spec.num_classes == 7
     assert _bench(str(path)) == cli.EXIT_OK
-    assert "3x20x24 images, 7 classes" in capsys.readouterr().out + RunStore().all()[-1].summary["dataset"]
+    assert "3x20x24 images, 7 classes" in capsys.readouterr().out + RunStore().all()[-1].summary.dataset
 
 
 @pytest.mark.parametrize("extra, shape, classes", [
@@ -106,7 +106,7 @@ def test_the_examples_of_several_inputs_run_and_their_tools_too(example, capsys)
     model = str(EXAMPLES / example)
     assert _bench(model) == cli.EXIT_OK
     [run] = RunStore().all()
-    assert run.status == "finished" and run.summary["dataset"] == f"synthetic: batches made by make_batch in {example}"
+    assert run.status == "finished" and run.summary.dataset == f"synthetic: batches made by make_batch in {example}"
     assert cli.main(["max-batch", "--model", model, "--dataset", "synthetic", "--device", "cpu", "--max-batch", "8",
                      "--no-save"]) == cli.EXIT_OK
     assert cli.main(["diagnose", "--model", model, "--dataset", "synthetic", "--devices", "cpu", "--no-save",
@@ -128,10 +128,10 @@ def test_a_script_with_mt_step_run_by_mpsstudio_run_is_a_run(capsys):
     assert code == cli.EXIT_OK, capsys.readouterr().err
     [run] = RunStore().all()
     assert run.status == "finished" and run.config.is_script and run.config.device == "cpu"
-    assert run.env["tracked"] == "mt.step" and run.summary["tracked"] == "mt.step"
-    assert run.summary["measured_steps"] == 60 and len(run.windows) >= 1 and len(run.losses) == 70
-    assert run.summary.get("stability") in ("stable", "noisy")
-    assert 0 <= run.summary["val_accuracy"] <= 1 and len(run.epochs) >= 1
+    assert run.env["tracked"] == "mt.step" and run.summary.tracked == "mt.step"
+    assert run.summary.measured_steps == 60 and len(run.windows) >= 1 and len(run.losses) == 70
+    assert run.summary.stability in ("stable", "noisy")
+    assert 0 <= run.summary.val_accuracy <= 1 and len(run.epochs) >= 1
 
 
 SCRIPTS = {
@@ -151,9 +151,9 @@ def test_a_script_without_mt_step_is_counted_by_the_optimizer_hook(tmp_path):
     path.write_text(SCRIPTS["hooks"])
     assert cli.main(["run", str(path), "--devices", "cpu", "--steps", "50", "--", "{device}"]) == cli.EXIT_OK
     [run] = RunStore().all()
-    assert run.status == "finished" and run.summary["tracked"] == "optimizer hook"
+    assert run.status == "finished" and run.summary.tracked == "optimizer hook"
     assert run.config.batch_size == 24  # the outermost module's input
-    assert run.summary["measured_steps"] == 50 and run.summary["parameters"] == 8 * 16 + 16 + 16 * 3 + 3
+    assert run.summary.measured_steps == 50 and run.summary.parameters == 8 * 16 + 16 + 16 * 3 + 3
 
 
 @pytest.mark.parametrize("name, said", [
@@ -189,7 +189,7 @@ def test_a_script_that_hangs_or_ignores_its_end_is_contained(tmp_path, run_pids,
         from mpsstudio.engine.basics.paths import log_dir
 
         kept = log_dir() / "runs" / f"{run.id}.txt"
-        assert str(kept) in run.summary["output_note"]
+        assert str(kept) in run.summary.output_note
         assert "a line from the script" in kept.read_text()
 
 
@@ -201,8 +201,8 @@ def test_a_script_with_mt_step_run_by_python_alone_is_kept_in_the_history(tmp_pa
     assert done.returncode == 0, done.stderr
     assert "samples/s (median of" in done.stderr and "kept in the history as" in done.stderr
     [run] = RunStore().all()
-    assert run.status == "finished" and run.summary["tracked"] == "mt.step" and run.config.warmup_steps == 5
-    assert run.windows and run.summary["stability"] in ("stable", "noisy")
+    assert run.status == "finished" and run.summary.tracked == "mt.step" and run.config.warmup_steps == 5
+    assert run.windows and run.summary.stability in ("stable", "noisy")
 
 
 def test_where_the_device_overlaps_a_windows_books_wait_for_the_next_step_and_nothing_is_lost():

@@ -87,7 +87,7 @@ def test_a_script_that_trains_elsewhere_than_asked_says_so_and_is_never_relabell
     with pytest.raises(tracked.ScriptDone):
         tracker.step(torch.tensor(1.0), 8)  # a loss on the CPU in the run for cuda
     result = tracker.result
-    assert result.status == "failed" and result.config.device == "cuda" and result.summary["trained_on"] == "cpu"
+    assert result.status == "failed" and result.config.device == "cuda" and result.summary.trained_on == "cpu"
     assert result.error.startswith("Asked for cuda; the script trained on cpu: it chooses its device itself")
     assert "--args-for cuda=" in result.error and not result.windows
     alone = tracked.Tracker(RunConfig(model="own.py", dataset="script", device="cuda", steps=None, epochs=None,
@@ -138,7 +138,7 @@ NO_GUARD = ("import torch\nfrom torch import nn\nx = torch.randn(256, 8); y = to
 def test_dataloader_workers_without_a_main_guard_train_as_under_python(tmp_path):
     code, run = _run(tmp_path, NO_GUARD)
     assert code == cli.EXIT_OK and run.status == "finished", run.error
-    assert run.summary["measured_steps"] == 3 * 16 - 2 and run.config.batch_size == 16
+    assert run.summary.measured_steps == 3 * 16 - 2 and run.config.batch_size == 16
 
 
 @pytest.mark.long
@@ -186,10 +186,10 @@ def test_a_language_model_counts_sequences_and_tokens_whatever_its_layout(tmp_pa
                                                                          batch_from):
     code, run = _run(tmp_path, LM.format(layer=layer, shape=shape, slices=slices, hidden=hidden))
     assert code == cli.EXIT_OK and run.status == "finished", run.error
-    assert run.config.batch_size == 20 and run.summary["batch_from"] == batch_from
-    assert run.summary["tokens_per_sample"] == 35
-    assert run.summary["tokens_per_s"] == pytest.approx(35 * run.summary["samples_per_s"])
-    assert sum(w.samples for w in run.windows) == 20 * run.summary["measured_steps"]
+    assert run.config.batch_size == 20 and run.summary.batch_from == batch_from
+    assert run.summary.tokens_per_sample == 35
+    assert run.summary.tokens_per_s == pytest.approx(35 * run.summary.samples_per_s)
+    assert sum(w.samples for w in run.windows) == 20 * run.summary.measured_steps
     from mpsstudio.engine.run.script.words import script_lines
 
     lines = script_lines(run)
@@ -205,7 +205,7 @@ def test_micro_batches_add_up_to_the_step_and_a_given_batch_wins(tmp_path):
     assert code == cli.EXIT_OK, run.error
     assert run.config.batch_size == 32 and {w.samples / w.steps for w in run.windows} == {32}
     code, run = _run(tmp_path, accumulate, "--batch-size", "5")
-    assert code == cli.EXIT_OK and run.config.batch_size == 5 and run.summary["batch_from"] == "--batch-size"
+    assert code == cli.EXIT_OK and run.config.batch_size == 5 and run.summary.batch_from == "--batch-size"
     assert {w.samples / w.steps for w in run.windows} == {5}
 
 
@@ -231,7 +231,7 @@ def test_a_failed_run_keeps_the_batch_it_saw_and_one_that_saw_none_says_not_know
     assert code == cli.EXIT_RUN_FAILED and run.config.batch_size == 12 and "bad data" in run.error
     code, run = _run(tmp_path, "raise ValueError('before anything')\n")
     assert run.status == "failed" and run.config.batch_size is None and run.config.batch_words == "batch not known"
-    assert run.summary["energy_reason"] == "not measured (the script ended before its first training step)"
+    assert run.summary.energy_reason == "not measured (the script ended before its first training step)"
     assert RunStore().get(run.id).config.batch_size is None  # stored and read back as not known
 
 
@@ -276,11 +276,11 @@ def test_the_settings_are_the_scripts_own(tmp_path):
     assert code == cli.EXIT_OK, run.error
     c = run.config
     assert (c.optimizer, c.lr, c.precision, c.tf32, c.compile) == ("adamw", 3e-4, "bf16", False, False)
-    found = run.summary["script_settings"]
+    found = run.summary.script_settings
     assert found["optimizer"] == "AdamW" and found["autocast"] == "bf16" and found["tf32_matmul"] is True
-    assert run.summary["script_settings_words"] == ["optimizer AdamW, lr 0.0003", "bf16 autocast",
+    assert run.summary.script_settings_words == ["optimizer AdamW, lr 0.0003", "bf16 autocast",
                                                     "weights in float32"]
-    assert run.summary["precision_note"] == ""  # the engine's TF32 note is about its own runs
+    assert run.summary.precision_note == ""  # the engine's TF32 note is about its own runs
 
 
 def test_a_script_run_is_compared_across_devices_whatever_it_chose_on_each():
@@ -379,7 +379,7 @@ def test_the_idle_power_is_read_after_the_scripts_last_step_never_between_two(mo
             tracker.step(torch.tensor(1.0), 4)
     assert calls == [("idle", 33)]  # once, after the 3 warm-up and 30 measured steps
     s = tracker.result.summary
-    assert s["idle_when"] == "after" and "after the script's last step" in describe_idle(s)
+    assert s.idle_when == "after" and "after the script's last step" in describe_idle(s)
 
 
 def test_an_lbfgs_closure_evaluated_many_times_is_one_batch(tmp_path):

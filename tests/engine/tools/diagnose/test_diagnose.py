@@ -319,13 +319,13 @@ def test_a_float64_buffer_is_named_before_an_mps_run_and_cast_only_when_asked(fa
     assert ("MPS has no float64 or complex128, and f64.py holds 1 tensor of them: buffer `scale` (float64); make "
             "them float32 in the model, or let MPS Studio cast them for this run (--cast-float64") in err
     [failed] = RunStore().all()
-    assert failed.status == "failed" and failed.summary["warmup_steps"] == 0  # before any step
+    assert failed.status == "failed" and failed.summary.warmup_steps == 0  # before any step
     assert cli.main([*bench, "--cast-float64"]) == cli.EXIT_OK
     err = capsys.readouterr().err
     assert "mps: Cast for MPS, as chosen: buffer `scale` (float64)" in err
     assert "mps: Before the run: 1 operation of this model has no MPS kernel (aten::addmm); each will run on the " \
            "CPU" in err
-    pre = RunStore().all()[-1].summary["preflight"]
+    pre = RunStore().all()[-1].summary.preflight
     assert pre["traced"] and pre["no_mps_kernel"] == [{"op": "aten::addmm", "calls": 1, "kind": "cpu_fallback"}]
 
 
@@ -340,7 +340,7 @@ def test_the_preflight_says_when_operations_cannot_be_listed_ahead(fake_mps, tmp
                      "def build_model(num_classes, input_shape):\n    return M(num_classes, input_shape)\n")
     assert cli.main(["bench", "--model", str(model), "--dataset", "synthetic", "--devices", "mps", "--steps", "4",
                      "--warmup", "1", "--no-inspect", "--batch-size", "4"]) == cli.EXIT_OK
-    pre = RunStore().all()[-1].summary["preflight"]
+    pre = RunStore().all()[-1].summary.preflight
     assert not pre["traced"] and "could not be listed before the run" in pre["reason"]
 
 

@@ -283,7 +283,7 @@ def test_an_error_that_merely_contains_nan_or_inf_is_a_failure_not_a_non_finite_
 def test_a_candidate_stopped_while_it_ran_is_not_compared_and_the_sentence_says_the_tune_was_stopped():
     def run_point(cfg):
         r = RunResult(config=cfg, status="cancelled")
-        r.summary.update(samples_per_s=4454.0, samples_per_s_iqr=10.0)
+        r.summary = r.summary.replaced(samples_per_s=4454.0, samples_per_s_iqr=10.0)
         return r
     result = tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)
     [base] = [r for r in result["candidates"] if r["baseline"]]
@@ -338,7 +338,7 @@ def test_an_mlx_tune_refuses_pytorchs_own_settings_and_keeps_precisions_and_batc
 
 def test_an_mlx_tune_takes_each_precisions_parity_from_its_runs():
     result = RunResult(config=RunConfig(framework="mlx", precision="bf16"), status="finished")
-    result.summary["parity"] = {"checks": {"bf16 forward": {"difference": 0.08, "torch": None, "tolerance": 0.05}}}
+    result.summary = result.summary.replaced(parity={"checks": {"bf16 forward": {"difference": 0.08, "torch": None, "tolerance": 0.05}}})
     grid = tune.Grid(candidates=[tune.Candidate("cpu", "bf16", False, False, 64, None, None)])
     assert tune.mlx_parity({grid.candidates[0].key: [result]}, grid, "cpu", "bf16") == {"ok": False,
                                                                                          "worst_rel_err": 0.08}

@@ -38,7 +38,7 @@ def test_gpu_candidates_share_one_warm_worker_and_the_cpu_gets_its_own(fake_mps,
         assert [r.status for r in results] == ["finished"] * 3, [r.error for r in results]
         assert len(started) == 1 and warm.served == 3 and warm.holds()
         assert all(r.env.get("process") == "warm worker" for r in results)
-        assert results[0].summary["samples_per_s"] > 0 and results[2].summary["samples_per_s"] > 0
+        assert results[0].summary.samples_per_s > 0 and results[2].summary.samples_per_s > 0
         cpu = process.run_point(_config("cpu"), warm=warm)  # the CPU: its memory figure is the process's own
         assert cpu.status == "finished" and "process" not in cpu.env
         assert len(started) == 2 and not warm.holds()  # the worker ended before the CPU's run began
