@@ -16,6 +16,7 @@ from typing import Sequence
 
 from ..engine.basics.errors import HistoryBusy, UserError
 from ..engine.basics.formatting import printable
+from ..engine.tools.registry import TABLE
 from . import bench, deploy, diagnose, history, info, launch, report, tools, tune
 from .bench import model_paths
 from .common import (EXIT_BAD_INPUT, EXIT_BUSY, EXIT_CANNOT_TELL, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, fit_tables_to_terminal, format_table,
@@ -26,14 +27,16 @@ from .runs import keep_interrupted_runs
 __all__ = ["EXIT_BAD_INPUT", "EXIT_CANNOT_TELL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_RUN_FAILED", "build_parser", "format_table", "main",
            "model_paths"]
 
-COMMANDS = {
+OWN_COMMANDS = {
     "bench": bench.cmd_bench, "demo": bench.cmd_demo, "launch-benchmark": launch.cmd_launch_benchmark,
-    "sweep": tools.cmd_sweep, "max-batch": tools.cmd_max_batch, "inspect": tools.cmd_inspect,
+    "sweep": tools.cmd_sweep, "inspect": tools.cmd_inspect,
     "history": history.cmd_history, "devices": info.cmd_devices, "models": info.cmd_models,
     "datasets": info.cmd_datasets, "doctor": info.cmd_doctor, "export": deploy.cmd_export,
     "deploy-bench": deploy.cmd_deploy_bench, "diagnose": diagnose.cmd_diagnose, "run": bench.cmd_run,
     "tune": tune.cmd_tune, "report": report.cmd_report,
 }
+# A tool with a subcommand and no command of its own above is the CLI's generic one (its row says how: max-batch).
+COMMANDS = {**OWN_COMMANDS, **{t.name: tools.cmd_tool for t in TABLE if t.help and t.name not in OWN_COMMANDS}}
 
 
 KEEPS_RUNS = ("bench", "demo", "launch-benchmark", "history", "run")  # these first keep what a killed front end left

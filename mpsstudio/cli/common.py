@@ -161,13 +161,6 @@ def not_the_history(target, path: str, what: str, reads: Sequence[str] = ()):
     return target
 
 
-def parse_size(text: str) -> int:
-    """--memory-limit's size in bytes (engine's parse_memory_size, worded for the option)."""
-    from ..engine.basics.formatting import parse_memory_size
-
-    return parse_memory_size(text, "--memory-limit")
-
-
 def find_run(results, text: str, what: str = "run"):
     """The run whose id is `text` or starts with it (at least 4 characters: the tables show 8); one sentence when
     none or several do."""

@@ -13,10 +13,10 @@ from dataclasses import replace
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import printable
 from ..engine.basics.formatting import Table
-from ..engine.tools.records import MaxBatchResult, SweepResult
+from ..engine.tools.records import SweepResult
 from ..engine.tools.records.inspection import InspectResult
 from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
-                     grid, interrupted, parse_size)
+                     grid, interrupted)
 
 
 def _default_device() -> str:
@@ -146,33 +146,44 @@ def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
             print("\r\033[K", end="", file=sys.stderr)
 
 
-def cmd_max_batch(args) -> int:
-    from ..engine.tools import toolview
-    from ..engine.basics.config import MAX_BATCH
-    from ..engine.tools.maxbatch_answer import DEFAULT_CAP
+def cmd_tool(args) -> int:
+    """A tool of the engine's table (tools/registry.TABLE) without a command of its own here, the largest-batch
+    search among them: its setup and its options as its row says, its section's tables, --json and the history,
+    its sentence; on Ctrl-C (or SIGTERM, SIGHUP) what it found so far is kept."""
+    from ..engine.tools import registry
 
-    cfg = tool_prelude(args).with_device(_checked_device(args.device))
-    limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
-    cap = args.max_batch if args.max_batch is not None else DEFAULT_CAP
-    if not 1 <= cap <= MAX_BATCH:
-        raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
+    tool = registry.TOOLS[args.command]
+    cfg = tool_prelude(args)
+    names = {option.name for option in tool.options}
+    if "device" in names:
+        cfg = cfg.with_device(_checked_device(args.device))
+    values = {name: getattr(args, name) for name in names}
+    payload = tool.call("arguments", values) if tool.arguments else {}
     try:
-        result, stopped = run_one_tool("max-batch", cfg, args, f"searching the largest batch of {cfg.model} that "
-                                    f"trains on {cfg.device}", memory_limit=limit, cap=cap), None
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: the search was asked to stop; what it found is kept
+        result, stopped = run_one_tool(tool.name, cfg, args, tool.doing.format(model=cfg.model, device=cfg.device)
+                                       or f"{tool.title.lower()}: {cfg.model} on {cfg.device}", **payload), None
+    except KeyboardInterrupt as exc:
         partial = getattr(exc, "partial", None)  # what the tool found before it stopped (process/asks.py)
         if partial is None:
             raise
         result, stopped = partial, exc
-    code = report("max-batch", result, toolview.max_batch_table(result), args, stopped, "the search so far")
-    return code if code is not None else (EXIT_OK if MaxBatchResult.of(result).largest_batch else EXIT_RUN_FAILED)
+    tables = tool.call("section", result)[0] if tool.section else []
+    code = report(tool.name, result, tables, args, stopped, tool.kept)
+    if code is not None:
+        return code
+    return EXIT_RUN_FAILED if tool.failed and tool.call("failed", result) else EXIT_OK
 
 
-def report(kind: str, result: dict, table, args, stopped: KeyboardInterrupt | None, kept: str,
+def report(kind: str, result: dict, tables: Table | list[Table], args, stopped: KeyboardInterrupt | None, kept: str,
            notes: list[str] | None = None) -> int | None:
-    """A tool's table, notes, --json and history, then its sentence; the exit status when it was stopped (what it
-    found is kept), None otherwise."""
-    print_table(table)
+    """A tool's tables (each legend under its table), notes, --json and history, then its sentence; the exit status
+    when it was stopped (what it found is kept), None otherwise."""
+    for i, table in enumerate(tables if isinstance(tables, list) else [tables]):
+        if i:
+            print()
+        print_table(table)
+        if table.legend:
+            print(printable(table.legend))
     for note in notes or []:
         print(f"note: {printable(note)}")
     finish_tool(kind, result, args)

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from mpsstudio import cli
-from mpsstudio.cli.common import parse_size
 from mpsstudio.engine import process
 from mpsstudio.engine.process import handles
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.history.store import RunStore
+from mpsstudio.engine.tools.maxbatch_answer import DEFAULT_CAP, arguments
 
 
 def one_line_error(capsys) -> str:
@@ -149,13 +149,19 @@ def test_devices_tool_in_a_run_process(run_pids):
 @pytest.mark.parametrize("text, size", [("8G", 8 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", int(1.5 * 2**30)),
                                         ("2 gb", 2 * 2**30), ("1048576", 2**20)])
 def test_parse_size(text, size):
-    assert parse_size(text) == size
+    assert arguments({"memory_limit": text, "max_batch": None}) == {"memory_limit": size, "cap": DEFAULT_CAP}
 
 
 @pytest.mark.parametrize("text", ["", "G", "-1G", "1e9", "5 parsecs", "0.5M"])
 def test_parse_size_refuses(text):
-    with pytest.raises(UserError):
-        parse_size(text)
+    with pytest.raises(UserError, match="^--memory-limit must be"):
+        arguments({"memory_limit": text, "max_batch": None})
+
+
+@pytest.mark.parametrize("cap", [0, -3, 2**40])
+def test_a_cap_out_of_range_is_refused_naming_the_option(cap):
+    with pytest.raises(UserError, match=f"^--max-batch must be a whole number from 1 to 1,048,576, not {cap}"):
+        arguments({"memory_limit": None, "max_batch": cap})
 
 
 def test_a_spare_filled_after_close_starts_nothing(monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import TypeGuard
 from datetime import datetime, timezone
 
@@ -218,3 +219,17 @@ class Table:
 
     def with_legend(self, legend: str) -> Table:
         return replace(self, legend=legend)
+
+
+@dataclass
+class Chart:
+    """Horizontal bars, one per label, with optional interval whiskers and a reference line (1.0 for ratios): a
+    report's chart (report/svg.py draws it)."""
+
+    labels: list[str]
+    values: Sequence[float | None]
+    unit: str
+    lows: Sequence[float | None] = field(default_factory=list)
+    highs: Sequence[float | None] = field(default_factory=list)
+    reference: float | None = None
+    notes: list[str] = field(default_factory=list)  # a word beside each bar ("noisy", "failed"); "" for none

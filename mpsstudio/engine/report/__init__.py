@@ -17,20 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..basics.scrub import scrub, secrets  # the report's own words for them
-from ..basics.formatting import Table
-
-
-@dataclass
-class Chart:
-    """Horizontal bars, one per label, with optional interval whiskers and a reference line (1.0 for ratios)."""
-
-    labels: list[str]
-    values: Sequence[float | None]
-    unit: str
-    lows: Sequence[float | None] = field(default_factory=list)
-    highs: Sequence[float | None] = field(default_factory=list)
-    reference: float | None = None
-    notes: list[str] = field(default_factory=list)  # a word beside each bar ("noisy", "failed"); "" for none
+from ..basics.formatting import Chart, Table
 
 
 @dataclass

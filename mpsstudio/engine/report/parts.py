@@ -17,9 +17,7 @@ from ..basics.formatting import SPREAD_WORDS, fmt_rate, fmt_timestamp, instant, 
 from ..basics.results import now_iso
 from ..basics.results import RunResult
 from ..history.columns import BY_KEY, CLI_BENCH_COLUMNS, cell_text
-from ..tools import toolview
-from ..tools.records import MaxBatchResult, SweepResult
-from ..tools.records.inspection import InspectResult
+from ..tools import registry, toolview
 from . import Chart, Part, Report, Table
 
 RUN_COLUMNS = ("machine", *CLI_BENCH_COLUMNS[:7], "peak_memory_bytes", "final_loss", "status")
@@ -113,58 +111,10 @@ def run_parts(run: RunResult, all_runs: Sequence[RunResult], inspections: Sequen
 
 
 def tool_part(kind: str, result: dict, created_at: str = "") -> Part:
-    """A tool's result: its title, its sentence, the tables the window shows, a chart where it has one."""
-    tables: list[Table] = []
-    chart = None
-    if kind == "sweep":
-        tables.append(toolview.sweep_table(result).with_legend(f"{SPREAD_WORDS}. Step ms and samples/s are measured."))
-        points = [p for p in SweepResult.of(result).points if is_finite(p.samples_per_s)]
-        chart = Chart([f"{p.device} batch {p.batch_size:,}" for p in points],
-                      [p.samples_per_s for p in points], "samples/s (median, measured)",
-                      notes=["noisy" if p.stability == "noisy" else "" for p in points])
-    elif kind == "max-batch":
-        tables.append(toolview.max_batch_table(result))
-        probes = sorted(MaxBatchResult.of(result).probes, key=lambda p: p.batch_size)
-        chart = Chart([f"batch {p.batch_size:,}" for p in probes], [p.samples_per_s for p in probes],
-                      "samples/s of each probe (measured over a few steps: rough)",
-                      notes=["" if p.fits else "does not fit" for p in probes])
-    elif kind == "tune":
-        tables.append(toolview.tune_table(result).with_legend(toolview.TUNE_LEGEND))
-        rows = [r for r in toolview.tune_rows(result) if is_finite(r.samples_per_s)]
-        chart = Chart([f"{r.device}: {r.label}" for r in rows], [r.samples_per_s for r in rows],
-                      "samples/s (measured)", [r.samples_per_s_low for r in rows], [r.samples_per_s_high for r in rows],
-                      notes=[r.status if r.status != "measured" else "" for r in rows])
-    elif kind == "diagnose":
-        from ..tools.diagnose.view import PHASE_WORDS, anatomy_table, layers_table, read as read_diagnosis
-        from ..tools.records.diagnose import Diagnosed
-
-        diagnosis = read_diagnosis(result)
-        tables.append(anatomy_table(diagnosis).with_legend("Milliseconds per step: medians, each phase timed with the "
-                                                           "device synchronized (measured)."))
-        ran = [d for d in diagnosis.devices if isinstance(d, Diagnosed)]
-        for d in ran:
-            for found in (d.layers, d.after_layers):
-                if found is not None and found.rows:
-                    tables.append(layers_table(found))
-        if ran:
-            first = ran[0]
-            chart = Chart([PHASE_WORDS[p] for p in PHASE_WORDS], [first.phase_ms(p) for p in PHASE_WORDS],
-                          f"ms per step on {first.device} (median, measured)")
-    elif kind == "inspect":
-        inspected = InspectResult.of(result)
-        par = inspected.parity
-        if par:
-            tables.append(toolview.parity_table(inspected, limit=50).with_legend(
-                f"Parity with the CPU in float64 ({par.precision}; relative error = max|device - reference| / "
-                f"max|reference|; one batch of {par.batch_size or '?'})."))
-        if inspected.fallback_ops:
-            tables.append(toolview.fallback_table(inspected).with_legend("Operations that ran on the CPU during one "
-                                 "training step, each timed with the device synchronized around it."))
-    elif kind == "deploy-bench":
-        tables.append(toolview.deploy_table(result).with_legend("Latency and throughput measured; energy where a meter "
-                                                            "was read."))
-    elif kind == "export":
-        tables.append(toolview.export_table(result))
+    """A tool's result: its title, its sentence, and its row's section (the tables the window shows, a chart where it
+    has one)."""
+    tool = registry.TOOLS.get(kind)
+    tables, chart = tool.call("section", result) if tool is not None and tool.section else ([], None)
     env: dict = result["env"] if isinstance(result.get("env"), dict) else {}
     return Part(toolview.title(kind, result), "", [str(result.get("sentence") or "")], tables, chart,
                 environment_items(env), fmt_timestamp(created_at) if created_at else "")

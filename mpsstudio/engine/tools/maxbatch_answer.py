@@ -10,6 +10,27 @@ PROBE_STEPS = 3  # timed training steps per probe, after one untimed step
 DEFAULT_CAP = 65536  # the largest batch tried unless asked (a tiny model fits batches nobody trains with)
 
 
+def arguments(values: dict) -> dict:
+    """The command line's --memory-limit and --max-batch as the search's settings; UserError naming the option."""
+    from ..basics.config import MAX_BATCH
+    from ..basics.errors import UserError
+    from ..basics.formatting import parse_memory_size
+
+    text, cap = values["memory_limit"], values["max_batch"]
+    limit = parse_memory_size(text, "--memory-limit") if text is not None else None
+    cap = cap if cap is not None else DEFAULT_CAP
+    if not 1 <= cap <= MAX_BATCH:
+        raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
+    return {"memory_limit": limit, "cap": cap}
+
+
+def found_none(result: dict) -> bool:
+    """No batch trained (the command exits 1)."""
+    from .records import MaxBatchResult
+
+    return not MaxBatchResult.of(result).largest_batch
+
+
 def sweep_sizes(largest: int) -> list[int]:
     """The batch sizes worth measuring with the run's rules to find the fastest: the largest that trains and the
     powers of two below it down to an eighth of it."""

@@ -33,6 +33,11 @@ class Tool:
     - `rederived(result) -> dict`: its words (and judgements) from its numbers, on every read of a stored result.
     - `chosen(values, context) -> dict` and `plan(chosen, context) -> str`: what its sheet's fields (`options` with a
       field) mean as start_tool's {"config", "batch_sizes", "payload"}, and the line saying what it will do.
+    - `section(result) -> (tables, chart)`: what a report shows of a result beside its sentence (torch-free), and
+      the Tools tab where the tool has no view of its own (gui/tools/panel.py).
+    - `arguments(values) -> dict`: its command's option values (by name) as its payload, and `failed(result) -> bool`
+      (exit 1), for a tool whose command is the CLI's own (cli/tools.cmd_tool: it says `doing` while it runs, prints
+      the section's tables and the sentence, and on Ctrl-C keeps what the tool found, `kept`).
     Its subcommand (`help`: "" for none) takes a run's setup first (`setup`; without --precision where the tool
     declares its own, `own_precision`), then `options`, whose fields also make its sheet (`what` opens it)."""
 
@@ -52,6 +57,11 @@ class Tool:
     what: str = ""
     chosen: str | None = None
     plan: str | None = None
+    section: str | None = None
+    doing: str = ""  # the command's line while it runs: {model} and {device} are the setup's
+    arguments: str | None = None
+    failed: str | None = None
+    kept: str = "what it found so far"
 
     def call(self, which: str, *args: Any, **kwargs: Any) -> Any:
         target = getattr(self, which)
@@ -66,7 +76,7 @@ TRY = (("off", "no"), ("on", "yes"), ("both", "both, compared"))  # tune's --cha
 BOTH = tuple(value for value, _ in TRY)  # what tune.options.parse_choice takes (tests/engine/tools/test_chosen.py)
 
 TABLE = (
-    Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B",
+    Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B", section="toolview:sweep_section",
          help="throughput against batch size per device, and where the accelerator wins", setup=True,
          what="Throughput against batch size on each checked device, each point a short run with the run's rules, "
               "and where the accelerator starts to win.",
@@ -86,7 +96,9 @@ TABLE = (
                                 initial=Ref("sweep:DEFAULT_WARMUP"), high=10_000)),
              MODE)),
     Tool("max-batch", "Largest batch", "Find Largest Batch…", "Ctrl+Shift+M", run="maxbatch:run_tool",
-         ended="maxbatch_answer:from_checkpoint",
+         ended="maxbatch_answer:from_checkpoint", section="toolview:max_batch_section",
+         doing="searching the largest batch of {model} that trains on {device}", arguments="maxbatch_answer:arguments",
+         failed="maxbatch_answer:found_none", kept="the search so far",
          help="the largest batch that trains (full training steps) and the fastest", setup=True,
          what="The largest batch that trains (full training steps) on the device, doubling then bisecting to the "
               "exact boundary, under the memory limit.",
@@ -101,7 +113,7 @@ TABLE = (
                                 initial=Ref("chosen:max_batch_cap"), low=1, high=MAX_BATCH,
                                 note=Ref("chosen:max_batch_note"))))),
     Tool("inspect", "Inspection", "Inspect Model (CPU Fallback, Parity)…", "Ctrl+Shift+I", run="inspection:run_tool",
-         rederived="toolview:inspect_rederived",
+         rederived="toolview:inspect_rederived", section="toolview:inspect_section",
          help="CPU-fallback operations and numerical parity with the CPU (float64) on one device, and its functional "
               "check", setup=True,
          what="Which operations fall back to the CPU on the device, and whether it computes the same as the CPU in "
@@ -114,6 +126,7 @@ TABLE = (
                                 high=MAX_BATCH)))),
     Tool("diagnose", "Diagnosis", "Diagnose (Why Slow, Memory, Wrong Layer)…", "Ctrl+Shift+G",
          run="diagnose:run_tool", ended="diagnose:from_checkpoint", rederived="diagnose.view:rederived",
+         section="diagnose.view:section",
          help="why a training step is slow (data, launch, CPU fallback, syncs or compute), where its memory goes, and "
               "which layer computes wrong, per device", setup=True,
          what="Why a training step takes what it takes on each checked device (data, launch, CPU fallback, syncs or "
@@ -134,7 +147,7 @@ TABLE = (
                                 "model as training has changed it (--after-steps).", initial=0, high=100_000)))),
     Tool("deploy-bench", "Deploy benchmark", "Deploy Benchmark (PyTorch, Core ML)…", "Ctrl+Shift+D",
          run="deploy.deploybench:run_tool", needs_config=False,
-         ended="deploy.deploybench:from_checkpoint",
+         ended="deploy.deploybench:from_checkpoint", section="toolview:deploy_section",
          help="inference on the CPU, the GPU and (on macOS) Core ML's compute units, side by side, with agreement",
          what="Inference of the model on each checked device, at each batch size (and Core ML's compute units on "
               "macOS).",
@@ -156,7 +169,7 @@ TABLE = (
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("tune", "Best settings", "Best Settings (Precision, Layout, Batch)…", "Ctrl+Shift+T",
-         rederived="tune.report:rederived_checked",
+         rederived="tune.report:rederived_checked", section="toolview:tune_section",
          help="which precision, channels_last, compile, batch size (and CPU threads) make this model fastest here, "
               "at what cost in memory and loss", setup=True, own_precision=True,
          what="Which precision, memory layout, compile and batch size make the model fastest on each checked device, "
@@ -202,6 +215,7 @@ TABLE = (
                                 initial=Ref("tune:DEFAULT_STEPS"), low=1, high=100_000)),
              Option("--warmup", "warm-up steps a candidate a round (default: 3)", type=int))),
     Tool("export", "Export", "Export Model…", "Ctrl+Shift+E", run="deploy.export:run_tool",
+         section="toolview:export_section",
          help="the model as TorchScript, a torch.export program or a Core ML package, checked against PyTorch",
          what="The model as a file another program loads, loaded back and compared with PyTorch on a fixed batch.",
          chosen="chosen:export_chosen", plan="chosen:export_plan", options=(

@@ -10,7 +10,7 @@ from ..basics.config import RunConfig
 from ..basics.formatting import (DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, instant, is_finite, plural,
                                  spread_of)
 from ..basics.results import RunResult
-from ..basics.formatting import Table
+from ..basics.formatting import SPREAD_WORDS, Chart, Table
 from ..machine.probe import NOT_WORKING
 from . import registry
 from .records import MaxBatchResult, SweepResult
@@ -331,3 +331,51 @@ def inspect_rederived(result: dict) -> dict:
     """A read inspection's sentence from its numbers (a file cannot make them disagree)."""
     result["sentence"] = inspect_sentence(result)
     return result
+
+
+# -- a result's section of a report (its row's `section` in registry.TABLE): its tables with their legends, a chart
+Section = tuple[list[Table], Chart | None]
+
+
+def sweep_section(result: dict) -> Section:
+    points = [p for p in SweepResult.of(result).points if is_finite(p.samples_per_s)]
+    return ([sweep_table(result).with_legend(f"{SPREAD_WORDS}. Step ms and samples/s are measured.")],
+            Chart([f"{p.device} batch {p.batch_size:,}" for p in points], [p.samples_per_s for p in points],
+                  "samples/s (median, measured)", notes=["noisy" if p.stability == "noisy" else "" for p in points]))
+
+
+def max_batch_section(result: dict) -> Section:
+    probes = sorted(MaxBatchResult.of(result).probes, key=lambda p: p.batch_size)
+    return ([max_batch_table(result)],
+            Chart([f"batch {p.batch_size:,}" for p in probes], [p.samples_per_s for p in probes],
+                  "samples/s of each probe (measured over a few steps: rough)",
+                  notes=["" if p.fits else "does not fit" for p in probes]))
+
+
+def tune_section(result: dict) -> Section:
+    rows = [r for r in tune_rows(result) if is_finite(r.samples_per_s)]
+    return ([tune_table(result).with_legend(TUNE_LEGEND)],
+            Chart([f"{r.device}: {r.label}" for r in rows], [r.samples_per_s for r in rows], "samples/s (measured)",
+                  [r.samples_per_s_low for r in rows], [r.samples_per_s_high for r in rows],
+                  notes=[r.status if r.status != "measured" else "" for r in rows]))
+
+
+def inspect_section(result: dict) -> Section:
+    inspected, tables = InspectResult.of(result), []
+    par = inspected.parity
+    if par:
+        tables.append(parity_table(inspected, limit=50).with_legend(
+            f"Parity with the CPU in float64 ({par.precision}; relative error = max|device - reference| / "
+            f"max|reference|; one batch of {par.batch_size or '?'})."))
+    if inspected.fallback_ops:
+        tables.append(fallback_table(inspected).with_legend("Operations that ran on the CPU during one training step, "
+                                                            "each timed with the device synchronized around it."))
+    return tables, None
+
+
+def deploy_section(result: dict) -> Section:
+    return [deploy_table(result).with_legend("Latency and throughput measured; energy where a meter was read.")], None
+
+
+def export_section(result: dict) -> Section:
+    return [export_table(result)], None

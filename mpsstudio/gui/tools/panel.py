@@ -3,10 +3,10 @@ selected, drawn.
 
 It shows what the engine computed (engine.tools.toolview's tables, the engine's sentence); nothing is re-derived here.
 A sweep is drawn as samples/s against batch size (log-x, one line per device, whiskers of ±IQR/2) with the
-crossover marked (plots.py); a max-batch search as its probes; an inspection as its parity and fallback tables;
-an export as what was written and its check; a deploy benchmark as latency per place, where Core ML plans the
-work, and its table; a diagnosis (views.py) as its phases, memory and layers; a tune (tune_view.py) as samples/s
-against peak memory over its table, with Apply.
+crossover marked (plots.py); an inspection as its parity and fallback tables; a deploy benchmark as latency per
+place, where Core ML plans the work, and its table; a diagnosis (views.py) as its phases, memory and layers; a tune
+(tune_view.py) as samples/s against peak memory over its table, with Apply. A tool without a view of its own here (a
+max-batch search, an export, a new tool) shows its row's section (tools/registry.py): its tables.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
-from ...engine.tools import toolview
+from ...engine.tools import registry, toolview
 from ...engine.tools.records import MaxBatchResult
 from ...engine.tools.records.deploy import DeployResult
 from ...engine.tools.records.inspection import InspectResult
@@ -27,7 +27,7 @@ from ...engine.basics.formatting import error_line, fmt_timestamp
 from ...engine.history.runfiles import export_tool_json
 from ..style import placeholder_label, warning_color
 from .plots import DeployPlot, SweepPlot
-from .views import chart_over, table_widget, words_label, diagnose_view
+from .views import chart_over, diagnose_view, section_view, table_widget, words_label
 
 EMPTY_HINT = ("No tool results yet. Tools → Batch-Size Sweep, Find Largest Batch, Inspect Model, Diagnose, Deploy "
               "Benchmark, Best Settings or Export Model use the setup on the left.")
@@ -214,8 +214,6 @@ class ToolsPanel(QWidget):
             box.setSizes([320, 160])
             box.setObjectName("sweep")
             return box
-        if kind == "max-batch":
-            return table_widget(toolview.max_batch_table(result))
         if kind == "tune":
             from .tune_view import TuneView
 
@@ -243,10 +241,11 @@ class ToolsPanel(QWidget):
             box.setSizes([200, 320])
             box.setObjectName("deploy")
             return box
-        if kind == "export":
-            return table_widget(toolview.export_table(result))
         if kind == "diagnose":
             return diagnose_view(result)
+        if kind != "inspect":  # a tool without a view of its own here: its row's section
+            tool = registry.TOOLS.get(kind)
+            return section_view(tool.call("section", result)[0] if tool is not None and tool.section else [])
         inspected = QWidget()
         layout = QVBoxLayout(inspected)
         layout.setContentsMargins(0, 0, 0, 0)

@@ -79,3 +79,21 @@ def words_label(text: str) -> QLabel:
     label = QLabel(text)
     label.setWordWrap(True)
     return label
+
+
+def section_view(tables: list[Table]) -> QWidget:
+    """A result whose tool has no view of its own: its row's section (tools/registry.py), each table with its legend
+    under it; one table without a legend is the table itself."""
+    if len(tables) == 1 and not tables[0].legend:
+        return table_widget(tables[0])
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 0, 0, 0)
+    for table in tables:
+        layout.addWidget(table_widget(table), 1)
+        if table.legend:
+            layout.addWidget(words_label(table.legend))
+    if not tables:
+        layout.addWidget(words_label("This result has no table: the sentence above is its answer."))
+        layout.addStretch(1)
+    return box

@@ -222,3 +222,25 @@ def test_a_device_available_but_not_working_is_said(qtbot, monkeypatch):
         assert "mps works" in dict(w.state.catalog["doctor"])
     finally:
         w.close()
+
+
+def test_a_tool_without_a_view_of_its_own_shows_its_rows_section(qtbot):
+    """A new tool is its module and its row: the Tools tab shows the tables of the row's section, each legend under
+    its table; a result whose section has no table says so."""
+    from PySide6.QtWidgets import QLabel, QTableWidget
+
+    from mpsstudio.engine.basics.formatting import Table
+    from mpsstudio.gui.tools.views import section_view
+
+    tables = [Table(["a", "b"], [["1", "2"]], [False, True], legend="What a and b are."), Table(["c"], [["3"]], [True])]
+    view = section_view(tables)
+    qtbot.addWidget(view)
+    grids = view.findChildren(QTableWidget)
+    assert [g.item(0, 0).text() for g in grids] == ["1", "3"]
+    assert [label.text() for label in view.findChildren(QLabel)] == ["What a and b are."]
+    alone = section_view([Table(["c"], [["3"]], [True])])
+    qtbot.addWidget(alone)
+    assert isinstance(alone, QTableWidget)  # one table without a legend is the table itself
+    empty = section_view([])
+    qtbot.addWidget(empty)
+    assert "no table" in empty.findChildren(QLabel)[0].text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...analysis.bottleneck import PHASES, judged
 from ...basics.formatting import DASH, fmt_beyond, fmt_bytes, fmt_spread, is_finite, spread_of
-from ...basics.formatting import Table
+from ...basics.formatting import Chart, Table
 from ..records.diagnose import DeviceFailed, Diagnosed, Diagnosis, Layers
 from ..records.inspection import Parity
 
@@ -187,3 +187,21 @@ def title(result: Diagnosis) -> str:
     cfg = result.config
     where = ", ".join(d.device for d in result.devices) or "no device"
     return f"Diagnosis: {cfg.get('model', '?')} on {cfg.get('dataset', '?')} at batch {cfg.get('batch_size', '?')}, {where}"
+
+
+def section(result: dict) -> tuple[list[Table], Chart | None]:
+    """A diagnosis's section of a report (its row's `section`): the anatomy, each device's layers, and the first
+    device's phases as a chart."""
+    diagnosis = read(result)
+    tables = [anatomy_table(diagnosis).with_legend("Milliseconds per step: medians, each phase timed with the device "
+                                                   "synchronized (measured).")]
+    ran = [d for d in diagnosis.devices if isinstance(d, Diagnosed)]
+    for d in ran:
+        for found in (d.layers, d.after_layers):
+            if found is not None and found.rows:
+                tables.append(layers_table(found))
+    if not ran:
+        return tables, None
+    first = ran[0]
+    return tables, Chart([PHASE_WORDS[p] for p in PHASE_WORDS], [first.phase_ms(p) for p in PHASE_WORDS],
+                         f"ms per step on {first.device} (median, measured)")
