@@ -72,6 +72,14 @@ def ranks_of(pid: int) -> dict[int, psutil.Process]:
     return out
 
 
+OWNER = "MPSSTUDIO_TEST_RANKS_OWNER"  # set to this test process's pid: ranks of another test worker are not ours
+
+
+@pytest.fixture(autouse=True)
+def _own_ranks(monkeypatch):
+    monkeypatch.setenv(OWNER, str(os.getpid()))  # the run process, torchrun and the ranks inherit it
+
+
 def assert_no_ranks_left() -> None:
     deadline = time.monotonic() + 10
     while True:
@@ -86,7 +94,9 @@ def assert_no_ranks_left() -> None:
 
 def _ours(p: psutil.Process) -> bool:
     try:
-        return p.environ().get("MPSSTUDIO_RANKS_KEY") is not None or "torch.distributed.run" in " ".join(p.cmdline())
+        env = p.environ()
+        mine = env.get(OWNER) == str(os.getpid())  # (a parallel test's ranks are its own to check)
+        return mine and (env.get("MPSSTUDIO_RANKS_KEY") is not None or "torch.distributed.run" in " ".join(p.cmdline()))
     except psutil.Error:
         return False
 
