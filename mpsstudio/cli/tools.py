@@ -139,8 +139,9 @@ def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
 
     print(f"{doing}...", file=sys.stderr)
     try:
-        return process.run_tool(kind, {"config": cfg.to_dict(), **payload}, progress=show_progress,
-                                  timeout_s=args.timeout, mps_fallback=cfg.mps_fallback)
+        return process.run_tool(kind, {**({"config": cfg.to_dict()} if cfg is not None else {}), **payload},
+                                progress=show_progress, timeout_s=args.timeout,
+                                mps_fallback=cfg.mps_fallback if cfg is not None else True)
     finally:
         if sys.stderr.isatty():
             print("\r\033[K", end="", file=sys.stderr)
@@ -153,15 +154,20 @@ def cmd_tool(args) -> int:
     from ..engine.tools import registry
 
     tool = registry.TOOLS[args.command]
-    cfg = tool_prelude(args)
     names = {option.name for option in tool.options}
-    if "device" in names:
-        cfg = cfg.with_device(_checked_device(args.device))
+    if tool.setup:
+        cfg = tool_prelude(args)
+        if "device" in names:
+            cfg = cfg.with_device(_checked_device(args.device))
+        doing = tool.doing.format(model=cfg.model, device=cfg.device)
+    else:  # a tool of no setup (a check of the devices)
+        check_json_path(args.json)
+        check_timeout(args.timeout)
+        cfg, doing = None, tool.doing
     values = {name: getattr(args, name) for name in names}
     payload = tool.call("arguments", values) if tool.arguments else {}
     try:
-        result, stopped = run_one_tool(tool.name, cfg, args, tool.doing.format(model=cfg.model, device=cfg.device)
-                                       or f"{tool.title.lower()}: {cfg.model} on {cfg.device}", **payload), None
+        result, stopped = run_one_tool(tool.name, cfg, args, doing or tool.title, **payload), None
     except KeyboardInterrupt as exc:
         partial = getattr(exc, "partial", None)  # what the tool found before it stopped (process/asks.py)
         if partial is None:

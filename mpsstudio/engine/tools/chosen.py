@@ -126,3 +126,14 @@ def export_plan(picked: dict, _context: Context) -> str:
     if picked["payload"]["weights"]:
         return "Trained weights: the run's model as it ended training."
     return "Untrained: random weights, for testing the conversion (said in the result)."
+
+
+# -- check -------------------------------------------------------------------------------------------------
+def check_chosen(_values: dict, context: Context) -> dict:
+    return chosen(context, {"devices": list(context.devices)})
+
+
+def check_plan(picked: dict, _context: Context) -> str:
+    devices = ", ".join(picked["payload"]["devices"]) or "every available device"
+    return (f"Checks {devices}: each operation of the suite against a float64 CPU reference, fresh, after a large "
+            "allocation, after emptying the cache and repeated.")

@@ -58,6 +58,9 @@ class Tool:
     chosen: str | None = None
     plan: str | None = None
     section: str | None = None
+    subject: str | None = None  # (result) -> str: what a result is of, after its title ("cpu and mps")
+    on_model: bool = True  # its sheet names the setup's model and data (False: a check of the devices takes neither)
+    every_device: bool = False  # the window runs it on every checked device (else on the first accelerator)
     doing: str = ""  # the command's line while it runs: {model} and {device} are the setup's
     arguments: str | None = None
     failed: str | None = None
@@ -77,6 +80,7 @@ BOTH = tuple(value for value, _ in TRY)  # what tune.options.parse_choice takes 
 
 TABLE = (
     Tool("sweep", "Batch-size sweep", "Batch-Size Sweep…", "Ctrl+Shift+B", section="toolview:sweep_section",
+         every_device=True,
          help="throughput against batch size per device, and where the accelerator wins", setup=True,
          what="Throughput against batch size on each checked device, each point a short run with the run's rules, "
               "and where the accelerator starts to win.",
@@ -125,6 +129,7 @@ TABLE = (
                                 "operations are recorded (--batch-size).", initial=Ref("chosen:setup_batch"), low=1,
                                 high=MAX_BATCH)))),
     Tool("diagnose", "Diagnosis", "Diagnose (Why Slow, Memory, Wrong Layer)…", "Ctrl+Shift+G",
+         every_device=True,
          run="diagnose:run_tool", ended="diagnose:from_checkpoint", rederived="diagnose.view:rederived",
          section="diagnose.view:section",
          help="why a training step is slow (data, launch, CPU fallback, syncs or compute), where its memory goes, and "
@@ -146,6 +151,7 @@ TABLE = (
                     field=Field("After training steps:", "whole", "Train this many steps first, to diagnose the "
                                 "model as training has changed it (--after-steps).", initial=0, high=100_000)))),
     Tool("deploy-bench", "Deploy benchmark", "Deploy Benchmark (PyTorch, Core ML)…", "Ctrl+Shift+D",
+         every_device=True,
          run="deploy.deploybench:run_tool", needs_config=False,
          ended="deploy.deploybench:from_checkpoint", section="toolview:deploy_section",
          help="inference on the CPU, the GPU and (on macOS) Core ML's compute units, side by side, with agreement",
@@ -169,6 +175,7 @@ TABLE = (
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("tune", "Best settings", "Best Settings (Precision, Layout, Batch)…", "Ctrl+Shift+T",
+         every_device=True,
          rederived="tune.report:rederived_checked", section="toolview:tune_section",
          help="which precision, channels_last, compile, batch size (and CPU threads) make this model fastest here, "
               "at what cost in memory and loss", setup=True, own_precision=True,
@@ -248,6 +255,22 @@ TABLE = (
              Option("--timeout", "end the export when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write what was exported and its check to FILE", metavar="FILE"),
              Option("--no-mps-fallback", "", dest="mps_fallback", action="store_false", hidden=True))),
+    Tool("check", "Correctness check", "Check Devices (Correct Results)…", "Ctrl+Shift+K", run="check.suite:run_tool",
+         every_device=True,
+         needs_config=False, rederived="check.words:check_rederived", section="check.words:check_section",
+         subject="check.words:subject", on_model=False,
+         doing="checking each device's results against a float64 CPU reference", arguments="check.words:arguments",
+         failed="check.words:failed", kept="what was checked so far",
+         help="is the device right today: operations with known failure shapes (transposed and K >= 32767 matrix "
+              "products, Linear, attention, common layers) against a float64 CPU reference, fresh, after a large "
+              "allocation, after emptying the cache and twice",
+         what="Whether each checked device computes right today: a suite of operations with known failure shapes, "
+              "each against a float64 CPU reference, in four states of the device.",
+         chosen="chosen:check_chosen", plan="chosen:check_plan", options=(
+             DEVICES,
+             Option("--timeout", "end the check when it takes longer", type=float, metavar="SECONDS"),
+             Option("--json", "write the result to FILE", metavar="FILE"),
+             Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
 )
 TOOLS = {tool.name: tool for tool in TABLE}

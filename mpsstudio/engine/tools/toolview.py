@@ -158,7 +158,10 @@ def safe_title(kind: str, result: dict, problem: str | None = None) -> str:
 
 
 def title(kind: str, result: dict) -> str:
-    """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like."""
+    """"Batch-size sweep: resnet18 on cifar10, cpu and mps" and the like (a row's `subject` where it has one)."""
+    tool = registry.TOOLS.get(kind)
+    if tool is not None and tool.subject:
+        return f"{tool.title}: {tool.call('subject', result)}"
     if kind == "deploy-bench":
         return f"{TITLES.get(kind, kind)}: {', '.join(DeployResult.of(result).models)}"
     if kind == "export":

@@ -35,9 +35,10 @@ class ToolSheet(QDialog):
         self.setWindowTitle(registry.TITLES[kind])
         self.setWindowModality(Qt.WindowModality.WindowModal)  # a sheet on macOS
         layout = QVBoxLayout(self)
-        intro = QLabel(f"{self.tool.what}\n{config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on "
-                       f"{config.dataset if len(config.dataset) < 40 else '…' + config.dataset[-38:]}, "
-                       f"{', '.join(devices)}.")
+        on = (f"{config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on "
+              f"{config.dataset if len(config.dataset) < 40 else '…' + config.dataset[-38:]}, "
+              if self.tool.on_model else "")
+        intro = QLabel(f"{self.tool.what}\n{on}{', '.join(devices)}.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
         self.form = QFormLayout()

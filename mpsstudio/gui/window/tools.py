@@ -10,13 +10,13 @@ from PySide6.QtCore import QObject
 from ...engine.basics.config import RunConfig
 from ...engine.basics.request import RunRequest
 from ...engine.tools import toolview
+from ...engine.tools.registry import TOOLS
 from ..jobs import tool_job
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
     from ...engine.tools.records.tune import TuneRow
 
-ON_EVERY_DEVICE = ("sweep", "deploy-bench", "diagnose", "tune")  # the others run on the first accelerator
 
 
 class ToolControl(QObject):
@@ -42,7 +42,7 @@ class ToolControl(QObject):
         chosen = w.ask_tool_settings(kind, config, devices, w.setup.train_samples())
         if chosen is None:
             return
-        on = devices if kind in ON_EVERY_DEVICE else [config.device]
+        on = devices if TOOLS[kind].every_device else [config.device]  # (else the first accelerator)
         w.start_tool(kind, chosen["config"], batch_sizes=chosen["batch_sizes"], payload=chosen["payload"],
                      devices=on)
 
@@ -82,8 +82,9 @@ class ToolControl(QObject):
         w.state.start_tool(job, automatic=automatic)
         w.progress.setRange(0, 0)  # the tool's own progress, never the last run's "step 6 / 6 · 100 %"
         w.progress.setFormat(f"{toolview.TITLES[kind]}…")
-        where = ", ".join(devices) if kind in ON_EVERY_DEVICE else config.device
-        started = f"{toolview.TITLES[kind]} of {config.model.replace(chr(92), '/').rsplit('/', 1)[-1]} on {where}…"
+        where = ", ".join(devices) if TOOLS[kind].every_device else config.device
+        of = f" of {config.model.replace(chr(92), '/').rsplit('/', 1)[-1]}" if TOOLS[kind].on_model else ""
+        started = f"{toolview.TITLES[kind]}{of} on {where}…"
         say(started)
         job.start()
 

@@ -244,3 +244,23 @@ def test_a_tool_without_a_view_of_its_own_shows_its_rows_section(qtbot):
     empty = section_view([])
     qtbot.addWidget(empty)
     assert "no table" in empty.findChildren(QLabel)[0].text()
+
+
+def test_a_check_from_the_window_lands_in_the_tools_tab_as_its_table(qtbot):
+    """The check is a module and a row: the Tools menu's item, the run and the Tools tab's view come from the row."""
+    from PySide6.QtWidgets import QTableWidget
+
+    w = open_window(qtbot)
+    try:
+        [item] = [a for a in w.menus.tool_actions if a.text() == "Check Devices (Correct Results)…"]
+        assert item.shortcut().toString() == "Ctrl+Shift+K"
+        w.setup.apply_config(RunConfig(model="mlp", dataset="synthetic"), ["cpu"])
+        w.start_tool("check")
+        qtbot.waitUntil(lambda: w.state.tool_job is None, timeout=120_000)
+        record = w.tools.current()
+        assert record.kind == "check" and record.result["devices"] == ["cpu"]
+        [grid] = w.tools.findChildren(QTableWidget)[-1:]
+        assert grid.horizontalHeaderItem(4).text() == "verdict" and grid.item(0, 4).text() == "passed"
+        assert "cpu: all " in w.tools.headline.text()
+    finally:
+        w.close()

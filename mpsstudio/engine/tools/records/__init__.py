@@ -10,6 +10,7 @@ No torch here.
 
 from __future__ import annotations
 
+from .check import CHECK
 from .common import BATCH, ToolResult
 from .deploy import DEPLOY
 from .diagnose import DIAGNOSE
@@ -23,5 +24,5 @@ __all__ = ["BATCH", "MAX_STORED_BYTES", "SHAPES", "Crossover", "Failed", "MaxBat
            "SweepResult", "ToolResult"]
 
 SHAPES = {"sweep": SWEEP, "max-batch": MAX_BATCH_RESULT, "inspect": INSPECT, "devices": DEVICES, "export": EXPORT,
-          "deploy-bench": DEPLOY, "diagnose": DIAGNOSE, "tune": TUNE}
+          "deploy-bench": DEPLOY, "diagnose": DIAGNOSE, "tune": TUNE, "check": CHECK}
 MAX_STORED_BYTES = 8 * 1024 * 1024  # the JSON of one stored tool result (a 100-layer diagnosis is ~50 KB)

@@ -1,0 +1,223 @@
+"""Is the device right today? The `check` tool's suite: a versioned suite of operations with known failure shapes, each
+compared on the device with a float64 CPU reference, in four states of the device, in a run process.
+
+Each case (SUITE) is an operation on seeded inputs, rounded to the dtype under test; its reference is the same
+operation on those rounded inputs in float64 on the CPU. Its relative error is max|device - reference| /
+max|reference| (opcheck.relative_error). The tolerance is derived, never tuned: `tolerance(dtype, k)` = 4 u (sqrt(k)
++ 1), u the dtype's unit roundoff and k the longest sum in the operation: the rounding a sum of k terms gathers as a
+random walk (u sqrt(k)) and the result's own rounding (u), with a 4x margin. A wrong kernel is off by far more (the
+known issues below were 0.1 to 1 of scale off, or not finite).
+
+The states (STATES): fresh; after a large allocation (a block of about a quarter of the device's memory, at most
+1 GiB, filled and let go, its buffer left in the allocator's cache); after the cache was emptied; and the fresh
+result once more, which must agree with the first within the tolerance (a kernel that answers differently twice is
+not deterministic: pytorch#180776).
+
+A test seam the product owns: MPSSTUDIO_CHECK_FAULT="case:dtype" (in the run process's environment) scales the
+device's result of that case by 1.25, a wrong kernel as the tests inject it; the reference is never touched.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ...basics.config import PRECISIONS
+from ...machine.devices import Device
+from ...machine.precision import precision_unsupported_reason
+from .. import memory
+from ..opcheck import relative_error
+from .words import check_sentence
+
+SUITE_VERSION = "2026-12-03"
+FAULT_ENV = "MPSSTUDIO_CHECK_FAULT"
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+STATES = ("fresh", "after a large allocation", "after emptying the cache", "repeated")
+LARGE_BYTES = 1 << 30  # the large allocation's ceiling (a quarter of the device's memory where that is less)
+CPU_LARGE_BYTES = 64 << 20
+HALF = ("fp32", "fp16", "bf16")
+SINGLE = ("fp32",)  # where k is large, half precision's tolerance would let a kernel 25 % off pass: fp32 alone
+
+
+def tolerance(dtype: str, k: int) -> float:
+    """The largest relative error a correct result shows (the module's docstring derives it)."""
+    return 4.0 * UNIT_ROUNDOFF[dtype] * (math.sqrt(k) + 1.0)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One operation of the suite: `make(gen)` its float32 CPU inputs, `op(*inputs)` the operation, `k` its longest
+    sum, `issue` the known failure it is shaped after."""
+
+    id: str
+    name: str
+    shape: str
+    dtypes: tuple[str, ...]
+    k: int
+    issue: str
+    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]
+    op: Callable[..., torch.Tensor]
+
+
+def _n(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen)
+
+
+def _mask(gen: torch.Generator) -> torch.Tensor:
+    mask = torch.rand(1, 1, 64, 64, generator=gen) > 0.3
+    mask[..., 0] = True  # every query sees at least one key
+    return mask
+
+
+K_BIG = 32767  # MPSGraph's K over-read on M1/M2 begins at K >= 32767 (pytorch#195163)
+SUITE = (
+    Case("matmul-t", "matrix product, transposed left", f"(16x{K_BIG}).T @ ({K_BIG}x16)", SINGLE, K_BIG,
+         "pytorch#193487 (A.T @ B off after large allocations)",
+         lambda g: (_n(g, K_BIG, 16), _n(g, K_BIG, 16)), lambda a, b: a.t() @ b),
+    Case("bmm", "batched matrix product", f"(2x16x{K_BIG}) @ (2x{K_BIG}x16)", SINGLE, K_BIG,
+         "pytorch#195163 (bmm with K >= 32767 on M1/M2)",
+         lambda g: (_n(g, 2, 16, K_BIG), _n(g, 2, K_BIG, 16)), torch.bmm),
+    Case("einsum", "einsum bik,bkj->bij", f"(2x16x{K_BIG}), (2x{K_BIG}x16)", SINGLE, K_BIG,
+         "pytorch#195163 (3-D matmul and einsum with K >= 32767)",
+         lambda g: (_n(g, 2, 16, K_BIG), _n(g, 2, K_BIG, 16)), lambda a, b: torch.einsum("bik,bkj->bij", a, b)),
+    Case("linear", "Linear(2, 192)", "(80x1x2)", HALF, 2, "pytorch#188438 (relative error 0.227 on an M1)",
+         lambda g: (_n(g, 80, 1, 2), _n(g, 192, 2), _n(g, 192)), F.linear),
+    Case("linear-nobias", "Linear(2, 192), no bias", "(80x1x2)", HALF, 2, "pytorch#188438",
+         lambda g: (_n(g, 80, 1, 2), _n(g, 192, 2)), F.linear),
+    Case("linear-tw", "linear, transposed weight", "(32x96) x (96x128).T", HALF, 96,
+         "pytorch#197796 (bf16 F.linear with a transposed weight)",
+         lambda g: (_n(g, 32, 96), _n(g, 96, 128)), lambda x, w: F.linear(x, w.t())),
+    Case("sdpa-causal", "causal attention", "(1x4x64x64)", HALF, 64, "pytorch#195910 (fp16/bf16 leaks future tokens)",
+         lambda g: (_n(g, 1, 4, 64, 64), _n(g, 1, 4, 64, 64), _n(g, 1, 4, 64, 64)),
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+    Case("sdpa-mask", "attention, broadcast mask", "(1x4x64x64), mask (1x1x64x64)", HALF, 64,
+         "pytorch#184180 (a partly broadcast mask, 0.096 from the CPU)",
+         lambda g: (_n(g, 1, 4, 64, 64), _n(g, 1, 4, 64, 64), _n(g, 1, 4, 64, 64), _mask(g)),
+         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+    Case("conv2d", "convolution 3x3", "(8x16x16x16) * (32x16x3x3)", HALF, 144, "the built-in CNNs' layer",
+         lambda g: (_n(g, 8, 16, 16, 16), _n(g, 32, 16, 3, 3)), lambda x, w: F.conv2d(x, w, padding=1)),
+    Case("layer-norm", "layer norm", "(64x768)", SINGLE, 768, "the transformers' layer",
+         lambda g: (_n(g, 64, 768),), lambda x: F.layer_norm(x, (768,))),
+    Case("softmax", "softmax", "(64x1000)", SINGLE, 1000, "attention's and the classifiers' last step",
+         lambda g: (_n(g, 64, 1000),), lambda x: torch.softmax(x, dim=-1)),
+    Case("gelu", "GELU", "(64x1024)", HALF, 1, "the transformers' activation",
+         lambda g: (_n(g, 64, 1024),), F.gelu),
+)
+BY_ID = {case.id: case for case in SUITE}
+
+
+def _rounded(inputs: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    return tuple(t.to(dtype) if t.is_floating_point() else t for t in inputs)
+
+
+def _reference(case: Case, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    return case.op(*(t.double() if t.is_floating_point() else t for t in inputs))
+
+
+def _on_device(case: Case, inputs: tuple[torch.Tensor, ...], device: Device, fault: str) -> torch.Tensor:
+    tdev = torch.device(device.torch_device or device.id)
+    with torch.no_grad():
+        out = case.op(*(t.to(tdev) for t in inputs))
+    device.synchronize()
+    if fault:
+        out = out * 1.25
+    return out.double().cpu()
+
+
+def _large_allocation(device: Device) -> None:
+    total = device.memory_total or 0
+    if device.kind == "cpu":  # malloc's blocks go back to the system: a GPU allocator's cache is what is under test
+        size = CPU_LARGE_BYTES
+    else:
+        size = min(LARGE_BYTES, total // 4) if total else LARGE_BYTES // 4
+    block = torch.empty(max(1, size // 4), dtype=torch.float32, device=device.torch_device or device.id)
+    block.fill_(1.0)
+    device.synchronize()
+    del block  # its buffer stays in the allocator's cache: what the next kernel's memory comes from
+
+
+def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
+    """One case in one dtype on the device, in every state: its worst relative error, the state of it, whether the
+    repeat agreed, and the verdict ("passed", "wrong", "not deterministic", "failed": it raised)."""
+    gen = torch.Generator().manual_seed(zlib.crc32(case.id.encode()))
+    inputs = _rounded(case.make(gen), DTYPES[dtype])
+    tol = tolerance(dtype, case.k)
+    row = {"case": case.id, "operation": case.name, "shape": case.shape, "dtype": dtype, "issue": case.issue,
+           "tolerance": tol, "error": None, "state": None, "repeat_error": None, "status": "passed", "reason": ""}
+    reason = precision_unsupported_reason(device, dtype) if dtype != "fp32" else ""
+    if reason:
+        return {**row, "status": "skipped", "reason": reason}
+    ref = _reference(case, inputs)
+    start = time.perf_counter()
+    try:
+        results = {}
+        for state in STATES:
+            if state == "after a large allocation":
+                _large_allocation(device)
+            elif state == "after emptying the cache":
+                memory.free(device.kind)
+            results[state] = _on_device(case, inputs, device, fault)
+    except Exception as exc:  # an operation the device cannot run: said, the suite goes on
+        return {**row, "status": "failed", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+    errors = {state: relative_error(got, ref) for state, got in results.items()}
+    worst = max(errors, key=lambda s: errors[s] if math.isfinite(errors[s]) else math.inf)
+    repeat = relative_error(results["repeated"], results["fresh"]) if torch.isfinite(results["fresh"]).all() else math.inf
+    row.update(error=errors[worst], state=worst, repeat_error=repeat, seconds=time.perf_counter() - start)
+    if not math.isfinite(errors[worst]) or errors[worst] > tol:
+        when = {"fresh": "when fresh", "repeated": "when repeated"}.get(worst, worst)
+        row.update(status="wrong", reason=f"off by {_err(errors[worst])} of its scale {when}, over the tolerance "
+                                          f"{_err(tol)}; it resembles {case.issue}")
+    elif not math.isfinite(repeat) or repeat > tol:
+        row.update(status="not deterministic", reason=f"the same call twice differed by {_err(repeat)} of scale, "
+                                                        f"over the tolerance {_err(tol)} (pytorch#180776's shape)")
+    return row
+
+
+def _err(value: float) -> str:
+    return f"{value:.2g}" if math.isfinite(value) else "not finite"
+
+
+def check_device(device: Device, *, progress=None, should_stop=None) -> list[dict]:
+    fault = os.environ.get(FAULT_ENV, "")
+    rows = []
+    work = [(case, dtype) for case in SUITE for dtype in case.dtypes if dtype in PRECISIONS]
+    for i, (case, dtype) in enumerate(work):
+        if should_stop is not None and should_stop():
+            break
+        if progress is not None:
+            progress(f"{device.id}: {case.name} in {dtype} ({i + 1} of {len(work)})", i / len(work))
+        rows.append(check_case(case, dtype, device, fault if fault == f"{case.id}:{dtype}" else ""))
+    return rows
+
+
+def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """The check of each device asked (`payload["devices"]`: ids; the available ones when empty), in this run
+    process; a device that is not available is said, not checked."""
+    from ...machine import devices as machine
+
+    found = {d.id: d for d in machine.discover_devices()}
+    asked = [str(d) for d in payload.get("devices") or []] or [d for d, dev in found.items() if dev.available]
+    rows, skipped = [], []
+    for name in asked:
+        device = found.get(name)
+        if device is None or not device.available:
+            skipped.append(f"{name}: {device.reason if device is not None else 'no such device here'}")
+            continue
+        rows += [{"device": name, **row} for row in check_device(device, progress=progress, should_stop=should_stop)]
+    checked = [d for d in asked if d in found and found[d].available]
+    from ..toolkit import tool_env
+
+    result = {"tool": "check", "suite": SUITE_VERSION, "devices": checked, "rows": rows, "notes": skipped,
+              "stopped": bool(should_stop and should_stop()),
+              "env": tool_env(found[next((d for d in checked if d != "cpu"), checked[0])] if checked
+                              else machine.cpu_device())}
+    result["sentence"] = check_sentence(result)
+    return result

@@ -1,0 +1,86 @@
+"""What a device check (suite.py) found, in words and a table, the same on every read; and what the command line's
+options mean to it. Torch-free: the window and `mpsstudio check` read results without loading torch."""
+
+from __future__ import annotations
+
+import math
+
+from ...basics.formatting import DASH, Chart, Table, plural, printable
+from ..records.check import CheckResult
+
+BAD = ("wrong", "not deterministic", "failed")
+
+
+def _err(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return f"{value:.1e}" if math.isfinite(value) else "not finite"
+
+
+def check_sentence(result: dict | CheckResult) -> str:
+    r = CheckResult.of({**result, "sentence": ""}) if isinstance(result, dict) else result
+    if not r.rows:
+        why = f" ({'; '.join(r.notes)})" if r.notes else ""
+        return f"Nothing was checked{why}."
+    bad = [row for row in r.rows if row.status in BAD]
+    checked = [row for row in r.rows if row.status != "skipped"]
+    devices = ", ".join(r.devices) or "the device"
+    if not bad:
+        skipped = len(r.rows) - len(checked)
+        more = f"; {plural(skipped, 'case')} skipped (their dtype does not run here)" if skipped else ""
+        return (f"{devices}: all {plural(len(checked), 'case')} of the suite agree with a float64 CPU reference within "
+                f"their tolerances, fresh, after a large allocation, after emptying the cache and repeated{more}. "
+                "This checks these operations at these shapes, not every kernel.")
+    first = bad[0]
+    what = (f"{first.operation} {first.shape} in {first.dtype} on {first.device} is {first.status}: "
+            f"{printable(first.reason)}")
+    more = f" ({plural(len(bad) - 1, 'more case')} too: see the table)" if len(bad) > 1 else ""
+    return f"{what}{more}."
+
+
+def subject(result: dict) -> str:
+    """"cpu and mps (suite 2026-12-03)": the devices checked, the suite's version."""
+    r = CheckResult.of(result)
+    return f"{' and '.join(r.devices) or 'no device'} (suite {r.suite})"
+
+
+def check_table(result: dict | CheckResult) -> Table:
+    r = CheckResult.of(result)
+    rows = [[row.device, row.operation, row.shape, row.dtype, row.status, _err(row.error), _err(row.tolerance),
+             row.state or DASH, _err(row.repeat_error)] for row in r.rows]
+    return Table(["device", "operation", "shape", "dtype", "verdict", "error (rel.)", "tolerance", "worst state",
+                  "repeat"], rows, [False, False, False, False, False, True, True, False, True])
+
+
+LEGEND = ("error: max|device - reference| / max|reference|, the reference the same operation on the same rounded "
+          "inputs in float64 on the CPU; tolerance: 4 u (sqrt(k) + 1), u the dtype's unit roundoff, k the "
+          "operation's longest sum; repeat: the fresh call made again, against the first (measured).")
+
+
+def check_section(result: dict) -> tuple[list[Table], Chart | None]:
+    return [check_table(result).with_legend(LEGEND)], None
+
+
+def check_rederived(result: dict) -> dict:
+    result["sentence"] = check_sentence(result)
+    return result
+
+
+def arguments(values: dict) -> dict:
+    """--devices as the check's list of devices (none: every available one); UserError for a name that is none."""
+    from ...basics.config import DEVICE_PATTERN
+    from ...basics.errors import UserError
+
+    text = values.get("devices")
+    names = [d.strip().lower() for d in text.split(",") if d.strip()] if text else []
+    for name in names:
+        if not DEVICE_PATTERN.fullmatch(name):
+            raise UserError(f"--devices: {printable(name)[:40]!r} is not a device; name cpu, mps, cuda or cuda:N, "
+                            "comma-separated.")
+    return {"devices": names}
+
+
+def failed(result: dict) -> bool:
+    """A case wrong, not deterministic or failing, or nothing checked (the command exits 1)."""
+    rows = CheckResult.of(result).rows
+    return not any(row.status != "skipped" for row in rows) or any(row.status in BAD for row in rows)

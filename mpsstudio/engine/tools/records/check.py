@@ -1,0 +1,40 @@
+"""A device check's result (tools/check/suite.py makes it; tools/check/words.py says it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...basics.shape import List, Num, Record, Text, may, need
+from .common import DEVICE, ERR, LONG, NAME, ToolResult
+
+STATUSES = ("passed", "wrong", "not deterministic", "failed", "skipped")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckRow(Record):
+    """One case in one dtype on one device: its worst relative error over the states, and the verdict."""
+
+    device: str = need(DEVICE)
+    case: str = need(Text(max=64))
+    operation: str = need(NAME)
+    shape: str = need(NAME)
+    dtype: str = need(Text(max=16))
+    issue: str = may(LONG, default="")
+    tolerance: float = need(Num(hi=1.0))
+    error: float | None = may(ERR)
+    state: str | None = may(Text(max=64, null=True))
+    repeat_error: float | None = may(ERR)
+    status: str = need(Text(max=32, choices=STATUSES))
+    reason: str = may(LONG, default="")
+    seconds: float | None = may(Num(hi=1e9, null=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult(ToolResult):
+    sentence: str = need(LONG)
+    suite: str = need(Text(max=32))
+    devices: list[str] = need(List(DEVICE, max=64))
+    rows: list[CheckRow] = need(List(CheckRow.declared_shape(), max=10_000), CheckRow)
+
+
+CHECK = CheckResult.declared_shape()
