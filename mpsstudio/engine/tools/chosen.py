@@ -129,11 +129,14 @@ def export_plan(picked: dict, _context: Context) -> str:
 
 
 # -- check -------------------------------------------------------------------------------------------------
-def check_chosen(_values: dict, context: Context) -> dict:
-    return chosen(context, {"devices": list(context.devices)})
+def check_chosen(values: dict, context: Context) -> dict:
+    return chosen(context, {"devices": list(context.devices), "processes": values["processes"]})
 
 
 def check_plan(picked: dict, _context: Context) -> str:
     devices = ", ".join(picked["payload"]["devices"]) or "every available device"
+    n = picked["payload"]["processes"]
+    timing = (f", then times matrix products in {n} fresh process{'es' if n != 1 else ''} each" if n
+              else "; no timing across processes")
     return (f"Checks {devices}: each operation of the suite against a float64 CPU reference, fresh, after a large "
-            "allocation, after emptying the cache and repeated.")
+            f"allocation, after emptying the cache and repeated{timing}.")

@@ -268,6 +268,11 @@ TABLE = (
               "each against a float64 CPU reference, in four states of the device.",
          chosen="chosen:check_chosen", plan="chosen:check_plan", options=(
              DEVICES,
+             Option("--processes", "fresh processes that time matrix products, to see a kernel chosen per process "
+                    "(default: 10; 0: no timing)", type=int, metavar="N",
+                    field=Field("Fresh processes:", "whole", "Fresh processes that each time a few matrix products, "
+                                "to see a slow kernel chosen in some (--processes; 0: none).",
+                                initial=Ref("check.words:PROCESSES"), high=Ref("check.words:MAX_PROCESSES"))),
              Option("--timeout", "end the check when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),

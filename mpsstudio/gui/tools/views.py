@@ -81,6 +81,9 @@ def words_label(text: str) -> QLabel:
     return label
 
 
+SHORT_TABLE = 8  # rows a table shows whole, at its own height, when a section has several
+
+
 def section_view(tables: list[Table]) -> QWidget:
     """A result whose tool has no view of its own: its row's section (tools/registry.py), each table with its legend
     under it; one table without a legend is the table itself."""
@@ -90,7 +93,13 @@ def section_view(tables: list[Table]) -> QWidget:
     layout = QVBoxLayout(box)
     layout.setContentsMargins(0, 0, 0, 0)
     for table in tables:
-        layout.addWidget(table_widget(table), 1)
+        grid = table_widget(table)
+        if len(tables) > 1 and len(table.rows) <= SHORT_TABLE:  # a short table beside a long one: its own height
+            grid.setFixedHeight(grid.horizontalHeader().height() + grid.verticalHeader().length()
+                                + 2 * grid.frameWidth() + grid.horizontalScrollBar().sizeHint().height())
+            layout.addWidget(grid)
+        else:
+            layout.addWidget(grid, 1)
         if table.legend:
             layout.addWidget(words_label(table.legend))
     if not tables:

@@ -11,7 +11,7 @@ import pytest
 from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.machine.devices import cpu_device
-from mpsstudio.engine.tools.check import suite, words
+from mpsstudio.engine.tools.check import modes, suite, timing, words
 from mpsstudio.engine.tools.records.check import CheckResult
 from tests.support.paths import DATA
 
@@ -38,7 +38,7 @@ def test_each_case_passes_here_and_a_wrong_result_of_it_is_found(case, dtype):
 
 
 def test_check_on_the_cpu_passes_with_one_table_and_one_sentence_and_is_kept(capsys):
-    assert cli.main(["check", "--devices", "cpu"]) == 0
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:5] == ["device", "operation", "shape", "dtype", "verdict"]
     assert f"cpu: all {len(CASES)} cases of the suite agree with a float64 CPU reference" in out
@@ -49,7 +49,7 @@ def test_check_on_the_cpu_passes_with_one_table_and_one_sentence_and_is_kept(cap
 def test_a_fault_injected_for_one_case_exits_1_naming_the_operation_shape_and_dtype(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv(suite.FAULT_ENV, "matmul-t:fp32")
     out_file = tmp_path / "check.json"
-    assert cli.main(["check", "--devices", "cpu", "--json", str(out_file)]) == 1
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--json", str(out_file)]) == 1
     sentence = capsys.readouterr().out.strip().splitlines()[-1]
     assert sentence.startswith("matrix product, transposed left (16x32767).T @ (32767x16) in fp32 on cpu is wrong: "
                                "off by 0.25 of its scale")
@@ -59,7 +59,7 @@ def test_a_fault_injected_for_one_case_exits_1_naming_the_operation_shape_and_dt
 
 
 def test_a_device_not_here_is_said_and_nothing_checked_is_not_a_pass(capsys):
-    assert cli.main(["check", "--devices", "mps", "--no-save"]) == 1
+    assert cli.main(["check", "--devices", "mps", "--processes", "0", "--no-save"]) == 1
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("Nothing was checked (mps: ")
 
 
@@ -74,3 +74,48 @@ def test_a_stored_check_reads_back_with_the_same_words():
     data = json.loads((DATA / "tool_results" / "check.json").read_text())
     assert words.check_sentence(data) == data["sentence"]
     assert not words.failed(data) and words.subject(data) == f"cpu (suite {data['suite']})"
+
+
+@pytest.mark.parametrize("processes", ["-1", "101"])
+def test_a_count_of_processes_out_of_range_is_one_sentence(processes, capsys):
+    assert cli.main(["check", "--devices", "cpu", "--processes", processes]) == 2
+    assert capsys.readouterr().err == f"mpsstudio: --processes must be a whole number from 0 to 100, not {processes}.\n"
+
+
+@pytest.mark.parametrize("values, counts", [
+    ([5.0, 5.1, 4.9, 5.05, 12.0, 12.1, 11.8, 5.0, 4.95, 12.3], [6, 4]),  # pytorch#182815's shape: two modes
+    ([5.0, 5.1, 4.9, 5.05, 5.0, 4.95, 5.1, 5.0, 5.02, 6.5], [10]),  # one slow process: a busy moment, one mode
+    ([5.0, 5.5, 6.0, 6.6, 7.2, 7.9], [6]),  # spread, no gap
+    ([5.0, 5.2, 11.0, 11.3], [2, 2]),
+    ([5.0, 12.0], [2]),  # too few for two modes
+])
+def test_modes_are_told_by_a_gap_wider_than_either_side(values, counts):
+    assert [len(m) for m in modes.split(values)] == counts
+
+
+def test_the_sentences_of_one_mode_and_of_two():
+    two = modes.distribution("mps", "2048x2048x2048 fp32", [5.0, 5.1, 4.9, 12.0, 12.2, 5.0])["sentence"]
+    assert two == ("2048x2048x2048 fp32 on mps: two modes: 2 of 6 fresh processes ran it 2.4x slower (12.10 ms "
+                   "[12.00-12.20] vs 5.00 ms [4.90-5.10]): a kernel chosen per process, pytorch#182815's shape.")
+    one = modes.distribution("cpu", "1024x1024x1024 fp32", [5.0, 5.1, 4.9])["sentence"]
+    assert one == "1024x1024x1024 fp32 on cpu: one mode over 3 fresh processes, 5.00 ms [4.90-5.10]."
+    assert "too few" in modes.distribution("cpu", "x", [5.0, 5.1])["sentence"]
+
+
+@pytest.mark.parametrize("text, seen", [("2.4@1,3", (2.4, {1, 3})), ("", (1.0, set())), ("x@1", (1.0, set())),
+                                        ("0.5@2", (1.0, {2}))])
+def test_the_slow_seam_reads_a_factor_and_processes(text, seen):
+    assert timing.slow_processes(text) == seen
+
+
+@pytest.mark.long
+def test_a_slow_kernel_in_some_fresh_processes_is_two_modes_with_their_counts(monkeypatch, capsys):
+    """Five real fresh processes (spawned, each importing torch), two of them made 5x slower by the seam. The
+    largest product is the steady one on a busy 2-core machine (the 1024 one spread 6-14 ms between processes here),
+    so it is the one held to two modes; every shape is timed in all five."""
+    monkeypatch.setenv(timing.SLOW_ENV, "5@1,3")
+    assert cli.main(["check", "--devices", "cpu", "--processes", "5", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    n = max(timing.SHAPES)
+    assert f"{n}x{n}x{n} fp32 on cpu: two modes: 2 of 5 fresh processes ran it " in out
+    assert all(f" {m}x{m}x{m} fp32 " in out for m in timing.SHAPES)

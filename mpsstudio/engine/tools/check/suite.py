@@ -34,6 +34,8 @@ from ...machine.devices import Device
 from ...machine.precision import precision_unsupported_reason
 from .. import memory
 from ..opcheck import relative_error
+from .modes import distribution
+from .timing import across_processes
 from .words import check_sentence
 
 SUITE_VERSION = "2026-12-03"
@@ -205,17 +207,24 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
 
     found = {d.id: d for d in machine.discover_devices()}
     asked = [str(d) for d in payload.get("devices") or []] or [d for d, dev in found.items() if dev.available]
-    rows, skipped = [], []
+    processes = int(payload.get("processes") or 0)
+    rows, skipped, timing = [], [], []
     for name in asked:
         device = found.get(name)
         if device is None or not device.available:
             skipped.append(f"{name}: {device.reason if device is not None else 'no such device here'}")
             continue
         rows += [{"device": name, **row} for row in check_device(device, progress=progress, should_stop=should_stop)]
+        if processes:
+            timed, problems = across_processes(name, processes, progress=progress, should_stop=should_stop)
+            skipped += problems
+            for shape in dict.fromkeys(k for t in timed for k in t):
+                timing.append(distribution(name, shape, [t[shape] for t in timed if shape in t]))
     checked = [d for d in asked if d in found and found[d].available]
     from ..toolkit import tool_env
 
     result = {"tool": "check", "suite": SUITE_VERSION, "devices": checked, "rows": rows, "notes": skipped,
+              "processes": processes, "timing": timing,
               "stopped": bool(should_stop and should_stop()),
               "env": tool_env(found[next((d for d in checked if d != "cpu"), checked[0])] if checked
                               else machine.cpu_device())}

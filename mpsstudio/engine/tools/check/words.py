@@ -7,8 +7,11 @@ import math
 
 from ...basics.formatting import DASH, Chart, Table, plural, printable
 from ..records.check import CheckResult
+from .modes import MIN_PROCESSES
 
 BAD = ("wrong", "not deterministic", "failed")
+PROCESSES = 10  # fresh processes the timing takes by default (pytorch#182815: a slow kernel in ~40 % of them)
+MAX_PROCESSES = 100
 
 
 def _err(value: float | None) -> str:
@@ -18,7 +21,17 @@ def _err(value: float | None) -> str:
 
 
 def check_sentence(result: dict | CheckResult) -> str:
+    """What the suite found, then what the timing across processes found where it found two modes."""
     r = CheckResult.of({**result, "sentence": ""}) if isinstance(result, dict) else result
+    two = [t.sentence for t in r.timing if len(t.modes) == 2]
+    told = [t for t in r.timing if len(t.ms) >= MIN_PROCESSES]
+    if told and not two:
+        two = [f"The matrix products timed in {r.processes} fresh processes fell in one mode each (no kernel chosen "
+               "slower in some processes)."]
+    return " ".join([_suite_sentence(r), *two])
+
+
+def _suite_sentence(r: CheckResult) -> str:
     if not r.rows:
         why = f" ({'; '.join(r.notes)})" if r.notes else ""
         return f"Nothing was checked{why}."
@@ -57,8 +70,26 @@ LEGEND = ("error: max|device - reference| / max|reference|, the reference the sa
           "operation's longest sum; repeat: the fresh call made again, against the first (measured).")
 
 
+def timing_table(result: dict | CheckResult) -> Table:
+    r = CheckResult.of(result)
+    rows = []
+    for t in r.timing:
+        modes = [f"{m.median_ms:,.2f} [{m.low_ms:,.2f}-{m.high_ms:,.2f}]" for m in t.modes]
+        rows.append([t.device, t.shape, str(len(t.ms)), "two" if len(t.modes) == 2 else "one",
+                     modes[0] if modes else DASH, f"{modes[1]} ({t.modes[1].count})" if len(modes) == 2 else DASH])
+    return Table(["device", "product", "processes", "modes", "ms (fastest mode)", "ms (slower mode, processes)"],
+                 rows, [False, False, True, False, True, True])
+
+
+TIMING_LEGEND = ("Each fresh process's median of 10 synchronized calls after 3 warm-up calls (measured); a mode's "
+                 "median process and its range.")
+
+
 def check_section(result: dict) -> tuple[list[Table], Chart | None]:
-    return [check_table(result).with_legend(LEGEND)], None
+    tables = [check_table(result).with_legend(LEGEND)]
+    if CheckResult.of(result).timing:
+        tables.append(timing_table(result).with_legend(TIMING_LEGEND))
+    return tables, None
 
 
 def check_rederived(result: dict) -> dict:
@@ -77,7 +108,11 @@ def arguments(values: dict) -> dict:
         if not DEVICE_PATTERN.fullmatch(name):
             raise UserError(f"--devices: {printable(name)[:40]!r} is not a device; name cpu, mps, cuda or cuda:N, "
                             "comma-separated.")
-    return {"devices": names}
+    processes = values.get("processes")
+    processes = PROCESSES if processes is None else processes
+    if not 0 <= processes <= MAX_PROCESSES:
+        raise UserError(f"--processes must be a whole number from 0 to {MAX_PROCESSES}, not {processes}.")
+    return {"devices": names, "processes": processes}
 
 
 def failed(result: dict) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...basics.shape import List, Num, Record, Text, may, need
+from ...basics.shape import Int, List, Num, Record, Text, may, need
 from .common import DEVICE, ERR, LONG, NAME, ToolResult
 
 STATUSES = ("passed", "wrong", "not deterministic", "failed", "skipped")
@@ -30,11 +30,34 @@ class CheckRow(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Mode(Record):
+    """Processes whose timings of a shape fall together: how many, their median and range (ms)."""
+
+    count: int = need(Int(1, 10_000))
+    median_ms: float = need(Num(hi=1e9))
+    low_ms: float = need(Num(hi=1e9))
+    high_ms: float = need(Num(hi=1e9))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing(Record):
+    """One shape's product timed in fresh processes (tools/check/timing.py), one median a process, read as modes."""
+
+    device: str = need(DEVICE)
+    shape: str = need(NAME)
+    ms: list[float] = need(List(Num(hi=1e9), max=10_000))
+    modes: list[Mode] = need(List(Mode.declared_shape(), max=2), Mode)
+    sentence: str = need(LONG)
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckResult(ToolResult):
     sentence: str = need(LONG)
     suite: str = need(Text(max=32))
     devices: list[str] = need(List(DEVICE, max=64))
     rows: list[CheckRow] = need(List(CheckRow.declared_shape(), max=10_000), CheckRow)
+    processes: int = may(Int(0, 1_000), default=0)  # fresh processes asked for the timing (0: none)
+    timing: list[Timing] = may(List(Timing.declared_shape(), max=1_000), list, record=Timing)
 
 
 CHECK = CheckResult.declared_shape()
