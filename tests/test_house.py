@@ -118,7 +118,7 @@ def test_a_tool_is_its_module_and_one_row_of_the_table():
     assert not [t.name for t in registry.TABLE if f'"{t.name}"' in sheet]
     for tool in registry.TABLE:
         assert bool(tool.help) == bool(tool.chosen) == tool.stored, tool.name  # a subcommand and a sheet each
-        for which in ("run", "ended", "rederived", "chosen", "plan", "section", "arguments", "failed", "subject"):
+        for which in ("run", "ended", "rederived", "chosen", "plan", "section", "arguments", "failed", "subject", "since"):
             target = getattr(tool, which)
             if target:
                 module, _, function = target.partition(":")

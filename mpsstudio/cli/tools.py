@@ -173,6 +173,9 @@ def cmd_tool(args) -> int:
         if partial is None:
             raise
         result, stopped = partial, exc
+    from ..engine.history.earlier import beside_earlier
+
+    result = beside_earlier(tool.name, result)  # what changed since the last of its kind here (a check)
     tables = tool.call("section", result)[0] if tool.section else []
     code = report(tool.name, result, tables, args, stopped, tool.kept)
     if code is not None:

@@ -178,9 +178,11 @@ def tool_job(kind: str, config, devices: list[str], store, parent=None, batch_si
         from ..engine.history.store import ToolRecord, keep_tool
         from ..engine.process import series
 
+        from ..engine.history.earlier import beside_earlier
+
         result = series.tool_result(kind, config, list(devices), payload or {}, batch_sizes=batch_sizes,
                                     should_stop=job.stopping, say=lambda line: job.report(line))
-        record = ToolRecord(kind=kind, result=result)
+        record = ToolRecord(kind=kind, result=beside_earlier(kind, result, store))
         why = pending = ""
         from ..engine.basics.errors import UserError
 

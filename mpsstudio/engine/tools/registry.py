@@ -61,6 +61,7 @@ class Tool:
     subject: str | None = None  # (result) -> str: what a result is of, after its title ("cpu and mps")
     on_model: bool = True  # its sheet names the setup's model and data (False: a check of the devices takes neither)
     every_device: bool = False  # the window runs it on every checked device (else on the first accelerator)
+    since: str | None = None  # (result, earlier results of its kind, newest first) -> the result said beside them
     doing: str = ""  # the command's line while it runs: {model} and {device} are the setup's
     arguments: str | None = None
     failed: str | None = None
@@ -258,7 +259,7 @@ TABLE = (
     Tool("check", "Correctness check", "Check Devices (Correct Results)…", "Ctrl+Shift+K", run="check.suite:run_tool",
          every_device=True,
          needs_config=False, rederived="check.words:check_rederived", section="check.words:check_section",
-         subject="check.words:subject", on_model=False,
+         subject="check.words:subject", on_model=False, since="check.words:since",
          doing="checking each device's results against a float64 CPU reference", arguments="check.words:arguments",
          failed="check.words:failed", kept="what was checked so far",
          help="is the device right today: operations with known failure shapes (transposed and K >= 32767 matrix "

@@ -34,7 +34,8 @@ def test_each_case_passes_here_and_a_wrong_result_of_it_is_found(case, dtype):
     assert 0 <= right["error"] <= right["tolerance"] and right["repeat_error"] == 0.0  # the CPU repeats itself exactly
     wrong = suite.check_case(case, dtype, cpu, fault="scaled")
     assert wrong["status"] == "wrong" and wrong["error"] == pytest.approx(0.25, rel=0.05)
-    assert case.issue in wrong["reason"] and "over the tolerance" in wrong["reason"]
+    assert "over the tolerance" in wrong["reason"]
+    assert (case.issue in wrong["reason"]) == case.issue.startswith("pytorch#")  # a known issue is named
 
 
 def test_check_on_the_cpu_passes_with_one_table_and_one_sentence_and_is_kept(capsys):
@@ -119,3 +120,51 @@ def test_a_slow_kernel_in_some_fresh_processes_is_two_modes_with_their_counts(mo
     n = max(timing.SHAPES)
     assert f"{n}x{n}x{n} fp32 on cpu: two modes: 2 of 5 fresh processes ran it " in out
     assert all(f" {m}x{m}x{m} fp32 " in out for m in timing.SHAPES)
+
+
+def _check(rows=(), timing=(), torch="2.14.1", host="mac-1", chip="Apple M2 Pro") -> dict:
+    return {"tool": "check", "suite": suite.SUITE_VERSION, "devices": ["mps"], "rows": list(rows), "sentence": "",
+            "timing": list(timing), "env": {"chip": chip, "hostname": host, "torch": torch, "os": "macOS 26.2"}}
+
+
+def _row(status="passed", case="linear", dtype="bf16") -> dict:
+    return {"device": "mps", "case": case, "operation": "Linear(2, 192)", "shape": "(80x1x2)", "dtype": dtype,
+            "tolerance": 0.04, "error": 0.001 if status == "passed" else 0.3, "status": status}
+
+
+def _timed(median: float) -> dict:
+    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": [median] * 5, "sentence": "",
+            "modes": [{"count": 5, "median_ms": median, "low_ms": median * 0.98, "high_ms": median * 1.02}]}
+
+
+def test_a_check_says_what_changed_since_the_last_check_of_the_same_machine():
+    earlier = {**_check([_row()], [_timed(5.0)]), "created_at": "2026-12-01T09:00:00+00:00"}
+    other_mac = {**_check([_row("wrong")], host="mac-2"), "created_at": "2026-12-02T09:00:00+00:00"}
+    now = words.since(_check([_row("wrong")], [_timed(6.5)], torch="2.15.0"), [other_mac, earlier])
+    said = words.check_sentence(now)
+    assert "Since the check of " in said and "(torch 2.14.1 -> 2.15.0)" in said
+    assert "Linear(2, 192) (80x1x2) in bf16 on mps passed, now wrong" in said
+    assert "the 2048x2048x2048 fp32 product on mps 5.00 ms, now 6.50 ms (1.30x slower)" in said
+
+
+def test_the_same_results_since_are_said_so_and_times_within_their_ranges_are_not_a_change():
+    earlier = {**_check([_row()], [_timed(5.0)]), "created_at": "2026-12-01T09:00:00+00:00"}
+    now = words.since(_check([_row()], [_timed(5.05)]), [earlier])
+    assert now["since"]["changes"] == [] and now["since"]["compared"] == 2
+    assert words.check_sentence(now).endswith("(the same versions): the same verdicts, and the products' times "
+                                              "within their ranges.")
+
+
+def test_a_check_of_another_machine_or_none_is_not_compared():
+    assert "since" not in words.since(_check([_row()]), [{**_check([_row()], host="mac-2"), "created_at": "x"}])
+    assert "since" not in words.since(_check([_row()]), [])
+
+
+def test_a_second_check_on_this_machine_says_since_in_its_sentence(capsys):
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0"]) == 0
+    capsys.readouterr()
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "Since the check of " in said and "on this machine (the same versions): the same verdicts" in said
+    later = RunStore().tools()[-1]
+    assert later.result["since"]["compared"] == len(CASES)  # kept with the result, said again on every read

@@ -175,8 +175,9 @@ def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
     row.update(error=errors[worst], state=worst, repeat_error=repeat, seconds=time.perf_counter() - start)
     if not math.isfinite(errors[worst]) or errors[worst] > tol:
         when = {"fresh": "when fresh", "repeated": "when repeated"}.get(worst, worst)
+        like = f"; it resembles {case.issue}" if case.issue.startswith("pytorch#") else ""
         row.update(status="wrong", reason=f"off by {_err(errors[worst])} of its scale {when}, over the tolerance "
-                                          f"{_err(tol)}; it resembles {case.issue}")
+                                          f"{_err(tol)}{like}")
     elif not math.isfinite(repeat) or repeat > tol:
         row.update(status="not deterministic", reason=f"the same call twice differed by {_err(repeat)} of scale, "
                                                         f"over the tolerance {_err(tol)} (pytorch#180776's shape)")

@@ -51,6 +51,26 @@ class Timing(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Change(Record):
+    """A case whose verdict changed since the earlier check, or a product whose time moved beyond both ranges."""
+
+    device: str = need(DEVICE)
+    what: str = need(NAME)
+    was: str = need(NAME)
+    now: str = need(NAME)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Since(Record):
+    """The newest earlier check of the same machine (its chip or CPU and host), and what changed since."""
+
+    created_at: str = need(Text(max=64))
+    versions: list[str] = need(List(NAME, max=16))  # "torch 2.14.1 -> 2.15.0": what differs of the software
+    changes: list[Change] = need(List(Change.declared_shape(), max=10_000), Change)
+    compared: int = need(Int(0, 100_000))  # cases and products found in both
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckResult(ToolResult):
     sentence: str = need(LONG)
     suite: str = need(Text(max=32))
@@ -58,6 +78,7 @@ class CheckResult(ToolResult):
     rows: list[CheckRow] = need(List(CheckRow.declared_shape(), max=10_000), CheckRow)
     processes: int = may(Int(0, 1_000), default=0)  # fresh processes asked for the timing (0: none)
     timing: list[Timing] = may(List(Timing.declared_shape(), max=1_000), list, record=Timing)
+    since: Since | None = may(Since.declared_shape(null=True), record=Since)
 
 
 CHECK = CheckResult.declared_shape()
