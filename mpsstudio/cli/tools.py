@@ -137,11 +137,18 @@ def run_one_tool(kind: str, cfg, args, doing: str, **payload) -> dict:
     """One tool in a run process, with a progress line on a terminal; UserError (one sentence) when it fails."""
     from ..engine import process
 
+    python = payload.pop("python", None)  # where the tool runs, not what it is given: checked before it starts
+    if python:
+        from ..engine.process import interpreter
+
+        why = interpreter.why_not(python)
+        if why:
+            raise UserError(why)
     print(f"{doing}...", file=sys.stderr)
     try:
         return process.run_tool(kind, {**({"config": cfg.to_dict()} if cfg is not None else {}), **payload},
                                 progress=show_progress, timeout_s=args.timeout,
-                                mps_fallback=cfg.mps_fallback if cfg is not None else True)
+                                mps_fallback=cfg.mps_fallback if cfg is not None else True, python=python)
     finally:
         if sys.stderr.isatty():
             print("\r\033[K", end="", file=sys.stderr)

@@ -52,7 +52,7 @@ class Checkpointed:
 
 def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None] | None = None,
              should_stop: Callable[[], bool] | None = None, timeout_s: float | None = None,
-             mps_fallback: bool = True, stop_grace_s: float = STOP_GRACE_S) -> dict:
+             mps_fallback: bool = True, stop_grace_s: float = STOP_GRACE_S, python: str | None = None) -> dict:
     """Run one measuring tool (tools/registry.TOOLS: max-batch, inspect, device checks) in a fresh run process and return
     its result, a dict of plain JSON values checked here (the child runs a user's model: it is not trusted).
 
@@ -64,15 +64,23 @@ def run_tool(name: str, payload: dict, *, progress: Callable[[str, float], None]
     (max-batch) goes on in a fresh process from where it was, up to MAX_RESTARTS times.
     KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP in the CLI) asks it to stop too and goes up holding what it found in
     `partial` (None when it had nothing to give within STOP_GRACE_S). `stop_grace_s` 0: a stopped tool is ended
-    at once (an export: what the user stopped must not land).
+    at once (an export: what the user stopped must not land). `python`: another Python environment's interpreter
+    to carry it out in, with its own torch (interpreter.py checks it first: one sentence when it cannot).
     """
     from ..tools import registry as tools
 
     late = (f"The {name} tool did not end within the time limit of {fmt_duration(timeout_s)}, so it was stopped."
             if timeout_s is not None else "")
     ends = time.monotonic() + timeout_s if timeout_s is not None else None
+    if python:
+        from . import interpreter
+
+        why = interpreter.why_not(python)
+        if why:
+            raise UserError(why)
     for restart in range(MAX_RESTARTS + 1):
-        proc = handles.new_process(mps_fallback=mps_fallback)
+        proc = (handles.RunProcess(mps_fallback=mps_fallback, python=python) if python else
+                handles.new_process(mps_fallback=mps_fallback))
         left = max(0.0, ends - time.monotonic()) if ends is not None else None
         try:
             answer = _ask(proc, ToolJob(name, payload), "tooled", f"running the {name} tool", timeout_s=left,

@@ -274,6 +274,8 @@ TABLE = (
                     field=Field("Fresh processes:", "whole", "Fresh processes that each time a few matrix products, "
                                 "to see a slow kernel chosen in some (--processes; 0: none).",
                                 initial=Ref("check.words:PROCESSES"), high=Ref("check.words:MAX_PROCESSES"))),
+             Option("--python", "check with another Python environment's torch: its python (a venv's or a conda "
+                    "env's); the check then says what changed since the last one here", metavar="PATH"),
              Option("--timeout", "end the check when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,25 @@ def test_a_second_check_on_this_machine_says_since_in_its_sentence(capsys):
     assert "Since the check of " in said and "on this machine (the same versions): the same verdicts" in said
     later = RunStore().tools()[-1]
     assert later.result["since"]["compared"] == len(CASES)  # kept with the result, said again on every read
+
+
+OTHER = Path(__file__).resolve().parents[3] / ".venv-other" / "bin" / "python"
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not OTHER.exists(), reason="no second torch: `make other-torch` makes .venv-other (CI does)")
+def test_a_check_with_another_torch_says_what_changed_since_the_first(capsys):
+    """The issue's case: a check, then one in another Python environment (.venv-other's torch 2.13), compared."""
+    import torch
+
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0"]) == 0
+    capsys.readouterr()
+    assert cli.main(["check", "--devices", "cpu", "--processes", "3", "--python", str(OTHER)]) == 0
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"on this machine (torch {torch.__version__} -> 2.13." in said and "the same verdicts" in said
+
+
+def test_an_environment_that_is_no_python_is_one_sentence(capsys, tmp_path):
+    assert cli.main(["check", "--devices", "cpu", "--python", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mpsstudio: No Python at ") and len(err.splitlines()) == 1

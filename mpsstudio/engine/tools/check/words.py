@@ -163,7 +163,8 @@ def check_rederived(result: dict) -> dict:
 
 
 def arguments(values: dict) -> dict:
-    """--devices as the check's list of devices (none: every available one); UserError for a name that is none."""
+    """--devices as the check's list of devices (none: every available one; UserError for a name that is none),
+    --processes, and --python (the environment it runs in: cli/tools.run_one_tool takes it out of the payload)."""
     from ...basics.config import DEVICE_PATTERN
     from ...basics.errors import UserError
 
@@ -177,7 +178,8 @@ def arguments(values: dict) -> dict:
     processes = PROCESSES if processes is None else processes
     if not 0 <= processes <= MAX_PROCESSES:
         raise UserError(f"--processes must be a whole number from 0 to {MAX_PROCESSES}, not {processes}.")
-    return {"devices": names, "processes": processes}
+    python = values.get("python")
+    return {"devices": names, "processes": processes, **({"python": python} if python else {})}
 
 
 def failed(result: dict) -> bool:
