@@ -191,3 +191,29 @@ def test_an_environment_that_is_no_python_is_one_sentence(capsys, tmp_path):
     assert cli.main(["check", "--devices", "cpu", "--python", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mpsstudio: No Python at ") and len(err.splitlines()) == 1
+
+
+def test_on_cuda_fp32_is_judged_as_the_tf32_the_settings_allow():
+    import torch
+
+    from mpsstudio.engine.machine.devices import Device
+
+    gpu = Device(id="cuda:0", kind="cuda", available=True)
+    conv, product = suite.BY_ID["conv2d"], suite.BY_ID["matmul-t"]
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32  # (switches, not attributes)
+    try:
+        torch.backends.cudnn.allow_tf32 = True  # PyTorch's default: cuDNN may use TF32
+        torch.backends.cuda.matmul.allow_tf32 = False  # its default for products
+        assert suite.promised(conv, "fp32", gpu) == "tf32" and suite.promised(product, "fp32", gpu) == "fp32"
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert suite.promised(product, "fp32", gpu) == "tf32" and suite.promised(product, "bf16", gpu) == "bf16"
+        assert suite.promised(conv, "fp32", cpu_device()) == "fp32"  # the CPU promises what it is given
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+    assert suite.tolerance("tf32", 144) == pytest.approx(4 * 2.0 ** -11 * 13)
+
+
+def test_a_device_left_out_is_said_beside_what_was_checked(capsys):
+    assert cli.main(["check", "--devices", "cpu,mps", "--processes", "0", "--no-save"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "Not checked: mps: " in said and said.startswith("cpu: all ")

@@ -41,7 +41,9 @@ from .words import check_sentence
 SUITE_VERSION = "2026-12-03"
 FAULT_ENV = "MPSSTUDIO_CHECK_FAULT"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+CONVOLUTIONS = ("conv2d",)  # cuDNN's TF32 switch (torch.backends.cudnn.allow_tf32, on by default) governs these
+PRODUCTS = ("matmul-t", "bmm", "einsum", "linear", "linear-nobias", "linear-tw", "sdpa-causal", "sdpa-mask")
 STATES = ("fresh", "after a large allocation", "after emptying the cache", "repeated")
 LARGE_BYTES = 1 << 30  # the large allocation's ceiling (a quarter of the device's memory where that is less)
 CPU_LARGE_BYTES = 64 << 20
@@ -146,13 +148,28 @@ def _large_allocation(device: Device) -> None:
     del block  # its buffer stays in the allocator's cache: what the next kernel's memory comes from
 
 
+def promised(case: Case, dtype: str, device: Device) -> str:
+    """The arithmetic the settings promise for the case: on CUDA, fp32 products and convolutions are TF32 where
+    PyTorch's switches allow it (the matmul one off by default, cuDNN's on), and are judged as TF32."""
+    if dtype != "fp32" or device.kind != "cuda":
+        return dtype
+    if case.id in CONVOLUTIONS and torch.backends.cudnn.allow_tf32:
+        return "tf32"
+    fast_matmul = torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    if case.id in PRODUCTS and fast_matmul:
+        return "tf32"
+    return dtype
+
+
 def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
     """One case in one dtype on the device, in every state: its worst relative error, the state of it, whether the
     repeat agreed, and the verdict ("passed", "wrong", "not deterministic", "failed": it raised)."""
     gen = torch.Generator().manual_seed(zlib.crc32(case.id.encode()))
     inputs = _rounded(case.make(gen), DTYPES[dtype])
-    tol = tolerance(dtype, case.k)
-    row = {"case": case.id, "operation": case.name, "shape": case.shape, "dtype": dtype, "issue": case.issue,
+    math_ = promised(case, dtype, device)
+    tol = tolerance(math_, case.k)
+    row = {"case": case.id, "operation": case.name, "shape": case.shape,
+           "dtype": dtype if math_ == dtype else f"{dtype} (TF32)", "issue": case.issue,
            "tolerance": tol, "error": None, "state": None, "repeat_error": None, "status": "passed", "reason": ""}
     reason = precision_unsupported_reason(device, dtype) if dtype != "fp32" else ""
     if reason:
@@ -207,27 +224,28 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
     from ...machine import devices as machine
 
     found = {d.id: d for d in machine.discover_devices()}
+    first_gpu = next((d for d in found.values() if d.kind == "cuda"), None)
     asked = [str(d) for d in payload.get("devices") or []] or [d for d, dev in found.items() if dev.available]
     processes = int(payload.get("processes") or 0)
-    rows, skipped, timing = [], [], []
+    rows, skipped, timing, checked = [], [], [], []
     for name in asked:
-        device = found.get(name)
+        device = first_gpu if name == "cuda" else found.get(name)  # "cuda": the first GPU, as everywhere
         if device is None or not device.available:
             skipped.append(f"{name}: {device.reason if device is not None else 'no such device here'}")
             continue
+        name = device.id
+        checked.append(device)
         rows += [{"device": name, **row} for row in check_device(device, progress=progress, should_stop=should_stop)]
         if processes:
             timed, problems = across_processes(name, processes, progress=progress, should_stop=should_stop)
             skipped += problems
             for shape in dict.fromkeys(k for t in timed for k in t):
                 timing.append(distribution(name, shape, [t[shape] for t in timed if shape in t]))
-    checked = [d for d in asked if d in found and found[d].available]
     from ..toolkit import tool_env
 
-    result = {"tool": "check", "suite": SUITE_VERSION, "devices": checked, "rows": rows, "notes": skipped,
-              "processes": processes, "timing": timing,
-              "stopped": bool(should_stop and should_stop()),
-              "env": tool_env(found[next((d for d in checked if d != "cpu"), checked[0])] if checked
+    result = {"tool": "check", "suite": SUITE_VERSION, "devices": [d.id for d in checked], "rows": rows,
+              "notes": skipped, "processes": processes, "timing": timing, "stopped": bool(should_stop and should_stop()),
+              "env": tool_env(next((d for d in checked if d.kind != "cpu"), checked[0]) if checked
                               else machine.cpu_device())}
     result["sentence"] = check_sentence(result)
     return result

@@ -28,7 +28,8 @@ def check_sentence(result: dict | CheckResult) -> str:
     if told and not two:
         two = [f"The matrix products timed in {r.processes} fresh processes fell in one mode each (no kernel chosen "
                "slower in some processes)."]
-    return " ".join([_suite_sentence(r), *two, *([since_sentence(r.since)] if r.since is not None else [])])
+    unchecked = [f"Not checked: {printable('; '.join(r.notes))}."] if r.rows and r.notes else []
+    return " ".join([_suite_sentence(r), *unchecked, *two, *([since_sentence(r.since)] if r.since is not None else [])])
 
 
 def since_sentence(since: Since) -> str:
