@@ -178,10 +178,7 @@ def _evaluation(ev) -> Evaluation | None:
 
 def _read(record, value, path: str):
     """`value` read as `record` (its declared shape: basics/results.py), a wrong field named."""
-    try:
-        return record.read(value, path)
-    except ShapeError as exc:
-        raise _Bad(exc.path or path, exc.why) from None
+    return record.built(_checked(record.declared_shape(), value, path))
 
 
 def _checked(declared: shape.Shape, value, path: str):

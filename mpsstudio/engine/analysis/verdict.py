@@ -187,7 +187,8 @@ def energy_sentence(e: Entry) -> str:
     ratio = e.energy_ratio
     if ratio is None:
         if e.j_per_sample is None and is_finite(b.j_per_sample):
-            return f"No energy comparison: the {e.device} run has no energy figure ({a.energy_reason or 'not measured'})."
+            return (f"No energy comparison: the {e.device} run has no energy figure "
+                    f"({a.energy_reason or 'not measured'}).")
         if e.j_per_sample is not None:
             return f"No energy comparison: the CPU run has no energy figure ({b.energy_reason or 'not measured'})."
         return ""

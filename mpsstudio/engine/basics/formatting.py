@@ -88,6 +88,13 @@ def fmt_ratio(v: float, two_decimals_below: float = 10.0) -> str:
     return f"{v:.2f}" if v < two_decimals_below else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
 
 
+def fmt_err(v, dash: str = DASH) -> str:
+    """A relative error: "3.2e-04", "not finite", or the dash for one not measured."""
+    if v is None:
+        return dash
+    return f"{v:.1e}" if is_finite(v) else "not finite"
+
+
 def fmt_duration(v, dash: str = DASH) -> str:
     """0.84 s, 12.3 s, 8 min 20 s, 1 h 05 min."""
     if not is_finite(v) or v < 0:

@@ -1,6 +1,6 @@
 """RunResult: what one run measured, plus its config and environment; its summary (basics/summary_fields.py),
-windows, epochs and evaluation as typed records (basics/shape.Record: one declaration gives the check analysis/runcheck.py makes of a run read back, and the
-attributes every reader uses).
+windows, epochs and evaluation as typed records (basics/shape.Record: one declaration gives the check
+analysis/runcheck.py makes of a run read back, and the attributes every reader uses).
 
 Checking a run read back lives in analysis/runcheck.py; writing and reading run files (JSON, CSV) in
 history/runfiles.py."""

@@ -127,7 +127,9 @@ class Text(Shape):
             raise ShapeError(path, f"is a text of {len(value):,} characters, more than {self.max:,}")
         if self.choices and value not in self.choices:
             raise ShapeError(path, f"is {_shown(value)}, not one of {', '.join(map(repr, self.choices))}")
-        return value if self.as_written or value.isprintable() else "".join(c if c.isprintable() or c == "\n" else "?" for c in value)
+        if self.as_written or value.isprintable():
+            return value
+        return "".join(c if c.isprintable() or c == "\n" else "?" for c in value)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import math
 from collections.abc import Sequence
 
 from ..basics.config import RunConfig
-from ..basics.formatting import (DASH, fmt_bytes, fmt_duration, fmt_rate, fmt_spread, instant, is_finite, plural,
-                                 spread_of)
+from ..basics.formatting import (DASH, fmt_bytes, fmt_duration, fmt_err, fmt_rate, fmt_spread, instant, is_finite,
+                                 plural, spread_of)
 from ..basics.results import RunResult
 from ..basics.formatting import SPREAD_WORDS, Chart, Table
 from ..machine.probe import NOT_WORKING
@@ -24,12 +24,6 @@ TITLES = {name: title for name, title in registry.TITLES.items() if name in regi
 
 def _ms(v) -> str:
     return f"{v:,.2f}" if is_finite(v) else DASH
-
-
-def _err(v) -> str:
-    if v is None:
-        return DASH
-    return f"{v:.1e}" if is_finite(v) else "not finite"
 
 
 def _rel(v) -> str:
@@ -78,7 +72,7 @@ def parity_table(result: InspectResult | dict, limit: int = 12) -> Table:
         return Table(headers, [], numeric)
 
     def row(name, err, cpu_err, ok):
-        return [name, _rel(err), _err(cpu_err), "yes" if ok else "NO"]
+        return [name, _rel(err), fmt_err(cpu_err), "yes" if ok else "NO"]
     rows = [row("loss", par.loss_rel_err, par.loss_cpu_rel_err, par.loss_ok),
             row("logits", par.logits_max_rel_err, par.logits_cpu_rel_err, par.logits_ok)]
     grads = par.grads
@@ -107,7 +101,7 @@ def deploy_table(result: DeployResult | dict) -> Table:
         sps = DASH if r.samples_per_s is None else f"{r.samples_per_s:,.1f}"
         first = _ms(r.first_s * 1000) if is_finite(r.first_s) else DASH
         rows.append([r.model, r.label, str(r.batch_size), first, lat, _ms(r.latency_iqr_ms), sps,
-                     _err(r.max_rel_err), top1, energy_cell(r), r.reason or ""])
+                     fmt_err(r.max_rel_err), top1, energy_cell(r), r.reason or ""])
     return Table(headers, rows, [False, False, True, True, True, True, True, True, True, True, False])
 
 
@@ -133,7 +127,7 @@ def export_table(result: ExportResult | dict) -> Table:
             ["size", f"{r.bytes:,} bytes"],
             ["input", f"{inp.name} {inp.shape} {inp.dtype}"],
             ["output", f"{out.name} {out.shape}"],
-            ["check against PyTorch", agrees], ["max relative error", _err(check.max_rel_err)],
+            ["check against PyTorch", agrees], ["max relative error", fmt_err(check.max_rel_err)],
             ["top-1 agreement", DASH if check.top1_agreement is None else f"{check.top1_agreement:.0%}"],
             ["weights", str(r.weights_note)],
             ["classes", ", ".join(r.classes) or DASH]]
@@ -321,7 +315,7 @@ def tune_table(result: TuneResult | dict) -> Table:
         loss = r.loss_vs_fp32
         # on the CPU, a reduced precision's error against float64 is its own rounding: the figure, not a verdict
         parity = DASH if r.parity_ok is None else "ok" if r.parity_ok else (
-            f"{_err(r.parity_worst)} (rounding)" if r.device == "cpu" else "WRONG")
+            f"{fmt_err(r.parity_worst)} (rounding)" if r.device == "cpu" else "WRONG")
         status = ("recommended" if r.key in chosen else r.status) + (f": {r.reason}" if r.reason else "")
         rows.append([r.device, r.label + (" (current)" if r.baseline else ""), fmt_rate(r.samples_per_s),
                      interval, vs, fmt_bytes(r.peak_memory), fmt_duration(r.warmup_s),

@@ -189,8 +189,9 @@ def run_script(config: RunConfig, *, on_event: Callable, should_stop: Callable[[
             "counted).")
     result = tracker.finish(status, error) if not tracker.ended else tracker.result
     if result.status == "finished" and tracker.limit and tracker.count < tracker.total:
-        result.summary = result.summary.replaced(ended_early=f"the script ended after {max(0, tracker.count - tracker.warm):,} "
-                                                 f"measured steps, before the {tracker.limit:,} asked")
+        measured = max(0, tracker.count - tracker.warm)
+        result.summary = result.summary.replaced(ended_early=f"the script ended after {measured:,} measured steps, "
+                                                             f"before the {tracker.limit:,} asked")
     return result
 
 

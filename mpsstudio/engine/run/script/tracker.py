@@ -311,7 +311,8 @@ class Tracker:
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device, self.result.env)))
         s = self.result.summary
-        tokens = {"tokens_per_s": s.samples_per_s * s.tokens_per_sample} if s.tokens_per_sample and s.samples_per_s else {}
+        per, rate = s.tokens_per_sample, s.samples_per_s
+        tokens = {"tokens_per_s": rate * per} if per and rate else {}
         self.result.summary = s.replaced(tracked=self.how, **tokens)
         self.emit(Ended(self.result))
         return self.result

@@ -34,6 +34,7 @@ from ...machine.devices import Device
 from ...machine.precision import precision_unsupported_reason
 from .. import memory
 from ..opcheck import relative_error
+from ..toolkit import tool_env
 from .modes import distribution
 from .timing import across_processes
 from .words import check_sentence
@@ -188,7 +189,8 @@ def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
         return {**row, "status": "failed", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     errors = {state: relative_error(got, ref) for state, got in results.items()}
     worst = max(errors, key=lambda s: errors[s] if math.isfinite(errors[s]) else math.inf)
-    repeat = relative_error(results["repeated"], results["fresh"]) if torch.isfinite(results["fresh"]).all() else math.inf
+    finite = bool(torch.isfinite(results["fresh"]).all())
+    repeat = relative_error(results["repeated"], results["fresh"]) if finite else math.inf
     row.update(error=errors[worst], state=worst, repeat_error=repeat, seconds=time.perf_counter() - start)
     if not math.isfinite(errors[worst]) or errors[worst] > tol:
         when = {"fresh": "when fresh", "repeated": "when repeated"}.get(worst, worst)
@@ -241,10 +243,9 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
             skipped += problems
             for shape in dict.fromkeys(k for t in timed for k in t):
                 timing.append(distribution(name, shape, [t[shape] for t in timed if shape in t]))
-    from ..toolkit import tool_env
-
     result = {"tool": "check", "suite": SUITE_VERSION, "devices": [d.id for d in checked], "rows": rows,
-              "notes": skipped, "processes": processes, "timing": timing, "stopped": bool(should_stop and should_stop()),
+              "notes": skipped, "processes": processes, "timing": timing,
+              "stopped": bool(should_stop and should_stop()),
               "env": tool_env(next((d for d in checked if d.kind != "cpu"), checked[0]) if checked
                               else machine.cpu_device())}
     result["sentence"] = check_sentence(result)

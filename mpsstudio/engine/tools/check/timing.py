@@ -73,7 +73,8 @@ def _child(conn, device: str, factor: float) -> None:
         conn.close()
 
 
-def across_processes(device: str, n: int, *, progress=None, should_stop=None) -> tuple[list[dict[str, float]], list[str]]:
+def across_processes(device: str, n: int, *, progress=None,
+                     should_stop=None) -> tuple[list[dict[str, float]], list[str]]:
     """Each shape's median ms in `n` fresh processes, one after another, and what went wrong in any."""
     factor, slow = slow_processes(os.environ.get(SLOW_ENV, ""))
     ctx = multiprocessing.get_context("spawn")

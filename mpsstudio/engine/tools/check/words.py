@@ -3,21 +3,16 @@ options mean to it. Torch-free: the window and `mpsstudio check` read results wi
 
 from __future__ import annotations
 
-import math
 
-from ...basics.formatting import DASH, Chart, Table, plural, printable
+from ...basics.config import DEVICE_PATTERN
+from ...basics.errors import UserError
+from ...basics.formatting import DASH, Chart, Table, fmt_err, fmt_timestamp, plural, printable
 from ..records.check import CheckResult, Since
 from .modes import MIN_PROCESSES
 
 BAD = ("wrong", "not deterministic", "failed")
 PROCESSES = 10  # fresh processes the timing takes by default (pytorch#182815: a slow kernel in ~40 % of them)
 MAX_PROCESSES = 100
-
-
-def _err(value: float | None) -> str:
-    if value is None:
-        return DASH
-    return f"{value:.1e}" if math.isfinite(value) else "not finite"
 
 
 def check_sentence(result: dict | CheckResult) -> str:
@@ -34,8 +29,6 @@ def check_sentence(result: dict | CheckResult) -> str:
 
 def since_sentence(since: Since) -> str:
     """"Since the check of 2026-12-02 09:00 on this machine (torch 2.14.1 -> 2.15.0): ..."."""
-    from ...basics.formatting import fmt_timestamp
-
     versions = f" ({'; '.join(since.versions)})" if since.versions else " (the same versions)"
     head = f"Since the check of {fmt_timestamp(since.created_at)} on this machine{versions}"
     if not since.compared:
@@ -59,8 +52,6 @@ def machine_of(env: dict | None) -> tuple[str, str]:
 def since(result: dict, earlier: list[dict]) -> dict:
     """`result` with `since`: what changed from the newest of `earlier` (checks, newest first) of the same machine;
     as it was when none is."""
-    from ...basics.formatting import printable
-
     mine = machine_of(result.get("env"))
     if not mine[0]:
         return result
@@ -125,8 +116,8 @@ def subject(result: dict) -> str:
 
 def check_table(result: dict | CheckResult) -> Table:
     r = CheckResult.of(result)
-    rows = [[row.device, row.operation, row.shape, row.dtype, row.status, _err(row.error), _err(row.tolerance),
-             row.state or DASH, _err(row.repeat_error)] for row in r.rows]
+    rows = [[row.device, row.operation, row.shape, row.dtype, row.status, fmt_err(row.error), fmt_err(row.tolerance),
+             row.state or DASH, fmt_err(row.repeat_error)] for row in r.rows]
     return Table(["device", "operation", "shape", "dtype", "verdict", "error (rel.)", "tolerance", "worst state",
                   "repeat"], rows, [False, False, False, False, False, True, True, False, True])
 
@@ -166,9 +157,6 @@ def check_rederived(result: dict) -> dict:
 def arguments(values: dict) -> dict:
     """--devices as the check's list of devices (none: every available one; UserError for a name that is none),
     --processes, and --python (the environment it runs in: cli/tools.run_one_tool takes it out of the payload)."""
-    from ...basics.config import DEVICE_PATTERN
-    from ...basics.errors import UserError
-
     text = values.get("devices")
     names = [d.strip().lower() for d in text.split(",") if d.strip()] if text else []
     for name in names:
