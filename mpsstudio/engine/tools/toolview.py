@@ -285,9 +285,9 @@ def max_batch_line(cap: int, cap_source: str) -> str:
             f"training steps{capped}")
 
 
-TUNE_LEGEND = ("interval: samples/s over the rounds (their range), or the 95 % bootstrap over measurement windows "
-               "after one round; vs current: samples/s over your current settings', with its range over the paired "
-               "rounds (one round: 95 % bootstrap); loss vs fp32: after the same steps from the same seed; parity: "
+TUNE_LEGEND = ("interval: samples/s over the rounds (their range up to 8, from 9 the 95 % interval of the median), "
+               "or the 95 % bootstrap over measurement windows after one round; vs current: samples/s over your "
+               "current settings', its interval over the paired rounds (one round: 95 % bootstrap); loss vs fp32: after the same steps from the same seed; parity: "
                "one step against the CPU in float64 (on the CPU, the precision's worst relative rounding error).")
 TUNE_ORDER = {"measured": 0, "dropped": 1, "unusable": 2, "failed": 3, "not measured": 4, "refused": 5}
 

@@ -20,10 +20,10 @@ from .plots import SweepPlot
 MIB = 1024 * 1024
 TUNE_HEADER_TIPS = {
     "samples/s (measured)": "The median of the rounds' medians (each a short run with every run's rules).",
-    "interval": "samples/s: the range over the rounds (two or more), else the 95 % bootstrap over measurement "
-                "windows.",
+    "interval": "samples/s over the rounds: their range up to 8 rounds, from 9 the 95 % interval of the median "
+                "(order statistics); after one round the 95 % bootstrap over measurement windows.",
     "vs current": "samples/s over your current settings' on the same device, paired round by round: the median and "
-                  "its range (one round: the 95 % bootstrap interval).",
+                  "its interval as for samples/s (one round: the 95 % bootstrap interval).",
     "peak memory": "The device's peak memory as the run records it (measured).",
     "warm-up": "The warm-up steps' time, torch.compile's compilation included (measured apart from samples/s).",
     "loss vs fp32": "The loss after the same steps from the same seed, against fp32 at the same batch on the same "

@@ -65,6 +65,7 @@ class TuneResult(ToolResult):
     elapsed_s: float | None = may(MS)
     out_of_budget: bool | None = may(Flag())
     dropped_count: int | None = may(COUNT)
+    leader_rounds: int | None = may(COUNT)  # rounds only the fastest (tied) and the current settings had
 
 
 TUNE = TuneResult.declared_shape()

@@ -14,7 +14,10 @@ model and optimizer afresh in a process that has imported torch and made its GPU
 the CPU's get a process of their own. The candidates are interleaved in rounds (A B C, then C B A, ...) so drift and
 heat hit all alike. From round MIN_ROUNDS on, a candidate whose ratio to the device's best (paired round by round)
 lies wholly below 1 is dropped, if it is in the worse half (successive halving by intervals), and the result says
-so. Further rounds run while the budget allows one more (estimated from the last).
+so. Further rounds run while the budget allows one more (estimated from the last). Then, on a device whose fastest
+candidates the noise still ties (report.contenders), those and the current settings get up to LEADER_ROUNDS more
+rounds of their own while the budget holds one, until the interval of their paired ratio (analysis/rounds: from 9
+rounds one outlying round at each end is left out) tells them apart.
 The same seed and the same number of steps for every candidate make their losses comparable: each is compared with
 fp32 at the same batch size on the same device; a loss that is not finite, or more than LOSS_DIVERGED above fp32's,
 makes a candidate unusable, and so does a failed parity check of one step against the CPU in float64 (`inspect`, once
@@ -49,6 +52,7 @@ DEFAULT_WARMUP = 3  # torch.compile compiles in the first steps: timed apart wit
 MIN_ROUNDS = 3  # rounds every candidate gets (budget allowing) before any is dropped: a between-round interval
 TF32_WORDS = {"off": "TF32 off", "conv": "TF32 in convolutions", "all": "TF32 in convolutions and matrix products"}
 MAX_CANDIDATES = 256
+LEADER_ROUNDS = 6  # more rounds, past the others', for a device's fastest candidates while the noise ties them
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,19 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
     def left_s() -> float:  # the budget left once the reserved points are counted
         mean = sum(points_s) / len(points_s) if points_s else 0.0
         return budget_s - (clock() - started) - mean * reserve_points
+    def measure(cand: Candidate) -> bool:
+        """Run one point; False when the tune stops there (cancelled)."""
+        point_started = clock()
+        result = run_point(cand.config(config, steps, warmup))
+        points_s.append(clock() - point_started)
+        if result is None:
+            return True
+        runs.setdefault(cand.key, []).append(result)
+        if on_point is not None:
+            on_point(cand, result, rounds)
+        if result.status == "failed":
+            too_big.add((_family(cand), cand.batch_size))
+        return result.status != "cancelled"
     while rounds < max_rounds and live:
         if rounds and last_round_s > left_s():
             out_of_budget = rounds < max_rounds
@@ -186,23 +203,12 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
             if rounds == 1 and points_s and sum(points_s) / len(points_s) > left_s():
                 out_of_budget = True
                 break
-            family = (cand.device, cand.precision, cand.channels_last, cand.compile, cand.threads)
-            if any(f == family and b < cand.batch_size for f, b in too_big):
+            if any(f == _family(cand) and b < cand.batch_size for f, b in too_big):
                 dropped.setdefault(cand.key, "a smaller batch of these settings did not run")
                 continue
-            point_started = clock()
-            result = run_point(cand.config(config, steps, warmup))
-            points_s.append(clock() - point_started)
-            if result is None:
-                continue
-            runs.setdefault(cand.key, []).append(result)
-            if on_point is not None:
-                on_point(cand, result, rounds)
-            if result.status == "cancelled":
+            if not measure(cand):
                 stopped = True
                 break
-            if result.status == "failed":
-                too_big.add((family, cand.batch_size))
         last_round_s = clock() - round_started
         if stopped or out_of_budget:
             break
@@ -211,8 +217,37 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
             for key, why in _halve(live, runs, g.baselines, rounds).items():
                 dropped[key] = why
             live = [c for c in live if c.key not in dropped]
+    remeasured: list[str] = []
+    leader_rounds = 0
+    while not stopped and rounds >= MIN_ROUNDS and leader_rounds < LEADER_ROUNDS:
+        by_key = {c.key: c for c in live}
+        leaders = [by_key[k] for k in _contenders(config, g, runs, dropped) if k in by_key]
+        mean = sum(points_s) / len(points_s) if points_s else 0.0
+        if len(leaders) < 3 or mean * len(leaders) > left_s():
+            break
+        rounds += 1
+        leader_rounds += 1
+        remeasured += [c.key for c in leaders if c.key not in remeasured]
+        for cand in (leaders if rounds % 2 else list(reversed(leaders))):
+            if stop() or not measure(cand):
+                stopped = True
+                break
+        live = [c for c in live if _still_running(runs.get(c.key))]
     return {"runs": runs, "rounds": rounds, "dropped": dropped, "elapsed_s": clock() - started,
-            "out_of_budget": out_of_budget, "stopped": stopped}
+            "out_of_budget": out_of_budget, "stopped": stopped, "leader_rounds": leader_rounds,
+            "remeasured": remeasured}
+
+
+def _family(c: Candidate) -> tuple:
+    """A candidate's settings but its batch size."""
+    return c.device, c.precision, c.channels_last, c.compile, c.threads
+
+
+def _contenders(config: RunConfig, g: Grid, runs: dict, dropped: dict) -> list[str]:
+    """report.contenders of the rounds so far: the leaders still tied, with their device's current settings."""
+    from .report import candidates, contenders
+
+    return contenders(candidates(g, {"runs": runs, "dropped": dropped}, {}))
 
 
 def _still_running(results: list[RunResult] | None) -> bool:

@@ -2,9 +2,10 @@
 fp32 and float64), the recommendation per device and its sentence (the package measures; no torch here).
 
 Throughput: the median of the rounds' medians. Its interval, and that of the ratio to the user's current settings:
-with two rounds or more, the range over the rounds (the ratio paired round by round, as a repeat's); with one
-round, the 95 % bootstrap over measurement windows (compare.bootstrap_ratio). "Faster" only where the ratio's
-interval lies above 1.
+with two rounds or more, analysis/rounds.median_interval over the rounds (the ratio paired round by round, as a
+repeat's: the range up to 8 rounds, the 95 % order-statistic interval of the median from 9); with one round, the
+95 % bootstrap over measurement windows (compare.bootstrap_ratio). "Faster" only where the ratio's interval lies
+above 1.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ...analysis.compare import bootstrap_ratio, short_machine
+from ...analysis.rounds import how_said, median_interval
 from ...basics.config import RunConfig
 from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite, plural
 from ...basics.results import RunResult
@@ -37,7 +39,8 @@ def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, f
     if not meds:
         return None, None, None, ""
     if len(meds) >= 2:
-        return statistics.median(meds), min(meds), max(meds), f"range over {len(meds)} rounds"
+        mid, low, high = median_interval(meds) or (None, None, None)
+        return mid, low, high, how_said(len(meds))
     ci = bootstrap_ratio(_rates(results[0]), [1.0, 1.0])
     low, high = ci if ci else (None, None)
     return meds[0], low, high, "95 % bootstrap over measurement windows"
@@ -45,15 +48,16 @@ def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, f
 
 def paired_ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | None, float | None, float | None]:
     """(ratio, low, high) of one candidate's samples/s to another's (finished runs, in round order): with two rounds
-    or more the median and range of the ratios paired round by round, with one the 95 % bootstrap over windows."""
+    or more the median of the ratios paired round by round and its interval (rounds.median_interval: their range up
+    to 8 rounds), with one the 95 % bootstrap over windows."""
     if not mine or not base:
         return None, None, None
     if mine is base:
         return 1.0, 1.0, 1.0
     n = min(len(mine), len(base))
     if n >= 2:
-        paired = [a.summary.rate / b.summary.rate for a, b in zip(mine[:n], base[:n])]
-        return statistics.median(paired), min(paired), max(paired)
+        return median_interval([a.summary.rate / b.summary.rate for a, b in zip(mine[:n], base[:n])]) or \
+            (None, None, None)
     speed = mine[0].summary.rate / base[0].summary.rate
     ci = bootstrap_ratio(_rates(mine[0]), _rates(base[0]))
     return (speed, *ci) if ci else (speed, None, None)
@@ -184,21 +188,40 @@ def recommend(rows: list[dict]) -> dict[str, str | None]:
     beats the current settings by more than the noise."""
     out: dict[str, str | None] = {}
     for device in dict.fromkeys(r["device"] for r in rows):
-        bases = [r for r in rows if r["device"] == device and r["baseline"] and is_finite(r.get("samples_per_s"))]
-        if len(bases) != 1:  # no current settings measured (or a file that says otherwise): nothing to beat
-            out[device] = None
-            continue
-        usable = [r for r in rows if r["device"] == device and r["status"] == "measured" and not r["baseline"]
-                  and is_finite(r.get("speedup_low")) and r["speedup_low"] > 1.0
-                  and is_finite(r.get("speedup")) and is_finite(r.get("speedup_high"))
-                  and is_finite(r.get("samples_per_s")) and _agrees(r, bases[0])]
-        usable.sort(key=lambda r: r["samples_per_s"], reverse=True)
+        _, usable = _usable(rows, device)
         if not usable:
             out[device] = None
             continue
         tie = [usable[0], *(r for r in tied(usable[0], usable))]
         out[device] = max(tie, key=lambda r: r["speedup_low"])["key"]
     return out
+
+
+def contenders(rows: list[dict]) -> list[str]:
+    """The candidates worth more rounds: on each device whose fastest usable candidate is tied with others (`tied`),
+    the current settings, that candidate and those tied with it (all three measured in each round, so their ratios
+    stay paired); nothing of a device whose fastest stands apart, or where nothing beats the current settings."""
+    out: list[str] = []
+    for device in dict.fromkeys(r["device"] for r in rows):
+        base, usable = _usable(rows, device)
+        together = tied(usable[0], usable) if usable else []
+        if base is not None and together:
+            out += [base["key"], usable[0]["key"], *(r["key"] for r in together)]
+    return out
+
+
+def _usable(rows: list[dict], device: str) -> tuple[dict | None, list[dict]]:
+    """The device's current settings (None unless exactly one row of them measured) and, fastest first, its
+    candidates that beat them: measured, the ratio's interval wholly above 1, in agreement with their samples/s."""
+    bases = [r for r in rows if r["device"] == device and r["baseline"] and is_finite(r.get("samples_per_s"))]
+    if len(bases) != 1:  # no current settings measured (or a file that says otherwise): nothing to beat
+        return None, []
+    usable = [r for r in rows if r["device"] == device and r["status"] == "measured" and not r["baseline"]
+              and is_finite(r.get("speedup_low")) and r["speedup_low"] > 1.0
+              and is_finite(r.get("speedup")) and is_finite(r.get("speedup_high"))
+              and is_finite(r.get("samples_per_s")) and _agrees(r, bases[0])]
+    usable.sort(key=lambda r: r["samples_per_s"], reverse=True)
+    return bases[0], usable
 
 
 def rederived(result: dict) -> dict:
@@ -219,8 +242,8 @@ def _agrees(row: dict, base: dict) -> bool:
 
 def tied(best: dict, rows) -> list[dict]:
     """The other usable candidates of the device that the measurements cannot tell from the best: their samples/s
-    within TIE_SPAN of the best's, and their ratio to it, paired round by round (with one round: their intervals),
-    reaching 1. "Fastest" is said of them together; never of one at half the best's speed however noisy."""
+    within TIE_SPAN of the best's, and the interval of their ratio to it, paired round by round (rounds.median_interval;
+    with one round: their own intervals), reaching 1. "Fastest" is said of them together; never of one at half the best's speed however noisy."""
     out = []
     for r in rows:
         if r is best or r["device"] != best["device"] or r["status"] != "measured" or r["baseline"]:
@@ -230,7 +253,7 @@ def tied(best: dict, rows) -> list[dict]:
         mine, theirs = _round_rates(r), _round_rates(best)
         n = min(len(mine), len(theirs))
         if n >= 2:
-            reaches = max(a / b for a, b in zip(mine[:n], theirs[:n])) >= 1.0
+            reaches = (median_interval([a / b for a, b in zip(mine[:n], theirs[:n])]) or (0.0, 0.0, 0.0))[2] >= 1.0
         else:
             reaches = is_finite(r.get("samples_per_s_high")) and is_finite(best.get("samples_per_s_low")) and \
                 r["samples_per_s_high"] >= best["samples_per_s_low"]
@@ -286,6 +309,9 @@ def sentence(result: dict) -> str:
     if result.get("dropped_count"):
         notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped once their rounds showed them clearly "
                      "behind (each says when).")
+    if result.get("leader_rounds"):
+        notes.append(f"The fastest were tied within the noise after every candidate's rounds: they and your current "
+                     f"settings had {plural(result['leader_rounds'], 'more round')} to tell them apart.")
     if result.get("stopped"):
         notes.append("The tune was stopped before every candidate had its rounds: what it measured is above.")
     elif result.get("out_of_budget"):
@@ -305,7 +331,8 @@ def analyse(config: RunConfig, g, outcome: dict, checks: dict, *, steps: int, wa
               "rounds": outcome["rounds"], "steps": steps, "warmup": warmup, "budget_s": budget_s,
               "elapsed_s": outcome["elapsed_s"], "out_of_budget": bool(outcome.get("out_of_budget")),
               "stopped": bool(outcome.get("stopped")),
-              "dropped_count": sum(1 for r in rows if r["status"] == "dropped"), "notes": []}
+              "dropped_count": sum(1 for r in rows if r["status"] == "dropped"),
+              "leader_rounds": outcome.get("leader_rounds") or 0, "notes": []}
     result["sentence"] = sentence(result)
     return result
 
