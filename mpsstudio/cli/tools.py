@@ -15,7 +15,7 @@ from ..engine.basics.formatting import printable
 from ..engine.basics.formatting import Table
 from ..engine.tools.records import SweepResult
 from ..engine.tools.records.inspection import InspectResult
-from .common import (EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
+from .common import (EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
                      grid, interrupted)
 
 
@@ -168,10 +168,11 @@ def cmd_tool(args) -> int:
             cfg = cfg.with_device(_checked_device(args.device))
         doing = tool.doing.format(model=cfg.model, device=cfg.device)
     else:  # a tool of no setup (a check of the devices)
-        check_json_path(args.json)
+        check_json_path(args.json, [args.baseline] if getattr(args, "baseline", None) else [])
         check_timeout(args.timeout)
         cfg, doing = None, tool.doing
-    values = {name: getattr(args, name) for name in names}
+    baseline = read_baseline(tool.name, args) if tool.baseline else None  # before anything runs
+    values = {name: getattr(args, name) for name in names - {"baseline", "fail_over"}}
     payload = tool.call("arguments", values) if tool.arguments else {}
     try:
         result, stopped = run_one_tool(tool.name, cfg, args, doing or tool.title, **payload), None
@@ -182,16 +183,46 @@ def cmd_tool(args) -> int:
         result, stopped = partial, exc
     from ..engine.history.earlier import beside_earlier
 
-    result = beside_earlier(tool.name, result)  # what changed since the last of its kind here (a check)
-    tables = tool.call("section", result)[0] if tool.section else []
-    code = report(tool.name, result, tables, args, stopped, tool.kept)
+    if baseline is not None:  # the comparison asked for, in place of the one with the last of its kind here
+        result = tool.call("baseline", result, *baseline)
+        result = tool.call("rederived", result) if tool.rederived else result
+    else:
+        result = beside_earlier(tool.name, result)  # what changed since the last of its kind here (a check)
+    tables, notes = (tool.call("printed", result) if tool.printed else
+                     (tool.call("section", result)[0] if tool.section else [], []))
+    code = report(tool.name, result, tables, args, stopped, tool.kept, notes, note_word="")
     if code is not None:
         return code
-    return EXIT_RUN_FAILED if tool.failed and tool.call("failed", result) else EXIT_OK
+    if tool.failed and tool.call("failed", result):
+        return EXIT_RUN_FAILED
+    verdict = (result.get("baseline") or {}).get("verdict") if baseline is not None else None
+    return {"a real change": EXIT_RUN_FAILED, "cannot tell": EXIT_CANNOT_TELL}.get(verdict or "", EXIT_OK)
+
+
+def read_baseline(kind: str, args) -> tuple[dict, str, float] | None:
+    """(the result, its file's name, --fail-over) of --baseline FILE: an earlier result of this tool's, read and
+    checked as an import is; None without it; UserError (one sentence) for a file that is not one."""
+    from pathlib import Path
+
+    from ..engine.history.runfiles import import_tool_json
+    from .bench import fail_over
+
+    if args.baseline is None:
+        if args.fail_over is not None:
+            raise UserError("--fail-over is the threshold of a comparison with a baseline: give --baseline FILE too.")
+        return None
+    if not args.baseline.strip():
+        raise UserError(f"--baseline needs the JSON file of an earlier {kind} (its --json).")
+    threshold = fail_over(args.fail_over)
+    record = import_tool_json(Path(args.baseline).expanduser())
+    if record.kind != kind:
+        raise UserError(f"{printable(Path(args.baseline).name)[:80]} holds a {record.kind} result, not a {kind}; give "
+                        f"the --json of an earlier {kind}.")
+    return {**record.result, "created_at": record.created_at}, Path(args.baseline).name, threshold
 
 
 def report(kind: str, result: dict, tables: Table | list[Table], args, stopped: KeyboardInterrupt | None, kept: str,
-           notes: list[str] | None = None) -> int | None:
+           notes: list[str] | None = None, note_word: str = "note: ") -> int | None:
     """A tool's tables (each legend under its table), notes, --json and history, then its sentence; the exit status
     when it was stopped (what it found is kept), None otherwise."""
     for i, table in enumerate(tables if isinstance(tables, list) else [tables]):
@@ -201,7 +232,7 @@ def report(kind: str, result: dict, tables: Table | list[Table], args, stopped: 
         if table.legend:
             print(printable(table.legend))
     for note in notes or []:
-        print(f"note: {printable(note)}")
+        print(f"{note_word}{printable(note)}")
     finish_tool(kind, result, args)
     print(f"\n{printable(result['sentence'])}")
     if stopped is None:

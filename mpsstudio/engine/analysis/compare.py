@@ -10,7 +10,8 @@ Rules (docs/architecture.md, "Comparisons"):
   resamples, 95 %) of the ratio of the two runs' median window throughputs. It covers window-to-window noise
   inside these two runs, not run-to-run variation: a repeat measures that.
 - A repeat set: each round's ratio against the CPU run of the same round (devices ran A B B A ... so drift hits
-  both); the speedup is the median of those paired ratios, the interval their range.
+  both); the speedup is the median of those paired ratios, the interval their range (from 9 rounds the 95 %
+  interval of the median from order statistics: rounds.median_interval).
 - An interval that contains 1.0 is "no clear difference".
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..basics.formatting import instant, is_finite, one_line, printable
 from ..basics.results import RunResult
+from .rounds import median_interval
 
 BOOTSTRAP_SAMPLES = 2000
 BOOTSTRAP_CELLS = 500_000  # resamples x windows kept under this: ~10-30 ms per comparison (docs/benchmarks.md)
@@ -180,7 +182,8 @@ class Comparison:
 
 def interval_name(method: str) -> str | None:
     return {"bootstrap": f"{CONFIDENCE:.0%} bootstrap over measurement windows",
-            "paired": "range of the paired ratios of the repeat rounds"}.get(method)
+            "paired": "range of the paired ratios of the repeat rounds (from 9 rounds: their median's 95 % "
+                      "interval)"}.get(method)
 
 
 DEVICE_NAMES = {"mps": "Apple GPU (mps)", "cpu": "the CPU"}
@@ -299,7 +302,8 @@ def _fill_speedups(c: Comparison) -> None:
                     e.round_speedups[r.id] = ratio
             ratios = list(e.round_speedups.values())
             if len(ratios) >= 2:
-                e.speedup, e._low, e._high, e._method = statistics.median(ratios), min(ratios), max(ratios), "paired"
+                e.speedup, e._low, e._high = median_interval(ratios) or (None, None, None)
+                e._method = "paired"
                 continue
             e.round_speedups = {}  # fewer than two paired rounds: a single pair, with its window bootstrap
         e.speedup = speedup(e.run, cpu.run)

@@ -112,7 +112,8 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  "run of the same setup (a repeat: the median of the rounds' paired ratios).", "speedup",
                  lambda r, s: s.get(r.id)),
     ResultColumn("speedup_interval", "Speedup range", "95 % bootstrap interval of the speedup over the measurement "
-                 "windows (a repeat: the range of the paired ratios); containing 1.00 means no clear difference.",
+                 "windows (a repeat: the range of the paired ratios, from 9 rounds their median's 95 % interval); "
+                 "containing 1.00 means no clear difference.",
                  "text", _interval),
     ResultColumn("warmup_s", "Warm-up", "Measured: time of the warm-up steps (graph compilation, autotuning), "
                  "never counted in throughput.", "duration", _summary("warmup_s")),

@@ -62,6 +62,10 @@ class Tool:
     on_model: bool = True  # its sheet names the setup's model and data (False: a check of the devices takes neither)
     every_device: bool = False  # the window runs it on every checked device (else on the first accelerator)
     since: str | None = None  # (result, earlier results of its kind, newest first) -> the result said beside them
+    printed: str | None = None  # (result) -> (tables, notes): what its command prints before the sentence (None: the
+    #   section's tables)
+    baseline: str | None = None  # (result, a baseline result, its file's name, --fail-over) -> the result with
+    #   `baseline` {"verdict": "a real change" | "cannot tell" | "no real change"}: --baseline FILE, exit 1 or 3
     doing: str = ""  # the command's line while it runs: {model} and {device} are the setup's
     arguments: str | None = None
     failed: str | None = None
@@ -260,7 +264,8 @@ TABLE = (
     Tool("check", "Correctness check", "Check Devices (Correct Results)…", "Ctrl+Shift+K", run="check.suite:run_tool",
          every_device=True,
          needs_config=False, rederived="check.words:check_rederived", section="check.words:check_section",
-         subject="check.words:subject", on_model=False, since="check.words:since",
+         subject="check.words:subject", on_model=False, since="check.since:since", baseline="check.since:against",
+         printed="check.words:check_printed",
          doing="checking each device's results against a float64 CPU reference", arguments="check.words:arguments",
          failed="check.words:failed", kept="what was checked so far",
          help="is the device right today: operations with known failure shapes (transposed and K >= 32767 matrix "
@@ -277,6 +282,11 @@ TABLE = (
                                 initial=Ref("check.words:PROCESSES"), high=Ref("check.words:MAX_PROCESSES"))),
              Option("--python", "check with another Python environment's torch: its python (a venv's or a conda "
                     "env's); the check then says what changed since the last one here", metavar="PATH"),
+             Option("--baseline", "compare with an earlier check's --json FILE: exit 1 for a real change (a case now "
+                    "wrong, a product slower beyond --fail-over with its processes' ranges apart, a slower mode), 3 "
+                    "when it cannot tell, never for noise", metavar="FILE"),
+             Option("--fail-over", "with --baseline: the slowdown of a product that counts (default: 5%%)",
+                    metavar="PERCENT"),
              Option("--timeout", "end the check when it takes longer", type=float, metavar="SECONDS"),
              Option("--json", "write the result to FILE", metavar="FILE"),
              Option("--no-save", "do not keep the result in the history", action="store_true"))),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.machine.devices import cpu_device
 from mpsstudio.engine.tools.check import modes, suite, timing, words
+from mpsstudio.engine.tools.check import since as check_since
 from mpsstudio.engine.tools.records.check import CheckResult
 from tests.support.paths import DATA
 
@@ -141,7 +143,7 @@ def _timed(median: float) -> dict:
 def test_a_check_says_what_changed_since_the_last_check_of_the_same_machine():
     earlier = {**_check([_row()], [_timed(5.0)]), "created_at": "2026-12-01T09:00:00+00:00"}
     other_mac = {**_check([_row("wrong")], host="mac-2"), "created_at": "2026-12-02T09:00:00+00:00"}
-    now = words.since(_check([_row("wrong")], [_timed(6.5)], torch="2.15.0"), [other_mac, earlier])
+    now = check_since.since(_check([_row("wrong")], [_timed(6.5)], torch="2.15.0"), [other_mac, earlier])
     said = words.check_sentence(now)
     assert "Since the check of " in said and "(torch 2.14.1 -> 2.15.0)" in said
     assert "Linear(2, 192) (80x1x2) in bf16 on mps passed, now wrong" in said
@@ -150,15 +152,15 @@ def test_a_check_says_what_changed_since_the_last_check_of_the_same_machine():
 
 def test_the_same_results_since_are_said_so_and_times_within_their_ranges_are_not_a_change():
     earlier = {**_check([_row()], [_timed(5.0)]), "created_at": "2026-12-01T09:00:00+00:00"}
-    now = words.since(_check([_row()], [_timed(5.05)]), [earlier])
+    now = check_since.since(_check([_row()], [_timed(5.05)]), [earlier])
     assert now["since"]["changes"] == [] and now["since"]["compared"] == 2
     assert words.check_sentence(now).endswith("(the same versions): the same verdicts, and the products' times "
                                               "within their ranges.")
 
 
 def test_a_check_of_another_machine_or_none_is_not_compared():
-    assert "since" not in words.since(_check([_row()]), [{**_check([_row()], host="mac-2"), "created_at": "x"}])
-    assert "since" not in words.since(_check([_row()]), [])
+    assert "since" not in check_since.since(_check([_row()]), [{**_check([_row()], host="mac-2"), "created_at": "x"}])
+    assert "since" not in check_since.since(_check([_row()]), [])
 
 
 def test_a_second_check_on_this_machine_says_since_in_its_sentence(capsys):
@@ -217,3 +219,97 @@ def test_a_device_left_out_is_said_beside_what_was_checked(capsys):
     assert cli.main(["check", "--devices", "cpu,mps", "--processes", "0", "--no-save"]) == 0
     said = capsys.readouterr().out.strip().splitlines()[-1]
     assert "Not checked: mps: " in said and said.startswith("cpu: all ")
+
+
+def _spread(median: float, low: float, high: float, n: int = 5, slow: dict | None = None) -> dict:
+    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": [median] * n, "sentence": "",
+            "modes": [{"count": n, "median_ms": median, "low_ms": low, "high_ms": high}, *([slow] if slow else [])]}
+
+
+@pytest.mark.parametrize("then, now, verdict, said", [
+    ([_row()], [_row("wrong")], "a real change", "Linear(2, 192) (80x1x2) in bf16 on mps passed, now wrong"),
+    ([_row("wrong")], [_row()], "no real change", "in bf16 on mps wrong, now passed"),  # better is not a failure
+    ([_row()], [_row()], "no real change", "the same verdicts, and the products' times within their ranges"),
+    ([_row(case="other")], [_row()], "cannot tell", "nothing of the two checks is the same case"),
+])
+def test_a_baseline_s_verdicts_decide_a_real_change(then, now, verdict, said):
+    base = {**_check(then), "created_at": "2026-12-01T09:00:00+00:00"}
+    found = CheckResult.of(check_since.against(_check(now), base, "base.json")).baseline
+    assert found is not None and found.verdict == verdict
+    text = check_since.since_sentence(found, baseline=True)
+    assert text.startswith("Against the baseline base.json (the check of ") and said in text, text
+    assert text.endswith(f"Verdict: {verdict}.")
+
+
+@pytest.mark.parametrize("then, now, verdict, said", [
+    ((5.0, 4.9, 5.1), (6.0, 5.9, 6.1), "a real change", "5.00 ms, now 6.00 ms (1.20x slower)"),
+    ((5.0, 4.9, 5.1), (5.2, 5.15, 5.25), "no real change", "1.04x slower"),  # apart, but within --fail-over
+    ((5.0, 4.0, 6.5), (6.0, 5.0, 7.0), "cannot tell", "their processes' ranges overlap"),  # noise: never exit 1
+    ((5.0, 4.9, 5.1), (4.0, 3.9, 4.1), "no real change", "1.25x faster"),
+])
+def test_a_baseline_s_times_are_a_real_change_only_beyond_the_noise_and_the_threshold(then, now, verdict, said):
+    base = {**_check([_row()], [_spread(*then)]), "created_at": "2026-12-01T09:00:00+00:00"}
+    found = CheckResult.of(check_since.against(_check([_row()], [_spread(*now)]), base, "b.json")).baseline
+    assert found is not None and found.verdict == verdict, found
+    assert said in check_since.since_sentence(found, baseline=True)
+
+
+def test_a_slower_mode_that_appears_is_a_real_change_and_other_machines_times_cannot_tell():
+    base = {**_check([_row()], [_spread(5.0, 4.9, 5.1, n=10)]), "created_at": "2026-12-01T09:00:00+00:00"}
+    slow = {"count": 4, "median_ms": 12.0, "low_ms": 11.8, "high_ms": 12.3}
+    now = _check([_row()], [_spread(5.0, 4.9, 5.1, n=10, slow=slow)])
+    found = CheckResult.of(check_since.against(now, base, "b.json")).baseline
+    assert found is not None and found.verdict == "a real change"
+    assert "one mode, now two modes (4 of 10 processes slower)" in check_since.since_sentence(found, baseline=True)
+    other = CheckResult.of(check_since.against(_check([_row()], [_spread(9.0, 8.9, 9.1)], chip="Apple M4"), base,
+                                               "b.json")).baseline
+    assert other is not None and other.verdict == "cannot tell" and not other.same_machine
+    text = check_since.since_sentence(other, baseline=True)
+    assert "(the check of " in text and ", of another machine, the same versions)" in text
+    assert "was timed on another machine, so its times are not compared" in text
+    few = CheckResult.of(check_since.against(_check([_row()], [_spread(9.0, 8.9, 9.1, n=2)]), base, "b.json"))
+    assert few.baseline is not None and few.baseline.verdict == "cannot tell"
+
+
+def test_check_baseline_exits_0_for_the_same_1_for_a_wrong_case_and_3_when_nothing_compares(
+        capsys, tmp_path, monkeypatch):
+    base = tmp_path / "base.json"
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--json", str(base), "--no-save"]) == 0
+    capsys.readouterr()
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--baseline", str(base), "--no-save"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("Against the baseline base.json") == 1 and "Since the check" not in out
+    assert out.rstrip().endswith("Verdict: no real change.")
+    monkeypatch.setenv(suite.FAULT_ENV, "linear:fp32")
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--baseline", str(base), "--no-save"]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("Verdict: a real change.")
+    monkeypatch.delenv(suite.FAULT_ENV)
+    doc = json.loads(base.read_text())
+    for row in doc["rows"]:
+        row["case"] = "renamed-" + row["case"]
+    base.write_text(json.dumps(doc))
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--baseline", str(base), "--no-save"]) == 3
+    assert "nothing of the two checks is the same case" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--baseline", "nowhere.json"], "does not exist; choose a JSON file exported by MPS Studio."),
+    (["--baseline", " "], "--baseline needs the JSON file of an earlier check (its --json)."),
+    (["--fail-over", "5%"], "--fail-over is the threshold of a comparison with a baseline: give --baseline FILE too."),
+    (["--baseline", "{sweep}", "--fail-over", "5%"], "holds a sweep result, not a check;"),
+    (["--baseline", "{check}", "--fail-over", "lots"], "--fail-over must be a percentage above 0 and below 100"),
+    (["--baseline", "{check}", "--json", "{check}"], "--json"),
+])
+def test_a_bad_baseline_is_one_sentence_before_anything_runs(capsys, tmp_path, monkeypatch, args, said):
+    from mpsstudio.engine.tools import registry
+
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text((DATA / "tool_results" / "sweep.json").read_text())
+    check = tmp_path / "check.json"
+    check.write_text((DATA / "tool_results" / "check.json").read_text())
+    monkeypatch.setitem(registry.TOOLS, "check", replace(registry.TOOLS["check"], run="nowhere:never"))  # none runs
+    args = [a.format(sweep=sweep, check=check) for a in args]
+    assert cli.main(["check", "--devices", "cpu", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and said in err, err
+    assert json.loads(check.read_text())  # never written over

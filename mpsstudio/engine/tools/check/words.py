@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from ...basics.config import DEVICE_PATTERN
 from ...basics.errors import UserError
-from ...basics.formatting import DASH, Chart, Table, fmt_err, fmt_timestamp, plural, printable
-from ..records.check import CheckResult, Since
+from ...basics.formatting import DASH, Chart, Table, fmt_err, plural, printable
+from ..records.check import CheckResult
 from .modes import MIN_PROCESSES
+from .since import BAD, since_sentence
 
-BAD = ("wrong", "not deterministic", "failed")
 PROCESSES = 10  # fresh processes the timing takes by default (pytorch#182815: a slow kernel in ~40 % of them)
 MAX_PROCESSES = 100
 
@@ -24,68 +24,10 @@ def check_sentence(result: dict | CheckResult) -> str:
         two = [f"The matrix products timed in {r.processes} fresh processes fell in one mode each (no kernel chosen "
                "slower in some processes)."]
     unchecked = [f"Not checked: {printable('; '.join(r.notes))}."] if r.rows and r.notes else []
-    return " ".join([_suite_sentence(r), *unchecked, *two, *([since_sentence(r.since)] if r.since is not None else [])])
-
-
-def since_sentence(since: Since) -> str:
-    """"Since the check of 2026-12-02 09:00 on this machine (torch 2.14.1 -> 2.15.0): ..."."""
-    versions = f" ({'; '.join(since.versions)})" if since.versions else " (the same versions)"
-    head = f"Since the check of {fmt_timestamp(since.created_at)} on this machine{versions}"
-    if not since.compared:
-        return f"{head}: nothing of the two checks is the same case, so nothing is compared."
-    if not since.changes:
-        return f"{head}: the same verdicts, and the products' times within their ranges."
-    said = "; ".join(f"{c.what} on {c.device} {c.was}, now {c.now}" for c in since.changes[:4])
-    more = f" (and {plural(len(since.changes) - 4, 'more change')})" if len(since.changes) > 4 else ""
-    return f"{head}: {said}{more}."
-
-
-VERSIONS = (("torch", "torch"), ("os", "OS"), ("macos_build", "macOS build"), ("mpsstudio", "MPS Studio"))
-
-
-def machine_of(env: dict | None) -> tuple[str, str]:
-    """The computer a check ran on, whatever its software: its chip (or CPU) and its host name."""
-    env = env or {}
-    return str(env.get("chip") or env.get("cpu") or ""), str(env.get("hostname") or "")
-
-
-def since(result: dict, earlier: list[dict]) -> dict:
-    """`result` with `since`: what changed from the newest of `earlier` (checks, newest first) of the same machine;
-    as it was when none is."""
-    mine = machine_of(result.get("env"))
-    if not mine[0]:
-        return result
-    last = next((e for e in earlier if machine_of(e.get("env")) == mine), None)
-    if last is None:
-        return result
-    then, now = CheckResult.of(last), CheckResult.of(result)
-    env_then, env_now = then.env or {}, now.env or {}
-    versions = [f"{word} {printable(str(env_then.get(key)))[:40]} -> {printable(str(env_now.get(key)))[:40]}"
-                for key, word in VERSIONS if env_then.get(key) != env_now.get(key)]
-    before = {(r.device, r.case, r.dtype): r for r in then.rows}
-    changes, compared = [], 0
-    for row in now.rows:
-        old = before.get((row.device, row.case, row.dtype))
-        if old is None:
-            continue
-        compared += 1
-        if old.status != row.status:
-            changes.append({"device": row.device, "what": f"{row.operation} {row.shape} in {row.dtype}",
-                            "was": old.status, "now": row.status})
-    times = {(t.device, t.shape): t for t in then.timing}
-    for t in now.timing:
-        old_t = times.get((t.device, t.shape))
-        if old_t is None or not t.modes or not old_t.modes:
-            continue
-        compared += 1
-        a, b = old_t.modes[0], t.modes[0]  # the fastest mode of each: apart only when their ranges are
-        if b.low_ms > a.high_ms or b.high_ms < a.low_ms:
-            ratio = b.median_ms / a.median_ms
-            moved = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
-            changes.append({"device": t.device, "what": f"the {t.shape} product", "was": f"{a.median_ms:,.2f} ms",
-                            "now": f"{b.median_ms:,.2f} ms ({moved})"})
-    return {**result, "since": {"created_at": str(last.get("created_at") or ""), "versions": versions,
-                                "changes": changes, "compared": compared}}
+    compared = [since_sentence(r.since)] if r.since is not None else []
+    if r.baseline is not None:
+        compared.append(since_sentence(r.baseline, baseline=True))
+    return " ".join([_suite_sentence(r), *unchecked, *two, *compared])
 
 
 def _suite_sentence(r: CheckResult) -> str:
@@ -147,6 +89,12 @@ def check_section(result: dict) -> tuple[list[Table], Chart | None]:
     if CheckResult.of(result).timing:
         tables.append(timing_table(result).with_legend(TIMING_LEGEND))
     return tables, None
+
+
+def check_printed(result: dict) -> tuple[list[Table], list[str]]:
+    """What `mpsstudio check` prints before its sentence: the suite's table, and a line for each product timed."""
+    timed = [f"timing: {t.sentence}" for t in CheckResult.of(result).timing]
+    return [check_table(result).with_legend(LEGEND)], timed + ([f"timing: {TIMING_LEGEND}"] if timed else [])
 
 
 def check_rederived(result: dict) -> dict:

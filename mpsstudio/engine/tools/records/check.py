@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...basics.shape import Int, List, Num, Record, Text, may, need
+from ...basics.shape import Flag, Int, List, Num, Record, Text, may, need
 from .common import DEVICE, ERR, LONG, NAME, ToolResult
 
 STATUSES = ("passed", "wrong", "not deterministic", "failed", "skipped")
@@ -58,16 +58,22 @@ class Change(Record):
     what: str = need(NAME)
     was: str = need(NAME)
     now: str = need(NAME)
+    worse: bool = may(Flag(), default=False)  # a case now wrong, a product slower by --fail-over, a slow mode
 
 
 @dataclass(frozen=True, kw_only=True)
 class Since(Record):
-    """The newest earlier check of the same machine (its chip or CPU and host), and what changed since."""
+    """The newest earlier check of the same machine (its chip or CPU and host), or the baseline named, and what
+    changed since (tools/check/since.py)."""
 
     created_at: str = need(Text(max=64))
     versions: list[str] = need(List(NAME, max=16))  # "torch 2.14.1 -> 2.15.0": what differs of the software
     changes: list[Change] = need(List(Change.declared_shape(), max=10_000), Change)
     compared: int = need(Int(0, 100_000))  # cases and products found in both
+    undecided: list[str] = may(List(LONG, max=10_000), list)  # what could not be told, each in words
+    same_machine: bool = may(Flag(), default=True)
+    name: str = may(Text(max=200), default="")  # a baseline's file
+    verdict: str = may(Text(max=32, choices=("", "a real change", "cannot tell", "no real change")), default="")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +85,7 @@ class CheckResult(ToolResult):
     processes: int = may(Int(0, 1_000), default=0)  # fresh processes asked for the timing (0: none)
     timing: list[Timing] = may(List(Timing.declared_shape(), max=1_000), list, record=Timing)
     since: Since | None = may(Since.declared_shape(null=True), record=Since)
+    baseline: Since | None = may(Since.declared_shape(null=True), record=Since)  # check --baseline FILE
 
 
 CHECK = CheckResult.declared_shape()
