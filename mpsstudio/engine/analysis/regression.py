@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from ..basics.config import RunConfig
 from ..basics.formatting import fmt_timestamp, instant
 from ..basics.results import RunResult
-from .contrast import Versus, setup_words, usable_run, device_kind, versus
+from .contrast import Versus, device_kind, setup_words, usable_run, versus
+from .modes import slow_mode
 
 # What a regression check's baseline must share with a new run: the work itself (what differs beyond is named)
 WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
@@ -169,7 +170,14 @@ class Regression:
                 and high < 1.0)
 
     def sentence(self) -> str:
-        """What was measured against the baseline and the verdict; where the check cannot tell, why and what to run."""
+        """What was measured against the baseline and the verdict; where the check cannot tell, why and what to run;
+        then either side's runs that fell in two modes (analysis/modes)."""
+        device = self.versus.run.config.device
+        modes = [slow_mode([r.summary.rate for r in runs], f"{side} runs on {device}")
+                 for side, runs in (("new", self.runs), ("baseline", self.bases))]
+        return self._verdict() + "".join(f" {m[0].upper()}{m[1:]}." for m in modes if m)
+
+    def _verdict(self) -> str:
         v, b = self.versus, self.baseline
         differs = ", ".join(d.words("other") for d in v.diffs)
         ratio, low, high = self._interval()

@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .compare import Comparison, Entry, device_name, interval_name, short_machine
-from .energy import fmt_joules
 from ..basics.config import precision_note
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite, printable
 from ..basics.frameworks import framework_words, mlx_device_words
 from ..basics.results import RunResult
 from ..basics.summary_fields import RunSummary
+from .compare import Comparison, Entry, device_name, interval_name, short_machine
+from .energy import fmt_joules
+from .modes import slow_mode
 from .summary import epoch_seconds
 
 LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU
@@ -74,6 +75,11 @@ def verdicts(c: Comparison, inspections: Sequence[dict] | None = None) -> list[s
             where = "this machine" if e.local else short_machine(e.machine)
             out.append(f"{device_name(e.device)} on {where} has no speedup: the comparison has no CPU run from "
                        "that machine to divide by (another machine's CPU would not be a fair baseline).")
+    if c.repeat:  # between-process noise that decides something: runs that fell in two modes say so
+        for e in c.entries:
+            found = slow_mode([r.summary.rate for r in e.runs], f"rounds on {e.device}")
+            if found:
+                out.append(f"{found[0].upper()}{found[1:]}.")
     out += [f"Across machines, {x.label()}." for x in c.cross]
     out += [text for x in c.cross for text in [cross_energy_sentence(x)] if text]
     notes = {precision_note(e.run.config) for e in c.entries} - {""}

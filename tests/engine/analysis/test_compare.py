@@ -254,3 +254,19 @@ def test_a_cuda_comparison_s_verdict_and_an_import_say_why_tf32_was_off(tmp_path
     assert back.summary.precision_note == TF32_NOTE
     [c] = compare([run_with("cpu", [100.0] * 10), run_with("mps", [300.0] * 10)])
     assert TF32_NOTE not in verdicts(c)
+
+
+def test_a_repeat_whose_rounds_fell_in_two_modes_says_so_beside_its_verdict():
+    """pytorch#182815's shape in a repeat: 2 of 6 processes on mps ran at ~0.6x; the verdict says the two modes and
+    that the interval spans both; six steady rounds say nothing of modes."""
+    def tagged(device, rate, k):
+        return run_with(device, noisy_rates(rate, 0.005, seed=k), env={"repeat": {"set": "S", "round": k,
+                                                                                   "rounds": 6}})
+    rates = [2000, 1230, 2010, 1990, 1250, 2005]
+    runs = [tagged("cpu", 500, k) for k in range(1, 7)] + [tagged("mps", r, k) for k, r in enumerate(rates, 1)]
+    [c] = compare(runs)
+    said = " ".join(verdicts(c))
+    assert "The 6 rounds on mps fell in two modes: 2 of 6 at 0.62x the others' samples/s (" in said, said
+    assert "; the interval spans both." in said and "rounds on cpu fell" not in said
+    steady = [tagged("cpu", 500, k) for k in range(1, 7)] + [tagged("mps", 2000 + k, k) for k in range(1, 7)]
+    assert "two modes" not in " ".join(verdicts(compare(steady)[0]))

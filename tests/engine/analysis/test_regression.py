@@ -220,3 +220,15 @@ def test_history_takes_short_ids_and_refuses_a_failed_baseline(capsys):
     assert "has no throughput to compare with (failed)" in capsys.readouterr().err
     assert cli.main(["history", "--compare", ""]) == 2
     assert "not an empty text" in capsys.readouterr().err
+
+
+def test_a_regression_check_whose_new_runs_fell_in_two_modes_says_so():
+    base = _runs(1000, 1, processes=5)
+    new = [run_with("cpu", noisy_rates(rate, 0.01, seed=90 + i), created=f"2026-11-09T10:0{i}:00+00:00")
+           for i, rate in enumerate((1000.0, 600.0, 1005.0, 610.0, 995.0))]
+    [r] = regression.regressions(base, new, 0.05)
+    said = r.sentence()
+    assert "The 5 new runs on cpu fell in two modes: 2 of 5 at 0.61x the others' samples/s" in said, said
+    assert "baseline runs on cpu fell" not in said
+    [r] = regression.regressions(base, _runs(900, 2, processes=5), 0.05)
+    assert "two modes" not in r.sentence()

@@ -1,35 +1,17 @@
-"""One mode or two: the timings of one shape across fresh processes (timing.py), read as a distribution. No torch.
+"""One mode or two: the timings of one shape across fresh processes (timing.py), read as a distribution
+(analysis/modes.split: a gap of MODE_GAP and MIN_MODE processes a side). No torch.
 
-Sorted, the largest step between neighbours splits them in two when it is a real gap: at least MODE_GAP (a 25 %
-jump) and more than twice the spread within either side (both in ratios), with at least MIN_MODE processes on each
-side (one slow process is more often a busy moment of the machine than a kernel chosen per process).
 Each mode is said with its count and its range (the fastest and the slowest process in it): with a few processes a
 range is the honest interval. Fewer than MIN_PROCESSES: "too few processes to tell".
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 
-MODE_GAP = 1.25
-MIN_PROCESSES = 3
-MIN_MODE = 2
+from ...analysis.modes import MIN_MODE, MIN_PROCESSES, MODE_GAP, split
 
-
-def split(values: list[float]) -> list[list[float]]:
-    """The values as one mode or two (each sorted); [] for none."""
-    xs = sorted(v for v in values if math.isfinite(v) and v > 0)
-    if len(xs) < 2 * MIN_MODE:
-        return [xs] if xs else []
-    steps = [xs[i + 1] / xs[i] for i in range(MIN_MODE - 1, len(xs) - MIN_MODE)]  # gaps leaving MIN_MODE a side
-    at = MIN_MODE - 1 + max(range(len(steps)), key=steps.__getitem__)
-    step = xs[at + 1] / xs[at]
-    low, high = xs[:at + 1], xs[at + 1:]
-    within = max(low[-1] / low[0], high[-1] / high[0])
-    if step >= MODE_GAP and math.log(step) > 2 * math.log(within):
-        return [low, high]
-    return [xs]
+__all__ = ["MIN_MODE", "MIN_PROCESSES", "MODE_GAP", "distribution", "distribution_sentence", "mode_record", "split"]
 
 
 def mode_record(values: list[float]) -> dict:
