@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
@@ -18,7 +19,8 @@ from mpsstudio.engine.tools.check import since as check_since
 from mpsstudio.engine.tools.records.check import CheckResult
 from tests.support.paths import DATA
 
-CASES = [(case, dtype) for case in suite.SUITE for dtype in case.dtypes]
+ALL = [(case, dtype) for case in suite.SUITE for dtype in case.dtypes]
+CASES = [(case, dtype) for case, dtype in ALL if not case.gpu_only]  # what the CPU runs
 
 
 def test_the_tolerance_is_derived_from_the_dtype_and_the_longest_sum():
@@ -26,7 +28,7 @@ def test_the_tolerance_is_derived_from_the_dtype_and_the_longest_sum():
     assert suite.tolerance("fp32", 32767) == pytest.approx(4 * 2.0 ** -24 * (math.sqrt(32767) + 1))
     assert suite.tolerance("bf16", 64) == pytest.approx(4 * 2.0 ** -8 * 9)
     # every case and dtype of the suite catches a result 25 % off, the known issues' scale (0.1 to 1 of scale)
-    assert max(suite.tolerance(dtype, case.k) for case, dtype in CASES) < 0.25
+    assert max(suite.tolerance(dtype, case.k) for case, dtype in ALL) < 0.25
 
 
 @pytest.mark.parametrize("case, dtype", CASES, ids=[f"{c.id}-{d}" for c, d in CASES])
@@ -59,7 +61,7 @@ def test_a_fault_injected_for_one_case_exits_1_naming_the_operation_shape_and_dt
                                "off by 0.25 of its scale")
     assert "pytorch#193487" in sentence
     rows = json.loads(out_file.read_text())["rows"]
-    assert [(r["case"], r["dtype"]) for r in rows if r["status"] != "passed"] == [("matmul-t", "fp32")]
+    assert [(r["case"], r["dtype"]) for r in rows if r["status"] not in ("passed", "skipped")] == [("matmul-t", "fp32")]
 
 
 def test_a_device_not_here_is_said_and_nothing_checked_is_not_a_pass(capsys):
@@ -170,7 +172,7 @@ def test_a_second_check_on_this_machine_says_since_in_its_sentence(capsys):
     said = capsys.readouterr().out.strip().splitlines()[-1]
     assert "Since the check of " in said and "on this machine (the same versions): the same verdicts" in said
     later = RunStore().tools()[-1]
-    assert later.result["since"]["compared"] == len(CASES)  # kept with the result, said again on every read
+    assert later.result["since"]["compared"] == len(ALL)  # kept with the result, said again on every read
 
 
 OTHER = Path(__file__).resolve().parents[3] / ".venv-other" / "bin" / "python"
@@ -313,3 +315,50 @@ def test_a_bad_baseline_is_one_sentence_before_anything_runs(capsys, tmp_path, m
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and said in err, err
     assert json.loads(check.read_text())  # never written over
+
+
+def test_the_product_past_2_31_bytes_is_checked_whole_for_finite_values_and_by_rows_against_float64():
+    """JuliaGPU/Metal.jl#381's shape: a NaN anywhere in the product, even in a row the float64 comparison does not
+    sample, makes every checked value NaN (so the case is wrong); the rows' reference is exact in float64."""
+    case = suite.BY_ID["matmul-2g"]
+    assert (suite.BIG_M + 2 * suite.BIG_K) * suite.BIG_N * 4 > 2 ** 31
+    product = torch.ones(suite.BIG_M, 16)
+    assert torch.isfinite(suite._rows_if_finite(product)).all()
+    product[1, 3] = math.nan  # row 1 is not among the rows compared
+    assert 1 not in set(suite.ROWS_CHECKED.tolist()) and torch.isnan(suite._rows_if_finite(product)).all()
+    a, b = torch.randn(suite.BIG_M, 8), torch.randn(8, 5000)  # two chunks of columns
+    ref = suite._big_reference(a, b)
+    assert ref.dtype == torch.float64 and torch.allclose(ref, (a.double() @ b.double())[suite.ROWS_CHECKED])
+    assert case.id in suite.PRODUCTS  # judged as the TF32 CUDA's settings allow
+
+
+def test_the_big_product_runs_only_where_the_device_has_room_and_never_on_the_cpu():
+    from mpsstudio.engine.machine.devices import Device
+
+    case = suite.BY_ID["matmul-2g"]
+    cpu = cpu_device()
+    row = suite.check_case(case, "fp32", cpu)
+    assert row["status"] == "skipped" and row["reason"].startswith("not on the CPU: ")
+    small = Device(id="mps", kind="mps", available=True, memory_total=8 << 30)
+    unknown = Device(id="mps", kind="mps", available=True, memory_total=None)
+    assert "this device has 8.0 GiB" in suite.not_here(case, small)
+    assert "this device's memory is not known" in suite.not_here(case, unknown)
+    assert suite.not_here(case, Device(id="cuda:0", kind="cuda", available=True, memory_total=140 << 30)) == ""
+    assert suite.not_here(suite.BY_ID["linear"], cpu) == ""
+
+
+def test_the_big_product_s_own_path_finds_a_wrong_or_nan_result_at_a_size_the_cpu_runs(monkeypatch):
+    """The case's real operation, reference and row sampling, shrunk so the CPU runs it (its shape is a GPU's)."""
+    monkeypatch.setattr(suite, "BIG_M", 512)
+    monkeypatch.setattr(suite, "BIG_K", 256)
+    monkeypatch.setattr(suite, "BIG_N", 4608)
+    monkeypatch.setattr(suite, "ROWS_CHECKED", torch.linspace(0, 511, 64).round().long())
+    case = replace(suite.BY_ID["matmul-2g"], gpu_only="", needs_bytes=0, k=256)
+    cpu = cpu_device()
+    assert suite.check_case(case, "fp32", cpu)["status"] == "passed"
+    assert suite.check_case(case, "fp32", cpu, fault="scaled")["status"] == "wrong"
+    real = torch.Tensor.__matmul__
+    monkeypatch.setattr(torch.Tensor, "__matmul__", lambda a, b: real(a, b).index_fill_(0, torch.tensor([1]), math.nan)
+                        if a.dtype == torch.float32 else real(a, b))  # a NaN in a row the rows compared leave out
+    nan = suite.check_case(case, "fp32", cpu)
+    assert nan["status"] == "wrong" and "not finite" in nan["reason"], nan

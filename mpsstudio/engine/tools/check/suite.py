@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ...basics.config import PRECISIONS
+from ...basics.formatting import fmt_bytes
 from ...machine.devices import Device
 from ...machine.precision import precision_unsupported_reason
 from .. import memory
@@ -39,12 +40,12 @@ from .modes import distribution
 from .timing import across_processes
 from .words import check_sentence
 
-SUITE_VERSION = "2026-12-03"
+SUITE_VERSION = "2026-12-03.2"  # matmul-2g added
 FAULT_ENV = "MPSSTUDIO_CHECK_FAULT"
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
 CONVOLUTIONS = ("conv2d",)  # cuDNN's TF32 switch (torch.backends.cudnn.allow_tf32, on by default) governs these
-PRODUCTS = ("matmul-t", "bmm", "einsum", "linear", "linear-nobias", "linear-tw", "sdpa-causal", "sdpa-mask")
+PRODUCTS = ("matmul-t", "matmul-2g", "bmm", "einsum", "linear", "linear-nobias", "linear-tw", "sdpa-causal", "sdpa-mask")
 STATES = ("fresh", "after a large allocation", "after emptying the cache", "repeated")
 LARGE_BYTES = 1 << 30  # the large allocation's ceiling (a quarter of the device's memory where that is less)
 CPU_LARGE_BYTES = 64 << 20
@@ -70,6 +71,9 @@ class Case:
     issue: str
     make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]
     op: Callable[..., torch.Tensor]
+    reference: Callable[..., torch.Tensor] | None = None  # the float64 reference of `op` from the rounded inputs
+    needs_bytes: int = 0  # the device memory the case takes: run where the device has LARGE_SHARE times it
+    gpu_only: str = ""  # why the CPU does not run it ("": it does)
 
 
 def _n(gen: torch.Generator, *shape: int) -> torch.Tensor:
@@ -116,6 +120,33 @@ SUITE = (
     Case("gelu", "GELU", "(64x1024)", HALF, 1, "the transformers' activation",
          lambda g: (_n(g, 64, 1024),), F.gelu),
 )
+
+# JuliaGPU/Metal.jl#381: MPS matrix products write a NaN band once (M+2K)·N·4 bytes pass 2^31. The product is taken
+# whole on the device (the failure is in its buffers), then its every value checked finite and ROWS_CHECKED rows
+# spread over it (the last included) compared with float64: a whole float64 product of this size would take minutes.
+BIG_M, BIG_K, BIG_N = 8192, 8192, 24576  # (M + 2K) N 4 = 2.25 GiB
+ROWS_CHECKED = torch.linspace(0, BIG_M - 1, 64).round().long()
+LARGE_SHARE = 6  # the big product runs where the device's memory is at least this many times what it takes
+
+
+def _rows_if_finite(c: torch.Tensor) -> torch.Tensor:
+    """The checked rows of a product, all NaN where any value of the whole product is not finite."""
+    rows = c[ROWS_CHECKED.to(c.device)]
+    return torch.where(torch.isfinite(c).all(), rows, torch.full_like(rows, math.nan))
+
+
+def _big_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    left = a[ROWS_CHECKED].double()
+    return torch.cat([left @ b[:, j:j + 4096].double() for j in range(0, b.shape[1], 4096)], dim=1)
+
+
+SUITE = SUITE + (
+    Case("matmul-2g", "matrix product past 2^31 bytes", f"({BIG_M}x{BIG_K}) @ ({BIG_K}x{BIG_N})", SINGLE, BIG_K,
+         "JuliaGPU/Metal.jl#381 (a NaN band once (M+2K)·N·4 bytes pass 2^31)",
+         lambda g: (_n(g, BIG_M, BIG_K), _n(g, BIG_K, BIG_N)), lambda a, b: _rows_if_finite(a @ b),
+         reference=_big_reference, needs_bytes=4 * (BIG_M * BIG_K + BIG_K * BIG_N + BIG_M * BIG_N),
+         gpu_only="a 3.3-TFLOP product takes minutes on a CPU, and its failure is a GPU buffer's"),
+)
 BY_ID = {case.id: case for case in SUITE}
 
 
@@ -124,7 +155,23 @@ def _rounded(inputs: tuple[torch.Tensor, ...], dtype: torch.dtype) -> tuple[torc
 
 
 def _reference(case: Case, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    if case.reference is not None:
+        return case.reference(*inputs)
     return case.op(*(t.double() if t.is_floating_point() else t for t in inputs))
+
+
+def not_here(case: Case, device: Device) -> str:
+    """Why the device does not take the case ("" when it does): the CPU a GPU-only case, a device whose memory is
+    unknown or under LARGE_SHARE times what the case takes."""
+    if case.gpu_only and device.kind == "cpu":
+        return f"not on the CPU: {case.gpu_only}"
+    if case.needs_bytes:
+        total = device.memory_total or 0
+        if total < LARGE_SHARE * case.needs_bytes:
+            has = f"this device has {fmt_bytes(total)}" if total else "this device's memory is not known"
+            return (f"it takes {fmt_bytes(case.needs_bytes)} of device memory, run where the device has "
+                    f"{LARGE_SHARE} times that; {has}")
+    return ""
 
 
 def _on_device(case: Case, inputs: tuple[torch.Tensor, ...], device: Device, fault: str) -> torch.Tensor:
@@ -166,15 +213,15 @@ def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
     """One case in one dtype on the device, in every state: its worst relative error, the state of it, whether the
     repeat agreed, and the verdict ("passed", "wrong", "not deterministic", "failed": it raised)."""
     gen = torch.Generator().manual_seed(zlib.crc32(case.id.encode()))
-    inputs = _rounded(case.make(gen), DTYPES[dtype])
     math_ = promised(case, dtype, device)
     tol = tolerance(math_, case.k)
     row = {"case": case.id, "operation": case.name, "shape": case.shape,
            "dtype": dtype if math_ == dtype else f"{dtype} (TF32)", "issue": case.issue,
            "tolerance": tol, "error": None, "state": None, "repeat_error": None, "status": "passed", "reason": ""}
-    reason = precision_unsupported_reason(device, dtype) if dtype != "fp32" else ""
+    reason = (precision_unsupported_reason(device, dtype) if dtype != "fp32" else "") or not_here(case, device)
     if reason:
         return {**row, "status": "skipped", "reason": reason}
+    inputs = _rounded(case.make(gen), DTYPES[dtype])
     ref = _reference(case, inputs)
     start = time.perf_counter()
     try:
@@ -186,7 +233,11 @@ def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
                 memory.free(device.kind)
             results[state] = _on_device(case, inputs, device, fault)
     except Exception as exc:  # an operation the device cannot run: said, the suite goes on
-        return {**row, "status": "failed", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        first = (str(exc).splitlines() or [""])[0][:300]
+        memory.free(device.kind)
+        if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in first.lower():  # MPS: a RuntimeError
+            return {**row, "status": "skipped", "reason": f"it did not fit in the device's memory ({first})"}
+        return {**row, "status": "failed", "reason": f"{type(exc).__name__}: {first}"}
     errors = {state: relative_error(got, ref) for state, got in results.items()}
     worst = max(errors, key=lambda s: errors[s] if math.isfinite(errors[s]) else math.inf)
     finite = bool(torch.isfinite(results["fresh"]).all())

@@ -39,7 +39,7 @@ def _suite_sentence(r: CheckResult) -> str:
     devices = ", ".join(r.devices) or "the device"
     if not bad:
         skipped = len(r.rows) - len(checked)
-        more = f"; {plural(skipped, 'case')} skipped (their dtype does not run here)" if skipped else ""
+        more = f"; {plural(skipped, 'case')} skipped (why: under the table)" if skipped else ""
         return (f"{devices}: all {plural(len(checked), 'case')} of the suite agree with a float64 CPU reference within "
                 f"their tolerances, fresh, after a large allocation, after emptying the cache and repeated{more}. "
                 "This checks these operations at these shapes, not every kernel.")
@@ -84,8 +84,16 @@ TIMING_LEGEND = ("Each fresh process's median of 10 synchronized calls after 3 w
                  "median process and its range.")
 
 
+def legend(result: dict | CheckResult) -> str:
+    """LEGEND, then why each skipped case was skipped."""
+    r = CheckResult.of(result) if isinstance(result, dict) else result
+    why = [f"{row.operation} in {row.dtype} on {row.device}: {printable(row.reason)}" for row in r.rows
+           if row.status == "skipped"]
+    return LEGEND + (f" Skipped: {'; '.join(why)}." if why else "")
+
+
 def check_section(result: dict) -> tuple[list[Table], Chart | None]:
-    tables = [check_table(result).with_legend(LEGEND)]
+    tables = [check_table(result).with_legend(legend(result))]
     if CheckResult.of(result).timing:
         tables.append(timing_table(result).with_legend(TIMING_LEGEND))
     return tables, None
@@ -94,7 +102,7 @@ def check_section(result: dict) -> tuple[list[Table], Chart | None]:
 def check_printed(result: dict) -> tuple[list[Table], list[str]]:
     """What `mpsstudio check` prints before its sentence: the suite's table, and a line for each product timed."""
     timed = [f"timing: {t.sentence}" for t in CheckResult.of(result).timing]
-    return [check_table(result).with_legend(LEGEND)], timed + ([f"timing: {TIMING_LEGEND}"] if timed else [])
+    return [check_table(result).with_legend(legend(result))], timed + ([f"timing: {TIMING_LEGEND}"] if timed else [])
 
 
 def check_rederived(result: dict) -> dict:
