@@ -87,7 +87,7 @@ def _mask(gen: torch.Generator) -> torch.Tensor:
 
 
 K_BIG = 32767  # MPSGraph's K over-read on M1/M2 begins at K >= 32767 (pytorch#195163)
-SUITE = (
+SUITE: tuple[Case, ...] = (
     Case("matmul-t", "matrix product, transposed left", f"(16x{K_BIG}).T @ ({K_BIG}x16)", SINGLE, K_BIG,
          "pytorch#193487 (A.T @ B off after large allocations)",
          lambda g: (_n(g, K_BIG, 16), _n(g, K_BIG, 16)), lambda a, b: a.t() @ b),
@@ -140,7 +140,7 @@ def _big_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.cat([left @ b[:, j:j + 4096].double() for j in range(0, b.shape[1], 4096)], dim=1)
 
 
-SUITE = SUITE + (
+SUITE += (
     Case("matmul-2g", "matrix product past 2^31 bytes", f"({BIG_M}x{BIG_K}) @ ({BIG_K}x{BIG_N})", SINGLE, BIG_K,
          "JuliaGPU/Metal.jl#381 (a NaN band once (M+2K)·N·4 bytes pass 2^31)",
          lambda g: (_n(g, BIG_M, BIG_K), _n(g, BIG_K, BIG_N)), lambda a, b: _rows_if_finite(a @ b),
