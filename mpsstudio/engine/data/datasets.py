@@ -338,6 +338,17 @@ def _unknown(name: str) -> UserError:
                      "or give the path to a folder with one subfolder of images per class.")
 
 
+def check_name(name: str) -> None:
+    """UserError (load_dataset's sentence) for a name that is neither a dataset here nor a path; a path is checked
+    when it is loaded."""
+    text = str(name)
+    key = _canonical(text)
+    if key in ("synthetic", "shapes", "cifar10") or key in _MNISTS:
+        return
+    if not text.strip() or not (Path(text).expanduser().exists() or _looks_like_path(text)):
+        raise _unknown(text)
+
+
 def load_dataset(name_or_path: str, *, model_spec: DataSpec | None = None, image_size: int | None = None,
                  cache_dir: Path | None = None, download: bool = True, progress: Progress | None = None,
                  seed: int = 0, val_fraction: float = FOLDER_VAL_FRACTION, synthetic_size: int = 1024) -> LoadedDataset:

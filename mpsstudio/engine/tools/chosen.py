@@ -130,7 +130,8 @@ def export_plan(picked: dict, _context: Context) -> str:
 
 # -- check -------------------------------------------------------------------------------------------------
 def check_chosen(values: dict, context: Context) -> dict:
-    return chosen(context, {"devices": list(context.devices), "processes": values["processes"]})
+    model = {"config": context.config.to_dict()} if values.get("model") else {}  # the setup's model as a whole
+    return chosen(context, {"devices": list(context.devices), "processes": values["processes"], **model})
 
 
 def check_plan(picked: dict, _context: Context) -> str:
@@ -138,5 +139,7 @@ def check_plan(picked: dict, _context: Context) -> str:
     n = picked["payload"]["processes"]
     timing = (f", then times matrix products in {n} fresh process{'es' if n != 1 else ''} each" if n
               else "; no timing across processes")
-    return (f"Checks {devices}: each operation of the suite against a float64 CPU reference, fresh, after a large "
-            f"allocation, after emptying the cache and repeated{timing}.")
+    model = picked["payload"].get("config")
+    whole = f", and {model['model']} as a whole" if model else ""
+    return (f"Checks {devices}: each operation of the suite{whole} against a float64 CPU reference, fresh, after a "
+            f"large allocation, after emptying the cache and repeated{timing}.")

@@ -280,6 +280,11 @@ TABLE = (
                     field=Field("Fresh processes:", "whole", "Fresh processes that each time a few matrix products, "
                                 "to see a slow kernel chosen in some (--processes; 0: none).",
                                 initial=Ref("check.words:PROCESSES"), high=Ref("check.words:MAX_PROCESSES"))),
+             Option("--model", "add your model as a whole: a built-in name, a .py file or a model folder, against "
+                    "float64 in the suite's states, and its training step in the fresh processes", metavar="MODEL",
+                    field=Field("", "check", initial=False, text="Also check the setup's model as a whole (its "
+                                "forward and backward against float64, its step in the fresh processes)")),
+             Option("--dataset", "with --model: its data (default: synthetic)", metavar="NAME"),
              Option("--python", "check with another Python environment's torch: its python (a venv's or a conda "
                     "env's); the check then says what changed since the last one here", metavar="PATH"),
              Option("--baseline", "compare with an earlier check's --json FILE: exit 1 for a real change (a case now "

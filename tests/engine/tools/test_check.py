@@ -362,3 +362,50 @@ def test_the_big_product_s_own_path_finds_a_wrong_or_nan_result_at_a_size_the_cp
                         if a.dtype == torch.float32 else real(a, b))  # a NaN in a row the rows compared leave out
     nan = suite.check_case(case, "fp32", cpu)
     assert nan["status"] == "wrong" and "not finite" in nan["reason"], nan
+
+
+def test_check_model_adds_your_model_as_a_whole_and_a_wrong_forward_of_it_exits_1(capsys, monkeypatch):
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--model", "mnist_cnn", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    [line] = [ln for ln in out.splitlines() if "your model mnist_cnn" in ln]
+    assert line.split()[-5] == "passed" and "batch 8, forward and backward" in line
+    assert "Your model: inspect's parity" in out and f"all {len(CASES) + 1} cases" in out
+    monkeypatch.setenv(suite.FAULT_ENV, "model:fp32")
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--model", "mnist_cnn", "--no-save"]) == 1
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert said.startswith("your model mnist_cnn batch 8, forward and backward in fp32 on cpu is wrong: one forward "
+                           "and backward is off by 0.2"), said  # the logits 0.25 off, the loss and gradients with them
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--model", "nonesuch"], "Unknown model 'nonesuch'"),
+    (["--dataset", "cifar10"], "--dataset is the data of the model the check adds: give --model too."),
+    (["--model", "mnist_cnn", "--dataset", "nonesuch"], "Unknown dataset 'nonesuch'; choose one of: "),
+])
+def test_a_bad_model_for_the_check_is_one_sentence_before_anything_runs(capsys, monkeypatch, args, said):
+    from mpsstudio.engine.tools import registry
+
+    monkeypatch.setitem(registry.TOOLS, "check", replace(registry.TOOLS["check"], run="nowhere:never"))
+    assert cli.main(["check", "--devices", "cpu", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and said in err, err
+
+
+def test_a_model_that_raises_on_the_device_is_a_failed_case_and_the_suite_goes_on(tmp_path):
+    from mpsstudio.engine.basics.config import RunConfig
+
+    path = tmp_path / "broken.py"
+    path.write_text("import torch\n\nclass M(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+                    "        self.l = torch.nn.Linear(4, n)\n    def forward(self, x):\n"
+                    "        raise RuntimeError('no kernel for this here')\n\n"
+                    "def build_model(num_classes, input_shape):\n    return M(num_classes)\n")
+    row = suite.check_model(RunConfig(model=str(path), dataset="synthetic", device="cpu"), cpu_device())
+    assert row["status"] == "failed" and row["reason"].startswith("no kernel for this here in the model (M)"), row
+
+
+def test_your_model_s_step_is_timed_as_a_run_builds_it():
+    from mpsstudio.engine.basics.config import RunConfig
+
+    found = timing.time_model_step("cpu", RunConfig(model="mnist_cnn", dataset="synthetic", device="cpu").to_dict())
+    [(name, ms)] = found.items()
+    assert name == f"mnist_cnn training step, batch {timing.MODEL_BATCH} fp32" and ms > 0

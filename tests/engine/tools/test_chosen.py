@@ -110,3 +110,14 @@ def test_each_option_is_the_clis_argument():
             action = flags[option.flag]
             assert action.dest == option.name and (option.choices is None or
                                                    list(action.choices) == list(option.choices)), option.flag
+
+
+def test_the_check_sheet_adds_the_setup_s_model_only_when_its_box_is_ticked():
+    context = Context(CONFIG, ("cpu",), (), None)
+    values = opened("check", context)
+    assert values["model"] is False
+    plain = chosen.check_chosen(values, context)
+    assert "config" not in plain["payload"] and "mnist_cnn" not in chosen.check_plan(plain, context)
+    ticked = chosen.check_chosen({**values, "model": True}, context)
+    assert RunConfig.from_dict(ticked["payload"]["config"]).model == "mnist_cnn"
+    assert "each operation of the suite, and mnist_cnn as a whole against" in chosen.check_plan(ticked, context)

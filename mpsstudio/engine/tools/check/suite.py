@@ -19,18 +19,20 @@ device's result of that case by 1.25, a wrong kernel as the tests inject it; the
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
-from ...basics.config import PRECISIONS
-from ...basics.formatting import fmt_bytes
+from ...basics.config import PRECISIONS, RunConfig
+from ...basics.errors import UserError
+from ...basics.formatting import fmt_bytes, printable
 from ...machine.devices import Device
 from ...machine.precision import precision_unsupported_reason
 from .. import memory
@@ -258,6 +260,64 @@ def _err(value: float) -> str:
     return f"{value:.2g}" if math.isfinite(value) else "not finite"
 
 
+def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
+    """The user's model as a whole (`check --model`): inspect's parity, one forward and backward of a fixed real
+    batch on the device in fp32 against the float64 CPU reference (opcheck.parity_of: its tolerance, or CPU_FACTOR
+    times the CPU's own error), in the suite's states; "repeated": the fresh forward made again, against the first.
+    `fault`: the device's logits scaled by 1.25 (FAULT_ENV "model:fp32"; the float64 reference is never touched)."""
+    from .. import toolkit
+    from ..inspection import PARITY_BATCH, parity
+    from ..opcheck import for_parity
+
+    cfg = replace(config, device=device.id, precision="fp32", options=dict(config.options))
+    tf32 = device.kind == "cuda" and bool(cfg.tf32)
+    row = {"case": f"model:{printable(config.model)[-58:]}", "operation": f"your model {printable(config.model)[-60:]}",
+           "shape": f"batch {PARITY_BATCH}, forward and backward", "dtype": "fp32 (TF32)" if tf32 else "fp32",
+           "issue": "", "tolerance": 0.0, "error": None, "state": None, "repeat_error": None, "status": "passed",
+           "reason": ""}
+    start = time.perf_counter()
+    try:
+        setup = toolkit.prepare(cfg)
+        base = toolkit.build(setup)
+        if setup.feed.made or setup.feed.own_loss:
+            return {**row, "status": "skipped", "reason": toolkit.not_for_own_feed(config.model)}
+        if fault:
+            base.register_forward_hook(lambda _m, _i, out: out * 1.25 if out.dtype != torch.float64 and (
+                out.device.type != "cpu" or device.kind == "cpu") else out)
+        found = {}
+        for state in STATES[:3]:
+            if state == "after a large allocation":
+                _large_allocation(device)
+            elif state == "after emptying the cache":
+                memory.free(device.kind)
+            found[state] = parity(setup, base)
+        x, _ = toolkit.real_batch(setup, PARITY_BATCH, setup.tdev)
+        twice = for_parity(copy.deepcopy(base).to(setup.tdev))
+        with torch.no_grad():
+            first, again = twice(x), twice(x)
+        setup.device.synchronize()
+    except Exception as exc:  # a model the device cannot run: said as a case that failed, the suite goes on
+        first_line = (str(exc).splitlines() or [""])[0][:300]
+        said = first_line if isinstance(exc, UserError) else f"{type(exc).__name__}: {first_line}"
+        return {**row, "status": "failed", "reason": said}
+    worst = max(found, key=lambda s: found[s]["worst_rel_err"] if math.isfinite(found[s]["worst_rel_err"])
+                else math.inf)
+    repeat = relative_error(again, first)
+    tol = float(found[worst]["tolerance"])
+    row.update(error=found[worst]["worst_rel_err"], state=worst, tolerance=tol, repeat_error=repeat,
+               seconds=time.perf_counter() - start)
+    bad = [s for s, p in found.items() if not p["ok"]]
+    if bad:
+        when = {"fresh": "when fresh"}.get(bad[0], bad[0])
+        row.update(status="wrong", reason=f"one forward and backward is off by {_err(found[bad[0]]['worst_rel_err'])} "
+                                          f"of scale {when}, beyond the tolerance {_err(tol)} and "
+                                          "the CPU's own error (inspect names the tensors, diagnose the first layer)")
+    elif not math.isfinite(repeat) or repeat > tol:
+        row.update(status="not deterministic", reason=f"the same forward twice differed by {_err(repeat)} of scale "
+                                                        "(pytorch#180776's shape)")
+    return row
+
+
 def check_device(device: Device, *, progress=None, should_stop=None) -> list[dict]:
     fault = os.environ.get(FAULT_ENV, "")
     rows = []
@@ -280,6 +340,8 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
     first_gpu = next((d for d in found.values() if d.kind == "cuda"), None)
     asked = [str(d) for d in payload.get("devices") or []] or [d for d, dev in found.items() if dev.available]
     processes = int(payload.get("processes") or 0)
+    model = RunConfig.from_dict(payload["config"]) if isinstance(payload.get("config"), dict) else None
+    fault = os.environ.get(FAULT_ENV, "") == "model:fp32"
     rows, skipped, timing, checked = [], [], [], []
     for name in asked:
         device = first_gpu if name == "cuda" else found.get(name)  # "cuda": the first GPU, as everywhere
@@ -289,8 +351,13 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
         name = device.id
         checked.append(device)
         rows += [{"device": name, **row} for row in check_device(device, progress=progress, should_stop=should_stop)]
+        if model is not None and not (should_stop and should_stop()):
+            if progress is not None:
+                progress(f"{name}: your model {model.model} against float64", 0.9)
+            rows.append({"device": name, **check_model(model, device, fault)})
         if processes:
-            timed, problems = across_processes(name, processes, progress=progress, should_stop=should_stop)
+            timed, problems = across_processes(name, processes, progress=progress, should_stop=should_stop,
+                                               model=payload.get("config") if model is not None else None)
             skipped += problems
             for shape in dict.fromkeys(k for t in timed for k in t):
                 timing.append(distribution(name, shape, [t[shape] for t in timed if shape in t]))

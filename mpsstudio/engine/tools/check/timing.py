@@ -1,6 +1,7 @@
 """The device check's timing across fresh processes: a few matrix products timed in N new interpreters, one after
 another, because a kernel can be chosen per process (pytorch#182815: an MPSGraph GEMM 2-3x slower in ~40 % of fresh
-processes, which a benchmark inside one process cannot see). modes.py reads the distribution.
+processes, which a benchmark inside one process cannot see), and with `check --model` the user's model's training
+step. modes.py reads the distribution.
 
 Each process is started by multiprocessing's spawn (as run processes are, and as the frozen app can), imports torch,
 times each shape REPEATS times after WARMUP calls, synchronized around each, and sends the medians (ms). A process
@@ -64,18 +65,55 @@ def time_products(device: str, factor: float = 1.0) -> dict[str, float]:
     return out
 
 
-def _child(conn, device: str, factor: float) -> None:
+MODEL_BATCH = 16  # the user's model's training step is timed at this batch
+
+
+def time_model_step(device: str, config: dict, factor: float = 1.0) -> dict[str, float]:
+    """The median ms of the user's model's training step (fp32, MODEL_BATCH samples of its data, SGD) on `device`,
+    in this process: as a run builds it (tools/toolkit), WARMUP steps, then REPEATS, synchronized around each."""
+    from ...basics.config import RunConfig
+    from ...run import steps
+    from .. import toolkit
+    from ..opcheck import forward_backward
+
+    cfg = RunConfig.from_dict(config)
+    setup = toolkit.prepare(cfg.changed(device=device, precision="fp32", batch_size=MODEL_BATCH))
+    model = toolkit.build(setup).to(setup.tdev)
+    if setup.feed.made or setup.feed.own_loss:
+        return {}
+    opt = steps.make_optimizer(setup.config, model)
+    x, y = toolkit.real_batch(setup, MODEL_BATCH, setup.tdev)
+    times = []
+    for i in range(WARMUP + REPEATS):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        forward_backward(model, x, y, None, setup.tdev.type)
+        opt.step()
+        setup.device.synchronize()
+        took = time.perf_counter() - start
+        if factor > 1.0:
+            time.sleep(took * (factor - 1.0))
+        if i >= WARMUP:
+            times.append(time.perf_counter() - start)
+    return {f"{cfg.model[:60]} training step, batch {MODEL_BATCH} fp32": 1000 * statistics.median(times)}
+
+
+def _child(conn, device: str, factor: float, model: dict | None = None) -> None:
     try:
-        conn.send(("ok", time_products(device, factor)))
+        found = time_products(device, factor)
+        if model is not None:
+            found.update(time_model_step(device, model, factor))
+        conn.send(("ok", found))
     except BaseException as exc:  # said by the parent in one line
         conn.send(("error", f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"))
     finally:
         conn.close()
 
 
-def across_processes(device: str, n: int, *, progress=None,
-                     should_stop=None) -> tuple[list[dict[str, float]], list[str]]:
-    """Each shape's median ms in `n` fresh processes, one after another, and what went wrong in any."""
+def across_processes(device: str, n: int, *, progress=None, should_stop=None,
+                     model: dict | None = None) -> tuple[list[dict[str, float]], list[str]]:
+    """Each shape's median ms in `n` fresh processes, one after another, and what went wrong in any; with `model`
+    (a RunConfig's dict), its training step's too."""
     factor, slow = slow_processes(os.environ.get(SLOW_ENV, ""))
     ctx = multiprocessing.get_context("spawn")
     found: list[dict[str, float]] = []
@@ -86,7 +124,8 @@ def across_processes(device: str, n: int, *, progress=None,
         if progress is not None:
             progress(f"{device}: timing matrix products in fresh process {i + 1} of {n}", i / max(1, n))
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(child, device, factor if i in slow else 1.0), name="mpsstudio-timing")
+        proc = ctx.Process(target=_child, args=(child, device, factor if i in slow else 1.0, model),
+                           name="mpsstudio-timing")
         proc.start()
         child.close()
         answer: tuple = ("error", f"no answer within {PROCESS_TIMEOUT_S:.0f} s")

@@ -21,8 +21,10 @@ def check_sentence(result: dict | CheckResult) -> str:
     two = [t.sentence for t in r.timing if len(t.modes) == 2]
     told = [t for t in r.timing if len(t.ms) >= MIN_PROCESSES]
     if told and not two:
-        two = [f"The matrix products timed in {r.processes} fresh processes fell in one mode each (no kernel chosen "
-               "slower in some processes)."]
+        what = "The matrix products and your model's step" if any("training step" in t.shape for t in told) else \
+            "The matrix products"
+        two = [f"{what} timed in {r.processes} fresh processes fell in one mode each (no kernel chosen slower in "
+               "some processes)."]
     unchecked = [f"Not checked: {printable('; '.join(r.notes))}."] if r.rows and r.notes else []
     compared = [since_sentence(r.since)] if r.since is not None else []
     if r.baseline is not None:
@@ -89,7 +91,9 @@ def legend(result: dict | CheckResult) -> str:
     r = CheckResult.of(result) if isinstance(result, dict) else result
     why = [f"{row.operation} in {row.dtype} on {row.device}: {printable(row.reason)}" for row in r.rows
            if row.status == "skipped"]
-    return LEGEND + (f" Skipped: {'; '.join(why)}." if why else "")
+    model = (" Your model: inspect's parity, one forward and backward against float64, within the precision's "
+             "tolerance or 4x the CPU's own error in it.") if any(row.case.startswith("model:") for row in r.rows) else ""
+    return LEGEND + model + (f" Skipped: {'; '.join(why)}." if why else "")
 
 
 def check_section(result: dict) -> tuple[list[Table], Chart | None]:
@@ -112,7 +116,7 @@ def check_rederived(result: dict) -> dict:
 
 def arguments(values: dict) -> dict:
     """--devices as the check's list of devices (none: every available one; UserError for a name that is none),
-    --processes, and --python (the environment it runs in: cli/tools.run_one_tool takes it out of the payload)."""
+    --processes, --model and --dataset (the setup of the model it adds: `config`), and --python (the environment it runs in: cli/tools.run_one_tool takes it out of the payload)."""
     text = values.get("devices")
     names = [d.strip().lower() for d in text.split(",") if d.strip()] if text else []
     for name in names:
@@ -124,7 +128,24 @@ def arguments(values: dict) -> dict:
     if not 0 <= processes <= MAX_PROCESSES:
         raise UserError(f"--processes must be a whole number from 0 to {MAX_PROCESSES}, not {processes}.")
     python = values.get("python")
-    return {"devices": names, "processes": processes, **({"python": python} if python else {})}
+    model = values.get("model")
+    if values.get("dataset") and not model:
+        raise UserError("--dataset is the data of the model the check adds: give --model too.")
+    return {"devices": names, "processes": processes, **({"python": python} if python else {}),
+            **({"config": model_config(model, values.get("dataset")).to_dict()} if model else {})}
+
+
+def model_config(model: str, dataset: str | None = None):
+    """The setup of the user's model the check adds (`--model`, `--dataset`, default synthetic): checked before
+    anything runs (an unknown model or dataset is one sentence)."""
+    from ...basics.config import RunConfig
+    from ...models import registry as models
+
+    from ...data.datasets import check_name
+
+    models.get_model_info(model)
+    check_name(dataset or "synthetic")
+    return RunConfig(model=model, dataset=dataset or "synthetic", device="cpu").validate()
 
 
 def failed(result: dict) -> bool:
