@@ -60,8 +60,9 @@ def subject(result: dict) -> str:
 
 def check_table(result: dict | CheckResult) -> Table:
     r = CheckResult.of(result)
+    first = sorted(r.rows, key=lambda row: row.status not in BAD)  # what went wrong on top, else the suite's order
     rows = [[row.device, row.operation, row.shape, row.dtype, row.status, fmt_err(row.error), fmt_err(row.tolerance),
-             row.state or DASH, fmt_err(row.repeat_error)] for row in r.rows]
+             row.state or DASH, fmt_err(row.repeat_error)] for row in first]
     return Table(["device", "operation", "shape", "dtype", "verdict", "error (rel.)", "tolerance", "worst state",
                   "repeat"], rows, [False, False, False, False, False, True, True, False, True])
 
