@@ -222,7 +222,7 @@ TABLE = (
                                 "after, a few seconds each.", initial=Ref("tune:DEFAULT_BUDGET_MIN"), low=0.5,
                                 high=Ref("tune:MAX_BUDGET_MIN"), suffix=" min")),
              Option("--rounds", "at most this many rounds of every candidate (default: 7, as many as the budget "
-                    "allows); the fastest, while tied, get up to 6 more", type=int),
+                    "allows); the fastest, while tied or its interval is wider than ±5%%, get up to 6 more", type=int),
              Option("--steps", "measured steps a candidate a round (default: 16)", type=int,
                     field=Field("Measured steps:", "whole", "Measured steps a candidate a round (--steps).",
                                 initial=Ref("tune:DEFAULT_STEPS"), low=1, high=100_000)),

@@ -15,9 +15,10 @@ the CPU's get a process of their own. The candidates are interleaved in rounds (
 heat hit all alike. From round MIN_ROUNDS on, a candidate whose ratio to the device's best (paired round by round)
 lies wholly below 1 is dropped, if it is in the worse half (successive halving by intervals), and the result says
 so. Further rounds run while the budget allows one more (estimated from the last). Then, on a device whose fastest
-candidates the noise still ties (report.contenders), those and the current settings get up to LEADER_ROUNDS more
-rounds of their own while the budget holds one, until the interval of their paired ratio (analysis/rounds: from 9
-rounds one outlying round at each end is left out) tells them apart.
+candidates the noise still ties, or whose fastest has an interval wider than ±5 % (report.contenders), those and
+the current settings get up to LEADER_ROUNDS more rounds of their own while the budget holds one, until the interval
+of their paired ratio (analysis/rounds: from 9 rounds one outlying round at each end is left out) tells them apart
+or is within ±5 %.
 The same seed and the same number of steps for every candidate make their losses comparable: each is compared with
 fp32 at the same batch size on the same device; a loss that is not finite, or more than LOSS_DIVERGED above fp32's,
 makes a candidate unusable, and so does a failed parity check of one step against the CPU in float64 (`inspect`, once
@@ -223,7 +224,7 @@ def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResul
         by_key = {c.key: c for c in live}
         leaders = [by_key[k] for k in _contenders(config, g, runs, dropped) if k in by_key]
         mean = sum(points_s) / len(points_s) if points_s else 0.0
-        if len(leaders) < 3 or mean * len(leaders) > left_s():
+        if len(leaders) < 2 or mean * len(leaders) > left_s():
             break
         rounds += 1
         leader_rounds += 1

@@ -199,15 +199,28 @@ def recommend(rows: list[dict]) -> dict[str, str | None]:
 
 def contenders(rows: list[dict]) -> list[str]:
     """The candidates worth more rounds: on each device whose fastest usable candidate is tied with others (`tied`),
-    the current settings, that candidate and those tied with it (all three measured in each round, so their ratios
-    stay paired); nothing of a device whose fastest stands apart, or where nothing beats the current settings."""
+    the current settings, that candidate and those tied with it (all measured in each round, so their ratios stay
+    paired); where it stands apart but its ratio's interval is wider than ±PRECISE of its ratio, the current
+    settings and it; nothing of a device whose answer is sharp, or where nothing beats the current settings."""
     out: list[str] = []
     for device in dict.fromkeys(r["device"] for r in rows):
         base, usable = _usable(rows, device)
-        together = tied(usable[0], usable) if usable else []
-        if base is not None and together:
+        if base is None or not usable:
+            continue
+        together = tied(usable[0], usable)
+        if together:
             out += [base["key"], usable[0]["key"], *(r["key"] for r in together)]
+        elif _wide(usable[0]):
+            out += [base["key"], usable[0]["key"]]
     return out
+
+
+PRECISE = 0.05  # a recommendation's interval within ±5 % of its ratio needs no more rounds
+
+
+def _wide(row: dict) -> bool:
+    mid = row["speedup"]
+    return mid > 0 and max(row["speedup_high"] / mid - 1, 1 - row["speedup_low"] / mid) > PRECISE
 
 
 def _usable(rows: list[dict], device: str) -> tuple[dict | None, list[dict]]:
@@ -310,8 +323,9 @@ def sentence(result: dict) -> str:
         notes.append(f"{plural(result['dropped_count'], 'candidate')} dropped once their rounds showed them clearly "
                      "behind (each says when).")
     if result.get("leader_rounds"):
-        notes.append(f"The fastest were tied within the noise after every candidate's rounds: they and your current "
-                     f"settings had {plural(result['leader_rounds'], 'more round')} to tell them apart.")
+        notes.append(f"The fastest and your current settings had {plural(result['leader_rounds'], 'more round')} "
+                     "than the rest, to tell the fastest apart (the noise tied them) or to narrow its interval "
+                     f"(wider than ±{PRECISE:.0%}).")
     if result.get("stopped"):
         notes.append("The tune was stopped before every candidate had its rounds: what it measured is above.")
     elif result.get("out_of_budget"):
