@@ -11,10 +11,10 @@ from ..engine.basics.request import RunRequest
 from ..engine.basics.formatting import printable
 from . import tools
 from .common import (EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+                     fail_over,
                      find_run, format_table, gpu_counts, interrupted, request_from_args)
 from .runs import Progress, download_progress, keep, print_verdicts
 
-DEFAULT_FAIL_OVER = 0.05
 
 
 def cmd_bench(args) -> int:
@@ -64,20 +64,6 @@ def use_python(cfg, path: str | None):
     found = check(path)
     print(f"mpsstudio: running in another Python environment: {printable(found.label())}", file=sys.stderr)
     return cfg.changed(python=found.path)
-
-
-def fail_over(text: str | None) -> float:
-    """--fail-over's share: "5%", "5" or "2.5 %" -> 0.05, 0.05, 0.025; one sentence for anything else."""
-    if text is None:
-        return DEFAULT_FAIL_OVER
-    number = text.strip().removesuffix("%").strip()
-    try:
-        value = float(number) if number.replace(".", "", 1).isdigit() else None
-    except ValueError:
-        value = None
-    if value is None or not 0 < value < 100:
-        raise UserError(f"--fail-over must be a percentage above 0 and below 100, like 5%, not {printable(text)[:40]}.")
-    return value / 100
 
 
 def regression_check(args) -> tuple[list, float] | None:

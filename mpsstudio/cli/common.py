@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from ..engine.analysis.regression import DEFAULT_FAIL_OVER
 from ..engine.basics.config import RunConfig
 from ..engine.basics.request import RunRequest
 from ..engine.basics.torchrun import check_ranks
@@ -250,3 +251,18 @@ def _column_blocks(widths: list[int], limit: int) -> list[list[int]]:
         used += 2 + widths[i]
     blocks.append(current)
     return blocks
+
+
+
+def fail_over(text: str | None) -> float:
+    """--fail-over's share: "5%", "5" or "2.5 %" -> 0.05, 0.05, 0.025; one sentence for anything else."""
+    if text is None:
+        return DEFAULT_FAIL_OVER
+    number = text.strip().removesuffix("%").strip()
+    try:
+        value = float(number) if number.replace(".", "", 1).isdigit() else None
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < 100:
+        raise UserError(f"--fail-over must be a percentage above 0 and below 100, like 5%, not {printable(text)[:40]}.")
+    return value / 100

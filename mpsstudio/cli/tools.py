@@ -205,7 +205,7 @@ def read_baseline(kind: str, args) -> tuple[dict, str, float] | None:
     from pathlib import Path
 
     from ..engine.history.runfiles import import_tool_json
-    from .bench import fail_over
+    from .common import fail_over
 
     if args.baseline is None:
         if args.fail_over is not None:

@@ -63,6 +63,7 @@ def mismatch(baselines: Sequence[RunResult], configs: Sequence[RunConfig]) -> st
 # two-sided 95 % t quantiles by degrees of freedom (more: 1.96)
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
         15: 2.13, 20: 2.09, 30: 2.04}
+DEFAULT_FAIL_OVER = 0.05  # --fail-over: a slowdown this large (and beyond the noise) is a regression
 WIDE_INTERVAL = 4.0  # an interval between processes wider than this (high / low) says nothing: cannot tell
 CANNOT_TELL = 3  # the exit code of a check that cannot tell (cli/common.EXIT_CANNOT_TELL says it the same)
 DEFAULT_PROCESSES = 3  # new runs per device a regression check makes by default (`bench --baseline`, no --repeat)

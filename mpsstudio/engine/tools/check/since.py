@@ -11,12 +11,12 @@ check cannot tell, and says so.
 
 from __future__ import annotations
 
+from ...analysis.regression import DEFAULT_FAIL_OVER
 from ...basics.formatting import fmt_timestamp, plural, printable
 from ..records.check import CheckResult, Since
 from .modes import MIN_PROCESSES
 
 BAD = ("wrong", "not deterministic", "failed")
-DEFAULT_FAIL_OVER = 0.05
 VERSIONS = (("torch", "torch"), ("os", "OS"), ("macos_build", "macOS build"), ("mpsstudio", "MPS Studio"))
 VERDICTS = ("a real change", "cannot tell", "no real change")
 
