@@ -11,7 +11,7 @@ Rules (docs/architecture.md, "Comparisons"):
   inside these two runs, not run-to-run variation: a repeat measures that.
 - A repeat set: each round's ratio against the CPU run of the same round (devices ran A B B A ... so drift hits
   both); the speedup is the median of those paired ratios, the interval their range (from 9 rounds the 95 %
-  interval of the median from order statistics: rounds.median_interval).
+  interval of the median from order statistics: repeat.median_interval).
 - An interval that contains 1.0 is "no clear difference".
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..basics.formatting import instant, is_finite, one_line, printable
 from ..basics.results import RunResult
-from .rounds import median_interval
+from .repeat import median_interval
 
 BOOTSTRAP_SAMPLES = 2000
 BOOTSTRAP_CELLS = 500_000  # resamples x windows kept under this: ~10-30 ms per comparison (docs/benchmarks.md)

@@ -20,7 +20,7 @@ from ..basics.config import RunConfig
 from ..basics.formatting import fmt_timestamp, instant
 from ..basics.results import RunResult
 from .contrast import Versus, device_kind, setup_words, usable_run, versus
-from .modes import slow_mode
+from .repeat import slow_mode
 
 # What a regression check's baseline must share with a new run: the work itself (what differs beyond is named)
 WORKLOAD = ("model", "dataset", "mode", "batch_size", "precision", "channels_last", "compile", "input_shape",
@@ -172,7 +172,7 @@ class Regression:
 
     def sentence(self) -> str:
         """What was measured against the baseline and the verdict; where the check cannot tell, why and what to run;
-        then either side's runs that fell in two modes (analysis/modes)."""
+        then either side's runs that fell in two modes (analysis/repeat.split)."""
         device = self.versus.run.config.device
         modes = [slow_mode([r.summary.rate for r in runs], f"{side} runs on {device}")
                  for side, runs in (("new", self.runs), ("baseline", self.bases))]

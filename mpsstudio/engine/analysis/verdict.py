@@ -16,7 +16,7 @@ from ..basics.results import RunResult
 from ..basics.summary_fields import RunSummary
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
 from .energy import fmt_joules
-from .modes import slow_mode
+from .repeat import slow_mode
 from .summary import epoch_seconds
 
 LAUNCH_BOUND_STEP_MS = 2.0  # below this per step, per-operation launch cost dominates on a GPU

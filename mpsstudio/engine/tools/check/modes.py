@@ -1,5 +1,5 @@
 """One mode or two: the timings of one shape across fresh processes (timing.py), read as a distribution
-(analysis/modes.split: a gap of MODE_GAP and MIN_MODE processes a side). No torch.
+(analysis/repeat.split: a gap of MODE_GAP and MIN_MODE processes a side). No torch.
 
 Each mode is said with its count and its range (the fastest and the slowest process in it): with a few processes a
 range is the honest interval. Fewer than MIN_PROCESSES: "too few processes to tell".
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...analysis.modes import MIN_MODE, MIN_PROCESSES, MODE_GAP, split
+from ...analysis.repeat import MIN_MODE, MIN_PROCESSES, MODE_GAP, split
 
 __all__ = ["MIN_MODE", "MIN_PROCESSES", "MODE_GAP", "distribution", "distribution_sentence", "mode_record", "split"]
 

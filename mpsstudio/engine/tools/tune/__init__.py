@@ -12,13 +12,7 @@ Each candidate is a short run with every run's rules (warm-up and compile timed 
 the front end's process.run_point: on a GPU the candidates share a warm worker (process/warm.py: each builds its
 model and optimizer afresh in a process that has imported torch and made its GPU context once), a compiled one and
 the CPU's get a process of their own. The candidates are interleaved in rounds (A B C, then C B A, ...) so drift and
-heat hit all alike. From round MIN_ROUNDS on, a candidate whose ratio to the device's best (paired round by round)
-lies wholly below 1 is dropped, if it is in the worse half (successive halving by intervals), and the result says
-so. Further rounds run while the budget allows one more (estimated from the last). Then, on a device whose fastest
-candidates the noise still ties, or whose fastest has an interval wider than ±5 % (report.contenders), those and
-the current settings get up to LEADER_ROUNDS more rounds of their own while the budget holds one, until the interval
-of their paired ratio (analysis/rounds: from 9 rounds one outlying round at each end is left out) tells them apart
-or is within ±5 %.
+heat hit all alike (rounds.py: successive halving, then more rounds for tied or imprecise leaders).
 The same seed and the same number of steps for every candidate make their losses comparable: each is compared with
 fp32 at the same batch size on the same device; a loss that is not finite, or more than LOSS_DIVERGED above fp32's,
 makes a candidate unusable, and so does a failed parity check of one step against the CPU in float64 (`inspect`, once
@@ -30,8 +24,6 @@ The scoring and the sentence are in report.py; no torch here but in why_not_here
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,21 +31,18 @@ from dataclasses import dataclass, field, replace
 from ...basics.config import RunConfig
 from ...basics.errors import UserError
 from ...basics.results import RunResult
-from .options import (BOTH, DEFAULT_BUDGET_MIN, MAX_BUDGET_MIN, MAX_ROUNDS, TF32, default_batch_sizes,
-                      default_threads, parse_budget, parse_choice, parse_precisions, parse_rounds, parse_tf32,
-                      parse_threads)
+from .options import (BOTH, DEFAULT_BUDGET_MIN, DEFAULT_STEPS, DEFAULT_WARMUP, MAX_BUDGET_MIN, MAX_ROUNDS, TF32,
+                      default_batch_sizes, default_threads, parse_budget, parse_choice, parse_precisions, parse_rounds,
+                      parse_tf32, parse_threads)
+from .rounds import LEADER_ROUNDS, MIN_ROUNDS, run
 
-__all__ = ["BOTH", "DEFAULT_BUDGET_MIN", "DEFAULT_STEPS", "DEFAULT_WARMUP", "MAX_BUDGET_MIN", "MAX_ROUNDS",
-           "MIN_ROUNDS", "TF32", "TF32_WORDS", "Candidate", "Grid", "default_batch_sizes", "default_threads",
+__all__ = ["BOTH", "DEFAULT_BUDGET_MIN", "DEFAULT_STEPS", "DEFAULT_WARMUP", "LEADER_ROUNDS", "MAX_BUDGET_MIN",
+           "MAX_ROUNDS", "MIN_ROUNDS", "TF32", "TF32_WORDS", "Candidate", "Grid", "default_batch_sizes", "default_threads",
            "first_wrong_layer", "grid", "input_kind", "parse_budget", "parse_choice", "parse_precisions",
            "parse_rounds", "parse_tf32", "parse_threads", "plan", "run", "tf32_of", "tune", "why_not_here"]
 
-DEFAULT_STEPS = 16  # measured steps a candidate a round: at least 8 windows (the run loop's rule)
-DEFAULT_WARMUP = 3  # torch.compile compiles in the first steps: timed apart with the warm-up
-MIN_ROUNDS = 3  # rounds every candidate gets (budget allowing) before any is dropped: a between-round interval
 TF32_WORDS = {"off": "TF32 off", "conv": "TF32 in convolutions", "all": "TF32 in convolutions and matrix products"}
 MAX_CANDIDATES = 256
-LEADER_ROUNDS = 6  # more rounds, past the others', for a device's fastest candidates while the noise ties them
 
 
 @dataclass(frozen=True)
@@ -153,131 +142,6 @@ def plan(config: RunConfig, devices: Sequence[str], *, batch_sizes: Sequence[int
                 compiled=parse_choice(compile, "--compile", "off"),
                 threads=list(dict.fromkeys([None, *extra])) if extra else default_threads(cores),
                 why_not=why_not_here(config), tf32=list(tf32 or TF32))
-
-
-def run(config: RunConfig, g: Grid, *, run_point: Callable[[RunConfig], RunResult | None], budget_s: float,
-        steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, max_rounds: int = MAX_ROUNDS,
-        should_stop: Callable[[], bool] | None = None,
-        on_point: Callable[[Candidate, RunResult, int], None] | None = None,
-        clock: Callable[[], float] = time.monotonic, reserve_points: int = 0) -> dict:
-    """Measure the grid in rounds within the budget. A point starts only where it should end within the budget (the
-    mean of the points so far), leaving room for `reserve_points` more (the parity checks that follow). Returns
-    {"runs": {key: [RunResult, ...]}, "rounds": n, "dropped": {key: why}, "elapsed_s", "out_of_budget": bool,
-    "stopped": bool}."""
-    stop = should_stop or (lambda: False)
-    started = clock()
-    runs: dict[str, list[RunResult]] = {}
-    dropped: dict[str, str] = {}
-    live = [c for c in g.candidates if c.key not in g.refused]
-    too_big: set[tuple] = set()  # (device, settings) that failed at a batch: larger batches of it are not run
-    rounds, stopped, out_of_budget = 0, False, False
-    last_round_s = 0.0
-    points_s: list[float] = []
-
-    def left_s() -> float:  # the budget left once the reserved points are counted
-        mean = sum(points_s) / len(points_s) if points_s else 0.0
-        return budget_s - (clock() - started) - mean * reserve_points
-    def measure(cand: Candidate) -> bool:
-        """Run one point; False when the tune stops there (cancelled)."""
-        point_started = clock()
-        result = run_point(cand.config(config, steps, warmup))
-        points_s.append(clock() - point_started)
-        if result is None:
-            return True
-        runs.setdefault(cand.key, []).append(result)
-        if on_point is not None:
-            on_point(cand, result, rounds)
-        if result.status == "failed":
-            too_big.add((_family(cand), cand.batch_size))
-        return result.status != "cancelled"
-    while rounds < max_rounds and live:
-        if rounds and last_round_s > left_s():
-            out_of_budget = rounds < max_rounds
-            break
-        rounds += 1
-        round_started = clock()
-        order = live if rounds % 2 else list(reversed(live))
-        for cand in order:
-            if stop():
-                stopped = True
-                break
-            if rounds == 1 and points_s and sum(points_s) / len(points_s) > left_s():
-                out_of_budget = True
-                break
-            if any(f == _family(cand) and b < cand.batch_size for f, b in too_big):
-                dropped.setdefault(cand.key, "a smaller batch of these settings did not run")
-                continue
-            if not measure(cand):
-                stopped = True
-                break
-        last_round_s = clock() - round_started
-        if stopped or out_of_budget:
-            break
-        live = [c for c in live if c.key not in dropped and _still_running(runs.get(c.key))]
-        if rounds >= MIN_ROUNDS:
-            for key, why in _halve(live, runs, g.baselines, rounds).items():
-                dropped[key] = why
-            live = [c for c in live if c.key not in dropped]
-    remeasured: list[str] = []
-    leader_rounds = 0
-    while not stopped and rounds >= MIN_ROUNDS and leader_rounds < LEADER_ROUNDS:
-        by_key = {c.key: c for c in live}
-        leaders = [by_key[k] for k in _contenders(config, g, runs, dropped) if k in by_key]
-        mean = sum(points_s) / len(points_s) if points_s else 0.0
-        if len(leaders) < 2 or mean * len(leaders) > left_s():
-            break
-        rounds += 1
-        leader_rounds += 1
-        remeasured += [c.key for c in leaders if c.key not in remeasured]
-        for cand in (leaders if rounds % 2 else list(reversed(leaders))):
-            if stop() or not measure(cand):
-                stopped = True
-                break
-        live = [c for c in live if _still_running(runs.get(c.key))]
-    return {"runs": runs, "rounds": rounds, "dropped": dropped, "elapsed_s": clock() - started,
-            "out_of_budget": out_of_budget, "stopped": stopped, "leader_rounds": leader_rounds,
-            "remeasured": remeasured}
-
-
-def _family(c: Candidate) -> tuple:
-    """A candidate's settings but its batch size."""
-    return c.device, c.precision, c.channels_last, c.compile, c.threads
-
-
-def _contenders(config: RunConfig, g: Grid, runs: dict, dropped: dict) -> list[str]:
-    """report.contenders of the rounds so far: the leaders still tied, with their device's current settings."""
-    from .report import candidates, contenders
-
-    return contenders(candidates(g, {"runs": runs, "dropped": dropped}, {}))
-
-
-def _still_running(results: list[RunResult] | None) -> bool:
-    return results is not None and bool(results) and results[-1].status == "finished"
-
-
-def _halve(live: list[Candidate], runs: dict, baselines: dict, rounds: int) -> dict[str, str]:
-    """Per device, the candidates in the worse half whose ratio to the best (paired round by round: report's
-    interval) lies wholly below 1; the user's current settings are always kept."""
-    from .report import paired_ratio
-
-    out: dict[str, str] = {}
-    for device in dict.fromkeys(c.device for c in live):
-        mine = [(c, [r for r in runs[c.key] if r.status == "finished"]) for c in live
-                if c.device == device and runs.get(c.key)]
-        mine = [(c, ok) for c, ok in mine if ok]
-        mine.sort(key=lambda cs: statistics.median(r.summary.samples_per_s or 0.0 for r in cs[1]),
-                  reverse=True)
-        if len(mine) < 3:
-            continue
-        best = mine[0][1]
-        keep = math.ceil(len(mine) / 2)
-        for cand, ok in mine[keep:]:
-            ratio, low, high = paired_ratio(ok, best)
-            if cand == baselines.get(device) or ratio is None or high is None or high >= 1.0:
-                continue
-            out[cand.key] = (f"after round {rounds}: {ratio:.2f}x [{low:.2f}x-{high:.2f}x] the best's samples/s "
-                             "(successive halving)")
-    return out
 
 
 def mlx_parity(runs: dict, g: Grid, device: str, prec: str) -> dict:

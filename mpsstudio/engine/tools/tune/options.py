@@ -11,6 +11,8 @@ from ...basics.formatting import whole_numbers
 DEFAULT_BUDGET_MIN = 10.0
 MAX_BUDGET_MIN = 24 * 60.0
 MAX_ROUNDS = 7
+DEFAULT_STEPS = 16  # measured steps a candidate a round: at least 8 windows (the run loop's rule)
+DEFAULT_WARMUP = 3  # torch.compile compiles in the first steps: timed apart with the warm-up
 BOTH = ("off", "on", "both")
 TF32 = ("off", "conv", "all")  # CUDA's TF32: off, convolutions only (PyTorch's default), convolutions and matmuls
 

@@ -2,7 +2,7 @@
 fp32 and float64), the recommendation per device and its sentence (the package measures; no torch here).
 
 Throughput: the median of the rounds' medians. Its interval, and that of the ratio to the user's current settings:
-with two rounds or more, analysis/rounds.median_interval over the rounds (the ratio paired round by round, as a
+with two rounds or more, analysis/repeat.median_interval over the rounds (the ratio paired round by round, as a
 repeat's: the range up to 8 rounds, the 95 % order-statistic interval of the median from 9); with one round, the
 95 % bootstrap over measurement windows (compare.bootstrap_ratio). "Faster" only where the ratio's interval lies
 above 1.
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ...analysis.compare import bootstrap_ratio, short_machine
-from ...analysis.rounds import how_said, median_interval
+from ...analysis.repeat import how_said, median_interval
 from ...basics.config import RunConfig
 from ...basics.formatting import fmt_bytes, fmt_duration, fmt_rate, is_finite, plural
 from ...basics.results import RunResult
@@ -48,7 +48,7 @@ def _throughput(results: list[RunResult]) -> tuple[float | None, float | None, f
 
 def paired_ratio(mine: list[RunResult], base: list[RunResult]) -> tuple[float | None, float | None, float | None]:
     """(ratio, low, high) of one candidate's samples/s to another's (finished runs, in round order): with two rounds
-    or more the median of the ratios paired round by round and its interval (rounds.median_interval: their range up
+    or more the median of the ratios paired round by round and its interval (repeat.median_interval: their range up
     to 8 rounds), with one the 95 % bootstrap over windows."""
     if not mine or not base:
         return None, None, None
@@ -255,7 +255,7 @@ def _agrees(row: dict, base: dict) -> bool:
 
 def tied(best: dict, rows) -> list[dict]:
     """The other usable candidates of the device that the measurements cannot tell from the best: their samples/s
-    within TIE_SPAN of the best's, and the interval of their ratio to it, paired round by round (rounds.median_interval;
+    within TIE_SPAN of the best's, and the interval of their ratio to it, paired round by round (repeat.median_interval;
     with one round: their own intervals), reaching 1. "Fastest" is said of them together; never of one at half the best's speed however noisy."""
     out = []
     for r in rows:

@@ -364,7 +364,7 @@ def test_leaders_tied_by_one_slow_round_are_remeasured_alone_until_their_interva
     """bf16 + channels_last is 4.7 % faster than bf16 in every round but its second (a slow round, as fp16's loss
     scaler gave on the H200): after the 7 rounds every candidate gets, the range of their paired ratios reaches 1.
     Only the two and the current settings are measured further; at 9 rounds the 95 % interval of the median leaves
-    one round out at each end (analysis/rounds), and the two are told apart."""
+    one round out at each end (analysis/repeat.median_interval), and the two are told apart."""
     run_point, seen = _rounds_of({("fp32", False): lambda n: 100.0, ("fp32", True): lambda n: 120.0,
                                   ("bf16", True): lambda n: 150.0 if n == 2 else 180.0,
                                   ("bf16", False): lambda n: 172.0})

@@ -1,10 +1,10 @@
-"""The interval of a median over rounds: the order statistics whose coverage is still 95 % (analysis/rounds)."""
+"""The interval of a median over rounds: the order statistics whose coverage is still 95 % (analysis/repeat)."""
 
 from __future__ import annotations
 
 import math
 
-from mpsstudio.engine.analysis import rounds
+from mpsstudio.engine.analysis import repeat as rounds  # the interval of a median over rounds
 
 
 def coverage(n: int, k: int) -> float:
