@@ -138,7 +138,8 @@ def _row(status="passed", case="linear", dtype="bf16") -> dict:
 
 
 def _timed(median: float) -> dict:
-    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": [median] * 5, "sentence": "",
+    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": [median * 0.98, *[median] * 3, median * 1.02],
+            "sentence": "",
             "modes": [{"count": 5, "median_ms": median, "low_ms": median * 0.98, "high_ms": median * 1.02}]}
 
 
@@ -224,14 +225,18 @@ def test_a_device_left_out_is_said_beside_what_was_checked(capsys):
 
 
 def _spread(median: float, low: float, high: float, n: int = 5, slow: dict | None = None) -> dict:
-    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": [median] * n, "sentence": "",
+    """A product's timing over n processes (its fastest mode's median and range), and a slower mode of its own."""
+    ms = ([low] + [median] * (n - 2) + [high] if n >= 2 else [median] * n)
+    if slow:
+        ms += [slow["low_ms"]] + [slow["median_ms"]] * (slow["count"] - 2) + [slow["high_ms"]]
+    return {"device": "mps", "shape": "2048x2048x2048 fp32", "ms": ms, "sentence": "",
             "modes": [{"count": n, "median_ms": median, "low_ms": low, "high_ms": high}, *([slow] if slow else [])]}
 
 
 @pytest.mark.parametrize("then, now, verdict, said", [
     ([_row()], [_row("wrong")], "a real change", "Linear(2, 192) (80x1x2) in bf16 on mps passed, now wrong"),
     ([_row("wrong")], [_row()], "no real change", "in bf16 on mps wrong, now passed"),  # better is not a failure
-    ([_row()], [_row()], "no real change", "the same verdicts, and the products' times within their ranges"),
+    ([_row()], [_row()], "no real change", "the same verdicts. Verdict"),  # no product timed: no word of times
     ([_row(case="other")], [_row()], "cannot tell", "nothing of the two checks is the same case"),
 ])
 def test_a_baseline_s_verdicts_decide_a_real_change(then, now, verdict, said):
@@ -262,7 +267,7 @@ def test_a_slower_mode_that_appears_is_a_real_change_and_other_machines_times_ca
     now = _check([_row()], [_spread(5.0, 4.9, 5.1, n=10, slow=slow)])
     found = CheckResult.of(check_since.against(now, base, "b.json")).baseline
     assert found is not None and found.verdict == "a real change"
-    assert "one mode, now two modes (4 of 10 processes slower)" in check_since.since_sentence(found, baseline=True)
+    assert "one mode, now two modes (4 of 14 processes slower)" in check_since.since_sentence(found, baseline=True)
     other = CheckResult.of(check_since.against(_check([_row()], [_spread(9.0, 8.9, 9.1)], chip="Apple M4"), base,
                                                "b.json")).baseline
     assert other is not None and other.verdict == "cannot tell" and not other.same_machine
@@ -409,3 +414,61 @@ def test_your_model_s_step_is_timed_as_a_run_builds_it():
     found = timing.time_model_step("cpu", RunConfig(model="mnist_cnn", dataset="synthetic", device="cpu").to_dict())
     [(name, ms)] = found.items()
     assert name == f"mnist_cnn training step, batch {timing.MODEL_BATCH} fp32" and ms > 0
+
+
+def test_what_a_baseline_comparison_cannot_say_it_does_not_say():
+    """Found by a hostile pass: no times claimed where none were compared; a baseline whose timing contradicts itself,
+    or whose env says nothing of a version, is not reasoned on; a speed-up within the noise is no question; another
+    suite version is said."""
+    base = {**_check([_row()], [_spread(5.0, 4.9, 5.1)]), "created_at": "2026-12-01T09:00:00+00:00"}
+    untimed = CheckResult.of(check_since.against(_check([_row()]), base, "b.json")).baseline
+    assert untimed is not None and untimed.verdict == "no real change"
+    assert "times" not in check_since.since_sentence(untimed, baseline=True)
+    bad = {**base, "timing": [_spread(1.0, 6.89, 7.16)]}  # a median of 1.0 ms in a range of 6.89-7.16
+    found = CheckResult.of(check_since.against(_check([_row()], [_spread(6.4, 6.3, 6.5)]), bad, "b.json")).baseline
+    assert found is not None and found.verdict == "cannot tell" and "does not fit its processes' times" in \
+        check_since.since_sentence(found, baseline=True)
+    faster = CheckResult.of(check_since.against(_check([_row()], [_spread(4.6, 4.4, 5.0)]),
+                                                {**base, "timing": [_spread(5.0, 4.5, 5.4)]}, "b.json")).baseline
+    assert faster is not None and faster.verdict == "no real change" and not faster.undecided
+    blank = {**base, "env": {"chip": "Apple M2 Pro", "hostname": "mac-1"}, "suite": "1999-01-01.1"}
+    versions = CheckResult.of(check_since.against(_check([_row()]), blank, "b.json")).baseline
+    assert versions is not None and versions.versions == [f"suite 1999-01-01.1 -> {suite.SUITE_VERSION}"]
+    assert words.arguments({"devices": "cpu,CPU, cpu"})["devices"] == ["cpu"]
+
+
+def _model_file(tmp_path, body: str) -> str:
+    path = tmp_path / "m.py"
+    path.write_text("import torch\n\n" + body)
+    return str(path)
+
+
+def test_a_model_that_does_not_build_is_bad_input_before_the_suite_runs(capsys, tmp_path):
+    model = _model_file(tmp_path, "def build_model(num_classes, input_shape):\n    return 42\n")
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--model", model, "--no-save"]) == 2
+    captured = capsys.readouterr()
+    assert "returned int, not a torch.nn.Module" in captured.err and "Traceback" not in captured.err
+    assert "matrix product" not in captured.out  # the suite did not run
+
+
+def test_a_model_whose_own_float64_output_is_nan_is_skipped_not_blamed_on_the_device(tmp_path):
+    from mpsstudio.engine.basics.config import RunConfig
+
+    model = _model_file(tmp_path, "class M(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+                                  "        self.l = torch.nn.Linear(3 * 32 * 32, n)\n"
+                                  "    def forward(self, x):\n        return self.l(x.flatten(1)) * float('nan')\n\n"
+                                  "def build_model(num_classes, input_shape):\n    return M(num_classes)\n")
+    row = suite.check_model(RunConfig(model=model, dataset="synthetic", device="cpu"), cpu_device())
+    assert row["status"] == "skipped" and "the model, not the device" in row["reason"], row
+
+
+def test_a_wrong_case_against_a_baseline_says_why_it_exits_1(capsys, tmp_path, monkeypatch):
+    base = tmp_path / "base.json"
+    assert cli.main(["check", "--devices", "cpu", "--processes", "0", "--json", str(base), "--no-save"]) == 0
+    monkeypatch.setenv(suite.FAULT_ENV, "model:fp32")  # a case the baseline has not: no change, yet wrong
+    args = ["check", "--devices", "cpu", "--processes", "0", "--model", "mnist_cnn", "--baseline", str(base),
+            "--no-save"]
+    assert cli.main(args) == 1
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    assert said.endswith("Verdict: no real change. This check itself found a case wrong, so it exits 1 whatever the "
+                         "baseline says."), said

@@ -51,9 +51,12 @@ def compared(now_doc: dict, then_doc: dict, fail_over: float = DEFAULT_FAIL_OVER
     then, now = CheckResult.of(then_doc), CheckResult.of(now_doc)
     env_then, env_now = then.env or {}, now.env or {}
     versions = [f"{word} {printable(str(env_then.get(key)))[:40]} -> {printable(str(env_now.get(key)))[:40]}"
-                for key, word in VERSIONS if env_then.get(key) != env_now.get(key)]
+                for key, word in VERSIONS if env_then.get(key) != env_now.get(key)
+                and env_then.get(key) is not None and env_now.get(key) is not None]  # unknown on a side: unsaid
+    if then.suite != now.suite:
+        versions.insert(0, f"suite {printable(then.suite)[:32]} -> {printable(now.suite)[:32]}")
     before = {(r.device, r.case, r.dtype): r for r in then.rows}
-    changes, undecided, count = [], [], 0
+    changes, undecided, count, timed = [], [], 0, 0
     for row in now.rows:
         old = before.get((row.device, row.case, row.dtype))
         if old is None:
@@ -75,14 +78,19 @@ def compared(now_doc: dict, then_doc: dict, fail_over: float = DEFAULT_FAIL_OVER
         if min(len(t.ms), len(old_t.ms)) < MIN_PROCESSES:
             undecided.append(f"{what} was timed in too few processes to compare (at least {MIN_PROCESSES} a side)")
             continue
+        why = contradicts(old_t) or contradicts(t)
+        if why:
+            undecided.append(f"{what}: {why}, so its times are not compared")
+            continue
         count += 1
+        timed += 1
         a, b = old_t.modes[0], t.modes[0]  # the fastest mode of each: apart only when their ranges are
         ratio = b.median_ms / a.median_ms
         if b.low_ms > a.high_ms or b.high_ms < a.low_ms:
             moved = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
             changes.append({"device": t.device, "what": f"the {t.shape} product", "was": f"{a.median_ms:,.2f} ms",
                             "now": f"{b.median_ms:,.2f} ms ({moved})", "worse": ratio >= 1 + fail_over})
-        elif abs(ratio - 1) > fail_over:
+        elif ratio > 1 + fail_over:  # maybe slower, maybe noise (faster within the noise is no question for CI)
             undecided.append(f"{what} took {a.median_ms:,.2f} ms then and {b.median_ms:,.2f} ms now, but their "
                              "processes' ranges overlap (more --processes can tell)")
         if len(t.modes) != len(old_t.modes):
@@ -92,7 +100,19 @@ def compared(now_doc: dict, then_doc: dict, fail_over: float = DEFAULT_FAIL_OVER
                             "was": "one mode" if len(t.modes) == 2 else said,
                             "now": said if len(t.modes) == 2 else "one mode", "worse": len(t.modes) == 2})
     return {"created_at": str(then_doc.get("created_at") or ""), "versions": versions, "changes": changes,
-            "compared": count, "undecided": undecided, "same_machine": same_machine}
+            "compared": count, "timed": timed, "undecided": undecided, "same_machine": same_machine}
+
+
+def contradicts(t) -> str:
+    """Why a product's timing contradicts itself ("" when it does not): its modes' counts against its processes, a
+    median outside its range, a range outside the processes' times (a file written by hand, or damaged)."""
+    if sum(m.count for m in t.modes) != len(t.ms):
+        return f"its modes count {sum(m.count for m in t.modes)} processes of its {len(t.ms)}"
+    lowest, highest = min(t.ms), max(t.ms)
+    for m in t.modes:
+        if not (m.low_ms <= m.median_ms <= m.high_ms) or m.low_ms < lowest or m.high_ms > highest:
+            return "a mode's median or range does not fit its processes' times"
+    return ""
 
 
 def verdict(found: dict) -> str:
@@ -119,8 +139,8 @@ def since_sentence(found: Since, baseline: bool = False) -> str:
     if not found.compared:
         text = f"{head}: nothing of the two checks is the same case, so nothing is compared"
     elif not found.changes:
-        text = f"{head}: the same verdicts" + ("" if found.undecided else ", and the products' times within their "
-                                                                          "ranges")
+        text = f"{head}: the same verdicts" + (", and the products' times within their ranges" if found.timed and
+                                               not found.undecided else "")
     else:
         said = "; ".join(f"{c.what} on {c.device} {c.was}, now {c.now}" for c in found.changes[:4])
         more = f" (and {plural(len(found.changes) - 4, 'more change')})" if len(found.changes) > 4 else ""

@@ -248,12 +248,17 @@ def check_case(case: Case, dtype: str, device: Device, fault: str = "") -> dict:
     if not math.isfinite(errors[worst]) or errors[worst] > tol:
         when = {"fresh": "when fresh", "repeated": "when repeated"}.get(worst, worst)
         like = f"; it resembles {case.issue}" if case.issue.startswith("pytorch#") else ""
-        row.update(status="wrong", reason=f"off by {_err(errors[worst])} of its scale {when}, over the tolerance "
+        row.update(status="wrong", reason=f"{_off(errors[worst], 'its ')} {when}, over the tolerance "
                                           f"{_err(tol)}{like}")
     elif not math.isfinite(repeat) or repeat > tol:
         row.update(status="not deterministic", reason=f"the same call twice differed by {_err(repeat)} of scale, "
                                                         f"over the tolerance {_err(tol)} (pytorch#180776's shape)")
     return row
+
+
+def _off(value: float, its: str = "") -> str:
+    """"off by 0.25 of its scale", or "not finite"."""
+    return f"off by {value:.2g} of {its}scale" if math.isfinite(value) else "not finite"
 
 
 def _err(value: float) -> str:
@@ -284,6 +289,12 @@ def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
         if fault:
             base.register_forward_hook(lambda _m, _i, out: out * 1.25 if out.dtype != torch.float64 and (
                 out.device.type != "cpu" or device.kind == "cpu") else out)
+        x, _ = toolkit.real_batch(setup, PARITY_BATCH, torch.device("cpu"))
+        with torch.no_grad():
+            reference = for_parity(copy.deepcopy(base).double())(x.double() if x.is_floating_point() else x)
+        if not bool(torch.isfinite(reference).all()):
+            return {**row, "status": "skipped", "reason": "the model's own output in float64 on the CPU is not "
+                    "finite, so there is nothing right to compare the device with (the model, not the device)"}
         found = {}
         for state in STATES[:3]:
             if state == "after a large allocation":
@@ -309,9 +320,9 @@ def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
     bad = [s for s, p in found.items() if not p["ok"]]
     if bad:
         when = {"fresh": "when fresh"}.get(bad[0], bad[0])
-        row.update(status="wrong", reason=f"one forward and backward is off by {_err(found[bad[0]]['worst_rel_err'])} "
-                                          f"of scale {when}, beyond the tolerance {_err(tol)} and "
-                                          "the CPU's own error (inspect names the tensors, diagnose the first layer)")
+        row.update(status="wrong", reason=f"one forward and backward is {_off(found[bad[0]]['worst_rel_err'])} {when}, "
+                                          f"beyond the tolerance {_err(tol)} and the CPU's own error (inspect names "
+                                          "the tensors, diagnose the first layer)")
     elif not math.isfinite(repeat) or repeat > tol:
         row.update(status="not deterministic", reason=f"the same forward twice differed by {_err(repeat)} of scale "
                                                         "(pytorch#180776's shape)")
@@ -341,6 +352,10 @@ def run_tool(_config, payload: dict, *, progress=None, should_stop=None, checkpo
     asked = [str(d) for d in payload.get("devices") or []] or [d for d, dev in found.items() if dev.available]
     processes = int(payload.get("processes") or 0)
     model = RunConfig.from_dict(payload["config"]) if isinstance(payload.get("config"), dict) else None
+    if model is not None:  # a model that does not build, or data that does not load, is bad input: said first
+        from .. import toolkit
+
+        toolkit.build(toolkit.prepare(model.changed(device="cpu")))
     fault = os.environ.get(FAULT_ENV, "") == "model:fp32"
     rows, skipped, timing, checked = [], [], [], []
     for name in asked:

@@ -29,7 +29,14 @@ def check_sentence(result: dict | CheckResult) -> str:
     compared = [since_sentence(r.since)] if r.since is not None else []
     if r.baseline is not None:
         compared.append(since_sentence(r.baseline, baseline=True))
+        if failed(r) and r.baseline.verdict != "a real change":  # the exit status is the check's own, said
+            compared.append("This check itself " + ("checked nothing" if not any(
+                row.status != "skipped" for row in r.rows) else "found a case wrong") + ", so it exits 1 whatever "
+                "the baseline says.")
     return " ".join([_suite_sentence(r), *unchecked, *two, *compared])
+
+
+VERDICT_WORDS = {"wrong": "is wrong", "not deterministic": "is not deterministic", "failed": "failed"}
 
 
 def _suite_sentence(r: CheckResult) -> str:
@@ -46,8 +53,9 @@ def _suite_sentence(r: CheckResult) -> str:
                 f"their tolerances, fresh, after a large allocation, after emptying the cache and repeated{more}. "
                 "This checks these operations at these shapes, not every kernel.")
     first = bad[0]
-    what = (f"{first.operation} {first.shape} in {first.dtype} on {first.device} is {first.status}: "
-            f"{printable(first.reason)}")
+    why = printable(first.reason).rstrip(".")
+    what = (f"{first.operation} {first.shape} in {first.dtype} on {first.device} {VERDICT_WORDS[first.status]}"
+            + (f": {why}" if why else ""))
     more = f" ({plural(len(bad) - 1, 'more case')} too: see the table)" if len(bad) > 1 else ""
     return f"{what}{more}."
 
@@ -119,7 +127,7 @@ def arguments(values: dict) -> dict:
     """--devices as the check's list of devices (none: every available one; UserError for a name that is none),
     --processes, --model and --dataset (the setup of the model it adds: `config`), and --python (the environment it runs in: cli/tools.run_one_tool takes it out of the payload)."""
     text = values.get("devices")
-    names = [d.strip().lower() for d in text.split(",") if d.strip()] if text else []
+    names = list(dict.fromkeys(d.strip().lower() for d in text.split(",") if d.strip())) if text else []
     for name in names:
         if not DEVICE_PATTERN.fullmatch(name):
             raise UserError(f"--devices: {printable(name)[:40]!r} is not a device; name cpu, mps, cuda or cuda:N, "
@@ -149,7 +157,7 @@ def model_config(model: str, dataset: str | None = None):
     return RunConfig(model=model, dataset=dataset or "synthetic", device="cpu").validate()
 
 
-def failed(result: dict) -> bool:
+def failed(result: dict | CheckResult) -> bool:
     """A case wrong, not deterministic or failing, or nothing checked (the command exits 1)."""
-    rows = CheckResult.of(result).rows
+    rows = (CheckResult.of(result) if isinstance(result, dict) else result).rows
     return not any(row.status != "skipped" for row in rows) or any(row.status in BAD for row in rows)

@@ -70,6 +70,7 @@ class Since(Record):
     versions: list[str] = need(List(NAME, max=16))  # "torch 2.14.1 -> 2.15.0": what differs of the software
     changes: list[Change] = need(List(Change.declared_shape(), max=10_000), Change)
     compared: int = need(Int(0, 100_000))  # cases and products found in both
+    timed: int = may(Int(0, 100_000), default=0)  # products compared of `compared`
     undecided: list[str] = may(List(LONG, max=10_000), list)  # what could not be told, each in words
     same_machine: bool = may(Flag(), default=True)
     name: str = may(Text(max=200), default="")  # a baseline's file
