@@ -15,8 +15,8 @@ from ..engine.basics.formatting import printable
 from ..engine.basics.formatting import Table
 from ..engine.tools.records import SweepResult
 from ..engine.tools.records.inspection import InspectResult
-from .common import (EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout, config_from_args,
-                     grid, interrupted)
+from .common import (EXIT_CANNOT_TELL, EXIT_OK, EXIT_RUN_FAILED, available_devices, check_json_path, check_timeout,
+                     config_from_args, grid, interrupted)
 
 
 def _default_device() -> str:

@@ -134,9 +134,17 @@ def _cpu_same_precision(base, x, y, dtype):
         return None
 
 
+def float64_reference(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple:
+    """(logits, loss, named gradients) of a float64 copy of `base` on the CPU batch (x, y): parity_of's reference,
+    made once where several checks compare with it."""
+    ref = for_parity(copy.deepcopy(base).double())
+    logits, loss = forward_backward(ref, x.double() if x.is_floating_point() else x, y)
+    return logits, loss, {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+
+
 def parity_of(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, tdev: torch.device, precision: str,
               tf32: bool, sync: Callable[[], None], device_kind: str, compare_cpu: bool | None = None,
-              on_device: torch.nn.Module | None = None) -> dict:
+              on_device: torch.nn.Module | None = None, reference: tuple | None = None) -> dict:
     """`base` (a CPU model, left unchanged) on `tdev` in `precision` against float64 on the CPU, one forward and
     backward of the CPU batch (x, y), both in evaluation mode (`for_parity`).
 
@@ -145,10 +153,8 @@ def parity_of(base: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, tdev: tor
     that is a near-cancelling sum is far from float64 on any hardware, and the device is then judged against the
     CPU doing the same arithmetic.
     `on_device`: a model already on `tdev` (trained there) to check itself instead of a fresh copy of `base`, whose
-    weights it must hold."""
-    ref = for_parity(copy.deepcopy(base).double())
-    ref_logits, ref_loss = forward_backward(ref, x.double() if x.is_floating_point() else x, y)
-    ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+    weights it must hold. `reference`: float64_reference(base, x, y), made already."""
+    ref_logits, ref_loss, ref_grads = reference if reference is not None else float64_reference(base, x, y)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:

@@ -42,11 +42,13 @@ def since(result: dict, earlier: list[dict]) -> dict:
 def against(result: dict, baseline: dict, name: str, fail_over: float = DEFAULT_FAIL_OVER) -> dict:
     """`result` with `baseline`: what changed from the check in `baseline` (its file `name`), and the verdict."""
     chip = machine_of(result.get("env"))[0]
-    found = compared(result, baseline, fail_over, same_machine=bool(chip) and machine_of(baseline.get("env"))[0] == chip)
+    same = bool(chip) and machine_of(baseline.get("env"))[0] == chip
+    found = compared(result, baseline, fail_over, same_machine=same)
     return {**result, "baseline": {**found, "name": printable(name)[:200], "verdict": verdict(found)}}
 
 
-def compared(now_doc: dict, then_doc: dict, fail_over: float = DEFAULT_FAIL_OVER, same_machine: bool = True) -> dict:
+def compared(now_doc: dict, then_doc: dict, fail_over: float = DEFAULT_FAIL_OVER,
+             same_machine: bool = True) -> dict:
     """What differs from `then_doc` to `now_doc` (Since's fields)."""
     then, now = CheckResult.of(then_doc), CheckResult.of(now_doc)
     env_then, env_now = then.env or {}, now.env or {}

@@ -271,8 +271,8 @@ def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
     times the CPU's own error), in the suite's states; "repeated": the fresh forward made again, against the first.
     `fault`: the device's logits scaled by 1.25 (FAULT_ENV "model:fp32"; the float64 reference is never touched)."""
     from .. import toolkit
-    from ..inspection import PARITY_BATCH, parity
-    from ..opcheck import for_parity
+    from ..inspection import PARITY_BATCH
+    from ..opcheck import float64_reference, for_parity, parity_of
 
     cfg = replace(config, device=device.id, precision="fp32", options=dict(config.options))
     tf32 = device.kind == "cuda" and bool(cfg.tf32)
@@ -289,10 +289,9 @@ def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
         if fault:
             base.register_forward_hook(lambda _m, _i, out: out * 1.25 if out.dtype != torch.float64 and (
                 out.device.type != "cpu" or device.kind == "cpu") else out)
-        x, _ = toolkit.real_batch(setup, PARITY_BATCH, torch.device("cpu"))
-        with torch.no_grad():
-            reference = for_parity(copy.deepcopy(base).double())(x.double() if x.is_floating_point() else x)
-        if not bool(torch.isfinite(reference).all()):
+        x, y = toolkit.real_batch(setup, PARITY_BATCH, torch.device("cpu"))
+        reference = float64_reference(base, x, y)  # once: each state compares with it
+        if not bool(torch.isfinite(reference[0]).all()):
             return {**row, "status": "skipped", "reason": "the model's own output in float64 on the CPU is not "
                     "finite, so there is nothing right to compare the device with (the model, not the device)"}
         found = {}
@@ -301,11 +300,11 @@ def check_model(config: RunConfig, device: Device, fault: bool = False) -> dict:
                 _large_allocation(device)
             elif state == "after emptying the cache":
                 memory.free(device.kind)
-            found[state] = parity(setup, base)
-        x, _ = toolkit.real_batch(setup, PARITY_BATCH, setup.tdev)
+            found[state] = parity_of(base, x, y, setup.tdev, "fp32", bool(cfg.tf32), setup.device.synchronize,
+                                     setup.device.kind, reference=reference)
         twice = for_parity(copy.deepcopy(base).to(setup.tdev))
         with torch.no_grad():
-            first, again = twice(x), twice(x)
+            first, again = twice(x.to(setup.tdev)), twice(x.to(setup.tdev))
         setup.device.synchronize()
     except Exception as exc:  # a model the device cannot run: said as a case that failed, the suite goes on
         first_line = (str(exc).splitlines() or [""])[0][:300]
