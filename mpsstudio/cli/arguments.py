@@ -47,6 +47,9 @@ def input_args(p: argparse.ArgumentParser) -> None:
                    help="synthetic data: the number of classes (default: the model's, or its file's NUM_CLASSES)")
     p.add_argument("--seq-len", type=int, default=None, metavar="L",
                    help="tokens per sample (a model folder's default: a quarter of its positions, at most 512)")
+    p.add_argument("--text-layout", choices=("packed", "padded"), default=None,
+                   help="a text dataset's sequences: packed (examples one after another; plain text's default) or "
+                        "padded (one example a sequence; chat's and prompt/completion's default)")
 
 
 def finetune_args(p: argparse.ArgumentParser) -> None:

@@ -207,12 +207,18 @@ def bench(request: RunRequest, *, json_path: str | None = None, save: bool = Tru
 
 
 def model_lines(r) -> list[str]:
-    """"27,120 tokens/s (measured: samples/s x 16 tokens a sample)", "trains 4,096 of 233,728 parameters (LoRA)"."""
+    """"27,120 tokens/s (measured; counts every position ...)", a language model's validation perplexity, "trains
+    4,096 of 233,728 parameters (LoRA)"."""
     from ..engine.models.hf_folder import is_model_folder
 
     s, out = r.summary, []
     if s.tokens_per_s and s.seq_len:
-        out.append(f"{s.tokens_per_s:,.0f} tokens/s (measured: samples/s x {s.seq_len:,} tokens a sample)")
+        counts = s.tokens_measure or f"samples/s x {s.seq_len:,} tokens a sample"
+        out.append(f"{s.tokens_per_s:,.0f} tokens/s (measured; counts {counts})")
+    if s.val_loss is not None and s.accuracy_measure:
+        ppl = f"perplexity {s.val_perplexity:,.2f}, " if s.val_perplexity is not None else ""
+        acc = f", {s.val_accuracy:.1%} {s.accuracy_measure}" if s.val_accuracy is not None else ""
+        out.append(f"validation: {ppl}loss {s.val_loss:.4f} nats a token (exp of it: the perplexity){acc}")
     trained, total = s.trainable_parameters, s.parameters
     if isinstance(trained, int) and isinstance(total, int) and trained != total:
         how = {"lora": "LoRA", "head": "the head only"}.get(str(r.config.options.get("finetune")), "the rest frozen")

@@ -21,6 +21,14 @@ from ..basics.summary_fields import RunSummary
 from .stability import assess, spread
 
 FINAL_LOSS_STEPS = 10
+PERPLEXITY_LOSS_LIMIT = 41.0  # exp(41.4) is 1e18, past any figure a summary keeps: no perplexity said past it
+
+
+def perplexity(loss: float | None) -> float | None:
+    """A language model's perplexity from its mean next-token cross-entropy (nats): exp(loss); None past the limit."""
+    if loss is None or not math.isfinite(loss) or loss > PERPLEXITY_LOSS_LIMIT:
+        return None
+    return math.exp(loss)
 
 
 @dataclass
@@ -38,8 +46,10 @@ class RunFacts:
     peak_memory: int = 0
     memory_measure: str = "allocator"  # a key of MEMORY_MEASURES: what the device measured (Device.memory_measure)
     input_shapes: int | None = None  # distinct input shapes fed to the model (None: not counted)
-    tokens_per_sample: int | None = None  # token input: a sample's sequence length (tokens/s beside samples/s)
+    tokens_per_sample: float | None = None  # token input: a sample's real tokens (tokens/s beside samples/s)
+    text: dict | None = None  # a text dataset's layout and token counts (data/token_rows.load_text)
     trainable_parameters: int | None = None  # the parameters that train (fewer with LoRA or a frozen body)
+    seq_len: int | None = None  # token input: the positions of a sample (its real tokens may be fewer: padding)
 
 
 def summarise(result: RunResult, facts: RunFacts) -> None:
@@ -84,19 +94,36 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     s["peak_memory"] = facts.peak_memory or None
     s["memory_measure"] = facts.memory_measure
     if facts.tokens_per_sample and s.get("samples_per_s"):
-        s["seq_len"], s["tokens_per_s"] = facts.tokens_per_sample, s["samples_per_s"] * facts.tokens_per_sample
+        s["tokens_per_s"] = s["samples_per_s"] * facts.tokens_per_sample
+        s["tokens_per_sample"] = facts.tokens_per_sample
+        s["seq_len"] = facts.seq_len or round(facts.tokens_per_sample)
+        s["tokens_measure"] = tokens_measure(facts)
     if facts.trainable_parameters is not None:
         s["trainable_parameters"] = facts.trainable_parameters
     s.update(memory.summary_fields(result.windows, device_kind(result.config.device), facts.input_shapes))
     tail = result.losses[-FINAL_LOSS_STEPS:]
     s["final_loss"] = statistics.fmean(tail) if tail and all(math.isfinite(v) for v in tail) else None
     s["val_loss"], s["val_accuracy"] = facts.val if facts.val else (None, None)
+    if facts.text is not None:
+        s["val_perplexity"] = perplexity(s["val_loss"])
+        s["accuracy_measure"] = "next-token accuracy (the top choice, over learnt tokens)"
+        s["text_layout"], s["training_tokens"] = facts.text.get("layout"), facts.text.get("training_tokens")
     s.update(energy.summary_fields(result.windows, result.env))
     summary = RunSummary.made(s)
     rel = spread(summary)
     stability, reason = assess(summary, result.env)
     result.summary = summary.replaced(spread_percent=100 * rel if rel is not None else None, stability=stability,
                                       stability_reason=reason)
+
+
+def tokens_measure(facts: RunFacts) -> str:
+    """What a run's tokens/s counts, said with it."""
+    if facts.text is None:
+        return f"every position of the {facts.seq_len or facts.tokens_per_sample:,.0f}-token sequences (synthetic)"
+    if facts.text.get("layout") == "packed":
+        return f"real tokens: packed, every position of the {facts.seq_len:,}-token sequences a token of the text"
+    return (f"real tokens only: {facts.tokens_per_sample:,.1f} of the {facts.seq_len:,} positions a sequence on "
+            "average, padding not counted")
 
 
 def measured_epoch_s(epoch_s) -> float | None:

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .errors import UserError
 from .formatting import is_finite, one_line
 from .frameworks import FRAMEWORKS, check_mlx, run_label
+from .spec import is_text_dataset
 from .torchrun import TORCHRUN_OPTIONS, check_ranks  # noqa: F401 (TORCHRUN_OPTIONS: imported from here too)
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -214,7 +215,10 @@ class RunConfig:
                 _whole(v, what, 1, top)
         if self.num_classes is not None:
             _whole(self.num_classes, "The number of classes", 2, MAX_CLASSES)  # one class: nothing to classify
-        if (self.input_shape is not None or self.num_classes is not None) and str(self.dataset).lower() != "synthetic":
+        text_length = (self.input_shape is not None and len(self.input_shape) == 1 and self.num_classes is None
+                       and is_text_dataset(self.dataset))  # a text dataset's rows: the sequence length
+        if (self.input_shape is not None or self.num_classes is not None) and str(self.dataset).lower() != "synthetic" \
+                and not text_length:
             raise UserError("--input-shape and --num-classes shape synthetic data; a dataset's samples have their own "
                             "(a folder's images are decoded at --image-size), so drop them or use --dataset "
                             "synthetic.")

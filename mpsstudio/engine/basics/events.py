@@ -95,11 +95,13 @@ class EpochEnd:
     val_loss: float | None
     val_accuracy: float | None
     step: int | None = None  # the step the epoch ended at (warm-up steps included)
+    val_perplexity: float | None = None  # a language model's on text: exp(val_loss)
 
     def record(self) -> EpochRow:
         """The epoch as RunResult.epochs keeps it."""
         return EpochRow(epoch=self.epoch, step=self.step if isinstance(self.step, int) else None,
-                        seconds=self.seconds, val_loss=self.val_loss, val_accuracy=self.val_accuracy)
+                        seconds=self.seconds, val_loss=self.val_loss, val_accuracy=self.val_accuracy,
+                        val_perplexity=self.val_perplexity)
 
 
 @dataclass

@@ -95,7 +95,8 @@ class EpochRow(Record):
     step: int | None = may(COUNT)  # the step it ended at, warm-up steps included (runs stored before: null)
     seconds: float | None = may(QUANTITY)
     val_loss: float | None = may(Num(lo=None, null=True))  # any finite number: a diverging run's loss is huge
-    val_accuracy: float | None = may(Share(null=True))
+    val_accuracy: float | None = may(Share(null=True))  # a language model's: of its next tokens
+    val_perplexity: float | None = may(Num(lo=1.0, hi=1e18, null=True))  # a language model's on text
 
     def as_dict(self) -> dict:
         return _values(self)

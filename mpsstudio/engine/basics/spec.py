@@ -34,3 +34,26 @@ class DataSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# A text dataset for a language model folder (data/text.py): a file of these, or a folder holding them
+TEXT_SUFFIXES = (".txt", ".jsonl", ".parquet")
+
+
+def is_text_dataset(name: str) -> bool:
+    """Whether a dataset name is a text file, or a folder of text files without subfolders (an image folder's class
+    subfolders make it one of images, whatever .txt lies beside them); no reading past the names."""
+    import os
+
+    text = str(name)
+    try:
+        if os.path.splitext(text)[1].lower() in TEXT_SUFFIXES:
+            return True
+        path = os.path.expanduser(text)
+        if not os.path.isdir(path):
+            return False
+        with os.scandir(path) as entries:
+            found = [(e.name, e.is_dir()) for e in entries]
+        return not any(d for _, d in found) and any(os.path.splitext(n)[1].lower() in TEXT_SUFFIXES for n, _ in found)
+    except (OSError, ValueError):
+        return False

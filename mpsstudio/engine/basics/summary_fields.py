@@ -82,6 +82,9 @@ class RunSummary(Record):
     data_wait_fraction: float | None = may(Share(null=True))
     tokens_per_sample: float | None = may(QUANTITY)
     tokens_per_s: float | None = may(QUANTITY)
+    tokens_measure: str | None = may(NOTE)  # what tokens/s counts (real tokens, padding excluded)
+    text_layout: str | None = may(NOTE)  # a text dataset's: packed or padded (data/tokens.py)
+    training_tokens: int | None = may(COUNT)  # a text dataset's real tokens in its training split
     # epochs
     s_per_epoch: float | None = may(QUANTITY)  # runs stored before estimate and measurement were told apart
     s_per_epoch_estimate: float | None = may(QUANTITY)  # train size / median throughput
@@ -96,6 +99,8 @@ class RunSummary(Record):
     final_loss: float | None = may(LOSS)  # the mean of the last steps' losses
     val_loss: float | None = may(LOSS)
     val_accuracy: float | None = may(Share(null=True))
+    accuracy_measure: str | None = may(NOTE)  # what val_accuracy is where it is not of classes (next tokens)
+    val_perplexity: float | None = may(Num(lo=1.0, hi=MAX_NUMBER, null=True))  # a language model's on text
     # memory (analysis/memory.py; MEMORY_MEASURES in analysis/summary.py says what the figure is)
     peak_memory: float | None = may(QUANTITY)
     memory_measure: str | None = may(NOTE)

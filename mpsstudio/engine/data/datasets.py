@@ -122,6 +122,8 @@ class LoadedDataset:
     mean: tuple[float, ...]  # per channel, 0..1 units (images); () for tokens
     std: tuple[float, ...]
     notes: list[str] = field(default_factory=list)
+    described: str = ""  # its summary line where its own (a text dataset's: token_rows.load_text)
+    text: dict | None = None  # a text dataset's layout and token counts (token_rows.load_text)
 
     @property
     def train_count(self) -> int:
@@ -130,6 +132,8 @@ class LoadedDataset:
 
     def summary(self) -> str:
         """One line: "shapes: 6,000 training + 1,000 validation 1x28x28 images, 10 classes"."""
+        if self.described:
+            return self.described
         counts = f"{self.train_count:,} training"
         if self.val is not None:
             counts += f" + {len(cast(Sized, self.val)):,} validation"

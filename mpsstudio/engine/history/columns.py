@@ -122,8 +122,12 @@ COLUMNS: tuple[ResultColumn, ...] = (
                  "throughput), shown with \u2248.", "duration", _epoch_s),
     ResultColumn("final_loss", "Final loss", "Mean training loss of the last steps.", "loss",
                  _summary("final_loss")),
-    ResultColumn("val_accuracy_percent", "Val. acc.", "Accuracy on the validation split after the last epoch.",
+    ResultColumn("val_accuracy_percent", "Val. acc.", "Accuracy on the validation split after the last epoch (a "
+                 "language model's on text: the share of next tokens its top choice gets right).",
                  "percent", _summary("val_accuracy", 100.0)),
+    ResultColumn("val_perplexity", "Val. perplexity", "A language model's perplexity on the validation split of "
+                 "its text after the last epoch: exp of the mean cross-entropy of each learnt next token (padding "
+                 "and prompts excluded); 1 is perfect.", "loss", _summary("val_perplexity")),
     ResultColumn("peak_memory_bytes", "Peak memory", "Measured: on a GPU, the most bytes its library's allocator "
                  "held in arrays (PyTorch's on CUDA and MPS, MLX's for an MLX run); on the CPU, how much the run "
                  "process grew over its size before the run (shown with +). On an MPS whose torch keeps no peak, the "

@@ -40,8 +40,8 @@ WIDTH = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 FEED_FORWARD = ("intermediate_size", "n_inner", "ffn_dim", "hidden_dim", "d_ff")
 INSTALL_HF = "install them with pip install 'mpsstudio[hf]'"
-SYNTHETIC_ONLY = ("A model folder trains on batches made for its task (token ids and their labels, or pixel values) "
-                  "here; use --dataset synthetic.")
+SYNTHETIC_ONLY = ("A model folder trains on batches made for its task (--dataset synthetic), or a causal LM on your "
+                  "text: a .txt, .jsonl or .parquet file, or a folder of them.")
 
 
 def is_model_folder(name: str) -> bool:

@@ -22,6 +22,7 @@ from .hf_folder import INSTALL_HF, HfFolder, finetune_of, read_folder
 LORA_CONVENTIONS = (("q_proj", "v_proj"), ("query", "value"), ("q_lin", "v_lin"), ("c_attn",), ("query_key_value",),
                     ("qkv",), ("Wqkv",))
 MASKED_FRACTION = 0.15
+TEXT_TASKS = ("causal LM",)  # the tasks a text dataset trains (data/token_rows.py: next-token labels)
 
 
 def _transformers():

@@ -59,8 +59,44 @@ def save(model, path: str | Path, meta: dict) -> int:
         torch.save(state, part)
         size = part.stat().st_size
     doc = {"format": FORMAT, "version": VERSION, "weights": path.name, **meta}
+    if hasattr(model, "save_pretrained") and meta.get("model"):  # a Hugging Face folder's: its own format too
+        save_pretrained(model, Path(str(meta["model"])), pretrained_path(path))
+        doc["pretrained"] = pretrained_path(path).name
+        doc["load_with"] = (f"PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), "
+                            f"'{pretrained_path(path).name}') (LoRA: the adapter only)"
+                            if hasattr(model, "peft_config") else
+                            f"AutoModel...from_pretrained('{pretrained_path(path).name}') (model and tokenizer)")
     write_atomic(meta_path(path), json.dumps(doc, indent=1, allow_nan=False))
     return size
+
+
+def pretrained_path(weights: str | Path) -> Path:
+    """model.pt -> model.hf: the folder save_pretrained writes beside a Hugging Face model's weights."""
+    return Path(weights).with_suffix(".hf")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "chat_template.json", "vocab.json", "merges.txt", "tokenizer.model", "vocab.txt",
+                   "added_tokens.json", "spiece.model", "generation_config.json")
+
+
+def save_pretrained(model, source: Path, target: Path) -> None:
+    """The trained model as save_pretrained writes it (safetensors; LoRA: its adapter and adapter_config.json),
+    with the source folder's tokenizer files beside it: a folder transformers (and peft) load as it is. Written
+    beside, then moved into place (a crash never leaves half a folder at `target`)."""
+    staged = target.with_name(f"{target.name}.part-{os.getpid()}")
+    shutil.rmtree(staged, ignore_errors=True)
+    try:
+        model.save_pretrained(str(staged), safe_serialization=True)
+        for name in TOKENIZER_FILES:
+            file = source / name
+            if file.is_file() and not (staged / name).exists():
+                shutil.copyfile(file, staged / name)
+        if target.is_dir():
+            shutil.rmtree(target)
+        staged.rename(target)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def normalization(data) -> dict:
@@ -100,6 +136,14 @@ def copy_saved(weights: str | Path, dest: str | Path) -> Path:
         doc["weights"] = dest.name
         with atomic_path(dest) as part:
             shutil.copyfile(weights, part)
+        folder = pretrained_path(weights)
+        if doc.get("pretrained") and folder.is_dir():  # a Hugging Face model's own folder goes with it
+            staged = pretrained_path(dest).with_name(f"{pretrained_path(dest).name}.part-{os.getpid()}")
+            shutil.rmtree(staged, ignore_errors=True)
+            shutil.copytree(folder, staged)
+            shutil.rmtree(pretrained_path(dest), ignore_errors=True)
+            staged.rename(pretrained_path(dest))
+            doc["pretrained"] = pretrained_path(dest).name
         write_atomic(meta_path(dest), json.dumps(doc, indent=1))
     except OSError as exc:
         raise UserError(f"{printable(dest)} cannot be written ({exc.strerror or type(exc).__name__}); choose "

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from ..basics.config import RunConfig
 from ..basics.results import Evaluation
+from ..data.tokens import IGNORE
 
 MAX_EVAL_CLASSES = 100  # a confusion matrix is kept up to this many classes (10,000 cells)
 
@@ -75,6 +76,8 @@ class Epochs:
         """Validation loss and accuracy, summed on the device and fetched once (None without a validation split)."""
         if self.val_batches is None:
             return None
+        if self.data.text is not None:
+            return self._validate_text()
         was_training = self.model.training
         self.model.eval()
         loss_sum = torch.zeros((), device=self.tdev)
@@ -99,6 +102,29 @@ class Epochs:
             return None
         loss, right = torch.stack([loss_sum, correct.float()]).cpu().tolist()
         return loss / n, right / n
+
+    def _validate_text(self) -> tuple[float, float] | None:
+        """A language model's validation on text: the mean cross-entropy of each learnt next token (padding and
+        prompts excluded: label -100) and the share of them its top choice gets right, summed on the device and
+        fetched once. exp of the loss is the perplexity (perplexity())."""
+        was_training = self.model.training
+        self.model.eval()
+        loss_sum = torch.zeros((), device=self.tdev)
+        correct = torch.zeros((), device=self.tdev)
+        counted = torch.zeros((), device=self.tdev)
+        with torch.inference_mode(), self.autocast():
+            for inputs, labels in self.val_batches.epoch():
+                given = {k: v for k, v in inputs.items() if k != "labels"}
+                logits = self.forward(**given).logits[:, :-1].float()
+                target = labels[:, 1:]
+                learnt = target != IGNORE
+                loss_sum += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                            ignore_index=IGNORE, reduction="sum")
+                correct += ((logits.argmax(-1) == target) & learnt).sum()
+                counted += learnt.sum()
+        self.model.train(was_training)
+        loss, right, n = torch.stack([loss_sum, correct.float(), counted.float()]).cpu().tolist()
+        return (loss / n, right / n) if n else None
 
     def after_epoch(self, epoch: int) -> bool:
         """Early stopping and the best checkpoint after an epoch's validation; True to stop now."""

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..basics.config import RunConfig
+from ..basics.spec import is_text_dataset
 from ..models import registry as models
 
 
@@ -72,11 +73,13 @@ class Feed:
 def feed_for(config: RunConfig) -> Feed:
     """The config's feed: a user's file's make_batch (on synthetic data) and loss, loaded in the run's process; a
     model folder's batches for its task at the run's sequence length and the loss transformers computes."""
-    if models.get_model_info(config.model).folder:  # (its data is synthetic: setup.load_data refuses any other)
+    if models.get_model_info(config.model).folder:  # synthetic data, or text (setup.load_data refuses any other)
         from ..models import hf_model
 
         shape = config.input_shape
         folder, spec = hf_model.spec_for(config.model, shape[0] if shape and len(shape) == 1 else None)
+        if is_text_dataset(config.dataset):  # its batches are the text's rows, with their labels
+            return Feed(None, hf_model.model_loss, folder.path.name)
         return Feed(hf_model.batch_maker(folder, spec), hf_model.model_loss, folder.path.name)
     make, loss = models.own_functions(config.model)
     where = config.model.replace("\\", "/").rsplit("/", 1)[-1]

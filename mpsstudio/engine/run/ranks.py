@@ -87,7 +87,9 @@ class Ranks:
             return data
         train = data.train
         per = len(train) // self.world
-        if hasattr(train, "x") and hasattr(train, "y"):
+        if hasattr(train, "select"):  # a text dataset's rows (data/token_rows.py)
+            part = train.select(range(self.rank, per * self.world, self.world))
+        elif hasattr(train, "x") and hasattr(train, "y"):
             part = TensorSamples(train.x[self.rank::self.world][:per], train.y[self.rank::self.world][:per])
         else:
             part = torch.utils.data.Subset(train, list(range(self.rank, per * self.world, self.world)))

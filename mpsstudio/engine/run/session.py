@@ -16,7 +16,7 @@ from ..data import datasets
 from ..machine import devices, precision
 from ..models import registry as models
 from . import trainer
-from .setup import load_data
+from .setup import check_folder_data, load_data
 from ..machine.apple import MPS_COMPILE_NOTE
 from ..basics.config import DEVICE_PATTERN, RunConfig, precision_note
 from ..basics.errors import UserError
@@ -89,7 +89,9 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
     Raises UserError when the config is invalid, the model unknown, or no named device can run it.
     """
     config.check_runs_here()
-    models.get_model_info(config.model)  # an unknown model is bad input before anything runs
+    info = models.get_model_info(config.model)  # an unknown model is bad input before anything runs
+    if info.folder:
+        check_folder_data(config)
     names = [n.strip() for n in device_names if n and n.strip()]
     if not names:
         raise UserError("No devices given; name at least one of cpu, mps, cuda.")

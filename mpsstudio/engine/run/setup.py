@@ -14,9 +14,11 @@ import torch
 from ..models.hf_folder import is_model_folder
 from ..basics.config import RunConfig
 from ..basics.errors import UserError
-from ..basics.spec import DataSpec
+from ..basics.formatting import printable
+from ..basics.spec import DataSpec, is_text_dataset
 from ..data import datasets
 from ..data.batches import InputConverter, MadeBatches, make_batches
+from ..data.token_rows import TextBatches, TextRows
 from ..machine import devices, environment, footprint, host, precision, probe
 from ..machine.energy import meter as energy
 from ..models import registry as models
@@ -34,6 +36,8 @@ RESIDENT_LIMIT_BYTES = 4 * 1024**3
 def load_data(config: RunConfig, progress: Callable[[str, float], None] | None = None) -> datasets.LoadedDataset:
     """Load the config's dataset shaped for its model (synthetic data takes synthetic_input's shape)."""
     info = models.get_model_info(config.model)
+    if info.folder and is_text_dataset(config.dataset):
+        return load_text_for(config, progress)
     if info.folder and str(config.dataset).lower() != "synthetic":  # its batches are made for its task (feed.py)
         from ..models.hf_folder import SYNTHETIC_ONLY
 
@@ -42,6 +46,42 @@ def load_data(config: RunConfig, progress: Callable[[str, float], None] | None =
     return datasets.load_dataset(config.dataset, model_spec=spec,
                                  image_size=config.image_size or info.preferred_image_size,
                                  seed=config.seed, progress=progress, synthetic_size=synthetic_size(spec, config))
+
+
+def check_folder_data(config: RunConfig) -> None:
+    """A model folder's data checked before anything runs: synthetic, or a text dataset for a causal LM whose files'
+    first lines are examples and whose folder has a tokenizer (every line is read when the run tokenizes it)."""
+    from ..models.hf_folder import SYNTHETIC_ONLY, read_folder
+
+    if str(config.dataset).lower() == "synthetic":
+        return
+    if not is_text_dataset(config.dataset):
+        raise UserError(SYNTHETIC_ONLY)
+    from ..data import text, tokens
+    from ..models.hf_model import TEXT_TASKS
+
+    folder = read_folder(config.model)
+    if folder.task not in TEXT_TASKS:
+        raise UserError(f"{folder.architecture} is a {folder.task} model, and a text dataset trains a language "
+                        "model (causal LM); use --dataset synthetic for it, or a causal LM folder.")
+    text.check(config.dataset)
+    tokens.check_tokenizer_files(folder.path)
+    layout = config.options.get("text_layout")
+    if layout is not None and layout not in tokens.LAYOUTS:
+        raise UserError(f"Unknown text layout {printable(str(layout))[:40]!r}; choose packed or padded.")
+
+
+def load_text_for(config: RunConfig, progress=None) -> datasets.LoadedDataset:
+    """A text dataset for a language model folder, tokenized by its tokenizer at the run's sequence length (its
+    default where the run gives none) in the layout its options name (text_layout; None: the data's default)."""
+    from ..data.token_rows import load_text
+    from ..models import hf_model
+
+    shape = config.input_shape
+    folder, spec = hf_model.spec_for(config.model, shape[0] if shape and len(shape) == 1 else None)
+    check_folder_data(config)
+    return load_text(config.dataset, folder.path, folder.vocab_size, spec.seq_len,
+                     config.options.get("text_layout"), config.seed, progress)
 
 
 def synthetic_size(spec, config: RunConfig) -> int:
@@ -197,6 +237,9 @@ def batch_sources(cfg: RunConfig, data, model_spec, tdev, feed=None):
     if feed is not None and feed.made:
         return MadeBatches(feed.make_batch, cfg.batch, tdev, cfg.seed, feed.where,
                            epoch_samples=len(data.train)), None
+    if isinstance(data.train, TextRows):
+        val = TextBatches(data.val, cfg.batch, tdev, shuffle=False, drop_last=False) if data.val else None
+        return TextBatches(data.train, cfg.batch, tdev, seed=cfg.seed), val
     convert = InputConverter(data.spec, model_spec, data.mean, data.std, tdev, cfg.channels_last)
     if cfg.resident and not hasattr(data.train, "x"):
         need = len(data.train) * math.prod(data.spec.sample_shape)

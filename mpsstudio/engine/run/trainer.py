@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable
 
-from ..analysis.summary import RunFacts, memory_measure, summarise
+from ..analysis.summary import RunFacts, memory_measure, perplexity, summarise
 from ..basics.config import RunConfig, precision_note
 from ..basics.errors import present
 from ..basics.events import Ended, EpochEnd, Event, Started, Warmup
@@ -304,7 +304,8 @@ class RunLoop:
         epochs = self.prepared.epochs
         self.val = epochs.val = epochs.validate()
         val_loss, val_accuracy = self.val or (None, None)
-        ended = EpochEnd(epoch, train_s, val_loss, val_accuracy, step=step)
+        ended = EpochEnd(epoch, train_s, val_loss, val_accuracy, step=step,
+                         val_perplexity=perplexity(val_loss) if epochs.data.text is not None else None)
         self.result.epochs.append(ended.record())
         self.emit(ended)
         return epochs.after_epoch(epoch)
@@ -362,9 +363,21 @@ class RunLoop:
             measured_wall_s=self.measured_wall_s, train_size=noted.get("train_size", 0) * world, val=self.val,
             peak_memory=self.windows.peak_memory if self.windows else 0,
             memory_measure=memory_measure(self.config.device, self.result.env), input_shapes=len(self.shapes) or None,
-            tokens_per_sample=p.model_spec.seq_len if p and p.model_spec.kind == "tokens" else None,
+            tokens_per_sample=tokens_per_sample(p), text=p.data.text if p else None,
+            seq_len=p.model_spec.seq_len if p and p.model_spec.kind == "tokens" else None,
             trainable_parameters=models.count_parameters(p.model, trainable=True) if p else None))
         if p is not None:
             self.result.summary = self.result.summary.replaced(**p.epochs.summary())
         if noted.get("preflight"):
             self.result.summary = self.result.summary.replaced(preflight=noted["preflight"])
+
+
+def tokens_per_sample(p: Prepared | None) -> float | None:
+    """The tokens a sample carries, for tokens/s: a text dataset's real tokens a row (padding excluded), else the
+    sequence length of token input (None for images)."""
+    if p is None or p.model_spec.kind != "tokens":
+        return None
+    if p.data.text is not None:
+        return float(p.data.text["tokens_per_sample"])
+    return p.model_spec.seq_len
+

@@ -101,7 +101,7 @@ def test_a_config_that_is_not_json_is_one_sentence(tmp_path):
 
 def test_a_folder_with_a_dataset_is_told_to_use_synthetic(folders):
     result = run(folders["bert"], dataset="shapes")
-    assert result.status == "failed" and "use --dataset synthetic" in result.error
+    assert result.status == "failed" and "(--dataset synthetic)" in result.error
 
 
 @pytest.mark.parametrize("options, words", [({"finetune": "qlora"}, "Unknown fine-tuning 'qlora'"),
@@ -129,7 +129,7 @@ def test_bench_of_a_folder_says_tokens_per_second_what_trains_and_its_memory(fol
     if name == "vit":
         assert "tokens/s" not in stdout
     else:
-        assert "tokens/s (measured: samples/s x 24 tokens a sample)" in stdout and run["config"]["input_shape"] == [24]
+        assert "tokens/s (measured; counts every position of the 24-token sequences (synthetic))" in stdout and run["config"]["input_shape"] == [24]
     if finetune == "lora":
         assert f"cpu: trains {s.trainable_parameters:,} of {s.parameters:,} parameters (LoRA)" in stdout
     else:
