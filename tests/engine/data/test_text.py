@@ -239,3 +239,20 @@ def test_the_fine_tuned_model_is_saved_as_save_pretrained_writes_it_and_loads(lm
     assert trained and all(k in loaded_state and torch.equal(state[k], loaded_state[k]) for k in trained)
     ids = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)("the cat sat", return_tensors="pt")
     assert loaded(**ids).logits.shape[-1] == 300
+
+
+def test_parquet_is_read_where_pyarrow_is_and_a_bad_one_is_one_sentence(lm, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [e["messages"] for e in CHAT]
+    pq.write_table(pa.table({"messages": rows}), tmp_path / "chat.parquet")
+    from_parquet = token_rows.load_text(str(tmp_path / "chat.parquet"), lm["gpt"], 300, 64)
+    from_jsonl = token_rows.load_text(str(lm["chat"]), lm["gpt"], 300, 64)
+    assert from_parquet.text["training_tokens"] == from_jsonl.text["training_tokens"] > 0
+    pq.write_table(pa.table({"body": ["a", "b"]}), tmp_path / "nofield.parquet")
+    with pytest.raises(UserError, match="'nofield.parquet' has no \"text\" column .*its columns: body"):
+        token_rows.load_text(str(tmp_path / "nofield.parquet"), lm["gpt"], 300, 32)
+    (tmp_path / "fake.parquet").write_text("not parquet at all")
+    with pytest.raises(UserError, match="'fake.parquet' cannot be read as parquet"):
+        token_rows.load_text(str(tmp_path / "fake.parquet"), lm["gpt"], 300, 32)
