@@ -25,7 +25,7 @@ MASKED_FRACTION = 0.15
 TEXT_TASKS = ("causal LM",)  # the tasks a text dataset trains (data/token_rows.py: next-token labels)
 
 
-def _transformers():
+def transformers_module():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded, whatever the folder's files say
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
@@ -41,7 +41,7 @@ AUTO = {"sequence classification": "AutoModelForSequenceClassification", "causal
 
 def build(folder: HfFolder, spec: DataSpec, options: dict) -> torch.nn.Module:
     """The folder's model for its task, its weights the folder's, with the run's fine-tuning applied."""
-    transformers = _transformers()
+    transformers = transformers_module()
     mode, rank, alpha, checkpointing = finetune_of(options)
     auto = getattr(transformers, AUTO[folder.task])
     try:

@@ -75,6 +75,10 @@ def render(kind: str, r: dict) -> list:
                 findings(r)]
     elif kind == "export":
         out.append(toolview.export_table(r))
+    elif kind == "generate":
+        from mpsstudio.engine.tools.generate import words
+
+        out += [words.table(r), words.legend(r), words.sentence(r), words.section(r)]
     elif kind == "deploy-bench":
         out.append(toolview.deploy_table(r))
     elif kind == "tune":

@@ -15,6 +15,7 @@ from .common import BATCH, ToolResult
 from .deploy import DEPLOY
 from .diagnose import DIAGNOSE
 from .export import EXPORT
+from .generate import GENERATE
 from .inspection import DEVICES, INSPECT
 from .maxbatch import MAX_BATCH_RESULT, Failed, MaxBatchResult, Probe
 from .sweep import SWEEP, Crossover, Ratio, SweepPoint, SweepResult
@@ -24,5 +25,6 @@ __all__ = ["BATCH", "MAX_STORED_BYTES", "SHAPES", "Crossover", "Failed", "MaxBat
            "SweepResult", "ToolResult"]
 
 SHAPES = {"sweep": SWEEP, "max-batch": MAX_BATCH_RESULT, "inspect": INSPECT, "devices": DEVICES, "export": EXPORT,
-          "deploy-bench": DEPLOY, "diagnose": DIAGNOSE, "tune": TUNE, "check": CHECK}
+          "deploy-bench": DEPLOY, "diagnose": DIAGNOSE, "tune": TUNE, "check": CHECK,
+          "generate": GENERATE}
 MAX_STORED_BYTES = 8 * 1024 * 1024  # the JSON of one stored tool result (a 100-layer diagnosis is ~50 KB)

@@ -1,0 +1,173 @@
+"""Generation speed, measured the way a user generates: transformers' `model.generate`, greedy, with its key/value
+cache, on a prompt of `context` token ids (random, seeded: the speed of a forward pass does not depend on which ids)
+and `new_tokens` new ones, every one of them generated (end-of-text never stops it early).
+
+Each repetition makes two calls, each timed from a synchronized device to a synchronized device:
+- `generate(max_new_tokens=1)`: the **time to the first token** (the prompt's forward pass, the first token chosen
+  and handed back); **prefill tokens/s** is the prompt's length over it (mlx-lm's and llama.cpp's definition).
+- `generate(max_new_tokens=new_tokens)`: the whole generation; what it takes beyond the first call is the **decode**
+  of the other `new_tokens - 1` tokens, at contexts `context + 1` to `context + new_tokens - 1` (said with it).
+A warm-up repetition comes first, apart (kernels chosen, caches made). Each figure is the median of the repetitions
+with its interval (analysis/repeat.median_interval: the range for fewer than 9, else the median's 95 % interval).
+The call's own timing is used, not a streamer's: on MPS transformers streams each token one step late
+(DeferredStopCheck), which would count a decode step into the first token's time."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ...analysis.repeat import median_interval
+from ...basics.errors import UserError
+from ...basics.formatting import error_line, printable
+from ...machine import devices, precision, probe
+from ...run.windows import reading_peak
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+FIRST_TOKENS = 16  # the greedy tokens kept of each setup: whether devices and precisions generate the same
+
+
+def load(folder, dtype: torch.dtype):
+    """The folder's causal LM in `dtype` (its weights cast, as a user loads it with torch_dtype), for generation."""
+    from ...models.hf_model import transformers_module
+
+    if folder.task != "causal LM":
+        raise UserError(f"{folder.architecture} is a {folder.task} model; generation speed is measured for a causal "
+                        "LM (a model folder whose architecture ends in ForCausalLM or LMHeadModel).")
+    auto = transformers_module().AutoModelForCausalLM
+    try:
+        model = auto.from_pretrained(str(folder.path), local_files_only=True, trust_remote_code=False,
+                                     use_safetensors=True, dtype=dtype)
+    except (Exception, SystemExit) as exc:
+        raise UserError(f"transformers could not load '{printable(folder.path.name)}' ({error_line(exc, 200)}); "
+                        "check that save_pretrained wrote it.") from None
+    return model.eval()
+
+
+def _generate(model, ids, mask, new_tokens: int):
+    return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                          do_sample=False, num_beams=1, use_cache=True, pad_token_id=0, temperature=None,
+                          top_p=None, top_k=None)
+
+
+def timed(dev: devices.Device, call) -> tuple[float, torch.Tensor]:
+    """(seconds, what it returned) of `call()`, the device synchronized before the first clock read and after."""
+    dev.synchronize()
+    start = time.perf_counter()
+    out = call()
+    dev.synchronize()
+    return time.perf_counter() - start, out
+
+
+def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: int, repeats: int, vocab: int,
+            seed: int = 0, should_stop=None, base: int = 0) -> dict:
+    """One setup at one context: the repetitions' first-token and whole times, and the figures made of them.
+    `base`: the CPU process's resident bytes before the model was loaded (its memory figure is the growth)."""
+    tdev = torch.device(dev.torch_device or dev.id)
+    ids = torch.randint(0, vocab, (batch, context), generator=torch.Generator().manual_seed(seed)).to(tdev)
+    mask = torch.ones_like(ids)
+    first: list[float] = []
+    whole: list[float] = []
+    tokens: list[int] = []
+    dev.reset_peak()
+    with torch.inference_mode():
+        for i in range(repeats + 1):  # the first is the warm-up, timed apart and never counted
+            if should_stop is not None and should_stop() and first:
+                break
+            t1, _ = timed(dev, lambda: _generate(model, ids, mask, 1))
+            tn, out = timed(dev, lambda: _generate(model, ids, mask, new_tokens))
+            generated = int(out.shape[1]) - context
+            if generated != new_tokens:
+                raise UserError(f"model.generate made {generated} new tokens where {new_tokens} were asked; its "
+                                "generation config stops it early (check the folder's generation_config.json).")
+            if i == 0:
+                tokens = [int(t) for t in out[0, context:context + FIRST_TOKENS].tolist()]
+                continue
+            first.append(t1)
+            whole.append(tn)
+    reading = dev.memory()
+    decode = [max(w - f, 1e-9) for f, w in zip(first, whole)]
+    row = {"context": context, "new_tokens": new_tokens, "batch": batch, "repeats": len(first),
+           "first_s": first, "whole_s": whole, "first_tokens": tokens,
+           "peak_memory": (max(0, dev.in_use(reading) - base) if dev.kind == "cpu" else
+                           reading_peak(reading) or dev.in_use(reading)) or None,
+           "memory_measure": dev.memory_measure()}
+    row.update(figures(first, decode, context, new_tokens, batch))
+    return row
+
+
+def figures(first: list[float], decode: list[float], context: int, new_tokens: int, batch: int) -> dict:
+    """Median and interval of each figure over the repetitions, paired as they ran: time to the first token (ms),
+    prefill tokens/s (the prompt's tokens of every sequence over it), decode tokens/s (the other new tokens of
+    every sequence over what the whole call took beyond the first)."""
+    out = {}
+    for key, values in (("ttft_ms", [1000 * f for f in first]),
+                        ("prefill_tps", [batch * context / f for f in first]),
+                        ("decode_tps", [batch * (new_tokens - 1) / d for d in decode] if new_tokens > 1 else [])):
+        found = median_interval(values)
+        out[key] = list(found) if found else None
+    return out
+
+
+def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
+    """Every device x precision x context of the payload, in this run process; what cannot run is said, not run."""
+    from ...models.hf_folder import is_model_folder, read_folder
+    from ...models.hf_model import transformers_module
+    from ..toolkit import tool_env
+
+    if not is_model_folder(config.model):
+        raise UserError(f"Generation speed is measured for a Hugging Face model folder (config.json and "
+                        f"model.safetensors), and {printable(config.model)[:80]!r} is not one; give --model FOLDER.")
+    folder = read_folder(config.model)
+    contexts, new_tokens = payload["contexts"], payload["new_tokens"]
+    repeats, batch = payload["repeats"], payload.get("batch") or 1
+    rows, notes, used = [], [], []
+    if folder.max_positions:
+        fits = [c for c in contexts if c + new_tokens <= folder.max_positions]
+        for c in contexts:
+            if c not in fits:
+                notes.append(f"context {c:,}: with {new_tokens:,} new tokens it passes the {folder.max_positions:,} "
+                             f"positions {folder.architecture} takes; left out")
+        contexts = fits
+    found = {d.id: d for d in devices.discover_devices()}
+    steps = max(1, len(payload["devices"]) * len(payload["precisions"]) * max(1, len(contexts)))
+    done = 0
+    for name in payload["devices"]:
+        dev = next((d for d in found.values() if d.kind == "cuda"), None) if name == "cuda" else found.get(name)
+        if dev is None or not dev.available:
+            notes.append(f"{name}: {dev.reason if dev is not None else 'no such device here'}; not measured")
+            continue
+        probe.require(dev)
+        used.append(dev)
+        for prec in payload["precisions"]:
+            why = precision.precision_unsupported_reason(dev, prec)
+            if why:
+                notes.append(f"{dev.id} {prec}: {why}; not measured")
+                continue
+            transformers_module().AutoModelForCausalLM  # (its code loaded first: the growth is the model's)
+            base = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
+            model = load(folder, DTYPES[prec]).to(torch.device(dev.torch_device or dev.id))
+            for context in contexts:
+                if should_stop is not None and should_stop():
+                    break
+                if progress is not None:
+                    progress(f"{dev.id} {prec}: generating after {context:,} tokens of context", done / steps)
+                try:
+                    row = measure(model, dev, context, new_tokens, batch, repeats, folder.vocab_size, config.seed,
+                                  should_stop, base)
+                except torch.OutOfMemoryError:
+                    notes.append(f"{dev.id} {prec}: context {context:,} does not fit in the device's memory")
+                    break
+                rows.append({"device": dev.id, "precision": prec, **row})
+                done += 1
+            del model
+            if dev.kind == "cuda":
+                torch.cuda.empty_cache()
+    from .words import sentence
+
+    result = {"tool": "generate", "model": folder.path.name, "architecture": folder.architecture, "rows": rows,
+              "notes": notes, "stopped": bool(should_stop and should_stop()),
+              "env": tool_env(next((d for d in used if d.kind != "cpu"), used[0]) if used else devices.cpu_device())}
+    result["sentence"] = sentence(result)
+    return result

@@ -1,0 +1,181 @@
+"""Generation speed said: the sentence (per context, which setup decodes fastest, only where the intervals say so),
+the table and its legend, the command's arguments and the window's sheet. No torch here."""
+
+from __future__ import annotations
+
+from ...analysis.repeat import order_rank
+from ...basics.config import DEVICE_PATTERN, PRECISIONS
+from ...basics.errors import UserError
+from ...basics.formatting import Table, fmt_bytes, printable
+
+CONTEXTS = (128, 512)  # prompt lengths by default (those past the folder's positions are left out, said)
+NEW_TOKENS = 64
+REPEATS = 7  # repetitions of each setup (their range bounds the median at 98 %; 9 or more: its 95 % interval)
+MAX_CONTEXT, MAX_NEW, MAX_REPEATS = 1 << 20, 1 << 16, 1000
+MEMORY_WORDS = {
+    "rss_growth": "growth of the process's resident memory since before the model was loaded (CPU)",
+    "peak_allocated": "peak allocated by PyTorch: weights, cache and activations",
+    "in_use_at_window_ends": "in use after the last generation, not a peak (this torch keeps no MPS peak)",
+}
+
+
+def label(row: dict) -> str:
+    return f"{row['device']} {row['precision']}"
+
+
+def figure(row: dict, key: str) -> tuple[float, float, float] | None:
+    """A row's (median, low, high) of `key`, None where it has none (or not three numbers: an imported file's)."""
+    value = row.get(key)
+    return (value[0], value[1], value[2]) if isinstance(value, list) and len(value) == 3 else None
+
+
+def interval(fig, unit: str = "", digits: int = 0) -> str:
+    if not fig:
+        return "-"
+    median, low, high = fig
+    return f"{median:,.{digits}f}{unit} [{low:,.{digits}f}-{high:,.{digits}f}]"
+
+
+def how_said(n: int) -> str:
+    return (f"range over {n} repetitions" if order_rank(n) == 1 else
+            f"95 % interval of the median of {n} repetitions")
+
+
+def fastest(rows: list[dict], key: str) -> str:
+    """Which setup is fastest at `key` (a higher figure), by the ± rule: its interval above every other's, or the
+    ones whose intervals reach it, tied."""
+    measured = [(r, f) for r in rows if (f := figure(r, key)) is not None]
+    if len(measured) < 2:
+        return ""
+    best, top = max(measured, key=lambda m: m[1][0])
+    tied = [r for r, f in measured if r is not best and f[2] >= top[1]]
+    if tied:
+        return f"{' and '.join(label(r) for r in [best, *tied])} are apart by less than the noise"
+    second, next_fig = max(((r, f) for r, f in measured if r is not best), key=lambda m: m[1][0])
+    return f"{label(best)} is fastest, {top[0] / next_fig[0]:.2f}x {label(second)}"
+
+
+def sentence(result: dict) -> str:
+    rows = result.get("rows") or []
+    if not rows:
+        why = "; ".join(result.get("notes") or []) or "nothing was measured"
+        return f"Generation speed of {printable(result.get('model', 'the model'))} was not measured: {why}."
+    parts = []
+    for context in dict.fromkeys(r["context"] for r in rows):
+        here = [r for r in rows if r["context"] == context]
+        r0 = here[0]
+        said = "; ".join(f"{label(r)} decodes {interval(figure(r, 'decode_tps'))} tokens/s, first token in "
+                         f"{interval(figure(r, 'ttft_ms'), ' ms', 1)}" for r in here)
+        verdict = fastest(here, "decode_tps")
+        parts.append(f"After {context:,} tokens of context ({r0['new_tokens']:,} new, decode at contexts "
+                     f"{context + 1:,}-{context + r0['new_tokens'] - 1:,}): {said}" + (f"; decoding, {verdict}"
+                                                                                   if verdict else ""))
+    n = min(r["repeats"] for r in rows)
+    return (f"Generation of {printable(result.get('model', ''))}, greedy with its cache, batch {rows[0]['batch']}, "
+            f"measured ({how_said(n)}, in brackets). " + ". ".join(parts) + ".")
+
+
+def table(result: dict) -> Table:
+    headers = ["Setup", "Context", "New", "First token (ms)", "Prefill tokens/s", "Decode tokens/s", "Memory",
+               "Same tokens"]
+    rows = result.get("rows") or []
+    reference = {r["context"]: r.get("first_tokens") or [] for r in rows
+                 if r["device"] == "cpu" and r["precision"] == "fp32"}
+    cells = []
+    for r in rows:
+        ref = reference.get(r["context"])
+        tokens = r.get("first_tokens") or []
+        same = ("-" if not ref or not tokens else "(reference)" if r["device"] == "cpu" and r["precision"] == "fp32"
+                else _agree(ref, tokens))
+        cells.append([label(r), f"{r['context']:,}", f"{r['new_tokens']:,}", interval(figure(r, "ttft_ms"), digits=1),
+                      interval(figure(r, "prefill_tps")), interval(figure(r, "decode_tps")),
+                      fmt_bytes(r.get("peak_memory")), same])
+    return Table(headers, cells, [False, True, True, True, True, True, True, False])
+
+
+def _agree(reference: list[int], tokens: list[int]) -> str:
+    for i, (a, b) in enumerate(zip(reference, tokens)):
+        if a != b:
+            return f"differ from token {i + 1}"
+    return f"the same {min(len(reference), len(tokens))}"
+
+
+def legend(result: dict) -> str:
+    rows = result.get("rows") or []
+    measures = "; ".join(f"{MEMORY_WORDS.get(m, m)}" for m in dict.fromkeys(r.get("memory_measure") or "-"
+                                                                             for r in rows))
+    n = min((r["repeats"] for r in rows), default=0)
+    return ("Measured: the median of each setup's repetitions with its " + how_said(n) + ", a warm-up apart, the device "
+            "synchronized at every clock read. First token: generate(max_new_tokens=1), the prompt's forward pass and "
+            "the first token; prefill tokens/s is the prompt's tokens over it. Decode tokens/s: the other new tokens "
+            "over what generate(max_new_tokens=New) took beyond it, at the contexts after the prompt. Random prompt "
+            "ids (seeded), greedy, key/value cache on. Memory: " + (measures or "-") + ". Same tokens: the greedy "
+            "tokens against cpu fp32's (random weights differ by rounding alone).")
+
+
+def section(result: dict):
+    return ([table(result).with_legend(legend(result))] if result.get("rows") else []), None
+
+
+def rederived(result: dict) -> dict:
+    result["sentence"] = sentence(result)
+    return result
+
+
+def failed(result: dict) -> bool:
+    return not result.get("rows")
+
+
+def _numbers(text, what: str, top: int) -> list[int]:
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and 1 <= int(p) <= top for p in parts):
+        raise UserError(f"{what} must be whole numbers from 1 to {top:,}, comma-separated, not "
+                        f"{printable(str(text))[:40]!r}.")
+    return list(dict.fromkeys(int(p) for p in parts))
+
+
+def arguments(values: dict) -> dict:
+    """--devices, --contexts, --new-tokens, --repeats, --precisions and --batch-size as the payload; UserError for a
+    value outside."""
+    text = values.get("devices")
+    names = list(dict.fromkeys(d.strip().lower() for d in text.split(",") if d.strip())) if text else []
+    for name in names:
+        if not DEVICE_PATTERN.fullmatch(name):
+            raise UserError(f"--devices: {printable(name)[:40]!r} is not a device; name cpu, mps, cuda or cuda:N, "
+                            "comma-separated.")
+    if not names:
+        from ...machine.devices import discover_devices
+
+        names = [d.id for d in discover_devices() if d.available]
+    contexts = _numbers(values.get("contexts") or ",".join(map(str, CONTEXTS)), "--contexts", MAX_CONTEXT)
+    new = NEW_TOKENS if values.get("new_tokens") is None else values["new_tokens"]
+    repeats = REPEATS if values.get("repeats") is None else values["repeats"]
+    batch = 1 if values.get("batch_size") is None else values["batch_size"]
+    if not 1 <= batch <= MAX_NEW:
+        raise UserError(f"--batch-size must be from 1 to {MAX_NEW:,} sequences, not {batch}.")
+    if not 2 <= new <= MAX_NEW:
+        raise UserError(f"--new-tokens must be from 2 (the first token and one decoded) to {MAX_NEW:,}, not {new}.")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise UserError(f"--repeats must be from 1 to {MAX_REPEATS:,}, not {repeats}.")
+    precisions = [p.strip().lower() for p in str(values.get("precisions") or "fp32").split(",") if p.strip()]
+    for p in precisions:
+        if p not in PRECISIONS:
+            raise UserError(f"--precisions: {printable(p)[:20]!r} is not one; choose from {', '.join(PRECISIONS)}.")
+    return {"devices": names, "contexts": contexts, "new_tokens": new, "repeats": repeats,
+            "precisions": list(dict.fromkeys(precisions)), "batch": batch}
+
+
+def chosen(values: dict, context) -> dict:
+    """The window's sheet as the tool's payload (the setup's model; the devices checked)."""
+    payload = arguments({"devices": ",".join(context.devices), "contexts": values["contexts"],
+                         "new_tokens": values["new_tokens"], "repeats": values["repeats"],
+                         "precisions": ",".join(values["precisions"] or ("fp32",)), "batch_size": values["batch_size"]})
+    return {"config": context.config, "batch_sizes": None, "payload": payload}
+
+
+def plan(picked: dict, _context) -> str:
+    p = picked["payload"]
+    contexts = ", ".join(f"{c:,}" for c in p["contexts"])
+    return (f"Generates {p['new_tokens']:,} tokens after {contexts} tokens of context on {', '.join(p['devices'])} "
+            f"in {', '.join(p['precisions'])}, {p['repeats']} times each after a warm-up: the time to the first "
+            "token, prefill and decode tokens/s.")
