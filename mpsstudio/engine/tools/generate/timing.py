@@ -60,19 +60,30 @@ def timed(dev: devices.Device, call) -> tuple[float, torch.Tensor]:
     return time.perf_counter() - start, out
 
 
+FIRST_WARMUP_S = 1.0  # a model's first measurement warms up at least this long: a process's first generations are
+# slow beyond one warm-up call (the lent H200: 136 decode tokens/s against 210 right after; docs/benchmarks.md)
+
+
 def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: int, repeats: int, vocab: int,
-            seed: int = 0, should_stop=None, base: int = 0) -> dict:
+            seed: int = 0, should_stop=None, base: int = 0, warm_s: float = 0.0) -> dict:
     """One setup at one context: the repetitions' first-token and whole times, and the figures made of them.
-    `base`: the CPU process's resident bytes before the model was loaded (its memory figure is the growth)."""
+    `base`: the CPU process's resident bytes before the model was loaded (its memory figure is the growth);
+    `warm_s`: the warm-up repeats until it has taken this long (once at least)."""
     tdev = torch.device(dev.torch_device or dev.id)
     ids = torch.randint(0, vocab, (batch, context), generator=torch.Generator().manual_seed(seed)).to(tdev)
     mask = torch.ones_like(ids)
     first: list[float] = []
     whole: list[float] = []
-    tokens: list[int] = []
     dev.reset_peak()
     with torch.inference_mode():
-        for i in range(repeats + 1):  # the first is the warm-up, timed apart and never counted
+        warm_until = time.perf_counter() + warm_s
+        while True:  # the warm-up, never counted: its greedy tokens are the setup's
+            _generate(model, ids, mask, 1)
+            out = _generate(model, ids, mask, new_tokens)
+            if time.perf_counter() >= warm_until:
+                break
+        tokens = [int(t) for t in out[0, context:context + FIRST_TOKENS].tolist()]
+        for _ in range(repeats):
             if should_stop is not None and should_stop() and first:
                 break
             t1, _ = timed(dev, lambda: _generate(model, ids, mask, 1))
@@ -81,9 +92,6 @@ def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: in
             if generated != new_tokens:
                 raise UserError(f"model.generate made {generated} new tokens where {new_tokens} were asked; its "
                                 "generation config stops it early (check the folder's generation_config.json).")
-            if i == 0:
-                tokens = [int(t) for t in out[0, context:context + FIRST_TOKENS].tolist()]
-                continue
             first.append(t1)
             whole.append(tn)
     reading = dev.memory()
@@ -155,7 +163,7 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
                     progress(f"{dev.id} {prec}: generating after {context:,} tokens of context", done / steps)
                 try:
                     row = measure(model, dev, context, new_tokens, batch, repeats, folder.vocab_size, config.seed,
-                                  should_stop, base)
+                                  should_stop, base, FIRST_WARMUP_S if context == contexts[0] else 0.0)
                 except torch.OutOfMemoryError:
                     notes.append(f"{dev.id} {prec}: context {context:,} does not fit in the device's memory")
                     break
