@@ -57,6 +57,11 @@ def request_from_args(args, devices: Sequence[str] = ()) -> RunRequest:
         value = getattr(args, arg, None)
         if value is not None:
             changes[field] = value
+    if "dataset" not in changes and changes.get("model"):
+        from ..engine.models.hf_folder import is_model_folder
+
+        if is_model_folder(changes["model"]):  # its batches made for its task, unless it is given text
+            changes["dataset"] = "synthetic"
     if getattr(args, "steps", None) is not None:
         changes.update(steps=args.steps, epochs=None)
     elif getattr(args, "epochs", None) is not None:

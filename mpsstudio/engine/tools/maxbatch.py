@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import psutil
 import torch
@@ -59,8 +60,10 @@ PREDICT_MARGIN = 1.25  # a batch is skipped unrun only when predicted above this
 
 class _Search:
     def __init__(self, setup: toolkit.Setup, limit: int | None, cap: int, progress, stop, enforced: str = "",
-                 resume: list[dict] | None = None, checkpoint=None):
+                 resume: list[dict] | None = None, checkpoint=None, axis: str = "batch", at: int = 1):
         self.setup, self.limit, self.cap = setup, limit, cap
+        # what a probe's size is: the batch, or the sequence length of token input at the batch `at`
+        self.axis, self.at = axis, at
         # probes an earlier process of this search made (the last one killed it): taken as they were, not run again
         self.known = {p["batch_size"]: p for p in resume or []}
         self.checkpoint = checkpoint or (lambda answer, deadline_s: None)
@@ -75,12 +78,26 @@ class _Search:
         self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(setup.config.precision or "fp32")
         # one untimed batch-1 step first: PyTorch's one-time set-up (thread pools, kernels, optimizer state) is
         # not memory a batch needs, so CPU growth counts from the level after it
-        x, y = toolkit.synthetic_batch(setup.model_spec, 1, setup.tdev, setup.config.seed, setup.feed)
+        x, y = self._batch(1)
         self._step(x, y)
         del x, y
         self.optimizer.zero_grad(set_to_none=True)
         free(self.dev.kind)
         self.base_rss = psutil.Process().memory_info().rss
+
+    def _batch(self, n: int):
+        """A probe's inputs: `n` samples of the model's input, or `at` samples of `n` tokens each."""
+        if self.axis == "batch":
+            return toolkit.synthetic_batch(self.setup.model_spec, n, self.setup.tdev, self.setup.config.seed,
+                                           self.setup.feed)
+        spec = replace(self.setup.model_spec, seq_len=n)
+        return toolkit.synthetic_batch(spec, self.at, self.setup.tdev, self.setup.config.seed,
+                                       toolkit.feed_at(self.setup, spec))
+
+    def _work(self, n: int) -> int:
+        """What a step of size `n` trains on: its samples (the batch axis) or its tokens (the sequence axis, whose
+        samples/s falls with the length by itself: a collapse is read from tokens/s)."""
+        return n if self.axis == "batch" else self.at * n
 
     def _fresh(self) -> None:
         """Each probe starts as a run does: the model built and moved to the device, a new optimizer whose state
@@ -142,8 +159,7 @@ class _Search:
         search took its own boundary for memory pressure)."""
         x = y = None
         try:
-            x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed,
-                                           self.setup.feed)
+            x, y = self._batch(batch)
             self._step(x, y)
             self.dev.synchronize()
             seconds = self._timed(x, y)
@@ -151,7 +167,7 @@ class _Search:
             del x, y
             self.optimizer.zero_grad(set_to_none=True)
             free(self.dev.kind)
-        return batch * PROBE_STEPS / seconds if seconds > 0 else float("inf")
+        return self._work(batch) * PROBE_STEPS / seconds if seconds > 0 else float("inf")
 
     def predicted(self, batch: int) -> int | None:
         """Memory of `batch` extrapolated linearly from the two largest probes that fit, and never above the memory
@@ -174,7 +190,8 @@ class _Search:
         if batch in self.known:
             self.probes.append(self.known.pop(batch))
             return self.probes[-1]
-        self.progress(f"batch {batch:,}: training {PROBE_STEPS} steps", 0.0)
+        size = f"batch {batch:,}" if self.axis == "batch" else f"{batch:,} tokens at batch {self.at:,}"
+        self.progress(f"{size}: training {PROBE_STEPS} steps", 0.0)
         record: dict = {"batch_size": batch, "fits": False, "samples_per_s": None, "step_ms": None, "memory": None,
                   "memory_measure": None, "reason": ""}
         # where an allocator enforces the limit, every batch is run (an out-of-memory error there is cheap and
@@ -197,13 +214,12 @@ class _Search:
         x = y = None
         try:
             with RssPeak() as rss:
-                x, y = toolkit.synthetic_batch(self.setup.model_spec, batch, self.setup.tdev, self.setup.config.seed,
-                                           self.setup.feed)
+                x, y = self._batch(batch)
                 self._step(x, y)
                 self.dev.synchronize()
                 seconds = self._timed(x, y)
                 best = max((p["samples_per_s"] or 0 for p in self.probes if p["fits"]), default=0)
-                if best and batch * PROBE_STEPS / seconds < COLLAPSE * best:  # measure again before calling it
+                if best and self._work(batch) * PROBE_STEPS / seconds < COLLAPSE * best:  # measure again first
                     seconds = min(seconds, self._timed(x, y))  # a collapse: another program may have run
             memory, measure = self._memory(rss.peak)
         except toolkit.Stopped:
@@ -219,7 +235,7 @@ class _Search:
             del x, y
             self.optimizer.zero_grad(set_to_none=True)
             free(self.dev.kind)
-        sps = batch * PROBE_STEPS / seconds if seconds > 0 else None
+        sps = self._work(batch) * PROBE_STEPS / seconds if seconds > 0 else None
         record.update(samples_per_s=sps, step_ms=seconds / PROBE_STEPS * 1000, memory=memory,
                       memory_measure=measure)
         swapped = swapped_out() - swap_before
@@ -260,10 +276,14 @@ class _Search:
 def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEFAULT_CAP, start: int = 1,
            progress: Callable[[str, float], None] | None = None,
            should_stop: Callable[[], bool] | None = None, resume: list[dict] | None = None,
-           checkpoint: Callable[[dict | None, float | None], None] | None = None) -> dict:
+           checkpoint: Callable[[dict | None, float | None], None] | None = None, axis: str = "batch",
+           at: int = 1) -> dict:
     """Find the largest batch of `config` that trains on its device, and the fastest; see the module docstring.
     `resume`: the probes of an earlier process of the same search, which died in its last one; `checkpoint`: told
     before each probe what to resume from should this process die in it.
+
+    `axis` "seq_len": the longest sequence of a token model that trains at the batch `at` instead (up to the
+    positions the model takes).
 
     Raises UserError for bad input or a model that fails for another reason than memory at the first batch."""
     if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_BATCH:
@@ -274,7 +294,10 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
     progress = progress or (lambda message, fraction: None)
     stop = should_stop or (lambda: False)
     setup = toolkit.prepare(config.with_device(config.device), progress)
-    cap, cap_source = data_cap(setup, cap)
+    if axis == "seq_len":
+        cap, cap_source = sequence_cap(setup, cap, at)
+    else:
+        cap, cap_source = data_cap(setup, cap)
     limit, source = limit_for(setup, memory_limit)
     stopped = False
     probes: list[dict] = []
@@ -284,13 +307,33 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
             for p in resume)):
         raise UserError("The max-batch search was asked to resume from probes it cannot read.")
     try:
-        probes, stopped = _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint)
+        probes, stopped = _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint,
+                                    axis, at)
     finally:
         lift()
     if checkpoint is not None:  # the search is over: nothing to resume
         checkpoint(None, None)
     return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap, stopped=stopped,
-                  env=setup.env, config=setup.config.to_dict(), enforced=enforced, cap_source=cap_source)
+                  env=setup.env, config=setup.config.to_dict(), enforced=enforced, cap_source=cap_source,
+                  axis=axis, at=at)
+
+
+def sequence_cap(setup: toolkit.Setup, cap: int, at: int) -> tuple[int, str]:
+    """The longest sequence worth trying: `cap`, or the positions the model takes when fewer; UserError for a model
+    whose input is not tokens, or whose own make_batch decides its length."""
+    from ..basics.config import MAX_SEQ
+
+    if setup.model_spec.kind != "tokens":
+        raise UserError(f"{setup.config.model} takes images; the longest-sequence search is for a model of tokens "
+                        "(search the largest batch instead).")
+    toolkit.feed_at(setup, setup.model_spec)  # (UserError for a model file's own make_batch: its own length)
+    if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= MAX_BATCH:
+        raise UserError(f"The batch of the longest-sequence search must be a whole number from 1 to {MAX_BATCH:,}.")
+    cap = min(cap, MAX_SEQ)
+    positions = toolkit.positions(setup)
+    if positions and positions < cap:
+        return positions, f"the {positions:,} positions the model takes"
+    return cap, "asked"
 
 
 def data_cap(setup: toolkit.Setup, cap: int) -> tuple[int, str]:
@@ -304,13 +347,13 @@ def data_cap(setup: toolkit.Setup, cap: int) -> tuple[int, str]:
     return cap, "asked"
 
 
-def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint
+def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume, checkpoint, axis="batch", at=1
               ) -> tuple[list[dict], bool]:
     stopped, probes = False, []
     with steps.global_settings(setup.config):
         finder = None
         try:
-            finder = _Search(setup, limit, cap, progress, stop, enforced, resume, checkpoint)
+            finder = _Search(setup, limit, cap, progress, stop, enforced, resume, checkpoint, axis, at)
             probes = finder.probes
             finder.run(max(1, min(start, cap)))
         except toolkit.Stopped:
@@ -332,4 +375,5 @@ def _searched(setup, config, limit, cap, progress, stop, enforced, start, resume
 def run_tool(config: RunConfig, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
     """The search as the tool table carries it out in a run process (tools/registry.py)."""
     return search(config, memory_limit=payload.get("memory_limit"), cap=payload.get("cap", DEFAULT_CAP),
-                  progress=progress, should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint)
+                  progress=progress, should_stop=should_stop, resume=payload.get("resume"), checkpoint=checkpoint,
+                  axis=payload.get("axis", "batch"), at=payload.get("at", 1))

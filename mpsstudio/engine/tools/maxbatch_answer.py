@@ -21,7 +21,15 @@ def arguments(values: dict) -> dict:
     cap = cap if cap is not None else DEFAULT_CAP
     if not 1 <= cap <= MAX_BATCH:
         raise UserError(f"--max-batch must be a whole number from 1 to {MAX_BATCH:,}, not {cap}.")
-    return {"memory_limit": limit, "cap": cap}
+    at = values.get("at_batch")
+    if not values.get("longest_sequence"):
+        if at is not None:
+            raise UserError("--at-batch is the batch of the longest-sequence search: give --longest-sequence too.")
+        return {"memory_limit": limit, "cap": cap}
+    at = 1 if at is None else at
+    if not 1 <= at <= MAX_BATCH:
+        raise UserError(f"--at-batch must be a whole number from 1 to {MAX_BATCH:,}, not {at}.")
+    return {"memory_limit": limit, "cap": cap, "axis": "seq_len", "at": at}
 
 
 def found_none(result: dict) -> bool:
@@ -43,9 +51,10 @@ def sweep_sizes(largest: int) -> list[int]:
 
 
 def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
-           env: dict, config: dict, enforced: str = "", cap_source: str = "asked") -> dict:
+           env: dict, config: dict, enforced: str = "", cap_source: str = "asked", axis: str = "batch",
+           at: int = 1) -> dict:
     """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
-    sizes worth a sweep, and one sentence."""
+    sizes worth a sweep, and one sentence. `axis` "seq_len": the sizes are sequence lengths at the batch `at`."""
     fits = [p for p in probes if p["fits"]]
     largest = max(fits, key=lambda p: p["batch_size"]) if fits else None
     fastest = max(fits, key=lambda p: p["samples_per_s"] or 0) if fits else None
@@ -53,8 +62,10 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
                     and (largest is None or p["batch_size"] > largest["batch_size"])), key=lambda p: p["batch_size"])
     failed = above[0] if above else None
     capped = largest is not None and largest["batch_size"] >= cap and failed is None
-    sizes = sweep_sizes(largest["batch_size"]) if largest else []
-    if largest is None:
+    sizes = sweep_sizes(largest["batch_size"]) if largest and axis == "batch" else []
+    if axis == "seq_len":
+        sentence = sequence_sentence(largest, failed, device, at, cap, cap_source, capped)
+    elif largest is None:
         sentence = f"No batch trained on {device}" + (f": batch {failed['batch_size']:,} {failed['reason']}"
                                                        if failed else "") + "."
     else:
@@ -72,6 +83,8 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
         sentence += " Stopped before the search ended."
     return {
         "tool": "max-batch",
+        "axis": axis,
+        "at_batch": at if axis == "seq_len" else None,
         "device": device,
         "largest_batch": largest["batch_size"] if largest else None,
         "smallest_failed": ({"batch_size": failed["batch_size"], "why": failed.get("why") or "",
@@ -91,6 +104,24 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
         "env": env,
         "config": config,
     }
+
+
+def sequence_sentence(longest: dict | None, failed: dict | None, device: str, at: int, cap: int, cap_source: str,
+                      capped: bool) -> str:
+    """The longest-sequence search in one sentence (its probes' sizes are sequence lengths at batch `at`)."""
+    if longest is None:
+        return (f"No sequence trained on {device} at batch {at:,}" + (f": {failed['batch_size']:,} tokens "
+                                                                     f"{failed['reason']}" if failed else "") + ".")
+    words = ("growth of the process's resident memory over its level after a first short step"
+             if longest["memory_measure"] == "rss_growth" else _measure_words(longest["memory_measure"]))
+    sentence = (f"Longest sequence that trains on {device} at batch {at:,}: {longest['batch_size']:,} tokens "
+                f"({fmt_bytes(longest['memory'])} {words})")
+    if failed is not None:
+        sentence += f"; {failed['batch_size']:,} did not: {failed['reason']}"
+    elif capped:
+        sentence += (f"; the search stopped at {cap_source}, not at a memory limit" if cap_source != "asked" else
+                     f"; the search stopped at the cap of {cap:,} tokens, not at a memory limit")
+    return sentence + "."
 
 
 def _measure_words(measure: str | None) -> str:

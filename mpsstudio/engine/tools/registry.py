@@ -106,7 +106,7 @@ TABLE = (
              MODE)),
     Tool("max-batch", "Largest batch", "Find Largest Batch…", "Ctrl+Shift+M", run="maxbatch:run_tool",
          ended="maxbatch_answer:from_checkpoint", section="toolview:max_batch_section",
-         doing="searching the largest batch of {model} that trains on {device}", arguments="maxbatch_answer:arguments",
+         doing="searching how much of {model} trains on {device}", arguments="maxbatch_answer:arguments",
          failed="maxbatch_answer:found_none", kept="the search so far",
          help="the largest batch that trains (full training steps) and the fastest", setup=True,
          what="The largest batch that trains (full training steps) on the device, doubling then bisecting to the "
@@ -120,7 +120,10 @@ TABLE = (
              Option("--max-batch", "largest batch to try (default: 65536)", type=int, metavar="N",
                     field=Field("Largest batch to try:", "whole", "The largest batch to try (--max-batch).",
                                 initial=Ref("chosen:max_batch_cap"), low=1, high=MAX_BATCH,
-                                note=Ref("chosen:max_batch_note"))))),
+                                note=Ref("chosen:max_batch_note"))),
+             Option("--longest-sequence", "search the longest sequence of a token model that trains at --at-batch "
+                    "instead (up to the positions it takes; --max-batch caps the length)", action="store_true"),
+             Option("--at-batch", "the batch of the longest-sequence search (default: 1)", type=int, metavar="N"))),
     Tool("inspect", "Inspection", "Inspect Model (CPU Fallback, Parity)…", "Ctrl+Shift+I", run="inspection:run_tool",
          rederived="toolview:inspect_rederived", section="toolview:inspect_section",
          help="CPU-fallback operations and numerical parity with the CPU (float64) on one device, and its functional "

@@ -106,6 +106,31 @@ def real_batch(setup: Setup, n: int, device: torch.device) -> tuple[torch.Tensor
     return convert(x.to(device)), y.to(device)
 
 
+def feed_at(setup: Setup, spec: DataSpec) -> Feed:
+    """The setup's feed for token input of `spec`'s length: a model folder's batches remade at it; a model fed by
+    its dataset's tensors as it is; UserError for a model file's own make_batch, which decides its own length."""
+    from ..models.hf_folder import is_model_folder
+
+    if is_model_folder(setup.config.model):
+        from ..models import hf_model
+
+        folder, _ = hf_model.spec_for(setup.config.model, None)
+        return Feed(hf_model.batch_maker(folder, spec), hf_model.model_loss, folder.path.name)
+    if setup.feed.made:
+        raise UserError(f"{setup.config.model} makes its own batches (make_batch), so their length is its own; "
+                        "search the largest batch instead.")
+    return setup.feed
+
+
+def positions(setup: Setup) -> int | None:
+    """The most positions a token model takes (a model folder's config says; None where nothing says)."""
+    from ..models.hf_folder import is_model_folder, read_folder
+
+    if is_model_folder(setup.config.model):
+        return read_folder(setup.config.model).max_positions or None
+    return None
+
+
 def synthetic_batch(spec: DataSpec, n: int, device: torch.device, seed: int = 0,
                     feed: Feed | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch shaped like the model's input (normalised images or token ids), made on the device; a model file's

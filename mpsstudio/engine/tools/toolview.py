@@ -53,7 +53,10 @@ def sweep_table(result: SweepResult | dict) -> Table:
 def max_batch_table(result: MaxBatchResult | dict) -> Table:
     r = MaxBatchResult.of(result)
     steps = r.probe_steps or 3
-    headers = ["batch", "fits", f"samples/s (measured, {steps} steps: rough)", "step ms", "memory", "why not"]
+    tokens = r.axis == "seq_len"
+    headers = [f"tokens a sequence (batch {r.at_batch or 1:,})" if tokens else "batch", "fits",
+               f"{'tokens' if tokens else 'samples'}/s (measured, {steps} steps: rough)", "step ms", "memory",
+               "why not"]
     rows = []
     for p in sorted(r.probes, key=lambda p: p.batch_size):
         memory = fmt_bytes(p.memory) if p.memory is not None else DASH
@@ -342,10 +345,13 @@ def sweep_section(result: dict) -> Section:
 
 
 def max_batch_section(result: dict) -> Section:
-    probes = sorted(MaxBatchResult.of(result).probes, key=lambda p: p.batch_size)
+    r = MaxBatchResult.of(result)
+    probes = sorted(r.probes, key=lambda p: p.batch_size)
+    tokens = r.axis == "seq_len"
     return ([max_batch_table(result)],
-            Chart([f"batch {p.batch_size:,}" for p in probes], [p.samples_per_s for p in probes],
-                  "samples/s of each probe (measured over a few steps: rough)",
+            Chart([f"{p.batch_size:,} tokens" if tokens else f"batch {p.batch_size:,}" for p in probes],
+                  [p.samples_per_s for p in probes],
+                  f"{'tokens' if tokens else 'samples'}/s of each probe (measured over a few steps: rough)",
                   notes=["" if p.fits else "does not fit" for p in probes]))
 
 

@@ -49,6 +49,8 @@ class MaxBatchResult(ToolResult):
     cap_source: str | None = may(LONG)
     capped: bool | None = may(Flag())
     probe_steps: int | None = may(Int(1, 1_000))
+    axis: str = may(Text(max=16, choices=("batch", "seq_len")), "batch")  # what a probe's size is
+    at_batch: int | None = may(Int(1, MAX_BATCH, null=True))  # the sequence axis's batch
 
 
 MAX_BATCH_RESULT = MaxBatchResult.declared_shape()
