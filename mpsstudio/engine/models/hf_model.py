@@ -50,6 +50,11 @@ def build(folder: HfFolder, spec: DataSpec, options: dict) -> torch.nn.Module:
     except (Exception, SystemExit) as exc:
         raise UserError(f"transformers could not load '{folder.path.name}' ({error_line(exc, 200)}); check that "
                         "save_pretrained wrote it.") from exc
+    # from_pretrained returns the model in eval mode; a model is built as nn.Module makes one, in training mode (its
+    # dropout on), like every built-in: a tool's training steps (max-batch's probes) then train as a run does. Left
+    # in eval mode, max-batch's longest sequence of GPT-2 small under 4 GiB read 1,448 tokens against 1,416
+    # trained with dropout on (the lent H200; docs/benchmarks.md).
+    model.train()
     if folder.task == "sequence classification" and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = 0  # batches without padding: any id, so a classifier takes batches above 1
     if checkpointing:
