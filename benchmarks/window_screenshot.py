@@ -5,6 +5,7 @@ fresh history:
     python benchmarks/window_screenshot.py --runs OUT.png RUNS.json             # the Runs tab, newest comparison
     python benchmarks/window_screenshot.py --folder DIR OUT.png                 # a folder dropped: its summary
     python benchmarks/window_screenshot.py --runs --folder MODEL OUT.png RUNS.json  # a model folder and its runs
+    python benchmarks/window_screenshot.py --folder MODEL --text FILE OUT.png   # a model folder, then its text dropped
     python benchmarks/window_screenshot.py --runs --compare environment --python PY OUT.png RUNS.json
                                                     # the newest run compared by its environment; PY in Preferences
 
@@ -26,6 +27,7 @@ from mpsstudio import cli  # noqa: E402
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--runs", action="store_true", help="the Runs tab with the newest comparison selected")
 parser.add_argument("--folder", default=None, metavar="DIR", help="drop this folder and show its summary")
+parser.add_argument("--text", default=None, metavar="FILE", help="with --folder (a model folder): drop this text")
 parser.add_argument("--compare", default=None, metavar="KIND",
                     help="with --runs: select the newest run and show its comparison of this kind (environment, "
                          "setting, selected)")
@@ -77,6 +79,8 @@ def prepare():
         window.results.select_ids([r.id for r in comparisons[-1].all_runs] if comparisons else [])
     elif args.folder:
         window.check_folder(args.folder)
+        if args.text:
+            window.handle_drop([args.text])
     else:
         window.tabs.setCurrentWidget(window.tools)
         window.tools.reload()
@@ -96,6 +100,10 @@ def shoot():
     from mpsstudio.engine.models.hf_folder import is_model_folder
 
     model = bool(args.folder) and is_model_folder(args.folder)  # a model folder has no summary window
+    if args.text and args.text not in window.setup.facts.text_summaries and waited[0] < 240:  # once tokenized
+        waited[0] += 1
+        QTimer.singleShot(250, shoot)
+        return
     if args.folder and not model and window.folders.summary is None and waited[0] < 240:  # the folder once checked
         waited[0] += 1
         QTimer.singleShot(250, shoot)

@@ -10,6 +10,8 @@ pattern; this is ours, on PySide6 alone.)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import threading
 import weakref
 from collections.abc import Callable
@@ -113,6 +115,16 @@ def folder_job(path: str, parent=None) -> Job:
 
         return path, inspect_folder(path)
     return Job(work, lambda exc: f"{path} could not be read ({type(exc).__name__}: {exc}).", parent)
+
+
+def text_job(path: str, model: str, parent=None) -> Job:
+    """A dropped text file (or folder of them) tokenized by the chosen model folder's tokenizer in the engine
+    (run.setup.text_summary: into the cache its run reuses): (path, its summary)."""
+    def work(job: Job):
+        from ..engine.run.setup import text_summary
+
+        return path, text_summary(path, model)
+    return Job(work, lambda exc: f"{Path(path).name} could not be read ({type(exc).__name__}: {exc}).", parent)
 
 
 def interpreter_job(path: str, parent=None) -> Job:

@@ -173,3 +173,4 @@ def load_text(name: str, folder: Path, vocab_size: int, seq_len: int, layout: st
     return LoadedDataset(files.name, spec, train, val, [], (), (), notes, described=described,
                          text={"layout": layout, "tokens_per_sample": per_row, "training_tokens": real,
                                "learnt_tokens": train.learnt_tokens(), "cache": str(cache)})
+

@@ -84,6 +84,33 @@ def load_text_for(config: RunConfig, progress=None) -> datasets.LoadedDataset:
                      config.options.get("text_layout"), config.seed, progress)
 
 
+def text_summary(name: str, model: str, seq_len: int | None = None, layout: str | None = None, seed: int = 0,
+                 progress: Callable[[str, float], None] | None = None) -> dict:
+    """What a text dataset holds for a model folder, as a front end shows it before anything runs: its examples
+    and tokens by the folder's tokenizer, its sequences and split at the run's default length and layout (tokenized
+    into the cache a run of the same setup then reuses), the first example's text, and one sentence."""
+    from ..data import text
+    from ..data.token_rows import load_text
+    from ..models.hf_folder import read_folder
+
+    folder = read_folder(model)
+    if folder.task != "causal LM":
+        raise UserError(f"'{printable(folder.path.name)}' is a {folder.task} model, and a text dataset trains a "
+                        "language model (causal LM); choose a causal LM folder, or synthetic data.")
+    length = seq_len or folder.default_seq_len()
+    loaded = load_text(name, folder.path, folder.vocab_size, length, layout, seed, progress)
+    info = loaded.text or {}
+    val = len(loaded.val) if loaded.val is not None else 0
+    examples = next((n for n in loaded.notes if "example" in n), "")
+    sentence = (f"{loaded.name}: {info.get('training_tokens', 0):,} training tokens by "
+                f"{printable(folder.path.name)}'s tokenizer, {info.get('layout')} in sequences of {length:,} "
+                f"({len(loaded.train):,} training + {val:,} validation)")
+    return {"name": loaded.name, "sentence": sentence, "preview": text.preview(text.find_files(name)),
+            "seq_len": length, "layout": info.get("layout"), "training_tokens": info.get("training_tokens"),
+            "train_rows": len(loaded.train), "val_rows": val, "vocab_size": folder.vocab_size,
+            "notes": [examples, *loaded.notes[1:]] if examples else list(loaded.notes)}
+
+
 def synthetic_size(spec, config: RunConfig) -> int:
     """How many synthetic samples to make: SYNTHETIC_SAMPLES, fewer where they would take more than SYNTHETIC_BYTES
     (large inputs: 1,024 images of 3x2048x2048 are 12 GiB), never fewer than two batches."""

@@ -48,6 +48,8 @@ class DatasetChoice(QObject):
             self.combo.setItemData(self.combo.count() - 1, info.description, Qt.ItemDataRole.ToolTipRole)
         for path, report in self._facts.folder_reports.items():
             self._insert_folder(path, report)
+        for path, summary in self._facts.text_summaries.items():
+            self._insert_folder(path, None, summary)
 
     def select(self, dataset: str) -> None:
         """Show `dataset`; a folder not in the list yet is added (unchecked: no report)."""
@@ -77,6 +79,16 @@ class DatasetChoice(QObject):
             self.combo.setItemData(index, _folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         self.combo.setCurrentIndex(index)
 
+    def add_text(self, path: str, summary: dict) -> None:
+        """A text dataset the engine tokenized for the model folder (run.setup.text_summary), selected."""
+        index = self._folder_index(path)
+        self._facts.text_summaries[path] = summary
+        if index < 0:
+            index = self._insert_folder(path, None, summary)
+        else:
+            self.combo.setItemData(index, _text_tip(path, summary), Qt.ItemDataRole.ToolTipRole)
+        self.combo.setCurrentIndex(index)
+
     def _folder_index(self, path: str) -> int:
         wanted = os.path.normpath(os.path.expanduser(path))
         for i in range(self.combo.count()):
@@ -85,15 +97,17 @@ class DatasetChoice(QObject):
                 return i
         return -1
 
-    def _insert_folder(self, path: str, report) -> int:
+    def _insert_folder(self, path: str, report, text: dict | None = None) -> int:
         combo = self.combo
         if combo.count() == len(self._facts.dataset_infos) and self._facts.dataset_infos:
             combo.insertSeparator(combo.count())
         name = Path(path).expanduser().name or path
-        # the platform's folder icon, not an emoji: a font without one draws a missing-glyph box
-        icon = combo.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon)
-        combo.addItem(icon, name, path)
-        combo.setItemData(combo.count() - 1, _folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
+        # the platform's folder (or file) icon, not an emoji: a font without one draws a missing-glyph box
+        pixmap = QStyle.StandardPixmap.SP_FileIcon if text is not None and Path(path).is_file() else \
+            QStyle.StandardPixmap.SP_DirIcon
+        combo.addItem(combo.style().standardIcon(pixmap), name, path)
+        tip = _text_tip(path, text) if text is not None else _folder_tip(path, report)
+        combo.setItemData(combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         return combo.count() - 1
 
     def _on_index(self, index: int) -> None:
@@ -103,3 +117,10 @@ class DatasetChoice(QObject):
 
 def _folder_tip(path: str, report) -> str:
     return f"{path}\n{report.summary()}" if report is not None else path
+
+
+def _text_tip(path: str, summary: dict) -> str:
+    """A text dataset's tooltip: its path, the engine's sentence and notes, and its first example."""
+    notes = "\n".join(f"· {n}" for n in summary.get("notes") or [])
+    return f"{path}\n{summary['sentence']}.\n{notes}\n\nFirst example:\n{summary.get('preview') or ''}"
+

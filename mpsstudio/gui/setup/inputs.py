@@ -43,6 +43,10 @@ def input_kind(dataset, model, dataset_infos: dict, model_infos: dict) -> str:
         return ""
     if str(dataset).lower() == SYNTHETIC:
         return "" if makes_own_batches(model, model_infos) else SYNTHETIC
+    from ...engine.basics.spec import is_text_dataset
+
+    if is_text_dataset(str(dataset)):  # a language model's text: its sequences are the engine's (its default length)
+        return ""
     return "folder" if dataset not in dataset_infos else ""
 
 

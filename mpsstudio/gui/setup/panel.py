@@ -156,6 +156,11 @@ class SetupPanel(QWidget):
         self.datasets.add_folder(path, report)
         self._refresh()
 
+    def add_text_dataset(self, path: str, summary: dict) -> None:
+        """A text dataset the engine tokenized for the chosen model folder, added to the list and selected."""
+        self.datasets.add_text(path, summary)
+        self._refresh()
+
     def use_model_folder(self, path: str, description: str) -> None:
         """A Hugging Face model folder as the model, on synthetic data: its batches are made for its task."""
         self.models.use_folder(path, description)

@@ -12,15 +12,26 @@ from ...engine.basics.spec import DataSpec
 from .rules import MODEL_FILE_WARNING
 
 
-def dataset_facts(info, spec: DataSpec | None) -> str:
-    """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo's fields."""
+def labels_words(spec: DataSpec, task: str = "") -> str:
+    """What the model predicts: "10 classes", or a language model's "causal LM, vocabulary 50,257"."""
+    if task in LANGUAGE_TASKS:
+        return f"{task}, vocabulary {spec.vocab_size:,}"
+    return plural(spec.num_classes, "class", "classes")
+
+
+LANGUAGE_TASKS = ("causal LM", "masked LM")  # a model folder's tasks that predict tokens, not classes
+
+
+def dataset_facts(info, spec: DataSpec | None, task: str = "") -> str:
+    """'shapes · 6,000 + 1,000 images · 1×28×28 · 10 classes' from a DatasetInfo's fields; `task`: a model folder's
+    (a language model predicts tokens: its vocabulary is said, not classes)."""
     if info.spec is None:  # synthetic: `spec` is what the engine makes for the model (run.setup.synthetic_input)
         if spec is None:
             return f"{info.name} · random data shaped for the model · throughput only, no learning"
         sample = (f"random {spec.channels}×{spec.height}×{spec.width} images" if spec.kind == "image" else
-                  f"random sequences of {spec.seq_len:,} tokens (vocabulary {spec.vocab_size:,})")
-        return " · ".join([info.name, sample, plural(spec.num_classes, "class", "classes"),
-                           "throughput only, no learning"])
+                  f"random sequences of {spec.seq_len:,} tokens" + ("" if task in LANGUAGE_TASKS else
+                                                                   f" (vocabulary {spec.vocab_size:,})"))
+        return " · ".join([info.name, sample, labels_words(spec, task), "throughput only, no learning"])
     facts = [info.name]
     if info.train_size is not None:
         facts.append(f"{info.train_size:,} + {info.val_size or 0:,} images")
@@ -54,6 +65,7 @@ class SetupFacts:
         self.model_infos: dict = {}
         self.dataset_infos: dict = {}
         self.folder_reports: dict[str, object] = {}  # folder path -> the engine's FolderReport (None: unchecked)
+        self.text_summaries: dict[str, dict] = {}  # a text dataset's path -> the engine's run.setup.text_summary
         self.counted: dict[tuple, int | str | None] = {}
 
     def spec_and_facts(self, model: str, dataset: str, image_size: int | None, settings: Callable[[], RunConfig],
@@ -77,7 +89,18 @@ class SetupFacts:
             return None, f"{info.name}: {exc}"
         except Exception:  # a model file that cannot be read yet: its own words come with Run
             return self.model_default_spec(model), dataset_facts(info, None)
-        return spec, dataset_facts(info, spec)
+        return spec, dataset_facts(info, spec, self.folder_task(model))
+
+    def folder_task(self, model) -> str:
+        """A model folder's task as its config says ("causal LM"), "" for any other model."""
+        if not self.is_model_folder(model):
+            return ""
+        try:
+            from ...engine.models.hf_folder import read_folder
+
+            return read_folder(model).task
+        except Exception:  # a folder that cannot be read: its sentence comes with Run
+            return ""
 
     def is_model_folder(self, model) -> bool:
         """A Hugging Face model folder chosen as the model (a built-in's name is never looked up on disk)."""
@@ -105,6 +128,13 @@ class SetupFacts:
         report comes."""
         report = self.folder_reports.get(dataset)
         name = Path(dataset).expanduser().name or dataset
+        text = self.text_summaries.get(dataset)
+        if text is not None:  # tokenized by the model folder's tokenizer (the engine's summary)
+            spec = DataSpec("tokens", 2, seq_len=text["seq_len"], vocab_size=text["vocab_size"])
+            return spec, " · ".join([name, f"{text['training_tokens']:,} training tokens",
+                                     f"{text['layout']} in sequences of {text['seq_len']:,}",
+                                     f"{text['train_rows']:,} + {text['val_rows']:,} sequences",
+                                     labels_words(spec, "causal LM")])
         if report is None:
             return None, name
         preferred = getattr(self.model_infos.get(model), "preferred_image_size", None)

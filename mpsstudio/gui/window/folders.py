@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject
 
 from PySide6.QtWidgets import QFileDialog
 
-from ..jobs import folder_job
+from ..jobs import folder_job, text_job
 
 if TYPE_CHECKING:
     from ..setup.folder_summary import FolderSummary
@@ -36,6 +36,11 @@ class Folders(QObject):
                                 f"subfolder of images per class.", warning=True)
             return
         path = Path(paths[0])
+        from ...engine.basics.spec import is_text_dataset
+
+        if is_text_dataset(str(path)):  # text for a language model folder: .txt, .jsonl, .parquet, or a folder
+            self.use_text(str(path))
+            return
         if path.is_file():
             banner.show_message(f"{path.name} is a file; drop a folder that holds one subfolder of images per "
                                 "class.", warning=True)
@@ -76,6 +81,31 @@ class Folders(QObject):
         w.setup.use_model_folder(path, info.description)
         w.banner.clear("folder")
         w.say(f"Model: {info.description} It trains on batches made for its task (synthetic).")
+
+    def use_text(self, path: str) -> None:
+        """A text dataset for the chosen model folder: tokenized by its tokenizer in the engine off the GUI thread,
+        then chosen with its token count and its first example; one sentence where it cannot be."""
+        w = self.w
+        model = w.setup.models.current()
+        if not w.setup.facts.is_model_folder(model):
+            w.banner.show_message(f"{Path(path).name} is text for a language model: choose its model folder first "
+                                  "(drop the folder with config.json and its tokenizer), then drop the text.",
+                                  warning=True, kind="folder")
+            return
+        w.banner.show_message(f"Tokenizing {Path(path).name} with {Path(model).name}'s tokenizer…")
+        job = text_job(path, model, w)
+        job.done.connect(self.on_text)
+        job.rejected.connect(self.on_rejected)
+        job.finished.connect(self.forget_finished)
+        self.checkers.append(job)
+        job.start()
+
+    def on_text(self, answer: tuple) -> None:
+        path, summary = answer
+        w = self.w
+        w.setup.add_text_dataset(path, summary)
+        w.banner.show_message(f"{summary['sentence']}. Selected as the dataset.", kind="folder")
+        w.say(f"{summary['name']}, its first example: {summary['preview'][:160]}")
 
     def forget_finished(self) -> None:
         for checker in [c for c in self.checkers if c.isFinished()]:

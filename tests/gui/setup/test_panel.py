@@ -356,6 +356,8 @@ def test_a_model_folder_is_the_model_with_its_fine_tuning(fake_panel, tmp_path):
     assert fake_panel.training.form.isRowVisible(fake_panel.training.finetune_combo)
     assert not fake_panel.models.check_button.isVisible()  # safetensors: nothing to run to check it
     assert "30,720 parameters" in fake_panel.summary_text() and "runs its code" not in fake_panel.summary_text()
+    # a causal LM predicts tokens: its vocabulary is said, not "2 classes"
+    assert "causal LM, vocabulary 100" in fake_panel.summary_text() and "classes" not in fake_panel.summary_text()
     fake_panel.training.finetune_combo.setCurrentIndex(fake_panel.training.finetune_combo.findData("lora"))
     [config] = fake_panel.configs()
     assert config.model == folder and config.options["finetune"] == "lora"

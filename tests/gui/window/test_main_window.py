@@ -100,13 +100,35 @@ def test_dropping_a_class_folder_selects_it(qtbot, window, tmp_path):
     assert "mlp gets every image as 32×32" in summary.text.text()
 
 
-@pytest.mark.parametrize("kind", ["file", "two", "flat", "missing"])
+def test_dropping_text_after_a_model_folder_chooses_it_with_its_tokens(qtbot, window, tmp_path):
+    pytest.importorskip("transformers")
+    from tests.support import hf_folders
+
+    model = hf_folders.gpt_text_lm(tmp_path / "gpt")
+    text = tmp_path / "story.txt"
+    text.write_text(hf_folders.PATTERN_TEXT)
+    window.handle_drop([str(model)])
+    window.handle_drop([str(text)])
+    qtbot.waitUntil(lambda: window.setup.configs()[0].dataset == str(text), timeout=60_000)
+    banner = window.banner.text()
+    assert "training tokens by gpt's tokenizer, packed in sequences of 32" in banner and "Selected" in banner
+    line = window.setup.summary_text()
+    assert "causal LM, vocabulary 300" in line and "classes" not in line
+    assert window.setup.configs()[0].model == str(model)
+    assert "the cat sat on the mat" in window.statusBar().currentMessage()  # its first example
+
+
+@pytest.mark.parametrize("kind", ["file", "text", "two", "flat", "missing"])
 def test_a_bad_drop_is_explained_inline(qtbot, window, tmp_path, kind):
     before = window.setup.configs()[0].dataset
     if kind == "file":
-        f = tmp_path / "notes.txt"
+        f = tmp_path / "notes.csv"
         f.write_text("hello")
         paths, expect = [str(f)], "is a file"
+    elif kind == "text":  # text with a built-in model chosen: it needs a language model folder
+        f = tmp_path / "notes.txt"
+        f.write_text("hello")
+        paths, expect = [str(f)], "is text for a language model: choose its model folder first"
     elif kind == "two":
         paths, expect = [str(make_folder(tmp_path / "a")), str(make_folder(tmp_path / "b"))], "one folder at a time"
     elif kind == "flat":
