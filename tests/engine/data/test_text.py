@@ -256,3 +256,12 @@ def test_parquet_is_read_where_pyarrow_is_and_a_bad_one_is_one_sentence(lm, tmp_
     (tmp_path / "fake.parquet").write_text("not parquet at all")
     with pytest.raises(UserError, match="'fake.parquet' cannot be read as parquet"):
         token_rows.load_text(str(tmp_path / "fake.parquet"), lm["gpt"], 300, 32)
+
+
+def test_early_stopping_and_the_best_epoch_watch_the_texts_validation(lm):
+    result = run(lm["gpt"], lm["txt"], epochs=4, early_stop_patience=1, early_stop_monitor="val_loss",
+                 keep_best=True)
+    assert result.status == "finished", result.error
+    s = result.summary
+    assert s.monitor == "val_loss" and s.best_epoch is not None
+    assert s.best_value == pytest.approx(min(e.val_loss for e in result.epochs))

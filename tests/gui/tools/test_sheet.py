@@ -162,3 +162,18 @@ def test_the_tools_menu_opens_the_sheet_and_runs_what_it_chose(qtbot, monkeypatc
         assert kwargs["payload"] == {"steps": 6, "warmup": 1}
     finally:
         w.close()
+
+
+def test_the_generation_sheet_gives_the_commands_payload(qtbot):
+    from mpsstudio.engine.tools.generate import words
+
+    s = _sheet(qtbot, "generate", devices=("cpu", "mps"))
+    assert s.chosen()["payload"] == {"devices": ["cpu", "mps"], "contexts": list(words.CONTEXTS),
+                                     "new_tokens": words.NEW_TOKENS, "repeats": words.REPEATS,
+                                     "precisions": ["fp32"], "batch": 1}
+    s.fields["contexts"].setText("256, 1024")
+    s.fields["new_tokens"].setValue(32)
+    assert s.chosen()["payload"]["contexts"] == [256, 1024] and s.chosen()["payload"]["new_tokens"] == 32
+    assert s.plan.text().startswith("Generates 32 tokens after 256, 1,024 tokens of context on cpu, mps in fp32")
+    s.fields["contexts"].setText("many")
+    assert not s.start_button.isEnabled() and "--contexts must be whole numbers" in s.problem.text()
