@@ -42,7 +42,7 @@ import psutil
 import torch
 
 from . import toolkit
-from .memory import RssPeak, enforce_limit, free, is_oom, limit_for, swapped_out
+from .memory import RssPeak, ceiling, enforce_limit, free, is_oom, limit_for, swapped_out
 from ..run import steps
 from ..basics.config import MAX_BATCH, RunConfig
 from ..basics.errors import UserError
@@ -315,7 +315,7 @@ def search(config: RunConfig, *, memory_limit: int | None = None, cap: int = DEF
         checkpoint(None, None)
     return report(probes, device=setup.device.id, limit=limit, limit_source=source, cap=cap, stopped=stopped,
                   env=setup.env, config=setup.config.to_dict(), enforced=enforced, cap_source=cap_source,
-                  axis=axis, at=at)
+                  axis=axis, at=at, ceiling=ceiling(setup.device))
 
 
 def sequence_cap(setup: toolkit.Setup, cap: int, at: int) -> tuple[int, str]:

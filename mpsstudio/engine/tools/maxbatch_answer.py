@@ -52,7 +52,7 @@ def sweep_sizes(largest: int) -> list[int]:
 
 def report(probes: list[dict], *, device: str, limit: int | None, limit_source: str, cap: int, stopped: bool,
            env: dict, config: dict, enforced: str = "", cap_source: str = "asked", axis: str = "batch",
-           at: int = 1) -> dict:
+           at: int = 1, ceiling: str = "") -> dict:
     """The result of a search: the largest batch that trained, the smallest that did not and why, every probe, the
     sizes worth a sweep, and one sentence. `axis` "seq_len": the sizes are sequence lengths at the batch `at`."""
     fits = [p for p in probes if p["fits"]]
@@ -79,10 +79,13 @@ def report(probes: list[dict], *, device: str, limit: int | None, limit_source: 
             sentence += f"; the search stopped at the cap of {cap:,}, not at a memory limit"
         sentence += (f". The probes' throughput comes from {PROBE_STEPS} training steps each, too few to rank batch "
                      f"sizes: sweep {', '.join(f'{b:,}' for b in sizes)} to find the fastest with the run's rules.")
+    if ceiling:
+        sentence += f" {ceiling}"
     if stopped:
         sentence += " Stopped before the search ended."
     return {
         "tool": "max-batch",
+        "ceiling": ceiling,
         "axis": axis,
         "at_batch": at if axis == "seq_len" else None,
         "device": device,

@@ -72,6 +72,52 @@ def _mps_default_ratio() -> float:
     return ratio if 0.0 <= ratio <= MPS_FRACTION_MAX else 1.7
 
 
+def ceiling(device) -> str:
+    """The device's memory ceilings in one sentence, said beside a search's answer: on a Mac the three that users
+    confuse (Metal's recommended working set, PyTorch's high watermark over it, macOS's wired limit for the GPU)."""
+    total = int(psutil.virtual_memory().total)
+    if device.kind == "mps":
+        from ..machine.devices import sysctl
+
+        return mps_ceiling(int(torch.mps.recommended_max_memory()), os.environ.get("PYTORCH_MPS_HIGH_WATERMARK_RATIO"),
+                           sysctl("iogpu.wired_limit_mb"), total)
+    if device.kind == "cuda":
+        card = int(torch.cuda.get_device_properties(device.index).total_memory)
+        return f"The GPU holds {fmt_bytes(card)}; PyTorch's allocator may use all of it unless a limit caps it."
+    return (f"This machine has {fmt_bytes(total)} of memory, {fmt_bytes(int(psutil.virtual_memory().available))} "
+            "available now; the CPU's search stops before the share of it its limit says.")
+
+
+def mps_ceiling(recommended: int, ratio_text: str | None, wired_text: str, memory: int) -> str:
+    """The Mac's memory ceilings in words from what was read: Metal's recommended maximum for the GPU, the high
+    watermark ratio in force (PYTORCH_MPS_HIGH_WATERMARK_RATIO, default 1.7; 0: no ceiling of PyTorch's own) and
+    `sysctl iogpu.wired_limit_mb` (0: macOS's default; "" where it cannot be read)."""
+    parts = [f"Metal recommends at most {fmt_bytes(recommended)} for the GPU (torch.mps.recommended_max_memory(), of "
+             f"this Mac's {fmt_bytes(memory)})"]
+    try:
+        ratio = float(ratio_text) if ratio_text is not None else None
+    except ValueError:
+        ratio = None
+    if ratio is not None and not 0.0 <= ratio <= MPS_FRACTION_MAX:
+        ratio = None
+    if ratio == 0.0:
+        parts.append("PyTorch's MPS allocator has no ceiling of its own (PYTORCH_MPS_HIGH_WATERMARK_RATIO=0): it "
+                     "allocates until macOS refuses")
+    else:
+        said = ratio if ratio is not None else 1.7
+        source = "PYTORCH_MPS_HIGH_WATERMARK_RATIO" if ratio is not None else "its default"
+        parts.append(f"PyTorch's MPS allocator refuses past {said:g}x that, {fmt_bytes(int(said * recommended))} "
+                     f"(the high watermark ratio, {source})")
+    wired = wired_text.strip()
+    if wired.isdigit() and int(wired) > 0:
+        parts.append(f"macOS lets the GPU wire at most {fmt_bytes(int(wired) * 1024**2)} (iogpu.wired_limit_mb)")
+    elif wired.isdigit():
+        parts.append("macOS's wired limit for the GPU is its default (iogpu.wired_limit_mb = 0)")
+    else:
+        parts.append("macOS's wired limit for the GPU could not be read (sysctl iogpu.wired_limit_mb)")
+    return "; ".join(parts) + "."
+
+
 class RssPeak:
     """The process's peak resident size while a probe runs (sampled in a thread; CPU and MPS share RAM)."""
 

@@ -66,3 +66,26 @@ def test_bad_input_is_one_sentence(gpt, tmp_path):
                    "    return x, torch.randint(0, 2, (batch_size,), generator=generator)\n")
     with pytest.raises(UserError, match="makes its own batches"):
         maxbatch.search(RunConfig(model=str(own), dataset="synthetic"), axis="seq_len")
+
+
+def test_the_macs_three_ceilings_are_said_apart():
+    from mpsstudio.engine.tools.memory import mps_ceiling
+
+    gib = 1024**3
+    said = mps_ceiling(int(21.3 * gib), None, "0", 32 * gib)
+    assert said.startswith("Metal recommends at most 21.3 GiB for the GPU (torch.mps.recommended_max_memory(), of "
+                           "this Mac's 32.0 GiB)")
+    assert "refuses past 1.7x that, 36.2 GiB (the high watermark ratio, its default)" in said
+    assert "macOS's wired limit for the GPU is its default (iogpu.wired_limit_mb = 0)" in said
+    set_here = mps_ceiling(16 * gib, "1.2", "28672", 32 * gib)
+    assert "1.2x that, 19.2 GiB (the high watermark ratio, PYTORCH_MPS_HIGH_WATERMARK_RATIO)" in set_here
+    assert "macOS lets the GPU wire at most 28.0 GiB (iogpu.wired_limit_mb)" in set_here
+    assert "no ceiling of its own" in mps_ceiling(16 * gib, "0", "", 32 * gib)
+    assert "could not be read" in mps_ceiling(16 * gib, "0", "", 32 * gib)
+    assert "its default" in mps_ceiling(16 * gib, "lots", "x", 32 * gib)  # a value torch would not take
+
+
+def test_a_search_says_the_devices_ceiling(gpt):
+    result = maxbatch.search(RunConfig(model=str(gpt), dataset="synthetic", device="cpu"), axis="seq_len", at=1,
+                             cap=8)
+    assert "This machine has" in result["ceiling"] and result["ceiling"] in result["sentence"]

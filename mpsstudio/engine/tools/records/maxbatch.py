@@ -51,6 +51,7 @@ class MaxBatchResult(ToolResult):
     probe_steps: int | None = may(Int(1, 1_000))
     axis: str = may(Text(max=16, choices=("batch", "seq_len")), "batch")  # what a probe's size is
     at_batch: int | None = may(Int(1, MAX_BATCH, null=True))  # the sequence axis's batch
+    ceiling: str = may(LONG, "")  # the device's memory ceilings in words (tools/memory.ceiling)
 
 
 MAX_BATCH_RESULT = MaxBatchResult.declared_shape()
