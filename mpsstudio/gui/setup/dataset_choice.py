@@ -48,8 +48,8 @@ class DatasetChoice(QObject):
             self.combo.setItemData(self.combo.count() - 1, info.description, Qt.ItemDataRole.ToolTipRole)
         for path, report in self._facts.folder_reports.items():
             self._insert_folder(path, report)
-        for path, summary in self._facts.text_summaries.items():
-            self._insert_folder(path, None, summary)
+        for path, text in self._facts.text_summaries.items():
+            self._insert_folder(path, None, text)
 
     def select(self, dataset: str) -> None:
         """Show `dataset`; a folder not in the list yet is added (unchecked: no report)."""
@@ -79,14 +79,14 @@ class DatasetChoice(QObject):
             self.combo.setItemData(index, _folder_tip(path, report), Qt.ItemDataRole.ToolTipRole)
         self.combo.setCurrentIndex(index)
 
-    def add_text(self, path: str, summary: dict) -> None:
+    def add_text(self, path: str, text: dict) -> None:
         """A text dataset the engine tokenized for the model folder (run.setup.text_summary), selected."""
         index = self._folder_index(path)
-        self._facts.text_summaries[path] = summary
+        self._facts.text_summaries[path] = text
         if index < 0:
-            index = self._insert_folder(path, None, summary)
+            index = self._insert_folder(path, None, text)
         else:
-            self.combo.setItemData(index, _text_tip(path, summary), Qt.ItemDataRole.ToolTipRole)
+            self.combo.setItemData(index, _text_tip(path, text), Qt.ItemDataRole.ToolTipRole)
         self.combo.setCurrentIndex(index)
 
     def _folder_index(self, path: str) -> int:
@@ -119,8 +119,8 @@ def _folder_tip(path: str, report) -> str:
     return f"{path}\n{report.summary()}" if report is not None else path
 
 
-def _text_tip(path: str, summary: dict) -> str:
+def _text_tip(path: str, text: dict) -> str:
     """A text dataset's tooltip: its path, the engine's sentence and notes, and its first example."""
-    notes = "\n".join(f"· {n}" for n in summary.get("notes") or [])
-    return f"{path}\n{summary['sentence']}.\n{notes}\n\nFirst example:\n{summary.get('preview') or ''}"
+    notes = "\n".join(f"· {n}" for n in text.get("notes") or [])
+    return f"{path}\n{text['sentence']}.\n{notes}\n\nFirst example:\n{text.get('preview') or ''}"
 

@@ -156,9 +156,9 @@ class SetupPanel(QWidget):
         self.datasets.add_folder(path, report)
         self._refresh()
 
-    def add_text_dataset(self, path: str, summary: dict) -> None:
+    def add_text_dataset(self, path: str, text: dict) -> None:
         """A text dataset the engine tokenized for the chosen model folder, added to the list and selected."""
-        self.datasets.add_text(path, summary)
+        self.datasets.add_text(path, text)
         self._refresh()
 
     def use_model_folder(self, path: str, description: str) -> None:

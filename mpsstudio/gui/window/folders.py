@@ -101,11 +101,11 @@ class Folders(QObject):
         job.start()
 
     def on_text(self, answer: tuple) -> None:
-        path, summary = answer
+        path, found = answer  # run.setup.text_summary's answer
         w = self.w
-        w.setup.add_text_dataset(path, summary)
-        w.banner.show_message(f"{summary['sentence']}. Selected as the dataset.", kind="folder")
-        w.say(f"{summary['name']}, its first example: {summary['preview'][:160]}")
+        w.setup.add_text_dataset(path, found)
+        w.banner.show_message(f"{found['sentence']}. Selected as the dataset.", kind="folder")
+        w.say(f"{found['name']}, its first example: {found['preview'][:160]}")
 
     def forget_finished(self) -> None:
         for checker in [c for c in self.checkers if c.isFinished()]:
