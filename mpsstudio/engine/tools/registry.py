@@ -300,6 +300,7 @@ TABLE = (
              Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("generate", "Generation speed", "Generation Speed (Prefill, Decode)…", "Ctrl+Shift+N",
          run="generate.timing:run_tool", rederived="generate.words:rederived", section="generate.words:section",
+         subject="generate.words:subject",
          every_device=True, own_precision=True, setup=True, failed="generate.words:failed",
          arguments="generate.words:arguments", doing="generating with {model}", kept="what was measured so far",
          help="a language model folder's generation speed: time to the first token, prefill and decode tokens/s at "

@@ -19,6 +19,12 @@ MEMORY_WORDS = {
 }
 
 
+def subject(result: dict) -> str:
+    """"gpt2 on cpu and mps": the model folder and the devices measured."""
+    devices = list(dict.fromkeys(r["device"] for r in result.get("rows") or []))
+    return f"{printable(result.get('model') or '?')} on {' and '.join(devices) or 'no device'}"
+
+
 def label(row: dict) -> str:
     return f"{row['device']} {row['precision']}"
 
@@ -105,6 +111,9 @@ def legend(result: dict) -> str:
     measures = "; ".join(f"{MEMORY_WORDS.get(m, m)}" for m in dict.fromkeys(r.get("memory_measure") or "-"
                                                                              for r in rows))
     n = min((r["repeats"] for r in rows), default=0)
+    if sum(1 for r in rows if r.get("memory_measure") == "rss_growth") > len({r["context"] for r in rows}):
+        measures += (" (on the CPU a later setup reuses memory the process took for an earlier one: only the first "
+                     "setup's growth is all its own)")
     return ("Measured: the median of each setup's repetitions with its " + how_said(n) + ", a warm-up apart, the device "
             "synchronized at every clock read. First token: generate(max_new_tokens=1), the prompt's forward pass and "
             "the first token; prefill tokens/s is the prompt's tokens over it. Decode tokens/s: the other new tokens "
