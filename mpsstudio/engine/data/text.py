@@ -91,8 +91,10 @@ def find_files(name: str) -> TextFiles:
         test = {"test", "testing"}
         train = named_train or tuple(p for p in files if p not in val and p.stem.lower() not in test)
         if not train:
-            raise UserError(f"'{shown}' has validation files but none to train on; add train.jsonl (mlx-lm's name) "
-                            "or another text file.")
+            held = ", ".join(printable(p.name) for p in files)[:200]
+            kind = "validation" if val else "test"
+            raise UserError(f"'{shown}' holds {kind} files only ({held}), nothing to train on; add train.jsonl "
+                            "(mlx-lm's name) or another text file.")
         found = TextFiles(path, train, val)
     else:
         if path.suffix.lower() not in TEXT_SUFFIXES:
@@ -126,7 +128,10 @@ def _lines(file: Path) -> Iterator[tuple[int, str]]:
     shown = _shown(file)
     try:
         with open(file, "rb") as f:
-            if b"\0" in f.read(BINARY_PROBE):
+            head = f.read(BINARY_PROBE)
+            if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise UserError(f"'{shown}' is UTF-16 text; save it as UTF-8 (MPS Studio reads UTF-8).")
+            if b"\0" in head:
                 raise UserError(f"'{shown}' is not text (it holds binary data); give a UTF-8 text file.")
             f.seek(0)
             number = 0
@@ -172,19 +177,28 @@ def _paragraphs(file: Path, limit: int | None) -> Iterator[Example]:
         yield Example(text="".join(lines))
 
 
+def _json_kind(value) -> str:
+    """A JSON value's kind in JSON's words: null, true or false, a number, a list, an object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a string"
+
+
 def _string(value, field: str, where: str) -> str:
     if not isinstance(value, str):
-        raise UserError(f"{where} has \"{field}\" = {printable(type(value).__name__)}, not a string of text; "
-                        "write it as a JSON string.")
+        raise UserError(f"{where} has \"{field}\" = {_json_kind(value)}, not a string of text; write it as a JSON "
+                        "string.")
     return value
 
 
 def _example(record, where: str) -> Example:
     """One JSON record as an example; UserError naming the line and what it lacks."""
     if not isinstance(record, dict):
-        kind = {list: "a list", str: "a string", bool: "true or false", type(None): "null"}.get(
-            type(record), "a number")
-        raise UserError(f"{where} is {kind}, not a JSON object; give one object a line with a \"text\" field "
+        raise UserError(f"{where} is {_json_kind(record)}, not a JSON object; give one object a line with a \"text\" field "
                         f"(or {FORMATS}).")
     if "text" in record:
         return Example(text=_string(record["text"], "text", where))

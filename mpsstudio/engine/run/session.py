@@ -19,6 +19,7 @@ from . import trainer
 from .setup import check_folder_data, load_data
 from ..machine.apple import MPS_COMPILE_NOTE
 from ..basics.config import DEVICE_PATTERN, RunConfig, precision_note
+from ..basics.spec import is_text_dataset
 from ..basics.errors import UserError
 from ..basics.events import Event
 from ..basics.formatting import error_line, fmt_bytes, printable
@@ -92,6 +93,12 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
     info = models.get_model_info(config.model)  # an unknown model is bad input before anything runs
     if info.folder:
         check_folder_data(config)
+    elif is_text_dataset(config.dataset) and not config.is_script:
+        from pathlib import Path
+
+        raise UserError(f"'{printable(Path(str(config.dataset)).name)[:80]}' is text, which trains a Hugging Face "
+                        f"language model folder (--model FOLDER: its config.json, weights and tokenizer); "
+                        f"{printable(Path(str(config.model)).name)[:80]} has no tokenizer to read it with.")
     names = [n.strip() for n in device_names if n and n.strip()]
     if not names:
         raise UserError("No devices given; name at least one of cpu, mps, cuda.")

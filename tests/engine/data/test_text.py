@@ -121,7 +121,9 @@ BAD_FILES = {
     "broken.jsonl": (b'{"text": "fine"}\n{"text": \n', "Line 2 of 'broken.jsonl' is not JSON"),
     "nofield.jsonl": (b'{"body": "no text field"}\n', "has no \"text\" field (nor messages, nor prompt and "
                       "completion; its fields: body)"),
-    "number.jsonl": (b'{"text": 42}\n', "has \"text\" = int, not a string"),
+    "number.jsonl": (b'{"text": 42}\n', "has \"text\" = a number, not a string"),
+    "null.jsonl": (b'{"text": null}\n', "has \"text\" = null, not a string"),
+    "utf16.txt": ("hello\n".encode("utf-16"), "is UTF-16 text; save it as UTF-8"),
     "mixed.jsonl": (b'{"text": "a"}\n{"prompt": "b", "completion": "c"}\n', "Line 2 of 'mixed.jsonl' holds prompt "
                     "where the lines before held text"),
     "half.jsonl": (b'{"prompt": "b"}\n', "has no \"completion\""),
@@ -166,6 +168,8 @@ def test_the_plan_refuses_before_anything_runs(lm, tmp_path):
         with pytest.raises(UserError, match=None) as err:
             session.plan(RunConfig(model=str(model), dataset=str(dataset), epochs=1), ["cpu"])
         assert words in str(err.value)
+    with pytest.raises(UserError, match="'pattern.txt' is text, which trains a Hugging Face language model folder"):
+        session.plan(RunConfig(model="mlp", dataset=str(lm["txt"]), epochs=1), ["cpu"])
     classifier = hf_folders.bert_classifier(tmp_path / "bert")
     with pytest.raises(UserError, match="a text dataset trains a language model"):
         session.plan(RunConfig(model=str(classifier), dataset=str(lm["txt"]), epochs=1), ["cpu"])
