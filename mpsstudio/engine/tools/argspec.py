@@ -95,3 +95,6 @@ class Option:
     def name(self) -> str:
         """The value's name: argparse's dest, and the key of the sheet's values."""
         return self.dest or self.flag.lstrip("-").replace("-", "_")
+
+
+DEVICES = Option("--devices", "comma-separated devices (default: every available device)")  # the tools' own

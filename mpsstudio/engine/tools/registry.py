@@ -18,7 +18,8 @@ from typing import Any
 
 from ..basics.config import MAX_BATCH, MODES, PRECISIONS, RunConfig
 from ..basics.errors import UserError
-from .argspec import Field, Option, Ref
+from .argspec import DEVICES, Field, Option, Ref
+from .generate.options import GENERATE_OPTIONS
 
 Progress = Callable[[str, float], None]
 
@@ -77,7 +78,6 @@ class Tool:
         return getattr(importlib.import_module(f"{__package__}.{module}"), function)(*args, **kwargs)
 
 
-DEVICES = Option("--devices", "comma-separated devices (default: every available device)")
 ONE_DEVICE = "the device to {} (default: the first accelerator, else cpu)"
 MODE = Option("--mode", "(default: train)", choices=MODES)
 TRY = (("off", "no"), ("on", "yes"), ("both", "both, compared"))  # tune's --channels-last and --compile
@@ -300,33 +300,14 @@ TABLE = (
              Option("--no-save", "do not keep the result in the history", action="store_true"))),
     Tool("generate", "Generation speed", "Generation Speed (Prefill, Decode)…", "Ctrl+Shift+N",
          run="generate.timing:run_tool", rederived="generate.words:rederived", section="generate.words:section",
-         subject="generate.words:subject",
-         every_device=True, own_precision=True, setup=True, failed="generate.words:failed",
-         arguments="generate.words:arguments", doing="generating with {model}", kept="what was measured so far",
+         subject="generate.words:subject", every_device=True, own_precision=True, setup=True,
+         failed="generate.words:failed", arguments="generate.words:arguments", doing="generating with {model}",
+         kept="what was measured so far",
          help="a language model folder's generation speed: time to the first token, prefill and decode tokens/s at "
               "each context length, on each device and precision, with intervals",
          what="How fast the model folder generates: the time to its first token, prefill and decode tokens/s after "
               "each context length, greedy with its cache, on each checked device, repeated for an interval.",
-         chosen="generate.words:chosen", plan="generate.words:plan", options=(
-             DEVICES,
-             Option("--contexts", "comma-separated prompt lengths in tokens (default: 128,512; those past the "
-                    "model's positions are left out, said)", metavar="LIST",
-                    field=Field("Context lengths:", "text", "Prompt lengths in tokens, separated by commas "
-                                "(--contexts).", initial="128, 512")),
-             Option("--new-tokens", "tokens generated after each prompt (default: 64)", type=int, metavar="N",
-                    field=Field("New tokens:", "whole", "Tokens generated after the prompt (--new-tokens).",
-                                initial=Ref("generate.words:NEW_TOKENS"), low=2, high=Ref("generate.words:MAX_NEW"))),
-             Option("--repeats", "repetitions of each setup after its warm-up (default: 7)", type=int, metavar="N",
-                    field=Field("Repetitions:", "whole", "Timed repetitions of each setup (--repeats); 9 or more "
-                                "give the median's 95 % interval, fewer their range.",
-                                initial=Ref("generate.words:REPEATS"), low=1, high=Ref("generate.words:MAX_REPEATS"))),
-             Option("--precisions", "the model's weights in these (default: fp32)", metavar="LIST",
-                    field=Field("Precisions:", "checks", "The model's weights cast to each (--precisions).",
-                                initial=("fp32",), inline=True,
-                                items=(("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")))),
-             Option("--batch-size", "sequences generated at once (default: 1)", type=int,
-                    field=Field("Sequences at once:", "whole", "Sequences generated together (--batch-size).",
-                                initial=1, low=1, high=4096)))),
+         chosen="generate.words:chosen", plan="generate.words:plan", options=GENERATE_OPTIONS),
     Tool("devices", "Device check", stored=False, run="inspection:check_devices", needs_config=False),
 )
 TOOLS = {tool.name: tool for tool in TABLE}
