@@ -129,6 +129,9 @@ def load_text(name: str, folder: Path, vocab_size: int, seq_len: int, layout: st
     is wrong with a file, the tokenizer or the layout."""
     from .datasets import LoadedDataset
 
+    if seq_len < 2:
+        raise UserError(f"A sequence of {seq_len} token has no next token to learn; give a sequence length of 2 or "
+                        "more (--seq-len).")
     files = text.check(name)
     layout = layout or default_layout(files)
     if layout not in LAYOUTS:

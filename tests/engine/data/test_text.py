@@ -100,6 +100,11 @@ def test_prompt_completion_and_a_folder_with_its_own_validation_file(lm, tmp_pat
     assert (labels != tokens.IGNORE).sum() < 6  # the completion and its end only
 
 
+def test_a_sequence_of_one_token_is_refused(lm):
+    with pytest.raises(UserError, match="A sequence of 1 token has no next token to learn"):
+        token_rows.load_text(str(lm["txt"]), lm["gpt"], 300, 1)
+
+
 def test_the_tokenized_text_is_cached_by_content(lm, tmp_path):
     file = tmp_path / "a.txt"
     file.write_text(hf_folders.PATTERN_TEXT)

@@ -95,13 +95,19 @@ def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: in
             first.append(t1)
             whole.append(tn)
     reading = dev.memory()
-    decode = [max(w - f, 1e-9) for f, w in zip(first, whole)]
+    # the decode is the whole call beyond the first; where some whole call took no longer than its first-token
+    # call, the decode is within their noise: not a figure (a clamped tiny time would read as billions of tokens/s)
+    decode = [w - f for f, w in zip(first, whole)]
+    told = bool(decode) and all(d > 0 for d in decode)
     row = {"context": context, "new_tokens": new_tokens, "batch": batch, "repeats": len(first),
            "first_s": first, "whole_s": whole, "first_tokens": tokens,
            "peak_memory": (max(0, dev.in_use(reading) - base) if dev.kind == "cpu" else
                            reading_peak(reading) or dev.in_use(reading)) or None,
            "memory_measure": dev.memory_measure()}
-    row.update(figures(first, decode, context, new_tokens, batch))
+    row.update(figures(first, decode if told else [], context, new_tokens, batch))
+    if not told:
+        row["decode_note"] = (f"too short to tell: generating {new_tokens:,} tokens took no longer than the first "
+                              "one in some repetitions; ask more --new-tokens")
     return row
 
 
@@ -112,7 +118,8 @@ def figures(first: list[float], decode: list[float], context: int, new_tokens: i
     out = {}
     for key, values in (("ttft_ms", [1000 * f for f in first]),
                         ("prefill_tps", [batch * context / f for f in first]),
-                        ("decode_tps", [batch * (new_tokens - 1) / d for d in decode] if new_tokens > 1 else [])):
+                        ("decode_tps", [batch * (new_tokens - 1) / d for d in decode if d > 0]
+                         if new_tokens > 1 else [])):
         found = median_interval(values)
         out[key] = list(found) if found else None
     return out

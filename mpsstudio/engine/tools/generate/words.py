@@ -70,8 +70,9 @@ def sentence(result: dict) -> str:
     for context in dict.fromkeys(r["context"] for r in rows):
         here = [r for r in rows if r["context"] == context]
         r0 = here[0]
-        said = "; ".join(f"{label(r)} decodes {interval(figure(r, 'decode_tps'))} tokens/s, first token in "
-                         f"{interval(figure(r, 'ttft_ms'), ' ms', 1)}" for r in here)
+        said = "; ".join((f"{label(r)} decodes {interval(figure(r, 'decode_tps'))} tokens/s" if figure(
+            r, "decode_tps") else f"{label(r)}'s decode is {r.get('decode_note') or 'not measured'}")
+            + f", first token in {interval(figure(r, 'ttft_ms'), ' ms', 1)}" for r in here)
         verdict = fastest(here, "decode_tps")
         parts.append(f"After {context:,} tokens of context ({r0['new_tokens']:,} new, decode at contexts "
                      f"{context + 1:,}-{context + r0['new_tokens'] - 1:,}): {said}" + (f"; decoding, {verdict}"

@@ -28,6 +28,7 @@ class GenerateRow(Record):
     ttft_ms: list[float] | None = may(FIGURE)
     prefill_tps: list[float] | None = may(FIGURE)
     decode_tps: list[float] | None = may(FIGURE)
+    decode_note: str = may(Text(max=400), "")  # why there is no decode figure
 
 
 @dataclass(frozen=True, kw_only=True)
