@@ -96,6 +96,7 @@ def summarise(result: RunResult, facts: RunFacts) -> None:
     if facts.tokens_per_sample and s.get("samples_per_s"):
         s["tokens_per_s"] = s["samples_per_s"] * facts.tokens_per_sample
         s["tokens_per_sample"] = facts.tokens_per_sample
+        s["tokens_per_step"] = facts.tokens_per_sample * (facts.batch_size or 0) or None  # every rank's (x axis)
         s["seq_len"] = facts.seq_len or round(facts.tokens_per_sample)
         s["tokens_measure"] = tokens_measure(facts)
     if facts.trainable_parameters is not None:

@@ -24,6 +24,7 @@ class Started:
     run_index: int = 1  # this run's place among the configs run together (a comparison), from 1
     run_count: int = 1
     train_size: int = 0  # training samples (for s/epoch)
+    tokens_per_step: float | None = None  # a token model's real tokens a step, every rank's (padded text: the mean)
 
 
 @dataclass

@@ -81,6 +81,7 @@ class RunSummary(Record):
     data_wait_s: float | None = may(QUANTITY)
     data_wait_fraction: float | None = may(Share(null=True))
     tokens_per_sample: float | None = may(QUANTITY)
+    tokens_per_step: float | None = may(QUANTITY)  # a step's real tokens, every rank's (a padded text's: its mean)
     tokens_per_s: float | None = may(QUANTITY)
     tokens_measure: str | None = may(NOTE)  # what tokens/s counts (real tokens, padding excluded)
     text_layout: str | None = may(NOTE)  # a text dataset's: packed or padded (data/tokens.py)

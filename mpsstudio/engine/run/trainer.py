@@ -122,7 +122,8 @@ class RunLoop:
                           warmup_steps=p.warm, notes=[*p.data.notes, *p.notes, *filter(None, [precision_note(self.config),
                                                                           self.ranks and self.ranks.note()])],
                           run_index=self.position[0],
-                          run_count=self.position[1], train_size=self.noted["train_size"]))
+                          run_count=self.position[1], train_size=self.noted["train_size"],
+                          tokens_per_step=tokens_per_step(p, self.config.batch_size, self.ranks)))
         return p
 
     def _idle(self, meter) -> None:
@@ -370,6 +371,12 @@ class RunLoop:
             self.result.summary = self.result.summary.replaced(**p.epochs.summary())
         if noted.get("preflight"):
             self.result.summary = self.result.summary.replaced(preflight=noted["preflight"])
+
+
+def tokens_per_step(p: Prepared, batch_size: int, ranks) -> float | None:
+    """A step's real tokens over every rank (the loss plot's tokens axis); None for image input."""
+    per = tokens_per_sample(p)
+    return per * batch_size * (ranks.world if ranks is not None else 1) if per else None
 
 
 def tokens_per_sample(p: Prepared | None) -> float | None:

@@ -6,7 +6,7 @@ do), and the values its fields open with. Torch-free: the window opens a sheet w
 from __future__ import annotations
 
 from ..basics.errors import UserError
-from . import sweep, toolview, tune
+from . import maxbatch_answer, sweep, toolview, tune
 from .argspec import Context
 from .maxbatch_answer import DEFAULT_CAP
 
@@ -49,14 +49,20 @@ def max_batch_note(context: Context) -> str:
 
 
 def max_batch_chosen(values: dict, context: Context) -> dict:
+    """The sheet's fields read as the command line's are (maxbatch_answer.arguments), the memory limit in words."""
     from ..basics.formatting import parse_memory_size
 
     text = values["memory_limit"].strip()
-    return chosen(context, {"memory_limit": parse_memory_size(text) if text else None, "cap": values["max_batch"]})
+    at = values.get("at_batch") if values.get("longest_sequence") else None  # (the sheet's field is off then)
+    payload = maxbatch_answer.arguments({**values, "memory_limit": None, "at_batch": at})
+    return chosen(context, {**payload, "memory_limit": parse_memory_size(text) if text else None})
 
 
 def max_batch_plan(picked: dict, context: Context) -> str:
-    cap = picked["payload"]["cap"]
+    payload = picked["payload"]
+    cap = payload["cap"]
+    if payload.get("axis") == "seq_len":
+        return toolview.max_batch_line(cap, "", axis="seq_len", at=payload["at"])
     source = f"the {context.train:,} training samples" if context.train and cap >= context.train else ""
     return toolview.max_batch_line(cap, source)
 

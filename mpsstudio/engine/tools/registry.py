@@ -122,8 +122,13 @@ TABLE = (
                                 initial=Ref("chosen:max_batch_cap"), low=1, high=MAX_BATCH,
                                 note=Ref("chosen:max_batch_note"))),
              Option("--longest-sequence", "search the longest sequence of a token model that trains at --at-batch "
-                    "instead (up to the positions it takes; --max-batch caps the length)", action="store_true"),
-             Option("--at-batch", "the batch of the longest-sequence search (default: 1)", type=int, metavar="N"))),
+                    "instead (up to the positions it takes; --max-batch caps the length)", action="store_true",
+                    field=Field("Search:", "check", "The longest sequence of a token model that trains at the batch "
+                                "below, instead of the largest batch (--longest-sequence).", initial=False,
+                                text="the longest sequence instead")),
+             Option("--at-batch", "the batch of the longest-sequence search (default: 1)", type=int, metavar="N",
+                    field=Field("At batch:", "whole", "The batch of the longest-sequence search (--at-batch).",
+                                initial=1, low=1, high=MAX_BATCH, enabled_when=("longest_sequence", True))))),
     Tool("inspect", "Inspection", "Inspect Model (CPU Fallback, Parity)…", "Ctrl+Shift+I", run="inspection:run_tool",
          rederived="toolview:inspect_rederived", section="toolview:inspect_section",
          help="CPU-fallback operations and numerical parity with the CPU (float64) on one device, and its functional "

@@ -280,12 +280,15 @@ def sweep_line(config: RunConfig, devices: Sequence[str], sizes: Sequence[int], 
     return text + f"; about {fmt_duration(seconds)} (estimated from your last runs of this setup; could be 2-3× off)"
 
 
-def max_batch_line(cap: int, cap_source: str) -> str:
-    """"up to 34 probes (doubling to 65,536, then bisecting), each 1 + 3 training steps"."""
+def max_batch_line(cap: int, cap_source: str, axis: str = "batch", at: int = 1) -> str:
+    """"up to 34 probes (doubling to 65,536, then bisecting), each 1 + 3 training steps"; `axis` "seq_len": the
+    probes are sequence lengths at the batch `at`, up to the positions the model takes."""
     doubling = int(math.log2(max(1, cap))) + 1
     capped = f"; the largest tried: {cap:,} ({cap_source})" if cap_source else ""
-    return (f"up to {doubling + doubling:,} probes (doubling from 1, then bisecting), each one untimed and 3 timed "
-            f"training steps{capped}")
+    what = ("" if axis == "batch" else
+            f" of the sequence length at batch {at:,} (up to the positions the model takes and {cap:,})")
+    return (f"up to {doubling + doubling:,} probes{what} (doubling from 1, then bisecting), each one untimed and 3 "
+            f"timed training steps{capped}")
 
 
 TUNE_LEGEND = ("interval: samples/s over the rounds (their range up to 8, from 9 the 95 % interval of the median), "

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QSlider, QWidget
 from ..style import keys
+from .plot_runs import X_MODES
 
 
 class PlotControls(QWidget):
@@ -18,11 +20,12 @@ class PlotControls(QWidget):
         row.setContentsMargins(8, 4, 8, 0)
         row.setSpacing(6)
         self.x_box = QComboBox(self)
-        self.x_box.addItems(["Step", "Training time"])
-        self.x_box.setToolTip("What the horizontal axis counts: steps (warm-up included), or training seconds "
+        self.x_box.addItems(["Step", "Training time", "Tokens"])
+        self.x_box.setToolTip("What the horizontal axis counts: steps (warm-up included), training seconds "
                               "(warm-up and measured windows, timed with the device synchronized; validation "
-                              "excluded).")
-        self.x_box.currentIndexChanged.connect(lambda i: on_axis("step" if i == 0 else "time"))
+                              "excluded), or training tokens (a token model's: the real tokens of a step, padding "
+                              "excluded, times the steps).")
+        self.x_box.currentIndexChanged.connect(lambda i: on_axis(X_MODES[i]))
         self.smooth_slider = QSlider(Qt.Orientation.Horizontal, self)
         self.smooth_slider.setRange(0, 99)
         self.smooth_slider.setValue(round((1 - alpha) * 100))
@@ -46,6 +49,14 @@ class PlotControls(QWidget):
         self.power_label.setEnabled(False)  # secondary text
         self.power_label.hide()
         row.addWidget(self.power_label)
+
+    def allow_tokens(self, allowed: bool) -> None:
+        """The tokens axis is offered only while every run drawn is a token model's."""
+        model = self.x_box.model()
+        assert isinstance(model, QStandardItemModel)  # a QComboBox's own model
+        item = model.item(X_MODES.index("tokens"))
+        item.setEnabled(allowed)
+        item.setToolTip("" if allowed else "Tokens: only when every run shown trains a token model.")
 
     def show_smoothing(self, weight: float) -> None:
         self.smooth_slider.blockSignals(True)

@@ -34,12 +34,13 @@ class RunCurves:
     def plots(self) -> tuple:
         return (self.loss, *self.window_plots.values())
 
-    def start(self, run_id: str, label: str, warmup_steps: int) -> None:
+    def start(self, run_id: str, label: str, warmup_steps: int, tokens_per_step: float | None = None) -> None:
         if run_id in self.runs:
             self.remove(self.runs.pop(run_id))
         colours = self.colours()
+        tokens = tokens_per_step if isinstance(tokens_per_step, (int, float)) and tokens_per_step > 0 else None
         run = PlotRun(run_id=run_id, label=label, colour=QColor(colours[self.count % len(colours)]),
-                      warmup_steps=int(warmup_steps))
+                      warmup_steps=int(warmup_steps), tokens_per_step=tokens)
         self.count += 1
         for plot in self.plots():
             run.curves.update(plot.make_curves(run))
@@ -108,6 +109,10 @@ class RunCurves:
             self.style(run)
             self.loss.rebuild_legend(self.runs.values())
 
+    def tokens_for_all(self) -> bool:
+        """Every run drawn says its tokens a step (the tokens axis can place them all)."""
+        return all(run.tokens_per_step for run in self.runs.values())
+
     def clear(self) -> None:
         for run in self.runs.values():
             self.remove(run)
@@ -153,23 +158,26 @@ class RunCurves:
                 curve = run.curves[key]
                 if key in self.window_plots:
                     WindowPlot.dots(curve, len(source))
-                x = source.x if x_mode == "step" else np.interp(source.x, run.knot_steps, run.knot_seconds)
-                curve.setData(x, source.y, connect="finite")
+                curve.setData(run.x_of(source.x, x_mode), source.y, connect="finite")
             run.dirty.clear()
 
     def readout(self, x: float, x_mode: str) -> str:
-        """At `x` (a step or training seconds): each visible run's loss, smoothed loss and the throughput of the
-        window holding that step."""
+        """At `x` (a step, training seconds or tokens): each visible run's loss, smoothed loss and the throughput of
+        the window holding that step."""
         parts = []
         for run in self.runs.values():
             loss = run.series["loss"]
             if not run.curves.get("loss_smooth") or not run.curves["loss_smooth"].isVisible() or not len(loss):
                 continue
-            step = x if x_mode == "step" else float(np.interp(x, run.knot_seconds, run.knot_steps))
+            step = run.step_at(x, x_mode)
+            if not math.isfinite(step):
+                continue
             i = int(np.clip(np.searchsorted(loss.x, step), 0, len(loss) - 1))
             if i > 0 and abs(loss.x[i - 1] - step) < abs(loss.x[i] - step):
                 i -= 1
             text = f"{run.label}: step {int(loss.x[i]):,} loss {_fmt(loss.y[i])}"
+            if x_mode == "tokens":
+                text += f" at {loss.x[i] * run.tokens_per_step:,.0f} tokens"
             smooth = run.series["loss_smooth"]
             if i < len(smooth):
                 text += f" (smoothed {_fmt(smooth.y[i])})"

@@ -20,7 +20,7 @@ from .controls import PlotControls, empty_label
 from .curves import RunCurves
 from .panes import WindowPlot, stack
 from .redraw import RedrawClock
-from .plot_runs import OKABE_ITO_DARK, OKABE_ITO_LIGHT
+from .plot_runs import OKABE_ITO_DARK, OKABE_ITO_LIGHT, X_MODES
 from .series import GrowingSeries
 
 EMA_ALPHA = 0.05  # weight of the newest loss in the smoothed line
@@ -74,10 +74,19 @@ class LivePlots(QWidget):
     def redraw_interval_ms(self) -> int:
         return self.redraws.interval_ms()
 
-    def start_run(self, run_id: str, label: str, warmup_steps: int) -> None:
-        """Begin a new series set in the next palette colour; the legend names it `label`."""
-        self._curves.start(run_id, label, warmup_steps)
+    def start_run(self, run_id: str, label: str, warmup_steps: int, tokens_per_step: float | None = None) -> None:
+        """Begin a new series set in the next palette colour; the legend names it `label`. `tokens_per_step`: a
+        token model's real tokens a step, as the engine gave it (the tokens axis; None: not a token model, and the
+        axis goes back to steps)."""
+        self._curves.start(run_id, label, warmup_steps, tokens_per_step)
+        self._offer_tokens()
         self._show_empty(False)
+
+    def _offer_tokens(self) -> None:
+        allowed = self._curves.tokens_for_all()
+        self._controls.allow_tokens(allowed)
+        if self._x_mode == "tokens" and not allowed:
+            self.set_x_axis("step")
 
     def add_warmup(self, run_id: str, losses: Sequence[float], seconds: float | None = None) -> None:
         """Losses of warm-up steps 1..len(losses) (taking `seconds`); the warm-up span is shaded on the loss plot."""
@@ -119,6 +128,7 @@ class LivePlots(QWidget):
     def clear(self) -> None:
         """Remove every run, warm-up band and legend entry; the start hint shows again."""
         self._curves.clear()
+        self._offer_tokens()
         self._memory.show_kinds(())
         self._legend.clear()
         self._legend.setVisible(False)
@@ -135,13 +145,15 @@ class LivePlots(QWidget):
         self._curves.redraw(self._x_mode)
 
     def set_x_axis(self, mode: str) -> None:
-        """"step" (every step, warm-up included) or "time": training seconds (warm-up and measured windows, as
-        timed with the device synchronized; validation and setup left out)."""
-        if mode not in ("step", "time") or mode == self._x_mode:
+        """"step" (every step, warm-up included), "time": training seconds (warm-up and measured windows, as
+        timed with the device synchronized; validation and setup left out), or "tokens": a token model's training
+        tokens (refused while a run drawn is not a token model's)."""
+        if mode not in X_MODES or mode == self._x_mode or (mode == "tokens" and not self._curves.tokens_for_all()):
+            self._controls.x_box.setCurrentIndex(X_MODES.index(self._x_mode))
             return
         self._x_mode = mode
         self._update_power()
-        self._controls.x_box.setCurrentIndex(0 if mode == "step" else 1)
+        self._controls.x_box.setCurrentIndex(X_MODES.index(mode))
         for region in self._warmup_regions.values():
             region.setVisible(mode == "step")
         for run in self._curves.runs.values():
@@ -165,7 +177,7 @@ class LivePlots(QWidget):
     # ---- the readout, the power note --------------------------------------------------------------------
 
     def readout(self, x: float) -> str:
-        """What the hover line shows at `x` (a step or training seconds): each visible run's loss, smoothed
+        """What the hover line shows at `x` (a step, training seconds or tokens): each visible run's loss, smoothed
         loss and the throughput of the window holding that step."""
         return self._curves.readout(x, self._x_mode)
 

@@ -280,9 +280,12 @@ class PowerPlot(WindowPlot):
             axis = plot.getAxis("bottom")
             axis.setStyle(showValues=plot is bottom and any_runs)
             if plot is bottom:
-                plot.setLabel("bottom", "Step" if x_mode == "step" else
-                              "Training time (s): warm-up and measured windows, validation excluded")
+                plot.setLabel("bottom", X_LABELS[x_mode])
             axis.showLabel(plot is bottom)
+
+
+X_LABELS = {"step": "Step", "time": "Training time (s): warm-up and measured windows, validation excluded",
+            "tokens": "Training tokens: a step's real tokens (padding excluded; padded text: their mean) × steps"}
 
 
 def stack(view, legend_pt: str, legend_clicked: Callable) -> tuple[LossPlot, ThroughputPlot, MemoryPlot, PowerPlot]:

@@ -1,11 +1,12 @@
 """What the live plots keep per run: its buffers (series.py), curves, colour, status, what changed since the last
-redraw, and the knots that map steps to training seconds for the time axis."""
+redraw, the knots that map steps to training seconds for the time axis, and a step's tokens for the tokens axis."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
@@ -16,6 +17,7 @@ from .series import GrowingSeries
 OKABE_ITO_LIGHT = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442")
 OKABE_ITO_DARK = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#F0E442", "#0072B2")
 ENDED_BADLY = ("failed", "cancelled", "interrupted")
+X_MODES = ("step", "time", "tokens")  # what the plots' x axis counts
 MEMORY_LINES = ("memory_driver", "memory_process", "swap_used")  # the memory plot's lines beside the run's own
 SERIES = ("loss", "loss_smooth", "throughput", "memory", *MEMORY_LINES, "power")
 
@@ -37,6 +39,23 @@ class PlotRun:
     # axis interpolates between them. Validation and setup are not training time and are left out.
     knot_steps: list[float] = field(default_factory=lambda: [0.0])
     knot_seconds: list[float] = field(default_factory=lambda: [0.0])
+    tokens_per_step: float | None = None  # the engine's (Started, RunSummary): a token model's real tokens a step
+
+    def x_of(self, steps, mode: str):
+        """Steps (a number or an array) as the x axis `mode` counts them: steps, training seconds, or tokens."""
+        if mode == "time":
+            return np.interp(steps, self.knot_steps, self.knot_seconds)
+        if mode == "tokens":
+            return np.asarray(steps, dtype=np.float64) * (self.tokens_per_step or math.nan)
+        return steps
+
+    def step_at(self, x: float, mode: str) -> float:
+        """The step at `x` on the axis `mode` counts (x_of's inverse)."""
+        if mode == "time":
+            return float(np.interp(x, self.knot_seconds, self.knot_steps))
+        if mode == "tokens":
+            return x / self.tokens_per_step if self.tokens_per_step else math.nan
+        return x
 
     def add_time(self, step: int, seconds: float | None) -> None:
         if seconds is None or not math.isfinite(seconds) or seconds < 0 or step <= self.knot_steps[-1]:

@@ -47,7 +47,7 @@ def draw(plots, r, label: str) -> None:
     losses = list(r.losses)
     warm = int(s.warmup_steps or 0) if isinstance(s.warmup_steps, (int, float)) else 0
     warm = max(0, min(warm, len(losses)))
-    plots.start_run(r.id, label, warm)
+    plots.start_run(r.id, label, warm, s.tokens_per_step)
     warmup_s = s.warmup_s
     plots.add_warmup(r.id, losses[:warm], warmup_s if isinstance(warmup_s, (int, float)) else None)
     drawn = warm

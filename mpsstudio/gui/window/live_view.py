@@ -43,7 +43,7 @@ class LiveView(QObject):
             # a run in another Python environment says its torch beside the device (two cpu curves stay apart)
             torch = event.env.get("torch") or "?"
             label = f"{device} · torch {torch}" if event.config.get("python") else where
-            w.plots.start_run(event.run_id, label, event.warmup_steps)
+            w.plots.start_run(event.run_id, label, event.warmup_steps, event.tokens_per_step)
             threads, cores = event.env.get("threads"), os.cpu_count() or 1
             w.plots.set_redraw_interval_ms(interval_for(Preferences.load().plot_refresh, device, threads, cores))
             # 0 steps in all: a script that runs until it ends (the bar is busy, its words count the steps)

@@ -16,6 +16,7 @@ pytest.importorskip("peft")
 
 from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.basics.events import Started
 from mpsstudio.engine.data import text, token_rows, tokens
 from mpsstudio.engine.run import session, trainer
 from tests.support import hf_folders
@@ -34,10 +35,10 @@ def lm(tmp_path_factory):
             "txt": root / "pattern.txt", "chat": root / "chat.jsonl", "root": root}
 
 
-def run(model, dataset, **changes):
+def run(model, dataset, on_event=None, **changes):
     config = dict(model=str(model), dataset=str(dataset), epochs=3, warmup_steps=2, batch_size=8,
                   optimizer="adamw", lr=3e-3, input_shape=[32])
-    return trainer.run(RunConfig(**{**config, **changes}))
+    return trainer.run(RunConfig(**{**config, **changes}), on_event=on_event)
 
 
 @pytest.mark.parametrize("name", ["gpt", "llama"])
@@ -58,9 +59,12 @@ def test_full_fine_tuning_learns_the_pattern_and_says_its_perplexity(lm, name):
 
 @pytest.mark.parametrize("name", ["gpt", "llama"])
 def test_lora_on_chat_counts_real_tokens_only(lm, name):
-    result = run(lm[name], lm["chat"], input_shape=[64], options={"finetune": "lora"}, epochs=2)
+    events: list = []
+    result = run(lm[name], lm["chat"], events.append, input_shape=[64], options={"finetune": "lora"}, epochs=2)
     assert result.status == "finished", result.error
     s = result.summary
+    [started] = [e for e in events if isinstance(e, Started)]  # the loss plot's tokens axis, live and stored
+    assert started.tokens_per_step == pytest.approx(8 * s.tokens_per_sample) == s.tokens_per_step
     assert s.trainable_parameters < s.parameters / 2 and s.text_layout == "padded"
     # the real tokens a sequence, counted here with the folder's tokenizer from the file itself
     tokenizer = tokens.load_tokenizer(lm[name], 300)

@@ -370,3 +370,26 @@ def test_no_power_plot_without_readings_and_a_note_saying_why(plots):
     assert not plots._memory.getAxis("bottom").label.isVisible()
     plots.clear()
     assert not plots.power_shown() and plots.power_note() == ""
+
+
+def test_the_tokens_axis_places_a_token_models_steps_at_its_real_tokens(plots):
+    """The engine says a step's real tokens (Started.tokens_per_step); the tokens axis is steps times that, the
+    readout says the tokens, and an image model's run takes the axis back to steps (it has no tokens to place)."""
+    plots.start_run("lm", "cpu", 3, tokens_per_step=96.5)
+    plots.add_warmup("lm", [3.0, 2.9, 2.8], 0.3)
+    plots.add_window("lm", 4, [2.7, 2.6, 2.5, 2.4], 10.0, 1000, seconds=0.4)
+    plots.set_x_axis("tokens")
+    assert plots.x_axis() == "tokens" and plots._controls.x_box.currentText() == "Tokens"
+    plots.redraw()
+    x, _ = data(plots.curves("lm")["loss"])
+    np.testing.assert_allclose(x, [96.5 * s for s in range(1, 8)])
+    np.testing.assert_allclose(data(plots.curves("lm")["throughput"])[0], [96.5 * 7])
+    assert "Training tokens" in plots._memory.getAxis("bottom").labelText
+    assert "cpu: step 5 loss 2.6 at 482 tokens" in plots.readout(5 * 96.5)
+    plots.start_run("img", "mps", 3)  # no tokens a step: the axis cannot place it
+    assert plots.x_axis() == "step"
+    plots.set_x_axis("tokens")  # refused while it is drawn
+    assert plots.x_axis() == "step" and plots._controls.x_box.currentText() == "Step"
+    assert not plots._controls.x_box.model().item(2).isEnabled()
+    plots.clear()
+    assert plots._controls.x_box.model().item(2).isEnabled()

@@ -106,6 +106,13 @@ def test_each_sheet_gives_the_clis_options(qtbot):
     assert m.chosen()["payload"] == {"memory_limit": None, "cap": maxbatch.DEFAULT_CAP}
     m.fields["memory_limit"].setText("1.5G")
     assert m.chosen()["payload"]["memory_limit"] == 3 * 2**29
+    assert not m.fields["at_batch"].isEnabled()  # the batch of the longest-sequence search only
+    m.fields["longest_sequence"].setChecked(True)
+    m.fields["at_batch"].setValue(8)
+    assert m.fields["at_batch"].isEnabled()
+    assert m.chosen()["payload"] == {"memory_limit": 3 * 2**29, "cap": maxbatch.DEFAULT_CAP, "axis": "seq_len",
+                                     "at": 8}
+    assert "of the sequence length at batch 8" in m.plan.text()
     i = _sheet(qtbot, "inspect")
     i.fields["batch_size"].setValue(16)
     assert i.chosen()["config"].batch_size == 16
