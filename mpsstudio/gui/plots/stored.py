@@ -18,6 +18,7 @@ def legend_labels(results: Sequence) -> list[str]:
     torches = {str(r.env.get("torch")) for r in results}
     tunings = {str(r.config.options.get("finetune", "full")) for r in results}
     tunings_words = {"lora": "LoRA", "head": "head only"}
+    inputs = {str(r.config.input_shape) for r in results}  # a language model's sequence lengths, say
     labels = []
     for r in results:
         label = r.config.where  # "cpu", or an MLX run's "MLX · cpu"
@@ -27,6 +28,10 @@ def legend_labels(results: Sequence) -> list[str]:
             label += f" · torch {r.env.get('torch') or '?'}"
         if len(setups) > 1:
             label += f" · {r.config.model} {r.config.batch_words}"
+        if len(inputs) > 1:
+            shape = r.config.input_shape
+            label += (" · model's input" if not shape else f" · {shape[0]:,} tokens" if len(shape) == 1 else
+                      " · " + "×".join(str(v) for v in shape))
         if len(tunings) > 1:  # a model folder's runs in full and with LoRA
             label += f" · {tunings_words.get(str(r.config.options.get('finetune')), 'full')}"
         labels.append(label)

@@ -393,3 +393,13 @@ def test_the_tokens_axis_places_a_token_models_steps_at_its_real_tokens(plots):
     assert not plots._controls.x_box.model().item(2).isEnabled()
     plots.clear()
     assert plots._controls.x_box.model().item(2).isEnabled()
+
+
+def test_runs_at_two_sequence_lengths_are_told_apart_in_the_legend():
+    from mpsstudio.engine.basics.config import RunConfig
+    from mpsstudio.engine.basics.results import RunResult
+    from mpsstudio.gui.plots.stored import legend_labels
+
+    runs = [RunResult(config=RunConfig(model="tiny_gpt", input_shape=shape)) for shape in ([32], [64], None)]
+    assert legend_labels(runs) == ["cpu · 32 tokens", "cpu · 64 tokens", "cpu · model's input"]
+    assert legend_labels(runs[:1]) == ["cpu"]
