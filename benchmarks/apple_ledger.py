@@ -398,6 +398,16 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
         ("mlx-metal-library", "MLX's library and Metal kernels (the app collects them)",
          [Claim("mlx-metal", "string", MLX_LIB, "mlx.metallib"),
           Claim("mlx-metal", "tag", "", "macosx_14_0_arm64")]),
+        ("mlx-lm-load", "mlx_lm.utils.load_model(path, strict=True, model_config=, get_model_classes=, "
+         "trust_remote_code=False); MODEL_REMAPPING; mlx_lm/models/<type>.py",
+         [_src("mlx-lm", "mlx_lm/utils.py", "get_model_classes: Callable[[dict], Tuple[Type[nn.Module], Type]] = "
+               "_get_classes,"),
+          _src("mlx-lm", "mlx_lm/utils.py", "trust_remote_code: bool = False,"),
+          _src("mlx-lm", "mlx_lm/utils.py", "Pass trust_remote_code=True if you"),
+          _src("mlx-lm", "mlx_lm/utils.py", "MODEL_REMAPPING = {"),
+          _src("mlx-lm", "mlx_lm/utils.py", 'importlib.import_module(f"mlx_lm.models.{model_type}")'),
+          _src("mlx-lm", "mlx_lm/models/gpt2.py", "    n_ctx: int"),
+          _src("mlx-lm", "mlx_lm/models/gpt2.py", 'if f"h.{i}.attn.c_attn.weight" in weights:')]),
         ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
                 "is no longer reliable"),
@@ -475,6 +485,7 @@ def check(torch_version: str, cache: Path, only_torch: bool = False) -> int:
         "pyobjc-framework-Cocoa": lambda: fetch("pyobjc-framework-Cocoa==13.0", cache),
         "mlx": lambda: fetch(f"mlx=={pinned('mlx')}", cache),
         "mlx-metal": lambda: fetch(f"mlx-metal=={pinned('mlx-metal')}", cache),
+        "mlx-lm": lambda: fetch(f"mlx-lm=={pinned('mlx-lm')}", cache),
         "python": Stdlib,
     }
     loaded: dict = {}

@@ -84,7 +84,7 @@ class Parity:
                 "words": self.words()}
 
 
-def _dropout_off_torch(model) -> None:
+def dropout_off_torch(model) -> None:
     import torch
 
     for module in model.modules():
@@ -104,7 +104,7 @@ def _dropout_off_mlx(model) -> list:
     return kept
 
 
-def _judge(truth, torch32, ours, floor: float, reduced: float | None = None) -> dict:
+def judge(truth, torch32, ours, floor: float, reduced: float | None = None) -> dict:
     """A check's record: MLX's and PyTorch fp32's relative differences from the float64 truth, and MLX's tolerance
     (`reduced`: the products' TF32-class rounding, where the run's products are TF32-class; the conditioning PyTorch's
     fp32 showed is then scaled to TF32's unit roundoff beside it)."""
@@ -135,7 +135,7 @@ def tf32_tolerance(twin, check: str) -> float:
 
 def _reference(torch_model, dtype):
     model = copy.deepcopy(torch_model).cpu().to(dtype).train()
-    _dropout_off_torch(model)
+    dropout_off_torch(model)
     return model
 
 
@@ -194,8 +194,8 @@ def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_steps, reduc
         mx.eval(out, mlx_loss)
         twin.update(saved)
         tf32 = {k: tf32_tolerance(twin, k) if reduced else None for k in FLOOR}
-        result.checks["forward"] = _judge(truth[0], fp32[0], np.array(out), FLOOR["forward"], tf32["forward"])
-        result.checks["loss"] = _judge([truth[1]], [fp32[1]], [mlx_loss.item()], FLOOR["loss"], tf32["loss"])
+        result.checks["forward"] = judge(truth[0], fp32[0], np.array(out), FLOOR["forward"], tf32["forward"])
+        result.checks["loss"] = judge([truth[1]], [fp32[1]], [mlx_loss.item()], FLOOR["loss"], tf32["loss"])
         if result.checks["forward"]["difference"] > result.checks["forward"]["tolerance"]:
             result.layer = first_difference(_reference(torch_model, torch.float32), twin, x_torch, x_mlx,
                                             result.checks["forward"]["tolerance"])
@@ -209,7 +209,7 @@ def check(config, torch_model, twin, x_torch, y_torch, to_mlx, make_steps, reduc
             after = {torch_name(k, prefixes): v for k, v in flat(twin.trainable_parameters())}
             start = {torch_name(k, prefixes): v for k, v in flat(saved)}
             names = [name for name in truth[2] if name in after]
-            result.checks["step"] = _judge(
+            result.checks["step"] = judge(
                 np.concatenate([to_mlx_layout(k, truth[2][k], layouts).ravel() for k in names]),
                 np.concatenate([to_mlx_layout(k, fp32[2][k], layouts).ravel() for k in names]),
                 np.concatenate([np.array(after[k] - start[k], dtype=np.float32).ravel() for k in names]), FLOOR["step"],

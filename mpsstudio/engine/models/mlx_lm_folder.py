@@ -1,0 +1,135 @@
+"""A Hugging Face causal LM folder in MLX, through mlx-lm (`mlx_lm.utils.load_model`: the folder's config.json and
+safetensors, its architecture's class in `mlx_lm/models/`, never a custom model file), or the reason it cannot be.
+
+What mlx-lm cannot read as save_pretrained wrote it is said, never guessed around, except where the difference is
+only in how the same tensors are named: transformers 5 writes a GPT-2 folder's weights under `transformer.` and no
+`n_ctx` in its config, where mlx-lm 0.32's gpt2 expects the hub's checkpoint layout (weights without the prefix,
+`n_ctx`). Such a folder is read with the prefix removed and `n_ctx` = `n_positions` (said in `Loaded.notes`); its
+tensors, and mlx-lm's own sanitize (Conv1D transposes), are unchanged.
+
+The names mlx-lm gives parameters are transformers' own, but for GPT-2 (`model.` for `transformer.`, Conv1D
+weights transposed): `torch_name` maps one to the other for parity (run/mlx/lm_parity.py). mlx-lm is optional
+(`mpsstudio[mlx]`); MLX is imported only when a folder is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..basics.errors import UserError
+from ..basics.formatting import error_line, printable
+
+INSTALL_MLX_LM = ("install mlx-lm (pip install 'mpsstudio[mlx]'; on Linux 'mlx-lm[cpu]'), or run the folder in "
+                  "PyTorch alone (--framework torch)")
+GPT2_PREFIX = "transformer."
+# parameters transformers keeps as Conv1D (weight stored in x out), which mlx-lm's sanitize transposes to Linear's
+GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+@dataclass
+class Loaded:
+    model: Any  # the mlx-lm model (an mlx.nn.Module)
+    model_type: str
+    notes: list[str] = field(default_factory=list)
+
+
+def mlx_lm_module():
+    try:
+        import mlx_lm.utils
+    except ImportError:
+        raise UserError(f"The MLX side of a model folder needs mlx-lm; {INSTALL_MLX_LM}.") from None
+    return mlx_lm.utils
+
+
+def architecture_reason(path: Path) -> str:
+    """Why mlx-lm cannot build this folder's architecture ("" when it can), without loading its weights."""
+    import importlib.util
+
+    utils = mlx_lm_module()
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"its config.json could not be read ({error_line(exc, 120)})"
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if not isinstance(model_type, str) or not model_type:
+        return "its config.json names no model_type"
+    if config.get("model_file") is not None:
+        return "its config.json asks for a custom model file, which is code from the folder: it is never run"
+    module = getattr(utils, "MODEL_REMAPPING", {}).get(model_type, model_type)
+    if not module.isidentifier() or importlib.util.find_spec(f"mlx_lm.models.{module}") is None:
+        import mlx_lm
+
+        version = getattr(mlx_lm, "__version__", "?")
+        return f"mlx-lm {version} has no {printable(model_type)} architecture (mlx_lm/models has none of that name)"
+    return ""
+
+
+def load(path: Path) -> Loaded:
+    """The folder's model in mlx-lm, its weights the folder's (every parameter loaded: strict); UserError with the
+    reason where mlx-lm cannot."""
+    utils = mlx_lm_module()
+    shown = printable(path.name)
+    why = architecture_reason(path)
+    if why:
+        raise UserError(f"'{shown}' cannot be run in MLX: {why}; run it in PyTorch alone (--framework torch).")
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    notes: list[str] = []
+    extra: dict = {}
+    classes = None
+    if config.get("model_type") == "gpt2":
+        if "n_ctx" not in config and isinstance(config.get("n_positions"), int):
+            extra["n_ctx"] = config["n_positions"]
+            notes.append("its config has no n_ctx (transformers 5 writes none): mlx-lm's gpt2 was given n_positions")
+        classes = _gpt2_classes(utils, notes)
+    try:
+        if classes is None:
+            model, _ = utils.load_model(path, strict=True, model_config=extra or None, trust_remote_code=False)
+        else:
+            model, _ = utils.load_model(path, strict=True, model_config=extra or None, trust_remote_code=False,
+                                        get_model_classes=classes)
+    except (Exception, SystemExit) as exc:
+        raise UserError(f"mlx-lm could not load '{shown}' ({error_line(exc, 200)}); run it in PyTorch alone "
+                        "(--framework torch).") from exc
+    return Loaded(model=model, model_type=str(config.get("model_type")), notes=notes)
+
+
+def _gpt2_classes(utils, notes: list[str]):
+    """mlx-lm's gpt2 classes, its sanitize first removing transformers 5's `transformer.` prefix."""
+    from mlx_lm.models import gpt2
+
+    class Model(gpt2.Model):
+        def sanitize(self, weights):
+            if any(k.startswith(GPT2_PREFIX) for k in weights):
+                notes.append("its weights are named as transformers 5 saves GPT-2 (transformer.*): read without the "
+                             "prefix, as mlx-lm's gpt2 names them")
+                weights = {k.removeprefix(GPT2_PREFIX): v for k, v in weights.items()}
+            weights.pop("lm_head.weight", None)  # tied to the embedding, as in mlx-lm's gpt2
+            return super().sanitize(weights)
+
+    return lambda config: (Model, gpt2.ModelArgs)
+
+
+def torch_name(mlx_name: str, model_type: str) -> str:
+    """A parameter's name in transformers for its name in mlx-lm."""
+    if model_type == "gpt2" and mlx_name.startswith("model."):
+        return GPT2_PREFIX + mlx_name.removeprefix("model.")
+    return mlx_name
+
+
+def transposed(torch_name_: str, model_type: str) -> bool:
+    """The parameter is stored transposed in transformers (GPT-2's Conv1D) against mlx-lm's Linear."""
+    return model_type == "gpt2" and torch_name_.endswith(GPT2_CONV1D)
+
+
+def blocks(model) -> list:
+    """The decoder blocks of an mlx-lm model, in order (`model.layers`: Llama, Qwen, Mistral, ...; `model.h`: GPT-2),
+    for naming the first block whose output differs; [] where neither is there."""
+    inner = getattr(model, "model", model)
+    for name in ("layers", "h"):
+        found = getattr(inner, name, None)
+        if isinstance(found, list):
+            return found
+    return []
