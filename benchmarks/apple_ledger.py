@@ -408,6 +408,17 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           _src("mlx-lm", "mlx_lm/utils.py", 'importlib.import_module(f"mlx_lm.models.{model_type}")'),
           _src("mlx-lm", "mlx_lm/models/gpt2.py", "    n_ctx: int"),
           _src("mlx-lm", "mlx_lm/models/gpt2.py", 'if f"h.{i}.attn.c_attn.weight" in weights:')]),
+        ("mlx-lm-lora", "mlx_lm.tuner.utils.linear_to_lora_layers(model, n, {rank, scale, dropout, keys}); "
+         "LoRALinear's lora_a (in, r), lora_b (r, out)",
+         [_src("mlx-lm", "mlx_lm/tuner/utils.py", "def linear_to_lora_layers("),
+          _src("mlx-lm", "mlx_lm/tuner/utils.py", "for l in model.layers[-max(num_layers, 0) :]:"),
+          _src("mlx-lm", "mlx_lm/tuner/utils.py", 'scale=config["scale"],'),
+          _src("mlx-lm", "mlx_lm/tuner/utils.py", 'dropout=config["dropout"],'),
+          _src("mlx-lm", "mlx_lm/tuner/utils.py", 'if (keys := config.get("keys", None)) is None:'),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "shape=(input_dims, r),"),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "self.lora_b = mx.zeros(shape=(r, output_dims))"),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "z = (self.dropout(x) @ self.lora_a) @ self.lora_b"),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "return y + (self.scale * z).astype(x.dtype)")]),
         ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
                 "is no longer reliable"),

@@ -33,7 +33,7 @@ def bare(model: str, cfg, steps: int, warmup: int) -> float:
 
     from mpsstudio.engine.models import mlx_twins, registry
     from mpsstudio.engine.models.user import user_function
-    from mpsstudio.engine.run.mlx.loop import make_optimizer
+    from mpsstudio.engine.run.mlx.steps import make_optimizer
     from mpsstudio.engine.run.setup import synthetic_input
 
     spec = registry.input_spec_for(model, synthetic_input(cfg))

@@ -73,9 +73,16 @@ SQUARE = ("vit_b_16", "vit_tiny")  # torchvision's VisionTransformer only takes 
 MLX_TWINS = ("mlp", "mnist_cnn", "resnet18", "transformer")
 
 
-def mlx_twin_reason(name: str) -> str:
-    """Why `name` cannot run in MLX ("" where it can): a built-in without a twin. A model file is checked when its
-    build_mlx_model is loaded (a run's process)."""
+def mlx_twin_reason(name: str, options: dict | None = None) -> str:
+    """Why `name` cannot run in MLX ("" where it can): a built-in without a twin, a model folder mlx-lm cannot run
+    with the run's `options` (models/mlx_lm_folder.plan_reason). A model file is checked when its build_mlx_model is
+    loaded (a run's process)."""
+    from .hf_folder import is_model_folder
+
+    if is_model_folder(name):
+        from .mlx_lm_folder import plan_reason
+
+        return plan_reason(name, options or {})
     key = name.strip().lower()
     if key in MLX_TWINS or key.endswith(".py"):
         return ""

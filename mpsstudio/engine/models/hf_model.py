@@ -32,6 +32,7 @@ def transformers_module():
         import transformers
     except ImportError:
         raise UserError(f"A model folder needs transformers, safetensors and peft; {INSTALL_HF}.") from None
+    transformers.utils.logging.disable_progress_bar()  # its "Loading weights" bar is no output of the user's
     return transformers
 
 

@@ -25,6 +25,8 @@ from ..basics.formatting import error_line, printable
 INSTALL_MLX_LM = ("install mlx-lm (pip install 'mpsstudio[mlx]'; on Linux 'mlx-lm[cpu]'), or run the folder in "
                   "PyTorch alone (--framework torch)")
 GPT2_PREFIX = "transformer."
+LORA_NAMES = ((".lora_a", ".lora_A.default.weight"), (".lora_b", ".lora_B.default.weight"))  # mlx-lm's, peft's
+PEFT_PREFIX = "base_model.model."  # peft's wrapper of a model: its parameters' names begin so
 # parameters transformers keeps as Conv1D (weight stored in x out), which mlx-lm's sanitize transposes to Linear's
 GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
@@ -44,11 +46,17 @@ def mlx_lm_module():
     return mlx_lm.utils
 
 
+def mlx_lm_version() -> str:
+    import mlx_lm
+
+    return str(getattr(mlx_lm, "__version__", "?"))
+
+
 def architecture_reason(path: Path) -> str:
-    """Why mlx-lm cannot build this folder's architecture ("" when it can), without loading its weights."""
+    """Why mlx-lm cannot build this folder's architecture ("" when it can), without loading its weights, and without
+    importing mlx-lm where its models folder has a module of the type's name (a front end plans with it)."""
     import importlib.util
 
-    utils = mlx_lm_module()
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -58,13 +66,35 @@ def architecture_reason(path: Path) -> str:
         return "its config.json names no model_type"
     if config.get("model_file") is not None:
         return "its config.json asks for a custom model file, which is code from the folder: it is never run"
+    spec = importlib.util.find_spec("mlx_lm")  # found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        return f"mlx-lm is not installed; {INSTALL_MLX_LM}"
+    if model_type.isidentifier() and any((Path(where) / "models" / f"{model_type}.py").is_file()
+                                         for where in spec.submodule_search_locations):
+        return ""
+    utils = mlx_lm_module()
     module = getattr(utils, "MODEL_REMAPPING", {}).get(model_type, model_type)
     if not module.isidentifier() or importlib.util.find_spec(f"mlx_lm.models.{module}") is None:
-        import mlx_lm
-
-        version = getattr(mlx_lm, "__version__", "?")
-        return f"mlx-lm {version} has no {printable(model_type)} architecture (mlx_lm/models has none of that name)"
+        return f"mlx-lm {mlx_lm_version()} has no {printable(model_type)} architecture (mlx_lm/models has none of that name)"
     return ""
+
+
+def plan_reason(name: str, options: dict) -> str:
+    """Why a model folder cannot run in MLX ("" where it can), read from its config and the run's options alone: a
+    front end plans with it before any process starts."""
+    from .hf_folder import finetune_of, read_folder
+
+    folder = read_folder(name)
+    if folder.task != "causal LM":
+        return (f"'{printable(folder.path.name)}' is a {folder.task} model, and MLX runs a model folder through "
+                "mlx-lm, which trains causal language models")
+    mode, _, _, checkpointing = finetune_of(options)
+    if mode == "head":
+        return "head-only fine-tuning is PyTorch's here; mlx-lm fine-tunes LoRA adapters or every weight"
+    if checkpointing:
+        return "gradient checkpointing is PyTorch's here"
+    why = architecture_reason(folder.path)
+    return f"'{printable(folder.path.name)}' {why}" if why.startswith("its ") else why
 
 
 def load(path: Path) -> Loaded:
@@ -112,16 +142,64 @@ def _gpt2_classes(utils, notes: list[str]):
     return lambda config: (Model, gpt2.ModelArgs)
 
 
-def torch_name(mlx_name: str, model_type: str) -> str:
-    """A parameter's name in transformers for its name in mlx-lm."""
-    if model_type == "gpt2" and mlx_name.startswith("model."):
-        return GPT2_PREFIX + mlx_name.removeprefix("model.")
-    return mlx_name
+def torch_name(mlx_name: str, model_type: str, lora: bool = False) -> str:
+    """A parameter's name in transformers (in peft's wrapper where `lora`) for its name in mlx-lm: a LoRA adapter's
+    `X.lora_a` / `X.lora_b` is peft's `X.lora_A.default.weight` / `X.lora_B.default.weight`, the layer it adapts
+    (`X.linear.*`) peft's `X.base_layer.*`."""
+    name = mlx_name
+    if lora:
+        for ours, theirs in LORA_NAMES:
+            if name.endswith(ours):
+                name = name.removesuffix(ours) + theirs
+        name = name.replace(".linear.", ".base_layer.")
+    if model_type == "gpt2" and name.startswith("model."):
+        name = GPT2_PREFIX + name.removeprefix("model.")
+    return PEFT_PREFIX + name if lora else name
 
 
 def transposed(torch_name_: str, model_type: str) -> bool:
-    """The parameter is stored transposed in transformers (GPT-2's Conv1D) against mlx-lm's Linear."""
-    return model_type == "gpt2" and torch_name_.endswith(GPT2_CONV1D)
+    """The parameter is stored transposed in transformers against mlx-lm: GPT-2's Conv1D against Linear, and LoRA's
+    adapters (peft's Linear weights, out x in, against mlx-lm's in x out matrices)."""
+    if torch_name_.endswith(tuple(theirs for _, theirs in LORA_NAMES)):
+        return True
+    return model_type == "gpt2" and torch_name_.replace(".base_layer.", ".").endswith(GPT2_CONV1D)
+
+
+def add_lora(loaded: Loaded, torch_model, rank: int, alpha: int, targets: list[str]) -> int:
+    """peft's LoRA in mlx-lm's own tuner (`linear_to_lora_layers`: every block, the same target projections, rank,
+    scale alpha / rank as peft's, no dropout), the rest of the model frozen, and the adapters given peft's initial
+    values (its A random, its B zero), so both start from the same weights. Returns the trainable parameters."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx.utils import tree_unflatten
+    from mlx_lm.tuner.utils import linear_to_lora_layers
+
+    model, kind = loaded.model, loaded.model_type
+    layers = blocks(model)
+    if not layers:
+        raise UserError(f"mlx-lm's {printable(kind)} model has no decoder blocks to add LoRA to; fine-tune it in "
+                        "full, or run it in PyTorch alone (--framework torch).")
+    keys = sorted({path for path, _ in layers[0].named_modules() if path and path.rsplit(".", 1)[-1] in targets})
+    model.freeze()
+    linear_to_lora_layers(model, len(layers), {"rank": rank, "scale": alpha / rank, "dropout": 0.0, "keys": keys})
+    theirs = {name: p for name, p in torch_model.named_parameters() if p.requires_grad}
+    given = []
+    for name, value in _trainable(model):
+        tname = torch_name(name, kind, lora=True)
+        if tname not in theirs:
+            raise UserError(f"mlx-lm's LoRA adapter {printable(name)} has no counterpart in peft's ({printable(tname)}"
+                            "); run the folder in PyTorch alone (--framework torch).")
+        array = theirs[tname].detach().float().cpu().numpy()
+        given.append((name, mx.array(array.T if transposed(tname, kind) else array)))
+        if tuple(given[-1][1].shape) != tuple(value.shape):
+            raise UserError(f"mlx-lm's LoRA adapter {printable(name)} is {tuple(value.shape)} and peft's "
+                            f"{tuple(np.shape(array))}; run the folder in PyTorch alone (--framework torch).")
+    if len(given) != len(theirs):
+        raise UserError(f"peft trains {len(theirs):,} LoRA tensors and mlx-lm {len(given):,}: not the same adapters; "
+                        "run the folder in PyTorch alone (--framework torch).")
+    model.update(tree_unflatten(given))
+    mx.eval(model.parameters())
+    return sum(v.size for _, v in _trainable(model))
 
 
 def blocks(model) -> list:
@@ -133,3 +211,11 @@ def blocks(model) -> list:
         if isinstance(found, list):
             return found
     return []
+
+
+def _trainable(model) -> list[tuple[str, Any]]:
+    """An MLX model's trainable arrays as (dotted name, array) pairs (mlx.utils.tree_flatten)."""
+    from mlx.utils import tree_flatten
+
+    pairs: Any = tree_flatten(model.trainable_parameters())
+    return list(pairs)

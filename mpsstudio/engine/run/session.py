@@ -144,7 +144,7 @@ def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gp
             part = Plan(configs=[])
             from ..models.catalog import mlx_twin_reason
 
-            why = mlx_twin_reason(config.model)
+            why = mlx_twin_reason(config.model, config.options)
             for name in dict.fromkeys(n.lower() for n in names):
                 kind = name.split(":")[0]
                 label = run_label("mlx", kind)

@@ -7,7 +7,7 @@ both sides, the truth PyTorch in float64 on the CPU, each side's difference from
 as close to the truth as PyTorch's own fp32 is (within FP32_SLACK times) or within FLOOR, and TF32-class products
 get the tolerance TF32's precision derives. Checked: the logits, the next-token loss (the mean over the labelled
 tokens: a text's prompts and padding, labelled -100, left out, as the runs' loss does) and one optimizer step of full
-fine-tuning (every parameter's update, by its name in transformers). Where the logits differ, the first decoder block
+fine-tuning, or of LoRA's adapters (every trained parameter's update, by its name in transformers or peft). Where the logits differ, the first decoder block
 whose output differs is named (each block's output recorded on both sides); where only the step does, the parameter
 whose update differs most.
 """
@@ -20,6 +20,7 @@ import numpy as np
 
 from ...data.tokens import IGNORE
 from ...models import mlx_lm_folder
+from .steps import make_optimizer, next_token_loss
 from .parity import FLOOR, PARITY_SAMPLES, Parity, dropout_off_torch, judge, relative, tf32_tolerance
 
 
@@ -28,17 +29,6 @@ def _next_token_loss_torch(logits, labels):
 
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
                                              labels[:, 1:].reshape(-1), ignore_index=IGNORE)
-
-
-def next_token_loss(logits, labels):
-    """MLX's mean next-token cross entropy over the labelled tokens (labels IGNORE left out), in fp32."""
-    import mlx.core as mx
-    import mlx.nn as nn
-
-    targets = labels[:, 1:]
-    mask = targets != IGNORE
-    each = nn.losses.cross_entropy(logits[:, :-1].astype(mx.float32), mx.where(mask, targets, 0), reduction="none")
-    return (each * mask).sum() / mx.maximum(mask.sum(), 1)
 
 
 def _reference(torch_model, dtype):
@@ -75,9 +65,9 @@ def check(config, torch_model, loaded: mlx_lm_folder.Loaded, x_torch, labels_tor
 
     from ...models.mlx_twins import flat
 
-    from .loop import make_optimizer
 
     model, kind = loaded.model, loaded.model_type
+    lora = hasattr(torch_model, "peft_config")  # peft's wrapper: its adapters' names (mlx_lm_folder.torch_name)
     n = min(PARITY_SAMPLES, x_torch.shape[0])
     x_torch, labels_torch = x_torch[:n], labels_torch[:n]
     truth = _torch_side(config, _reference(torch_model, torch.float64), x_torch, labels_torch)
@@ -109,10 +99,10 @@ def check(config, torch_model, loaded: mlx_lm_folder.Loaded, x_torch, labels_tor
             _, grads = nn.value_and_grad(model, loss_fn)(model, x_mlx, labels_mlx)
             optimizer.update(model, grads)
             mx.eval(model.parameters())
-            start = {mlx_lm_folder.torch_name(k, kind): v for k, v in flat(saved)}
+            start = {mlx_lm_folder.torch_name(k, kind, lora): v for k, v in flat(saved)}
             moved = {}
             for k, v in flat(model.trainable_parameters()):
-                name = mlx_lm_folder.torch_name(k, kind)
+                name = mlx_lm_folder.torch_name(k, kind, lora)
                 if name in start:
                     update = np.array(v - start[name], dtype=np.float32)
                     moved[name] = update.T if mlx_lm_folder.transposed(name, kind) else update

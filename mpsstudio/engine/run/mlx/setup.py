@@ -13,7 +13,8 @@ from ...models.catalog import mlx_twin_reason
 from ...models.user import user_function
 from ..setup import batch_sources, load_data, run_environment
 from . import parity as parities
-from .loop import HALF_NOTE, MlxPrepared, MlxSteps, converter
+from .loop import MlxPrepared
+from .steps import HALF_NOTE, MlxSteps, converter
 
 
 def prepare(cfg: RunConfig, data, progress, check_stop, noted: dict) -> MlxPrepared:
@@ -28,6 +29,10 @@ def prepare(cfg: RunConfig, data, progress, check_stop, noted: dict) -> MlxPrepa
     arithmetic = mlx_machine.arithmetic(dev.kind, cfg.tf32)
     mx.set_default_device(dev.mx_device())
     info = models.get_model_info(cfg.model)
+    if info.folder:  # a Hugging Face folder: its MLX side is mlx-lm's model of it
+        from .lm_setup import prepare_folder
+
+        return prepare_folder(cfg, data, progress, check_stop, noted, dev, arithmetic)
     why = mlx_twin_reason(cfg.model)
     if why:
         raise UserError(why + ".")

@@ -21,7 +21,8 @@ from mpsstudio.engine.machine import mlx as mlx_machine  # noqa: E402
 from mpsstudio.engine.models import mlx_twins, registry  # noqa: E402
 from mpsstudio.engine.process.warm import Warm  # noqa: E402
 from mpsstudio.engine.run import trainer  # noqa: E402
-from mpsstudio.engine.run.mlx import loop, parity  # noqa: E402
+from mpsstudio.engine.run.mlx import parity  # noqa: E402
+from mpsstudio.engine.run.mlx import steps as mlx_steps  # noqa: E402
 from mpsstudio.engine.run.windows import reading_peak  # noqa: E402
 from mpsstudio.engine.tools.memory import free  # noqa: E402
 
@@ -48,7 +49,7 @@ def test_half_precision_with_adam_trains_with_finite_losses(precision, optimizer
 def test_a_half_step_keeps_fp32_master_weights_and_optimizer_state():
     config = RunConfig(**{**QUICK, "precision": "fp16", "optimizer": "adam", "lr": 1e-3})
     twin = mlx_twins.build_twin("mlp", SPEC, None)
-    steps = loop.MlxSteps(config, twin, mx.float16)
+    steps = mlx_steps.MlxSteps(config, twin, mx.float16)
     x, y = mx.random.normal((8, 2, 4, 4)).astype(mx.float16), mx.array(np.arange(8) % 3, dtype=mx.int32)
     for _ in range(3):
         loss = steps.step(x, y)
@@ -62,7 +63,7 @@ def test_a_half_step_keeps_fp32_master_weights_and_optimizer_state():
 def test_a_half_loss_that_overflows_names_fp16_s_range():
     config = RunConfig(**{**QUICK, "precision": "fp16", "optimizer": "sgd", "lr": 1e-3})
     twin = mlx_twins.build_twin("mlp", SPEC, None)
-    steps = loop.MlxSteps(config, twin, mx.float16)
+    steps = mlx_steps.MlxSteps(config, twin, mx.float16)
     from mlx.utils import tree_map
 
     steps.master["weights"] = tree_map(lambda w: w * 300.0, steps.master["weights"])  # activations past 65,504
@@ -127,8 +128,8 @@ class Tf32Linear(mnn.Linear):
 def _parity(torch_model, twin, x, y, *, precision="fp32", optimizer="sgd", reduced=False, image=True):
     config = RunConfig(**{**QUICK, "precision": precision, "optimizer": optimizer, "lr": 0.01})
     mlx_twins.transfer(torch_model, twin)
-    convert = loop.converter(mlx_twins.layout_of(twin), image)
-    return parity.check(config, torch_model, twin, x, y, convert, lambda c, d: loop.MlxSteps(c, twin, d),
+    convert = mlx_steps.converter(mlx_twins.layout_of(twin), image)
+    return parity.check(config, torch_model, twin, x, y, convert, lambda c, d: mlx_steps.MlxSteps(c, twin, d),
                         reduced=reduced)
 
 
@@ -167,8 +168,8 @@ def test_the_tf32_tolerance_still_refuses_a_twin_with_one_wrong_layer():
         reference, twin, x, y = _mlp_pair(tf32=reduced)
         mlx_twins.transfer(reference, twin)
         twin.layers[5].weight = twin.layers[5].weight * 1.15  # one layer's weights off by 15 %
-        convert = loop.converter(mlx_twins.layout_of(twin), True)
-        found = parity.check(config, reference, twin, x, y, convert, lambda c, d: loop.MlxSteps(c, twin, d),
+        convert = mlx_steps.converter(mlx_twins.layout_of(twin), True)
+        found = parity.check(config, reference, twin, x, y, convert, lambda c, d: mlx_steps.MlxSteps(c, twin, d),
                              reduced=reduced)
         assert not found.passed and "the first layer whose output differs is 5" in found.layer
 

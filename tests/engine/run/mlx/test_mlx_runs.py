@@ -13,7 +13,7 @@ from mpsstudio.engine.basics.config import RunConfig
 from mpsstudio.engine.basics.errors import UserError
 from mpsstudio.engine.machine import mlx as mlx_machine
 from mpsstudio.engine.run import session, trainer
-from mpsstudio.engine.run.mlx import loop
+from mpsstudio.engine.run.mlx import steps as mlx_steps
 
 QUICK = dict(model="mlp", dataset="synthetic", steps=6, warmup_steps=2, batch_size=32, epochs=None, framework="mlx")
 
@@ -33,7 +33,7 @@ def test_work_a_step_leaves_unevaluated_is_timed_in_its_own_window(monkeypatch):
     """MLX is lazy: a step that never calls mx.eval computes nothing until its loss is read. The window's clock is read
     after its losses are, so the windows still hold the work: their throughput agrees with the wall clock's (an
     un-evaluated loop timed before the read looks ~100x faster)."""
-    monkeypatch.setattr(loop.MlxSteps, "step", lambda self, x, y: self.body(x, y))
+    monkeypatch.setattr(mlx_steps.MlxSteps, "step", lambda self, x, y: self.body(x, y))
     result = trainer.run(RunConfig(**{**QUICK, "steps": 12}))
     s = result.summary
     assert result.status == "finished"
