@@ -419,6 +419,15 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "self.lora_b = mx.zeros(shape=(r, output_dims))"),
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "z = (self.dropout(x) @ self.lora_a) @ self.lora_b"),
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "return y + (self.scale * z).astype(x.dtype)")]),
+        ("mlx-lm-generate", "mlx_lm.generate.generate_step(prompt, model, stream, max_tokens=) with greedy_sampler; "
+         "Module.set_dtype",
+         [_src("mlx-lm", "mlx_lm/generate.py", "stream: mx.Stream | mx.ThreadLocalStream = generation_stream,"),
+          _src("mlx-lm", "mlx_lm/generate.py", "prefill_step_size: int = 2048,"),
+          _src("mlx-lm", "mlx_lm/generate.py", "sampler = sampler or greedy_sampler"),
+          _src("mlx-lm", "mlx_lm/generate.py", "mx.async_eval(next_y, next_logprobs)"),
+          _src("mlx-lm", "mlx_lm/generate.py", "yield y.item(), logprobs"),
+          _src("mlx-lm", "mlx_lm/sample_utils.py", "return mx.argmax(logprobs, axis=-1)"),
+          _src("mlx", "mlx/nn/layers/base.py", "def set_dtype(")]),
         ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
                 "is no longer reliable"),

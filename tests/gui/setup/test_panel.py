@@ -381,3 +381,21 @@ def test_the_form_plans_through_the_engine_and_says_its_refusal(make_panel, fake
     assert panel.request().frameworks == ("torch", "mlx") and panel.configs() == []
     with pytest.raises(UserError, match="compare frameworks on one device at a time"):
         panel.plan()
+
+
+def test_a_model_folder_in_both_frameworks_plans_mlx_lm_unless_its_fine_tuning_is_pytorchs(fake_panel, tmp_path):
+    """The window plans a folder's MLX side as the CLI does (session.plan_request: mlx-lm's plan_reason): LoRA and
+    full in both, head-only PyTorch's alone with the reason."""
+    pytest.importorskip("mlx_lm")
+    from tests.support.hf_folders import llama_text_lm
+
+    folder = str(llama_text_lm(tmp_path / "llama"))
+    fake_panel.use_model_folder(folder, "Hugging Face LlamaForCausalLM (causal LM) from llama.")
+    fake_panel.frameworks.set_mlx(MLX_HERE)
+    fake_panel.frameworks.mlx_check.setChecked(True)
+    combo = fake_panel.training.finetune_combo
+    combo.setCurrentIndex(combo.findData("lora"))
+    assert [(c.framework, c.options["finetune"]) for c in fake_panel.configs()] == [("torch", "lora"), ("mlx", "lora")]
+    combo.setCurrentIndex(combo.findData("head"))
+    assert [c.framework for c in fake_panel.configs()] == ["torch"]
+    assert any("head-only fine-tuning is PyTorch's" in s for s in fake_panel.plan().skipped)

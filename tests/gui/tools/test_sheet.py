@@ -177,7 +177,10 @@ def test_the_generation_sheet_gives_the_commands_payload(qtbot):
     s = _sheet(qtbot, "generate", devices=("cpu", "mps"))
     assert s.chosen()["payload"] == {"devices": ["cpu", "mps"], "contexts": list(words.CONTEXTS),
                                      "new_tokens": words.NEW_TOKENS, "repeats": words.REPEATS,
-                                     "precisions": ["fp32"], "batch": 1}
+                                     "precisions": ["fp32"], "batch": 1, "frameworks": ["torch"]}
+    s.fields["frameworks"]["mlx"].setChecked(True)  # mlx-lm beside transformers (installed here: mlx-lm[cpu])
+    assert s.chosen()["payload"]["frameworks"] == ["torch", "mlx"]
+    assert "in fp32 with PyTorch and with MLX (mlx-lm)" in s.plan.text()
     s.fields["contexts"].setText("256, 1024")
     s.fields["new_tokens"].setValue(32)
     assert s.chosen()["payload"]["contexts"] == [256, 1024] and s.chosen()["payload"]["new_tokens"] == 32

@@ -21,6 +21,11 @@ GENERATE_OPTIONS = (
            field=Field("Precisions:", "checks", "The model's weights cast to each (--precisions).",
                        initial=("fp32",), inline=True,
                        items=(("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16")))),
+    Option("--frameworks", "torch, mlx or torch,mlx: transformers' generate, mlx-lm's generate_step, or both on the "
+           "same prompt (default: torch)", metavar="LIST",
+           field=Field("Frameworks:", "checks", "Generate with PyTorch (transformers) and/or MLX (mlx-lm), the same "
+                       "prompt and lengths (--frameworks).", initial=("torch",), inline=True,
+                       items=(("torch", "PyTorch"), ("mlx", "MLX (mlx-lm)")))),
     Option("--batch-size", "sequences generated at once (default: 1)", type=int, field=Field(
         "Sequences at once:", "whole", "Sequences generated together (--batch-size).", initial=1, low=1,
         high=4096)),

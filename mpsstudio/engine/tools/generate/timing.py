@@ -10,7 +10,8 @@ Each repetition makes two calls, each timed from a synchronized device to a sync
 A warm-up repetition comes first, apart (kernels chosen, caches made). Each figure is the median of the repetitions
 with its interval (analysis/repeat.median_interval: the range for fewer than 9, else the median's 95 % interval).
 The call's own timing is used, not a streamer's: on MPS transformers streams each token one step late
-(DeferredStopCheck), which would count a decode step into the first token's time."""
+(DeferredStopCheck), which would count a decode step into the first token's time. The MLX side (`--frameworks
+torch,mlx`: mlx-lm's generate_step on the same prompt) is mlx_timing.py's, by the same two calls."""
 
 from __future__ import annotations
 
@@ -18,14 +19,13 @@ import time
 
 import torch
 
-from ...analysis.repeat import median_interval
 from ...basics.errors import UserError
 from ...basics.formatting import error_line, printable
 from ...machine import devices, precision, probe
 from ...run.windows import reading_peak
+from .figures import FIRST_TOKENS, FIRST_WARMUP_S, figures
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-FIRST_TOKENS = 16  # the greedy tokens kept of each setup: whether devices and precisions generate the same
 
 
 def load(folder, dtype: torch.dtype):
@@ -60,8 +60,10 @@ def timed(dev: devices.Device, call) -> tuple[float, torch.Tensor]:
     return time.perf_counter() - start, out
 
 
-FIRST_WARMUP_S = 1.0  # a model's first measurement warms up at least this long: a process's first generations are
-# slow beyond one warm-up call (the lent H200: 136 decode tokens/s against 210 right after; docs/benchmarks.md)
+
+def prompt_ids(context: int, batch: int, vocab: int, seed: int) -> torch.Tensor:
+    """The prompt: `batch` x `context` random token ids, seeded (every framework and device is given the same)."""
+    return torch.randint(0, vocab, (batch, context), generator=torch.Generator().manual_seed(seed))
 
 
 def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: int, repeats: int, vocab: int,
@@ -69,8 +71,7 @@ def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: in
     """One setup at one context: the repetitions' first-token and whole times, and the figures made of them.
     `base`: the CPU process's resident bytes before the model was loaded (its memory figure is the growth);
     `warm_s`: the warm-up repeats until it has taken this long (once at least)."""
-    tdev = torch.device(dev.torch_device or dev.id)
-    ids = torch.randint(0, vocab, (batch, context), generator=torch.Generator().manual_seed(seed)).to(tdev)
+    ids = prompt_ids(context, batch, vocab, seed).to(torch.device(dev.torch_device or dev.id))
     mask = torch.ones_like(ids)
     first: list[float] = []
     whole: list[float] = []
@@ -111,24 +112,9 @@ def measure(model, dev: devices.Device, context: int, new_tokens: int, batch: in
     return row
 
 
-def figures(first: list[float], decode: list[float], context: int, new_tokens: int, batch: int) -> dict:
-    """Median and interval of each figure over the repetitions, paired as they ran: time to the first token (ms),
-    prefill tokens/s (the prompt's tokens of every sequence over it), decode tokens/s (the other new tokens of
-    every sequence over what the whole call took beyond the first)."""
-    out = {}
-    for key, values in (("ttft_ms", [1000 * f for f in first]),
-                        ("prefill_tps", [batch * context / f for f in first]),
-                        ("decode_tps", [batch * (new_tokens - 1) / d for d in decode if d > 0]
-                         if new_tokens > 1 else [])):
-        found = median_interval(values)
-        out[key] = list(found) if found else None
-    return out
-
-
 def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoint=None) -> dict:
     """Every device x precision x context of the payload, in this run process; what cannot run is said, not run."""
     from ...models.hf_folder import is_model_folder, read_folder
-    from ...models.hf_model import transformers_module
     from ..toolkit import tool_env
 
     if not is_model_folder(config.model):
@@ -136,7 +122,6 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
                         f"model.safetensors), and {printable(config.model)[:80]!r} is not one; give --model FOLDER.")
     folder = read_folder(config.model)
     contexts, new_tokens = payload["contexts"], payload["new_tokens"]
-    repeats, batch = payload["repeats"], payload.get("batch") or 1
     rows, notes, used = [], [], []
     if folder.max_positions:
         fits = [c for c in contexts if c + new_tokens <= folder.max_positions]
@@ -146,39 +131,35 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
                              f"positions {folder.architecture} takes; left out")
         contexts = fits
     found = {d.id: d for d in devices.discover_devices()}
-    steps = max(1, len(payload["devices"]) * len(payload["precisions"]) * max(1, len(contexts)))
+    frameworks = payload.get("frameworks") or ["torch"]
+    steps = max(1, len(frameworks) * len(payload["devices"]) * len(payload["precisions"]) * max(1, len(contexts)))
     done = 0
-    for name in payload["devices"]:
-        dev = next((d for d in found.values() if d.kind == "cuda"), None) if name == "cuda" else found.get(name)
-        if dev is None or not dev.available:
-            notes.append(f"{name}: {dev.reason if dev is not None else 'no such device here'}; not measured")
-            continue
-        probe.require(dev)
-        used.append(dev)
-        for prec in payload["precisions"]:
-            why = precision.precision_unsupported_reason(dev, prec)
-            if why:
-                notes.append(f"{dev.id} {prec}: {why}; not measured")
+
+    def told(words: str) -> None:
+        if progress is not None:
+            progress(words, done / steps)
+
+    def counted() -> None:
+        nonlocal done
+        done += 1
+
+    if "torch" in frameworks:
+        for name in payload["devices"]:
+            dev = next((d for d in found.values() if d.kind == "cuda"), None) if name == "cuda" else found.get(name)
+            if dev is None or not dev.available:
+                notes.append(f"{name}: {dev.reason if dev is not None else 'no such device here'}; not measured")
                 continue
-            transformers_module().AutoModelForCausalLM  # (its code loaded first: the growth is the model's)
-            base = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
-            model = load(folder, DTYPES[prec]).to(torch.device(dev.torch_device or dev.id))
-            for context in contexts:
-                if should_stop is not None and should_stop():
-                    break
-                if progress is not None:
-                    progress(f"{dev.id} {prec}: generating after {context:,} tokens of context", done / steps)
-                try:
-                    row = measure(model, dev, context, new_tokens, batch, repeats, folder.vocab_size, config.seed,
-                                  should_stop, base, FIRST_WARMUP_S if context == contexts[0] else 0.0)
-                except torch.OutOfMemoryError:
-                    notes.append(f"{dev.id} {prec}: context {context:,} does not fit in the device's memory")
-                    break
-                rows.append({"device": dev.id, "precision": prec, **row})
-                done += 1
-            del model
-            if dev.kind == "cuda":
-                torch.cuda.empty_cache()
+            probe.require(dev)
+            used.append(dev)
+            rows += _torch_setups(folder, dev, payload, contexts, config.seed, should_stop, told, counted, notes)
+    if "mlx" in frameworks:
+        from .mlx_timing import run_setups
+
+        for name in payload["devices"]:
+            more, said = run_setups(folder, name, payload, contexts, lambda c: prompt_ids(
+                c, 1, folder.vocab_size, config.seed), config.tf32, should_stop, told, counted)
+            rows += more
+            notes += [n for n in said if n not in notes]
     from .words import sentence
 
     result = {"tool": "generate", "model": folder.path.name, "architecture": folder.architecture, "rows": rows,
@@ -186,3 +167,36 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
               "env": tool_env(next((d for d in used if d.kind != "cpu"), used[0]) if used else devices.cpu_device())}
     result["sentence"] = sentence(result)
     return result
+
+
+def _torch_setups(folder, dev, payload: dict, contexts: list[int], seed: int, should_stop, told, counted,
+                  notes: list[str]) -> list[dict]:
+    """Every precision x context of `payload` on one PyTorch device (transformers' generate)."""
+    from ...models.hf_model import transformers_module
+
+    rows = []
+    for prec in payload["precisions"]:
+        why = precision.precision_unsupported_reason(dev, prec)
+        if why:
+            notes.append(f"{dev.id} {prec}: {why}; not measured")
+            continue
+        transformers_module().AutoModelForCausalLM  # (its code loaded first: the growth is the model's)
+        base = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
+        model = load(folder, DTYPES[prec]).to(torch.device(dev.torch_device or dev.id))
+        for context in contexts:
+            if should_stop is not None and should_stop():
+                break
+            told(f"{dev.id} {prec}: generating after {context:,} tokens of context")
+            try:
+                row = measure(model, dev, context, payload["new_tokens"], payload.get("batch") or 1,
+                              payload["repeats"], folder.vocab_size, seed, should_stop, base,
+                              FIRST_WARMUP_S if context == contexts[0] else 0.0)
+            except torch.OutOfMemoryError:
+                notes.append(f"{dev.id} {prec}: context {context:,} does not fit in the device's memory")
+                break
+            rows.append({"device": dev.id, "precision": prec, "framework": "torch", **row})
+            counted()
+        del model
+        if dev.kind == "cuda":
+            torch.cuda.empty_cache()
+    return rows

@@ -16,17 +16,30 @@ MEMORY_WORDS = {
     "rss_growth": "growth of the process's resident memory since before the model was loaded (CPU)",
     "peak_allocated": "peak allocated by PyTorch: weights, cache and activations",
     "in_use_at_window_ends": "in use after the last generation, not a peak (this torch keeps no MPS peak)",
+    "mlx_peak": "peak of MLX's allocator (mx.get_peak_memory): weights, cache and activations",
 }
+FRAMEWORKS = ("torch", "mlx")
+MLX_METHOD = ("MLX: mlx-lm's generate_step, the same prompt ids and lengths, its greedy sampler and cache, the "
+              "prompt in its chunks of 2,048; each call timed to the yield of its last wanted token (mlx-lm computes "
+              "one token ahead: that step finishes off the clock). ")
 
 
 def subject(result: dict) -> str:
     """"gpt2 on cpu and mps": the model folder and the devices measured."""
-    devices = list(dict.fromkeys(r["device"] for r in result.get("rows") or []))
+    devices = list(dict.fromkeys(label(r).rsplit(" ", 1)[0] for r in result.get("rows") or []))
     return f"{printable(result.get('model') or '?')} on {' and '.join(devices) or 'no device'}"
 
 
 def label(row: dict) -> str:
-    return f"{row['device']} {row['precision']}"
+    """"cpu fp32" (PyTorch's), "MLX \u00b7 cpu fp32" (mlx-lm's)."""
+    prefix = "MLX \u00b7 " if row.get("framework") == "mlx" else ""
+    return f"{prefix}{row['device']} {row['precision']}"
+
+
+def reference(rows: list[dict]) -> dict | None:
+    """The row a context's greedy tokens are compared with: PyTorch's cpu fp32, else the context's first."""
+    return next((r for r in rows if r.get("framework", "torch") == "torch" and r["device"] == "cpu"
+                 and r["precision"] == "fp32"), rows[0] if rows else None)
 
 
 def figure(row: dict, key: str) -> tuple[float, float, float] | None:
@@ -76,7 +89,8 @@ def sentence(result: dict) -> str:
         verdict = fastest(here, "decode_tps")
         parts.append(f"After {context:,} tokens of context ({r0['new_tokens']:,} new, decode at contexts "
                      f"{context + 1:,}-{context + r0['new_tokens'] - 1:,}): {said}" + (f"; decoding, {verdict}"
-                                                                                   if verdict else ""))
+                                                                                   if verdict else "")
+                     + frameworks_agree(here))
     n = min(r["repeats"] for r in rows)
     return (f"Generation of {printable(result.get('model', ''))}, greedy with its cache, batch {rows[0]['batch']}, "
             f"measured ({how_said(n)}, in brackets). " + ". ".join(parts) + ".")
@@ -86,14 +100,13 @@ def table(result: dict) -> Table:
     headers = ["Setup", "Context", "New", "First token (ms)", "Prefill tokens/s", "Decode tokens/s", "Memory",
                "Same tokens"]
     rows = result.get("rows") or []
-    reference = {r["context"]: r.get("first_tokens") or [] for r in rows
-                 if r["device"] == "cpu" and r["precision"] == "fp32"}
+    chosen = {c: reference([r for r in rows if r["context"] == c]) for c in dict.fromkeys(r["context"] for r in rows)}
     cells = []
     for r in rows:
-        ref = reference.get(r["context"])
+        ref = chosen.get(r["context"])
         tokens = r.get("first_tokens") or []
-        same = ("-" if not ref or not tokens else "(reference)" if r["device"] == "cpu" and r["precision"] == "fp32"
-                else _agree(ref, tokens))
+        same = ("-" if ref is None or not ref.get("first_tokens") or not tokens else "(reference)" if r is ref
+                else _agree(ref["first_tokens"], tokens))
         cells.append([label(r), f"{r['context']:,}", f"{r['new_tokens']:,}", interval(figure(r, "ttft_ms"), digits=1),
                       interval(figure(r, "prefill_tps")), interval(figure(r, "decode_tps")),
                       fmt_bytes(r.get("peak_memory")), same])
@@ -105,6 +118,21 @@ def _agree(reference: list[int], tokens: list[int]) -> str:
         if a != b:
             return f"differ from token {i + 1}"
     return f"the same {min(len(reference), len(tokens))}"
+
+
+def frameworks_agree(here: list[dict]) -> str:
+    """"; MLX \u00b7 cpu fp32 generates the same 16 greedy tokens as cpu fp32" where a context's rows are of two
+    frameworks: whether they compute the same thing, said with their speed."""
+    ref = reference(here)
+    if ref is None or len({r.get("framework", "torch") for r in here}) < 2 or not ref.get("first_tokens"):
+        return ""
+    said = []
+    for r in here:
+        if r.get("framework", "torch") != ref.get("framework", "torch") and r.get("first_tokens"):
+            agree = _agree(ref["first_tokens"], r["first_tokens"])
+            said.append(f"{label(r)} generates the {agree[len('the '):]} greedy tokens as {label(ref)}"
+                        if agree.startswith("the same") else f"{label(r)}'s greedy tokens {agree} of {label(ref)}'s")
+    return "; " + "; ".join(said) if said else ""
 
 
 def legend(result: dict) -> str:
@@ -119,8 +147,10 @@ def legend(result: dict) -> str:
             "synchronized at every clock read. First token: generate(max_new_tokens=1), the prompt's forward pass and "
             "the first token; prefill tokens/s is the prompt's tokens over it. Decode tokens/s: the other new tokens "
             "over what generate(max_new_tokens=New) took beyond it, at the contexts after the prompt. Random prompt "
-            "ids (seeded), greedy, key/value cache on. Memory: " + (measures or "-") + ". Same tokens: the greedy "
-            "tokens against cpu fp32's (random weights differ by rounding alone).")
+            "ids (seeded), greedy, key/value cache on. "
+            + (MLX_METHOD if any(r.get("framework") == "mlx" for r in rows) else "")
+            + "Memory: " + (measures or "-") + ". Same tokens: the greedy tokens against cpu fp32's (PyTorch's; random "
+            "weights differ by rounding alone).")
 
 
 def section(result: dict):
@@ -171,21 +201,41 @@ def arguments(values: dict) -> dict:
     for p in precisions:
         if p not in PRECISIONS:
             raise UserError(f"--precisions: {printable(p)[:20]!r} is not one; choose from {', '.join(PRECISIONS)}.")
+    frameworks = [f.strip().lower() for f in str(values.get("frameworks") or "torch").split(",") if f.strip()]
+    for f in frameworks:
+        if f not in FRAMEWORKS:
+            raise UserError(f"--frameworks: {printable(f)[:20]!r} is not one; choose torch, mlx or torch,mlx.")
+    if "mlx" in frameworks:
+        _mlx_lm_here()
     return {"devices": names, "contexts": contexts, "new_tokens": new, "repeats": repeats,
-            "precisions": list(dict.fromkeys(precisions)), "batch": batch}
+            "precisions": list(dict.fromkeys(precisions)), "batch": batch,
+            "frameworks": list(dict.fromkeys(frameworks)) or ["torch"]}
+
+
+def _mlx_lm_here() -> None:
+    """UserError before anything runs where mlx-lm is not installed here (found without importing MLX: a front end
+    asks; whether MLX computes on the device is the run process's to say)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlx") is None or importlib.util.find_spec("mlx_lm") is None:
+        raise UserError("--frameworks mlx needs MLX and mlx-lm; install them with pip install 'mpsstudio[mlx]' (on "
+                        "Linux 'mlx-lm[cpu]'), or generate with PyTorch alone (--frameworks torch).")
 
 
 def chosen(values: dict, context) -> dict:
     """The window's sheet as the tool's payload (the setup's model; the devices checked)."""
     payload = arguments({"devices": ",".join(context.devices), "contexts": values["contexts"],
                          "new_tokens": values["new_tokens"], "repeats": values["repeats"],
-                         "precisions": ",".join(values["precisions"] or ("fp32",)), "batch_size": values["batch_size"]})
+                         "precisions": ",".join(values["precisions"] or ("fp32",)), "batch_size": values["batch_size"],
+                         "frameworks": ",".join(values.get("frameworks") or ("torch",))})
     return {"config": context.config, "batch_sizes": None, "payload": payload}
 
 
 def plan(picked: dict, _context) -> str:
     p = picked["payload"]
     contexts = ", ".join(f"{c:,}" for c in p["contexts"])
+    both = " with PyTorch and with MLX (mlx-lm)" if len(p.get("frameworks") or ()) > 1 else (
+        " with MLX (mlx-lm)" if p.get("frameworks") == ["mlx"] else "")
     return (f"Generates {p['new_tokens']:,} tokens after {contexts} tokens of context on {', '.join(p['devices'])} "
-            f"in {', '.join(p['precisions'])}, {p['repeats']} times each after a warm-up: the time to the first "
+            f"in {', '.join(p['precisions'])}{both}, {p['repeats']} times each after a warm-up: the time to the first "
             "token, prefill and decode tokens/s.")

@@ -16,6 +16,7 @@ class GenerateRow(Record):
 
     device: str = need(DEVICE)
     precision: str = need(Text(max=16, choices=("fp32", "bf16", "fp16")))
+    framework: str = may(Text(max=8, choices=("torch", "mlx")), "torch")  # transformers' generate, or mlx-lm's
     context: int = need(Int(1, 1 << 20))
     new_tokens: int = need(Int(2, 1 << 16))
     batch: int = need(Int(1, 1 << 16))
