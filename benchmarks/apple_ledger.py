@@ -419,6 +419,16 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "self.lora_b = mx.zeros(shape=(r, output_dims))"),
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "z = (self.dropout(x) @ self.lora_a) @ self.lora_b"),
           _src("mlx-lm", "mlx_lm/tuner/lora.py", "return y + (self.scale * z).astype(x.dtype)")]),
+        ("mlx-lm-quantize", "mlx.nn.quantize(model, group_size=64, bits=, class_predicate=) as "
+         "mlx_lm.utils.quantize_model calls it; LoRALinear over a QuantizedLinear",
+         [_src("mlx", "mlx/nn/layers/quantized.py", 'class_predicate = class_predicate or (lambda _, m: hasattr(m, '
+               '"to_quantized"))'),
+          _src("mlx", "mlx/nn/layers/quantized.py", "leaves = model.leaf_modules()"),
+          _src("mlx", "mlx/nn/layers/quantized.py", "# Freeze this model's parameters"),
+          _src("mlx-lm", "mlx_lm/utils.py", '"affine": (64, 4),'),
+          _src("mlx-lm", "mlx_lm/utils.py", "if module.weight.shape[-1] % group_size != 0:"),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "if isinstance(linear, nn.QuantizedLinear):"),
+          _src("mlx-lm", "mlx_lm/tuner/lora.py", "input_dims = input_dims * 32 // linear.bits")]),
         ("mlx-lm-generate", "mlx_lm.generate.generate_step(prompt, model, stream, max_tokens=) with greedy_sampler; "
          "Module.set_dtype",
          [_src("mlx-lm", "mlx_lm/generate.py", "stream: mx.Stream | mx.ThreadLocalStream = generation_stream,"),

@@ -61,6 +61,10 @@ def finetune_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lora-alpha", type=int, default=None, help="LoRA's alpha (default 16)")
     g.add_argument("--gradient-checkpointing", action="store_true",
                    help="recompute activations in the backward pass: less memory, more time")
+    g.add_argument("--quantize", type=int, choices=(4, 8), default=None, metavar="BITS",
+                   help="the MLX side's weights in 4 or 8 bits, as mlx-lm's convert -q makes them, LoRA trained on "
+                        "them (QLoRA; --framework mlx or torch,mlx, --finetune lora); PyTorch's run keeps its "
+                        "precision: not the same arithmetic, said")
 
 
 def math_args(p: argparse.ArgumentParser) -> None:

@@ -79,12 +79,13 @@ def request_from_args(args, devices: Sequence[str] = ()) -> RunRequest:
                                             ("lora_rank", getattr(args, "lora_rank", None)),
                                             ("lora_alpha", getattr(args, "lora_alpha", None)),
                                             ("checkpointing", getattr(args, "gradient_checkpointing", False) or None),
-                                            ("text_layout", getattr(args, "text_layout", None)))
+                                            ("text_layout", getattr(args, "text_layout", None)),
+                                            ("quantize", getattr(args, "quantize", None)))
               if value is not None}
     if tuning:
         from ..engine.models.hf_folder import finetune_of
 
-        finetune_of({k: v for k, v in tuning.items() if k != "text_layout"})  # checked now: one sentence
+        finetune_of({k: v for k, v in tuning.items() if k not in ("text_layout", "quantize")})  # checked now: one sentence
         changes["options"] = {**changes.get("options", {}), **tuning}
     framework = getattr(args, "framework", None)
     if framework is not None and "," not in framework:  # a tool's one framework (bench takes a list: its plan's)

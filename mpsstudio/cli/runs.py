@@ -127,7 +127,10 @@ class Progress:
         if isinstance(event, Notice):
             self._line(f"{printable(event.device) or self.device}: {printable(event.text)}", force=True, keep=True)
         elif isinstance(event, Started):
-            self.device = run_label(str(event.config.get("framework", "torch")), str(event.config["device"]))
+            options: dict = event.config.get("options") or {}
+            options = options if isinstance(options, dict) else {}
+            self.device = run_label(str(event.config.get("framework", "torch")), str(event.config["device"]),
+                                    quantize=options.get("quantize"))
             if event.run_index == 1:
                 print(printable(f"{event.config['model']} on {event.dataset}"), file=sys.stderr)
             where = f" (run {event.run_index} of {event.run_count})" if event.run_count > 1 else ""

@@ -80,13 +80,16 @@ def gpt_text_lm(folder: Path, positions: int = 128) -> Path:
     return _save(GPT2LMHeadModel(config), folder)
 
 
-def llama_text_lm(folder: Path, positions: int = 128) -> Path:
-    """A Llama-style causal LM (rotary positions, grouped-query attention, SwiGLU) with its own tokenizer."""
+def llama_text_lm(folder: Path, positions: int = 128, hidden: int = 32, dtype: str = "float32") -> Path:
+    """A Llama-style causal LM (rotary positions, grouped-query attention, SwiGLU) with its own tokenizer; `dtype`:
+    the type its weights are saved in ("bfloat16", as most of the hub's are)."""
+    import torch
+
     from transformers import LlamaConfig, LlamaForCausalLM
 
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer_for(folder)
-    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = LlamaConfig(vocab_size=300, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=positions,
                          bos_token_id=3, eos_token_id=2, pad_token_id=1)
-    return _save(LlamaForCausalLM(config), folder)
+    return _save(LlamaForCausalLM(config).to(getattr(torch, dtype)), folder)

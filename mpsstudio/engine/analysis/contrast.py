@@ -30,8 +30,8 @@ from ..basics.formatting import fmt_rate, fmt_spread, fmt_timestamp, instant, is
 from ..basics.results import RunResult
 from ..basics.formatting import Table
 from .compare import run_rates, pair_seed, bootstrap_ratio, machine_id, short_machine
-from .differences import (AXIS_LABELS, ENVIRONMENT, SETTING_AXES, Difference, differences, finetune_words, shown,
-                          without_finetune)
+from .differences import (AXIS_LABELS, ENVIRONMENT, SETTING_AXES, Difference, axis_value, differences, shown,
+                          without_finetune, without_quantize)
 from .verdict import framework_sentence, times_text
 from .scaling import device_label
 
@@ -147,11 +147,13 @@ def by_setting(results: Iterable[RunResult], baseline_id: str | None = None,
         for r in usable:
             key = (tuple(kv for kv in keys[r.id] if kv[0] != axis) if axis != "finetune" else
                    without_finetune(keys[r.id], r))
+            if axis == "framework":  # a quantized MLX side is its framework's side (quantize_words)
+                key = without_quantize(key, r)
             # CPU threads as set show in the environment's thread count too: that one is the setting's to name
             env = prints[r.id] if axis == "threads" else beside[r.id] if axis == "framework" else full[r.id]
             groups.setdefault((key, r.config.device, env), []).append(r)
         for members in groups.values():
-            runs = _newest_per(members, functools.partial(_setting, axis=axis))
+            runs = _newest_per(members, functools.partial(axis_value, axis=axis))
             if len(runs) >= 2 and (containing is None or any(r.id == containing for r in runs)):
                 out.append(of_runs(runs, _choose(runs, baseline_id), "setting", axis))
     return out
@@ -212,10 +214,6 @@ def contrasts(results: Sequence[RunResult], baseline_id: str | None = None,
 
 
 # ---------------------------------------------------------------- words
-
-
-def _setting(r: RunResult, axis: str) -> object:
-    return finetune_words(r) if axis == "finetune" else getattr(r.config, axis)
 
 
 

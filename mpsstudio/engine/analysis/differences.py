@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..basics.config import SCRIPT_PER_DEVICE
 from ..basics.formatting import one_line, printable
-from ..basics.frameworks import framework_words
+from ..basics.frameworks import framework_words, quantize_words
 from ..basics.results import RunResult
 
 SETTING_AXES = {"batch_size": "batch", "precision": "precision", "channels_last": "channels_last",
@@ -167,6 +167,35 @@ def without_finetune(key: tuple, r: RunResult) -> tuple:
     return tuple(kv if kv[0] != "options" else ("options", repr(rest)) for kv in key)
 
 
+def without_quantize(key: tuple, r: RunResult) -> tuple:
+    """A run's comparison key with the MLX side's quantization left out (the framework axis's groups: a quantized
+    MLX run is compared with the PyTorch run of its setup, its weights said as part of the framework's side)."""
+    if "quantize" not in r.config.options:
+        return key
+    rest = {k: v for k, v in r.config.options.items() if k != "quantize"}
+    return tuple(kv if kv[0] != "options" else ("options", repr(rest)) for kv in key)
+
+
+def weights_words(options) -> str:
+    """An MLX run's weights as a setting's value: "4-bit (mlx-lm)", or "as stored"."""
+    bits = options.get("quantize") if isinstance(options, dict) else None
+    return f"{bits}-bit (mlx-lm)" if bits is not None else "as stored"
+
+
+def axis_value(r: RunResult, axis: str) -> object:
+    """A run's value on a setting axis, as its groups tell runs apart: a quantized MLX side is its framework's own
+    ("mlx with 4-bit weights"), a model folder's fine-tuning in its words."""
+    if axis == "framework":
+        return r.config.framework + quantize_words(r.config)
+    return finetune_words(r) if axis == "finetune" else getattr(r.config, axis)
+
+
+def _only_quantize(a, b) -> bool:
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return False
+    return {k for k in {*a, *b} if a.get(k) != b.get(k)} == {"quantize"}
+
+
 def _only_finetune(a, b) -> bool:
     """Two runs' options differ in a model folder's fine-tuning alone."""
     if not (isinstance(a, dict) and isinstance(b, dict)):
@@ -279,6 +308,8 @@ def differences(base: RunResult, other: RunResult) -> list[Difference]:
             continue                                            # on the other (a shared file keeps no paths)
         if a != b and name == "options" and _only_finetune(a, b):  # a model folder's fine-tuning, in its words
             out.append(Difference("finetune", "fine-tuning", _finetune(a), _finetune(b), "setting"))
+        elif a != b and name == "options" and _only_quantize(a, b):  # mlx-lm's 4- or 8-bit weights
+            out.append(Difference("quantize", "weights", weights_words(a), weights_words(b), "setting"))
         elif a != b:
             out.append(Difference(name, label, _setting(base, name), _setting(other, name), "setting"))
     if scripts:

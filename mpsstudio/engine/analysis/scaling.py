@@ -42,7 +42,7 @@ def world_of(r: RunResult) -> int:
 def device_label(r: RunResult) -> str:
     """"cuda", or "cuda \u00d74" for a run on 4 GPUs (ranks in all); an MLX run "MLX \u00b7 gpu"."""
     n = world_of(r)
-    device = run_label(r.config.framework, r.config.device)
+    device = run_label(r.config.framework, r.config.device, quantize=r.config.options.get("quantize"))
     return device if n == 1 else f"{device} \u00d7{n}"
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..basics.config import precision_note
 from ..basics.formatting import fmt_duration, fmt_ratio, is_finite, printable
-from ..basics.frameworks import framework_words, mlx_device_words
+from ..basics.frameworks import framework_words, mlx_device_words, quantize_words
 from ..basics.results import RunResult
 from ..basics.summary_fields import RunSummary
 from .compare import Comparison, Entry, device_name, interval_name, short_machine
@@ -324,11 +324,45 @@ def machine_words(r: RunResult) -> str:
 
 
 def parity_words(r: RunResult) -> str:
-    """"parity passed", or what the MLX run recorded of it."""
+    """"parity passed", "parity passed before quantizing to 4 bits (not PyTorch's arithmetic after)", or what the MLX
+    run recorded of it."""
     found = r.summary.parity
     if not isinstance(found, dict):
         return "parity not recorded"
-    return "parity passed" if found.get("passed") is True else "parity failed"
+    if found.get("passed") is not True:
+        return "parity failed"
+    q = found.get("quantized")
+    if isinstance(q, dict) and q.get("bits") in (4, 8):
+        return f"parity passed before quantizing to {q['bits']} bits (not PyTorch's arithmetic after)"
+    return "parity passed"
+
+
+# memory measures that are peaks of the same kind on both sides (a CPU process's growth on both; an allocator's peak
+# on each GPU): only these are compared in the framework sentence
+_PEAKS = {"rss_growth": "rss_growth", "peak_allocated": "peak", "mlx_peak": "peak"}
+
+
+def memory_words(base: RunResult, other: RunResult) -> str:
+    """", with 31 % less peak memory (growth of the run process's resident memory, one reading each)" where both
+    runs measured a peak of one kind; ", memory not compared (PyTorch's is in use at window ends, not a peak)" where
+    one is not a peak; "" where a run has no memory figure."""
+    from .summary import memory_words as measure_words
+
+    a, b = base.summary, other.summary
+    if not (is_finite(a.peak_memory) and is_finite(b.peak_memory) and a.peak_memory > 0 and b.peak_memory > 0):
+        return ""
+    kinds = _PEAKS.get(a.memory_measure or ""), _PEAKS.get(b.memory_measure or "")
+    if None in kinds or kinds[0] != kinds[1]:
+        odd = base if kinds[0] is None else other
+        return (f", memory not compared ({framework_words(odd.config.framework)}'s is "
+                f"{measure_words(odd.summary.memory_measure, odd.config.device)})")
+    change = b.peak_memory / a.peak_memory - 1
+    if abs(change) < 0.005:
+        amount = "the same peak memory"
+    else:
+        amount = f"{abs(change):.0%} {'less' if change < 0 else 'more'} peak memory"
+    how = "the run process's resident memory grown" if kinds[0] == "rss_growth" else "each framework's allocator"
+    return f", with {amount} ({how}; one reading each)"
 
 
 def framework_sentence(base: RunResult, v) -> str:
@@ -338,12 +372,12 @@ def framework_sentence(base: RunResult, v) -> str:
     c = base.config
     work = f"{printable(c.model)}"
     setup = f"at {c.batch_words}, {c.precision_words}" + (", compiled (torch.compile / mx.compile)" if c.compile else "")
-    mlx = f"{framework_words('mlx')} ({_device_words(v.run)})"
+    mlx = f"{framework_words('mlx')} ({_device_words(v.run)}){quantize_words(v.run.config)}"
     torch = f"{framework_words('torch')} ({_device_words(base)})"
     where = machine_words(base)
     trains = "trains" if c.mode == "train" else "runs inference of"
     noisy = " (a noisy run: treat it with care)" if v.noisy or base.summary.stability == "noisy" else ""
-    tail = f"; {parity_words(v.run)}{noisy}."
+    tail = f"{memory_words(base, v.run)}; {parity_words(v.run)}{noisy}."
     if v.ratio is None:
         return f"{mlx} and {torch} are not compared for {work} on {where}: a run has no throughput{tail}"
     if v.low is None or v.high is None:

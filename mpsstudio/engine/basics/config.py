@@ -347,7 +347,7 @@ class RunConfig:
         """Where a run ran, as a sentence names it: "mps", "cuda", or an MLX run's "MLX \u00b7 gpu" (with
         " \u00b7 MLX_ENABLE_TF32=1" where it allowed MLX's TF32-class fp32 products)."""
         tf32 = " \u00b7 MLX_ENABLE_TF32=1" if self.framework == "mlx" and self.tf32 else ""
-        return run_label(self.framework, self.device) + tf32
+        return run_label(self.framework, self.device, quantize=self.options.get("quantize")) + tf32
 
     def with_device(self, device: str) -> "RunConfig":
         return self.changed(device=device)

@@ -20,12 +20,18 @@ def mlx_device_words(device: str) -> str:
     return "cpu" if device == "cpu" else "gpu"
 
 
-def run_label(framework: str, device: str, always: bool = False) -> str:
-    """"MLX · gpu", "MLX · cpu"; a PyTorch run is its device ("mps"), or "PyTorch · mps" where frameworks are compared
-    (`always`)."""
+def run_label(framework: str, device: str, always: bool = False, quantize=None) -> str:
+    """"MLX · gpu", "MLX · cpu", "MLX · gpu · 4-bit" (`quantize`: the bits of its weights); a PyTorch run is its
+    device ("mps"), or "PyTorch · mps" where frameworks are compared (`always`)."""
     if framework == "mlx":
-        return f"MLX \u00b7 {mlx_device_words(device)}"
+        return f"MLX \u00b7 {mlx_device_words(device)}" + (f" \u00b7 {quantize}-bit" if quantize in (4, 8) else "")
     return f"PyTorch \u00b7 {device}" if always else device
+
+
+def quantize_words(config) -> str:
+    """" with 4-bit weights" for an MLX run whose weights mlx-lm quantized ("" otherwise)."""
+    bits = config.options.get("quantize") if isinstance(config.options, dict) else None
+    return f" with {bits}-bit weights" if config.framework == "mlx" and bits in (4, 8) else ""
 
 
 def check_mlx(config) -> None:

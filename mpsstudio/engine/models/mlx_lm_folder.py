@@ -29,6 +29,8 @@ LORA_NAMES = ((".lora_a", ".lora_A.default.weight"), (".lora_b", ".lora_B.defaul
 PEFT_PREFIX = "base_model.model."  # peft's wrapper of a model: its parameters' names begin so
 # parameters transformers keeps as Conv1D (weight stored in x out), which mlx-lm's sanitize transposes to Linear's
 GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+QUANTIZE_BITS = (4, 8)  # mlx-lm's `convert -q --q-bits`: its affine mode, as MLX users quantize
+QUANTIZE_GROUP = 64  # mlx-lm's default group size of the affine mode
 
 
 @dataclass
@@ -89,6 +91,11 @@ def plan_reason(name: str, options: dict) -> str:
         return (f"'{printable(folder.path.name)}' is a {folder.task} model, and MLX runs a model folder through "
                 "mlx-lm, which trains causal language models")
     mode, _, _, checkpointing = finetune_of(options)
+    bits = quantize_of(options)
+    if bits and mode != "lora":
+        return (f"a model quantized to {bits} bits trains LoRA adapters on its frozen weights (mlx-lm's QLoRA), not "
+                f"{'every weight' if mode == 'full' else 'a head'}: fine-tune it with --finetune lora, or drop "
+                "--quantize")
     if mode == "head":
         return "head-only fine-tuning is PyTorch's here; mlx-lm fine-tunes LoRA adapters or every weight"
     if checkpointing:
@@ -97,8 +104,75 @@ def plan_reason(name: str, options: dict) -> str:
     return f"'{printable(folder.path.name)}' {why}" if why.startswith("its ") else why
 
 
+def quantize_of(options: dict) -> int | None:
+    """The bits the MLX side's weights are quantized to (options["quantize"]: 4 or 8), None where they are not;
+    UserError for another value."""
+    bits = options.get("quantize")
+    if bits is None:
+        return None
+    if isinstance(bits, bool) or bits not in QUANTIZE_BITS:
+        raise UserError(f"--quantize takes 4 or 8 bits (mlx-lm's), not {printable(repr(bits))[:40]}.")
+    return int(bits)
+
+
+@dataclass
+class Quantized:
+    """What quantizing a model did: the bits and group, the layers quantized and those left as they were (too narrow
+    for a group, or kept by the model's own rule), and the bytes its parameters take before and after."""
+    bits: int
+    group_size: int
+    layers: int
+    kept: int
+    bytes_before: int
+    bytes_after: int
+
+    def record(self) -> dict:
+        return {"bits": self.bits, "group_size": self.group_size, "mode": "affine", "layers": self.layers,
+                "kept": self.kept, "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}
+
+
+def quantize(loaded: Loaded, bits: int) -> Quantized:
+    """The model's layers quantized as mlx-lm's `convert -q` quantizes them (`nn.quantize` in its affine mode, groups
+    of 64, every layer that can be quantized whose input width a group divides, the model's own quant_predicate
+    kept): the weights packed in `bits`, each group's scale and bias in the float type of the rest, frozen (a
+    QuantizedLinear trains no weight). LoRA's adapters (LoRALinear) stay as they are and their base is quantized, as
+    mlx-lm's QLoRA has it. UserError where no layer can be quantized."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    model = loaded.model
+    before = parameter_bytes(model)
+    own = getattr(model, "quant_predicate", None)
+    chosen: list[str] = []
+    refused: list[str] = []
+
+    def predicate(path, module):
+        if not hasattr(module, "to_quantized"):
+            return False
+        fits = getattr(module, "weight", None) is not None and module.weight.shape[-1] % QUANTIZE_GROUP == 0
+        if fits and own is not None:
+            fits = bool(own(path, module))
+        (chosen if fits else refused).append(path)
+        return fits
+
+    nn.quantize(model, group_size=QUANTIZE_GROUP, bits=bits, class_predicate=predicate)
+    if not chosen:
+        raise UserError(f"No layer of '{printable(loaded.model_type)}' is {QUANTIZE_GROUP} wide or a multiple of it, "
+                        f"so none can be quantized in mlx-lm's groups of {QUANTIZE_GROUP}; drop --quantize.")
+    mx.eval(model.parameters())
+    return Quantized(bits=bits, group_size=QUANTIZE_GROUP, layers=len(chosen), kept=len(refused),
+                     bytes_before=before, bytes_after=parameter_bytes(model))
+
+
+def parameter_bytes(model) -> int:
+    """The bytes an MLX model's parameters take (packed weights, scales and biases of a quantized layer included)."""
+    return sum(v.nbytes for _, v in _flat_arrays(model))
+
+
 def load(path: Path) -> Loaded:
-    """The folder's model in mlx-lm, its weights the folder's (every parameter loaded: strict); UserError with the
+    """The folder's model in mlx-lm, its weights the folder's (every parameter loaded: strict) in float32 as
+    PyTorch's side loads them (hf_model.build): mlx-lm keeps the type a folder stores (bf16 for most of the hub's),
+    so a "fp32" run of a bf16 folder would otherwise compute in bf16 and fail parity for it. UserError with the
     reason where mlx-lm cannot."""
     utils = mlx_lm_module()
     shown = printable(path.name)
@@ -123,7 +197,33 @@ def load(path: Path) -> Loaded:
     except (Exception, SystemExit) as exc:
         raise UserError(f"mlx-lm could not load '{shown}' ({error_line(exc, 200)}); run it in PyTorch alone "
                         "(--framework torch).") from exc
+    stored = _float_types(model)
+    if stored - {"float32"}:
+        model.set_dtype(_mx().float32)  # floating parameters only (nn.Module.set_dtype's default predicate)
+        notes.append(f"its weights are stored in {', '.join(sorted(stored))}: read in float32, as PyTorch's side reads "
+                     "them; the run's precision casts from there")
     return Loaded(model=model, model_type=str(config.get("model_type")), notes=notes)
+
+
+def _mx():
+    import mlx.core as mx
+
+    return mx
+
+
+def _float_types(model) -> set[str]:
+    """The floating types an MLX model's parameters are stored in ("float32", "bfloat16", ...)."""
+    mx = _mx()
+    return {str(v.dtype).removeprefix("mlx.core.") for _, v in _flat_arrays(model)
+            if mx.issubdtype(v.dtype, mx.floating)}
+
+
+def _flat_arrays(model) -> list[tuple[str, Any]]:
+    """An MLX model's parameters as (dotted name, array) pairs (mlx.utils.tree_flatten)."""
+    from mlx.utils import tree_flatten
+
+    pairs: Any = tree_flatten(model.parameters())
+    return list(pairs)
 
 
 def _gpt2_classes(utils, notes: list[str]):

@@ -103,10 +103,35 @@ def plan(config: RunConfig, device_names: Sequence[str], gpus: Sequence[int] | N
     if not names:
         raise UserError("No devices given; name at least one of cpu, mps, cuda.")
     chosen = check_frameworks(frameworks or [config.framework])
+    if config.options.get("quantize") is not None:
+        check_quantize(config, info.folder, chosen)
     if chosen != ["torch"]:
         return _by_framework(config, names, chosen, gpus, here)
     return _by_device(config.changed(framework="torch") if config.framework != "torch" else config, names, gpus,
                       here=here)
+
+
+def check_quantize(config: RunConfig, folder: bool, frameworks: list[str]) -> None:
+    """--quantize is the MLX side's (mlx-lm's 4- or 8-bit weights of a model folder); UserError where it cannot be."""
+    from ..models.mlx_lm_folder import quantize_of
+
+    bits = quantize_of(config.options)
+    if not folder:
+        raise UserError(f"--quantize {bits} quantizes a Hugging Face model folder's weights in mlx-lm; "
+                        f"{printable(str(config.model))[:80]} is not one: drop --quantize.")
+    if "mlx" not in frameworks:
+        raise UserError(f"--quantize {bits} quantizes the MLX side's weights (mlx-lm's); PyTorch has no such "
+                        "training path here (bitsandbytes has no MPS build): add --framework torch,mlx or mlx.")
+
+
+def quantize_note(config: RunConfig) -> str:
+    """What a plan says where the MLX side is quantized and PyTorch's is not ("" where nothing is)."""
+    bits = config.options.get("quantize")
+    if bits is None:
+        return ""
+    return (f"MLX's side trains LoRA on {bits}-bit weights (mlx-lm's QLoRA); PyTorch's keeps {config.precision_words} "
+            "weights: not the same arithmetic, compared as what each framework offers (parity is checked before "
+            "quantizing).")
 
 
 def check_frameworks(frameworks: Sequence[str]) -> list[str]:
@@ -138,8 +163,11 @@ def _by_framework(config: RunConfig, names: list[str], frameworks: list[str], gp
     out = Plan(configs=[])
     for framework in frameworks:
         cfg = config.changed(framework=framework).check_runs_here()
-        if framework == "torch":
+        if framework == "torch":  # a quantized MLX side's PyTorch run keeps its weights as they are
+            cfg = cfg.changed(options={k: v for k, v in cfg.options.items() if k != "quantize"})
             part = _by_device(cfg, names, gpus, strict=False, here=here)
+            if quantize_note(config) and "torch" in frameworks and len(frameworks) > 1:
+                part.notes.append(quantize_note(config))
         else:
             part = Plan(configs=[])
             from ..models.catalog import mlx_twin_reason

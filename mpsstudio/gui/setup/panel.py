@@ -170,7 +170,8 @@ class SetupPanel(QWidget):
     def _refresh(self) -> None:
         if self._loaded:
             self._update_input_rows()
-            self.training.show_finetune(self.facts.is_model_folder(self.models.current()))
+            self.training.show_finetune(self.facts.is_model_folder(self.models.current()),
+                                        mlx="mlx" in self.frameworks.checked())
         self.footer.summary.setText(self.summary_text())
         if self._loaded:
             self.footer.guard_row.show(self.guard())
@@ -305,9 +306,11 @@ class SetupPanel(QWidget):
         model = self.models.current()
         if model in (None, CHOOSE_FILE):
             model = base.model
-        options = {k: v for k, v in base.options.items() if k != "finetune"}
+        options = {k: v for k, v in base.options.items() if k not in ("finetune", "quantize")}
         if self.facts.is_model_folder(model):  # a model folder's fine-tuning (Training ▸ Fine-tuning)
             options["finetune"] = self.training.finetune()
+            if self.training.quantize() is not None and "mlx" in self.frameworks.checked():
+                options["quantize"] = self.training.quantize()  # Training ▸ MLX weights
         return self._base.changed(model=model, dataset=self.datasets.current() or base.dataset,
                                   **self.training.fields(), **self.advanced_section.fields(self.training.by_epoch),
                                   options=options, **self.inputs.fields(self._input_kind()))

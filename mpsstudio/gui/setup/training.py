@@ -17,6 +17,11 @@ _FINETUNING = (("Full", "full", "Every weight trains."),
                ("LoRA", "lora", "LoRA adapters (rank 8, alpha 16) on the attention's query and value projections "
                                 "train; the rest is frozen."),
                ("Head only", "head", "The task head trains; the body is frozen."))
+_MLX_WEIGHTS = (("As stored", None, "MLX's side trains the folder's weights in the run's precision."),
+                ("8-bit", 8, "MLX's side quantizes the weights to 8 bits as mlx-lm's convert -q does and trains LoRA "
+                             "on them (QLoRA); PyTorch's keeps its precision: not the same arithmetic."),
+                ("4-bit", 4, "MLX's side quantizes the weights to 4 bits as mlx-lm's convert -q does and trains LoRA "
+                             "on them (QLoRA); PyTorch's keeps its precision: not the same arithmetic."))
 
 
 class TrainingRows(QObject):
@@ -68,6 +73,12 @@ class TrainingRows(QObject):
             self.finetune_combo.setItemData(self.finetune_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
         self.finetune_combo.currentIndexChanged.connect(self.changed)
         rows.row(self.form, "Fine-tuning", self.finetune_combo)
+        self.weights_combo = QComboBox()  # the MLX side's weights of a model folder (shown where MLX is ticked)
+        for title, bits, words in _MLX_WEIGHTS:
+            self.weights_combo.addItem(title, bits)
+            self.weights_combo.setItemData(self.weights_combo.count() - 1, words, Qt.ItemDataRole.ToolTipRole)
+        self.weights_combo.currentIndexChanged.connect(self.changed)
+        rows.row(self.form, "MLX weights", self.weights_combo)
         layout.addLayout(self.form)
 
     @property
@@ -82,8 +93,13 @@ class TrainingRows(QObject):
     def finetune(self) -> str:
         return self.finetune_combo.currentData()
 
-    def show_finetune(self, shown: bool) -> None:
+    def quantize(self) -> int | None:
+        """The bits of the MLX side's weights (None: as stored)."""
+        return self.weights_combo.currentData()
+
+    def show_finetune(self, shown: bool, mlx: bool = False) -> None:
         self.form.setRowVisible(self.finetune_combo, shown)
+        self.form.setRowVisible(self.weights_combo, shown and mlx)
 
     def apply(self, config: RunConfig, devices: list) -> None:
         """A config's fields put back; its precision only where every device in `devices` runs it."""

@@ -36,7 +36,10 @@ class LiveView(QObject):
             w.chrome.badge_output(True)
         elif isinstance(event, Started):
             device = event.config["device"]
-            where = run_label(str(event.config.get("framework", "torch")), device)  # "MLX · cpu" beside "cpu"
+            options: dict = event.config.get("options") or {}
+            options = options if isinstance(options, dict) else {}
+            where = run_label(str(event.config.get("framework", "torch")), device,  # "MLX · cpu" beside "cpu"
+                              quantize=options.get("quantize"))
             epochs = event.config.get("epochs") if event.config.get("steps") is None else None
             if epochs:
                 w.state.note_epochs(event.run_id, epochs, event.total_steps)

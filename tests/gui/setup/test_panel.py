@@ -399,3 +399,30 @@ def test_a_model_folder_in_both_frameworks_plans_mlx_lm_unless_its_fine_tuning_i
     combo.setCurrentIndex(combo.findData("head"))
     assert [c.framework for c in fake_panel.configs()] == ["torch"]
     assert any("head-only fine-tuning is PyTorch's" in s for s in fake_panel.plan().skipped)
+
+
+def test_the_mlx_weights_row_quantizes_the_mlx_side_only_where_mlx_is_ticked(fake_panel, tmp_path):
+    """Training ▸ MLX weights (shown for a folder with MLX ticked): 4-bit planned on the MLX side only, said in the
+    plan's notes; full fine-tuning of quantized weights left out with the reason, as the CLI's plan does."""
+    pytest.importorskip("mlx_lm")
+    from tests.support.hf_folders import llama_text_lm
+
+    folder = str(llama_text_lm(tmp_path / "llama", hidden=64))
+    fake_panel.use_model_folder(folder, "Hugging Face LlamaForCausalLM (causal LM) from llama.")
+    training = fake_panel.training
+    assert not training.form.isRowVisible(training.weights_combo)  # PyTorch alone: no MLX weights to choose
+    fake_panel.frameworks.set_mlx(MLX_HERE)
+    fake_panel.frameworks.mlx_check.setChecked(True)
+    assert training.form.isRowVisible(training.weights_combo)
+    training.finetune_combo.setCurrentIndex(training.finetune_combo.findData("lora"))
+    training.weights_combo.setCurrentIndex(training.weights_combo.findData(4))
+    configs = fake_panel.configs()
+    assert [(c.framework, c.options.get("quantize")) for c in configs] == [("torch", None), ("mlx", 4)]
+    assert configs[1].where == "MLX \u00b7 cpu \u00b7 4-bit"
+    assert any("4-bit weights" in n and "not the same arithmetic" in n for n in fake_panel.plan().notes)
+    training.finetune_combo.setCurrentIndex(training.finetune_combo.findData("full"))
+    assert [c.framework for c in fake_panel.configs()] == ["torch"]
+    assert any("trains LoRA adapters on its frozen weights" in s for s in fake_panel.plan().skipped)
+    fake_panel.frameworks.mlx_check.setChecked(False)  # PyTorch alone: the row hides and quantizes nothing
+    assert not training.form.isRowVisible(training.weights_combo)
+    assert [c.options.get("quantize") for c in fake_panel.configs()] == [None]

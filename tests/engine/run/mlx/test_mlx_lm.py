@@ -108,3 +108,21 @@ def test_a_config_mlx_lm_must_not_follow_is_refused_before_anything_loads(lm, tm
     assert said in mlx_lm_folder.architecture_reason(folder)
     with pytest.raises(UserError, match="cannot be run in MLX"):
         mlx_lm_folder.load(folder)
+
+
+def test_a_folder_stored_in_bf16_is_read_in_fp32_on_both_sides_and_passes_parity(tmp_path, lm):
+    """mlx-lm keeps the type a folder stores (bf16 for most of the hub's); PyTorch's side reads it in fp32. Read as
+    stored, an fp32 run's MLX side computed in bf16 and parity refused the folder."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    folder = hf_folders.llama_text_lm(tmp_path / "llama_bf16", dtype="bfloat16")
+    assert '"dtype": "bfloat16"' in (folder / "config.json").read_text()
+    loaded = mlx_lm_folder.load(folder)
+    assert {v.dtype for _, v in tree_flatten(loaded.model.parameters())} == {mx.float32}
+    assert any("stored in bfloat16: read in float32" in n for n in loaded.notes), loaded.notes
+    data = token_rows.load_text(str(lm["txt"]), folder, 300, 32)
+    made = data.train.batch(np.arange(4))
+    config = RunConfig(model=str(folder), optimizer="adamw", lr=1e-3, framework="mlx")
+    found = lm_parity.check(config, _torch_model(folder), loaded, made["input_ids"], made["labels"])
+    assert found.passed, found.words()

@@ -100,3 +100,69 @@ def test_mlx_lm_weights_that_differ_are_refused_through_the_run_naming_the_block
                                    batch_size=4, input_shape=(32,), framework="mlx", optimizer="adamw", lr=1e-3))
     assert result.status == "failed" and "block 1" in result.error and "\n" not in result.error, result.error
     assert result.summary is None or not result.summary.measured_steps
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A Llama 64 wide: mlx-lm quantizes in groups of 64, so every projection and the embedding can be quantized."""
+    root = tmp_path_factory.mktemp("bench_quantized")
+    (root / "pattern.txt").write_text(hf_folders.PATTERN_TEXT)
+    return {"llama": hf_folders.llama_text_lm(root / "llama", hidden=64), "txt": root / "pattern.txt"}
+
+
+def test_a_4_bit_mlx_side_trains_lora_beside_pytorch_and_says_it_is_not_the_same_arithmetic(wide, tmp_path, capsys):
+    from mpsstudio.launcher import main
+
+    out = tmp_path / "q4.json"
+    code = main(["bench", "--model", str(wide["llama"]), "--dataset", str(wide["txt"]), "--devices", "cpu",
+                 "--framework", "torch,mlx", "--steps", "6", "--warmup", "2", "--batch-size", "4", "--seq-len", "32",
+                 "--optimizer", "adamw", "--lr", "1e-3", "--finetune", "lora", "--quantize", "4", "--no-save",
+                 "--json", str(out)])
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert code == 0, text
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["config"]["framework"] for r in runs] == ["torch", "mlx"]
+    assert "quantize" not in runs[0]["config"]["options"] and runs[1]["config"]["options"]["quantize"] == 4
+    q = runs[1]["summary"]["parity"]["quantized"]
+    # every Linear (7 a block, 2 blocks), the embedding and the head: 4-bit weights take about a sixth of fp32's
+    assert q["bits"] == 4 and q["group_size"] == 64 and q["layers"] == 16 and q["kept"] == 0
+    assert q["bytes_after"] < 0.4 * q["bytes_before"]
+    assert q["loss_before"] != q["loss_after"] and abs(q["loss_after"] / q["loss_before"] - 1) < 0.2
+    assert runs[1]["summary"]["trainable_parameters"] == runs[0]["summary"]["trainable_parameters"]  # the adapters
+    assert runs[1]["summary"]["val_perplexity"] > 1
+    verdict = next(line for line in text.splitlines() if f"trains {wide['llama']}" in line)
+    assert "MLX (CPU) with 4-bit weights" in verdict and "parity passed before quantizing to 4 bits" in verdict
+    assert "peak memory" in verdict or "memory not compared" in verdict, verdict
+    assert "not the same arithmetic" in text and "MLX \u00b7 cpu \u00b7 4-bit" in text
+    assert "Quantized as mlx-lm's convert -q does: 4-bit weights" in text
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--framework", "torch", "--finetune", "lora"], "add --framework torch,mlx"),
+    (["--framework", "torch,mlx", "--finetune", "full"], "trains LoRA adapters on its frozen weights"),
+])
+def test_quantizing_what_mlx_lm_cannot_is_one_sentence_or_left_out(wide, args, said, capsys):
+    from mpsstudio.launcher import main
+
+    code = main(["bench", "--model", str(wide["llama"]), "--dataset", str(wide["txt"]), "--devices", "cpu",
+                 "--steps", "2", "--batch-size", "4", "--seq-len", "32", "--quantize", "8", "--no-save", *args])
+    text = capsys.readouterr()
+    both = text.out + text.err
+    assert said in both and "Traceback" not in both
+    if "full" in args:  # PyTorch's run still runs; MLX's is left out with the reason
+        assert code == 0 and "skipping MLX" in both
+    else:
+        assert code != 0
+
+
+def test_quantize_on_a_built_in_model_or_a_bad_value_is_one_sentence():
+    from mpsstudio.engine.basics.errors import UserError
+
+    with pytest.raises(UserError, match="is not one: drop --quantize"):
+        session.plan(RunConfig(model="mlp", dataset="synthetic", steps=2, options={"quantize": 4}), ["cpu"],
+                     frameworks=["torch", "mlx"])
+    with pytest.raises(UserError, match="takes 4 or 8 bits"):
+        mlx_lm_folder.quantize_of({"quantize": 3})
+    with pytest.raises(UserError, match="takes 4 or 8 bits"):
+        mlx_lm_folder.quantize_of({"quantize": True})
