@@ -219,11 +219,8 @@ def _float_types(model) -> set[str]:
 
 
 def _flat_arrays(model) -> list[tuple[str, Any]]:
-    """An MLX model's parameters as (dotted name, array) pairs (mlx.utils.tree_flatten)."""
-    from mlx.utils import tree_flatten
-
-    pairs: Any = tree_flatten(model.parameters())
-    return list(pairs)
+    """An MLX model's parameters as (dotted name, array) pairs."""
+    return _pairs(model.parameters())
 
 
 def _gpt2_classes(utils, notes: list[str]):
@@ -314,8 +311,13 @@ def blocks(model) -> list:
 
 
 def _trainable(model) -> list[tuple[str, Any]]:
-    """An MLX model's trainable arrays as (dotted name, array) pairs (mlx.utils.tree_flatten)."""
+    """An MLX model's trainable arrays as (dotted name, array) pairs."""
+    return _pairs(model.trainable_parameters())
+
+
+def _pairs(tree) -> list[tuple[str, Any]]:
+    """A tree of MLX arrays as (dotted name, array) pairs (mlx.utils.tree_flatten)."""
     from mlx.utils import tree_flatten
 
-    pairs: Any = tree_flatten(model.trainable_parameters())
+    pairs: Any = tree_flatten(tree)
     return list(pairs)

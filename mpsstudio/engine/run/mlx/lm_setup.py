@@ -80,13 +80,12 @@ def prepare_folder(cfg: RunConfig, data, progress, check_stop, noted: dict, dev,
     check_stop()
     x, labels = next(iter(train.epoch()))
     found = check(cfg, reference, loaded, x["input_ids"], labels, reduced=arithmetic.reduced)
-    noted["parity"] = found.record()
+    parity = noted["parity"] = found.record()
     parities.refuse(found, cfg.model)
-    parity = found.record()
     bits = mlx_lm_folder.quantize_of(cfg.options)
     if bits:  # after parity: the check is of the folder's own weights, which quantizing changes on purpose
         quantized = quantize_after_parity(loaded, bits, convert(x), labels)
-        parity["quantized"] = quantized
+        parity = {**parity, "quantized": quantized}  # the run's record; a refusal's (noted) has none
         notes.append(quantized_words(quantized))
     dropout = sorted(k for k in DROPOUT_FIELDS if isinstance(getattr(reference.config, k, None), float)
                      and getattr(reference.config, k) > 0)
