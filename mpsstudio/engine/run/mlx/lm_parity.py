@@ -7,9 +7,10 @@ both sides, the truth PyTorch in float64 on the CPU, each side's difference from
 as close to the truth as PyTorch's own fp32 is (within FP32_SLACK times) or within FLOOR, and TF32-class products
 get the tolerance TF32's precision derives. Checked: the logits, the next-token loss (the mean over the labelled
 tokens: a text's prompts and padding, labelled -100, left out, as the runs' loss does) and one optimizer step of full
-fine-tuning, or of LoRA's adapters (every trained parameter's update, by its name in transformers or peft). Where the logits differ, the first decoder block
-whose output differs is named (each block's output recorded on both sides); where only the step does, the parameter
-whose update differs most.
+fine-tuning, or of LoRA's adapters (every trained parameter's update, by its name in transformers or peft); in a
+half-precision run, the logits with the weights in that type (HALF_TOLERANCE: its rounding alone). Where the logits
+differ, the first decoder block whose output differs is named (each block's output recorded on both sides); where
+only the step does, the parameter whose update differs most.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from ...data.tokens import IGNORE
 from ...models import mlx_lm_folder
 from .steps import make_optimizer, next_token_loss
-from .parity import FLOOR, PARITY_SAMPLES, Parity, dropout_off_torch, judge, relative, tf32_tolerance
+from .parity import FLOOR, HALF_TOLERANCE, PARITY_SAMPLES, Parity, dropout_off_torch, judge, relative, tf32_tolerance
 
 
 def _next_token_loss_torch(logits, labels):
@@ -121,6 +122,14 @@ def check(config, torch_model, loaded: mlx_lm_folder.Loaded, x_torch, labels_tor
                 diff, name = max((relative(truth[2][k], moved[k]), k) for k in names)
                 result.layer = (f"the forward agrees, and the parameter whose update differs most is {name} (by "
                                 f"{diff:.2g}): its gradient or the optimizer's step is not the same")
+                return result
+        half = config.precision if config.precision in HALF_TOLERANCE else None
+        if half:  # the run's half type: the folder's weights rounded to it, the logits against the float64 truth
+            model.update(saved)
+            model.set_dtype(mx.bfloat16 if half == "bf16" else mx.float16)
+            low = model(x_mlx).astype(mx.float32)
+            result.checks[f"{half} forward"] = {"difference": relative(truth[0], np.array(low)), "torch": None,
+                                                "tolerance": HALF_TOLERANCE[half]}
     finally:
         model.update(saved)
         model.train(was_training)

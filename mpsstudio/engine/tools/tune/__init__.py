@@ -217,12 +217,16 @@ def first_wrong_layer(diagnosis: dict | None) -> str | None:
 
 def input_kind(config: RunConfig) -> str:
     """What the model gets from this dataset: synthetic data's sample (run.setup.synthetic_input), a named dataset's
-    kind, a folder's images; the model's own input kinds where that cannot be known here."""
+    kind, a text dataset's token rows (basics.spec.is_text_dataset, as a run decides it), a folder's images; the
+    model's own input kinds where that cannot be known here."""
+    from ...basics.spec import is_text_dataset
     from ...data.datasets import list_datasets
     from ...run.setup import synthetic_input
 
     name = str(config.dataset).lower()
     try:
+        if is_text_dataset(str(config.dataset)):
+            return "tokens"
         if name == "synthetic":
             return synthetic_input(config).kind
         info = next((d for d in list_datasets() if d.name == name), None)

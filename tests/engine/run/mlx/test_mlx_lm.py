@@ -52,6 +52,24 @@ def test_the_folder_in_mlx_lm_computes_what_transformers_computes(lm, name):
     assert ("n_ctx" in " ".join(loaded.notes)) == (name == "gpt")  # transformers 5's GPT-2 config, said
 
 
+@pytest.mark.parametrize("half", ["bf16", "fp16"])
+def test_a_half_precision_run_checks_its_logits_in_that_type_and_leaves_the_weights_as_they_were(lm, half):
+    """The run's own precision is checked too (tune's parity column reads it): the folder's weights rounded to the
+    half type give logits within its rounding of float64's, and the model keeps its fp32 weights after."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    loaded = mlx_lm_folder.load(lm["llama"])
+    before = {k: np.array(v) for k, v in tree_flatten(loaded.model.parameters())}
+    x, labels = _batch(lm, "llama")
+    config = RunConfig(model=str(lm["llama"]), optimizer="adamw", lr=1e-3, framework="mlx", precision=half)
+    found = lm_parity.check(config, _torch_model(lm["llama"]), loaded, x, labels)
+    check = found.checks[f"{half} forward"]
+    assert found.passed and 1e-5 < check["difference"] <= check["tolerance"], found.words()
+    after = dict(tree_flatten(loaded.model.parameters()))
+    assert all(after[k].dtype == mx.float32 and np.array_equal(np.array(after[k]), v) for k, v in before.items())
+
+
 def test_the_next_token_loss_leaves_out_the_labels_not_learnt(lm):
     import mlx.core as mx
 

@@ -423,3 +423,19 @@ def test_a_fastest_apart_but_with_a_wide_interval_gets_more_rounds_and_a_sharp_o
     assert best["rounds"] == 13 and best["speedup_low"] == pytest.approx(4637.0 / 832.0)
     run_point, seen = _rounds_of({("bf16", True): lambda n: 180.0})  # steady: its interval is sharp after 7
     assert tune.tune(BASE, grid_of(), run_point=run_point, run_check=no_check, budget_s=600.0)["leader_rounds"] == 0
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "chat.jsonl", "rows.parquet"])
+def test_a_text_dataset_gets_no_channels_last_candidates(tmp_path, name):
+    """A language model on the user's text gets token rows, not images: channels_last is not tried (it used to be,
+    each candidate then refused), whichever framework, and whatever the file's kind."""
+    data = tmp_path / name
+    data.write_text("some text\n")
+    for framework in ("torch", "mlx"):
+        config = RunConfig(model="tiny_gpt", dataset=str(data), steps=4, epochs=None, framework=framework)
+        assert tune.input_kind(config) == "tokens"
+        grid = tune.plan(config, ["cpu"], batch_sizes=[2, 4], precisions=["fp32"])
+        assert grid.candidates and not any(c.channels_last for c in grid.candidates)
+    folder = tmp_path / "images"
+    (folder / "cat").mkdir(parents=True)
+    assert tune.input_kind(RunConfig(model="mnist_cnn", dataset=str(folder))) == "image"
