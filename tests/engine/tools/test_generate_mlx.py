@@ -122,3 +122,26 @@ def test_bad_frameworks_are_one_sentence(monkeypatch):
         words.arguments({"devices": "cpu", "frameworks": "mlx"})
     assert words.arguments({"devices": "cpu"})["frameworks"] == ["torch"]
 
+
+
+def test_a_quantized_mlx_side_generates_labelled_not_the_same_arithmetic(tmp_path, capsys):
+    """--quantize 4 with --frameworks torch,mlx: mlx-lm's weights in 4 bits (what it did said in the sentence), the
+    rows labelled, the tokens compared and said not the same arithmetic; PyTorch's side as saved. A training setting
+    given to generate is said to be unused; --quantize without MLX is one sentence before anything runs."""
+    from mpsstudio import cli
+
+    wide = hf_folders.llama_text_lm(tmp_path / "wide", hidden=64)  # 64 wide: mlx-lm's groups of 64 fit
+    code, printed, result = _generate(wide, tmp_path, capsys, "--frameworks", "torch,mlx", "--quantize", "4",
+                                      "--finetune", "lora", contexts="16")
+    assert code == 0, printed.err
+    torch_row, mlx_row = result["rows"]
+    assert "quantize" not in torch_row and mlx_row["quantize"] == 4 and words.label(mlx_row) == "MLX \u00b7 cpu fp32 4-bit"
+    assert len(mlx_row["first_tokens"]) == 16 and all(0 < mlx_row[k][1] for k in ("ttft_ms", "decode_tps"))
+    said = result["sentence"]
+    assert "(4-bit weights: not the same arithmetic)" in said and "4-bit weights as mlx-lm's convert -q" in said
+    assert "--finetune is a training setting, not used here" in said
+    assert "MLX \u00b7 cpu fp32 4-bit" in printed.out and "not PyTorch's arithmetic" in printed.out
+    assert cli.main(["generate", "--model", str(wide), "--devices", "cpu", "--quantize", "8", "--no-save"]) != 0
+    refused = capsys.readouterr()
+    assert "--quantize 8 quantizes the MLX side's weights" in refused.err and "Traceback" not in refused.err
+    assert "Setup" not in refused.out  # refused before a setup is measured

@@ -9,8 +9,9 @@ call hands back its last wanted token (`generate_step` yields `y.item()`: the to
 - `new_tokens` tokens: the whole generation; beyond the first call, the **decode** of the other `new_tokens - 1`.
 mlx-lm computes one token ahead (`mx.async_eval` of the next step before it yields): that step is left to finish,
 outside the clock, before the next call starts, so it never counts into the next one. The model's weights are cast
-to the precision (`Module.set_dtype`, as `mlx_lm.convert --dtype` does); fp32 matrix products are full fp32 unless
-the tool's config asks TF32 (machine/mlx.set_tf32, as an MLX run)."""
+to the precision (`Module.set_dtype`, as `mlx_lm.convert --dtype` does), then, with --quantize, quantized in 4 or 8
+bits as `mlx_lm.convert -q` does (models/mlx_lm_folder.quantize: the scales in the precision); fp32 matrix products
+are full fp32 unless the tool's config asks TF32 (machine/mlx.set_tf32, as an MLX run)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ BATCH_NOTE = ("MLX: mlx-lm's generate_step makes one sequence at a time (its bat
               "another measure); batch {batch} not measured")
 
 
-def load(folder, precision: str):
-    """The folder's causal LM in mlx-lm (models/mlx_lm_folder.load: strict, never a custom model file), its weights
-    cast to `precision`."""
+def load(folder, precision: str, bits: int | None = None):
+    """(the folder's causal LM in mlx-lm (models/mlx_lm_folder.load: strict, never a custom model file), its weights
+    cast to `precision` and, given `bits`, quantized; what quantizing did, or None)."""
     import mlx.core as mx
 
     from ...models import mlx_lm_folder
@@ -37,9 +38,22 @@ def load(folder, precision: str):
                         "LM.")
     loaded = mlx_lm_folder.load(folder.path)
     loaded.model.set_dtype({"fp32": mx.float32, "bf16": mx.bfloat16, "fp16": mx.float16}[precision])
+    quantized = mlx_lm_folder.quantize(loaded, bits).record() if bits else None
     loaded.model.eval()
     mx.eval(loaded.model.parameters())
-    return loaded
+    return loaded, quantized
+
+
+def quantized_note(where: str, q: dict) -> str:
+    """"MLX \u00b7 cpu fp32 4-bit: 4-bit weights as mlx-lm's convert -q makes them (affine, groups of 64) in 16 layers,
+    parameters 453 KiB -> 84 KiB; not PyTorch's arithmetic: its greedy tokens may part from PyTorch's"."""
+    from ...basics.formatting import fmt_bytes
+
+    kept = f" ({q['kept']} kept as they were: too narrow for a group)" if q["kept"] else ""
+    return (f"{where}: {q['bits']}-bit weights as mlx-lm's convert -q makes them (affine, groups of "
+            f"{q['group_size']}) in {q['layers']} layers{kept}, parameters {fmt_bytes(q['bytes_before'])} -> "
+            f"{fmt_bytes(q['bytes_after'])}; not PyTorch's arithmetic: its greedy tokens may part from PyTorch's by "
+            "more than rounding")
 
 
 def _call(model, prompt, new_tokens: int, stream) -> tuple[float, list[int]]:
@@ -97,9 +111,10 @@ def measure(loaded, dev: mlx_machine.MlxDevice, ids, context: int, new_tokens: i
 
 
 def run_setups(folder, name: str, payload: dict, contexts: list[int], prompt_of, tf32: bool, should_stop, progress,
-               done) -> tuple[list[dict], list[str]]:
-    """Every precision x context of `payload` on MLX's `name` device; (rows, notes): what cannot run is said.
-    `prompt_of(context)`: the PyTorch side's prompt ids; `done()`: counts a measured setup for the progress."""
+               done, bits: int | None = None) -> tuple[list[dict], list[str]]:
+    """Every precision x context of `payload` on MLX's `name` device, its weights in `bits` where given; (rows,
+    notes): what cannot run is said. `prompt_of(context)`: the PyTorch side's prompt ids; `done()`: counts a measured
+    setup for the progress."""
     import mlx.core as mx
 
     rows: list[dict] = []
@@ -122,10 +137,12 @@ def run_setups(folder, name: str, payload: dict, contexts: list[int], prompt_of,
     for prec in payload["precisions"]:
         base = dev.in_use(dev.memory()) if dev.kind == "cpu" else 0
         try:
-            loaded = load(folder, prec)
+            loaded, quantized = load(folder, prec, bits)
         except UserError as exc:  # what PyTorch measured before is kept
             return rows, [*notes, f"MLX · {dev.id} {prec}: {str(exc).rstrip('.')}; not measured"]
         notes += [f"MLX: mlx-lm {note}" for note in loaded.notes if f"MLX: mlx-lm {note}" not in notes]
+        if quantized:
+            notes.append(quantized_note(f"MLX · {dev.id} {prec} {bits}-bit", quantized))
         if prec == "fp32" and dev.kind != "cpu":
             notes.append(f"MLX · {dev.id} fp32: {arithmetic.words}")
         for context in contexts:
@@ -135,7 +152,7 @@ def run_setups(folder, name: str, payload: dict, contexts: list[int], prompt_of,
                 progress(f"MLX · {dev.id} {prec}: generating after {context:,} tokens of context")
             row = measure(loaded, dev, prompt_of(context), context, payload["new_tokens"], payload["repeats"],
                           should_stop, base, FIRST_WARMUP_S if context == contexts[0] else 0.0)
-            rows.append({"device": dev.id, "precision": prec, **row})
+            rows.append({"device": dev.id, "precision": prec, **row, **({"quantize": bits} if bits else {})})
             done()
         del loaded
         mx.clear_cache()

@@ -122,7 +122,9 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
                         f"model.safetensors), and {printable(config.model)[:80]!r} is not one; give --model FOLDER.")
     folder = read_folder(config.model)
     contexts, new_tokens = payload["contexts"], payload["new_tokens"]
-    rows, notes, used = [], [], []
+    frameworks = payload.get("frameworks") or ["torch"]
+    bits, notes = setup_options(config.options or {}, frameworks)
+    rows, used = [], []
     if folder.max_positions:
         fits = [c for c in contexts if c + new_tokens <= folder.max_positions]
         for c in contexts:
@@ -131,7 +133,6 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
                              f"positions {folder.architecture} takes; left out")
         contexts = fits
     found = {d.id: d for d in devices.discover_devices()}
-    frameworks = payload.get("frameworks") or ["torch"]
     steps = max(1, len(frameworks) * len(payload["devices"]) * len(payload["precisions"]) * max(1, len(contexts)))
     done = 0
 
@@ -157,7 +158,7 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
 
         for name in payload["devices"]:
             more, said = run_setups(folder, name, payload, contexts, lambda c: prompt_ids(
-                c, 1, folder.vocab_size, config.seed), config.tf32, should_stop, told, counted)
+                c, 1, folder.vocab_size, config.seed), config.tf32, should_stop, told, counted, bits)
             rows += more
             notes += [n for n in said if n not in notes]
     from .words import sentence
@@ -167,6 +168,27 @@ def run_tool(config, payload: dict, *, progress=None, should_stop=None, checkpoi
               "env": tool_env(next((d for d in used if d.kind != "cpu"), used[0]) if used else devices.cpu_device())}
     result["sentence"] = sentence(result)
     return result
+
+
+TRAINING_ONLY = {"finetune": "--finetune", "lora_rank": "--lora-rank", "lora_alpha": "--lora-alpha",
+                 "checkpointing": "--gradient-checkpointing"}
+
+
+def setup_options(options: dict, frameworks: list[str]) -> tuple[int | None, list[str]]:
+    """(the MLX side's bits, notes) from the setup's model options: --quantize quantizes mlx-lm's weights (UserError
+    without MLX among the frameworks, or another value); the training settings mean nothing to generation, said (the
+    window's setup carries its Training choices)."""
+    from ...models.mlx_lm_folder import quantize_of
+
+    bits = quantize_of(options)
+    if bits and "mlx" not in frameworks:
+        raise UserError(f"--quantize {bits} quantizes the MLX side's weights (mlx-lm's); add mlx to the frameworks "
+                        "(--frameworks torch,mlx), or drop --quantize.")
+    given = [flag for key, flag in TRAINING_ONLY.items() if options.get(key) not in (None, False, "full")]
+    notes = [f"{', '.join(given)} {'are training settings' if len(given) > 1 else 'is a training setting'}, not used "
+             "here: generation measures the folder's weights as saved (a fine-tune's own folder is what its save "
+             "wrote)"] if given else []
+    return bits, notes
 
 
 def _torch_setups(folder, dev, payload: dict, contexts: list[int], seed: int, should_stop, told, counted,

@@ -19,6 +19,9 @@ MEMORY_WORDS = {
     "mlx_peak": "peak of MLX's allocator (mx.get_peak_memory): weights, cache and activations",
 }
 FRAMEWORKS = ("torch", "mlx")
+QUANTIZED_METHOD = ("4-bit, 8-bit: mlx-lm's weights quantized as its convert -q makes them (nn.quantize, affine, "
+                    "groups of 64, the scales in the precision), not PyTorch's arithmetic: their tokens can part by more "
+                    "than rounding. ")
 MLX_METHOD = ("MLX: mlx-lm's generate_step, the same prompt ids and lengths, its greedy sampler and cache, the "
               "prompt in its chunks of 2,048; each call timed to the yield of its last wanted token (mlx-lm computes "
               "one token ahead: that step finishes off the clock). ")
@@ -31,9 +34,10 @@ def subject(result: dict) -> str:
 
 
 def label(row: dict) -> str:
-    """"cpu fp32" (PyTorch's), "MLX \u00b7 cpu fp32" (mlx-lm's)."""
+    """"cpu fp32" (PyTorch's), "MLX \u00b7 cpu fp32" (mlx-lm's), "MLX \u00b7 cpu fp32 4-bit" (its weights quantized)."""
     prefix = "MLX \u00b7 " if row.get("framework") == "mlx" else ""
-    return f"{prefix}{row['device']} {row['precision']}"
+    bits = f" {row['quantize']}-bit" if row.get("quantize") else ""
+    return f"{prefix}{row['device']} {row['precision']}{bits}"
 
 
 def reference(rows: list[dict]) -> dict | None:
@@ -92,8 +96,10 @@ def sentence(result: dict) -> str:
                                                                                    if verdict else "")
                      + frameworks_agree(here))
     n = min(r["repeats"] for r in rows)
+    said = [str(note).rstrip(".") for note in result.get("notes") or [] if isinstance(note, str) and note.strip()]
     return (f"Generation of {printable(result.get('model', ''))}, greedy with its cache, batch {rows[0]['batch']}, "
-            f"measured ({how_said(n)}, in brackets). " + ". ".join(parts) + ".")
+            f"measured ({how_said(n)}, in brackets). " + ". ".join(parts) + "."
+            + "".join(f" {printable(note[:1].upper() + note[1:])}." for note in said))
 
 
 def table(result: dict) -> Table:
@@ -130,8 +136,9 @@ def frameworks_agree(here: list[dict]) -> str:
     for r in here:
         if r.get("framework", "torch") != ref.get("framework", "torch") and r.get("first_tokens"):
             agree = _agree(ref["first_tokens"], r["first_tokens"])
-            said.append(f"{label(r)} generates the {agree[len('the '):]} greedy tokens as {label(ref)}"
-                        if agree.startswith("the same") else f"{label(r)}'s greedy tokens {agree} of {label(ref)}'s")
+            said.append((f"{label(r)} generates the {agree[len('the '):]} greedy tokens as {label(ref)}"
+                         if agree.startswith("the same") else f"{label(r)}'s greedy tokens {agree} of {label(ref)}'s")
+                        + (f" ({r['quantize']}-bit weights: not the same arithmetic)" if r.get("quantize") else ""))
     return "; " + "; ".join(said) if said else ""
 
 
@@ -149,6 +156,7 @@ def legend(result: dict) -> str:
             "over what generate(max_new_tokens=New) took beyond it, at the contexts after the prompt. Random prompt "
             "ids (seeded), greedy, key/value cache on. "
             + (MLX_METHOD if any(r.get("framework") == "mlx" for r in rows) else "")
+            + (QUANTIZED_METHOD if any(r.get("quantize") for r in rows) else "")
             + "Memory: " + (measures or "-") + ". Same tokens: the greedy tokens against cpu fp32's (PyTorch's; random "
             "weights differ by rounding alone).")
 
