@@ -97,5 +97,20 @@ rc=0
 [[ $rc == 0 ]] || { cat "$tmp/python.log"; fail "bench --python exited $rc"; }
 grep -q "finished" "$tmp/python.log" || { cat "$tmp/python.log"; fail "bench --python did not finish"; }
 echo "smoke: bench in another Python environment ok in $(( $(date +%s) - t0 )) s"
+# 6. A model folder's MLX side through mlx-lm in the frozen app (where the build had MLX): mlx-lm imports the
+#    folder's architecture by name, which the spec lists; parity with PyTorch comes first
+if "$PYTHON" -c "import mlx_lm" 2>/dev/null; then
+    t0=$(date +%s)
+    "$PYTHON" -c "import sys; sys.path.insert(0, '.'); from pathlib import Path; from tests.support import hf_folders
+hf_folders.llama_text_lm(Path(sys.argv[1]) / 'llama'); (Path(sys.argv[1]) / 'text.txt').write_text(hf_folders.PATTERN_TEXT)" \
+        "$tmp" > /dev/null 2>&1 || fail "the tiny model folder for the MLX smoke could not be made"
+    rc=0
+    "$BIN" bench --model "$tmp/llama" --dataset "$tmp/text.txt" --framework mlx --finetune lora --devices cpu \
+        --steps 5 --warmup 1 --no-save > "$tmp/mlx.log" 2>&1 || rc=$?
+    [[ $rc == 0 ]] || { cat "$tmp/mlx.log"; fail "bench --framework mlx on a model folder exited $rc"; }
+    grep -q "parity passed" "$tmp/mlx.log" && grep -q "finished" "$tmp/mlx.log" \
+        || { cat "$tmp/mlx.log"; fail "the folder's MLX side did not pass parity and finish"; }
+    echo "smoke: a model folder in mlx-lm ok in $(( $(date +%s) - t0 )) s"
+fi
 rm -rf "$tmp"
 echo "smoke: all passed"

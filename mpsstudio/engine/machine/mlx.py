@@ -39,7 +39,9 @@ def mlx_reason() -> str:
     except ImportError as exc:
         if getattr(exc, "name", "") in ("mlx", "mlx.core") and "mlx" in str(exc) and "No module named" in str(exc):
             return f"MLX is not installed; {INSTALL_MLX}"
-        return f"MLX is installed but does not load ({str(exc)[:160]}); reinstall it: {INSTALL_MLX}"
+        cause = exc.__cause__ or exc.__context__  # nanobind's "error while initializing the extension" hides it
+        said = str(exc).rstrip(".")[:160] + (f": {str(cause)[:160]}" if cause is not None else "")
+        return f"MLX is installed but does not load ({said}); reinstall it: {INSTALL_MLX}"
     try:
         mx.eval(mx.array([1.0]) + 1)
     except Exception as exc:  # a Linux `pip install mlx` without a backend raises here

@@ -41,10 +41,15 @@ class Loaded:
 
 
 def mlx_lm_module():
+    """mlx_lm.utils; UserError where mlx-lm is not installed, or is and cannot be imported (a package it needs
+    missing or broken: named, as the import said it)."""
     try:
         import mlx_lm.utils
-    except ImportError:
-        raise UserError(f"The MLX side of a model folder needs mlx-lm; {INSTALL_MLX_LM}.") from None
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name in ("mlx_lm", "mlx"):
+            raise UserError(f"The MLX side of a model folder needs mlx-lm; {INSTALL_MLX_LM}.") from None
+        raise UserError(f"mlx-lm is installed but could not be imported ({error_line(exc, 160)}); reinstall it "
+                        "(pip install 'mpsstudio[mlx]'), or run the folder in PyTorch alone (--framework torch).") from None
     return mlx_lm.utils
 
 

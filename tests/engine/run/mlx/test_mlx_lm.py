@@ -109,6 +109,30 @@ def test_an_architecture_mlx_lm_lacks_is_refused_with_why(tmp_path):
         mlx_lm_folder.load(folder)
 
 
+@pytest.mark.parametrize("missing, said", [
+    ("mlx_lm", "The MLX side of a model folder needs mlx-lm; install mlx-lm"),
+    ("resource", r"mlx-lm is installed but could not be imported \(.*resource.*\); reinstall it"),
+])
+def test_mlx_lm_missing_or_broken_is_one_sentence_naming_which(monkeypatch, missing, said):
+    """mlx-lm absent, and mlx-lm present with a package it imports missing (a frozen app that did not carry it): each
+    its own sentence, the second naming the import that failed."""
+    import builtins
+    import sys
+
+    real = builtins.__import__
+
+    def refuse(name, *args, **kwargs):
+        if name == missing or name.startswith(missing + "."):
+            raise ModuleNotFoundError(f"No module named '{missing}'", name=missing)
+        return real(name, *args, **kwargs)
+
+    for name in [n for n in sys.modules if n == "mlx_lm" or n.startswith("mlx_lm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", refuse)
+    with pytest.raises(UserError, match=said):
+        mlx_lm_folder.mlx_lm_module()
+
+
 @pytest.mark.parametrize("change, said", [
     ({"model_file": "evil.py"}, "custom model file"),
     ({"model_type": "../../etc"}, "has no ../../etc architecture"),

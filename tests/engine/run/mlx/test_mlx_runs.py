@@ -120,3 +120,32 @@ def test_without_mlx_it_is_listed_as_unavailable_with_the_install_line(monkeypat
 def test_a_model_without_a_twin_is_left_out_before_anything_runs():
     with pytest.raises(UserError, match="vgg16 has no MLX twin"):
         session.plan(RunConfig(**{**QUICK, "model": "vgg16"}), ["cpu"], frameworks=["mlx"])
+
+
+def test_an_mlx_that_fails_to_initialize_says_the_import_behind_it(monkeypatch):
+    """MLX's extension imports mlx._reprlib_fix from C at its start; where that fails (a frozen app that did not
+    carry it, measured) nanobind says only "Encountered an error while initializing the extension": the sentence
+    names its cause."""
+    import builtins
+    import sys
+
+    real = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "mlx.core":
+            try:
+                raise ModuleNotFoundError("No module named 'mlx._reprlib_fix'", name="mlx._reprlib_fix")
+            except ModuleNotFoundError as cause:
+                raise ImportError("Encountered an error while initializing the extension.") from cause
+        return real(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "mlx.core")
+    monkeypatch.setattr(builtins, "__import__", broken)
+    mlx_machine.mlx_reason.cache_clear()
+    try:
+        said = mlx_machine.mlx_reason()
+    finally:
+        monkeypatch.undo()
+        mlx_machine.mlx_reason.cache_clear()
+    assert said.startswith("MLX is installed but does not load (Encountered an error while initializing the "
+                           "extension: No module named 'mlx._reprlib_fix')"), said
