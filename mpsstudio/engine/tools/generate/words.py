@@ -96,10 +96,10 @@ def sentence(result: dict) -> str:
                                                                                    if verdict else "")
                      + frameworks_agree(here))
     n = min(r["repeats"] for r in rows)
-    said = [str(note).rstrip(".") for note in result.get("notes") or [] if isinstance(note, str) and note.strip()]
+    noted = [str(note).rstrip(".") for note in result.get("notes") or [] if isinstance(note, str) and note.strip()]
     return (f"Generation of {printable(result.get('model', ''))}, greedy with its cache, batch {rows[0]['batch']}, "
             f"measured ({how_said(n)}, in brackets). " + ". ".join(parts) + "."
-            + "".join(f" {printable(note[:1].upper() + note[1:])}." for note in said))
+            + "".join(f" {printable(note[:1].upper() + note[1:])}." for note in noted))
 
 
 def table(result: dict) -> Table:
