@@ -7,6 +7,7 @@ import sys
 
 from ..engine.basics.errors import UserError
 from ..engine.basics.formatting import plural, printable
+from . import team
 from .common import EXIT_OK, check_json_path, find_run, format_table, grid
 
 
@@ -55,7 +56,9 @@ def cmd_history(args) -> int:
             imported = import_json(args.import_file)  # checked whole before the history is opened for writing
         else:
             tool = import_tool_json(args.import_file)
-    store = waiting(history.RunStore) if args.import_file else history.RunStore()
+    store = waiting(history.RunStore) if args.import_file or args.pull else history.RunStore()
+    if team.wanted(args):
+        return team.cmd_team(args, store)
     if args.import_file and tool is not None:
         if waiting(lambda: store.add_imported_tool(tool)):
             print(f"imported the {tool.kind} result from {printable(args.import_file)} (id {tool.id})",

@@ -218,6 +218,19 @@ def _history_parser(sub) -> None:
                    help="the run the others are compared against (default: the oldest of each group)")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+    h.add_argument("--push", nargs="+", metavar=("URL", "ID"), default=None,
+                   help="send runs (by id; none: every run) to the team's MLflow tracking server at URL, each once; "
+                        "what it does not take waits in the history and goes with the next --push (the token: "
+                        "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD)")
+    h.add_argument("--pull", metavar="URL", default=None,
+                   help="bring the runs MPS Studio pushed to --experiment on the server at URL into this history "
+                        "(checked as an import: all or none)")
+    h.add_argument("--experiment", metavar="NAME", default=None,
+                   help="the MLflow experiment to --push to (default: one per model, dataset, precision and batch) "
+                        "or to --pull from")
+    h.add_argument("--export-bmf", metavar="FILE", default=None,
+                   help="write the runs' throughput (with its interval), step time and peak memory in Bencher's "
+                        "metric format (BMF JSON), for thresholds in CI")
 
 
 def _report_parser(sub) -> None:

