@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,6 +27,7 @@ from ..basics.formatting import one_line, printable
 TIMEOUT_S = 10.0
 MAX_ANSWER = 8 * 1024 * 1024  # an answer of MLflow's JSON (a page of runs) is far smaller
 MAX_ARTIFACT = 32 * 1024 * 1024  # a run's JSON as an artifact (an export of one run is capped alike)
+WHOLE_ANSWER_TIMES = 6  # a whole answer within this many timeouts
 API = "/api/2.0/mlflow/"
 ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts/"
 
@@ -115,9 +117,19 @@ class Server:
         if kind:
             headers["Content-Type"] = kind
         request = urllib.request.Request(address, data=data, method=method, headers=headers)
+        deadline = time.monotonic() + WHOLE_ANSWER_TIMES * self.timeout_s
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                raw = answer.read(limit + 1)
+            with _OPENER.open(request, timeout=self.timeout_s) as answer:
+                chunks, size = [], 0
+                while size <= limit:  # an answer that drips (each read within the timeout) still ends
+                    chunk = answer.read1(64 * 1024)  # what one receive brings: the deadline is checked between
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"its answer took more than {WHOLE_ANSWER_TIMES * self.timeout_s:g} s")
+                raw = b"".join(chunks)
         except urllib.error.HTTPError as exc:
             self._refused(exc, path)
         except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as exc:
@@ -145,6 +157,16 @@ class Server:
         error_code = detail.get("error_code")
         raise Refused(f"The tracking server at {self.url} refused {printable(path)[:80]} ({code}"
                       f"{', ' + words if words else ''}).", error_code if isinstance(error_code, str) else "") from None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: urllib would send the token on to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"redirected to {newurl} (not followed)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def _refuse_constant(name: str):

@@ -168,3 +168,40 @@ def test_a_wrong_token_is_one_sentence_and_kept_in_no_file(tmp_path, monkeypatch
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "tok-123")
+    with FakeServer(lambda r: r.answer(200, {"experiment": {"experiment_id": "1"}})) as elsewhere:
+        def away(request):
+            request.send_response(302)
+            request.send_header("Location", elsewhere.url + "/api/2.0/mlflow/experiments/get-by-name")
+            request.send_header("Content-Length", "0")
+            request.end_headers()
+
+        with FakeServer(away) as fake:
+            with pytest.raises(UserError, match="302"):
+                pull.pull(RunStore(tmp_path / "runs.sqlite3"), fake.url, "x")
+    assert elsewhere.headers == []  # nothing, and no token, reached the other host
+
+
+def test_an_answer_that_drips_forever_ends_within_its_deadline(tmp_path):
+    import time
+
+    def drip(request):
+        request.send_response(200)
+        request.send_header("Content-Type", "application/json")
+        request.end_headers()
+        try:
+            for _ in range(400):
+                request.wfile.write(b" ")
+                request.wfile.flush()
+                time.sleep(0.01)
+        except OSError:
+            pass
+
+    with FakeServer(drip) as fake:
+        started = time.monotonic()
+        with pytest.raises(UserError, match="did not answer"):
+            pull.pull(RunStore(tmp_path / "runs.sqlite3"), fake.url, "x", server=Server(fake.url, timeout_s=0.1))
+    assert time.monotonic() - started < 4.0  # the drip lasts 4 s; the whole answer's deadline is 0.6 s
