@@ -8,6 +8,7 @@ fresh history:
     python benchmarks/window_screenshot.py --folder MODEL --text FILE OUT.png   # a model folder, then its text dropped
     python benchmarks/window_screenshot.py --runs --compare environment --python PY OUT.png RUNS.json
                                                     # the newest run compared by its environment; PY in Preferences
+    python benchmarks/window_screenshot.py --runs --waiting URL OUT.png RUNS.json  # runs waiting for a team's server
 
 Each FILE is imported as `mpsstudio history --import` does (a command's --json: a tool result, or runs). With
 --runs the runs of the newest comparison are selected (its verdict and chart beside the table); with --folder the
@@ -32,12 +33,22 @@ parser.add_argument("--compare", default=None, metavar="KIND",
                     help="with --runs: select the newest run and show its comparison of this kind (environment, "
                          "setting, selected)")
 parser.add_argument("--python", default=None, metavar="PATH", help="another Python environment in Preferences")
+parser.add_argument("--waiting", default=None, metavar="URL",
+                    help="the imported runs queued for the team's server at URL, as a push it did not answer leaves them")
 parser.add_argument("out")
 parser.add_argument("files", nargs="*")
 args = parser.parse_args()
 for path in args.files:
     if cli.main(["history", "--import", path]) != cli.EXIT_OK:
         raise SystemExit(f"could not import {path}")
+if args.waiting:
+    from mpsstudio.engine.history.store import RunStore
+
+    queued = RunStore()
+    ids = [r.id for r in queued.summaries()]
+    queued.queue.add(args.waiting, ids)
+    queued.queue.failed(args.waiting, ids[0], f"the server at {args.waiting} did not answer (Connection refused)")
+    queued.close()
 if args.python:
     from mpsstudio.engine.process.interpreter import check
     from mpsstudio.gui.preferences import Preferences

@@ -57,6 +57,22 @@ class RunLibrary:
         """Every readable run without its steps, windows and epochs (`is_summary`), oldest first."""
         return self.store.summaries()
 
+    def waiting_words(self) -> str:
+        """"3 runs wait for the team's server at URL (...)": what the history's queue holds, per server, with the
+        last reason and the command that sends them; "" where nothing waits."""
+        found = self.store.queue.waiting()
+        said = []
+        for url in dict.fromkeys(w.url for w in found):
+            here = [w for w in found if w.url == url]
+            why = next((w.last_error for w in reversed(here) if w.last_error), "").rstrip(".")
+            why = why[len(f"the server at {url} "):] if why.startswith(f"the server at {url} ") else why
+            said.append(f"{plural(len(here), 'run')} wait{'s' if len(here) == 1 else ''} for the team's server at "
+                        f"{url}" + (f": it {why}" if why.startswith(("did not", "answered")) else
+                                    f" ({why})" if why else "")
+                        + f". `mpsstudio history --push {url}` sends {'it' if len(here) == 1 else 'them'} when it "
+                        "answers.")
+        return " ".join(said)
+
     def whole(self, runs: list[RunResult]) -> Whole:
         """These runs with their steps, windows and epochs, read where the caller holds a summary (its note kept);
         a run no longer in the history is left out and named; where the history cannot be read now, the runs read

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QMenu, QSplitter, QStackedLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QMenu, QSplitter, QStackedLayout, QVBoxLayout, QWidget
 
 from ...engine.analysis.compare import Comparison
 from ...engine.basics.errors import UserError
@@ -91,6 +91,11 @@ class ResultsPanel(QWidget):
         left_layout.setSpacing(4)
         left_layout.addWidget(self.filter)
         left_layout.addWidget(table_area, 1)
+        self.team_line = QLabel()  # the runs waiting for the team's server (engine history/library.waiting_words)
+        self.team_line.setWordWrap(True)
+        self.team_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.team_line.hide()
+        left_layout.addWidget(self.team_line)
         left_layout.addWidget(self.undo_bar)
 
         # Table and chart side by side: the table gets the panel's whole height (a dozen rows at 1280x740)
@@ -162,6 +167,12 @@ class ResultsPanel(QWidget):
             runs = []
         for notice in self.library.notices:
             self.message.emit(notice)
+        try:
+            waiting = self.library.waiting_words()
+        except UserError as exc:
+            waiting = str(exc)
+        self.team_line.setText(waiting)
+        self.team_line.setVisible(bool(waiting))
         self.reload_inspections()
         self._set_runs(runs, keep)
 

@@ -291,3 +291,26 @@ def verdict_sentences(chart):
     from mpsstudio.engine.analysis.verdict import verdicts
 
     return verdicts(chart.comparison, chart.inspections)
+
+
+def test_runs_waiting_for_the_teams_server_are_said_under_the_table(qtbot, tmp_path):
+    """The window says what the history's queue holds (engine history/library.waiting_words), with the command that
+    sends it; nothing when nothing waits."""
+    store = RunStore(tmp_path / "history.sqlite3")
+    runs = [make_run("cpu", 400.0), make_run("mps", 1900.0, created="2026-11-21T08:05:00+00:00")]
+    panel = open_panel(qtbot, store, runs)
+    panel.show()
+    assert not panel.team_line.isVisible()
+    store.queue.add("http://mlflow.team:5000", [r.id for r in runs])
+    store.queue.failed("http://mlflow.team:5000", runs[0].id, "the server at http://mlflow.team:5000 did not answer")
+    panel.reload()
+    said = panel.team_line.text()
+    assert panel.team_line.isVisible() and said.startswith("2 runs wait for the team's server at "
+                                                           "http://mlflow.team:5000: it did not answer. ")
+    assert "`mpsstudio history --push http://mlflow.team:5000` sends them when it answers." in said
+    store.queue.done("http://mlflow.team:5000", runs[0].id)
+    store.queue.done("http://mlflow.team:5000", runs[1].id)
+    panel.reload()
+    assert not panel.team_line.isVisible()
+    panel.close()
+    store.close()
