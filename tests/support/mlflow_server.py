@@ -30,8 +30,10 @@ def free_port() -> int:
 
 
 class MlflowServer:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, store_uri: str | None = None) -> None:
+        """`store_uri`: the backend store (default: a SQLite file in `folder`; a PostgreSQL one for the long test)."""
         self.folder, self.port = folder, free_port()
+        self.store_uri = store_uri or f"sqlite:///{folder / 'mlflow.db'}"
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
@@ -41,7 +43,7 @@ class MlflowServer:
         log = (self.folder / "server.log").open("ab")
         self.process = subprocess.Popen(
             [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
+             "--backend-store-uri", self.store_uri,
              "--artifacts-destination", str(self.folder / "artifacts")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder)
         deadline = time.monotonic() + START_S

@@ -16,7 +16,7 @@ from mpsstudio import cli
 from mpsstudio.engine.history.store import RunStore
 from mpsstudio.engine.team import mlflow_run, pull, push
 from mpsstudio.engine.team.server import Server
-from tests.support import mlflow_server
+from tests.support import mlflow_server, postgres
 from tests.support.runs import noisy_rates, run_with
 
 pytestmark = [pytest.mark.long,
@@ -42,11 +42,29 @@ def _experiment(url: str, name: str) -> str:
         return json.loads(answer.read())["experiment"]["experiment_id"]
 
 
-@pytest.fixture
-def server(tmp_path):
-    found = mlflow_server.MlflowServer(tmp_path).start()
+def _has_psycopg() -> bool:
+    import subprocess
+
+    mlflow = mlflow_server.executable()
+    python = mlflow.parent / "python" if mlflow is not None else None
+    return python is not None and python.exists() and subprocess.run(
+        [str(python), "-c", "import psycopg"], capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def server(request, tmp_path):
+    """A real server on its default SQLAlchemy store (a SQLite file), and on PostgreSQL (a private cluster of
+    Debian's PostgreSQL, tests/support/postgres.py) where the machine has it and MLflow's environment psycopg."""
+    database = None
+    if request.param == "postgresql":
+        if postgres.binaries() is None or not _has_psycopg():
+            pytest.skip("no PostgreSQL here (Debian's postgresql) or no psycopg beside mlflow (make mlflow-server)")
+        database = postgres.Postgres(tmp_path / "pg", mlflow_server.free_port()).start()
+    found = mlflow_server.MlflowServer(tmp_path, database.uri if database else None).start()
     yield found
     found.kill()
+    if database is not None:
+        database.stop()
 
 
 def test_runs_pushed_are_found_by_mlflows_search_once_and_a_second_history_compares_them(server, tmp_path, capsys,
