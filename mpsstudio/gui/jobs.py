@@ -145,6 +145,16 @@ def import_job(path: str, library, parent=None) -> Job:
     return Job(work, _words("The import failed ({error}); nothing was added."), parent)
 
 
+def push_job(store, url: str, run_ids: list[str], parent=None) -> Job:
+    """Runs pushed to the team's tracking server (engine team/push.py: queued, each once): its Pushed; `progress`
+    what it is pushing."""
+    def work(job: Job):
+        from ..engine.team.push import push
+
+        return push(store, url, run_ids, progress=job.report)
+    return Job(work, _words("The push failed ({error}); the runs wait in the history for the next push."), parent)
+
+
 def recover_job(path, parent=None) -> Job:
     """A damaged history recovered (engine history/recovery.py): its Recovered; `progress` the fraction."""
     def work(job: Job):

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QPalette
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+    QListWidget,
     QListWidgetItem, QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
@@ -33,13 +34,15 @@ class Preferences:
     plot_refresh: str = "auto"  # live plots: "auto" (10 Hz; every 2 s while a CPU run uses every core), "10", "2"
     # other Python environments to run in ({"path", "label"}, checked when added: engine process/interpreter.py)
     pythons: list = field(default_factory=list)
+    team_server: str = ""  # the team's MLflow tracking server (engine team/server.check_url), "" for none
 
     @classmethod
     def load(cls) -> "Preferences":
         try:
             data = json.loads((config_dir() / "preferences.json").read_text())
             prefs = cls(cpu_threads=int(data.get("cpu_threads", 0)), window_s=float(data.get("window_s", 0.1)),
-                        plot_refresh=str(data.get("plot_refresh", "auto")), pythons=_pythons(data.get("pythons")))
+                        plot_refresh=str(data.get("plot_refresh", "auto")), pythons=_pythons(data.get("pythons")),
+                        team_server=_team_server(data.get("team_server")))
         except (OSError, ValueError, TypeError, AttributeError):
             return cls()
         if prefs.plot_refresh not in REFRESH_CHOICES:
@@ -90,6 +93,11 @@ class PreferencesDialog(QDialog):
                                 "none measurable at 10 Hz (docs/benchmarks.md).")
         form.addRow("Live plot refresh:", self.refresh)
         form.addRow("Other PyTorch:", self._pythons_row())
+        self.team_server = QLineEdit(self.prefs.team_server)
+        self.team_server.setPlaceholderText("http://mlflow.team:5000")
+        self.team_server.setToolTip("Your team's MLflow tracking server: Push to Team Server sends runs there. The "
+                                    "token comes from MLFLOW_TRACKING_TOKEN and is never stored.")
+        form.addRow("Team server:", self.team_server)
         from ..engine.basics.paths import cache_dir
 
         for label, folder in (("Run history:", Path(store_path).parent), ("Dataset cache:", cache_dir() / "datasets"),
@@ -107,6 +115,17 @@ class PreferencesDialog(QDialog):
         self.prefs.window_s = self.window_length.value()
         self.prefs.plot_refresh = self.refresh.currentData()
         self.prefs.pythons = [self.pythons.item(i).data(PYTHON_ROLE) for i in range(self.pythons.count())]
+        if self.team_server.text().strip():
+            from ..engine.basics.errors import UserError
+            from ..engine.team.server import check_url
+
+            try:
+                self.prefs.team_server = check_url(self.team_server.text())
+            except UserError as exc:
+                QMessageBox.warning(self, "Team Server", str(exc))
+                return
+        else:
+            self.prefs.team_server = ""
         try:
             self.prefs.save()
         except OSError as exc:
@@ -202,6 +221,17 @@ class PreferencesDialog(QDialog):
 
 
 PYTHON_ROLE = 0x0100 + 7  # Qt.UserRole + 7: an item's {"path", "label"}
+
+
+def _team_server(value) -> str:
+    """The saved server's address as check_url keeps it; "" for none or one it refuses (a file edited by hand)."""
+    from ..engine.basics.errors import UserError
+    from ..engine.team.server import check_url
+
+    try:
+        return check_url(value) if isinstance(value, str) and value.strip() else ""
+    except UserError:
+        return ""
 
 
 def _pythons(value) -> list:

@@ -84,3 +84,21 @@ def test_preferences_that_cannot_be_saved_say_so_and_the_window_stays(qtbot, tmp
     dialog.accept()
     assert dialog.isVisible() and len(said) == 1
     assert "could not be saved" in said[0] and "Permission denied" in said[0]
+
+
+def test_the_team_server_is_kept_as_its_address_and_one_with_a_secret_is_refused(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    said = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: said.append(text))
+    dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(dialog)
+    dialog.team_server.setText("http://alice:pw@mlflow.team:5000")
+    dialog.accept()
+    assert said and "must not carry a user, a password" in said[0] and Preferences.load().team_server == ""
+    dialog.team_server.setText(" http://mlflow.team:5000/ ")
+    dialog.accept()
+    assert Preferences.load().team_server == "http://mlflow.team:5000"
+    path = config_dir() / "preferences.json"
+    path.write_text(json.dumps({"team_server": "http://bob:secret@host"}))  # edited by hand: not taken
+    assert Preferences.load().team_server == ""

@@ -57,9 +57,10 @@ class RunLibrary:
         """Every readable run without its steps, windows and epochs (`is_summary`), oldest first."""
         return self.store.summaries()
 
-    def waiting_words(self) -> str:
+    def waiting_words(self, sends: str = "") -> str:
         """"3 runs wait for the team's server at URL (...)": what the history's queue holds, per server, with the
-        last reason and the command that sends them; "" where nothing waits."""
+        last reason and what sends them (`sends`: the window's words for it; by default the command); "" where
+        nothing waits."""
         found = self.store.queue.waiting()
         said = []
         for url in dict.fromkeys(w.url for w in found):
@@ -69,8 +70,8 @@ class RunLibrary:
             said.append(f"{plural(len(here), 'run')} wait{'s' if len(here) == 1 else ''} for the team's server at "
                         f"{url}" + (f": it {why}" if why.startswith(("did not", "answered")) else
                                     f" ({why})" if why else "")
-                        + f". `mpsstudio history --push {url}` sends {'it' if len(here) == 1 else 'them'} when it "
-                        "answers.")
+                        + f". {sends or f'`mpsstudio history --push {url}`'} sends "
+                        f"{'it' if len(here) == 1 else 'them'} when it answers.")
         return " ".join(said)
 
     def whole(self, runs: list[RunResult]) -> Whole:

@@ -27,6 +27,7 @@ from .run_details import RunDetails
 from .run_table import COL, RunSortProxy, RunTableModel
 from .selection import ComparePicker, RunSelection
 from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
+from .team import TeamPush
 from .table_view import RunActions, RunsTable, button
 
 __all__ = ["COL", "ResultsPanel"]
@@ -61,11 +62,13 @@ class ResultsPanel(QWidget):
         # comparison's curves beside it); a panel alone writes its PNG
         self.files = RunFiles(self.library, self.selection, self, export_comparison)
         self.reports = Reports(self.selection, self.picker, self._findings, self.files.save_path, self)
+        self.team = TeamPush(self.library, self.selection, self)
         self.run_actions = RunActions.made(self, {
             "delete": self.deleter.delete_dialog, "csv": self.files.export_csv_dialog,
             "json": self.files.export_json_dialog, "import_runs": self.files.import_dialog,
             "png": self.files.export_comparison_dialog, "markdown": self.reports.copy_markdown,
-            "report": self.reports.export_report_dialog, "select_group": self._select_current_group})
+            "report": self.reports.export_report_dialog, "select_group": self._select_current_group,
+            "push": self.team.push})
         self.table.addAction(self.run_actions.delete)
         self.details = RunDetails()
         self.filter = QLineEdit()
@@ -125,7 +128,7 @@ class ResultsPanel(QWidget):
         a = self.run_actions
         buttons.addWidget(button(a.delete))
         buttons.addStretch(1)
-        for action in (a.import_runs, a.csv, a.json, a.png, a.markdown, a.report):
+        for action in (a.import_runs, a.csv, a.json, a.png, a.markdown, a.report, a.push):
             buttons.addWidget(button(action))
 
         layout = QVBoxLayout(self)
@@ -143,8 +146,10 @@ class ResultsPanel(QWidget):
         self.filter.textChanged.connect(self.set_filter)
         self.view.delete_pressed.connect(self.deleter.delete_dialog)
         self.view.menu_requested.connect(self._context_menu)
-        for part in (self.deleter, self.files, self.reports):
+        for part in (self.deleter, self.files, self.reports, self.team):
             part.message.connect(self.message)
+        self.team.pushing.connect(lambda running: self.run_actions.push.setEnabled(not running))
+        self.team.pushed.connect(self.show_waiting)
         self.deleter.removed.connect(lambda ids: self._set_runs([r for r in self.model.runs() if r.id not in
                                                                 set(ids)], []))
         self.deleter.restored.connect(lambda runs: self._set_runs(
@@ -167,14 +172,18 @@ class ResultsPanel(QWidget):
             runs = []
         for notice in self.library.notices:
             self.message.emit(notice)
+        self.show_waiting()
+        self.reload_inspections()
+        self._set_runs(runs, keep)
+
+    def show_waiting(self) -> None:
+        """The line under the table: what waits for the team's server (engine history/library.waiting_words)."""
         try:
-            waiting = self.library.waiting_words()
+            waiting = self.library.waiting_words(sends="Push to Team Server")
         except UserError as exc:
             waiting = str(exc)
         self.team_line.setText(waiting)
         self.team_line.setVisible(bool(waiting))
-        self.reload_inspections()
-        self._set_runs(runs, keep)
 
     def reload_inspections(self) -> None:
         """The stored `inspect` and `diagnose` results whose findings (CPU fallbacks, parity) the verdicts name."""

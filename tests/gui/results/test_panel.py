@@ -307,10 +307,35 @@ def test_runs_waiting_for_the_teams_server_are_said_under_the_table(qtbot, tmp_p
     said = panel.team_line.text()
     assert panel.team_line.isVisible() and said.startswith("2 runs wait for the team's server at "
                                                            "http://mlflow.team:5000: it did not answer. ")
-    assert "`mpsstudio history --push http://mlflow.team:5000` sends them when it answers." in said
+    assert said.endswith(". Push to Team Server sends them when it answers.")
+    assert "`mpsstudio history --push http://mlflow.team:5000` sends them" in panel.library.waiting_words()
     store.queue.done("http://mlflow.team:5000", runs[0].id)
     store.queue.done("http://mlflow.team:5000", runs[1].id)
     panel.reload()
     assert not panel.team_line.isVisible()
+    panel.close()
+    store.close()
+
+
+def test_push_to_team_server_sends_off_the_gui_thread_and_says_what_waits(qtbot, tmp_path):
+    """Push to Team Server with the server of Preferences: the engine's push in a job; a server that does not answer
+    leaves the runs waiting, said in the message and under the table. Without a server set: one sentence."""
+    from mpsstudio.gui.preferences import Preferences
+    from tests.support.mlflow_server import free_port
+
+    store = RunStore(tmp_path / "history.sqlite3")
+    runs = [make_run("cpu", 400.0), make_run("mps", 1900.0, created="2026-11-21T08:05:00+00:00")]
+    panel = open_panel(qtbot, store, runs)
+    panel.show()
+    said = []
+    panel.message.connect(said.append)
+    panel.run_actions.push.trigger()
+    assert said and said[-1].startswith("No team server is set")
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    Preferences(team_server=url).save()
+    panel.run_actions.push.trigger()
+    qtbot.waitUntil(lambda: panel.team_line.isVisible() and panel.run_actions.push.isEnabled(), timeout=20000)
+    assert any("2 runs wait for the team's server" in s for s in said)
+    assert panel.team_line.text().startswith(f"2 runs wait for the team's server at {url}: it did not answer")
     panel.close()
     store.close()
