@@ -27,7 +27,7 @@ from .run_details import RunDetails
 from .run_table import COL, RunSortProxy, RunTableModel
 from .selection import ComparePicker, RunSelection
 from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
-from .team import TeamPush
+from ..team import TeamPush
 from .table_view import RunActions, RunsTable, button
 
 __all__ = ["COL", "ResultsPanel"]

@@ -1,4 +1,4 @@
-"""Push to Team Server: the selected runs (all when none is selected) sent to the team's MLflow tracking server set
+"""The team's server from the window (the results panel's Push to Team Server): the selected runs (all when none is selected) sent to the team's MLflow tracking server set
 in Preferences, off the GUI thread, through the engine (team/push.py); its sentence said, the waiting line redrawn."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
-from ...engine.history.library import RunLibrary
-from ..jobs import Job, push_job
-from ..preferences import Preferences
-from .selection import RunSelection
+from ..engine.history.library import RunLibrary
+from .jobs import Job, push_job
+from .preferences import Preferences
+from .results.selection import RunSelection
 
 
 class TeamPush(QObject):
