@@ -3,13 +3,14 @@ in Preferences, off the GUI thread, through the engine (team/push.py); its sente
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from ..engine.history.library import RunLibrary
 from .jobs import Job, push_job
 from .preferences import Preferences
-from .results.selection import RunSelection
 
 
 class TeamPush(QObject):
@@ -19,9 +20,10 @@ class TeamPush(QObject):
     pushed = Signal()
     pushing = Signal(bool)
 
-    def __init__(self, library: RunLibrary, selection: RunSelection, parent: QWidget) -> None:
+    def __init__(self, library: RunLibrary, run_ids: Callable[[], list[str]], parent: QWidget) -> None:
+        """`run_ids()`: the runs to push (the panel's selection, or all of them)."""
         super().__init__(parent)
-        self.library, self._selection = library, selection
+        self.library, self._run_ids = library, run_ids
         self._job: Job | None = None
 
     def push(self) -> None:
@@ -32,7 +34,7 @@ class TeamPush(QObject):
             return
         if self._job is not None:
             return
-        ids = [r.id for r in self._selection.runs(None)]
+        ids = self._run_ids()
         self._job = push_job(self.library.store, url, ids, self)
         self._job.progress.connect(lambda values: self.message.emit(f"{values[0]}\u2026"))
         self._job.done.connect(lambda done: self.message.emit(done.sentence()[:1].upper() + done.sentence()[1:]))

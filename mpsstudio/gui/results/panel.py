@@ -62,7 +62,7 @@ class ResultsPanel(QWidget):
         # comparison's curves beside it); a panel alone writes its PNG
         self.files = RunFiles(self.library, self.selection, self, export_comparison)
         self.reports = Reports(self.selection, self.picker, self._findings, self.files.save_path, self)
-        self.team = TeamPush(self.library, self.selection, self)
+        self.team = TeamPush(self.library, lambda: [r.id for r in self.selection.runs(None)], self)
         self.run_actions = RunActions.made(self, {
             "delete": self.deleter.delete_dialog, "csv": self.files.export_csv_dialog,
             "json": self.files.export_json_dialog, "import_runs": self.files.import_dialog,
