@@ -51,7 +51,8 @@ def push(store, url: str, run_ids: list[str], experiment: str = "", server: Serv
     every run that waits for it. UserError for what the server refuses outright (the credentials, an answer that
     is not MLflow's); a server that does not answer leaves the runs queued (Pushed.waiting)."""
     server = server or Server(url)
-    missing = [i for i in run_ids if store.get(i) is None]
+    kept = {r.id for r in store.summaries()} if run_ids else set()  # summaries: each run is read whole once, below
+    missing = [i for i in run_ids if i not in kept]
     if missing:
         raise UserError(f"No run {missing[0]} in the history; `mpsstudio history` lists the run ids.")
     if run_ids:
