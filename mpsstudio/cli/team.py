@@ -31,13 +31,13 @@ def cmd_team(args, store) -> int:
         url, *ids = args.push
         ids = ids or [r.id for r in store.summaries()]
         done = push(store, url, ids, args.experiment or "", progress=_say)
-        print(done.sentence()[:1].upper() + done.sentence()[1:], file=sys.stderr)
+        print(done.sentence(), file=sys.stderr)
         code = EXIT_RUN_FAILED if done.waiting else code
     if args.pull:
         from ..engine.team.pull import pull
 
         got = pull(store, args.pull, args.experiment or "", progress=_say)
-        print(got.sentence()[:1].upper() + got.sentence()[1:], file=sys.stderr)
+        print(got.sentence(), file=sys.stderr)
     return code
 
 

@@ -37,7 +37,7 @@ class TeamPush(QObject):
         ids = self._run_ids()
         self._job = push_job(self.library.store, url, ids, self)
         self._job.progress.connect(lambda values: self.message.emit(f"{values[0]}\u2026"))
-        self._job.done.connect(lambda done: self.message.emit(done.sentence()[:1].upper() + done.sentence()[1:]))
+        self._job.done.connect(lambda done: self.message.emit(done.sentence()))
         self._job.rejected.connect(self.message)
         self._job.ended.connect(self._ended)
         self.pushing.emit(True)

@@ -31,7 +31,7 @@ class Pulled:
     def sentence(self) -> str:
         if not self.runs:
             return f"The experiment {self.experiment!r} on {self.url} holds no run MPS Studio pushed."
-        return (f"pulled {self.runs} run{'s' if self.runs != 1 else ''} of {self.experiment!r} from {self.url}: "
+        return (f"Pulled {self.runs} run{'s' if self.runs != 1 else ''} of {self.experiment!r} from {self.url}: "
                 f"{self.added} added, {self.known} already in the history.")
 
 

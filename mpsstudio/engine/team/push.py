@@ -42,7 +42,8 @@ class Pushed:
             parts.append(f"{n} run{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for the team's server "
                          f"({self.waiting[0][1]}); `mpsstudio history --push {self.url}` sends "
                          f"{'it' if n == 1 else 'them'} when it answers")
-        return "; ".join(parts) + "." if parts else f"Nothing waits for {self.url}."
+        said = "; ".join(parts)
+        return f"{said[:1].upper()}{said[1:]}." if parts else f"Nothing waits for {self.url}."
 
 
 def push(store, url: str, run_ids: list[str], experiment: str = "", server: Server | None = None,
