@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..basics.errors import UserError
-from ..basics.formatting import error_line, printable
+from ..basics.formatting import error_line, fmt_bytes, printable
 
 INSTALL_MLX_LM = ("install mlx-lm (pip install 'mpsstudio[mlx]'; on Linux 'mlx-lm[cpu]'), or run the folder in "
                   "PyTorch alone (--framework torch)")
@@ -167,6 +167,14 @@ def quantize(loaded: Loaded, bits: int) -> Quantized:
     mx.eval(model.parameters())
     return Quantized(bits=bits, group_size=QUANTIZE_GROUP, layers=len(chosen), kept=len(refused),
                      bytes_before=before, bytes_after=parameter_bytes(model))
+
+
+def quantized_words(q: dict) -> str:
+    """"(affine, groups of 64) in 16 layers, parameters 453 KiB -> 83.7 KiB": what Quantized.record says of a model,
+    as a run's note and generate's say it."""
+    kept = f" ({q['kept']} kept as they were: too narrow for a group)" if q["kept"] else ""
+    return (f"(affine, groups of {q['group_size']}) in {q['layers']} layers{kept}, parameters "
+            f"{fmt_bytes(q['bytes_before'])} -> {fmt_bytes(q['bytes_after'])}")
 
 
 def parameter_bytes(model) -> int:

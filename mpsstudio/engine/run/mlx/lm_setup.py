@@ -141,12 +141,8 @@ def quantized_words(q: dict) -> str:
     """The note of a quantized run: "Quantized as mlx-lm's convert -q does: 4-bit weights (affine, groups of 64) in
     16 layers, parameters 1.2 MiB -> 0.4 MiB; the first batch's loss 5.578 -> 5.590 (+0.2 %). Not PyTorch's
     arithmetic: ..."."""
-    from ...basics.formatting import fmt_bytes
-
     change = (q["loss_after"] / q["loss_before"] - 1) if q["loss_before"] else 0.0
-    kept = f" ({q['kept']} kept as they were: too narrow for a group)" if q["kept"] else ""
-    return (f"Quantized as mlx-lm's convert -q does: {q['bits']}-bit weights (affine, groups of {q['group_size']}) "
-            f"in {q['layers']} layers{kept}, parameters {fmt_bytes(q['bytes_before'])} -> {fmt_bytes(q['bytes_after'])}; "
+    return (f"Quantized as mlx-lm's convert -q does: {q['bits']}-bit weights {mlx_lm_folder.quantized_words(q)}; "
             f"the first batch's loss {q['loss_before']:.4f} -> {q['loss_after']:.4f} ({change:+.1%}). Not PyTorch's "
             "arithmetic: parity was checked before quantizing, and the LoRA adapters train on the quantized weights "
             "(QLoRA).")

@@ -47,13 +47,10 @@ def load(folder, precision: str, bits: int | None = None):
 def quantized_note(where: str, q: dict) -> str:
     """"MLX \u00b7 cpu fp32 4-bit: 4-bit weights as mlx-lm's convert -q makes them (affine, groups of 64) in 16 layers,
     parameters 453 KiB -> 84 KiB; not PyTorch's arithmetic: its greedy tokens may part from PyTorch's"."""
-    from ...basics.formatting import fmt_bytes
+    from ...models.mlx_lm_folder import quantized_words
 
-    kept = f" ({q['kept']} kept as they were: too narrow for a group)" if q["kept"] else ""
-    return (f"{where}: {q['bits']}-bit weights as mlx-lm's convert -q makes them (affine, groups of "
-            f"{q['group_size']}) in {q['layers']} layers{kept}, parameters {fmt_bytes(q['bytes_before'])} -> "
-            f"{fmt_bytes(q['bytes_after'])}; not PyTorch's arithmetic: its greedy tokens may part from PyTorch's by "
-            "more than rounding")
+    return (f"{where}: {q['bits']}-bit weights as mlx-lm's convert -q makes them {quantized_words(q)}; not PyTorch's "
+            "arithmetic: its greedy tokens may part from PyTorch's by more than rounding")
 
 
 def _call(model, prompt, new_tokens: int, stream) -> tuple[float, list[int]]:
