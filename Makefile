@@ -40,13 +40,14 @@ $(OTHER)/.installed:
 	touch $(OTHER)/.installed
 
 # A real MLflow tracking server for the team tests (tests/engine/team: `mlflow server` on 127.0.0.1, long tests),
-# in its own environment: its dependency tree is large and its pins are its own; psycopg for a PostgreSQL store
+# in its own environment: its dependency tree is large and its pins are its own; psycopg for a PostgreSQL store,
+# the auth extra (Flask-WTF) for MLflow's basic-auth app
 MLFLOW_ENV := .venv-mlflow
 .PHONY: mlflow-server
 mlflow-server: $(MLFLOW_ENV)/.installed
 $(MLFLOW_ENV)/.installed:
 	$(PYTHON) -m venv $(MLFLOW_ENV)
-	$(MLFLOW_ENV)/bin/python -m pip install -q "mlflow==3.17.2" "psycopg[binary]==3.3.9"
+	$(MLFLOW_ENV)/bin/python -m pip install -q "mlflow[auth]==3.17.2" "psycopg[binary]==3.3.9"
 	touch $(MLFLOW_ENV)/.installed
 
 bench: $(STAMP)

@@ -1,7 +1,7 @@
 """The Apple API ledger, checked by a machine (issue 34): every row of docs/architecture.md's "Apple API ledger" holds a
 claim this script checks against the real macOS arm64 wheels of what constraints.txt pins (torch, torchvision,
-coremltools, zeus-apple-silicon, psutil; psutil's macOS C source from its sdist; Foundation's constants from
-pyobjc-framework-Cocoa), downloaded by pip and read where they lie (zip members, Mach-O symbol tables, strings).
+coremltools, zeus-apple-silicon, psutil, mlx, mlx-lm, keyring; psutil's macOS C source from its sdist; Foundation's
+constants from pyobjc-framework-Cocoa), downloaded by pip and read where they lie (zip members, Mach-O symbol tables, strings).
 A fake written from the documentation is kinder than the implementation; these claims are what the test fakes
 (tests/support/fake_mps.py) copy.
 
@@ -262,6 +262,7 @@ ALLOC_H = "torch/include/ATen/mps/MPSAllocator.h"
 CT = "coremltools"
 MLX_CORE = "mlx/core/__init__.pyi"  # the macOS wheel's stubs: the API its compiled core.cpython-311-darwin.so has
 MLX_LIB = "mlx/lib/libmlx.dylib"
+KEYRING_MAC, KEYRING_API = "keyring/backends/macOS/__init__.py", "keyring/backends/macOS/api.py"
 
 
 def _min_macos_claims(torch_version: str) -> list[Claim]:
@@ -438,6 +439,22 @@ def rows(torch_version: str) -> list[tuple[str, str, list[Claim] | str]]:
           _src("mlx-lm", "mlx_lm/generate.py", "yield y.item(), logprobs"),
           _src("mlx-lm", "mlx_lm/sample_utils.py", "return mx.argmax(logprobs, axis=-1)"),
           _src("mlx", "mlx/nn/layers/base.py", "def set_dtype(")]),
+        ("keychain", "keyring.backends.macOS.Keyring().get_password / set_password / delete_password(service, "
+         "account) over Security.framework's SecItemCopyMatching / SecItemAdd / SecItemDelete",
+         [_code("keyring", KEYRING_MAC, "except api.NotFound:\n            pass"),
+          _code("keyring", KEYRING_MAC, "except api.KeychainDenied as e:\n            raise KeyringLocked(f\"Can't get "
+                "password from keychain: {e}\") from e"),
+          _code("keyring", KEYRING_MAC, "except api.Error as e:\n            raise KeyringError(f\"Can't get password "
+                "from keychain: {e}\") from e"),
+          _code("keyring", KEYRING_MAC, "return api.delete_generic_password(self.keychain, service, username)\n"
+                "        except api.Error as e:\n            raise PasswordDeleteError("),
+          _code("keyring", KEYRING_MAC, "if platform.system() != 'Darwin':"),
+          _code("keyring", KEYRING_API, "item_not_found = -25300\n    keychain_denied = -128\n    sec_auth_failed = "
+                "-25293"),
+          _code("keyring", KEYRING_API, "class NotFound(Error):"),
+          _code("keyring", KEYRING_API, "kSecClass=k_('kSecClassGenericPassword'),"),
+          _code("keyring", KEYRING_API, "kSecAttrService=service,\n        kSecAttrAccount=username,"),
+          _src("keyring", KEYRING_API, "executable is signed with codesign util")]),
         ("spawn", "spawn, multiprocessing.freeze_support(); a script's own start method",
          [Claim("python", "source", "multiprocessing/context.py", "bpo-33725: running arbitrary code after fork() "
                 "is no longer reliable"),
@@ -516,6 +533,7 @@ def check(torch_version: str, cache: Path, only_torch: bool = False) -> int:
         "mlx": lambda: fetch(f"mlx=={pinned('mlx')}", cache),
         "mlx-metal": lambda: fetch(f"mlx-metal=={pinned('mlx-metal')}", cache),
         "mlx-lm": lambda: fetch(f"mlx-lm=={pinned('mlx-lm')}", cache),
+        "keyring": lambda: fetch(f"keyring=={pinned('keyring')}", cache),
         "python": Stdlib,
     }
     loaded: dict = {}

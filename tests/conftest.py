@@ -169,6 +169,23 @@ def _private_folders(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _private_keychain(tmp_path_factory, monkeypatch):
+    """No test reads or writes the user's keychain or ~/.mlflow/credentials: an empty keychain of the test's own
+    (keyring's macOS backend over a faked Security API, tests/support/fake_keychain.py) and a credentials file path
+    that does not exist; a test that needs either sets its own."""
+    from mpsstudio.engine.team import credentials
+
+    from tests.support.fake_keychain import mac_keychain
+
+    keychain, _ = mac_keychain(monkeypatch)
+    monkeypatch.setattr(credentials, "system_keychain", keychain)
+    nowhere = tmp_path_factory.getbasetemp() / "no-mlflow-credentials"  # never made
+    monkeypatch.setattr(credentials, "CREDENTIALS_FILE", str(nowhere))
+    for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_consent_dialog(monkeypatch):
     """A modal consent dialog would hang a test: one that needs an answer replaces ModelFileGuard.ask itself."""
     try:

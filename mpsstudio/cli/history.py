@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..engine.basics.errors import UserError
-from ..engine.basics.formatting import plural, printable
+from ..engine.basics.formatting import plural, printable, runs_and_results
 from . import team
 from .common import EXIT_OK, check_json_path, find_run, format_table, grid
 
@@ -59,6 +59,8 @@ def cmd_history(args) -> int:
     store = waiting(history.RunStore) if args.import_file or args.pull else history.RunStore()
     if team.wanted(args):
         return team.cmd_team(args, store)
+    if args.tools:
+        return print_tools(store)
     if args.import_file and tool is not None:
         if waiting(lambda: store.add_imported_tool(tool)):
             print(f"imported the {tool.kind} result from {printable(args.import_file)} (id {tool.id})",
@@ -73,8 +75,7 @@ def cmd_history(args) -> int:
     if args.delete:  # runs and tool results alike, by id
         runs, tools = store.delete_any(args.delete)
         asked = len(dict.fromkeys(args.delete))
-        said = " and ".join(p for p in (plural(runs, "run") if runs or not tools else "",
-                                        plural(tools, "tool result") if tools else "") if p)
+        said = runs_and_results(runs, tools)
         print(f"deleted {said}" + (f" ({asked - runs - tools} not found)" if runs + tools < asked else ""),
               file=sys.stderr)
     if args.note:
@@ -119,6 +120,23 @@ def cmd_history(args) -> int:
         print(format_table(c.all_runs, keys))
         for sentence in verdicts(c, inspections):
             print(printable(sentence))
+    return EXIT_OK
+
+
+def print_tools(store) -> int:
+    """`history --tools`: the kept tool results, oldest first, with the ids that --push, --delete and report take."""
+    from ..engine.basics.formatting import Table, fmt_timestamp
+    from ..engine.tools import toolview
+
+    found = store.tools()
+    for notice in store.tool_notices:
+        print(f"mpsstudio: {notice}", file=sys.stderr)
+    if not found:
+        print("No tool results in the history yet; `mpsstudio sweep`, `tune`, `check` and the others keep theirs.")
+        return EXIT_OK
+    rows = [[t.id, fmt_timestamp(t.created_at), t.kind,
+             printable(t.problem or toolview.title(t.kind, t.result))[:100]] for t in found]
+    print(grid(Table(["id", "when", "kind", "what"], rows, [False] * 4)))
     return EXIT_OK
 
 

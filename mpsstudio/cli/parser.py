@@ -218,13 +218,23 @@ def _history_parser(sub) -> None:
                    help="the run the others are compared against (default: the oldest of each group)")
     h.add_argument("--note", nargs=2, metavar=("ID", "TEXT"), default=None,
                    help="keep a note on run ID (\"\" removes it); the table and the JSON export show it")
+    h.add_argument("--tools", action="store_true",
+                   help="list the kept tool results (sweeps, tunes, checks, ...) with their ids")
     h.add_argument("--push", nargs="+", metavar=("URL", "ID"), default=None,
-                   help="send runs (by id; none: every run) to the team's MLflow tracking server at URL, each once; "
-                        "what it does not take waits in the history and goes with the next --push (the token: "
-                        "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD)")
+                   help="send runs and tool results (by id; none: all of them) to the team's MLflow tracking server "
+                        "at URL, each once; what it does not take waits in the history and goes with the next --push "
+                        "(credentials: MLflow's MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and _PASSWORD, "
+                        "else the keychain's: --login)")
     h.add_argument("--pull", metavar="URL", default=None,
-                   help="bring the runs MPS Studio pushed to --experiment on the server at URL into this history "
-                        "(checked as an import: all or none)")
+                   help="bring the runs and tool results MPS Studio pushed to --experiment on the server at URL "
+                        "into this history (checked as an import: all or none); without --experiment, list the "
+                        "server's MPS Studio experiments")
+    h.add_argument("--login", metavar="URL", default=None,
+                   help="keep the token for the tracking server at URL in the system keychain (asked for, or read "
+                        "from standard input; with --user, that user's password for MLflow's basic auth)")
+    h.add_argument("--user", metavar="NAME", default=None, help="the user of --login (MLflow's basic auth)")
+    h.add_argument("--logout", metavar="URL", default=None,
+                   help="remove what the keychain keeps for the tracking server at URL")
     h.add_argument("--experiment", metavar="NAME", default=None,
                    help="the MLflow experiment to --push to (default: one per model, dataset, precision and batch) "
                         "or to --pull from")

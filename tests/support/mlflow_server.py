@@ -23,6 +23,14 @@ def executable() -> Path | None:
     return found if found.exists() else None
 
 
+def has_module(name: str) -> bool:
+    """Whether mlflow's environment imports `name` (psycopg for PostgreSQL, flask_wtf for the basic-auth app)."""
+    mlflow = executable()
+    python = mlflow.parent / "python" if mlflow is not None else None
+    return python is not None and python.exists() and subprocess.run(
+        [str(python), "-c", f"import {name}"], capture_output=True, timeout=60).returncode == 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -30,8 +38,10 @@ def free_port() -> int:
 
 
 class MlflowServer:
-    def __init__(self, folder: Path, store_uri: str | None = None) -> None:
-        """`store_uri`: the backend store (default: a SQLite file in `folder`; a PostgreSQL one for the long test)."""
+    def __init__(self, folder: Path, store_uri: str | None = None, admin_password: str | None = None) -> None:
+        """`store_uri`: the backend store (default: a SQLite file in `folder`; a PostgreSQL one for the long test);
+        `admin_password`: MLflow's basic-auth app in front (`--app-name basic-auth`, its user "admin")."""
+        self.admin_password = admin_password
         self.folder, self.port = folder, free_port()
         self.store_uri = store_uri or f"sqlite:///{folder / 'mlflow.db'}"
         self.url = f"http://127.0.0.1:{self.port}"
@@ -44,8 +54,11 @@ class MlflowServer:
         self.process = subprocess.Popen(
             [str(mlflow), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
              "--backend-store-uri", self.store_uri,
-             "--artifacts-destination", str(self.folder / "artifacts")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder)
+             "--artifacts-destination", str(self.folder / "artifacts"),
+             *(["--app-name", "basic-auth"] if self.admin_password else [])],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.folder,
+            env={**os.environ, **({"MLFLOW_AUTH_ADMIN_PASSWORD": self.admin_password,
+                                   "MLFLOW_FLASK_SERVER_SECRET_KEY": "tests-only-key"} if self.admin_password else {})})
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:
             assert self.process.poll() is None, (self.folder / "server.log").read_text()[-3000:]

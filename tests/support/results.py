@@ -32,3 +32,16 @@ def inspect_result(ok=True, fallback=True):
             "fallback_ops": [{"op": "aten::nonzero", "count": 3, "share": 0.25}] if fallback else [],
             "fallback_applies": True, "op_count": 90, "ops_batch_size": 64, "sentence": "the engine's sentence"}
 
+
+
+def sweep_result(hostname: str = "") -> dict:
+    """A batch-size sweep's result as the tool makes it (sweep.analyse over runs), cpu and mps, on `hostname` when
+    given (what a shared copy must not carry)."""
+    from mpsstudio.engine.tools import sweep
+    from tests.support.runs import point
+
+    res = [point("cpu", b, 400.0 * b ** 0.45) for b in (1, 2, 4, 8, 16)]
+    res += [point("mps", b, 60.0 * b) for b in (1, 2, 4, 8, 16)]
+    result = sweep.analyse(res, RunConfig(model="resnet18", dataset="cifar10"))
+    result["env"] = {"machine_label": "M3 Max (macOS 15.5)", **({"hostname": hostname} if hostname else {})}
+    return result

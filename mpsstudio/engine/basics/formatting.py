@@ -154,6 +154,13 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
+def runs_and_results(runs: int, tools: int) -> str:
+    """"2 runs", "1 tool result", "2 runs and 1 tool result": what a history command moved (runs said when none
+    of either)."""
+    said = [plural(runs, "run")] if runs or not tools else []
+    return " and ".join(said + ([plural(tools, "tool result")] if tools else []))
+
+
 def printable(text) -> str:
     """`text` with control characters (terminal escape sequences, newlines, tabs) replaced by "?": a name
     from an imported file can then neither clear a terminal nor fake a table row."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..basics.errors import UserError
-from ..basics.formatting import plural
+from ..basics.formatting import plural, runs_and_results
 from ..basics.results import RunResult
 from . import runfiles
 from .store import RunStore
@@ -67,7 +67,9 @@ class RunLibrary:
             here = [w for w in found if w.url == url]
             why = next((w.last_error for w in reversed(here) if w.last_error), "").rstrip(".")
             why = why[len(f"the server at {url} "):] if why.startswith(f"the server at {url} ") else why
-            said.append(f"{plural(len(here), 'run')} wait{'s' if len(here) == 1 else ''} for the team's server at "
+            tools = sum(1 for w in here if self.store.tool_kind(w.run_id))
+            said.append(f"{runs_and_results(len(here) - tools, tools)} wait{'s' if len(here) == 1 else ''} for the "
+                        f"team's server at "
                         f"{url}" + (f": it {why}" if why.startswith(("did not", "answered")) else
                                     f" ({why})" if why else "")
                         + f". {sends or f'`mpsstudio history --push {url}`'} sends "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..basics import paths
@@ -23,6 +24,7 @@ from . import pending, rows, schema
 from .rows import ToolRecord
 from .schema import LOCK_WAIT_S, SCHEMA_VERSION, DamagedHistory, HistoryBusy
 
+TOOL_INSERT = "INSERT OR REPLACE INTO tools (id, created_at, kind, result_json) VALUES (?,?,?,?)"
 MAX_NOTE = 10_000  # characters of a run's note the window keeps (an imported one may hold up to shape.MAX_TEXT)
 __all__ = ["LOCK_WAIT_S", "MAX_NOTE", "SCHEMA_VERSION", "DamagedHistory", "HistoryBusy", "RunStore", "ToolRecord",
            "keep_run", "keep_tool"]
@@ -63,21 +65,29 @@ class RunStore:
         """Put back whole runs that were deleted (Undo), ids, times and notes as they were, in one transaction."""
         self._write("INSERT OR REPLACE", results)
 
-    def add_imported(self, results: list[RunResult], foreign: bool = True) -> tuple[int, int]:
-        """Add runs read from a file, all in one transaction; a run whose id is already here is left as it is. A
-        foreign file's runs (`foreign`, every import: not this machine's own queue) are kept as new runs are: a
-        script's arguments and the error's words with their secrets redacted, whatever the file says of keeping them.
+    def add_imported(self, results: list[RunResult], foreign: bool = True,
+                     tools: Sequence[ToolRecord] = ()) -> tuple[int, int]:
+        """Add runs read from a file (and tool results: a pull brings both), all in one transaction; a run whose id
+        is already here is left as it is, as is a tool result of the same id and kind (one of another kind under
+        that id is kept under an id of its own). A foreign file's runs (`foreign`, every import: not this machine's
+        own queue) are kept as new runs are: a script's arguments and the error's words with their secrets
+        redacted, whatever the file says of keeping them.
 
-        Returns (added, already there)."""
+        Returns (added, already there), runs and tool results counted together."""
         if foreign:
             results = [_redacted(r) for r in results]
+        held = [self.tool_kind(t.id) for t in tools]
+        new = [t for t, kind in zip(tools, held) if kind != t.kind]
+        for t in new:
+            if self.tool_kind(t.id) is not None:
+                t.id = ToolRecord(kind=t.kind, result={}).id
         before = len(self)
-        self._write("INSERT OR IGNORE", results)
+        self._write("INSERT OR IGNORE", results, [self._tool_row(t) for t in new])
         added = len(self) - before
-        return added, len(results) - added
+        return added + len(new), len(results) - added + len(tools) - len(new)
 
-    def _write(self, verb: str, results: list[RunResult]) -> None:
-        if not results:
+    def _write(self, verb: str, results: list[RunResult], tool_rows: Sequence[tuple] = ()) -> None:
+        if not results and not tool_rows:
             return
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so new runs are not kept; make the "
@@ -88,6 +98,7 @@ class RunStore:
         try:
             with self._db:
                 self._db.executemany(rows.INSERT.format(verb=verb), batch)
+                self._db.executemany(TOOL_INSERT, tool_rows)
         except sqlite3.DatabaseError as exc:
             raise schema.explain(exc, self.path) from None
 
@@ -111,18 +122,23 @@ class RunStore:
         if self.read_only:
             raise UserError(f"The run history at {self.path} is read-only, so this result is not kept; make the "
                             "file writable or set MPSSTUDIO_DATA_DIR to another folder.")
+        row = self._tool_row(record)
+        try:
+            with self._db:
+                self._db.execute(TOOL_INSERT, row)
+        except sqlite3.DatabaseError as exc:
+            raise schema.explain(exc, self.path) from None
+
+    @staticmethod
+    def _tool_row(record: "ToolRecord") -> tuple:
+        """A tool result as the row TOOL_INSERT keeps; UserError for one larger than any tool makes."""
         from ..tools.records import MAX_STORED_BYTES
 
         text = json.dumps(record.result)
         if len(text) > MAX_STORED_BYTES:
             raise UserError(f"This {record.kind} result is {len(text) / 2**20:,.0f} MiB of JSON, more than any tool "
                             f"makes ({MAX_STORED_BYTES / 2**20:.0f} MiB), so it is not kept.")
-        try:
-            with self._db:
-                self._db.execute("INSERT OR REPLACE INTO tools (id, created_at, kind, result_json) VALUES (?,?,?,?)",
-                                 (record.id, record.created_at, record.kind, text))
-        except sqlite3.DatabaseError as exc:
-            raise schema.explain(exc, self.path) from None
+        return record.id, record.created_at, record.kind, text
 
     def delete_any(self, ids: list[str]) -> tuple[int, int]:
         """Remove runs and tool results by id: (runs removed, tool results removed)."""
@@ -166,10 +182,16 @@ class RunStore:
             raise schema.explain(exc, self.path) from None
         return str(row["kind"]) if row is not None else None
 
-    def tools(self, kinds: tuple[str, ...] | None = None) -> list["ToolRecord"]:
+    def tool(self, tool_id: str) -> "ToolRecord | None":
+        """The tool result kept under this id (checked as `tools` checks it), or None."""
+        found = self.tools(tool_id=tool_id) if rows.is_text(tool_id) else []
+        return found[0] if found else None
+
+    def tools(self, kinds: tuple[str, ...] | None = None, tool_id: str | None = None) -> list["ToolRecord"]:
         """Every kept tool result (of `kinds`, when given), oldest first, each checked against its kind's declared
         shape; one that fails (written by an older version, or changed outside the app) comes as a record with
-        `problem` set and an empty result, which the views show as "cannot be shown" with Delete."""
+        `problem` set and an empty result, which the views show as "cannot be shown" with Delete. With `tool_id`,
+        that one result alone (tool_notices then stay as they were)."""
         from ..basics.shape import ShapeError
         from ..tools.registry import validated
         from ..tools.records import MAX_STORED_BYTES
@@ -177,6 +199,8 @@ class RunStore:
         try:
             if not self._has_tools_table():
                 rows_in = []
+            elif tool_id is not None:
+                rows_in = self._db.execute("SELECT * FROM tools WHERE id = ?", (tool_id,)).fetchall()
             elif kinds is None:
                 rows_in = self._db.execute("SELECT * FROM tools ORDER BY rowid").fetchall()
             else:
@@ -199,6 +223,8 @@ class RunStore:
                 out.append(ToolRecord(kind=kind, result={}, id=ident, created_at=when,
                                       problem=f"This {printable(kind)[:40]} result cannot be shown: {why}."))
         out = by_time(out)
+        if tool_id is not None:
+            return out
         broken = [r for r in out if r.problem]
         self.tool_notices = [f"{plural(len(broken), 'stored tool result')} cannot be shown (first: {broken[0].id}: "
                              f"{broken[0].problem}); `mpsstudio history --delete ID` or Delete in the Tools tab "

@@ -8,6 +8,7 @@ PARAM_MAX, tag values of at most TAG_MAX."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import PurePath
 
@@ -17,8 +18,10 @@ from ..basics.frameworks import run_label
 from ..basics.results import RunResult
 from ..history.runfiles import JSON_FORMAT, JSON_VERSION, shareable
 
-RUN_ID_TAG = "mpsstudio.run_id"
+RUN_ID_TAG = "mpsstudio.run_id"  # a run's id, or a tool result's (KIND_TAG says which)
 DONE_TAG = "mpsstudio.pushed"  # set last: a run without it was cut off mid-push and is completed by the next one
+KIND_TAG = "mpsstudio.kind"  # "run", or the tool's kind ("sweep", "tune", ...)
+RUN_FILE, TOOL_FILE, REPORT_FILE = "mpsstudio-run.json", "mpsstudio-tool.json", "mpsstudio-report.html"
 PARAM_MAX, TAG_MAX = 6000, 8000
 SETTINGS = ("device", "batch_size", "precision", "optimizer", "lr", "steps", "epochs", "warmup_steps", "mode",
             "framework", "channels_last", "compile", "workers", "accumulate", "seed", "threads", "tf32",
@@ -27,6 +30,25 @@ FINGERPRINT = {"os": "os", "macos_build": "macos_build", "machine": "machine", "
                "device_name": "device_name", "python": "python", "torch": "torch", "torchvision": "torchvision",
                "mlx": "mlx", "mlx_lm": "mlx_lm", "cuda": "cuda", "mpsstudio": "mpsstudio",
                "memory_measure": "memory_measure", "machine_label": "machine"}
+
+
+@dataclass
+class Outgoing:
+    """What one MLflow run carries: a stored run's (outgoing) or a tool result's (mlflow_tool.outgoing)."""
+
+    id: str
+    experiment: str
+    created_at: str
+    finished: bool
+    tags: list[dict]
+    params: list[dict] = field(default_factory=list)
+    metrics: list[dict] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)  # artifact name: its bytes (the JSON a pull reads first)
+
+
+def outgoing(run: RunResult) -> Outgoing:
+    return Outgoing(run.id, experiment_name(run), run.created_at, run.status == "finished", tags(run), params(run),
+                    metrics(run), {RUN_FILE: run_document(run), REPORT_FILE: report_document(run)})
 
 
 def shown_name(name: str) -> str:
@@ -104,22 +126,18 @@ def params(run: RunResult) -> list[dict]:
     for key, value in sorted((c.options or {}).items()):
         values[f"options.{key}"] = value
     clean = shareable(values, [run.env.get("hostname")])
-    return [{"key": key[:250], "value": _text(value)[:PARAM_MAX]} for key, value in clean.items()]
+    return [{"key": key[:250], "value": text(value)[:PARAM_MAX]} for key, value in clean.items()]
 
 
 def tags(run: RunResult) -> list[dict]:
     """The machine's fingerprint, what the figures are, and MPS Studio's run id (DONE_TAG is set apart, last)."""
     env = run.env
-    values = {RUN_ID_TAG: run.id, "mpsstudio.machine": run.machine,
+    values = {RUN_ID_TAG: run.id, KIND_TAG: "run", "mpsstudio.machine": run.machine,
               "mpsstudio.device": run_label(run.config.framework or "torch", run.config.device,
                                             quantize=(run.config.options or {}).get("quantize")),
               "mpsstudio.status": run.status, "mpsstudio.created_at": run.created_at,
               "mlflow.runName": f"{run.machine} · {run.config.device} · {run.id[:8]}"}
-    values.update({f"mpsstudio.env.{tag}": env[key] for key, tag in FINGERPRINT.items()
-                   if env.get(key) not in (None, "", [])})
-    gpus = env.get("gpus")
-    if isinstance(gpus, list) and gpus:
-        values["mpsstudio.env.gpus"] = ", ".join(str(g.get("name", g) if isinstance(g, dict) else g) for g in gpus)
+    values.update(fingerprint(env))
     found = throughput(run)
     if found:
         values["mpsstudio.samples_per_s.interval"] = found["interval"]
@@ -131,10 +149,19 @@ def tags(run: RunResult) -> list[dict]:
         values["mlflow.note.content"] = run.note
     clean = shareable(values, [env.get("hostname")])
     clean[RUN_ID_TAG] = run.id
-    return [{"key": key[:250], "value": _text(value)[:TAG_MAX]} for key, value in clean.items()]
+    return [{"key": key[:250], "value": text(value)[:TAG_MAX]} for key, value in clean.items()]
 
 
-def _text(value) -> str:
+def fingerprint(env: dict) -> dict:
+    """The machine a figure was measured on, as tags (mpsstudio.env.chip, .macos_build, .torch, ...)."""
+    values = {f"mpsstudio.env.{tag}": env[key] for key, tag in FINGERPRINT.items() if env.get(key) not in (None, "", [])}
+    gpus = env.get("gpus")
+    if isinstance(gpus, list) and gpus:
+        values["mpsstudio.env.gpus"] = ", ".join(str(g.get("name", g) if isinstance(g, dict) else g) for g in gpus)
+    return values
+
+
+def text(value) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, default=str)
@@ -144,6 +171,15 @@ def run_document(run: RunResult) -> bytes:
     """The run as an export of one run (the shape `history --import` reads), shareable: the artifact a pull takes."""
     doc = {"format": JSON_FORMAT, "version": JSON_VERSION, "runs": [run.to_dict()], "comparisons": []}
     return json.dumps(shareable(doc, [run.env.get("hostname")]), allow_nan=False).encode()
+
+
+def report_document(run: RunResult) -> bytes:
+    """The run's report alone (report/parts.run_parts: its figures, settings and machine) as one HTML file, host
+    names and paths scrubbed as every report's are."""
+    from ..report import parts as reporting, scrubbed
+    from ..report.render import to_html
+
+    return to_html(scrubbed(reporting.report(reporting.run_parts(run, [run]), runs=[run]))).encode()
 
 
 def batches(items: list, size: int) -> list[list]:

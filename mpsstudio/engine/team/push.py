@@ -1,9 +1,10 @@
-"""Runs pushed to a team's MLflow tracking server, each exactly once, nothing lost while it is down.
+"""Runs and tool results pushed to a team's MLflow tracking server, each exactly once, nothing lost while it is
+down.
 
-A push queues the chosen runs in the history (history/queue.py), then sends what waits for that server, in order:
-the run's experiment found by name or created; the MLflow run found by its MPS Studio run id tag, or created with
-it; its params, metrics and tags in batches within the REST API's limits (log-batch: 1,000 metrics, 100 params,
-100 tags a call); its JSON (and so what a pull reads) as an artifact; then DONE_TAG, last. A push cut off anywhere
+A push queues the chosen runs and tool results in the history (history/queue.py), then sends what waits for that
+server, in order: the run's experiment found by name or created; the MLflow run found by its MPS Studio id tag, or
+created with it; its params, metrics and tags in batches within the REST API's limits (log-batch: 1,000 metrics,
+100 params, 100 tags a call); its JSON (what a pull reads) and its report as artifacts; then DONE_TAG, last. A push cut off anywhere
 (the server killed, the network gone) leaves the run queued; the next one finds the MLflow run by its tag and logs
 the same values again, which MLflow keeps once (the same metric at the same timestamp and step; a param given its
 own value again), so every run ends on the server exactly once. A run already marked done is not sent again."""
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..basics.errors import UserError
-from . import mlflow_run
+from ..basics.formatting import runs_and_results
+from . import mlflow_run, mlflow_tool
 from .answers import object_in, tag_of, text_in
 from .server import Refused, Server, Unreachable
 
@@ -29,46 +31,50 @@ class Pushed:
     already: list[str] = field(default_factory=list)
     waiting: list[tuple[str, str]] = field(default_factory=list)
 
+    tools: set[str] = field(default_factory=set)  # the ids that are tool results (the rest are runs)
+
     def sentence(self) -> str:
         parts = []
         if self.sent:
-            parts.append(f"pushed {len(self.sent)} run{'s' if len(self.sent) != 1 else ''} to {self.url}")
+            parts.append(f"pushed {self._count(self.sent)} to {self.url}")
         if self.already:
             n = len(self.already)
-            parts.append(f"{n} run{'s' if n != 1 else ''} already there" if self.sent else
-                         f"{n} run{'s' if n != 1 else ''} already on {self.url} (nothing sent again)")
+            parts.append(f"{self._count(self.already)} already there" if self.sent else
+                         f"{self._count(self.already)} already on {self.url} (nothing sent again)")
         if self.waiting:
             n = len(self.waiting)
-            parts.append(f"{n} run{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for the team's server "
-                         f"({self.waiting[0][1]}); `mpsstudio history --push {self.url}` sends "
+            parts.append(f"{self._count([i for i, _ in self.waiting])} wait{'s' if n == 1 else ''} for the team's "
+                         f"server ({self.waiting[0][1]}); `mpsstudio history --push {self.url}` sends "
                          f"{'it' if n == 1 else 'them'} when it answers")
         said = "; ".join(parts)
         return f"{said[:1].upper()}{said[1:]}." if parts else f"Nothing waits for {self.url}."
 
+    def _count(self, ids: list[str]) -> str:
+        tools = sum(1 for i in ids if i in self.tools)
+        return runs_and_results(len(ids) - tools, tools)
 
-def push(store, url: str, run_ids: list[str], experiment: str = "", server: Server | None = None,
+
+def push(store, url: str, ids: list[str], experiment: str = "", server: Server | None = None,
          progress=None) -> Pushed:
-    """Queue `run_ids` for the server at `url` (checked first: UserError naming an id the history lacks) and send
-    every run that waits for it. UserError for what the server refuses outright (the credentials, an answer that
-    is not MLflow's); a server that does not answer leaves the runs queued (Pushed.waiting)."""
+    """Queue `ids` (runs and tool results) for the server at `url` (checked first: UserError naming an id the
+    history lacks) and send everything that waits for it. UserError for what the server refuses outright (the
+    credentials, an answer that is not MLflow's); a server that does not answer leaves them queued
+    (Pushed.waiting)."""
     server = server or Server(url)
-    kept = {r.id for r in store.summaries()} if run_ids else set()  # summaries: each run is read whole once, below
-    missing = [i for i in run_ids if i not in kept]
-    if missing:
-        raise UserError(f"No run {missing[0]} in the history; `mpsstudio history` lists the run ids.")
-    if run_ids:
-        store.queue.add(server.url, list(dict.fromkeys(run_ids)), experiment)
-    report = Pushed(server.url)
+    if ids:
+        check_ids(store, ids)
+        store.queue.add(server.url, list(dict.fromkeys(ids)), experiment)
     queued = store.queue.waiting(server.url)
+    report = Pushed(server.url, tools={w.run_id for w in queued if store.tool_kind(w.run_id)})
     for n, entry in enumerate(queued):
-        run = store.get(entry.run_id)
-        if run is None:  # deleted from the history since it was queued: nothing to send
+        item = _outgoing(store, entry.run_id)
+        if item is None:  # deleted from the history since it was queued: nothing to send
             store.queue.done(server.url, entry.run_id)
             continue
         if progress is not None:
             progress(f"pushing {entry.run_id[:8]} ({n + 1} of {len(queued)})")
         try:
-            sent = push_one(server, run, entry.experiment or mlflow_run.experiment_name(run))
+            sent = push_one(server, item, entry.experiment or item.experiment)
         except Unreachable as exc:
             store.queue.failed(server.url, entry.run_id, str(exc))
             report.waiting += [(w.run_id, str(exc)) for w in store.queue.waiting(server.url)
@@ -81,6 +87,35 @@ def push(store, url: str, run_ids: list[str], experiment: str = "", server: Serv
         store.queue.done(server.url, entry.run_id)
         (report.sent if sent else report.already).append(entry.run_id)
     return report
+
+
+def everything(store) -> list[str]:
+    """Every run's id and every tool result's that can be shown (what `history --push URL` sends)."""
+    return [r.id for r in store.summaries()] + [t.id for t in store.tools() if not t.problem]
+
+
+def check_ids(store, ids: list[str]) -> None:
+    """UserError naming the first id that is neither a run of the history nor a tool result it can show."""
+    runs = {r.id for r in store.summaries()}  # summaries: each run is read whole once, when it is sent
+    for i in ids:
+        if i in runs:
+            continue
+        kind = store.tool_kind(i)
+        if kind is None:
+            raise UserError(f"No run or tool result {i} in the history; `mpsstudio history` lists the run ids, "
+                            "`mpsstudio history --tools` the tool results'.")
+        record = store.tool(i)
+        if record is None or record.problem:
+            raise UserError(f"The {kind} result {i} cannot be pushed: "
+                            f"{(record.problem if record else 'it cannot be read').rstrip('.')}.")
+
+
+def _outgoing(store, ident: str) -> mlflow_run.Outgoing | None:
+    run = store.get(ident)
+    if run is not None:
+        return mlflow_run.outgoing(run)
+    record = store.tool(ident)
+    return mlflow_tool.outgoing(record) if record is not None and not record.problem else None
 
 
 def experiment_id(server: Server, name: str) -> str:
@@ -114,33 +149,32 @@ def find_run(server: Server, exp: str, run_id: str) -> dict | None:
     return runs[0] if runs else None
 
 
-def push_one(server: Server, run, experiment: str) -> bool:
-    """Send one run; False where the server has it whole already."""
+def push_one(server: Server, item: mlflow_run.Outgoing, experiment: str) -> bool:
+    """Send one run or tool result; False where the server has it whole already."""
     exp = experiment_id(server, experiment)
-    found = find_run(server, exp, run.id)
+    found = find_run(server, exp, item.id)
     if found is not None and tag_of(found, mlflow_run.DONE_TAG) == "1":
         return False
-    tags = mlflow_run.tags(run)
     if found is None:
         created = server.call("POST", "runs/create", {
-            "experiment_id": exp, "start_time": mlflow_run.millis(run.created_at),
-            "run_name": next((t["value"] for t in tags if t["key"] == "mlflow.runName"), run.id),
-            "tags": [t for t in tags if t["key"] == mlflow_run.RUN_ID_TAG]})
+            "experiment_id": exp, "start_time": mlflow_run.millis(item.created_at),
+            "run_name": next((t["value"] for t in item.tags if t["key"] == "mlflow.runName"), item.id),
+            "tags": [t for t in item.tags if t["key"] == mlflow_run.RUN_ID_TAG]})
         found = object_in(created, "run", server)
     info = object_in(found, "info", server)
     mlflow_id = text_in(info, "run_id", server)
-    metrics, params = mlflow_run.metrics(run), mlflow_run.params(run)
-    for chunk in mlflow_run.batches(metrics, MAX_METRICS):
-        server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "metrics": chunk})
-    for chunk in mlflow_run.batches(params, MAX_PARAMS):
+    for chunk in mlflow_run.batches(item.metrics, MAX_METRICS):
+        if chunk:
+            server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "metrics": chunk})
+    for chunk in mlflow_run.batches(item.params, MAX_PARAMS):
         server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "params": chunk})
-    for chunk in mlflow_run.batches(tags, MAX_TAGS):
+    for chunk in mlflow_run.batches(item.tags, MAX_TAGS):
         server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "tags": chunk})
     artifacts = info.get("artifact_uri")
     if isinstance(artifacts, str) and artifacts.startswith("mlflow-artifacts:/"):
-        server.put_artifact(artifacts[len("mlflow-artifacts:/"):].lstrip("/") + "/mpsstudio-run.json",
-                            mlflow_run.run_document(run))
-    server.call("POST", "runs/update", {"run_id": mlflow_id, "status": "FINISHED" if run.status == "finished"
-                                        else "FAILED", "end_time": mlflow_run.millis(run.created_at) + 1})
+        for name, data in item.files.items():
+            server.put_artifact(artifacts[len("mlflow-artifacts:/"):].lstrip("/") + "/" + name, data)
+    server.call("POST", "runs/update", {"run_id": mlflow_id, "status": "FINISHED" if item.finished else "FAILED",
+                                        "end_time": mlflow_run.millis(item.created_at) + 1})
     server.call("POST", "runs/set-tag", {"run_id": mlflow_id, "key": mlflow_run.DONE_TAG, "value": "1"})
     return True

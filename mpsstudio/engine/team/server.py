@@ -4,25 +4,24 @@ Alembic migrations change them (mlflow#15197, #23751), the REST API does not.
 
 Every call has a timeout and reads at most MAX_ANSWER bytes. What the server answers is untrusted: an answer that is
 not MLflow's JSON is one sentence (UserError), as is a refused token. A server that does not answer (refused, timed
-out, a 5xx or 429) raises Unreachable: the push waits in the queue and goes when it answers. The token comes from
-the environment, as MLflow's own client reads it (MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and
-MLFLOW_TRACKING_PASSWORD), and is never stored: a URL carrying a user, a password or a query is refused, so what the
-queue keeps of a server is its address alone."""
+out, a 5xx or 429) raises Unreachable: the push waits in the queue and goes when it answers. The credentials come
+from MLflow's own sources or the system keychain (credentials.py) and are never stored: a URL carrying a user, a
+password or a query is refused, so what the queue keeps of a server is its address alone."""
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..basics.errors import UserError
 from ..basics.formatting import one_line, printable
+from . import credentials
 
 TIMEOUT_S = 10.0
 MAX_ANSWER = 8 * 1024 * 1024  # an answer of MLflow's JSON (a page of runs) is far smaller
@@ -65,28 +64,20 @@ def check_url(url: str) -> str:
     return f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
 
 
-def _auth(env) -> dict[str, str]:
-    token = env.get("MLFLOW_TRACKING_TOKEN")
-    if token:
-        return {"Authorization": f"Bearer {token}"}
-    user, password = env.get("MLFLOW_TRACKING_USERNAME"), env.get("MLFLOW_TRACKING_PASSWORD")
-    if user and password is not None:
-        pair = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        return {"Authorization": f"Basic {pair}"}
-    return {}
-
-
 @dataclass
 class Server:
-    """One tracking server: `url` as check_url keeps it."""
+    """One tracking server: `url` as check_url keeps it; `env` and `keychain` where its credentials are looked for
+    (credentials.find: the process's environment and the system keychain by default)."""
 
     url: str
     timeout_s: float = TIMEOUT_S
     env: dict | None = None
+    keychain: Callable | None = None
 
     def __post_init__(self) -> None:
         self.url = check_url(self.url)
-        self.headers = _auth(self.env if self.env is not None else os.environ)
+        self.credentials, self.keychain_note = credentials.find(self.url, self.env, self.keychain)
+        self.headers = {"Authorization": self.credentials.header} if self.credentials else {}
 
     def call(self, method: str, path: str, body: dict | None = None, query: dict | None = None) -> dict:
         """The JSON object the REST API answers to `method` `path` (under /api/2.0/mlflow/)."""
@@ -133,8 +124,8 @@ class Server:
         except urllib.error.HTTPError as exc:
             self._refused(exc, path)
         except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise Unreachable(f"the server at {self.url} did not answer ({one_line(str(reason), 120)})") from None
+            reason = self._hide(str(getattr(exc, "reason", exc)))
+            raise Unreachable(f"the server at {self.url} did not answer ({one_line(reason, 120)})") from None
         if len(raw) > limit:
             raise UserError(f"The tracking server at {self.url} answered {printable(path)[:80]} with more than "
                             f"{limit // (1024 * 1024)} MiB; nothing was taken from it.")
@@ -147,16 +138,32 @@ class Server:
         except (ValueError, OSError, RecursionError):
             detail = {}
         detail = detail if isinstance(detail, dict) else {}
-        words = one_line(printable(str(detail.get("message") or exc.reason or "")), 200)
+        words = one_line(printable(self._hide(str(detail.get("message") or exc.reason or ""))), 200)
         if code in (429,) or code >= 500:
             raise Unreachable(f"the server at {self.url} answered {code} ({words or 'unavailable'})") from None
         if code in (401, 403):
-            raise UserError(f"The tracking server at {self.url} refused the credentials ({code}); set "
-                            "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) to "
-                            "ones it accepts.") from None
+            raise UserError(self._refused_credentials(code)) from None
         error_code = detail.get("error_code")
         raise Refused(f"The tracking server at {self.url} refused {printable(path)[:80]} ({code}"
                       f"{', ' + words if words else ''}).", error_code if isinstance(error_code, str) else "") from None
+
+
+    def _hide(self, text: str) -> str:
+        return self.credentials.hide(text) if self.credentials is not None else text
+
+    def _refused_credentials(self, code: int) -> str:
+        """A 401 or 403 in words: whose credentials were refused, or that it asks for some, and what to do."""
+        login = f"`mpsstudio history --login {self.url}`"
+        if self.credentials is None:
+            note = f" ({self.keychain_note})" if self.keychain_note else ""
+            return (f"The tracking server at {self.url} asks for credentials ({code}) and none were found{note}; "
+                    f"keep a token in the keychain ({login}, or Preferences) or set MLFLOW_TRACKING_TOKEN (or "
+                    "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD).")
+        fix = (f"keep the right one with {login}" if self.credentials.source == "the keychain" else
+               f"set {self.credentials.source} to ones it accepts" if self.credentials.source.startswith("MLFLOW")
+               else f"correct {self.credentials.source}")
+        return (f"The tracking server at {self.url} refused the credentials from {self.credentials.source} "
+                f"({code}){' (not allowed for this user)' if code == 403 else ''}; {fix}.")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

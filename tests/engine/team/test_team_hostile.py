@@ -128,7 +128,7 @@ def test_addresses_that_would_keep_a_secret_are_refused(tmp_path):
             check_url(bad)
     assert check_url("https://mlflow.team.example:8443/base/") == "https://mlflow.team.example:8443/base"
     store, runs = _store(tmp_path, n=1)
-    with pytest.raises(UserError, match="No run nope"):
+    with pytest.raises(UserError, match="No run or tool result nope"):
         push.push(store, "http://127.0.0.1:1", ["nope"])
 
 

@@ -5,6 +5,7 @@ in the middle of a push and started again: every run there exactly once; a wrong
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.request
 
@@ -13,10 +14,13 @@ import pytest
 import urllib.parse
 
 from mpsstudio import cli
-from mpsstudio.engine.history.store import RunStore
-from mpsstudio.engine.team import mlflow_run, pull, push
+from mpsstudio.engine.basics.errors import UserError
+from mpsstudio.engine.history.store import RunStore, ToolRecord
+from mpsstudio.engine.team import credentials, mlflow_run, pull, push
 from mpsstudio.engine.team.server import Server
 from tests.support import mlflow_server, postgres
+from tests.support.fake_keychain import mac_keychain
+from tests.support.results import sweep_result
 from tests.support.runs import noisy_rates, run_with
 
 pytestmark = [pytest.mark.long,
@@ -42,22 +46,13 @@ def _experiment(url: str, name: str) -> str:
         return json.loads(answer.read())["experiment"]["experiment_id"]
 
 
-def _has_psycopg() -> bool:
-    import subprocess
-
-    mlflow = mlflow_server.executable()
-    python = mlflow.parent / "python" if mlflow is not None else None
-    return python is not None and python.exists() and subprocess.run(
-        [str(python), "-c", "import psycopg"], capture_output=True, timeout=60).returncode == 0
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def server(request, tmp_path):
     """A real server on its default SQLAlchemy store (a SQLite file), and on PostgreSQL (a private cluster of
     Debian's PostgreSQL, tests/support/postgres.py) where the machine has it and MLflow's environment psycopg."""
     database = None
     if request.param == "postgresql":
-        if postgres.binaries() is None or not _has_psycopg():
+        if postgres.binaries() is None or not mlflow_server.has_module("psycopg"):
             pytest.skip("no PostgreSQL here (Debian's postgresql) or no psycopg beside mlflow (make mlflow-server)")
         database = postgres.Postgres(tmp_path / "pg", mlflow_server.free_port()).start()
     found = mlflow_server.MlflowServer(tmp_path, database.uri if database else None).start()
@@ -73,10 +68,23 @@ def test_runs_pushed_are_found_by_mlflows_search_once_and_a_second_history_compa
     runs = _runs("M3 Max (macOS 15.5)", [1000.0, 1010.0])
     for run in runs:
         mine.save(run)
-    done = push.push(mine, server.url, [r.id for r in runs])
-    assert sorted(done.sent) == sorted(r.id for r in runs) and not done.waiting and not mine.queue.waiting()
+    sweep = ToolRecord(kind="sweep", result=sweep_result("alice-mbp"), created_at="2026-12-03T10:00:00+00:00")
+    mine.save_tool(sweep)
+    done = push.push(mine, server.url, push.everything(mine))
+    assert sorted(done.sent) == sorted([*(r.id for r in runs), sweep.id]) and not done.waiting
+    assert not mine.queue.waiting() and done.sentence().startswith("Pushed 2 runs and 1 tool result to ")
     again = push.push(mine, server.url, [r.id for r in runs])
     assert not again.sent and sorted(again.already) == sorted(r.id for r in runs)
+
+    tool_exp = _experiment(server.url, "mpsstudio · sweep · resnet18 · cifar10")
+    (found_tool,) = _search(server.url, {"experiment_ids": [tool_exp], "max_results": 100})["runs"]
+    tool_tags = {t["key"]: t["value"] for t in found_tool["data"]["tags"]}
+    assert tool_tags[mlflow_run.KIND_TAG] == "sweep" and tool_tags[mlflow_run.RUN_ID_TAG] == sweep.id
+    assert tool_tags["mpsstudio.env.machine"] == "M3 Max (macOS 15.5)" and tool_tags[mlflow_run.DONE_TAG] == "1"
+    query = urllib.parse.urlencode({"run_id": found_tool["info"]["run_id"]})
+    with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/artifacts/list?{query}", timeout=10) as answer:
+        files = {f["path"] for f in json.loads(answer.read())["files"]}
+    assert files == {mlflow_run.TOOL_FILE, mlflow_run.REPORT_FILE}
 
     exp = _experiment(server.url, mlflow_run.experiment_name(runs[0]))
     found = _search(server.url, {"experiment_ids": [exp], "max_results": 100})["runs"]
@@ -97,6 +105,9 @@ def test_runs_pushed_are_found_by_mlflows_search_once_and_a_second_history_compa
     theirs = RunStore(tmp_path / "theirs" / "runs.sqlite3")
     for run in _runs("RTX box (Linux)", [2000.0], seed=7):
         theirs.save(run)
+    assert "mpsstudio · sweep · resnet18 · cifar10" in pull.experiments(server.url)
+    got_tool = pull.pull(theirs, server.url, "mpsstudio · sweep · resnet18 · cifar10")
+    assert (got_tool.tools, got_tool.added) == (1, 1) and theirs.tool(sweep.id).result["points"]
     got = pull.pull(theirs, server.url, mlflow_run.experiment_name(runs[0]))
     assert (got.runs, got.added, got.known) == (2, 2, 0)
     assert pull.pull(theirs, server.url, mlflow_run.experiment_name(runs[0])).added == 0
@@ -142,3 +153,41 @@ def test_a_server_killed_mid_push_gets_every_run_exactly_once_after_it_restarts(
         with urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/metrics/get-history?{query}", timeout=10) as got:
             history = json.loads(got.read())["metrics"]
         assert sorted(m["step"] for m in history) == list(range(20))
+
+
+@pytest.mark.skipif(not mlflow_server.has_module("flask_wtf"), reason="no mlflow[auth] beside mlflow (make mlflow-server)")
+def test_mlflows_basic_auth_app_takes_the_keychains_password_and_refuses_others_in_one_sentence(tmp_path, monkeypatch):
+    """A real `mlflow server --app-name basic-auth`: no credentials, a wrong password, a user who may only read: one
+    sentence each and the runs wait; the admin's password kept by --login's code: pushed, each once."""
+    admin = "team-admin-pass-9x"
+    server = mlflow_server.MlflowServer(tmp_path, admin_password=admin).start()
+    keychain, _ = mac_keychain(monkeypatch)
+    monkeypatch.setattr(credentials, "system_keychain", keychain)
+    store = RunStore(tmp_path / "runs.sqlite3")
+    runs = _runs("M2 Ultra (macOS 15.5)", [700.0, 710.0])
+    for run in runs:
+        store.save(run)
+    try:
+        with pytest.raises(UserError, match=r"asks for credentials \(401\) and none were found; keep a token"):
+            push.push(store, server.url, [runs[0].id])
+        credentials.remember(server.url, "not-the-password", "admin")
+        with pytest.raises(UserError, match=r"refused the credentials from the keychain \(401\); keep the right one"):
+            push.push(store, server.url, [runs[0].id])
+        assert {w.run_id for w in store.queue.waiting(server.url)} == {runs[0].id}  # nothing lost
+
+        credentials.remember(server.url, admin, "admin")
+        done = push.push(store, server.url, [runs[0].id])
+        assert done.sent == [runs[0].id] and not store.queue.waiting(server.url)
+        request = urllib.request.Request(
+            server.url + "/api/2.0/mlflow/users/create", method="POST",
+            data=json.dumps({"username": "reader", "password": "reader-pass-12345"}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": "Basic " + base64.b64encode(
+                f"admin:{admin}".encode()).decode()})
+        urllib.request.urlopen(request, timeout=10).close()
+        credentials.remember(server.url, "reader-pass-12345", "reader")  # the experiment is the admin's: read only
+        with pytest.raises(UserError, match=r"refused the credentials from the keychain \(403\) \(not allowed"):
+            push.push(store, server.url, [runs[1].id])
+    finally:
+        server.kill()
+    for path in tmp_path.rglob("runs.sqlite3*"):
+        assert admin.encode() not in path.read_bytes() and b"reader-pass" not in path.read_bytes()
