@@ -145,14 +145,34 @@ def import_job(path: str, library, parent=None) -> Job:
     return Job(work, _words("The import failed ({error}); nothing was added."), parent)
 
 
-def push_job(store, url: str, run_ids: list[str], parent=None) -> Job:
-    """Runs pushed to the team's tracking server (engine team/push.py: queued, each once): its Pushed; `progress`
-    what it is pushing."""
+def push_job(store, url: str, ids: list[str], parent=None) -> Job:
+    """Runs and tool results pushed to the team's tracking server (engine team/push.py: queued, each once): its
+    Pushed; `progress` what it is pushing."""
     def work(job: Job):
         from ..engine.team.push import push
 
-        return push(store, url, run_ids, progress=job.report)
-    return Job(work, _words("The push failed ({error}); the runs wait in the history for the next push."), parent)
+        return push(store, url, ids, progress=job.report)
+    return Job(work, _words("The push failed ({error}); what was chosen waits in the history for the next push."),
+               parent)
+
+
+def experiments_job(url: str, parent=None) -> Job:
+    """The names of the experiments on the team's tracking server (engine team/pull.experiments)."""
+    def work(job: Job):
+        from ..engine.team.pull import experiments
+
+        return experiments(url)
+    return Job(work, _words("The team's server could not be asked for its experiments ({error})."), parent)
+
+
+def pull_job(store, url: str, experiment: str, parent=None) -> Job:
+    """An experiment's runs and tool results pulled into the history (engine team/pull.py: all or none): its
+    Pulled; `progress` what it is reading."""
+    def work(job: Job):
+        from ..engine.team.pull import pull
+
+        return pull(store, url, experiment, progress=job.report)
+    return Job(work, _words("The pull failed ({error}); nothing was added."), parent)
 
 
 def recover_job(path, parent=None) -> Job:

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QPalette
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-    QListWidget,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
     QListWidgetItem, QMessageBox, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
@@ -93,10 +92,9 @@ class PreferencesDialog(QDialog):
                                 "none measurable at 10 Hz (docs/benchmarks.md).")
         form.addRow("Live plot refresh:", self.refresh)
         form.addRow("Other PyTorch:", self._pythons_row())
-        self.team_server = QLineEdit(self.prefs.team_server)
-        self.team_server.setPlaceholderText("http://mlflow.team:5000")
-        self.team_server.setToolTip("Your team's MLflow tracking server: Push to Team Server sends runs there. The "
-                                    "token comes from MLFLOW_TRACKING_TOKEN and is never stored.")
+        from .team_settings import ServerRow
+
+        self.team_server = ServerRow(self.prefs.team_server)
         form.addRow("Team server:", self.team_server)
         from ..engine.basics.paths import cache_dir
 
@@ -115,17 +113,14 @@ class PreferencesDialog(QDialog):
         self.prefs.window_s = self.window_length.value()
         self.prefs.plot_refresh = self.refresh.currentData()
         self.prefs.pythons = [self.pythons.item(i).data(PYTHON_ROLE) for i in range(self.pythons.count())]
-        if self.team_server.text().strip():
-            from ..engine.basics.errors import UserError
-            from ..engine.team.server import check_url
+        from ..engine.basics.errors import UserError
 
-            try:
-                self.prefs.team_server = check_url(self.team_server.text())
-            except UserError as exc:
-                QMessageBox.warning(self, "Team Server", str(exc))
-                return
-        else:
-            self.prefs.team_server = ""
+        try:  # the address into the preferences; a token typed into the keychain, never into a file
+            self.prefs.team_server = self.team_server.address()
+            self.team_server.keep()
+        except UserError as exc:
+            QMessageBox.warning(self, "Team Server", str(exc))
+            return
         try:
             self.prefs.save()
         except OSError as exc:

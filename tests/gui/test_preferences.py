@@ -93,12 +93,43 @@ def test_the_team_server_is_kept_as_its_address_and_one_with_a_secret_is_refused
     monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: said.append(text))
     dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
     qtbot.addWidget(dialog)
-    dialog.team_server.setText("http://alice:pw@mlflow.team:5000")
+    dialog.team_server.url.setText("http://alice:pw@mlflow.team:5000")
     dialog.accept()
     assert said and "must not carry a user, a password" in said[0] and Preferences.load().team_server == ""
-    dialog.team_server.setText(" http://mlflow.team:5000/ ")
+    dialog.team_server.url.setText(" http://mlflow.team:5000/ ")
     dialog.accept()
     assert Preferences.load().team_server == "http://mlflow.team:5000"
     path = config_dir() / "preferences.json"
     path.write_text(json.dumps({"team_server": "http://bob:secret@host"}))  # edited by hand: not taken
     assert Preferences.load().team_server == ""
+
+
+def test_a_token_typed_in_preferences_goes_to_the_keychain_never_to_a_file(qtbot, tmp_path, monkeypatch):
+    """The keychain is conftest's (keyring's macOS backend over a faked Security API): the token is kept there, for
+    the address as the engine keeps it; the preferences file has the address alone; Forget removes it."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from mpsstudio.engine.team import credentials
+
+    said = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: said.append(text))
+    secret = "prefs-token-77aa"
+    dialog = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(dialog)
+    assert "never in MPS Studio's files" in dialog.team_server.note.text()
+    dialog.team_server.token.setText(secret)
+    dialog.accept()  # a token without an address: said, nothing kept
+    assert said and "needs the team server's address" in said[-1]
+    dialog.team_server.url.setText("http://mlflow.team:5000/")
+    dialog.accept()
+    assert credentials.find("http://mlflow.team:5000", {})[0].header == f"Bearer {secret}"
+    assert secret not in (config_dir() / "preferences.json").read_text()
+    again = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(again)
+    assert "keeps a token for this server" in again.team_server.note.text() and again.team_server.forget.isEnabled()
+    again.team_server.forget.click()
+    assert credentials.kept("http://mlflow.team:5000") is False and "Removed" in again.team_server.note.text()
+    monkeypatch.setattr(credentials, "system_keychain", lambda: (None, "no system keychain answers here"))
+    third = PreferencesDialog(tmp_path / "runs.sqlite3")
+    qtbot.addWidget(third)
+    assert "No keychain to keep a token in (no system keychain answers here)" in third.team_server.note.text()

@@ -27,7 +27,7 @@ from .run_details import RunDetails
 from .run_table import COL, RunSortProxy, RunTableModel
 from .selection import ComparePicker, RunSelection
 from .speedup_chart import NO_COMPARISON_HINT, SpeedupChart
-from ..team import TeamPush
+from ..team import TeamServer
 from .table_view import RunActions, RunsTable, button
 
 __all__ = ["COL", "ResultsPanel"]
@@ -62,7 +62,7 @@ class ResultsPanel(QWidget):
         # comparison's curves beside it); a panel alone writes its PNG
         self.files = RunFiles(self.library, self.selection, self, export_comparison)
         self.reports = Reports(self.selection, self.picker, self._findings, self.files.save_path, self)
-        self.team = TeamPush(self.library, lambda: [r.id for r in self.selection.runs(None)], self)
+        self.team = TeamServer(self.library, self.selection.ids, self)  # none selected: every run and tool result
         self.run_actions = RunActions.made(self, {
             "delete": self.deleter.delete_dialog, "csv": self.files.export_csv_dialog,
             "json": self.files.export_json_dialog, "import_runs": self.files.import_dialog,
@@ -148,8 +148,10 @@ class ResultsPanel(QWidget):
         self.view.menu_requested.connect(self._context_menu)
         for part in (self.deleter, self.files, self.reports, self.team):
             part.message.connect(self.message)
-        self.team.pushing.connect(lambda running: self.run_actions.push.setEnabled(not running))
+        self.team.busy.connect(lambda running: self.run_actions.push.setEnabled(not running))
         self.team.pushed.connect(self.show_waiting)
+        self.team.pulled.connect(self.reload)
+        self.team.pulled.connect(self.import_finished)
         self.deleter.removed.connect(lambda ids: self._set_runs([r for r in self.model.runs() if r.id not in
                                                                 set(ids)], []))
         self.deleter.restored.connect(lambda runs: self._set_runs(

@@ -145,9 +145,9 @@ class RunActions:
             report=action("Export Report\u2026", "Save the comparison on screen (or the selected run) as one HTML file "
                           "with its chart, to open in any browser, offline.", "report"),
             select_group=action("Select Comparison", "Select every run of this comparison.", "select_group"),
-            push=action("Push to Team Server", "Send the selected runs (all when none is selected) to your team's "
-                        "MLflow tracking server (Preferences); what it does not take waits and goes with the next "
-                        "push.", "push"),
+            push=action("Push to Team Server", "Send the selected runs (with none selected, every run and tool "
+                        "result) to your team's MLflow tracking server (Preferences); what it does not take waits "
+                        "and goes with the next push.", "push"),
         )
 
 

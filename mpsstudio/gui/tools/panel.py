@@ -15,7 +15,7 @@ import html
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMenu, QPushButton,
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from ...engine.tools import registry, toolview
@@ -47,6 +47,7 @@ class ToolsPanel(QWidget):
     message = Signal(str)  # a sentence for the status line
     sweep_requested = Signal(object)  # a largest-batch search's result: sweep its sizes
     apply_requested = Signal(object, object)  # a tune's result and the candidate (row) to put into the setup
+    push_requested = Signal(list)  # the shown result's id, to the team's server (gui/team.py)
 
     def __init__(self, store, parent=None):
         super().__init__(parent)
@@ -66,22 +67,33 @@ class ToolsPanel(QWidget):
         self.detail = QStackedWidget()
         self.empty = placeholder_label(EMPTY_HINT)
         self.detail.addWidget(self.empty)
-        self.export_button = QPushButton("Export JSON…")
-        self.export_button.clicked.connect(self.export_dialog)
-        self.png_button = QPushButton("Export PNG…")
+        # the three exports in one menu: the row keeps to the window's 1280 points with Push to Team Server beside it
+        self.export_menu = QMenu(self)
+        self.report_button = self.export_menu.addAction("Report (HTML)…")
+        self.report_button.setToolTip("This result as one HTML file with its chart, to open in any browser, offline")
+        self.report_button.triggered.connect(self.export_report_dialog)
+        self.png_button = self.export_menu.addAction("Picture (PNG)…")
         self.png_button.setToolTip("The chart and table shown, with its title, as a picture to share")
-        self.png_button.clicked.connect(self.export_png_dialog)
+        self.png_button.triggered.connect(self.export_png_dialog)
+        self.export_button = self.export_menu.addAction("JSON…")
+        self.export_button.setToolTip("The result as MPS Studio's JSON, which Import… (here or on another machine) "
+                                      "reads back")
+        self.export_button.triggered.connect(self.export_dialog)
+        self.export_menu.setToolTipsVisible(True)
+        self.export_menu_button = QPushButton("Export")
+        self.export_menu_button.setMenu(self.export_menu)
         self.markdown_button = QPushButton("Copy as Markdown")
         self.markdown_button.setToolTip("This result as Markdown (its tables with units, the sentence, the environment "
                                         "folded; no paths or names), to paste into an issue or a pull request")
         self.markdown_button.clicked.connect(self.copy_markdown)
-        self.report_button = QPushButton("Export Report…")
-        self.report_button.setToolTip("This result as one HTML file with its chart, to open in any browser, offline")
-        self.report_button.clicked.connect(self.export_report_dialog)
         self.import_button = QPushButton("Import…")
-        self.import_button.setToolTip("A tool result exported as JSON (Export JSON…, or a command's --json), from "
+        self.import_button.setToolTip("A tool result exported as JSON (Export ▸ JSON…, or a command's --json), from "
                                       "this Mac or another machine")
         self.import_button.clicked.connect(self.import_dialog)
+        self.push_button = QPushButton("Push to Team Server")
+        self.push_button.setToolTip("Send this result to your team's MLflow tracking server (Preferences): its "
+                                    "settings, the machine, its JSON and its report")
+        self.push_button.clicked.connect(lambda: self.current() and self.push_requested.emit([self.current().id]))
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_current)
         self.sweep_button = QPushButton("Sweep These Sizes")
@@ -91,9 +103,8 @@ class ToolsPanel(QWidget):
         buttons.addWidget(self.import_button)
         buttons.addStretch(1)
         buttons.addWidget(self.markdown_button)
-        buttons.addWidget(self.report_button)
-        buttons.addWidget(self.png_button)
-        buttons.addWidget(self.export_button)
+        buttons.addWidget(self.export_menu_button)
+        buttons.addWidget(self.push_button)
         buttons.addWidget(self.delete_button)
         right = QWidget()
         rl = QVBoxLayout(right)
@@ -153,7 +164,8 @@ class ToolsPanel(QWidget):
             widget.deleteLater()
         record = self.records[row] if 0 <= row < len(self.records) else None
         shown = record is not None and not record.problem
-        for button in (self.export_button, self.png_button, self.markdown_button, self.report_button):
+        for button in (self.export_button, self.png_button, self.markdown_button, self.report_button,
+                       self.push_button, self.export_menu_button):
             button.setEnabled(shown)
         self.delete_button.setEnabled(record is not None)
         found = (MaxBatchResult.of(record.result) if record is not None and not record.problem
@@ -178,7 +190,8 @@ class ToolsPanel(QWidget):
             why = record.problem or (f"This {record.kind} result cannot be shown: "
                                      f"{error_line(exc, 200)}; Delete removes it.")
             headline, view = html.escape(why), placeholder_label(why)
-            for button in (self.export_button, self.png_button, self.markdown_button, self.report_button):
+            for button in (self.export_button, self.png_button, self.markdown_button, self.report_button,
+                           self.push_button, self.export_menu_button):
                 button.setEnabled(False)
             self.sweep_button.setVisible(False)
         self.headline.setText(headline)

@@ -107,6 +107,8 @@ class MainWindow(QMainWindow):
         self.tools.sweep_requested.connect(self.sweep_sizes_of)
         self.tools.message.connect(self.say)
         self.tools.apply_requested.connect(self.apply_tuned_settings)
+        self.tools.push_requested.connect(self.results.team.push_these)
+        self.results.team.pulled.connect(lambda: self.tools.reload())
 
     # -- commands (menus, signals, tests) --------------------------------------------------------------------------
     def start_loading(self) -> None:

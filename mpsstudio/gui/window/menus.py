@@ -52,6 +52,11 @@ class Menus(QObject):
         file_menu.addAction(self.file_script_action)
         file_menu.addSeparator()
         file_menu.addAction(self._action("Import Runs…", w.results.files.import_dialog, "Ctrl+I"))
+        self.push_action = self._action("Push to Team Server", w.results.team.push)
+        self.pull_action = self._action("Pull from Team Server…", w.results.team.pull)
+        w.results.team.busy.connect(self._team_busy)
+        file_menu.addAction(self.push_action)
+        file_menu.addAction(self.pull_action)
         file_menu.addAction(self._action("Export Selected Runs as CSV…", w.results.files.export_csv_dialog))
         file_menu.addAction(self._action("Export Selected Runs as JSON…", w.results.files.export_json_dialog))
         file_menu.addAction(self._action("Export Comparison…", w.results.files.export_comparison_dialog, "Ctrl+E"))
@@ -116,6 +121,11 @@ class Menus(QObject):
 
         help_menu = menu.addMenu("Help")
         help_menu.addAction(self._action("PyTorch Setup…", w.show_doctor))
+
+    def _team_busy(self, running: bool) -> None:
+        """One push or pull at a time."""
+        self.push_action.setEnabled(not running)
+        self.pull_action.setEnabled(not running)
 
     def _reporting(self):
         """What a report is of: the Tools tab's shown result there, else the Runs tab's comparison or run."""

@@ -339,3 +339,41 @@ def test_push_to_team_server_sends_off_the_gui_thread_and_says_what_waits(qtbot,
     assert panel.team_line.text().startswith(f"2 runs wait for the team's server at {url}: it did not answer")
     panel.close()
     store.close()
+
+
+def test_pull_from_team_server_lists_the_experiments_and_brings_one_in(qtbot, tmp_path):
+    """Pull from Team Server…: the server's experiments asked for off the GUI thread, one chosen (the dialog answered
+    here), its runs pulled (engine team/pull.py) and shown in the table."""
+    from mpsstudio.engine.team import mlflow_run
+    from mpsstudio.gui.preferences import Preferences
+    from tests.support.fake_mlflow import FakeServer
+
+    theirs = make_run("mps", 2100.0, created="2026-11-22T08:00:00+00:00")
+    files = mlflow_run.outgoing(theirs).files
+    entry = {"info": {"run_id": "r1", "artifact_uri": "mlflow-artifacts:/1/r1/artifacts"},
+             "data": {"tags": [{"key": mlflow_run.RUN_ID_TAG, "value": theirs.id}]}}
+
+    def respond(request):
+        if "experiments/search" in request.path:
+            request.answer(200, {"experiments": [{"name": "Default"}, {"name": "mpsstudio · mlp · shapes"}]})
+        elif "experiments/get-by-name" in request.path:
+            request.answer(200, {"experiment": {"experiment_id": "1"}})
+        elif "runs/search" in request.path:
+            request.answer(200, {"runs": [entry]})
+        else:
+            request.answer(200, files[mlflow_run.RUN_FILE])
+
+    store = RunStore(tmp_path / "history.sqlite3")
+    panel = open_panel(qtbot, store, [make_run("cpu", 400.0)])
+    said, offered = [], []
+    panel.message.connect(said.append)
+    panel.team.choose = lambda url, names: offered.append(names) or names[0]
+    with FakeServer(respond) as fake:
+        Preferences(team_server=fake.url).save()
+        panel.team.pull()
+        qtbot.waitUntil(lambda: any(s.startswith("Pulled") for s in said), timeout=20000)
+    assert offered == [["mpsstudio · mlp · shapes", "Default"]]
+    assert any("Pulled 1 run of 'mpsstudio · mlp · shapes'" in s and "1 added" in s for s in said)
+    qtbot.waitUntil(lambda: panel.model.row_of(theirs.id) is not None, timeout=5000)
+    panel.close()
+    store.close()

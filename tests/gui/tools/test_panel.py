@@ -264,3 +264,19 @@ def test_a_check_from_the_window_lands_in_the_tools_tab_as_its_table(qtbot):
         assert "cpu: all " in w.tools.headline.text()
     finally:
         w.close()
+
+
+def test_push_to_team_server_sends_the_shown_result_and_is_off_for_one_that_cannot_be_shown(qtbot, store):
+    record = ToolRecord(kind="sweep", result=sweep_result())
+    store.save_tool(record)
+    panel = ToolsPanel(store)
+    qtbot.addWidget(panel)
+    asked = []
+    panel.push_requested.connect(asked.append)
+    assert panel.push_button.isEnabled()
+    panel.push_button.click()
+    assert asked == [[record.id]]
+    store.save_tool(ToolRecord(kind="sweep", result={"points": "broken"}, id="bad",
+                               created_at="2099-01-01T00:00:00+00:00"))
+    panel.reload(select_id="bad")
+    assert panel.current().id == "bad" and not panel.push_button.isEnabled()
