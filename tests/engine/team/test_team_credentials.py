@@ -71,6 +71,8 @@ def test_login_keeps_the_token_in_the_keychain_and_a_push_sends_it_stored_nowher
     assert seen and seen[0] == f"Bearer {secret}"
     assert "refused the credentials from the keychain (401)" in err and f"--login {fake.url}" in err
     assert "Traceback" not in err and secret not in err
+    assert cli.main(["history", "--json", str(tmp_path / "export.json")]) == 0  # what a user shares
+    assert cli.main(["report", "latest", "--format", "html", "--out", str(tmp_path / "report.html")]) == 0
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
