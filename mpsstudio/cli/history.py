@@ -100,7 +100,10 @@ def cmd_history(args) -> int:
         print(f"mpsstudio: the run history at {store.path} is read-only; new runs will not be kept.", file=sys.stderr)
     results = store.all() if args.json else store.summaries()  # the table needs no steps or windows
     inspections = [t.result for t in store.tools(kinds=("inspect",)) if not t.problem]  # the verdicts' findings
-    for notice in [*store.pending_notices, *store.notices, *store.tool_notices]:
+    from ..engine.history.library import RunLibrary
+
+    waits = RunLibrary(store).waiting_words()  # what waits for a team's server, with the command that sends it
+    for notice in [*store.pending_notices, *store.notices, *store.tool_notices, *([waits] if waits else [])]:
         print(f"mpsstudio: {notice}", file=sys.stderr)
     if args.json:
         from ..engine.history.runfiles import export_json

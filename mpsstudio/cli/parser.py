@@ -235,6 +235,9 @@ def _history_parser(sub) -> None:
     h.add_argument("--user", metavar="NAME", default=None, help="the user of --login (MLflow's basic auth)")
     h.add_argument("--logout", metavar="URL", default=None,
                    help="remove what the keychain keeps for the tracking server at URL")
+    h.add_argument("--drop-queue", metavar="URL", default=None,
+                   help="stop waiting for the tracking server at URL: what waits for it is no longer pushed (it "
+                        "stays in the history); `mpsstudio history` says what waits")
     h.add_argument("--experiment", metavar="NAME", default=None,
                    help="the MLflow experiment to --push to (default: one per model, dataset, precision and batch) "
                         "or to --pull from")

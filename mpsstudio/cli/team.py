@@ -11,7 +11,7 @@ from .common import EXIT_OK, EXIT_RUN_FAILED
 
 def wanted(args) -> bool:
     return bool(args.push or args.pull or args.export_bmf or args.login or args.logout or args.user is not None
-                or args.experiment is not None)
+                or args.experiment is not None or args.drop_queue)
 
 
 def cmd_team(args, store) -> int:
@@ -23,6 +23,12 @@ def cmd_team(args, store) -> int:
         raise UserError("--user names the user of --login URL; give --login too.")
     if args.login or args.logout:
         _keychain(args)
+    if args.drop_queue:
+        from ..engine.team.server import check_url
+
+        from ..engine.history.library import RunLibrary
+
+        print(RunLibrary(store).stop_waiting(check_url(args.drop_queue)), file=sys.stderr)
     if args.export_bmf:
         from ..engine.team import bmf
 
@@ -63,6 +69,9 @@ def _keychain(args) -> None:
         print(credentials.forget(check_url(args.logout)), file=sys.stderr)
     if args.login:
         url = check_url(args.login)
+        ring, why = credentials.system_keychain()  # said before anything is asked for
+        if ring is None:
+            raise UserError(f"Nothing can be kept: {why}; {credentials.ENVIRONMENT} instead.")
         what = f"{args.user}'s password" if args.user else "token"
         if sys.stdin.isatty():
             import getpass

@@ -73,8 +73,20 @@ class RunLibrary:
                         f"{url}" + (f": it {why}" if why.startswith(("did not", "answered")) else
                                     f" ({why})" if why else "")
                         + f". {sends or f'`mpsstudio history --push {url}`'} sends "
-                        f"{'it' if len(here) == 1 else 'them'} when it answers.")
+                        f"{'it' if len(here) == 1 else 'them'} when it answers"
+                        + ("." if sends else f"; `mpsstudio history --drop-queue {url}` stops waiting."))
         return " ".join(said)
+
+    def stop_waiting(self, url: str | None = None) -> str:
+        """Nothing waits for that team's server any more (None: for any): the sentence said. The runs and tool
+        results stay in the history."""
+        found = self.store.queue.waiting(url)
+        tools = sum(1 for w in found if self.store.tool_kind(w.run_id))
+        self.store.queue.drop(url)
+        if not found:
+            return "Nothing waits for the team's server."
+        return (f"{runs_and_results(len(found) - tools, tools)} no longer wait{'s' if len(found) == 1 else ''} for "
+                f"the team's server; {'it stays' if len(found) == 1 else 'they stay'} in the history.")
 
     def whole(self, runs: list[RunResult]) -> Whole:
         """These runs with their steps, windows and epochs, read where the caller holds a summary (its note kept);

@@ -53,6 +53,16 @@ class PushQueue:
     def done(self, url: str, run_id: str) -> None:
         self._write("DELETE FROM pushes WHERE url = ? AND run_id = ?", [(url, run_id)])
 
+    def drop(self, url: str | None = None) -> int:
+        """Stop waiting for that server (None: every server): how many runs and tool results waited. They stay in
+        the history; only the intent to push them goes."""
+        held = len(self.waiting(url))
+        if url is None:
+            self._write("DELETE FROM pushes", [()])
+        else:
+            self._write("DELETE FROM pushes WHERE url = ?", [(url,)])
+        return held
+
     def failed(self, url: str, run_id: str, why: str) -> None:
         self._write("UPDATE pushes SET attempts = attempts + 1, last_error = ? WHERE url = ? AND run_id = ?",
                     [(one_line(why, 300), url, run_id)])

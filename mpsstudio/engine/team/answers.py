@@ -31,3 +31,17 @@ def tag_of(run: dict, key: str) -> str | None:
             value = t.get("value")
             return value if isinstance(value, str) else None
     return None
+
+
+def artifact_folder(info: dict) -> str | None:
+    """Where a run's artifacts lie under the server's artifact proxy (its `mlflow-artifacts:/` URI's path), or None
+    where it is not served by the server or would step out of it (`..`, `.`, a backslash, an empty segment): a
+    request, and the credentials with it, never goes elsewhere on the host."""
+    uri = info.get("artifact_uri")
+    if not isinstance(uri, str) or not uri.startswith("mlflow-artifacts:/") or len(uri) > 1000:
+        return None
+    path = uri[len("mlflow-artifacts:/"):].strip("/")
+    parts = path.split("/")
+    if not path or any(p in ("", ".", "..") or "\\" in p or not p.isprintable() for p in parts):
+        return None
+    return path

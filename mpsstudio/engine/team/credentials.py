@@ -28,6 +28,7 @@ from ..basics.formatting import one_line
 SERVICE = "MPS Studio team server"
 CREDENTIALS_FILE = "~/.mlflow/credentials"  # MLflow's client reads its [mlflow] section
 MAX_SECRET = 16 * 1024
+ENVIRONMENT = "set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD) in the environment"
 
 
 @dataclass(frozen=True)
@@ -91,15 +92,17 @@ def find(url: str, env=None, keychain=None) -> tuple[Credentials | None, str]:
         return Credentials(_basic(user, password), where), ""
     if env.get("MLFLOW_TRACKING_TOKEN"):
         return Credentials(f"Bearer {env['MLFLOW_TRACKING_TOKEN']}", "MLFLOW_TRACKING_TOKEN"), ""
+    half = ("MLFLOW_TRACKING_USERNAME is set without MLFLOW_TRACKING_PASSWORD" if user and not password else
+            "MLFLOW_TRACKING_PASSWORD is set without MLFLOW_TRACKING_USERNAME" if password and not user else "")
     ring, why = (keychain or system_keychain)()
     if ring is None:
-        return None, why
+        return None, half or why
     try:
         secret = ring.get_password(SERVICE, url)
     except Exception as exc:  # keyring.errors.KeyringLocked (access denied), KeyringError (unsigned app, ...)
         return None, _refused_words(exc, "read")
     if not secret:
-        return None, ""
+        return None, half
     return Credentials(_header(secret), "the keychain"), ""
 
 
@@ -111,8 +114,7 @@ def remember(url: str, secret: str, username: str = "", keychain=None) -> str:
         raise UserError("The token must be one line of text; nothing was kept in the keychain.")
     ring, why = (keychain or system_keychain)()
     if ring is None:
-        raise UserError(f"Nothing was kept: {why}. Set MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and "
-                        "MLFLOW_TRACKING_PASSWORD) instead.")
+        raise UserError(f"Nothing was kept: {why}; {ENVIRONMENT} instead.")
     value = json.dumps({"username": username, "password": secret}) if username else secret
     try:
         ring.set_password(SERVICE, url, value)
@@ -134,6 +136,16 @@ def forget(url: str, keychain=None) -> str:
     except Exception as exc:  # the macOS backend raises PasswordDeleteError for a missing item too: asked first
         raise UserError(f"Nothing was removed: {_refused_words(exc, 'change')}.") from None
     return f"Removed what the keychain kept for {url}."
+
+
+def advice(url: str, keychain=None) -> str:
+    """Where credentials for the server at `url` can go, in words: the keychain where there is one (`history --login`,
+    Preferences), else the environment."""
+    ring, _ = (keychain or system_keychain)()
+    if ring is None:
+        return ENVIRONMENT
+    return (f"keep a token (or a user's password) in the keychain with `mpsstudio history --login {url}` or in "
+            f"Preferences, or {ENVIRONMENT}")
 
 
 def kept(url: str, keychain=None) -> bool | None:

@@ -36,13 +36,27 @@ def experiment_name(record: ToolRecord) -> str:
     return " · ".join(["mpsstudio", record.kind, *work])
 
 
+VARIED = ("device", "batch_size", "precision", "channels_last", "compile", "threads", "tf32")
+
+
 def _params(record: ToolRecord, hosts) -> list[dict]:
+    """What the tool was asked: its config, where a setting it measured over (a sweep's batch sizes, a tune's
+    precisions, ...) is said as `measured.<setting>` (its values), not as the config's one value it did not keep to."""
     config = _part(record, "config")
-    values = {"tool": record.kind}
+    values: dict = {"tool": record.kind}
+    rows = [r for key in ("points", "candidates") for r in (record.result.get(key) or []) if isinstance(r, dict)]
+    varied = {k: sorted({str(r[k]) for r in rows if r.get(k) is not None}, key=_natural) for k in VARIED}
+    varied = {k: v for k, v in varied.items() if len(v) > 1}
     values.update({k: shown_name(v) if k in ("model", "dataset") and isinstance(v, str) else v
-                   for k, v in sorted(config.items()) if v is not None})
+                   for k, v in sorted(config.items()) if v is not None and k not in varied})
+    values.update({f"measured.{k}": ", ".join(v) for k, v in varied.items()})
     clean = shareable(values, hosts)
     return [{"key": str(key)[:250], "value": text(value)[:PARAM_MAX]} for key, value in clean.items()]
+
+
+def _natural(text: str):
+    """4 before 16 (numbers as numbers), words in their order."""
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
 def _tags(record: ToolRecord, env: dict, hosts) -> list[dict]:

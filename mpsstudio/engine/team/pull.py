@@ -7,6 +7,7 @@ paging that does not end: one sentence each, and the local history unchanged."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from ..basics.errors import UserError
 from ..basics.formatting import plural, printable
 from . import mlflow_run
-from .answers import object_in, tag_of, text_in
+from .answers import artifact_folder, object_in, tag_of, text_in
 from .server import Refused, Server, Unreachable
 
 PAGE = 500
@@ -75,6 +76,9 @@ def experiments(url: str, server: Server | None = None) -> list[str]:
             token = _next_token(server, answer, seen)
             if token is None:
                 break
+        else:
+            raise UserError(f"The tracking server at {server.url} holds more than {PAGE * MAX_PAGES:,} experiments; "
+                            "give the one to pull with --experiment NAME.")
     except Unreachable as exc:
         raise UserError(f"{str(exc)[:1].upper()}{str(exc)[1:]}; try again when it answers.") from None
     ours = sorted(n for n in set(names) if n.startswith("mpsstudio"))
@@ -101,28 +105,51 @@ def _pull(store, server: Server, experiment: str, progress) -> Pulled:
         found = server.call("GET", "experiments/get-by-name", query={"experiment_name": name})
     except Refused as exc:
         if exc.code == "RESOURCE_DOES_NOT_EXIST":
-            raise UserError(f"The tracking server at {server.url} has no experiment named {printable(name)!r}; "
+            raise UserError(f"The tracking server at {server.url} has no experiment named {printable(name)[:200]!r}; "
                             "its names are those `history --push` made (mpsstudio · model · dataset · ...).") from None
         raise
-    exp = text_in(object_in(found, "experiment", server), "experiment_id", server)
+    held = object_in(found, "experiment", server)
+    if held.get("lifecycle_stage") == "deleted":
+        raise UserError(f"The experiment {printable(name)[:200]!r} on {server.url} was deleted in MLflow; restore it "
+                        "there to pull it.")
+    exp = text_in(held, "experiment_id", server)
     runs: list = []  # RunResults
     tools: list = []  # ToolRecords
     with tempfile.TemporaryDirectory(prefix="mpsstudio-pull-") as folder:
-        for n, entry in enumerate(_pushed_runs(server, exp)):
+        for n, entry in enumerate(once_each(list(_pushed_runs(server, exp)))):
             if progress is not None:
                 progress(f"reading {n + 1} from {server.url}")
             kind = tag_of(entry, mlflow_run.KIND_TAG) or "run"  # runs pushed before tool results went carry none
-            (runs if kind == "run" else tools).append(_read(server, entry, kind, Path(folder) / f"{n}.json"))
+            into = Path(folder) / str(n)  # the artifact keeps its name: a sentence about it names it
+            into.mkdir()
+            (runs if kind == "run" else tools).append(_read(server, entry, kind, into))
     ids = [r.id for r in runs] + [t.id for t in tools]
     if len(set(ids)) != len(ids):
         raise UserError(f"The tracking server at {server.url} holds one MPS Studio run or result twice in "
-                        f"{printable(name)!r}; nothing was pulled.")
+                        f"{printable(name)[:200]!r}; nothing was pulled.")
     for record in tools:  # where it came from, as an import names its file
         record.result["imported_from"] = f"{printable(name)[:200]} on {server.url}"
     report = Pulled(server.url, name, runs=len(runs), tools=len(tools))
     if ids:
         report.added, report.known = store.add_imported(runs, tools=tools)
     return report
+
+
+def once_each(entries: list) -> list:
+    """One MLflow run per MPS Studio id: two pushes that raced (two machines holding the same run, pushing at once)
+    can leave two copies, which hold the same run; the copy every reader chooses alike is kept (the smallest MLflow
+    run id), so a race never locks an experiment out of pulls. An entry without the id is left for _read to refuse."""
+    chosen: dict = {}
+    rest = []
+    for entry in entries:
+        ident = tag_of(entry, mlflow_run.RUN_ID_TAG)
+        info = entry.get("info") if isinstance(entry.get("info"), dict) else {}
+        key = str(info.get("run_id"))
+        if not ident:
+            rest.append(entry)
+        elif ident not in chosen or key < chosen[ident][0]:
+            chosen[ident] = (key, entry)
+    return [entry for _, entry in chosen.values()] + rest
 
 
 def _pushed_runs(server: Server, exp: str):
@@ -146,14 +173,20 @@ def _pushed_runs(server: Server, exp: str):
 
 def _fetch(server: Server, entry: dict, name: str, path: Path) -> str:
     """The artifact `name` of a pushed MLflow run written to `path`; its MPS Studio id (RUN_ID_TAG)."""
-    info = object_in(entry, "info", server)
-    artifacts = info.get("artifact_uri")
+    folder = artifact_folder(object_in(entry, "info", server))
     tagged = tag_of(entry, mlflow_run.RUN_ID_TAG)
-    if not isinstance(artifacts, str) or not artifacts.startswith("mlflow-artifacts:/") or not tagged:
+    if folder is None or not tagged:
         raise UserError(f"The tracking server at {server.url} holds a pushed run without its MPS Studio JSON "
                         "(artifacts not served by the server); nothing was pulled.")
-    path.write_bytes(server.get_artifact(artifacts[len("mlflow-artifacts:/"):].lstrip("/") + "/" + name))
+    path.write_bytes(server.get_artifact(f"{folder}/{name}"))
     return tagged
+
+
+def _without_advice(said: str) -> str:
+    """An import's sentence without what it tells a user choosing a file ("choose a file ...", "nothing was
+    imported"): a pull says its own."""
+    words = re.sub(r"[;.]?\s*(?:[Cc]hoose a file|[Nn]othing was imported)[^;]*$", "", said.strip())
+    return words.rstrip(" .;")
 
 
 def _read(server: Server, entry: dict, kind: str, path: Path):
@@ -165,13 +198,14 @@ def _read(server: Server, entry: dict, kind: str, path: Path):
     if kind != "run" and kind not in STORED:
         raise UserError(f"The tracking server at {server.url} holds a pushed result of kind {printable(kind)[:40]!r}, "
                         "which this MPS Studio does not keep (update MPS Studio); nothing was pulled.")
-    tagged = _fetch(server, entry, mlflow_run.RUN_FILE if kind == "run" else mlflow_run.TOOL_FILE, path)
+    path = path / (mlflow_run.RUN_FILE if kind == "run" else mlflow_run.TOOL_FILE)
+    tagged = _fetch(server, entry, path.name, path)
     what = f"run {printable(tagged)[:40]}" if kind == "run" else f"the {kind} result {printable(tagged)[:40]}"
     try:
         found = import_json(path) if kind == "run" else [import_tool_json(path)]
     except UserError as exc:
         raise UserError(f"The tracking server at {server.url} gave {what} as JSON that is not an export of it "
-                        f"({str(exc).rstrip('.')}); nothing was pulled.") from None
+                        f"({_without_advice(str(exc))}); nothing was pulled.") from None
     if len(found) != 1 or found[0].id != tagged or (kind != "run" and getattr(found[0], "kind", None) != kind):
         raise UserError(f"The tracking server at {server.url} gave {what} as JSON of another "
                         f"{'run' if kind == 'run' else 'result'}; nothing was pulled.")

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..basics.errors import UserError
-from ..basics.formatting import runs_and_results
+from ..basics.formatting import printable, runs_and_results
 from . import mlflow_run, mlflow_tool
-from .answers import object_in, tag_of, text_in
+from .answers import artifact_folder, object_in, tag_of, text_in
 from .server import Refused, Server, Unreachable
 
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100  # per log-batch call (MLflow's REST API)
@@ -62,10 +62,26 @@ def push(store, url: str, ids: list[str], experiment: str = "", server: Server |
     (Pushed.waiting)."""
     server = server or Server(url)
     if ids:
-        check_ids(store, ids)
+        ids = check_ids(store, ids)
+        if experiment:
+            check_experiment(experiment)
+        answers(server)  # an address that is not MLflow's (a typo, a redirect, refused credentials): nothing queued
         store.queue.add(server.url, list(dict.fromkeys(ids)), experiment)
     queued = store.queue.waiting(server.url)
     report = Pushed(server.url, tools={w.run_id for w in queued if store.tool_kind(w.run_id)})
+    try:
+        _send_queued(store, server, queued, report, progress)
+    except UserError as exc:  # refused outright mid-push (credentials now refused, a deleted experiment): said
+        left = [w.run_id for w in store.queue.waiting(server.url)]
+        if not left:
+            raise
+        tools = sum(1 for i in left if i in report.tools)
+        raise UserError(f"{str(exc).rstrip('.')}; {runs_and_results(len(left) - tools, tools)} "
+                        f"wait{'s' if len(left) == 1 else ''} in the history for the next push.") from None
+    return report
+
+
+def _send_queued(store, server: Server, queued: list, report: Pushed, progress) -> None:
     for n, entry in enumerate(queued):
         item = _outgoing(store, entry.run_id)
         if item is None:  # deleted from the history since it was queued: nothing to send
@@ -79,14 +95,35 @@ def push(store, url: str, ids: list[str], experiment: str = "", server: Server |
             store.queue.failed(server.url, entry.run_id, str(exc))
             report.waiting += [(w.run_id, str(exc)) for w in store.queue.waiting(server.url)
                                if w.run_id not in report.sent + report.already]
-            return report
+            return
         except Refused as exc:  # this run's request refused (a param the server holds otherwise): it waits, said
             store.queue.failed(server.url, entry.run_id, str(exc))
             report.waiting.append((entry.run_id, str(exc).rstrip(".")))
             continue
         store.queue.done(server.url, entry.run_id)
         (report.sent if sent else report.already).append(entry.run_id)
-    return report
+
+
+def answers(server: Server) -> None:
+    """UserError, one sentence, where the address answers but not as an MLflow tracking server does (a wrong path,
+    a redirect, a web page) or refuses the credentials; a server that does not answer at all passes (what is pushed
+    then waits for it)."""
+    try:
+        server.call("POST", "experiments/search", {"max_results": 1})
+    except Unreachable:
+        return
+    except Refused as exc:
+        raise UserError(f"The address {server.url} does not answer as an MLflow tracking server does "
+                        f"({str(exc).split(' (', 1)[-1].rstrip('.)')}); check it: MLflow's REST API is under "
+                        "/api/2.0/mlflow/ of the address `mlflow server` prints.") from None
+
+
+def check_experiment(name: str) -> None:
+    """UserError for an experiment name MLflow would refuse or a terminal would garble."""
+    text = str(name)
+    if not text.strip() or len(text) > 250 or not text.isprintable():
+        raise UserError(f"{printable(text)[:60]!r}{'…' if len(text) > 60 else ''} is not an experiment name to push "
+                        "to; give one line of at most 250 characters.")
 
 
 def everything(store) -> list[str]:
@@ -94,20 +131,30 @@ def everything(store) -> list[str]:
     return [r.id for r in store.summaries()] + [t.id for t in store.tools() if not t.problem]
 
 
-def check_ids(store, ids: list[str]) -> None:
-    """UserError naming the first id that is neither a run of the history nor a tool result it can show."""
-    runs = {r.id for r in store.summaries()}  # summaries: each run is read whole once, when it is sent
+def check_ids(store, ids: list[str]) -> list[str]:
+    """The whole ids of these runs and tool results (an id, or a unique start of one of at least 8 characters, as
+    the progress lines show them); UserError naming the first that is neither a run of the history nor a tool
+    result it can show."""
+    runs = [r.id for r in store.summaries()]  # summaries: each run is read whole once, when it is sent
+    tools = [t.id for t in store.tools()]
+    whole = []
     for i in ids:
-        if i in runs:
-            continue
-        kind = store.tool_kind(i)
-        if kind is None:
-            raise UserError(f"No run or tool result {i} in the history; `mpsstudio history` lists the run ids, "
-                            "`mpsstudio history --tools` the tool results'.")
-        record = store.tool(i)
-        if record is None or record.problem:
-            raise UserError(f"The {kind} result {i} cannot be pushed: "
-                            f"{(record.problem if record else 'it cannot be read').rstrip('.')}.")
+        text = str(i)
+        found = [k for k in runs + tools if k == text] or (
+            [k for k in runs + tools if k.startswith(text)] if len(text) >= 8 else [])
+        if len(found) > 1:
+            raise UserError(f"{printable(text)[:40]} starts more than one run or tool result; give more of its id.")
+        if not found:
+            raise UserError(f"No run or tool result {printable(text)[:40]} in the history; `mpsstudio history` lists "
+                            "the run ids, `mpsstudio history --tools` the tool results'.")
+        ident = found[0]
+        if ident not in runs:
+            record = store.tool(ident)
+            if record is None or record.problem:
+                raise UserError(f"The {store.tool_kind(ident)} result {ident} cannot be pushed: "
+                                f"{(record.problem if record else 'it cannot be read').rstrip('.')}.")
+        whole.append(ident)
+    return whole
 
 
 def _outgoing(store, ident: str) -> mlflow_run.Outgoing | None:
@@ -123,8 +170,12 @@ def experiment_id(server: Server, name: str) -> str:
     time: found again)."""
     for attempt in range(2):
         try:
-            found = server.call("GET", "experiments/get-by-name", query={"experiment_name": name})
-            return text_in(object_in(found, "experiment", server), "experiment_id", server)
+            found = object_in(server.call("GET", "experiments/get-by-name", query={"experiment_name": name}),
+                              "experiment", server)
+            if found.get("lifecycle_stage") == "deleted":
+                raise UserError(f"The experiment {printable(name)[:200]!r} on {server.url} was deleted in MLflow; "
+                                "restore it there, or push with --experiment NAME to another")
+            return text_in(found, "experiment_id", server)
         except Refused as exc:
             if exc.code != "RESOURCE_DOES_NOT_EXIST":
                 raise
@@ -137,16 +188,20 @@ def experiment_id(server: Server, name: str) -> str:
 
 
 def find_run(server: Server, exp: str, run_id: str) -> dict | None:
-    """The MLflow run tagged with this MPS Studio run id ({"info", "data"}), None where there is none."""
+    """The MLflow run tagged with this MPS Studio run id ({"info", "data"}), None where there is none. Where two
+    pushes raced and left two, the one a pull reads (pull.once_each: the smallest MLflow run id) is chosen, so no
+    third is made."""
     if not run_id or not all(ch.isalnum() or ch in "-_" for ch in run_id):
         raise Refused(f"Run {run_id[:40]!r} has an id MLflow's search cannot quote; it is not pushed.", "")
-    answer = server.call("POST", "runs/search", {"experiment_ids": [exp], "max_results": 2,
+    answer = server.call("POST", "runs/search", {"experiment_ids": [exp], "max_results": 20,
                                                   "filter": f"tags.`{mlflow_run.RUN_ID_TAG}` = '{run_id}'"})
     runs = answer.get("runs", [])
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise UserError(f"The tracking server at {server.url} answered a search with runs that are not objects; "
                         "check that the address is an MLflow tracking server.")
-    return runs[0] if runs else None
+    from .pull import once_each
+
+    return once_each(runs)[0] if runs else None
 
 
 def push_one(server: Server, item: mlflow_run.Outgoing, experiment: str) -> bool:
@@ -170,10 +225,9 @@ def push_one(server: Server, item: mlflow_run.Outgoing, experiment: str) -> bool
         server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "params": chunk})
     for chunk in mlflow_run.batches(item.tags, MAX_TAGS):
         server.call("POST", "runs/log-batch", {"run_id": mlflow_id, "tags": chunk})
-    artifacts = info.get("artifact_uri")
-    if isinstance(artifacts, str) and artifacts.startswith("mlflow-artifacts:/"):
-        for name, data in item.files.items():
-            server.put_artifact(artifacts[len("mlflow-artifacts:/"):].lstrip("/") + "/" + name, data)
+    folder = artifact_folder(info)  # None: not served by the server (a pull then says so), or stepping out of it
+    for name, data in item.files.items() if folder is not None else ():
+        server.put_artifact(f"{folder}/{name}", data)
     server.call("POST", "runs/update", {"run_id": mlflow_id, "status": "FINISHED" if item.finished else "FAILED",
                                         "end_time": mlflow_run.millis(item.created_at) + 1})
     server.call("POST", "runs/set-tag", {"run_id": mlflow_id, "key": mlflow_run.DONE_TAG, "value": "1"})

@@ -10,8 +10,10 @@ password or a query is refused, so what the queue keeps of a server is its addre
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -44,24 +46,34 @@ class Refused(UserError):
         self.code = code
 
 
+MAX_URL = 2000  # characters of an address (browsers and proxies stop near here)
+
+
 def check_url(url: str) -> str:
     """The server's address as kept (scheme, host, port and path; no trailing slash); UserError for one that is not
-    an http(s) address, or carries a user, a password, a query or a fragment (a secret would be kept with it)."""
+    an http(s) address a request can be made to (a host name that is not one, port 0, spaces or control characters,
+    too long), or carries a user, a password, a query or a fragment (a secret would be kept with it)."""
     text = str(url).strip()
     try:
         parts = urllib.parse.urlsplit(text)
         port = parts.port
-    except ValueError:
-        parts, port = None, None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserError(f"{printable(text)[:120]!r} is not a tracking server's address; give one such as "
-                        "http://127.0.0.1:5000 (MLflow's `mlflow server`).")
+        host = parts.hostname or ""
+        if host and ":" not in host:  # a name (an IPv6 address is checked by urlsplit): each label as DNS has it
+            host.encode("idna")
+    except (ValueError, UnicodeError):
+        parts, port, host = None, None, ""
+    usable = (parts is not None and parts.scheme in ("http", "https") and host and port != 0
+              and len(text) <= MAX_URL and text.isprintable() and " " not in text)
+    if not usable:
+        raise UserError(f"{printable(text)[:120]!r}{'…' if len(text) > 120 else ''} is not a tracking server's "
+                        "address; give one such as http://127.0.0.1:5000 (MLflow's `mlflow server`).")
+    assert parts is not None
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
         raise UserError("The server's address must not carry a user, a password or a query (it would be kept with "
                         "the queue); put the token in MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and "
-                        "MLFLOW_TRACKING_PASSWORD.")
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
+                        "MLFLOW_TRACKING_PASSWORD, or the keychain (`mpsstudio history --login URL`).")
+    shown = host if ":" not in host else f"[{host}]"
+    return f"{parts.scheme}://{shown}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
 
 
 @dataclass
@@ -120,12 +132,24 @@ class Server:
                     size += len(chunk)
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"its answer took more than {WHOLE_ANSWER_TIMES * self.timeout_s:g} s")
+                if size <= limit and answer.length:  # read1 does not raise where the connection closed early
+                    raise ConnectionError(f"its answer was cut off ({answer.length:,} bytes short)")
                 raw = b"".join(chunks)
         except urllib.error.HTTPError as exc:
             self._refused(exc, path)
-        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError) as exc:
-            reason = self._hide(str(getattr(exc, "reason", exc)))
+        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, OSError,
+                http.client.HTTPException) as exc:  # HTTPException: IncompleteRead of a chunked answer cut off
+            cause = getattr(exc, "reason", exc)
+            reason = self._hide(str(cause))
+            if isinstance(cause, ssl.SSLError):  # not a server that is down: an https one spoken http to, or a
+                # certificate this machine does not trust; waiting would not change it
+                raise UserError(f"The tracking server at {self.url} could not be reached over TLS "
+                                f"({one_line(reason, 120)}); check whether it is http or https, and its certificate."
+                                ) from None
             raise Unreachable(f"the server at {self.url} did not answer ({one_line(reason, 120)})") from None
+        except ValueError:  # an address check_url let through that http.client still refuses (InvalidURL)
+            raise UserError(f"{printable(self.url)[:120]!r} is not an address a request can be made to; give one "
+                            "such as http://127.0.0.1:5000.") from None
         if len(raw) > limit:
             raise UserError(f"The tracking server at {self.url} answered {printable(path)[:80]} with more than "
                             f"{limit // (1024 * 1024)} MiB; nothing was taken from it.")
@@ -153,17 +177,20 @@ class Server:
 
     def _refused_credentials(self, code: int) -> str:
         """A 401 or 403 in words: whose credentials were refused, or that it asks for some, and what to do."""
-        login = f"`mpsstudio history --login {self.url}`"
         if self.credentials is None:
             note = f" ({self.keychain_note})" if self.keychain_note else ""
             return (f"The tracking server at {self.url} asks for credentials ({code}) and none were found{note}; "
-                    f"keep a token in the keychain ({login}, or Preferences) or set MLFLOW_TRACKING_TOKEN (or "
-                    "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD).")
-        fix = (f"keep the right one with {login}" if self.credentials.source == "the keychain" else
-               f"set {self.credentials.source} to ones it accepts" if self.credentials.source.startswith("MLFLOW")
-               else f"correct {self.credentials.source}")
-        return (f"The tracking server at {self.url} refused the credentials from {self.credentials.source} "
-                f"({code}){' (not allowed for this user)' if code == 403 else ''}; {fix}.")
+                    f"{credentials.advice(self.url, self.keychain)}.")
+        source = self.credentials.source
+        basic = self.credentials.header.startswith("Basic ")
+        what = "a user and password" if basic else "a token"
+        fix = (f"keep {what} it accepts with `mpsstudio history --login {self.url}`"
+               f"{' --user NAME' if basic else ''} (or in Preferences)" if source == "the keychain" else
+               f"set {source} to {what} it accepts" if source.startswith("MLFLOW") else f"correct {source}")
+        if code == 403:
+            return (f"The tracking server at {self.url} does not let the user of the credentials from {source} do "
+                    f"this (403: allowed to read, not to write?); ask its admin for the permission, or {fix}.")
+        return f"The tracking server at {self.url} refused the credentials from {source} (401); {fix}."
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

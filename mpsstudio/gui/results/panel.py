@@ -8,6 +8,7 @@ history is read and changed through the engine's RunLibrary (engine/history/libr
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import QPoint, Qt, Signal
@@ -96,7 +97,10 @@ class ResultsPanel(QWidget):
         left_layout.addWidget(table_area, 1)
         self.team_line = QLabel()  # the runs waiting for the team's server (engine history/library.waiting_words)
         self.team_line.setWordWrap(True)
-        self.team_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.team_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse |
+                                               Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.team_line.setTextFormat(Qt.TextFormat.RichText)
+        self.team_line.linkActivated.connect(lambda _: self.stop_waiting())
         self.team_line.hide()
         left_layout.addWidget(self.team_line)
         left_layout.addWidget(self.undo_bar)
@@ -184,8 +188,16 @@ class ResultsPanel(QWidget):
             waiting = self.library.waiting_words(sends="Push to Team Server")
         except UserError as exc:
             waiting = str(exc)
-        self.team_line.setText(waiting)
+        self.team_line.setText(f"{html.escape(waiting, quote=False)} <a href=\"drop\">Stop Waiting</a>" if waiting else "")
         self.team_line.setVisible(bool(waiting))
+
+    def stop_waiting(self) -> None:
+        """The team_line's Stop Waiting: nothing waits for a team's server any more (the runs stay)."""
+        try:
+            self.message.emit(self.library.stop_waiting())
+        except UserError as exc:
+            self.message.emit(str(exc))
+        self.show_waiting()
 
     def reload_inspections(self) -> None:
         """The stored `inspect` and `diagnose` results whose findings (CPU fallbacks, parity) the verdicts name."""

@@ -69,7 +69,8 @@ def test_login_keeps_the_token_in_the_keychain_and_a_push_sends_it_stored_nowher
         assert cli.main(["history", "--push", fake.url]) == 2
         err = capsys.readouterr().err
     assert seen and seen[0] == f"Bearer {secret}"
-    assert "refused the credentials from the keychain (401)" in err and f"--login {fake.url}" in err
+    assert "refused the credentials from the keychain (401); keep a token it accepts with" in err
+    assert f"--login {fake.url}" in err
     assert "Traceback" not in err and secret not in err
     assert cli.main(["history", "--json", str(tmp_path / "export.json")]) == 0  # what a user shares
     assert cli.main(["report", "latest", "--format", "html", "--out", str(tmp_path / "report.html")]) == 0
@@ -148,3 +149,22 @@ def test_the_push_queue_keeps_no_credentials_of_a_push_that_waits(tmp_path, monk
     data = (tmp_path / "runs.sqlite3").read_bytes()
     assert secret.encode() not in data  # the server echoed it in its 503; the reason kept has it hidden
     assert "you sent Bearer ***" in done.waiting[0][1]
+
+
+def test_half_of_a_user_and_password_is_said_and_login_without_a_keychain_asks_for_nothing(monkeypatch, capsys,
+                                                                                          tmp_path):
+    monkeypatch.setattr(credentials, "system_keychain", lambda: (None, "no system keychain answers here"))
+    found, why = credentials.find(URL, {"MLFLOW_TRACKING_USERNAME": "ann"})
+    assert found is None and why == "MLFLOW_TRACKING_USERNAME is set without MLFLOW_TRACKING_PASSWORD"
+    with FakeServer(lambda r: r.answer(401, b"You are not authenticated.")) as fake:
+        with pytest.raises(UserError) as caught:
+            Server(fake.url, env={"MLFLOW_TRACKING_USERNAME": "ann"}).call("GET", "experiments/search")
+    said = str(caught.value)
+    assert "(MLFLOW_TRACKING_USERNAME is set without MLFLOW_TRACKING_PASSWORD)" in said
+    assert "keychain" not in said.split("; ", 1)[1]  # no keychain here: the advice is the environment's alone
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # nothing to read: it must not be asked for
+    assert cli.main(["history", "--login", URL]) == 2
+    err = capsys.readouterr().err
+    assert "Nothing can be kept: no system keychain answers here; set MLFLOW_TRACKING_TOKEN" in err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err

@@ -28,10 +28,13 @@ def _store(tmp_path, n=2):
 
 
 def _experiment_then(answer):
-    """A server that gives experiment "1" and then answers every other call with `answer(request)`."""
+    """A server that answers as MLflow's does at first (a search of experiments, experiment "1") and then every
+    other call with `answer(request)`."""
     def respond(request):
         if "experiments/get-by-name" in request.path:
             request.answer(200, {"experiment": {"experiment_id": "1", "name": "x"}})
+        elif "experiments/search" in request.path:
+            request.answer(200, {"experiments": []})
         else:
             answer(request)
     return respond
@@ -52,7 +55,23 @@ def test_each_malformed_answer_to_a_push_is_one_sentence_and_the_runs_wait(tmp_p
         with pytest.raises(UserError, match=said) as caught:
             push.push(store, fake.url, [r.id for r in runs])
     assert "\n" not in str(caught.value) and "Traceback" not in str(caught.value)
+    assert str(caught.value).endswith("; 2 runs wait in the history for the next push.")
     assert {w.run_id for w in store.queue.waiting(fake.url)} == {r.id for r in runs}  # nothing lost
+
+
+@pytest.mark.parametrize("answer, said", [
+    (lambda r: r.answer(404, b"<html>Not Found</html>"), "does not answer as an MLflow tracking server does"),
+    (lambda r: r.answer(200, b"<html>a web page</html>"), "with something that is not JSON"),
+    (lambda r: r.answer(401, b"You are not authenticated."), "asks for credentials"),
+])
+def test_an_address_that_is_not_mlflows_queues_nothing(tmp_path, answer, said):
+    """A typo, a web page, a refusal of who we are: said before anything waits, so the history keeps no queue for an
+    address that will never take it."""
+    store, runs = _store(tmp_path)
+    with FakeServer(answer) as fake:
+        with pytest.raises(UserError, match=said):
+            push.push(store, fake.url + "/ajax-api", [r.id for r in runs])
+    assert store.queue.waiting() == []
 
 
 @pytest.mark.parametrize("page, said", [
@@ -91,6 +110,13 @@ def test_a_server_that_is_down_leaves_the_runs_queued_and_says_so(tmp_path, caps
     assert "2 runs wait for the team's server" in err and "did not answer" in err and "Traceback" not in err
     waiting = RunStore(tmp_path / "runs.sqlite3").queue.waiting(url)
     assert [w.attempts for w in waiting] == [1, 0] and {w.run_id for w in waiting} == {r.id for r in runs}
+    assert cli.main(["history"]) == 0  # the history says what waits, and how to stop it
+    err = capsys.readouterr().err
+    assert f"2 runs wait for the team's server at {url}: it did not answer" in err and "--drop-queue" in err
+    assert cli.main(["history", "--drop-queue", url + "/"]) == 0
+    assert "2 runs no longer wait for the team's server; they stay in the history." in capsys.readouterr().err
+    store = RunStore(tmp_path / "runs.sqlite3")
+    assert store.queue.waiting() == [] and len(store.summaries()) == 2
 
 
 def test_a_5xx_or_a_slow_server_is_waited_for_and_a_4xx_refusal_names_the_run(tmp_path):
@@ -109,7 +135,9 @@ def test_a_5xx_or_a_slow_server_is_waited_for_and_a_4xx_refusal_names_the_run(tm
     assert done.waiting and "did not answer" in done.waiting[0][1]
 
     def conflict(request):
-        if "runs/search" in request.path:
+        if "experiments/search" in request.path:
+            request.answer(200, {"experiments": []})
+        elif "runs/search" in request.path:
             request.answer(200, {"runs": []})
         elif "runs/create" in request.path:
             request.answer(200, {"run": {"info": {"run_id": "r1", "artifact_uri": "file:///x"}}})
@@ -205,3 +233,53 @@ def test_an_answer_that_drips_forever_ends_within_its_deadline(tmp_path):
         with pytest.raises(UserError, match="did not answer"):
             pull.pull(RunStore(tmp_path / "runs.sqlite3"), fake.url, "x", server=Server(fake.url, timeout_s=0.1))
     assert time.monotonic() - started < 4.0  # the drip lasts 4 s; the whole answer's deadline is 0.6 s
+
+
+def test_an_answer_cut_short_waits_and_https_spoken_to_http_is_said(tmp_path):
+    """A server that dies in the middle of an answer (fewer bytes than it promised) did not answer: the runs wait; a
+    TLS failure will not pass by waiting: one sentence, nothing queued."""
+    store, runs = _store(tmp_path, n=1)
+
+    def short(request):
+        if "experiments/search" in request.path:
+            request.answer(200, {"experiments": []})
+            return
+        request.send_response(200)
+        request.send_header("Content-Type", "application/json")
+        request.send_header("Content-Length", "500")
+        request.end_headers()
+        request.wfile.write(b'{"experiment": {"experiment_id"')
+        request.close_connection = True
+
+    with FakeServer(short) as fake:
+        done = push.push(store, fake.url, [runs[0].id])
+    assert done.waiting and "cut off" in done.waiting[0][1] and store.queue.waiting(fake.url)
+    with FakeServer(lambda r: r.answer(200, {})) as fake:
+        url = fake.url.replace("http://", "https://")
+        with pytest.raises(UserError, match="could not be reached over TLS .*http or https"):
+            push.push(store, url, [runs[0].id], server=Server(url, timeout_s=3))
+    assert store.queue.waiting(url) == []
+
+
+@pytest.mark.parametrize("url", ["http://a..b:5000", "http://" + "a" * 5000 + ".com", "http://127.0.0.1:5099/ a b",
+                                 "http://127.0.0.1:5099/\x1b[31mred", "http://127.0.0.1:0"])
+def test_an_address_no_request_can_be_made_to_is_one_sentence_and_queues_nothing(tmp_path, capsys, monkeypatch, url):
+    store, runs = _store(tmp_path, n=1)
+    store.close()
+    monkeypatch.setenv("MPSSTUDIO_DATA_DIR", str(tmp_path))
+    for command in (["history", "--push", url], ["history", "--pull", url, "--experiment", "x"]):
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err
+        assert "is not a tracking server's address" in err and "Traceback" not in err and len(err) < 400
+    assert RunStore(tmp_path / "runs.sqlite3").queue.waiting() == []
+
+
+def test_a_short_id_as_the_progress_lines_show_it_is_taken_and_a_bad_experiment_name_refused(tmp_path):
+    store, runs = _store(tmp_path)
+    assert push.check_ids(store, [runs[0].id[:8]]) == [runs[0].id]
+    with pytest.raises(UserError, match="No run or tool result abc"):
+        push.check_ids(store, ["abc"])  # under 8 characters: no prefix match
+    for name in ("  ", "x" * 300, "two\nlines"):
+        with pytest.raises(UserError, match="is not an experiment name"):
+            push.push(store, "http://127.0.0.1:1", [runs[0].id], experiment=name)
+    assert store.queue.waiting() == []

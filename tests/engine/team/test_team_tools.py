@@ -38,7 +38,8 @@ def test_a_tool_result_goes_out_as_its_own_mlflow_run_with_nothing_naming_the_ma
     params = {p["key"]: p["value"] for p in item.params}
     assert tags[mlflow_run.KIND_TAG] == "sweep" and tags[mlflow_run.RUN_ID_TAG] == sweep.id
     assert tags["mpsstudio.env.machine"] == "M3 Max (macOS 15.5)" and params["tool"] == "sweep"
-    assert params["model"] == "resnet18" and params["batch_size"] == "64"
+    assert params["model"] == "resnet18" and "batch_size" not in params  # the config's 64 was not what it measured
+    assert params["measured.batch_size"] == "1, 2, 4, 8, 16" and params["measured.device"] == "cpu, mps"
     assert set(item.files) == {mlflow_run.TOOL_FILE, mlflow_run.REPORT_FILE}
     doc = json.loads(item.files[mlflow_run.TOOL_FILE])
     assert doc["kind"] == "sweep" and doc["id"] == sweep.id and doc["points"]
@@ -115,7 +116,8 @@ def test_a_pull_brings_runs_and_tool_results_together_and_again_adds_nothing(tmp
      "a pushed result of kind 'rocket'"),
     (lambda s: s["entries"][1]["data"]["tags"].__setitem__(1, {"key": mlflow_run.KIND_TAG, "value": "tune"}),
      "as JSON of another result"),
-    (lambda s: s["entries"].append(s["entries"][1]), "twice"),
+    (lambda s: s["entries"][1]["info"].update({"artifact_uri": "mlflow-artifacts:/1/../../etc/t1/artifacts"}),
+     "without its MPS Studio JSON"),
 ])
 def test_a_hostile_answer_about_a_tool_result_is_one_sentence_and_nothing_is_pulled(tmp_path, spoil, said):
     mine, run, sweep = _store(tmp_path)
@@ -142,3 +144,24 @@ def test_the_listing_of_experiments_refuses_what_is_not_mlflows_and_the_cli_says
         assert cli.main(["history", "--pull", fake.url]) == 0
     said = capsys.readouterr()
     assert said.out.strip() == "mpsstudio · a" and "--experiment NAME" in said.err
+
+
+def test_two_copies_of_one_result_from_pushes_that_raced_are_read_once(tmp_path):
+    """Two machines holding the same run that pushed at once can leave two MLflow runs of it: a pull reads the one
+    every reader chooses alike (pull.once_each), so the experiment stays pullable."""
+    mine, run, sweep = _store(tmp_path)
+    respond, state = _server_of(mine, run, sweep)
+    state["files"]["t0"] = state["files"]["t1"]
+    copy = json.loads(json.dumps(state["entries"][1]))
+    copy["info"].update({"run_id": "t0", "artifact_uri": "mlflow-artifacts:/1/t0/artifacts"})
+    state["entries"].append(copy)
+    (tmp_path / "b").mkdir()
+    theirs = RunStore(tmp_path / "b" / "runs.sqlite3")
+    with FakeServer(respond) as fake:
+        got = pull.pull(theirs, fake.url, "x")
+        assert (got.runs, got.tools, got.added) == (1, 1, 2)
+        assert not any("/1/t1/" in p for p in fake.paths)  # the copy with the smaller MLflow id ("t0") was read
+    assert pull.once_each([{"info": {"run_id": "b"}, "data": {"tags": [{"key": mlflow_run.RUN_ID_TAG, "value": "x"}]}},
+                           {"info": {"run_id": "a"}, "data": {"tags": [{"key": mlflow_run.RUN_ID_TAG, "value": "x"}]}}]
+                          ) == [{"info": {"run_id": "a"}, "data": {"tags": [{"key": mlflow_run.RUN_ID_TAG,
+                                                                              "value": "x"}]}}]

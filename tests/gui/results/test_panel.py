@@ -307,12 +307,16 @@ def test_runs_waiting_for_the_teams_server_are_said_under_the_table(qtbot, tmp_p
     said = panel.team_line.text()
     assert panel.team_line.isVisible() and said.startswith("2 runs wait for the team's server at "
                                                            "http://mlflow.team:5000: it did not answer. ")
-    assert said.endswith(". Push to Team Server sends them when it answers.")
+    assert said.endswith(". Push to Team Server sends them when it answers. <a href=\"drop\">Stop Waiting</a>")
     assert "`mpsstudio history --push http://mlflow.team:5000` sends them" in panel.library.waiting_words()
     store.queue.done("http://mlflow.team:5000", runs[0].id)
-    store.queue.done("http://mlflow.team:5000", runs[1].id)
     panel.reload()
-    assert not panel.team_line.isVisible()
+    assert panel.team_line.text().startswith("1 run waits for the team's server")
+    said = []
+    panel.message.connect(said.append)
+    panel.team_line.linkActivated.emit("drop")  # Stop Waiting: the queue goes, the runs stay
+    assert not panel.team_line.isVisible() and store.queue.waiting() == [] and len(store.summaries()) == 2
+    assert said == ["1 run no longer waits for the team's server; it stays in the history."]
     panel.close()
     store.close()
 
