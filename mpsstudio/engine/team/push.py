@@ -1,13 +1,15 @@
-"""Runs and tool results pushed to a team's MLflow tracking server, each exactly once, nothing lost while it is
-down.
+"""Runs and tool results pushed to a team's MLflow tracking server, each exactly once in its experiment, nothing lost
+while it is down.
 
-A push queues the chosen runs and tool results in the history (history/queue.py), then sends what waits for that
-server, in order: the run's experiment found by name or created; the MLflow run found by its MPS Studio id tag, or
-created with it; its params, metrics and tags in batches within the REST API's limits (log-batch: 1,000 metrics,
-100 params, 100 tags a call); its JSON (what a pull reads) and its report as artifacts; then DONE_TAG, last. A push cut off anywhere
-(the server killed, the network gone) leaves the run queued; the next one finds the MLflow run by its tag and logs
-the same values again, which MLflow keeps once (the same metric at the same timestamp and step; a param given its
-own value again), so every run ends on the server exactly once. A run already marked done is not sent again."""
+A push first asks the server whether it answers as MLflow does (answers: an address that does not is said before
+anything waits), queues the chosen runs and tool results in the history (history/queue.py), then sends what waits
+for that server, in order: the experiment found by name or created; the MLflow run found by its MPS Studio id tag,
+or created with it; its params, metrics and tags in batches within the REST API's limits (log-batch: 1,000 metrics,
+100 params, 100 tags a call); its JSON (what a pull reads) and its report as artifacts; then DONE_TAG, last. A push
+cut off anywhere (the server killed, the network gone) leaves the item queued; the next one finds the MLflow run by
+its tag and logs the same values again, which MLflow keeps once (the same metric at the same timestamp and step; a
+param given its own value again), so every item ends on the server exactly once. One already marked done is not sent
+again."""
 
 from __future__ import annotations
 
@@ -38,7 +40,6 @@ class Pushed:
         if self.sent:
             parts.append(f"pushed {self._count(self.sent)} to {self.url}")
         if self.already:
-            n = len(self.already)
             parts.append(f"{self._count(self.already)} already there" if self.sent else
                          f"{self._count(self.already)} already on {self.url} (nothing sent again)")
         if self.waiting:
