@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..basics.errors import UserError
-from ..basics.formatting import plural, printable
+from ..basics.formatting import printable, runs_and_results
 from . import mlflow_run
 from .answers import artifact_folder, object_in, tag_of, text_in
 from .server import Refused, Server, Unreachable
@@ -32,12 +32,11 @@ class Pulled:
     tools: int = 0  # tool results (sweeps, tunes, ...), beside the runs
 
     def sentence(self) -> str:
+        name = repr(printable(self.experiment)[:200])
         if not self.runs and not self.tools:
-            return f"The experiment {self.experiment!r} on {self.url} holds nothing MPS Studio pushed."
-        what = " and ".join([plural(self.runs, "run")] * bool(self.runs or not self.tools) +
-                            [plural(self.tools, "tool result")] * bool(self.tools))
-        return (f"Pulled {what} of {self.experiment!r} from {self.url}: {self.added} added, {self.known} already in "
-                "the history.")
+            return f"The experiment {name} on {self.url} holds nothing MPS Studio pushed."
+        return (f"Pulled {runs_and_results(self.runs, self.tools)} of {name} from {self.url}: {self.added} added, "
+                f"{self.known} already in the history.")
 
 
 def pull(store, url: str, experiment: str, server: Server | None = None, progress=None) -> Pulled:
