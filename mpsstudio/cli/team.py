@@ -69,9 +69,7 @@ def _keychain(args) -> None:
         print(credentials.forget(check_url(args.logout)), file=sys.stderr)
     if args.login:
         url = check_url(args.login)
-        ring, why = credentials.system_keychain()  # said before anything is asked for
-        if ring is None:
-            raise UserError(f"Nothing can be kept: {why}; {credentials.ENVIRONMENT} instead.")
+        credentials.require_keychain()  # said before anything is asked for
         what = f"{args.user}'s password" if args.user else "token"
         if sys.stdin.isatty():
             import getpass

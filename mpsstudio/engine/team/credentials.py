@@ -106,15 +106,21 @@ def find(url: str, env=None, keychain=None) -> tuple[Credentials | None, str]:
     return Credentials(_header(secret), "the keychain"), ""
 
 
+def require_keychain(keychain=None):
+    """The keychain's backend; UserError, one sentence, where there is none (said before a secret is asked for)."""
+    ring, why = (keychain or system_keychain)()
+    if ring is None:
+        raise UserError(f"Nothing can be kept: {why}; {ENVIRONMENT} instead.")
+    return ring
+
+
 def remember(url: str, secret: str, username: str = "", keychain=None) -> str:
     """Keep the token (or, with `username`, the password) for the server at `url` in the keychain: the sentence
     said; UserError where there is no keychain or it refuses."""
     secret = str(secret).strip()
     if not secret or len(secret) > MAX_SECRET or any(c in secret for c in "\r\n\0"):
         raise UserError("The token must be one line of text; nothing was kept in the keychain.")
-    ring, why = (keychain or system_keychain)()
-    if ring is None:
-        raise UserError(f"Nothing was kept: {why}; {ENVIRONMENT} instead.")
+    ring = require_keychain(keychain)
     value = json.dumps({"username": username, "password": secret}) if username else secret
     try:
         ring.set_password(SERVICE, url, value)

@@ -112,7 +112,7 @@ def test_no_keychain_and_bad_secrets_are_one_sentence(monkeypatch, capsys, tmp_p
     def none():
         return None, "no system keychain answers here (no Secret Service or Windows Credential Locker)"
 
-    with pytest.raises(UserError, match="Nothing was kept: no system keychain answers here.*MLFLOW_TRACKING_TOKEN"):
+    with pytest.raises(UserError, match="Nothing can be kept: no system keychain answers here.*MLFLOW_TRACKING_TOKEN"):
         credentials.remember(URL, "tok", keychain=none)
     with pytest.raises(UserError, match="Nothing was removed: no system keychain"):
         credentials.forget(URL, keychain=none)
